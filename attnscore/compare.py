@@ -1,0 +1,144 @@
+"""Comparison of a received result against the golden value.
+
+Order of checks (the first failure decides the verdict): return kind → shape (exact: no
+broadcasting, an empty array never matches) → dtype → non-finite placement (NaN is never a
+wildcard; an infinite golden entry needs the same infinity) → values within the allowed error
+(see :mod:`attnscore.tolerance`). The fast vectorised check runs first; the walk to the worst
+entries happens only on failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnscore.outputs import Received
+from attnscore.results import Verdict
+
+__all__ = ["Mismatch", "compare", "format_index", "format_number"]
+
+NUMERIC_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8")
+SHOW_WORST = 3
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why a received result does not match: a verdict and a student-facing message."""
+
+    verdict: Verdict
+    message: str
+
+
+def format_index(name: str, index: tuple[int, ...]) -> str:
+    """``out[1, 2]`` style index text; ``out`` for a scalar."""
+    return f"{name}[{', '.join(str(i) for i in index)}]" if index else name
+
+
+def format_number(x: float) -> str:
+    """A short, exact-looking rendering of a float (``0.7``, ``-1``, ``nan``, ``1.5e+10``)."""
+    x = float(x)
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    text = f"{x:.8g}"
+    return text
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "()" if not shape else "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def compare(
+    received: Received,
+    golden: np.ndarray,
+    allowed: np.ndarray,
+    *,
+    name: str = "out",
+    accept: tuple[str, ...] = ("tensor", "ndarray", "list", "number"),
+    hidden: bool = False,
+    tolerance_text: str = "",
+) -> Mismatch | None:
+    """Compare ``received`` with ``golden``; return None when it matches, else a :class:`Mismatch`.
+
+    Args:
+        received: the plain returned value.
+        golden: float64 golden value; its shape is the expected shape.
+        allowed: per-entry allowed absolute error, same shape as ``golden``.
+        name: what to call the output in messages (``"scores"``).
+        accept: the return kinds the spec accepts.
+        hidden: a hidden case: messages never show expected values.
+        tolerance_text: the tolerance mode in words, quoted in value messages.
+    """
+    golden = np.asarray(golden, dtype=np.float64)
+    if received.kind not in accept:
+        wanted = " or ".join(accept)
+        return Mismatch(Verdict.BAD_RETURN_TYPE, f"returned a {received.kind}; this function must return a {wanted}")
+    if received.shape != golden.shape:
+        return Mismatch(
+            Verdict.WRONG_SHAPE,
+            f"{name} has shape {_shape_text(received.shape)}, expected shape {_shape_text(golden.shape)}",
+        )
+    if received.dtype not in NUMERIC_DTYPES:
+        return Mismatch(Verdict.WRONG_DTYPE, f"{name} has dtype {received.dtype}; expected a floating dtype")
+    got = received.array.astype(np.float64)
+
+    # Non-finite placement: NaN must match NaN, ±inf the same infinity.
+    got_nan, gold_nan = np.isnan(got), np.isnan(golden)
+    got_inf, gold_inf = np.isinf(got), np.isinf(golden)
+    bad_nonfinite = (got_nan != gold_nan) | (got_inf != gold_inf) | (got_inf & gold_inf & (np.sign(got) != np.sign(golden)))
+    if bad_nonfinite.any():
+        idx = tuple(int(i) for i in np.argwhere(bad_nonfinite)[0])
+        where = format_index(name, idx)
+        count = int(bad_nonfinite.sum())
+        if not (got_nan | got_inf)[idx]:  # finite where the golden value is not
+            return Mismatch(Verdict.WRONG_VALUE, _value_message(name, got, golden, bad_nonfinite, hidden, tolerance_text))
+        return Mismatch(
+            Verdict.NON_FINITE,
+            f"{where} is {format_number(got[idx])}"
+            + ("" if hidden else f", expected {format_number(golden[idx])}")
+            + (f" ({count} non-finite entries in all)" if count > 1 else "")
+            + "; look for a division by zero, an overflow or a log/sqrt of a bad value",
+        )
+
+    finite = np.isfinite(golden)
+    err = np.where(finite, np.abs(got - golden), 0.0)
+    wrong = err > allowed
+    if not wrong.any():
+        return None
+    return Mismatch(Verdict.WRONG_VALUE, _value_message(name, got, golden, wrong, hidden, tolerance_text, err, allowed))
+
+
+def _value_message(
+    name: str,
+    got: np.ndarray,
+    golden: np.ndarray,
+    wrong: np.ndarray,
+    hidden: bool,
+    tolerance_text: str,
+    err: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
+) -> str:
+    count, total = int(wrong.sum()), int(wrong.size)
+    head = f"{count} of {total} entries of {name} are wrong" if total > 1 else f"{name} is wrong"
+    if hidden:
+        return head + " (hidden case: expected values are not shown)"
+    if err is None or allowed is None:
+        order = [tuple(int(i) for i in ix) for ix in np.argwhere(wrong)[:SHOW_WORST]]
+    else:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            ratio = np.where(wrong, err / np.maximum(allowed, np.finfo(np.float64).tiny), -1.0)
+        flat = np.argsort(-ratio, axis=None, kind="stable")[: min(SHOW_WORST, count)]
+        order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
+    lines = [head + (f" ({tolerance_text})" if tolerance_text else "") + ":"]
+    for idx in order:
+        line = f"  {format_index(name, idx)} = {format_number(got[idx])}, expected {format_number(golden[idx])}"
+        if err is not None and allowed is not None:
+            line += f" (|error| {err[idx]:.3g} > allowed {allowed[idx]:.3g})"
+        lines.append(line)
+    if count > len(order):
+        lines.append(f"  ... and {count - len(order)} more")
+    return "\n".join(lines)

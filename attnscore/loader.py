@@ -1,0 +1,307 @@
+"""Loading and validating spec files into :class:`attnscore.spec.Spec`.
+
+Validation happens in two passes and reports every problem at once, each located as
+``file:line:col: field.path: expected ..., found ...``:
+
+1. structure, against the published JSON Schema (``attnscore/spec-v1.schema.json``);
+2. meaning: the contract and properties exist, worked-example inputs have the declared shapes
+   with consistent sizes, and each expected value agrees with the golden value of its inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+
+from attnscore.contracts import CONTRACTS, Contract
+from attnscore.properties import PROPERTIES
+from attnscore.spec import PropertyUse, Spec, WorkedExample
+from attnscore.specfile import Positioned, SpecError, SpecProblem, read_yaml
+from attnscore.tolerance import Tolerance
+
+__all__ = ["load_spec", "load_specs", "spec_schema", "SpecError", "SpecProblem"]
+
+DEFAULT_ACCEPT = ("tensor", "ndarray", "list", "number")
+DEFAULT_EXAMPLES = 25
+DEFAULT_TIMEOUT_S = 5.0
+_FLOAT_LIKE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false"}
+
+
+@lru_cache(maxsize=1)
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of spec format v1, as a dict."""
+    text = resources.files("attnscore").joinpath("spec-v1.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return "null" if value is None else type(value).__name__
+
+
+def _found(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{_json_type(value)} {text}"
+
+
+def _schema_message(error: jsonschema.ValidationError) -> tuple[str, bool]:
+    """Turn a jsonschema error into 'expected ..., found ...'; second item: point at the key."""
+    v, inst = error.validator, error.instance
+    if v == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        msg = f"expected {' or '.join(types)}, found {_found(inst)}"
+        if isinstance(inst, str) and _FLOAT_LIKE.match(inst):
+            msg += " (YAML 1.1 reads 1e-3 as text: write 1.0e-3 or 0.001)"
+        return msg, False
+    if v == "required":
+        missing = [k for k in error.validator_value if isinstance(inst, dict) and k not in inst]
+        return f"expected field {missing[0]!r}, found it missing" if missing else error.message, False
+    if v == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(inst) - set(allowed)) if isinstance(inst, dict) else []
+        hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        return f"expected only known fields, found unknown field {extra[0] if extra else '?'!r}{hint}", False
+    if v == "enum":
+        msg = f"expected one of {', '.join(map(str, error.validator_value))}, found {_found(inst)}"
+        return msg, False
+    if v == "const":
+        return f"expected {error.validator_value!r}, found {_found(inst)}", False
+    if v == "pattern":
+        return f"expected text matching {error.validator_value}, found {_found(inst)}", False
+    if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[v]
+        return f"expected a number {op} {error.validator_value}, found {inst!r}", False
+    if v in ("minItems", "minLength"):
+        return f"expected at least {error.validator_value} item(s), found {len(inst)}", False
+    if v == "uniqueItems":
+        return f"expected unique items, found duplicates in {_found(inst)}", False
+    return error.message, False
+
+
+def _schema_problems(doc: Positioned) -> list[SpecProblem]:
+    validator = jsonschema.Draft202012Validator(spec_schema())
+    problems = []
+    for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
+        message, _ = _schema_message(error)
+        path = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            extras = sorted(set(error.instance) - allowed)
+            for extra in extras:
+                problems.append(doc.problem(path + (extra,), message.replace(repr(extras[0]), repr(extra)), key=True))
+            continue
+        if isinstance(error.instance, bool) and error.validator == "type":
+            line, col = doc.where(path)
+            message += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
+        problems.append(doc.problem(path, message))
+    return problems
+
+
+def _fraction(value: float | int) -> Fraction:
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+def _tolerance(raw: dict[str, Any] | None, default: Tolerance) -> Tolerance:
+    if raw is None:
+        return default
+    return Tolerance(mode=raw["mode"], rtol=raw.get("rtol"), atol=raw.get("atol"), factor=float(raw.get("factor", 2.0)))
+
+
+def _shape_text(shape: list[Any] | tuple[Any, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem]) -> np.ndarray | None:
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (ValueError, TypeError):
+        problems.append(doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}"))
+        return None
+    return arr
+
+
+def _check_example_shapes(doc: Positioned, path: tuple[Any, ...], contract: Contract,
+                          inputs: dict[str, np.ndarray], problems: list[SpecProblem]) -> bool:
+    sizes: dict[str, tuple[int, str]] = {}
+    ok = True
+    for name, legend in contract.parameters:
+        arr = inputs[name]
+        fixed = [s for s in legend if s != "..."]
+        batched = "..." in legend
+        if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
+            rank = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
+            problems.append(doc.problem(path + ("inputs", name),
+                                        f"expected shape {_shape_text(legend)} ({rank}), found shape {_shape_text(arr.shape)}"))
+            ok = False
+            continue
+        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed):]):
+            if size == 0:
+                problems.append(doc.problem(path + ("inputs", name), f"expected {symbol} >= 1, found an empty dimension"))
+                ok = False
+            elif symbol in sizes and sizes[symbol][0] != size:
+                problems.append(doc.problem(path + ("inputs", name),
+                                            f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}"))
+                ok = False
+            else:
+                sizes.setdefault(symbol, (size, name))
+    return ok
+
+
+def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Contract, default_tol: Tolerance,
+                    problems: list[SpecProblem]) -> WorkedExample | None:
+    path: tuple[Any, ...] = ("worked_examples", i)
+    names = contract.parameter_names
+    missing = [n for n in names if n not in raw["inputs"]]
+    unknown = [n for n in raw["inputs"] if n not in names]
+    for n in missing:
+        problems.append(doc.problem(path + ("inputs",), f"expected an input named {n!r}, found it missing"))
+    for n in unknown:
+        problems.append(doc.problem(path + ("inputs", n),
+                                    f"expected only the parameters {', '.join(names)}, found unknown input {n!r}", key=True))
+    if missing or unknown:
+        return None
+    inputs = {}
+    for n in names:
+        arr = _array(doc, path + ("inputs", n), raw["inputs"][n], problems)
+        if arr is None:
+            return None
+        inputs[n] = arr
+    expected = _array(doc, path + ("expected",), raw["expected"], problems)
+    if expected is None or not _check_example_shapes(doc, path, contract, inputs, problems):
+        return None
+    try:
+        golden = contract.golden(inputs)
+    except ValueError as exc:
+        problems.append(doc.problem(path + ("inputs",), f"expected inputs the contract can score, found: {exc}"))
+        return None
+    if expected.shape != golden.shape:
+        problems.append(doc.problem(path + ("expected",),
+                                    f"expected shape {_shape_text(golden.shape)} (from the inputs), found shape {_shape_text(expected.shape)}"))
+        return None
+    if not np.allclose(expected, golden, rtol=1e-9, atol=1e-9, equal_nan=True):
+        problems.append(doc.problem(path + ("expected",),
+                                    f"expected the value the inputs give, {np.round(golden, 9).tolist()}, found {expected.tolist()}"))
+        return None
+    return WorkedExample(
+        id=raw["id"], title=raw.get("title", raw["id"].replace("_", " ")), inputs=inputs, expected=expected,
+        explanation=raw["explanation"].strip(), points=_fraction(raw["points"]),
+        visibility=raw.get("visibility", "visible"),
+        tolerance=_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
+        line=doc.where(path)[0],
+    )
+
+
+def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
+    data = doc.data
+    fn = data["function"]
+    contract = CONTRACTS.get(fn["contract"])
+    if contract is None:
+        problems.append(doc.problem(("function", "contract"),
+                                    f"expected one of {', '.join(sorted(CONTRACTS))}, found {_found(fn['contract'])}"))
+        return None
+    declared = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
+    if declared != [(n, tuple(s)) for n, s in contract.parameters]:
+        want = ", ".join(f"{n} {_shape_text(s)}" for n, s in contract.parameters)
+        got = ", ".join(f"{n} {_shape_text(s)}" for n, s in declared)
+        problems.append(doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}"))
+    if tuple(fn["returns"]["shape"]) != contract.returns:
+        problems.append(doc.problem(("function", "returns", "shape"),
+                                    f"expected {_shape_text(contract.returns)} for contract {contract.name}, "
+                                    f"found {_shape_text(fn['returns']['shape'])}"))
+    default_tol = _tolerance(data.get("tolerance"), Tolerance())
+    examples = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(data["worked_examples"]):
+        if raw["id"] in seen:
+            problems.append(doc.problem(("worked_examples", i, "id"),
+                                        f"expected a unique id, found {raw['id']!r} again (first at worked_examples[{seen[raw['id']]}])"))
+        seen.setdefault(raw["id"], i)
+        ex = _worked_example(doc, i, raw, contract, default_tol, problems)
+        if ex is not None:
+            examples.append(ex)
+    props = []
+    seen_props: dict[str, int] = {}
+    for i, raw in enumerate(data.get("properties", [])):
+        name = raw["name"]
+        if name not in PROPERTIES:
+            problems.append(doc.problem(("properties", i, "name"),
+                                        f"expected a registered property ({', '.join(sorted(PROPERTIES))}), found {name!r}"))
+            continue
+        if name in seen_props:
+            problems.append(doc.problem(("properties", i, "name"), f"expected each property once, found {name!r} again"))
+            continue
+        seen_props[name] = i
+        props.append(PropertyUse(
+            name=name, points=_fraction(raw["points"]), statement=raw["statement"].strip(),
+            examples=raw.get("examples", DEFAULT_EXAMPLES), visibility=raw.get("visibility", "visible"),
+            max_value=float(raw.get("max_value", PROPERTIES[name].default_max_value)),
+            line=doc.where(("properties", i))[0],
+        ))
+    if problems:
+        return None
+    return Spec(
+        id=data["id"], version=data["version"], title=data["title"], description=data.get("description", "").strip(),
+        function=fn["name"], contract=contract, parameter_names=contract.parameter_names,
+        accept=tuple(fn["returns"].get("accept", DEFAULT_ACCEPT)), dtypes=tuple(data.get("dtypes", ["float32"])),
+        seed=data.get("seed", 0), timeout_s=float(data.get("timeout_s", DEFAULT_TIMEOUT_S)), tolerance=default_tol,
+        worked_examples=tuple(examples), properties=tuple(props), path=doc.file,
+    )
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load and validate one spec file.
+
+    Raises:
+        SpecError: the file is missing, unreadable, not YAML, or invalid; ``.problems`` lists
+            every problem, each with file, line, column and field path.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([SpecProblem(name, 1, 1, "(file)", "expected a spec file, found no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([SpecProblem(name, 1, 1, "(file)", f"expected a readable UTF-8 file, found: {exc}")]) from None
+    doc, problems = read_yaml(text, name)
+    if doc is None:
+        raise SpecError(problems)
+    if not isinstance(doc.data, dict):
+        raise SpecError([doc.problem((), f"expected a mapping of spec fields, found {_found(doc.data)}")])
+    schema_problems = _schema_problems(doc)
+    problems += schema_problems
+    spec = None if schema_problems else _build(doc, problems)
+    if problems or spec is None:
+        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)))
+    return spec
+
+
+def load_specs(paths: list[str | Path]) -> list[Spec]:
+    """Load several spec files; raise one SpecError with the problems of all of them."""
+    specs, problems = [], []
+    for path in paths:
+        try:
+            specs.append(load_spec(path))
+        except SpecError as exc:
+            problems += exc.problems
+    if problems:
+        raise SpecError(problems)
+    return specs

@@ -1,0 +1,127 @@
+"""Turning whatever an implementation returned into plain, trustworthy data.
+
+The implementation under test may return a tensor, a numpy array, a nested list or a number.
+:func:`to_received` copies it into a fresh, plain ``numpy.ndarray`` of a known dtype (the base
+classes' methods are used, so a subclass's overrides are not consulted), and records what kind of
+object it was. Everything after this point (comparison, diagnosis, reports) only sees
+:class:`Received`, never the original object.
+
+In a sandboxed grading run this runs inside the worker process; the grader then re-validates the
+plain data it receives (see :mod:`graders.wire`), so a lying object can at most choose the
+numbers it sends.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Received", "BadReturn", "CallFailure", "Outcome", "to_received", "ALLOWED_DTYPES", "MAX_ELEMENTS"]
+
+# dtypes that may cross the boundary; bfloat16 travels as float32 with dtype "bfloat16".
+ALLOWED_DTYPES = (
+    "float64", "float32", "float16", "bfloat16",
+    "int64", "int32", "int16", "int8", "uint8", "bool",
+)
+MAX_ELEMENTS = 4_000_000
+
+KINDS = ("tensor", "ndarray", "list", "number")
+
+
+@dataclass(frozen=True)
+class Received:
+    """A returned value as plain data.
+
+    Attributes:
+        kind: ``"tensor"``, ``"ndarray"``, ``"list"`` or ``"number"``.
+        dtype: the returned dtype's name (``"bfloat16"`` is kept as a name; the array is float32).
+        device: ``"cpu"``, ``"cuda:0"``, ... (``"cpu"`` for non-tensors).
+        array: a plain C-contiguous numpy array holding the values.
+    """
+
+    kind: str
+    dtype: str
+    device: str
+    array: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+
+@dataclass(frozen=True)
+class BadReturn:
+    """The returned object could not be turned into numbers; ``message`` says why."""
+
+    message: str
+
+
+def _from_tensor(value: object) -> Received | BadReturn:
+    import torch
+
+    t = torch.Tensor.detach(value)  # type: ignore[arg-type]
+    device = str(torch.Tensor.device.__get__(t))
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in ALLOWED_DTYPES:
+        return BadReturn(f"returned a tensor of dtype {dtype}; expected real numbers (a float tensor)")
+    if torch.Tensor.numel(t) > MAX_ELEMENTS:
+        return BadReturn(f"returned a tensor with {torch.Tensor.numel(t)} elements (limit {MAX_ELEMENTS})")
+    t = torch.Tensor.cpu(t)
+    if dtype == "bfloat16":
+        t = torch.Tensor.float(t)
+    arr = np.array(torch.Tensor.numpy(torch.Tensor.contiguous(t)), copy=True)
+    return Received("tensor", dtype, device, np.ascontiguousarray(arr))
+
+
+def to_received(value: object) -> Received | BadReturn:
+    """Copy ``value`` into a :class:`Received`, or explain why it is not a numeric result."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return _from_tensor(value)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if isinstance(value, np.ndarray):
+        arr = np.array(np.ndarray.view(value, np.ndarray), copy=True)
+        kind = "ndarray"
+    elif isinstance(value, (bool, np.bool_)):
+        return BadReturn(f"returned a boolean ({bool(value)}); expected numbers")
+    elif isinstance(value, numbers.Real) and not isinstance(value, np.generic):
+        f = float(value)  # Python int/float and numbers.Real implementers
+        if isinstance(value, int) and not math.isfinite(f):
+            return BadReturn("returned an integer too large for a float")
+        arr, kind = np.array(f, dtype=np.float64), "number"
+    elif isinstance(value, np.generic):
+        arr, kind = np.array(value, copy=True), "number"
+    elif isinstance(value, (list, tuple)):
+        try:
+            arr = np.array(value, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            return BadReturn(f"returned a {type(value).__name__} that is not a rectangular array of numbers ({exc})")
+        kind = "list"
+    else:
+        return BadReturn(f"returned {type(value).__name__}; expected a tensor, array, list or number")
+    name = arr.dtype.name
+    if name not in ALLOWED_DTYPES:
+        return BadReturn(f"returned values of dtype {name}; expected real numbers")
+    if arr.size > MAX_ELEMENTS:
+        return BadReturn(f"returned {arr.size} elements (limit {MAX_ELEMENTS})")
+    return Received(kind, name, "cpu", np.ascontiguousarray(arr))
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """A call that produced no comparable value: the verdict it earns and a message.
+
+    ``verdict`` is a :class:`attnscore.results.Verdict` value (exception, timeout, crashed, ...).
+    """
+
+    verdict: str
+    message: str
+
+
+Outcome = Received | CallFailure

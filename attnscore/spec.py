@@ -1,0 +1,112 @@
+"""The spec model: one function contract with its worked examples and properties.
+
+A :class:`Spec` is what :func:`attnscore.loader.load_spec` builds from a YAML file after
+validating it; everything downstream (cases, grading, verification) reads only this frozen data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from attnscore.contracts import Contract
+from attnscore.tolerance import Tolerance
+
+__all__ = ["Spec", "WorkedExample", "PropertyUse"]
+
+
+@dataclass(frozen=True)
+class WorkedExample:
+    """A worked example: fixed inputs, the exact expected value and an explanation.
+
+    Attributes:
+        id: snake_case id, unique in the spec.
+        title: one line (defaults to the id).
+        inputs: parameter name -> float64 array, as written in the spec.
+        expected: the mathematically expected value (float64), as written in the spec.
+        explanation: why the answer is what it is, for learners.
+        points: exact points.
+        visibility: ``"visible"`` or ``"hidden"``.
+        tolerance: an override of the spec's tolerance, or None.
+        line: line of the example in the spec file.
+    """
+
+    id: str
+    title: str
+    inputs: dict[str, np.ndarray]
+    expected: np.ndarray
+    explanation: str
+    points: Fraction
+    visibility: str
+    tolerance: Tolerance | None
+    line: int
+
+
+@dataclass(frozen=True)
+class PropertyUse:
+    """A registered property as a spec uses it.
+
+    Attributes:
+        name: the registered property's name (see :mod:`attnscore.properties`).
+        points: exact points for the whole property (all generated examples must pass).
+        statement: what the property says, in words a student understands.
+        examples: how many generated inputs to try.
+        visibility: ``"visible"`` or ``"hidden"``.
+        max_value: bound on generated input magnitudes.
+        line: line of the property in the spec file.
+    """
+
+    name: str
+    points: Fraction
+    statement: str
+    examples: int
+    visibility: str
+    max_value: float
+    line: int
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec.
+
+    Attributes:
+        id, version, title, description: identity and prose.
+        function: default name of the graded function.
+        contract: the reference contract (parameters, golden path).
+        parameter_names: the graded function's parameter names, in order.
+        accept: accepted return kinds (``tensor``, ``ndarray``, ``list``, ``number``).
+        dtypes: dtypes to test; the first is the default.
+        seed: base seed for generated inputs.
+        timeout_s: wall-time limit per call, seconds.
+        tolerance: default tolerance for every case.
+        worked_examples, properties: the rubric items, in file order.
+        path: the file it was loaded from.
+    """
+
+    id: str
+    version: int
+    title: str
+    description: str
+    function: str
+    contract: Contract
+    parameter_names: tuple[str, ...]
+    accept: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    seed: int
+    timeout_s: float
+    tolerance: Tolerance
+    worked_examples: tuple[WorkedExample, ...]
+    properties: tuple[PropertyUse, ...]
+    path: str
+
+    def location(self, line: int) -> str:
+        """``file:line`` for a line of this spec."""
+        return f"{self.path}:{line}"
+
+    @property
+    def max_points(self) -> Fraction:
+        return sum((e.points for e in self.worked_examples), Fraction(0)) + sum(
+            (p.points for p in self.properties), Fraction(0)
+        )

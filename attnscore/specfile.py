@@ -1,0 +1,125 @@
+"""Reading spec files: YAML with the position of every value, and located problems.
+
+A spec problem is reported as ``file:line:col: field.path: what was expected, what was found``.
+This module reads the YAML (PyYAML's safe loader, YAML 1.1), keeps a map from each value's
+field path to its line and column, and refuses duplicate keys, which PyYAML would silently drop.
+It also flags YAML 1.1 traps that would otherwise pass unnoticed (``010`` read as octal 8).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+__all__ = ["SpecProblem", "SpecError", "Positioned", "read_yaml", "field_path"]
+
+Path = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem in a spec file, with where it is."""
+
+    file: str
+    line: int
+    col: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}: {self.field}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A spec file is invalid. ``problems`` lists every problem found, each located."""
+
+    def __init__(self, problems: list[SpecProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def field_path(path: Path) -> str:
+    """``("worked_examples", 0, "inputs", "q")`` -> ``worked_examples[0].inputs.q``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+@dataclass
+class Positioned:
+    """Parsed YAML data plus the 1-based ``(line, col)`` of every value and mapping key."""
+
+    file: str
+    data: Any
+    values: dict[Path, tuple[int, int]]
+    keys: dict[Path, tuple[int, int]]
+
+    def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
+        """Position of the value (or key) at ``path``, else of its nearest located ancestor."""
+        table = self.keys if key and path in self.keys else self.values
+        p = tuple(path)
+        while p not in table and p:
+            p = p[:-1]
+            table = self.values
+        return table.get(p, (1, 1))
+
+    def problem(self, path: Path, message: str, *, key: bool = False) -> SpecProblem:
+        line, col = self.where(path, key=key)
+        return SpecProblem(self.file, line, col, field_path(path), message)
+
+
+_OCTAL_LOOKING = re.compile(r"^[-+]?0[0-9_]+$")
+
+
+def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem]]:
+    """Parse ``text`` as one YAML document; return the positioned data and any problems."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = exc.problem or "invalid YAML"
+        return None, [SpecProblem(file, line, col, "(yaml)", f"expected valid YAML, found a syntax error: {what}")]
+    except yaml.YAMLError as exc:
+        return None, [SpecProblem(file, 1, 1, "(yaml)", f"expected valid YAML, found: {exc}")]
+    if root is None:
+        return None, [SpecProblem(file, 1, 1, "(top level)", "expected a mapping of spec fields, found an empty file")]
+    constructor = yaml.SafeLoader("")
+    values: dict[Path, tuple[int, int]] = {}
+    keys: dict[Path, tuple[int, int]] = {}
+    problems: list[SpecProblem] = []
+
+    def build(node: yaml.Node, path: Path) -> Any:
+        values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = constructor.construct_object(key_node, deep=True)
+                if not isinstance(key, str):
+                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                                field_path(path), f"expected a text key, found {key!r}"))
+                    key = str(key)
+                if key in out:
+                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                                field_path(path + (key,)), "expected each key once, found a duplicate key"))
+                keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                out[key] = build(value_node, path + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [build(item, path + (i,)) for i, item in enumerate(node.value)]
+        value = constructor.construct_object(node, deep=True)
+        if node.tag == "tag:yaml.org,2002:int" and _OCTAL_LOOKING.match(node.value) and node.value.lstrip("+-") != "0":
+            problems.append(SpecProblem(file, *values[path], field_path(path),
+                                        f"expected a decimal number, found {node.value!r}, which YAML 1.1 reads as "
+                                        f"octal {value}; drop the leading zero"))
+        return value
+
+    data = build(root, ())
+    return Positioned(file, data, values, keys), problems

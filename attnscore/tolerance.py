@@ -1,0 +1,90 @@
+"""Tolerances: how far a computed value may be from the float64 golden value.
+
+Modes (a spec chooses one, and a worked example may override it):
+
+``exact``
+    bit-for-bit equality with the golden value; for integer or dyadic examples only.
+``close``
+    ``|got - golden| <= atol + rtol·|golden|`` with per-dtype defaults from
+    ``torch.testing.assert_close`` (float64 1e-7/1e-7, float32 1.3e-6/1e-5, float16 1e-3/1e-5,
+    bfloat16 1.6e-2/1e-5); for half precision atol is raised to one ulp at 1.0 so that results
+    near zero are not judged below rounding noise.
+``dot_bound``
+    ``|got - golden| <= factor · d_k · u · Σ_i |q_i k_i|``: the classical forward error bound of
+    a dot product (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1),
+    with ``u`` the unit roundoff of the tested dtype. It scales with the size of the computation
+    and stays meaningful near zero (perpendicular keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Tolerance", "UNIT_ROUNDOFF", "CLOSE_DEFAULTS", "allowed_error", "DTYPES"]
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+# (rtol, atol) per dtype; half-precision atol floored at one ulp at 1.0 (2u).
+CLOSE_DEFAULTS = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "float16": (1e-3, 2.0**-10),
+    "bfloat16": (1.6e-2, 2.0**-7),
+}
+
+MODES = ("exact", "close", "dot_bound")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A comparison mode and its parameters.
+
+    Attributes:
+        mode: ``"exact"``, ``"close"`` or ``"dot_bound"``.
+        rtol, atol: for ``close``; None means the dtype's default.
+        factor: for ``dot_bound``, the constant in front of ``d_k · u · Σ|q_i k_i|``.
+    """
+
+    mode: str = "dot_bound"
+    rtol: float | None = None
+    atol: float | None = None
+    factor: float = 2.0
+
+    def describe(self, dtype: str) -> str:
+        """One phrase naming the mode and its numbers, for feedback."""
+        if self.mode == "exact":
+            return "exact comparison"
+        if self.mode == "close":
+            rtol, atol = self._close(dtype)
+            return f"close: rtol={rtol:g}, atol={atol:g} ({dtype})"
+        return f"dot-product error bound {self.factor:g}·d_k·u·Σ|q_i k_i| (u={UNIT_ROUNDOFF[dtype]:.3g}, {dtype})"
+
+    def _close(self, dtype: str) -> tuple[float, float]:
+        rtol, atol = CLOSE_DEFAULTS[dtype]
+        return (rtol if self.rtol is None else self.rtol, atol if self.atol is None else self.atol)
+
+
+def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scale: np.ndarray) -> np.ndarray:
+    """Per-entry allowed absolute error, same shape as ``golden`` (float64).
+
+    Args:
+        tol: the tolerance to apply.
+        golden: the float64 golden value.
+        dtype: the tested dtype (``"float32"``, ...), which sets ``u`` and the close defaults.
+        d_k: the dot products' length.
+        scale: ``Σ_i |q_i k_i|`` per entry, same shape as ``golden``.
+    """
+    golden = np.asarray(golden, dtype=np.float64)
+    if tol.mode == "exact":
+        return np.zeros_like(golden)
+    if tol.mode == "close":
+        rtol, atol = tol._close(dtype)
+        return atol + rtol * np.abs(golden)
+    u = UNIT_ROUNDOFF[dtype]
+    bound = tol.factor * max(d_k, 1) * u * np.asarray(scale, dtype=np.float64)
+    # The result itself is rounded to the output dtype: allow half an ulp of the golden value too.
+    return bound + u * np.abs(golden)

@@ -1,0 +1,5 @@
+"""Mistake: multiplies elementwise but never sums over d_k."""
+
+
+def scores(q, keys):
+    return keys * q

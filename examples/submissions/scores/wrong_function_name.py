@@ -1,0 +1,5 @@
+"""Mistake: the function is called `score`, not `scores`."""
+
+
+def score(q, keys):
+    return keys @ q

@@ -1,0 +1,86 @@
+"""A grading run: one spec, one or more untrusted submissions, one result each.
+
+Cases are built once per spec (they hold golden values and stay in this process); each
+submission gets its own :class:`graders.sandbox.SandboxRunner`. Whatever a submission does, its
+result is complete: every case has a verdict.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import hypothesis
+import numpy as np
+import torch
+
+from attnscore.cases import Case, build_cases
+from attnscore.results import CaseResult, SubmissionResult
+from attnscore.run import run_cases
+from attnscore.spec import Spec
+from graders.sandbox import Limits, SandboxRunner
+from graders.untrusted import clean_text
+
+__all__ = ["grade_submission", "grade_many", "environment"]
+
+
+def environment(device: str = "cpu") -> dict[str, str]:
+    """What the results depend on: versions, device and precision settings."""
+    return {
+        "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+        "hypothesis": hypothesis.__version__, "device": device,
+        "tf32": "off" if not torch.backends.cuda.matmul.allow_tf32 else "on",
+    }
+
+
+def grade_submission(
+    path: Path,
+    spec: Spec,
+    cases: Sequence[Case],
+    *,
+    function: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    limits: Limits | None = None,
+    on_case: Callable[[CaseResult], None] | None = None,
+) -> SubmissionResult:
+    """Grade one submission file against ``spec`` using the prebuilt ``cases``."""
+    function = function or spec.function
+    dtype = dtype or spec.dtypes[0]
+    limits = limits or Limits(call_timeout_s=spec.timeout_s)
+    start = time.perf_counter()
+    with SandboxRunner(path, function, limits) as runner:
+        result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=str(path),
+                           seed=spec.seed if seed is None else seed, function=function, on_case=on_case)
+    return replace(
+        result,
+        duration_s=time.perf_counter() - start,
+        error=runner.load_failure.message if runner.load_failure else "",
+        output=clean_text(runner.captured_output(), limits.output_chars),
+        environment=environment("cpu"),
+    )
+
+
+def grade_many(
+    paths: Sequence[Path],
+    spec: Spec,
+    *,
+    function: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    limits: Limits | None = None,
+    on_result: Callable[[SubmissionResult], None] | None = None,
+) -> list[SubmissionResult]:
+    """Grade every submission in ``paths`` against ``spec``; cases are built once."""
+    dtype = dtype or spec.dtypes[0]
+    cases = build_cases(spec, dtype, seed)
+    results = []
+    for path in paths:
+        result = grade_submission(path, spec, cases, function=function, dtype=dtype, seed=seed, limits=limits)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
