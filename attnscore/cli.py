@@ -1,0 +1,216 @@
+"""The ``attnscore`` command line: one entry point, subcommands along the users' jobs.
+
+Exit codes: 0 all passed, 1 some case failed, 2 usage error or invalid spec, 3 internal error.
+Errors are one clear line (or one line per spec problem) on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from attnscore.specfile import SpecError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _stdout() -> Console:
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # pipes and files: wide enough for tables, no colour codes
+        console = Console(highlight=False, soft_wrap=False, width=140, color_system=None)
+    return console
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(command: F) -> F:
+    """Turn user mistakes into one-line errors (exit 2) and surprises into exit 3."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from graders.submission import SubmissionError
+
+        try:
+            return command(*args, **kwargs)
+        except SpecError as exc:
+            for problem in exc.problems:
+                click.echo(str(problem), err=True)
+            click.echo(f"Error: invalid spec ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", err=True)
+            sys.exit(EXIT_USAGE)
+        except SubmissionError as exc:
+            _fail(str(exc), EXIT_USAGE)
+        except click.ClickException:
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            _fail(f"internal error: {type(exc).__name__}: {exc} (please report this; nothing was written)", EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and a rename: never a half-written file."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise click.UsageError(f"cannot write {path}: the directory {target.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="attnscore")
+def main() -> None:
+    """Verify, grade and practise attention scores against YAML specs."""
+
+
+def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
+    from attnscore.verify import bundled_spec_paths
+
+    if specs:
+        return [Path(s) for s in specs]
+    paths = bundled_spec_paths()
+    if not paths:
+        raise click.UsageError("no SPEC given and no bundled specs found; pass spec files")
+    return paths
+
+
+@main.command()
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@handle_errors
+def verify(specs: tuple[str, ...]) -> None:
+    """Check the reference implementation against every case of SPECS (default: all bundled specs).
+
+    Exits 0 only when every worked example and property passes in every dtype of every spec.
+    """
+    from rich.table import Table
+
+    from attnscore.loader import load_specs
+    from attnscore.verify import verify_spec
+
+    loaded = load_specs(_spec_paths(specs))
+    table = Table(title="attnscore verify: reference against specs", header_style="bold")
+    for column in ("spec", "dtype", "cases passed", "points", "failing cases"):
+        table.add_column(column)
+    ok = True
+    for spec in loaded:
+        for result in verify_spec(spec):
+            passed = sum(c.passed for c in result.cases)
+            failing = ", ".join(f"{c.id} ({c.verdict.label})" for c in result.cases if not c.passed)
+            ok &= result.all_passed
+            style = "green" if result.all_passed else "red"
+            table.add_row(spec.id, result.dtype, f"[{style}]{passed}/{len(result.cases)}[/]",
+                          f"{result.score}/{result.max_score}", failing or "-")
+    console = _stdout()
+    console.print(table)
+    console.print("[green]all specs verified[/]" if ok else "[red]some cases fail against the reference[/]")
+    sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+@main.command()
+@click.argument("submissions", nargs=-1, required=True, type=click.Path())
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to grade against.")
+@click.option("--function", "function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "gradescope"]), default="text", show_default=True,
+              help="text for people, json for tools, gradescope for results.json.")
+@click.option("--output", "output", type=click.Path(dir_okay=False), default=None,
+              help="Write the report to FILE instead of stdout (written atomically).")
+@click.option("--dtype", type=click.Choice(["float32", "float64", "float16", "bfloat16"]), default=None,
+              help="Dtype the inputs are cast to (default: the spec's first).")
+@click.option("--seed", type=int, default=None, help="Base seed for generated inputs (default: the spec's).")
+@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1, max=600), default=None,
+              help="Wall-time limit per call in seconds (default: the spec's).")
+@handle_errors
+def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fmt: str, output: str | None,
+          dtype: str | None, seed: int | None, timeout: float | None) -> None:
+    """Grade SUBMISSIONS (.py files or folders of them) against a spec, each in a sandboxed worker.
+
+    Exit code 0 when every case of every submission passed, 1 when some case failed.
+    """
+    from attnscore.loader import load_spec
+    from graders.grading import grade_many
+    from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
+    from graders.sandbox import Limits
+    from graders.submission import find_submissions
+
+    spec = load_spec(spec_path)
+    paths = find_submissions(list(submissions))
+    if fmt == "gradescope" and len(paths) != 1:
+        raise click.UsageError(f"--format gradescope grades exactly one submission, found {len(paths)}")
+    if dtype is not None and dtype not in spec.dtypes:
+        raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
+    limits = Limits(call_timeout_s=timeout or spec.timeout_s)
+    err = Console(stderr=True)
+    with err.status("grading...") if err.is_terminal else _nullcontext():
+        results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits)
+    if fmt == "text":
+        console = Console(file=open(os.devnull, "w"), record=True, width=110) if output else _stdout()
+        console.print(submission_text(results[0]) if len(results) == 1 else batch_table(results))
+        if output:
+            write_atomically(output, console.export_text())
+    else:
+        if fmt == "json":
+            data = submission_to_json(results[0]) if len(results) == 1 else batch_to_json(results)
+        else:
+            data = gradescope_results(results[0])
+        text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        if output:
+            write_atomically(output, text)
+        else:
+            sys.stdout.write(text)
+    sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@main.command()
+@handle_errors
+def schema() -> None:
+    """Print the JSON Schema of the spec format (for editors that complete and check specs)."""
+    from attnscore.loader import spec_schema
+
+    click.echo(json.dumps(spec_schema(), indent=2, ensure_ascii=False))
+
+
+@main.command("specs")
+@handle_errors
+def list_specs() -> None:
+    """List the bundled specs and the registered properties."""
+    from attnscore.loader import load_specs
+    from attnscore.properties import PROPERTIES
+    from attnscore.verify import bundled_spec_paths
+
+    console = _stdout()
+    for spec in load_specs(list(bundled_spec_paths())):
+        console.print(f"[bold]{spec.path}[/]  {spec.id} v{spec.version}: {spec.title} "
+                      f"({len(spec.worked_examples)} worked examples, {len(spec.properties)} properties, "
+                      f"{spec.max_points} points)")
+    console.print("\n[bold]Registered properties[/]")
+    for prop in PROPERTIES.values():
+        console.print(f"  {prop.name}: {prop.summary}")
