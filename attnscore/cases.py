@@ -75,7 +75,7 @@ def cast(array: np.ndarray, dtype: str) -> np.ndarray:
     t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(_TORCH_DTYPES[dtype])
     if dtype == "bfloat16":
         t = t.to(torch.float32)
-    return np.ascontiguousarray(t.numpy())
+    return np.array(t.numpy(), order="C")
 
 
 def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance) -> Call:

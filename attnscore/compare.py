@@ -105,7 +105,7 @@ def compare(
         )
 
     finite = np.isfinite(golden)
-    err = np.where(finite, np.abs(got - golden), 0.0)
+    err = np.abs(np.where(finite, got, 0.0) - np.where(finite, golden, 0.0))
     wrong = err > allowed
     if not wrong.any():
         return None

@@ -73,7 +73,7 @@ def _from_tensor(value: object) -> Received | BadReturn:
     if dtype == "bfloat16":
         t = torch.Tensor.float(t)
     arr = np.array(torch.Tensor.numpy(torch.Tensor.contiguous(t)), copy=True)
-    return Received("tensor", dtype, device, np.ascontiguousarray(arr))
+    return Received("tensor", dtype, device, np.array(arr, order="C"))
 
 
 def to_received(value: object) -> Received | BadReturn:
@@ -110,7 +110,7 @@ def to_received(value: object) -> Received | BadReturn:
         return BadReturn(f"returned values of dtype {name}; expected real numbers")
     if arr.size > MAX_ELEMENTS:
         return BadReturn(f"returned {arr.size} elements (limit {MAX_ELEMENTS})")
-    return Received(kind, name, "cpu", np.ascontiguousarray(arr))
+    return Received(kind, name, "cpu", np.array(arr, order="C"))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def _np_dtype(name: str) -> np.dtype:
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
     """Encode ``array`` (its dtype named ``dtype``, default its own) as plain JSON data."""
     name = dtype or array.dtype.name
-    arr = np.ascontiguousarray(array, dtype=_np_dtype(name))
+    arr = np.array(array, dtype=_np_dtype(name), order="C")
     return {"dtype": name, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 

@@ -1,0 +1,122 @@
+"""Tests for the attnscore command line: exact lines and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from attnscore.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = str(ROOT / "specs" / "dot_product_scores.yaml")
+SUBS = ROOT / "examples" / "submissions" / "scores"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_verify_bundled_specs_passes():
+    """verify with no arguments checks every bundled spec and exits 0."""
+    result = run("verify")
+    assert result.exit_code == 0, result.output
+    assert "dot_product_scores" in result.output and "score_matrix" in result.output
+    assert result.output.rstrip().endswith("all specs verified")
+
+
+def test_verify_invalid_spec_exits_2_with_located_problems(tmp_path):
+    """An invalid spec gives located problems on stderr and exit code 2, no traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(SPEC).read_text(encoding="utf-8").replace("version: 1", "version: one"), encoding="utf-8")
+    result = CliRunner().invoke(main, ["verify", str(bad)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert lines == [f"{bad}:4:10: version: expected integer, found string 'one'", "Error: invalid spec (1 problem)"]
+
+
+def test_grade_correct_submission_exits_0():
+    """A correct submission gets full marks and exit code 0."""
+    result = run("grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC)
+    assert result.exit_code == 0, result.output
+    assert "Score: 10/10" in result.output
+
+
+def test_grade_json_prints_exactly_one_object():
+    """--format json prints one JSON object with score, max_score and cases; exit 1 on failures."""
+    result = run("grade", str(SUBS / "softmax_applied.py"), "--spec", SPEC, "--format", "json")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert (data["score"], data["max_score"]) == (0, 10)
+    assert [c["id"] for c in data["cases"]][:2] == ["example:aligned_perpendicular_partial", "example:anti_aligned"]
+    assert {c["verdict"] for c in data["cases"]} == {"wrong_value"}
+
+
+def test_grade_gradescope_writes_results_file(tmp_path):
+    """--format gradescope --output writes a valid results.json and nothing else."""
+    out = tmp_path / "results.json"
+    result = run("grade", str(SUBS / "absolute_value.py"), "--spec", SPEC, "--format", "gradescope", "--output", str(out))
+    assert result.exit_code == 1 and result.output == ""
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["score"] == 4 and len(data["tests"]) == 6
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_grade_several_submissions_prints_a_table():
+    """Several submissions give one table row each and a legend."""
+    result = run("grade", str(SUBS / "correct_matmul.py"), str(SUBS / "cosine_similarity.py"), "--spec", SPEC)
+    assert result.exit_code == 1
+    assert "correct_matmul.py" in result.output and "10/10" in result.output
+    assert "cosine_similarity.py" in result.output and "3/10" in result.output
+    assert "E1: example:aligned_perpendicular_partial" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(["grade", "nope.py", "--spec", SPEC], "Error: nope.py: no such file", id="missing submission"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", "nope.yaml"],
+                     "nope.yaml:1:1: (file): expected a spec file, found no such file", id="missing spec"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), str(SUBS / "correct_loops.py"), "--spec", SPEC,
+                      "--format", "gradescope"], "Error: --format gradescope grades exactly one submission, found 2",
+                     id="gradescope needs one submission"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--format", "xml"],
+                     "Error: Invalid value for '--format': 'xml' is not one of 'text', 'json', 'gradescope'.",
+                     id="unknown format"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--output", "/no/such/dir/r.json"],
+                     "Error: cannot write /no/such/dir/r.json: the directory /no/such/dir does not exist",
+                     id="output directory missing"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--dtype", "float16"],
+                     "Error: --dtype float16 is not one of this spec's dtypes: float32, float64", id="dtype not in spec"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, line):
+    """User mistakes exit 2 with a clear line and no traceback."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert line in result.output.splitlines()
+    assert "Traceback" not in result.output
+
+
+def test_internal_error_exits_3(monkeypatch):
+    """An unexpected failure exits 3 with one line, not a traceback."""
+    import graders.grading
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(graders.grading, "grade_many", boom)
+    result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
+    assert result.exit_code == 3
+    assert result.output.strip() == ("Error: internal error: RuntimeError: disk on fire "
+                                     "(please report this; nothing was written)")
+
+
+def test_schema_prints_the_published_schema():
+    """schema prints the JSON Schema of spec format v1."""
+    result = run("schema")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["properties"]["format"] == {
+        "const": "attnscore-spec/1", "description": "Format marker; must be attnscore-spec/1."}

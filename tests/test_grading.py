@@ -1,0 +1,207 @@
+"""Tests for grading the example submissions in the sandboxed worker (graders.grading)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from attnscore.cases import build_cases
+from attnscore.loader import load_spec
+from attnscore.results import Verdict
+from graders import sandbox
+from graders.grading import grade_many, grade_submission
+from graders.reporters import gradescope_results, submission_to_json
+from graders.sandbox import Limits
+from graders.submission import SubmissionError, find_submissions
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "submissions"
+LIMITS = Limits(call_timeout_s=1.5)
+
+# submission file -> {case id: verdict it must get}; unlisted cases may pass or fail.
+SCORES_EXPECTATIONS = {
+    "correct_matmul.py": "all",
+    "correct_loops.py": "all",
+    "correct_numpy_einsum.py": "all",
+    "softmax_applied.py": {"example:anti_aligned": Verdict.WRONG_VALUE, "property:scores_not_normalised": Verdict.WRONG_VALUE},
+    "elementwise_no_sum.py": {"example:aligned_perpendicular_partial": Verdict.WRONG_SHAPE},
+    "cosine_similarity.py": {"example:aligned_perpendicular_partial": Verdict.WRONG_VALUE,
+                             "property:equals_qk_entries": Verdict.WRONG_VALUE},
+    "absolute_value.py": {"example:anti_aligned": Verdict.WRONG_VALUE, "property:scores_not_normalised": Verdict.WRONG_VALUE},
+    "hardcoded_examples.py": {"example:aligned_perpendicular_partial": Verdict.PASSED, "example:anti_aligned": Verdict.PASSED,
+                              "example:three_dims_mixed_signs": Verdict.WRONG_VALUE,
+                              "property:equals_qk_entries": Verdict.WRONG_VALUE},
+    "hangs_on_perpendicular.py": {"example:aligned_perpendicular_partial": Verdict.TIMEOUT,
+                                  "property:perpendicular_keys_score_zero": Verdict.TIMEOUT,
+                                  "example:anti_aligned": Verdict.PASSED},
+    "fails_at_import.py": {"example:aligned_perpendicular_partial": Verdict.EXCEPTION},
+    "syntax_error.py": {"example:aligned_perpendicular_partial": Verdict.EXCEPTION},
+    "wrong_function_name.py": {"example:aligned_perpendicular_partial": Verdict.FUNCTION_MISSING},
+    "keys_not_transposed.py": {"example:aligned_perpendicular_partial": Verdict.EXCEPTION},
+}
+MATRIX_EXPECTATIONS = {
+    "correct_transpose.py": "all",
+    "correct_einsum.py": "all",
+    "keys_not_transposed.py": {"example:two_by_two": Verdict.WRONG_VALUE},
+    "all_axes_reversed.py": {"example:two_by_two": Verdict.PASSED, "example:batched_two_items": Verdict.WRONG_VALUE},
+    "softmax_over_keys.py": {"property:scores_not_normalised": Verdict.WRONG_VALUE},
+    "scaled_by_sqrt_dk.py": {"example:two_by_two": Verdict.WRONG_VALUE, "property:equals_qk_entries": Verdict.WRONG_VALUE},
+}
+
+
+@pytest.fixture(scope="module")
+def scores_results():
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    results = grade_many(find_submissions([str(EXAMPLES / "scores")]), spec, limits=LIMITS)
+    return {Path(r.submission).name: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def matrix_results():
+    spec = load_spec(ROOT / "specs" / "score_matrix.yaml")
+    results = grade_many(find_submissions([str(EXAMPLES / "score_matrix")]), spec, limits=LIMITS)
+    return {Path(r.submission).name: r for r in results}
+
+
+def _check(result, expectation):
+    verdicts = {c.id: c.verdict for c in result.cases}
+    if expectation == "all":
+        assert result.score == result.max_score and result.all_passed, verdicts
+        return
+    assert result.score < result.max_score
+    for case_id, verdict in expectation.items():
+        assert verdicts[case_id] is verdict, (case_id, verdicts)
+        case = next(c for c in result.cases if c.id == case_id)
+        assert case.points == (case.max_points if verdict is Verdict.PASSED else 0)
+
+
+def test_every_scores_example_is_expected(scores_results):
+    """The expectations table covers exactly the bundled scores submissions."""
+    assert set(scores_results) == set(SCORES_EXPECTATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(SCORES_EXPECTATIONS))
+def test_scores_examples(scores_results, name):
+    """Correct scores submissions get full marks; each mistake loses points where it should."""
+    _check(scores_results[name], SCORES_EXPECTATIONS[name])
+
+
+def test_every_matrix_example_is_expected(matrix_results):
+    """The expectations table covers exactly the bundled score_matrix submissions."""
+    assert set(matrix_results) == set(MATRIX_EXPECTATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX_EXPECTATIONS))
+def test_matrix_examples(matrix_results, name):
+    """Correct score_matrix submissions get full marks; each mistake loses points where it should."""
+    _check(matrix_results[name], MATRIX_EXPECTATIONS[name])
+
+
+def test_full_marks_exactly_for_correct_ones(scores_results, matrix_results):
+    """Exactly the correct_* submissions get full marks."""
+    full = {n for results in (scores_results, matrix_results) for n, r in results.items() if r.score == r.max_score}
+    assert full == {"correct_matmul.py", "correct_loops.py", "correct_numpy_einsum.py",
+                    "correct_transpose.py", "correct_einsum.py"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        pytest.param("fails_at_import.py", "your file could not be imported: ModuleNotFoundError (line 3): "
+                     "No module named 'attention_helpers'", id="import error"),
+        pytest.param("syntax_error.py", "your file could not be imported: SyntaxError (line 4): expected ':'",
+                     id="syntax error"),
+        pytest.param("wrong_function_name.py", "your file has no function named 'scores'; it defines: score",
+                     id="function missing"),
+    ],
+)
+def test_submission_level_errors_are_one_clear_line(scores_results, name, text):
+    """Import failures and missing functions are one clear line, on the result and on every case."""
+    result = scores_results[name]
+    assert result.error == text
+    assert all(text in c.message for c in result.cases)
+    assert result.score == 0
+
+
+def test_wrong_value_feedback_says_which_entries(matrix_results):
+    """Feedback for Q K instead of Q Kᵀ shows the inputs and expected vs got per entry."""
+    case = next(c for c in matrix_results["keys_not_transposed.py"].cases if c.id == "example:two_by_two")
+    assert "Inputs: score_matrix(Q=[[1, 2], [3, 4]], K=[[5, 6], [7, 8]])" in case.message
+    assert "4 of 4 entries of out are wrong (exact comparison):" in case.message
+    assert "= 50, expected 53" in case.message
+
+
+def test_property_feedback_has_counterexample_and_hint(scores_results):
+    """A failed property names the statement, a counterexample and the likely cause."""
+    case = next(c for c in scores_results["softmax_applied.py"].cases if c.id == "property:scores_not_normalised")
+    assert case.message.startswith("Property: Raw scores are not normalised")
+    assert "Counterexample (generated input 1 of 20): scores(q=[" in case.message
+    assert "Likely cause: your scores sum to 1" in case.message
+    assert set(case.counterexample) == {"q", "keys"}
+
+
+def test_hidden_case_feedback_has_no_inputs_or_expected_values(scores_results):
+    """A hidden worked example's feedback shows neither inputs nor expected values."""
+    case = next(c for c in scores_results["hardcoded_examples.py"].cases if c.id == "example:three_dims_mixed_signs")
+    assert case.visibility == "hidden" and case.counterexample is None
+    assert "expected values are not shown" in case.message
+    for secret in ("1.5", "-2", "-4", "6", "[2, -1, 0.5]"):
+        assert secret not in case.message
+
+
+def test_grading_is_deterministic():
+    """The same submission gets the same verdicts, messages and score twice."""
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    path = EXAMPLES / "scores" / "cosine_similarity.py"
+    first = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
+    second = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
+    assert [(c.verdict, c.message) for c in first.cases] == [(c.verdict, c.message) for c in second.cases]
+    assert first.score == second.score == Fraction(3)
+
+
+def test_worker_receives_inputs_only(monkeypatch):
+    """Requests sent to the worker hold the call's arguments and nothing else."""
+    sent = []
+    original = sandbox._Worker.send
+
+    def spy(self, message):
+        sent.append(message)
+        return original(self, message)
+
+    monkeypatch.setattr(sandbox._Worker, "send", spy)
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    cases = build_cases(spec)
+    grade_submission(EXAMPLES / "scores" / "correct_matmul.py", spec, cases, limits=LIMITS)
+    assert sent and all(set(m) == {"type", "id", "dtype", "device", "args"} for m in sent)
+    assert all(len(m["args"]) == 2 and set(m["args"][0]) == {"dtype", "shape", "data"} for m in sent)
+
+
+def test_reports_are_valid_json_with_required_fields(scores_results):
+    """JSON and Gradescope reports serialise strictly and carry score, max_score and cases."""
+    result = scores_results["hangs_on_perpendicular.py"]
+    data = json.loads(json.dumps(submission_to_json(result), allow_nan=False))
+    assert (data["score"], data["max_score"]) == (5, 10)
+    assert {"id", "verdict", "points", "max_points", "message", "diagnosis"} <= set(data["cases"][0])
+    assert [c["verdict"] for c in data["cases"]] == ["timeout", "passed", "passed", "timeout", "timeout", "passed"]
+    gs = json.loads(json.dumps(gradescope_results(result), allow_nan=False))
+    assert gs["score"] == 5 and len(gs["tests"]) == 6
+    assert {t["status"] for t in gs["tests"]} == {"passed", "failed"}
+    assert sum(t["max_score"] for t in gs["tests"]) == 10
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        pytest.param(lambda d: str(d / "missing.py"), "missing.py: no such file", id="missing file"),
+        pytest.param(lambda d: str(d), "expected .py files in this directory, found none", id="empty directory"),
+        pytest.param(lambda d: (d / "a.txt").write_text("x") and str(d / "a.txt"),
+                     "expected a Python file ending in .py, found '.txt'", id="not a .py file"),
+    ],
+)
+def test_bad_submission_paths(tmp_path, make, text):
+    """Submission paths are checked before anything runs, with one clear message."""
+    with pytest.raises(SubmissionError, match=text.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        find_submissions([make(tmp_path)])
