@@ -35,8 +35,12 @@ def format_index(name: str, index: tuple[int, ...]) -> str:
     return f"{name}[{', '.join(str(i) for i in index)}]" if index else name
 
 
-def format_number(x: float) -> str:
-    """A short, exact-looking rendering of a float (``0.7``, ``-1``, ``nan``, ``1.5e+10``)."""
+def format_number(x: float, dtype: str = "float64") -> str:
+    """The shortest text that reads back as ``x`` in ``dtype`` (``0.7``, ``-1``, ``nan``, ``1.5e+10``).
+
+    ``dtype`` is the precision the value lives in: a float32 0.7 prints as ``0.7``, not as its
+    float64 expansion 0.699999988079071. Whole numbers drop the ``.0``; ``-0`` prints as ``0``.
+    """
     x = float(x)
     if np.isnan(x):
         return "nan"
@@ -44,8 +48,9 @@ def format_number(x: float) -> str:
         return "inf" if x > 0 else "-inf"
     if x == 0:
         return "0"
-    text = f"{x:.8g}"
-    return text
+    scalar = {"float32": np.float32, "float16": np.float16, "bfloat16": np.float32}.get(dtype, np.float64)(x)
+    text = str(scalar) if np.isfinite(scalar) else repr(x)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -95,11 +100,11 @@ def compare(
         where = format_index(name, idx)
         count = int(bad_nonfinite.sum())
         if not (got_nan | got_inf)[idx]:  # finite where the golden value is not
-            return Mismatch(Verdict.WRONG_VALUE, _value_message(name, got, golden, bad_nonfinite, hidden, tolerance_text))
+            return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, name, got, golden, bad_nonfinite, hidden, tolerance_text))
         return Mismatch(
             Verdict.NON_FINITE,
             f"{where} is {format_number(got[idx])}"
-            + ("" if hidden else f", expected {format_number(golden[idx])}")
+            + ("" if hidden else f", expected {format_number(golden[idx], received.dtype)}")
             + (f" ({count} non-finite entries in all)" if count > 1 else "")
             + "; look for a division by zero, an overflow or a log/sqrt of a bad value",
         )
@@ -109,10 +114,11 @@ def compare(
     wrong = err > allowed
     if not wrong.any():
         return None
-    return Mismatch(Verdict.WRONG_VALUE, _value_message(name, got, golden, wrong, hidden, tolerance_text, err, allowed))
+    return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, name, got, golden, wrong, hidden, tolerance_text, err, allowed))
 
 
 def _value_message(
+    dtype: str,
     name: str,
     got: np.ndarray,
     golden: np.ndarray,
@@ -135,7 +141,7 @@ def _value_message(
         order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
     lines = [head + (f" ({tolerance_text})" if tolerance_text else "") + ":"]
     for idx in order:
-        line = f"  {format_index(name, idx)} = {format_number(got[idx])}, expected {format_number(golden[idx])}"
+        line = f"  {format_index(name, idx)} = {format_number(got[idx], dtype)}, expected {format_number(golden[idx], dtype)}"
         if err is not None and allowed is not None:
             line += f" (|error| {err[idx]:.3g} > allowed {allowed[idx]:.3g})"
         lines.append(line)

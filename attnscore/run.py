@@ -26,12 +26,13 @@ from attnscore.spec import Spec
 __all__ = ["judge_case", "run_cases", "format_array"]
 
 
-def format_array(array: np.ndarray) -> str:
-    """Nested-list text of an array with short numbers: ``[[1, 0], [0.7, 0.7]]``."""
-    arr = np.asarray(array, dtype=np.float64)
+def format_array(array: np.ndarray, dtype: str | None = None) -> str:
+    """Nested-list text of an array with the shortest numbers of its dtype: ``[[1, 0], [0.7, 0.7]]``."""
+    arr = np.asarray(array)
+    dtype = dtype or arr.dtype.name
     if arr.ndim == 0:
-        return format_number(float(arr))
-    return "[" + ", ".join(format_array(a) for a in arr) + "]"
+        return format_number(float(arr), dtype)
+    return "[" + ", ".join(format_array(a, dtype) for a in arr) + "]"
 
 
 def _inputs_text(args: dict[str, np.ndarray]) -> str:

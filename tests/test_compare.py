@@ -56,7 +56,7 @@ def test_wrong_value_message_shows_worst_entries():
     assert result is not None
     lines = result.message.splitlines()
     assert lines[0] == "2 of 3 entries of scores are wrong (close):"
-    assert lines[1].startswith("  scores[2] = -0.69999999, expected 0.7 (|error| 1.4 > allowed 1e-06)")
+    assert lines[1].startswith("  scores[2] = -0.7, expected 0.7 (|error| 1.4 > allowed 1e-06)")
     assert lines[2].startswith("  scores[0] = 1.5, expected 1 (|error| 0.5 > allowed 1e-06)")
 
 
