@@ -214,3 +214,6 @@ def list_specs() -> None:
     console.print("\n[bold]Registered properties[/]")
     for prop in PROPERTIES.values():
         console.print(f"  {prop.name}: {prop.summary}")
+
+from attnscore.practice.command import practice  # noqa: E402
+main.add_command(practice)
