@@ -25,6 +25,7 @@ example: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/attnscore verify
+	$(BIN)/attnscore practice --verify --count 300
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.installed
