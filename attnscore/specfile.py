@@ -76,6 +76,12 @@ class Positioned:
 
 
 _OCTAL_LOOKING = re.compile(r"^[-+]?0[0-9_]+$")
+# Plain decimal numbers; YAML 1.1 also reads 0x10, 0o17, 1_000 and 1:30 (sexagesimal) as numbers.
+_PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem]]:
@@ -85,10 +91,17 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = exc.problem or "invalid YAML"
+        what = _one_line(exc.problem or "invalid YAML")
         return None, [SpecProblem(file, line, col, "(yaml)", f"expected valid YAML, found a syntax error: {what}")]
-    except yaml.YAMLError as exc:
-        return None, [SpecProblem(file, 1, 1, "(yaml)", f"expected valid YAML, found: {exc}")]
+    except yaml.reader.ReaderError as exc:
+        code = ord(exc.character) if isinstance(exc.character, str) else int(exc.character)
+        before = text[: exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        return None, [SpecProblem(file, line, col, "(yaml)",
+                                  f"expected printable text, found the character U+{code:04X} ({_one_line(exc.reason)})")]
+    except (yaml.YAMLError, RecursionError) as exc:
+        reason = "nesting too deep" if isinstance(exc, RecursionError) else f"an error: {_one_line(exc)}"
+        return None, [SpecProblem(file, 1, 1, "(yaml)", f"expected valid YAML, found {reason}")]
     if root is None:
         return None, [SpecProblem(file, 1, 1, "(top level)", "expected a mapping of spec fields, found an empty file")]
     constructor = yaml.SafeLoader("")
@@ -101,7 +114,15 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = constructor.construct_object(key_node, deep=True)
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                                field_path(path), "expected plain fields, found a merge key (<<); "
+                                                "write the fields out"))
+                    continue
+                try:
+                    key = constructor.construct_object(key_node, deep=True)
+                except (yaml.YAMLError, ValueError, TypeError) as exc:
+                    key = f"<unreadable key: {_one_line(exc)[:60]}>"
                 if not isinstance(key, str):
                     problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
                                                 field_path(path), f"expected a text key, found {key!r}"))
@@ -114,12 +135,26 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
             return out
         if isinstance(node, yaml.SequenceNode):
             return [build(item, path + (i,)) for i, item in enumerate(node.value)]
-        value = constructor.construct_object(node, deep=True)
-        if node.tag == "tag:yaml.org,2002:int" and _OCTAL_LOOKING.match(node.value) and node.value.lstrip("+-") != "0":
+        try:
+            value = constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             problems.append(SpecProblem(file, *values[path], field_path(path),
-                                        f"expected a decimal number, found {node.value!r}, which YAML 1.1 reads as "
-                                        f"octal {value}; drop the leading zero"))
+                                        f"expected a plain YAML value, found {node.value!r} tagged {node.tag} "
+                                        f"({_one_line(getattr(exc, 'problem', None) or exc)})"))
+            return None
+        if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and node.style is None:
+            if _OCTAL_LOOKING.match(node.value) and node.value.lstrip("+-") != "0":
+                problems.append(SpecProblem(file, *values[path], field_path(path),
+                                            f"expected a decimal number, found {node.value!r}, which YAML 1.1 reads as "
+                                            f"octal {value}; drop the leading zero"))
+            elif not _PLAIN_NUMBER.match(node.value):
+                problems.append(SpecProblem(file, *values[path], field_path(path),
+                                            f"expected a plain decimal number, found {node.value!r}, which YAML 1.1 "
+                                            f"reads as {value}; write {value} (or quote it if it is text)"))
         return value
 
-    data = build(root, ())
+    try:
+        data = build(root, ())
+    except RecursionError:
+        return None, [SpecProblem(file, 1, 1, "(yaml)", "expected valid YAML, found nesting too deep")]
     return Positioned(file, data, values, keys), problems
