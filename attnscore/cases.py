@@ -10,29 +10,41 @@ gives the same cases.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import torch
 
+from attnscore.calls import TORCH_DTYPES
 from attnscore.properties import get_property
 from attnscore.spec import Spec
 from attnscore.strategies import draw_examples
 from attnscore.tolerance import Tolerance, allowed_error
 
-__all__ = ["Call", "Case", "build_cases", "cast", "derive_seed"]
+__all__ = ["Call", "Case", "build_cases", "cast", "derive_seed", "property_calls"]
 
-_TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
 class Call:
-    """One call of the implementation: arguments, golden value and allowed error."""
+    """One call of the implementation: arguments, golden value and allowed error.
+
+    A relational property makes several calls per example; the example's last call carries
+    ``check`` (see :class:`attnscore.properties.CheckContext`), ``group`` (the indices in the
+    case's calls of all the example's calls, this one last) and the drawn ``example``.
+    ``compare_golden`` False skips the golden comparison of this call.
+    """
 
     args: dict[str, np.ndarray]
     golden: np.ndarray
     allowed: np.ndarray
+    check: Callable[..., str | None] | None = None
+    group: tuple[int, ...] = ()
+    example: Any = None
+    compare_golden: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,18 +83,52 @@ def derive_seed(*parts: object) -> int:
 
 
 def cast(array: np.ndarray, dtype: str) -> np.ndarray:
-    """Round ``array`` to ``dtype`` (bfloat16 values come back stored as float32)."""
-    t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(_TORCH_DTYPES[dtype])
+    """Round ``array`` to ``dtype`` (bfloat16 values come back stored as float32); bool masks stay bool."""
+    if np.asarray(array).dtype == np.bool_:
+        return np.ascontiguousarray(np.asarray(array, dtype=np.bool_))
+    t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(TORCH_DTYPES[dtype])
     if dtype == "bfloat16":
         t = t.to(torch.float32)
     return np.array(t.numpy(), order="C")
 
 
-def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance) -> Call:
-    received_args = {name: cast(args[name], dtype) for name in spec.parameter_names}
-    golden = spec.contract.golden(received_args)
-    d_k, scale = spec.contract.error_scale(received_args)
-    return Call(received_args, golden, allowed_error(tolerance, golden, dtype, d_k, scale))
+def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
+    received_args = {name: cast(args[name], dtype) for name in spec.contract.parameter_names}
+    pairs = zip(spec.contract.parameter_names, spec.parameter_names, strict=True)
+    received_args = {new: received_args[old] for old, new in pairs}
+    contract_args = dict(zip(spec.contract.parameter_names, received_args.values(), strict=True))
+    with np.errstate(all="ignore"):
+        golden = spec.contract.golden(contract_args)
+        d_k, scale = spec.contract.error_scale(contract_args)
+        if tolerance.mode == "ratio":
+            allowed = tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype)
+        else:
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale)
+    return Call(received_args, golden, allowed, **extra)
+
+
+def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np.ndarray:
+    """The reference run in ``dtype`` on the CPU (for the ``ratio`` tolerance mode)."""
+    from attnscore.calls import to_torch
+
+    out = spec.contract.reference(*[to_torch(a, dtype) for a in args.values()])
+    return out.detach().to(torch.float64).numpy()  # type: ignore[union-attr]
+
+
+def property_calls(spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance) -> tuple[Call, ...]:
+    """Turn a property's drawn examples into calls (several per example for relational properties)."""
+    prop = get_property(use_name)
+    calls: list[Call] = []
+    for example in examples:
+        arg_list = prop.calls(spec.contract, example)
+        start = len(calls)
+        for k, args in enumerate(arg_list):
+            last = k == len(arg_list) - 1
+            extra: dict[str, Any] = {"compare_golden": prop.golden}
+            if last and prop.check is not None:
+                extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)
+            calls.append(_call(spec, args, dtype, tolerance, **extra))
+    return tuple(calls)
 
 
 def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> list[Case]:
@@ -101,7 +147,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
         prop = get_property(use.name)
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
         examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
-        calls = tuple(_call(spec, spec.contract.pack(Q, K), dtype, spec.tolerance) for Q, K in examples)
+        calls = property_calls(spec, use.name, examples, dtype, spec.tolerance)
         cases.append(Case(
             id=f"property:{use.name}", kind="property", title=use.statement, statement=use.statement,
             calls=calls, points=use.points, visibility=use.visibility, location=spec.location(use.line),

@@ -97,33 +97,63 @@ def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
 
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--no-mutations", is_flag=True, help="Skip the mutation test (known mistakes against each spec).")
 @handle_errors
-def verify(specs: tuple[str, ...]) -> None:
-    """Check the reference implementation against every case of SPECS (default: all bundled specs).
+def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
+    """Prove SPECS sound (default: all bundled specs): the reference passes, known mistakes are caught.
 
-    Exits 0 only when every worked example and property passes in every dtype of every spec.
+    Runs the reference on every case of every dtype of each spec, then runs every catalogue mistake
+    the spec targets and prints a mutation table (mistakes x specs). Exits 0 only when the
+    reference passes everything and every targeted mistake fails some case and is diagnosed as itself.
     """
     from rich.table import Table
 
+    from attnscore.cases import build_cases
     from attnscore.loader import load_specs
-    from attnscore.verify import verify_spec
+    from attnscore.mistakes import MISTAKES
+    from attnscore.verify import mutation_test, verify_spec
 
     loaded = load_specs(_spec_paths(specs))
     table = Table(title="attnscore verify: reference against specs", header_style="bold")
     for column in ("spec", "dtype", "cases passed", "points", "failing cases"):
         table.add_column(column)
     ok = True
+    mutations: dict[str, dict[str, str]] = {}
     for spec in loaded:
-        for result in verify_spec(spec):
+        cases = {dtype: build_cases(spec, dtype) for dtype in spec.dtypes}
+        for result in verify_spec(spec, cases=cases):
             passed = sum(c.passed for c in result.cases)
             failing = ", ".join(f"{c.id} ({c.verdict.label})" for c in result.cases if not c.passed)
             ok &= result.all_passed
             style = "green" if result.all_passed else "red"
             table.add_row(spec.id, result.dtype, f"[{style}]{passed}/{len(result.cases)}[/]",
                           f"{result.score}/{result.max_score}", failing or "-")
+        if not no_mutations:
+            results = mutation_test(spec, cases[spec.dtypes[0]], spec.dtypes[0])
+            mutations[spec.id] = {r.mistake_id: r.cell for r in results}
+            ok &= all(r.ok for r in results)
     console = _stdout()
     console.print(table)
-    console.print("[green]all specs verified[/]" if ok else "[red]some cases fail against the reference[/]")
+    if mutations:
+        mtable = Table(title="mutation score: known mistakes against specs (first dtype)", header_style="bold")
+        mtable.add_column("mistake", no_wrap=True)
+        for spec_id in mutations:
+            mtable.add_column(spec_id.replace("_", "_\n"), justify="center")
+        style = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
+        for mistake_id in MISTAKES:
+            if any(mistake_id in cells for cells in mutations.values()):
+                mtable.add_row(mistake_id, *[style[cells[mistake_id]] if mistake_id in cells else "·"
+                                             for cells in mutations.values()])
+        scores = []
+        for cells in mutations.values():
+            caught = sum(v != "MISSED" for v in cells.values())
+            scores.append(f"{caught}/{len(cells)}")
+        mtable.add_row("[bold]caught[/]", *scores)
+        console.print(mtable)
+        console.print("✓ = caught and diagnosed as itself; caught = some case fails but the diagnosis differs; "
+                      "MISSED = every case passes; · = the spec does not target it")
+    console.print("[green]all specs verified[/]" if ok else
+                  "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]")
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
 
 
@@ -164,6 +194,9 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
     with err.status("grading...") if err.is_terminal else _nullcontext():
         results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits)
     if fmt == "text":
+        from graders.sandbox import protections
+
+        click.echo(f"sandbox: {protections(limits)}", err=True)
         console = Console(file=open(os.devnull, "w"), record=True, width=110) if output else _stdout()
         console.print(submission_text(results[0]) if len(results) == 1 else batch_table(results))
         if output:
@@ -187,6 +220,56 @@ class _nullcontext:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+@main.command("test")
+@click.option("--impl", "impl", required=True, metavar="MODULE:FUNCTION",
+              help="The implementation to test, e.g. examples.impl.my_attention:scaled_score_matrix.")
+@click.option("--spec", "spec_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+              help="Spec file(s) to run (repeat for several).")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+              help="Dtype(s) to test (repeatable; default: the spec's dtypes).")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--seed", type=int, default=None, help="Base seed for generated inputs (default: the spec's).")
+@click.option("--ratio", type=click.FloatRange(min=1.0), default=None, metavar="K",
+              help="Use the low-precision rule: error at most K x the reference's own error in the same dtype.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handle_errors
+def test_impl(impl: str, spec_paths: tuple[str, ...], dtypes: tuple[str, ...], device: str, seed: int | None,
+              ratio: float | None, fmt: str) -> None:
+    """Run specs against an importable implementation, in this process (trusted code).
+
+    Exit code 0 when every case passed in every dtype, 1 when some case failed, 2 for a usage error.
+    """
+    from attnscore.impl import ImplError, check_device, load_impl, run_impl
+    from attnscore.loader import load_specs
+    from graders.reporters import submission_text, submission_to_json
+
+    try:
+        function = load_impl(impl)
+        check_device(device)
+    except ImplError as exc:
+        raise click.UsageError(str(exc)) from None
+    results = []
+    for spec in load_specs(list(spec_paths)):
+        if ratio is not None:
+            import dataclasses
+
+            from attnscore.tolerance import Tolerance
+
+            spec = dataclasses.replace(spec, tolerance=Tolerance(mode="ratio", factor=ratio))
+        for dtype in dtypes or spec.dtypes:
+            results.append(run_impl(spec, function, dtype=dtype, device=device, seed=seed, name=impl))
+    if fmt == "json":
+        data = [submission_to_json(r) for r in results]
+        sys.stdout.write(json.dumps(data if len(data) > 1 else data[0], indent=2, allow_nan=False,
+                                    ensure_ascii=False) + "\n")
+    else:
+        console = _stdout()
+        for r in results:
+            console.print(f"[bold]{r.spec_id}[/] ({r.spec_path}) in {r.dtype} on {r.device}")
+            console.print(submission_text(r))
+    sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
 
 
 @main.command()

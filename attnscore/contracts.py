@@ -2,25 +2,27 @@
 
 A contract ties a spec's ``function.contract`` name to the reference implementation
 (:mod:`attnscore.reference`), the independent float64 golden path (:mod:`attnscore.golden`),
-the parameters' shapes in the shape legend, and the per-entry error scale used by the
-dot-product error bound.
+the parameters' shapes in the shape legend, the per-entry error scale used by the tolerance, and
+a hypothesis strategy for its arguments.
 
-Every contract here is a view of the same computation, ``S = Q Kᵀ``: ``score`` is one query and
-one key, ``scores`` one query and ``n_k`` keys, ``score_matrix`` the general batched case. A
-contract says how its arguments become ``(Q, K)`` and how ``S`` becomes its return value, so
-properties can generate ``(Q, K)`` once and reach every contract.
+The first three contracts (``score``, ``scores``, ``score_matrix``) are views of one
+computation, ``S = Q Kᵀ``; ``scaled_score_matrix`` is ``S/√d_k``. They also say how their
+arguments become ``(Q, K)`` (``to_qk``) and back (``pack``), so the Q Kᵀ properties reach them
+all. The others (bilinear, additive, masking, weights, attention) only have their own golden
+function, error scale and argument strategy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from attnscore import golden, reference
 
-__all__ = ["Contract", "CONTRACTS", "get_contract"]
+__all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
 
 Args = Mapping[str, np.ndarray]
 
@@ -32,84 +34,175 @@ class Contract:
     Attributes:
         name: the contract's name, as written in a spec's ``function.contract``.
         parameters: ``(name, shape)`` pairs; a shape is a tuple of legend symbols
-            (``"..."``, ``"n_q"``, ``"n_k"``, ``"d_k"``).
+            (``"..."``, ``"n_q"``, ``"n_k"``, ``"d_k"``, ``"d_v"``, ``"d_q"``, ``"d_a"``).
         returns: the return shape in the same legend.
         reference: the torch reference implementation.
-        to_qk: maps the arguments to ``(Q, K)`` of shapes ``(..., n_q, d_k)``, ``(..., n_k, d_k)``.
-        from_scores: maps ``S = Q Kᵀ`` of shape ``(..., n_q, n_k)`` to this contract's return value.
-        pack: maps ``(Q, K)`` back to this contract's arguments (the inverse of ``to_qk``);
-            valid only for ``Q``/``K`` shapes the contract can express (see ``batched`` etc.).
-        batched: whether batch dims ``...`` are allowed.
-        single_query: whether ``n_q`` is fixed to 1 (no query dim in the arguments).
-        single_key: whether ``n_k`` is fixed to 1 (no key dim in the arguments).
+        golden_fn: ``args -> float64 array``, the independent numpy path.
+        error_fn: ``args -> (n, scale)``: the allowed error per entry is about
+            ``factor · n · u · scale`` (see :func:`attnscore.tolerance.allowed_error`).
+        kind: ``"scores"``, ``"mask"``, ``"weights"`` or ``"attention"`` (which properties and
+            mistakes apply).
+        bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
+        to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
+        batched, single_query, single_key: what shapes the Q Kᵀ views can express.
+        scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
     """
 
     name: str
     parameters: tuple[tuple[str, tuple[str, ...]], ...]
     returns: tuple[str, ...]
     reference: Callable[..., object]
-    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]]
-    from_scores: Callable[[np.ndarray], np.ndarray]
-    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]
-    batched: bool
-    single_query: bool
-    single_key: bool
+    golden_fn: Callable[[Args], np.ndarray]
+    error_fn: Callable[[Args], tuple[int, np.ndarray]]
+    kind: str = "scores"
+    bool_parameters: frozenset[str] = field(default_factory=frozenset)
+    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
+    from_scores: Callable[[np.ndarray], np.ndarray] | None = None
+    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
+    batched: bool = True
+    single_query: bool = False
+    single_key: bool = False
+    scale: str = "none"
+    bound_text: str = "d_k·u·Σ|q_i k_i|"
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.parameters)
 
+    @property
+    def is_qk_view(self) -> bool:
+        """Whether this contract is a view of ``Q Kᵀ`` (raw or scaled), reachable from ``(Q, K)``."""
+        return self.to_qk is not None
+
     def golden(self, args: Args) -> np.ndarray:
         """The float64 golden value for ``args`` (numpy path, independent of the reference)."""
-        return self.from_scores(golden.dot_products(*self.to_qk(args)))
+        return np.asarray(self.golden_fn(args), dtype=np.float64)
 
     def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
-        """``(d_k, Σ|q_i k_i|)`` per output entry, for the dot-product error bound."""
-        Q, K = self.to_qk(args)
-        return int(Q.shape[-1]), self.from_scores(golden.dot_magnitudes(Q, K))
+        """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
+        return self.error_fn(args)
 
+    def arguments(self, max_value: float = 10.0) -> Any:
+        """A hypothesis strategy of random arguments (dict name -> array) for this contract."""
+        from attnscore.strategies import random_args
+
+        return random_args(self, max_value)
+
+
+def _qk_view(name: str, parameters: tuple[tuple[str, tuple[str, ...]], ...], returns: tuple[str, ...],
+             ref: Callable[..., object], to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]],
+             from_scores: Callable[[np.ndarray], np.ndarray],
+             pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]], *, batched: bool,
+             single_query: bool, single_key: bool, scaled: bool = False) -> Contract:
+    def gold(a: Args) -> np.ndarray:
+        Q, K = to_qk(a)
+        S = golden.scaled_dot_products(Q, K) if scaled else golden.dot_products(Q, K)
+        return from_scores(S)
+
+    def error(a: Args) -> tuple[int, np.ndarray]:
+        Q, K = to_qk(a)
+        mags = golden.dot_magnitudes(Q, K)
+        if scaled:
+            mags = mags / np.sqrt(Q.shape[-1]) + np.abs(golden.scaled_dot_products(Q, K))
+        return int(Q.shape[-1]), from_scores(mags)
+
+    return Contract(name=name, parameters=parameters, returns=returns, reference=ref, golden_fn=gold,
+                    error_fn=error, to_qk=to_qk, from_scores=from_scores, pack=pack, batched=batched,
+                    single_query=single_query, single_key=single_key, scale="sqrt" if scaled else "none")
+
+
+def _f(a: Args, name: str) -> np.ndarray:
+    return np.asarray(a[name], dtype=np.float64)
+
+
+def _weights_error(S: np.ndarray, mask: np.ndarray | None) -> tuple[int, np.ndarray]:
+    """Softmax error scale: ``w·(1 + |s - max|)`` plus a floor of one unit per row (``1/n_k``)."""
+    S = np.asarray(S, dtype=np.float64)
+    w = golden.softmax_weights(S, mask)
+    keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
+    with np.errstate(invalid="ignore"):
+        z = np.where(keep & np.isfinite(S), S, -np.inf)
+        m = np.max(z, axis=-1, keepdims=True)
+        spread = np.where(keep & np.isfinite(z - m), np.abs(z - m), 0.0)
+    n_k = S.shape[-1]
+    return n_k, np.nan_to_num(w) * (1.0 + spread) + 1.0 / n_k
+
+
+def _attention_error(a: Args) -> tuple[int, np.ndarray]:
+    Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
+    d_k, n_k = Q.shape[-1], K.shape[-2]
+    S = golden.scaled_dot_products(Q, K)
+    w = golden.softmax_weights(S, a["mask"])
+    err_S = d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S)  # in units of u
+    row = np.max(err_S, axis=-1, keepdims=True)
+    err_w = np.nan_to_num(w) * (2.0 * row + n_k + 2.0)
+    return 1, err_w @ np.abs(V) + n_k * (np.nan_to_num(w) @ np.abs(V))
+
+
+_MASK = ("...", "n_q", "n_k")
 
 CONTRACTS: dict[str, Contract] = {
     c.name: c
     for c in (
+        _qk_view("score", (("q", ("d_k",)), ("k", ("d_k",))), (), reference.score,
+                 lambda a: (_f(a, "q")[None, :], _f(a, "k")[None, :]), lambda S: S[0, 0],
+                 lambda Q, K: {"q": Q[0], "k": K[0]}, batched=False, single_query=True, single_key=True),
+        _qk_view("scores", (("q", ("d_k",)), ("keys", ("n_k", "d_k"))), ("n_k",), reference.scores,
+                 lambda a: (_f(a, "q")[None, :], _f(a, "keys")), lambda S: S[0],
+                 lambda Q, K: {"q": Q[0], "keys": K}, batched=False, single_query=True, single_key=False),
+        _qk_view("score_matrix", (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+                 ("...", "n_q", "n_k"), reference.score_matrix, lambda a: (_f(a, "Q"), _f(a, "K")),
+                 lambda S: S, lambda Q, K: {"Q": Q, "K": K}, batched=True, single_query=False, single_key=False),
+        _qk_view("scaled_score_matrix", (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+                 ("...", "n_q", "n_k"), reference.scaled_score_matrix, lambda a: (_f(a, "Q"), _f(a, "K")),
+                 lambda S: S, lambda Q, K: {"Q": Q, "K": K}, batched=True, single_query=False, single_key=False,
+                 scaled=True),
         Contract(
-            name="score",
-            parameters=(("q", ("d_k",)), ("k", ("d_k",))),
-            returns=(),
-            reference=reference.score,
-            to_qk=lambda a: (a["q"][None, :], a["k"][None, :]),
-            from_scores=lambda S: S[0, 0],
-            pack=lambda Q, K: {"q": Q[0], "k": K[0]},
-            batched=False,
-            single_query=True,
-            single_key=True,
+            name="bilinear_scores",
+            parameters=(("Q", ("...", "n_q", "d_q")), ("K", ("...", "n_k", "d_k")), ("W", ("d_q", "d_k"))),
+            returns=("...", "n_q", "n_k"), reference=reference.bilinear_scores,
+            golden_fn=lambda a: golden.bilinear(a["Q"], a["K"], a["W"]),
+            error_fn=lambda a: (int(np.shape(a["Q"])[-1] + np.shape(a["K"])[-1]),
+                                golden.bilinear_magnitudes(a["Q"], a["K"], a["W"])),
+            bound_text="(d_q + d_k)·u·Σ|q_a W_ab k_b|",
         ),
         Contract(
-            name="scores",
-            parameters=(("q", ("d_k",)), ("keys", ("n_k", "d_k"))),
-            returns=("n_k",),
-            reference=reference.scores,
-            to_qk=lambda a: (a["q"][None, :], a["keys"]),
-            from_scores=lambda S: S[0],
-            pack=lambda Q, K: {"q": Q[0], "keys": K},
-            batched=False,
-            single_query=True,
-            single_key=False,
+            name="additive_scores",
+            parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("W_q", ("d_a", "d_k")),
+                        ("W_k", ("d_a", "d_k")), ("v", ("d_a",))),
+            returns=("...", "n_q", "n_k"), reference=reference.additive_scores,
+            golden_fn=lambda a: golden.additive(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"]),
+            error_fn=lambda a: (int(np.shape(a["Q"])[-1] + np.shape(a["v"])[-1] + 4),
+                                golden.additive_magnitudes(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"])),
+            bound_text="(d_k + d_a + 4)·u·Σ_a |v_a|(|W_q q|_a + |W_k k|_a + 1)",
         ),
         Contract(
-            name="score_matrix",
-            parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
-            returns=("...", "n_q", "n_k"),
-            reference=reference.score_matrix,
-            to_qk=lambda a: (a["Q"], a["K"]),
-            from_scores=lambda S: S,
-            pack=lambda Q, K: {"Q": Q, "K": K},
-            batched=True,
-            single_query=False,
-            single_key=False,
+            name="masked_scores", kind="mask",
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)), returns=("...", "n_q", "n_k"),
+            reference=reference.masked_scores, bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.masked(a["S"], a["mask"]),
+            error_fn=lambda a: (1, np.zeros(np.shape(a["S"]))), bound_text="u·|S| (masking is exact)",
+        ),
+        Contract(
+            name="attention_weights", kind="weights",
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)), returns=("...", "n_q", "n_k"),
+            reference=reference.attention_weights, bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.softmax_weights(a["S"], a["mask"]),
+            error_fn=lambda a: _weights_error(a["S"], a["mask"]),
+            bound_text="n_k·u·(w·(1 + |s − max s|) + 1/n_k)",
+        ),
+        Contract(
+            name="attention", kind="attention",
+            parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_v")),
+                        ("mask", _MASK)),
+            returns=("...", "n_q", "d_v"), reference=reference.attention, bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.attention(a["Q"], a["K"], a["V"], a["mask"]),
+            error_fn=_attention_error, bound_text="u·(error of scores and weights propagated through V)",
         ),
     )
 }
+
+QK_CONTRACTS = tuple(name for name, c in CONTRACTS.items() if c.is_qk_view)
 
 
 def get_contract(name: str) -> Contract:

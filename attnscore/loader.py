@@ -130,9 +130,22 @@ def _shape_text(shape: list[Any] | tuple[Any, ...]) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem]) -> np.ndarray | None:
+def _leaves(value: Any) -> list[Any]:
+    return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, list) else [value]
+
+
+def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem],
+           boolean: bool = False) -> np.ndarray | None:
+    leaves = _leaves(value)
+    if boolean and not all(isinstance(x, bool) for x in leaves):
+        bad = next(x for x in leaves if not isinstance(x, bool))
+        problems.append(doc.problem(path, f"expected a bool mask of true/false (true = keep), found {_found(bad)}"))
+        return None
+    if not boolean and any(isinstance(x, bool) for x in leaves):
+        problems.append(doc.problem(path, "expected numbers, found true/false (only mask parameters take booleans)"))
+        return None
     try:
-        arr = np.array(value, dtype=np.float64)
+        arr = np.array(value, dtype=np.bool_ if boolean else np.float64)
     except (ValueError, TypeError):
         problems.append(doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}"))
         return None
@@ -153,7 +166,7 @@ def _check_example_shapes(doc: Positioned, path: tuple[Any, ...], contract: Cont
                                         f"expected shape {_shape_text(legend)} ({rank}), found shape {_shape_text(arr.shape)}"))
             ok = False
             continue
-        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed):]):
+        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed):], strict=True):
             if size == 0:
                 problems.append(doc.problem(path + ("inputs", name), f"expected {symbol} >= 1, found an empty dimension"))
                 ok = False
@@ -181,7 +194,7 @@ def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Cont
         return None
     inputs = {}
     for n in names:
-        arr = _array(doc, path + ("inputs", n), raw["inputs"][n], problems)
+        arr = _array(doc, path + ("inputs", n), raw["inputs"][n], problems, boolean=n in contract.bool_parameters)
         if arr is None:
             return None
         inputs[n] = arr
@@ -189,7 +202,8 @@ def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Cont
     if expected is None or not _check_example_shapes(doc, path, contract, inputs, problems):
         return None
     try:
-        golden = contract.golden(inputs)
+        with np.errstate(all="ignore"):
+            golden = contract.golden(inputs)
     except ValueError as exc:
         problems.append(doc.problem(path + ("inputs",), f"expected inputs the contract can score, found: {exc}"))
         return None
@@ -246,6 +260,10 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             problems.append(doc.problem(("properties", i, "name"),
                                         f"expected a registered property ({', '.join(sorted(PROPERTIES))}), found {name!r}"))
             continue
+        if not PROPERTIES[name].applies(contract):
+            problems.append(doc.problem(("properties", i, "name"),
+                                        f"expected a property that applies to contract {contract.name}, found {name!r}"))
+            continue
         if name in seen_props:
             problems.append(doc.problem(("properties", i, "name"), f"expected each property once, found {name!r} again"))
             continue
@@ -256,6 +274,21 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             max_value=float(raw.get("max_value", PROPERTIES[name].default_max_value)),
             line=doc.where(("properties", i))[0],
         ))
+    mistakes = None
+    if "mistakes" in data:
+        from attnscore.mistakes import MISTAKES
+
+        mistakes = []
+        for i, mid in enumerate(data["mistakes"]):
+            if mid not in MISTAKES:
+                problems.append(doc.problem(("mistakes", i), f"expected a catalogue mistake, found {mid!r}; "
+                                            f"known: {', '.join(sorted(MISTAKES))}"))
+            elif contract.name not in MISTAKES[mid].contracts:
+                problems.append(doc.problem(("mistakes", i),
+                                            f"expected a mistake that applies to contract {contract.name}, found {mid!r}"))
+            else:
+                mistakes.append(mid)
+        mistakes = tuple(mistakes)
     if problems:
         return None
     return Spec(
@@ -264,6 +297,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         accept=tuple(fn["returns"].get("accept", DEFAULT_ACCEPT)), dtypes=tuple(data.get("dtypes", ["float32"])),
         seed=data.get("seed", 0), timeout_s=float(data.get("timeout_s", DEFAULT_TIMEOUT_S)), tolerance=default_tol,
         worked_examples=tuple(examples), properties=tuple(props), path=doc.file,
+        nonfinite=data.get("nonfinite", "match"), mistakes=mistakes,
     )
 
 

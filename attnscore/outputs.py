@@ -13,7 +13,6 @@ numbers it sends.
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ ALLOWED_DTYPES = (
     "float64", "float32", "float16", "bfloat16",
     "int64", "int32", "int16", "int8", "uint8", "bool",
 )
-MAX_ELEMENTS = 4_000_000
+MAX_ELEMENTS = 1_000_000
 
 KINDS = ("tensor", "ndarray", "list", "number")
 
@@ -91,8 +90,9 @@ def to_received(value: object) -> Received | BadReturn:
     elif isinstance(value, (bool, np.bool_)):
         return BadReturn(f"returned a boolean ({bool(value)}); expected numbers")
     elif isinstance(value, numbers.Real) and not isinstance(value, np.generic):
-        f = float(value)  # Python int/float and numbers.Real implementers
-        if isinstance(value, int) and not math.isfinite(f):
+        try:
+            f = float(value)  # Python int/float and numbers.Real implementers
+        except OverflowError:
             return BadReturn("returned an integer too large for a float")
         arr, kind = np.array(f, dtype=np.float64), "number"
     elif isinstance(value, np.generic):
@@ -100,8 +100,9 @@ def to_received(value: object) -> Received | BadReturn:
     elif isinstance(value, (list, tuple)):
         try:
             arr = np.array(value, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError) as exc:
-            return BadReturn(f"returned a {type(value).__name__} that is not a rectangular array of numbers ({exc})")
+        except Exception as exc:  # noqa: BLE001 - ragged lists, tensors needing grad, exotic dtypes...
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            return BadReturn(f"returned a {type(value).__name__} that is not a rectangular array of numbers ({reason})")
         kind = "list"
     else:
         return BadReturn(f"returned {type(value).__name__}; expected a tensor, array, list or number")
@@ -122,6 +123,9 @@ class CallFailure:
 
     verdict: str
     message: str
+    scope: str = "call"
+    """``"call"`` for this call only; ``"submission"`` when the whole submission failed (import
+    error, missing function), so every call fails the same way."""
 
 
 Outcome = Received | CallFailure

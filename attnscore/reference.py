@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ScoreInputError", "score", "scores", "score_matrix"]
+__all__ = [
+    "ScoreInputError", "score", "scores", "score_matrix", "scaled_score_matrix", "bilinear_scores",
+    "additive_scores", "causal_mask", "masked_scores", "attention_weights", "attention",
+]
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -190,3 +193,235 @@ def score_matrix(Q: Any, K: Any) -> torch.Tensor:
             "K", f"batch dims {tuple(K.shape[:-2])} do not broadcast with Q's {tuple(Q.shape[:-2])}"
         ) from None
     return Q @ K.transpose(-2, -1)  # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
+
+
+def _check_at_least_2d(t: torch.Tensor, name: str, shape: str) -> None:
+    if t.ndim < 2:
+        raise ScoreInputError(name, f"expected shape {shape} (at least 2-D), found shape {tuple(t.shape)}")
+
+
+def _as_mask(mask: Any, argument: str, like: torch.Tensor) -> torch.Tensor:
+    """Return ``mask`` as a bool tensor on ``like``'s device (True = keep); it must broadcast."""
+    m = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
+    if m.dtype != torch.bool:
+        raise ScoreInputError(argument, f"expected a bool mask (True = keep), found dtype {m.dtype}")
+    if m.device != like.device:
+        raise ScoreInputError(argument, f"device {m.device} differs from the scores' {like.device}")
+    try:
+        torch.broadcast_shapes(m.shape, like.shape)
+    except RuntimeError:
+        raise ScoreInputError(
+            argument, f"shape {tuple(m.shape)} does not broadcast with the scores' {tuple(like.shape)}"
+        ) from None
+    return m
+
+
+def scaled_score_matrix(Q: Any, K: Any) -> torch.Tensor:
+    """Scaled dot-product scores: ``Q Kᵀ / √d_k``.
+
+    Args:
+        Q: queries, shape ``(..., n_q, d_k)``; with heads, ``(..., heads, n_q, d_k)``.
+        K: keys, shape ``(..., n_k, d_k)``; batch/head dims broadcast as in :func:`score_matrix`.
+
+    ``d_k`` is the per-head key width (the last dimension), never ``d_model = heads · d_k``.
+
+    Returns:
+        Tensor of shape ``(..., n_q, n_k)``, the inputs' dtype and device.
+
+    Raises:
+        ScoreInputError: as :func:`score_matrix`.
+
+    Source: Vaswani et al. (2017), equation (1) and section 3.2.1 (the ``1/√d_k`` factor).
+
+    Example:
+        >>> scaled_score_matrix([[1.0, 1.0, 1.0, 1.0]], [[1.0, 1.0, 1.0, 1.0]]).tolist()
+        [[2.0]]
+    """
+    S = score_matrix(Q, K)  # (..., n_q, n_k)
+    d_k = S.new_tensor(_as_tensor(Q, "Q").shape[-1])
+    return S / torch.sqrt(d_k)  # (..., n_q, n_k) / () -> (..., n_q, n_k)
+
+
+def bilinear_scores(Q: Any, K: Any, W: Any) -> torch.Tensor:
+    """Bilinear ("general") scores: ``Q W Kᵀ``, entry ``[..., i, j] = q_iᵀ W k_j``.
+
+    Args:
+        Q: queries, shape ``(..., n_q, d_q)``.
+        K: keys, shape ``(..., n_k, d_k)``.
+        W: weights, shape ``(d_q, d_k)``.
+
+    Returns:
+        Tensor of shape ``(..., n_q, n_k)``, the inputs' dtype and device.
+
+    Raises:
+        ScoreInputError: wrong ranks, ``W`` not ``(d_q, d_k)``, or the dtype/device rule is broken.
+
+    Source: Luong, Pham and Manning (2015), "Effective Approaches to Attention-based NMT", the
+    "general" score ``h_tᵀ W_a h_s``.
+
+    Example:
+        >>> bilinear_scores([[1.0, 0.0]], [[0.0, 1.0]], [[0.0, 2.0], [0.0, 0.0]]).tolist()
+        [[2.0]]
+    """
+    Q, K, W = _as_tensor(Q, "Q"), _as_tensor(K, "K"), _as_tensor(W, "W")
+    _check_at_least_2d(Q, "Q", "(..., n_q, d_q)")
+    _check_at_least_2d(K, "K", "(..., n_k, d_k)")
+    _check_rank(W, "W", 2, "(d_q, d_k)")
+    _same_dtype_and_device(Q=Q, K=K, W=W)
+    if W.shape != (Q.shape[-1], K.shape[-1]):
+        raise ScoreInputError("W", f"expected shape (d_q, d_k) = ({Q.shape[-1]}, {K.shape[-1]}), found {tuple(W.shape)}")
+    return (Q @ W) @ K.transpose(-2, -1)  # (..., n_q, d_q) @ (d_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
+
+
+def additive_scores(Q: Any, K: Any, W_q: Any, W_k: Any, v: Any) -> torch.Tensor:
+    """Additive (Bahdanau) scores: ``vᵀ tanh(W_q q_i + W_k k_j)`` for every query/key pair.
+
+    Args:
+        Q: queries, shape ``(..., n_q, d_k)``.
+        K: keys, shape ``(..., n_k, d_k)``.
+        W_q: query projection, shape ``(d_a, d_k)``.
+        W_k: key projection, shape ``(d_a, d_k)``.
+        v: output vector, shape ``(d_a,)``.
+
+    Returns:
+        Tensor of shape ``(..., n_q, n_k)``, the inputs' dtype and device.
+
+    Raises:
+        ScoreInputError: wrong ranks or widths, or the dtype/device rule is broken.
+
+    Source: Bahdanau, Cho and Bengio (2015), "Neural Machine Translation by Jointly Learning to
+    Align and Translate", appendix A.1.2, ``e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j)``.
+
+    Example:
+        >>> additive_scores([[0.0]], [[0.0]], [[1.0]], [[1.0]], [2.0]).tolist()
+        [[0.0]]
+    """
+    Q, K = _as_tensor(Q, "Q"), _as_tensor(K, "K")
+    W_q, W_k, v = _as_tensor(W_q, "W_q"), _as_tensor(W_k, "W_k"), _as_tensor(v, "v")
+    _check_at_least_2d(Q, "Q", "(..., n_q, d_k)")
+    _check_at_least_2d(K, "K", "(..., n_k, d_k)")
+    _check_rank(W_q, "W_q", 2, "(d_a, d_k)")
+    _check_rank(W_k, "W_k", 2, "(d_a, d_k)")
+    _check_rank(v, "v", 1, "(d_a,)")
+    _check_width(Q, "Q", W_q, "W_q")
+    _check_width(K, "K", W_k, "W_k")
+    if not (W_q.shape[0] == W_k.shape[0] == v.shape[0]):
+        raise ScoreInputError("v", f"d_a differs: W_q {W_q.shape[0]}, W_k {W_k.shape[0]}, v {v.shape[0]}")
+    _same_dtype_and_device(Q=Q, K=K, W_q=W_q, W_k=W_k, v=v)
+    q_proj = Q @ W_q.T  # (..., n_q, d_k) @ (d_k, d_a) -> (..., n_q, d_a)
+    k_proj = K @ W_k.T  # (..., n_k, d_k) @ (d_k, d_a) -> (..., n_k, d_a)
+    hidden = torch.tanh(q_proj.unsqueeze(-2) + k_proj.unsqueeze(-3))  # (..., n_q, 1, d_a) + (..., 1, n_k, d_a)
+    return hidden @ v  # (..., n_q, n_k, d_a) @ (d_a,) -> (..., n_q, n_k)
+
+
+def causal_mask(n_q: int, n_k: int, device: Any = None) -> torch.Tensor:
+    """The causal mask (True = keep), bottom-right aligned.
+
+    Query ``i`` may attend to key ``j`` when ``j <= i + (n_k - n_q)``: the last query sees every
+    key, as when ``n_q`` new tokens follow ``n_k - n_q`` cached ones. For ``n_q == n_k`` this is the
+    usual lower triangle. (PyTorch's ``scaled_dot_product_attention(is_causal=True)`` aligns top-left
+    instead, ``j <= i``; with ``n_q > n_k`` the first ``n_q - n_k`` rows here keep nothing.)
+
+    Args:
+        n_q, n_k: the number of queries and keys (non-negative ints).
+
+    Returns:
+        Bool tensor of shape ``(n_q, n_k)``.
+
+    Example:
+        >>> causal_mask(2, 3).tolist()
+        [[True, True, False], [True, True, True]]
+    """
+    for name, n in (("n_q", n_q), ("n_k", n_k)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ScoreInputError(name, f"expected a non-negative int, found {n!r}")
+    i = torch.arange(n_q, device=device).unsqueeze(-1)  # (n_q, 1)
+    j = torch.arange(n_k, device=device).unsqueeze(0)  # (1, n_k)
+    return j <= i + (n_k - n_q)  # (n_q, n_k)
+
+
+def masked_scores(S: Any, mask: Any) -> torch.Tensor:
+    """Masked scores: ``S`` where ``mask`` is True (keep), ``-inf`` where it is False.
+
+    Args:
+        S: scores, shape ``(..., n_q, n_k)``.
+        mask: bool, True = keep; shape broadcastable to ``S`` (e.g. ``(n_q, n_k)``).
+
+    Returns:
+        A new tensor of ``S``'s shape, dtype and device; whatever a masked entry held (NaN, inf)
+        is replaced by ``-inf``.
+
+    Raises:
+        ScoreInputError: ``mask`` is not bool, does not broadcast, or is on another device.
+
+    Source: Vaswani et al. (2017), section 3.2.3 ("masking out (setting to −∞) all values").
+
+    Example:
+        >>> masked_scores([[1.0, 2.0]], [[True, False]]).tolist()
+        [[1.0, -inf]]
+    """
+    S = _as_tensor(S, "S")
+    m = _as_mask(mask, "mask", S)
+    return S.masked_fill(~m, float("-inf"))  # (..., n_q, n_k)
+
+
+def attention_weights(S: Any, mask: Any = None) -> torch.Tensor:
+    """Attention weights: softmax of the scores over the keys (the last axis).
+
+    Args:
+        S: scores (logits), shape ``(..., n_q, n_k)``.
+        mask: optional bool mask, True = keep, broadcastable to ``S``.
+
+    Returns:
+        Tensor of ``S``'s shape, dtype and device. Each row sums to 1 over its kept keys; masked
+        entries are exactly 0 whatever ``S`` holds there (NaN and inf included); a fully masked row
+        is all zeros (convention); a NaN in a kept entry makes that row's kept weights NaN.
+        The max is subtracted first, so logits around 1000 do not overflow.
+
+    Raises:
+        ScoreInputError: as :func:`masked_scores`.
+
+    Source: Vaswani et al. (2017), equation (1), ``softmax(·)`` applied row-wise.
+
+    Example:
+        >>> attention_weights([[0.0, 0.0], [1.0, 2.0]], [[True, True], [False, False]]).tolist()
+        [[0.5, 0.5], [0.0, 0.0]]
+    """
+    S = _as_tensor(S, "S")
+    if mask is None:
+        return torch.softmax(S, dim=-1)  # (..., n_q, n_k)
+    m = _as_mask(mask, "mask", S)
+    logits = S.masked_fill(~m, float("-inf"))  # (..., n_q, n_k)
+    weights = torch.softmax(logits, dim=-1)  # fully masked rows: NaN here
+    return torch.where(m, weights, torch.zeros((), dtype=S.dtype, device=S.device))  # masked -> 0
+
+
+def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = None) -> torch.Tensor:
+    """Scaled dot-product attention: ``softmax(Q Kᵀ · scale, masked) V``.
+
+    Args:
+        Q: queries ``(..., n_q, d_k)``; K: keys ``(..., n_k, d_k)``; V: values ``(..., n_k, d_v)``.
+        mask: optional bool mask, True = keep, broadcastable to ``(..., n_q, n_k)``.
+        scale: the factor applied to the scores; default ``1/√d_k``.
+
+    Returns:
+        Tensor of shape ``(..., n_q, d_v)``; a fully masked query gets the zero vector.
+
+    Raises:
+        ScoreInputError: as :func:`score_matrix`, or ``V`` has a different number of keys.
+
+    Source: Vaswani et al. (2017), equation (1).
+
+    Example:
+        >>> attention([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [3.0]], scale=0.0).tolist()
+        [[2.0]]
+    """
+    Q, K, V = _as_tensor(Q, "Q"), _as_tensor(K, "K"), _as_tensor(V, "V")
+    _check_at_least_2d(V, "V", "(..., n_k, d_v)")
+    _same_dtype_and_device(Q=Q, K=K, V=V)
+    if V.shape[-2] != K.shape[-2]:
+        raise ScoreInputError("V", f"expected n_k={K.shape[-2]} rows as in K, found {V.shape[-2]}")
+    S = score_matrix(Q, K)  # (..., n_q, n_k)
+    factor = 1.0 / float(np.sqrt(Q.shape[-1])) if scale is None else float(scale)
+    weights = attention_weights(S * factor, mask)  # (..., n_q, n_k)
+    return weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)

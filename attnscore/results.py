@@ -53,6 +53,8 @@ class CaseResult:
         location: ``file:line`` of the case in its spec.
         counterexample: for a failed visible case, the failing call's inputs as nested lists.
         calls: how many calls were made to the implementation for this case.
+        diagnosis: the known mistake the failing output matches, ``{"id", "message"}``, or None
+            (see :mod:`attnscore.diagnosis`).
     """
 
     id: str
@@ -66,6 +68,7 @@ class CaseResult:
     location: str
     counterexample: dict[str, Any] | None = None
     calls: int = 0
+    diagnosis: dict[str, str] | None = None
 
     @property
     def passed(self) -> bool:

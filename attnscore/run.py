@@ -16,8 +16,8 @@ from fractions import Fraction
 import numpy as np
 
 from attnscore.cases import Case
-from attnscore.compare import compare, format_number
-from attnscore.outputs import CallFailure
+from attnscore.compare import Mismatch, compare, format_number
+from attnscore.outputs import CallFailure, Received
 from attnscore.properties import get_property
 from attnscore.results import CaseResult, SubmissionResult, Verdict
 from attnscore.runner import Runner
@@ -36,38 +36,115 @@ def format_array(array: np.ndarray, dtype: str | None = None) -> str:
 
 
 def _inputs_text(args: dict[str, np.ndarray]) -> str:
-    return ", ".join(f"{name}={format_array(a)}" for name, a in args.items())
+    return ", ".join(f"{name}={np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else format_array(a)}"
+                     for name, a in args.items())
+
+
+def _reproduction(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> str:
+    """A one-line call the student can paste (after importing torch and their function)."""
+    parts = []
+    for a in args.values():
+        torch_dtype = "torch.bool" if np.asarray(a).dtype == np.bool_ else f"torch.{dtype}"
+        values = np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else _py_values(a)
+        parts.append(f"torch.tensor({values}, dtype={torch_dtype})")
+    return f"{spec.function}({', '.join(parts)})"
+
+
+def _py_values(a: np.ndarray) -> str:
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.ndim == 0:
+        x = float(arr)
+        if np.isnan(x):
+            return "float('nan')"
+        if np.isinf(x):
+            return "float('inf')" if x > 0 else "-float('inf')"
+        return format_number(x)
+    return "[" + ", ".join(_py_values(v) for v in arr) + "]"
+
+
+def _json_safe(a: np.ndarray) -> object:
+    """Nested lists for JSON: bools stay bools, non-finite floats become "nan", "inf", "-inf"."""
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_:
+        return arr.tolist()
+    arr = arr.astype(np.float64)
+    if np.isfinite(arr).all():
+        return arr.tolist()
+    obj = arr.astype(object)
+    obj[np.isnan(arr)] = "nan"
+    obj[np.isposinf(arr)] = "inf"
+    obj[np.isneginf(arr)] = "-inf"
+    return obj.tolist()
 
 
 def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str) -> CaseResult:
-    """Make the case's calls in order and return its result (stops at the first failure)."""
+    """Make the case's calls in order and return its result (stops at the first failure).
+
+    Each call is compared with its golden value; a call that closes a relational example also
+    runs the property's check over the example's outputs. A failing output is matched against the
+    mistake catalogue (:mod:`attnscore.diagnosis`).
+    """
+    from attnscore.diagnosis import diagnose
+    from attnscore.properties import CheckContext
+
     hidden = case.visibility == "hidden"
     output_name = "out"
+    device = str(getattr(runner, "device", "cpu"))
+    outputs: dict[int, Received] = {}
+    inspections: dict[int, dict[str, list[str]] | None] = {}
     for number, call in enumerate(case.calls, start=1):
         outcome = runner.call(call.args, dtype)
+        diagnosis = None
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
         else:
-            mismatch = compare(outcome, call.golden, call.allowed, name=output_name, accept=spec.accept,
-                               hidden=hidden, tolerance_text=case.tolerance.describe(dtype))
+            outputs[number - 1] = outcome
+            inspections[number - 1] = getattr(runner, "last_inspection", None)
+            mismatch = None
+            if call.compare_golden:
+                mismatch = compare(outcome, call.golden, call.allowed, name=output_name, accept=spec.accept,
+                                   hidden=hidden, tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text))
+            if mismatch is None and call.check is not None:
+                group = call.group or (number - 1,)
+                ctx = CheckContext(
+                    outputs=[outputs[i] for i in group], args=[case.calls[i].args for i in group],
+                    goldens=[case.calls[i].golden for i in group], allowed=[case.calls[i].allowed for i in group],
+                    inspections=[inspections.get(i) for i in group], dtype=dtype, device=device,
+                    contract=spec.contract, example=call.example,
+                )
+                failure = call.check(ctx)
+                if failure is not None:
+                    mismatch = Mismatch(Verdict.WRONG_VALUE, failure)
+                    prop_diag = get_property(case.property_name).diagnosis if case.property_name else None
+                    if prop_diag:
+                        from attnscore.mistakes import get_mistake
+
+                        diagnosis = {"id": prop_diag, "message": get_mistake(prop_diag).message}
             if mismatch is None:
                 continue
             verdict, detail = mismatch.verdict, mismatch.message
+            if diagnosis is None:
+                diagnosis = diagnose(spec, call, outcome, dtype)
             if case.property_name and not hidden:
                 hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden)
                 if hint:
                     detail = f"{detail}\nLikely cause: {hint}."
+            if diagnosis is not None:
+                detail = f"{detail}\nKnown mistake ({diagnosis['id']}): {diagnosis['message']}"
         lines = []
         if case.kind == "property":
-            lines.append(f"Property: {case.statement}")
+            lines.append(f"Property: {case.statement} ({case.location})")
             where = f"generated input {number} of {len(case.calls)}"
             lines.append(f"Failed on a hidden {where}." if hidden else f"Counterexample ({where}): {spec.function}({_inputs_text(call.args)})")
         elif not hidden:
+            lines.append(f"Worked example: {case.title} ({case.location})")
             lines.append(f"Inputs: {spec.function}({_inputs_text(call.args)})")
         lines.append(detail)
-        counterexample = None if hidden else {n: np.asarray(a, dtype=np.float64).tolist() for n, a in call.args.items()}
+        if not hidden:
+            lines.append(f"Reproduce: {_reproduction(spec, call.args, dtype)}")
+        counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
         return CaseResult(case.id, case.kind, case.title, verdict, Fraction(0), case.points, "\n".join(lines),
-                          case.visibility, case.location, counterexample, number)
+                          case.visibility, case.location, counterexample, number, diagnosis)
     return CaseResult(case.id, case.kind, case.title, Verdict.PASSED, case.points, case.points, "",
                       case.visibility, case.location, None, len(case.calls))
 

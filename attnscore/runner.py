@@ -14,13 +14,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from attnscore.calls import describe_exception, to_torch
 from attnscore.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.results import Verdict
 
-__all__ = ["Runner", "InProcessRunner", "to_torch", "describe_exception"]
-
-_TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
+__all__ = ["Runner", "InProcessRunner"]
 
 class Runner(Protocol):
     """Anything that can make one call of the implementation under test."""
@@ -28,32 +26,49 @@ class Runner(Protocol):
     def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome: ...
 
 
-def to_torch(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
-    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values."""
-    return torch.tensor(np.asarray(array), dtype=_TORCH_DTYPES[dtype], device=device)
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
 
 
-def describe_exception(exc: BaseException) -> str:
-    """``"raised ValueError: message"`` (message truncated to one screen line)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+def _shares_memory(out: object, t: torch.Tensor) -> bool:
+    if not isinstance(out, torch.Tensor) or out.numel() == 0 or t.numel() == 0:
+        return False
+    try:
+        return out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    except RuntimeError:  # pragma: no cover - storages that cannot be inspected
+        return False
 
 
 class InProcessRunner:
-    """Calls a trusted function in this process, with torch tensors on ``device``."""
+    """Calls a trusted function in this process, with torch tensors on ``device``.
+
+    After each call ``last_inspection`` says which inputs the function changed in place
+    (``"mutated"``) and which ones the output shares memory with (``"aliased"``); the properties
+    ``inputs_not_mutated`` and ``output_not_aliased`` read it.
+    """
 
     def __init__(self, function: Callable[..., object], device: str = "cpu") -> None:
         self.function = function
         self.device = device
+        self.last_inspection: dict[str, list[str]] | None = None
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome:
+        names = list(args)
         tensors = [to_torch(a, dtype, self.device) for a in args.values()]
+        copies = [t.clone() for t in tensors]
+        self.last_inspection = None
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc))
+        self.last_inspection = {
+            "mutated": [n for n, t, c in zip(names, tensors, copies, strict=True) if not _same_bits(t, c)],
+            "aliased": [n for n, t in zip(names, tensors, strict=True) if _shares_memory(value, t)],
+        }
         received = to_received(value)
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)

@@ -83,6 +83,10 @@ class Spec:
         tolerance: default tolerance for every case.
         worked_examples, properties: the rubric items, in file order.
         path: the file it was loaded from.
+        nonfinite: the NaN/inf policy; ``"match"``: NaN and ±inf must appear exactly where the
+            golden value has them (NaN is never a wildcard), and nowhere else.
+        mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
+            verify`` checks it); None means every mistake that applies to the contract.
     """
 
     id: str
@@ -100,6 +104,8 @@ class Spec:
     worked_examples: tuple[WorkedExample, ...]
     properties: tuple[PropertyUse, ...]
     path: str
+    nonfinite: str = "match"
+    mistakes: tuple[str, ...] | None = None
 
     def location(self, line: int) -> str:
         """``file:line`` for a line of this spec."""

@@ -8,19 +8,23 @@ pair into the contract's arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
-from attnscore.contracts import Contract
+if TYPE_CHECKING:
+    from attnscore.contracts import Contract
 
-__all__ = ["QK", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples"]
+__all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
 
 QK = tuple[np.ndarray, np.ndarray]
+Args = dict[str, np.ndarray]
 T = TypeVar("T")
 
 MAX_BATCH_DIMS = 2
@@ -80,6 +84,38 @@ def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: fl
     return Q, K
 
 
+@contextlib.contextmanager
+def _without_local_constants() -> Iterator[None]:
+    """Stop hypothesis from mixing in literals mined from the loaded "local" modules.
+
+    Hypothesis (>= 6.13x) sometimes draws constants found in the source of modules it considers
+    local (anything outside site-packages: an editable install, the course's own files). Which
+    modules happen to be imported would then change the generated cases, so the same submission
+    could get different cases from ``attnscore grade`` and from a script. Only the global
+    constants stay. Private API, hence the guards.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - other hypothesis versions
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    if original is None or not hasattr(providers, "Constants"):  # pragma: no cover
+        yield
+        return
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None:
+        cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        if cache is not None:
+            cache.cache.clear()
+
+
 def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list[T]:
     """Draw up to ``count`` examples from ``strategy``, the same ones for the same ``seed``.
 
@@ -96,5 +132,39 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
     def collect(example: T) -> None:
         drawn.append(example)
 
-    collect()
+    with _without_local_constants():
+        collect()
     return drawn[:count]
+
+
+@st.composite
+def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6) -> dict[str, Any]:
+    """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
+    symbols = {sym for _, legend in contract.parameters for sym in legend}
+    sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
+    for sym in sorted(symbols - {"..."}):
+        sizes[sym] = draw(st.integers(1, max_size))
+    return sizes
+
+
+def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, is_bool: bool) -> np.ndarray:
+    if is_bool:
+        return draw(hnp.arrays(np.bool_, shape, elements=st.booleans()))
+    return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
+
+
+@st.composite
+def random_args(draw: Callable[..., Any], contract: Contract, max_value: float = 10.0,
+                sizes: dict[str, Any] | None = None) -> Args:
+    """Arguments for ``contract`` with shapes from its legend and finite values in ``±max_value``.
+
+    Bool parameters (masks) get random True/False entries (True = keep).
+    """
+    sizes = sizes if sizes is not None else draw(legend_sizes(contract))
+    args: Args = {}
+    for name, legend in contract.parameters:
+        shape: tuple[int, ...] = ()
+        for sym in legend:
+            shape += sizes["..."] if sym == "..." else (sizes[sym],)
+        args[name] = _array(draw, shape, max_value, name in contract.bool_parameters)
+    return args

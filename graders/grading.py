@@ -46,13 +46,18 @@ def grade_submission(
     seed: int | None = None,
     limits: Limits | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
+    source: bytes | None = None,
 ) -> SubmissionResult:
-    """Grade one submission file against ``spec`` using the prebuilt ``cases``."""
+    """Grade one submission file against ``spec`` using the prebuilt ``cases``.
+
+    ``source`` is the file's content as read before any submission of the batch ran (so one
+    submission cannot rewrite another before it is graded); default: read the file now.
+    """
     function = function or spec.function
     dtype = dtype or spec.dtypes[0]
     limits = limits or Limits(call_timeout_s=spec.timeout_s)
     start = time.perf_counter()
-    with SandboxRunner(path, function, limits) as runner:
+    with SandboxRunner(path, function, limits, source=source) as runner:
         result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=str(path),
                            seed=spec.seed if seed is None else seed, function=function, on_case=on_case)
     return replace(
@@ -60,7 +65,7 @@ def grade_submission(
         duration_s=time.perf_counter() - start,
         error=runner.load_failure.message if runner.load_failure else "",
         output=clean_text(runner.captured_output(), limits.output_chars),
-        environment=environment("cpu"),
+        environment={**environment("cpu"), "sandbox": runner.protections},
     )
 
 
@@ -74,12 +79,18 @@ def grade_many(
     limits: Limits | None = None,
     on_result: Callable[[SubmissionResult], None] | None = None,
 ) -> list[SubmissionResult]:
-    """Grade every submission in ``paths`` against ``spec``; cases are built once."""
+    """Grade every submission in ``paths`` against ``spec``; cases are built once.
+
+    Every file is read before the first one runs: a submission that rewrites files on disk
+    cannot change what the others are graded on.
+    """
     dtype = dtype or spec.dtypes[0]
     cases = build_cases(spec, dtype, seed)
+    sources = [path.read_bytes() for path in paths]
     results = []
-    for path in paths:
-        result = grade_submission(path, spec, cases, function=function, dtype=dtype, seed=seed, limits=limits)
+    for path, source in zip(paths, sources):
+        result = grade_submission(path, spec, cases, function=function, dtype=dtype, seed=seed, limits=limits,
+                                  source=source)
         results.append(result)
         if on_result is not None:
             on_result(result)

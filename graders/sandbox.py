@@ -1,13 +1,24 @@
 """The sandbox: run an untrusted submission in a separate, limited worker process.
 
 :class:`SandboxRunner` implements the :class:`attnscore.runner.Runner` protocol for a student's
-file. The grading process never imports the submission. The worker (:mod:`graders.worker`):
+file. The grading process never imports the submission. The layers, outermost first (see
+``docs/sandbox.md`` for the threat model and what each one stops):
 
-- is a fresh ``python -I`` process (no user site, no ``PYTHON*`` variables, no script dir on the
-  path) with a scrubbed environment and an empty temporary working directory;
-- runs in its own session, so a timeout kills its whole process group;
-- gets resource limits: address space, CPU seconds, file size, open files;
-- receives only inputs over a pipe and sends back plain JSON (:mod:`graders.wire`).
+- **bubblewrap** (when ``bwrap`` is installed and can create namespaces): new PID, network, IPC,
+  UTS and cgroup namespaces (no network at all; killing the sandbox kills every process in it),
+  and a read-only view of only what Python and torch need (interpreter prefix, site-packages,
+  ``/usr``, ``/lib*``, a minimal ``/etc``), the submission file read-only and an empty writable
+  working directory. Specs, golden values and the grader's own code are not in that view.
+- **another user**: when the grader runs as root, the worker drops to ``Limits.uid`` (65534,
+  *nobody*) after importing torch and before importing the submission, so it cannot signal the
+  grader, write the grader's files, or fork past ``RLIMIT_NPROC``.
+- **a fresh interpreter**: ``python -I`` (no user site, no ``PYTHON*`` variables), a scrubbed
+  environment, an empty temporary working directory, stdin from /dev/null; its own session, so a
+  timeout kills its whole process group; on top, orphans that escaped the group are swept.
+- **resource limits**: address space, CPU seconds, processes, file size, open files, core dumps;
+  wall time per call, for the import and for the whole submission.
+- **plain data**: the worker gets only inputs, never expected values, and answers with strict,
+  size-capped JSON (:mod:`graders.wire`) that the grader validates before comparing.
 
 Each call has a wall-time limit; a hang, crash or memory blow-up becomes that call's verdict, the
 worker is killed, and the next call starts a fresh one. A submission that fails to import fails
@@ -16,14 +27,19 @@ every call with the same verdict, without retrying.
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import functools
 import os
 import resource
 import select
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,14 +50,24 @@ import numpy as np
 from attnscore.outputs import CallFailure, Outcome
 from attnscore.results import Verdict
 from graders import wire
+from graders.untrusted import clean_text
 
-__all__ = ["Limits", "SandboxRunner"]
+__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available"]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value,
                               Verdict.GRADER_ERROR.value})
-_ROOT = str(Path(__file__).resolve().parent.parent)
-_BOOTSTRAP = "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; from graders.worker import main; main(sys.argv[1:])"
+_ROOT = Path(__file__).resolve().parent.parent
+# The only grader modules the worker may see: copied into a private folder, so the worker's
+# `attnscore` package holds no reference implementation, specs or golden values.
+_WORKER_MODULES = ("graders/worker.py", "graders/wire.py", "attnscore/outputs.py", "attnscore/calls.py")
+_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
+              "from graders.worker import main; main(sys.argv[1:])")
+# No user namespace when the grader is root: the worker then drops to a real unprivileged uid.
+_UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
+    () if os.geteuid() == 0 else ("--unshare-user",))
+_LIVE_WORKERS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -54,24 +80,126 @@ class Limits:
         total_timeout_s: wall time for the whole submission; calls after it is spent time out.
         memory_bytes: address-space limit of the worker (RLIMIT_AS).
         cpu_s: CPU seconds for one worker process (RLIMIT_CPU).
-        file_bytes: largest file the worker may write, its captured output included (RLIMIT_FSIZE).
+        processes: processes and threads of the worker's user (RLIMIT_NPROC; enforced when the
+            worker runs as another user, i.e. when the grader is root).
+        file_bytes: largest file the worker may write (RLIMIT_FSIZE).
         open_files: open file descriptors (RLIMIT_NOFILE).
         output_chars: how much of the submission's own output is kept for the report.
+        uid: the unprivileged user the worker runs as when the grader is root.
+        bwrap: use bubblewrap: ``None`` when available, ``True`` required, ``False`` never.
     """
 
     call_timeout_s: float = 5.0
-    load_timeout_s: float = 60.0
+    load_timeout_s: float = 30.0
     total_timeout_s: float = 300.0
     memory_bytes: int = 4 * 1024**3
     cpu_s: int = 120
+    processes: int = 256
     file_bytes: int = 4 * 1024**2
     open_files: int = 256
     output_chars: int = 4000
+    uid: int = 65534
+    bwrap: bool | None = None
+
+
+@functools.cache
+def bwrap_available() -> bool:
+    """Whether ``bwrap`` is installed and can create the namespaces the sandbox uses."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    try:
+        done = subprocess.run([exe, *_UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true"],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _use_bwrap(limits: Limits) -> bool:
+    if limits.bwrap is False:
+        return False
+    available = bwrap_available()
+    if limits.bwrap and not available:
+        raise RuntimeError("Limits(bwrap=True) but bwrap is not installed or cannot create namespaces")
+    return available
+
+
+def _drops_privileges() -> bool:
+    return os.geteuid() == 0
+
+
+def protections(limits: Limits | None = None) -> str:
+    """One line naming the isolation layers active on this machine, for results and the CLI."""
+    limits = limits or Limits()
+    first = ("bwrap: no network, own PIDs, read-only fs without specs" if _use_bwrap(limits)
+             else "no bwrap: network and a readable filesystem")
+    user = (f"uid {limits.uid}" if _drops_privileges()
+            else "same uid as the grader (not root: the worker could signal the grader)")
+    return f"{first}; {user}; rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill"
+
+
+@functools.cache
+def _worker_lib() -> str:
+    """A private, read-only folder holding just the modules the worker runs (made once)."""
+    lib = tempfile.mkdtemp(prefix="attnscore-workerlib-")
+    atexit.register(shutil.rmtree, lib, True)
+    for package in ("graders", "attnscore"):
+        os.makedirs(os.path.join(lib, package))
+        Path(lib, package, "__init__.py").write_text('"""Worker-side subset."""\n')
+    for relative in _WORKER_MODULES:
+        shutil.copyfile(_ROOT / relative, os.path.join(lib, relative))
+    for folder, _, files in os.walk(lib):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+    return lib
+
+
+def _readonly_roots() -> list[str]:
+    """What the interpreter and its packages need, outside /usr and /lib*."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                           os.path.dirname(os.path.realpath(sys.executable)))}
+    for entry in site.getsitepackages() + [p for p in sys.path if "site-packages" in p or "dist-packages" in p]:
+        if os.path.isdir(entry):
+            roots.add(os.path.realpath(entry))
+    roots.add(os.path.abspath(sys.prefix))
+    # Drop entries covered by another entry or by the system folders bound anyway.
+    system = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+    kept = []
+    for root in sorted(roots):
+        if any(root == s or root.startswith(s + "/") for s in system):
+            continue
+        if any(root.startswith(k + "/") for k in kept):
+            continue
+        kept.append(root)
+    return kept
+
+
+def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
+    args = ["bwrap", *_UNSHARE, "--die-with-parent", "--new-session",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        args += ["--ro-bind-try", system, system]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/passwd",
+                "/etc/group"):
+        args += ["--ro-bind-try", etc, etc]
+    roots = _readonly_roots()
+    parents = sorted({str(p) for root in roots for p in Path(root).parents if str(p) != "/"})
+    for parent in parents:  # folders bwrap creates are private unless made with --perms
+        args += ["--perms", "0755", "--dir", parent]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    args += ["--perms", "0755", "--dir", "/sandbox", "--ro-bind", lib, "/sandbox/lib", "--ro-bind", submission, "/sandbox/submission.py",
+             "--bind", workdir, "/sandbox/work", "--chdir", "/sandbox/work", "--setenv", "HOME", "/sandbox/work",
+             "--setenv", "TMPDIR", "/sandbox/work"]
+    return args + ["--"]
 
 
 def _limit_child(limits: Limits) -> None:  # runs in the child between fork and exec
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -86,22 +214,82 @@ def _scrubbed_env(home: str) -> dict[str, str]:
     }
 
 
-class _Worker:
-    """One live worker process and its pipes."""
+@functools.cache
+def _become_subreaper() -> bool:
+    """Orphans of the worker (a grandchild that left its session) become the grader's children."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
 
-    def __init__(self, submission: Path, function: str, limits: Limits, workdir: str, output_path: str) -> None:
+
+def _sweep_orphans(uid: int) -> int:
+    """Kill processes of ``uid`` reparented to the grader (escaped grandchildren); returns how many."""
+    killed = 0
+    me = os.getpid()
+    for _ in range(100):
+        victims = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            pid = int(entry)
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                owner = os.stat(f"/proc/{pid}").st_uid
+            except (OSError, ValueError, IndexError):
+                continue
+            with _LIVE_LOCK:
+                live = pid in _LIVE_WORKERS
+            if ppid == me and owner == uid and not live:
+                victims.append(pid)
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                killed += 1
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+    return killed
+
+
+class _Worker:
+    """One live worker process, its pipes, and the capped capture of its output."""
+
+    def __init__(self, runner: SandboxRunner) -> None:
+        limits = runner.limits
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        os.set_blocking(self.out_r, False)
+        self.runner = runner
         self.buffer = b""
-        with open(output_path, "ab") as out:
+        self.bwrap = runner.bwrap
+        lib = _worker_lib()
+        drop = str(limits.uid) if _drops_privileges() else "-1"
+        if self.bwrap:
+            command = [*_bwrap_prefix(runner.private_submission, runner.workdir, lib), sys.executable, "-I", "-u", "-c",
+                       _BOOTSTRAP, "/sandbox/lib", "/sandbox/submission.py"]
+            cwd, home = "/", "/sandbox/work"
+        else:
+            command = [sys.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(runner.private_submission)]
+            cwd, home = runner.workdir, runner.workdir
+        command += [runner.function, str(req_r), str(resp_w), drop]
+        try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", _BOOTSTRAP, _ROOT, str(submission), function, str(req_r), str(resp_w)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-                env=_scrubbed_env(workdir), pass_fds=(req_r, resp_w), start_new_session=True,
-                preexec_fn=lambda: _limit_child(limits), close_fds=True,
+                command, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, cwd=cwd, env=_scrubbed_env(home),
+                pass_fds=(req_r, resp_w), start_new_session=True, preexec_fn=lambda: _limit_child(limits),
+                close_fds=True,
             )
-        os.close(req_r)
-        os.close(resp_w)
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+            os.close(out_w)
+        with _LIVE_LOCK:
+            _LIVE_WORKERS.add(self.proc.pid)
 
     def send(self, message: dict[str, object]) -> bool:
         try:
@@ -113,15 +301,30 @@ class _Worker:
         except (BrokenPipeError, OSError):
             return False
 
+    def drain_output(self) -> None:
+        """Read what the submission printed so far; keep the first bytes, drop the rest."""
+        while True:
+            try:
+                chunk = os.read(self.out_r, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.runner.keep_output(chunk)
+
     def receive(self, deadline: float) -> dict[str, object] | str:
         """The next message, or ``"timeout"`` / ``"eof"`` / ``"malformed: ..."``."""
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            ready, _, _ = select.select([self.resp_r], [], [], remaining)
-            if not ready:
-                return "timeout"
+            ready, _, _ = select.select([self.resp_r, self.out_r], [], [], remaining)
+            if self.out_r in ready:
+                self.drain_output()
+            if self.resp_r not in ready:
+                continue
             chunk = os.read(self.resp_r, 1 << 20)
             if not chunk:
                 return "eof"
@@ -135,43 +338,74 @@ class _Worker:
             return f"malformed: {exc}"
 
     def kill(self) -> None:
+        """Kill the worker's whole process group (and, in bwrap, its PID namespace); reap it."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        self.proc.wait()
-        for fd in (self.req_w, self.resp_r):
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            pass
+        self.drain_output()
+        with _LIVE_LOCK:
+            _LIVE_WORKERS.discard(self.proc.pid)
+        for fd in (self.req_w, self.resp_r, self.out_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
 
-    def exit_description(self) -> str:
+    def exit_description(self) -> tuple[str, str]:
+        """``(verdict, text)`` saying how the worker ended."""
         try:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            return "stopped answering"
+            return Verdict.CRASHED.value, "stopped answering"
+        if self.bwrap and code > 128:  # bwrap reports a child killed by a signal as 128 + signal
+            code = -(code - 128)
         if code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return f"was killed by {name}"
-        return f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
+            if -code == signal.SIGXCPU:
+                return Verdict.TIMEOUT.value, f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time"
+            verdict = Verdict.MEMORY_LIMIT.value if -code == signal.SIGKILL else Verdict.CRASHED.value
+            return verdict, f"was killed by {name}"
+        return Verdict.CRASHED.value, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
 
 
 class SandboxRunner:
     """Runs calls of ``function`` from the file ``submission`` in a sandboxed worker.
 
-    Use as a context manager; it removes its temporary directory and kills the worker on exit.
+    Use as a context manager; on exit it kills the worker and anything it started, and removes
+    its temporary directories.
     """
 
-    def __init__(self, submission: str | Path, function: str, limits: Limits | None = None) -> None:
+    def __init__(self, submission: str | Path, function: str, limits: Limits | None = None,
+                 source: bytes | None = None) -> None:
+        """``source``: the file's bytes as read before any submission ran (default: read it now)."""
         self.submission = Path(submission).resolve()
         self.function = function
         self.limits = limits or Limits()
+        self.bwrap = _use_bwrap(self.limits)
+        self.protections = protections(self.limits)
         self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
-        self.output_path = os.path.join(tempfile.mkdtemp(prefix="attnscore-output-"), "output.txt")
+        # Without bwrap the worker reads a private copy of the file: the folder it came from
+        # (maybe next to specs or other students' files) stays out of reach for another uid.
+        self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
+        self.private_submission = os.path.join(self.private, "submission.py")
+        with open(self.private_submission, "wb") as f:
+            f.write(self.submission.read_bytes() if source is None else source)
+        os.chmod(self.private, 0o755)
+        os.chmod(self.private_submission, 0o444)
+        if _drops_privileges():
+            os.chown(self.workdir, self.limits.uid, self.limits.uid)
+            _become_subreaper()
+        os.chmod(self.workdir, 0o700)
+        self.output = bytearray()
+        self.output_dropped = 0
         self.worker: _Worker | None = None
         self.load_failure: CallFailure | None = None
         self.started = time.monotonic()
@@ -187,36 +421,53 @@ class SandboxRunner:
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if _drops_privileges():
+            _sweep_orphans(self.limits.uid)
+        for folder in (self.workdir, self.private):
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def keep_output(self, chunk: bytes) -> None:
+        room = self.limits.output_chars * 4 - len(self.output)
+        if room > 0:
+            self.output += chunk[:room]
+        self.output_dropped += max(0, len(chunk) - max(room, 0))
 
     def captured_output(self) -> bytes:
-        """The submission's own stdout/stderr (raw bytes, capped), then the file is removed."""
-        try:
-            with open(self.output_path, "rb") as f:
-                data = f.read(self.limits.output_chars * 4)
-        except OSError:
-            data = b""
-        shutil.rmtree(os.path.dirname(self.output_path), ignore_errors=True)
+        """The submission's own stdout/stderr (raw bytes, capped, with a note if some was dropped)."""
+        data = bytes(self.output)
+        if self.output_dropped:
+            data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
         return data
 
+    def _kill_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        if _drops_privileges():
+            _sweep_orphans(self.limits.uid)
+
     def _start(self) -> CallFailure | None:
-        worker = _Worker(self.submission, self.function, self.limits, self.workdir, self.output_path)
+        worker = _Worker(self)
+        self.worker = worker
         deadline = time.monotonic() + self.limits.load_timeout_s
         hello = worker.receive(deadline)
         if isinstance(hello, dict) and hello.get("type") == "ready":
-            self.worker = worker
             return None
         if hello == "timeout":
             failure = CallFailure(Verdict.TIMEOUT.value,
-                                  f"importing your file took longer than {self.limits.load_timeout_s:g} s")
+                                  f"importing your file took longer than {self.limits.load_timeout_s:g} s", "submission")
         elif hello == "eof":
-            failure = CallFailure(Verdict.CRASHED.value, f"your file crashed while being imported: the process {worker.exit_description()}")
+            verdict, text = worker.exit_description()
+            if verdict == Verdict.MEMORY_LIMIT.value:
+                verdict = Verdict.CRASHED.value
+            failure = CallFailure(verdict, f"your file crashed while being imported: the process {text}", "submission")
         elif isinstance(hello, dict) and hello.get("type") == "load_error" and hello.get("verdict") in (
                 Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value):
-            failure = CallFailure(str(hello["verdict"]), str(hello.get("message", ""))[:2000])
+            failure = CallFailure(str(hello["verdict"]), clean_text(str(hello.get("message", "")), 2000), "submission")
         else:
-            failure = CallFailure(Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file")
-        worker.kill()
+            failure = CallFailure(Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file",
+                                  "submission")
+        self._kill_worker()
         self.load_failure = failure
         return failure
 
@@ -232,16 +483,16 @@ class SandboxRunner:
             failure = self._start()
             if failure is not None:
                 return failure
-        assert self.worker is not None
         worker = self.worker
+        if worker is None:  # pragma: no cover - _start set it
+            return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
         request = {"type": "call", "id": self.calls, "dtype": dtype, "device": "cpu",
-                   "args": [wire.encode_array(a, dtype) for a in args.values()]}
+                   "args": [wire.encode_array(a, "bool" if a.dtype == np.bool_ else dtype) for a in args.values()]}
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
         if isinstance(outcome, CallFailure) and outcome.verdict in (Verdict.TIMEOUT.value, Verdict.CRASHED.value,
                                                                     Verdict.MEMORY_LIMIT.value, Verdict.GRADER_ERROR.value):
-            worker.kill()
-            self.worker = None
+            self._kill_worker()
         return outcome
 
     def _outcome(self, reply: dict[str, object] | str, worker: _Worker) -> Outcome:
@@ -249,9 +500,8 @@ class SandboxRunner:
             return CallFailure(Verdict.TIMEOUT.value, f"the call took longer than {self.limits.call_timeout_s:g} s "
                                                       "(an infinite loop, or far too slow)")
         if reply == "eof":
-            description = worker.exit_description()
-            verdict = Verdict.MEMORY_LIMIT if "SIGKILL" in description else Verdict.CRASHED
-            return CallFailure(verdict.value, f"the process running your code {description} during the call")
+            verdict, text = worker.exit_description()
+            return CallFailure(verdict, f"the process running your code {text} during the call")
         if isinstance(reply, str):
             return CallFailure(Verdict.CRASHED.value, f"the process running your code sent a {reply}")
         if reply.get("id") != self.calls:
@@ -262,5 +512,7 @@ class SandboxRunner:
             except wire.WireError as exc:
                 return CallFailure(Verdict.BAD_RETURN_TYPE.value, f"the returned value could not be read back: {exc}")
         if reply.get("type") == "failure" and reply.get("verdict") in _WORKER_VERDICTS:
-            return CallFailure(str(reply["verdict"]), str(reply.get("message", ""))[:2000])
+            return CallFailure(str(reply["verdict"]), clean_text(str(reply.get("message", "")), 2000))
         return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")
+
+

@@ -1,7 +1,8 @@
 """The worker: runs inside the sandboxed child process and calls the submission.
 
-Started by :mod:`graders.sandbox` as ``python -I -c <bootstrap> SUBMISSION FUNCTION REQ_FD RESP_FD``.
-It imports torch, then the submission (by file path, as module ``submission``), says whether the
+Started by :mod:`graders.sandbox` as
+``python -I -c <bootstrap> LIB SUBMISSION FUNCTION REQ_FD RESP_FD UID``. It imports torch and
+numpy, drops to user ``UID`` (when not -1: the grader is root), then imports the submission (by file path, as module ``submission``), says whether the
 function was found, and then answers call requests one at a time: build fresh tensors from the
 plain arrays received, call the function, turn whatever came back into plain data
 (:func:`attnscore.outputs.to_received`) and send it back. It never receives expected values.
@@ -16,6 +17,10 @@ import os
 import sys
 import traceback
 from typing import Any
+
+_PRELOAD = ("math", "cmath", "itertools", "functools", "collections", "operator", "numbers", "typing", "random",
+            "statistics", "json", "ctypes", "socket", "signal", "subprocess", "threading", "dataclasses", "decimal",
+            "fractions", "array", "copy", "time", "numpy", "torch.nn.functional")
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -50,16 +55,30 @@ def _describe_import_error(exc: BaseException, path: str) -> str:
 
 def main(argv: list[str]) -> None:
     path, function_name, req_fd, resp_fd = argv[0], argv[1], int(argv[2]), int(argv[3])
+    uid = int(argv[4]) if len(argv) > 4 else -1
     requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
 
     import torch
 
     from attnscore.outputs import BadReturn, to_received
-    from attnscore.runner import describe_exception, to_torch
+    from attnscore.calls import describe_exception, to_torch
     from graders import wire
 
     torch.set_num_threads(1)
     import importlib.util
+
+    # Modules a submission may reasonably import, loaded before the privilege drop: without
+    # bwrap the interpreter's own folder may not be readable by the unprivileged user.
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if uid >= 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
 
     try:
         module_spec = importlib.util.spec_from_file_location("submission", path)
@@ -77,7 +96,8 @@ def main(argv: list[str]) -> None:
         defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
                          and getattr(v, "__module__", None) == "submission")
         found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
-        what = "no function" if function is None else f"a {type(function).__name__}, not a function,"
+        kind = type(function).__name__
+        what = "no function" if function is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
         _send(resp_fd, {"type": "load_error", "verdict": "function_missing",
                         "message": f"your file has {what} named {function_name!r}{found}"})
         return
@@ -98,10 +118,15 @@ def main(argv: list[str]) -> None:
             continue
         try:
             value = function(*args)
-            received = to_received(value)
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
             _send(resp_fd, {"type": "failure", "id": call_id, "verdict": _failure_verdict(exc),
                             "message": describe_exception(exc)})
+            continue
+        try:
+            received = to_received(value)
+        except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
+            _send(resp_fd, {"type": "failure", "id": call_id, "verdict": "bad_return_type",
+                            "message": f"the returned object could not be read as numbers: {describe_exception(exc)}"})
             continue
         if isinstance(received, BadReturn):
             _send(resp_fd, {"type": "failure", "id": call_id, "verdict": "bad_return_type",

@@ -1,0 +1,31 @@
+"""Calls: how arguments reach an implementation, and how a raised exception is described.
+
+Shared by the in-process runner (:mod:`attnscore.runner`) and the sandboxed worker
+(:mod:`graders.worker`), which imports only this module, :mod:`attnscore.outputs` and
+:mod:`graders.wire` from the project: nothing here knows specs, references or golden values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception"]
+
+TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def to_torch(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
+    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks)."""
+    arr = np.asarray(array)
+    if arr.dtype == np.bool_:
+        return torch.tensor(arr, dtype=torch.bool, device=device)
+    return torch.tensor(arr, dtype=TORCH_DTYPES[dtype], device=device)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"raised ValueError: message"`` (first line of the message, at most 300 characters)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")

@@ -1,0 +1,188 @@
+"""pytest plugin: run attnscore specs against your implementation, one test item per case.
+
+    pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
+           [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
+
+Items are named ``<spec file>::<spec id>[<dtype>]::<case id>``, e.g.
+``specs/attention.yaml::attention[float32]::property:deterministic``; ``-k`` selects among them.
+A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
+with the tolerance, the diagnosed mistake, and a one-line reproduction.
+
+The xfail file lists expected failures and skips, one per line, ``#`` starts a comment::
+
+    attention[float16]::property:matches_reference   xfail   fp16 kernel is approximate
+    *::property:deterministic                        skip    atomics on GPU
+
+The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``
+or just ``<case id>``. An entry that matches no item is reported as a warning, so stale entries do
+not pile up. Registered through the ``pytest11`` entry point in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["XfailEntry", "read_xfail_file", "AttnscoreXfailWarning"]
+
+
+class AttnscoreXfailWarning(pytest.PytestWarning):
+    """An entry of the ``--attnscore-xfail`` file is malformed or matches no test item."""
+
+
+@dataclass(frozen=True)
+class XfailEntry:
+    """One line of the xfail file: a pattern, ``xfail`` or ``skip``, a reason, and its line."""
+
+    pattern: str
+    action: str
+    reason: str
+    line: int
+
+    def matches(self, key: str, case_id: str) -> bool:
+        if self.pattern in (key, case_id):  # literal first: "[float32]" is not a character class here
+            return True
+        return fnmatch.fnmatchcase(key, self.pattern) or fnmatch.fnmatchcase(case_id, self.pattern)
+
+
+def read_xfail_file(path: str | Path) -> list[XfailEntry]:
+    """Parse the xfail file; raise pytest.UsageError naming the line for a malformed entry."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise pytest.UsageError(f"--attnscore-xfail {path}: cannot read the file ({exc})") from None
+    entries = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split(None, 2)
+        if len(parts) < 2 or parts[1] not in ("xfail", "skip"):
+            raise pytest.UsageError(f"{path}:{number}: expected '<case id> xfail|skip [reason]', found {raw.strip()!r}")
+        entries.append(XfailEntry(parts[0], parts[1], parts[2] if len(parts) > 2 else "", number))
+    return entries
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("attnscore", "attnscore: run attention specs against an implementation")
+    group.addoption("--attnscore-impl", metavar="MODULE:FUNCTION", default=None,
+                    help="implementation to test, e.g. mypkg.attention:scaled_score_matrix")
+    group.addoption("--attnscore-spec", metavar="SPEC", action="append", default=[],
+                    help="spec file to run (repeatable)")
+    group.addoption("--attnscore-dtype", metavar="DTYPE", action="append", default=[],
+                    choices=["float32", "float64", "float16", "bfloat16"],
+                    help="dtype to test (repeatable; default: each spec's dtypes)")
+    group.addoption("--attnscore-device", metavar="DEVICE", default="cpu", help="cpu (default), cuda or cuda:N")
+    group.addoption("--attnscore-seed", metavar="N", type=int, default=None, help="base seed (default: the spec's)")
+    group.addoption("--attnscore-xfail", metavar="FILE", default=None,
+                    help="file of expected failures and skips by case id")
+
+
+class AttnscoreCaseFailure(AssertionError):
+    """A case failed; the message is the case's full feedback."""
+
+
+class SpecCaseItem(pytest.Item):
+    """One case of one spec in one dtype."""
+
+    def __init__(self, *, spec: Any, case: Any, dtype: str, function: Any, device: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.case, self.dtype, self.function, self.device = spec, case, dtype, function, device
+
+    def runtest(self) -> None:
+        from attnscore.impl import add_shrunk, pinned_precision
+        from attnscore.run import judge_case
+        from attnscore.runner import InProcessRunner
+
+        with pinned_precision():
+            result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)
+            if not result.passed:
+                result = add_shrunk(self.spec, self.case, result, self.function, self.dtype, self.device)
+        if not result.passed:
+            raise AttnscoreCaseFailure(f"{result.verdict.label}: {result.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, AttnscoreCaseFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[no-any-return]
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        line = int(self.case.location.rsplit(":", 1)[1]) - 1 if ":" in self.case.location else 0
+        return Path(self.spec.path), line, f"{self.spec.id}[{self.dtype}]::{self.case.id}"
+
+
+class SpecFile(pytest.File):
+    """The cases of one spec file for every requested dtype."""
+
+    def collect(self) -> list[pytest.Item]:
+        from attnscore.cases import build_cases
+        from attnscore.loader import load_spec
+        from attnscore.specfile import SpecError
+
+        config = self.config
+        try:
+            spec = load_spec(self.path)
+        except SpecError as exc:
+            raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
+        function = config._attnscore_function  # type: ignore[attr-defined]
+        device = config.getoption("attnscore_device")
+        items: list[pytest.Item] = []
+        for dtype in config.getoption("attnscore_dtype") or spec.dtypes:
+            for case in build_cases(spec, dtype, config.getoption("attnscore_seed")):
+                items.append(SpecCaseItem.from_parent(self, name=f"{spec.id}[{dtype}]::{case.id}", spec=spec,
+                                                      case=case, dtype=dtype, function=function, device=device))
+        return items
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "attnscore: a case generated from an attnscore spec")
+    impl = config.getoption("attnscore_impl", None)
+    specs = config.getoption("attnscore_spec", None) or []
+    if not impl and not specs:
+        return
+    if not impl or not specs:
+        raise pytest.UsageError("--attnscore-impl and --attnscore-spec go together: give both")
+    from attnscore.impl import ImplError, check_device, load_impl
+
+    try:
+        config._attnscore_function = load_impl(impl)  # type: ignore[attr-defined]
+        check_device(config.getoption("attnscore_device"))
+    except ImplError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    xfail = config.getoption("attnscore_xfail")
+    config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    specs = config.getoption("attnscore_spec", None) or []
+    if not specs or not config.getoption("attnscore_impl", None):
+        return
+    new: list[pytest.Item] = []
+    for spec_path in specs:
+        if not Path(spec_path).is_file():
+            raise pytest.UsageError(f"--attnscore-spec {spec_path}: no such file")
+        new.extend(SpecFile.from_parent(session, path=Path(spec_path).resolve()).collect())
+    entries: list[XfailEntry] = config._attnscore_xfail  # type: ignore[attr-defined]
+    used: set[int] = set()
+    for item in new:
+        assert isinstance(item, SpecCaseItem)
+        item.add_marker(pytest.mark.attnscore)
+        key = f"{item.spec.id}[{item.dtype}]::{item.case.id}"
+        for entry in entries:
+            if entry.matches(key, item.case.id):
+                used.add(entry.line)
+                marker = pytest.mark.skip(reason=entry.reason or "listed in the xfail file") if entry.action == "skip" \
+                    else pytest.mark.xfail(reason=entry.reason or "listed in the xfail file", strict=False)
+                item.add_marker(marker)
+                break
+    for entry in entries:
+        if entry.line not in used:
+            warnings.warn(AttnscoreXfailWarning(
+                f"{config.getoption('attnscore_xfail')}:{entry.line}: {entry.pattern!r} matches no attnscore test item"),
+                stacklevel=1)
+    items.extend(new)

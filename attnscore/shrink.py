@@ -1,0 +1,72 @@
+"""Shrinking: the smallest failing input of a property, found by hypothesis.
+
+Grading draws a fixed set of examples and stops at the first failure; that counterexample can be
+large. For trusted, in-process runs (``attnscore test``, the pytest plugin), :func:`shrink_case`
+re-runs hypothesis on the failing property with shrinking on, starting from the same seed, and
+returns the minimal failing call. Each step calls the implementation, so the work is bounded
+(``max_examples`` generated inputs and ``max_shrinks`` shrink steps); for sandboxed submissions
+every step would cost a worker call, so grading does not shrink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import HypothesisException
+
+from attnscore.cases import Case, derive_seed, property_calls
+from attnscore.properties import get_property
+from attnscore.results import CaseResult
+from attnscore.spec import Spec
+from attnscore.strategies import _without_local_constants
+
+__all__ = ["shrink_case"]
+
+
+class _Failed(AssertionError):
+    pass
+
+
+def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: str, *,
+                max_examples: int = 50, max_shrinks: int = 200) -> CaseResult | None:
+    """The failing result of ``case``'s property on its shrunk minimal example, or None.
+
+    ``make_runner()`` gives a fresh in-process runner. None when the property passes on every
+    input hypothesis tries, or hypothesis itself gives up.
+    """
+    if case.kind != "property" or not case.property_name:
+        return None
+    from attnscore.run import judge_case
+
+    use = next(u for u in spec.properties if u.name == case.property_name)
+    prop = get_property(use.name)
+    last: list[CaseResult] = []
+
+    @settings(max_examples=max_examples, database=None, deadline=None, print_blob=False,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False)
+    @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
+    @given(prop.strategy(spec.contract, use.max_value))
+    def run_one(example: Any) -> None:
+        if len(last) > max_shrinks:  # bound the work: keep the best so far
+            return
+        calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
+        one = Case(id=case.id, kind=case.kind, title=case.title, statement=case.statement, calls=calls,
+                   points=case.points, visibility=case.visibility, location=case.location,
+                   tolerance=case.tolerance, property_name=case.property_name)
+        result = judge_case(spec, one, make_runner(), dtype)
+        if not result.passed:
+            last.append(result)
+            raise _Failed(result.message)
+
+    try:
+        with _without_local_constants():
+            run_one()
+    except _Failed:
+        return last[-1] if last else None
+    except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
+        return None
+    return None

@@ -1,0 +1,1 @@
+"""Example implementations for ``attnscore test`` and the pytest plugin."""

@@ -1,0 +1,58 @@
+"""What every attack must get: its score out of 10 and the verdicts its cases may have.
+
+Graded against specs/dot_product_scores.yaml (10 points: examples 3 + 2 + 2 hidden, properties
+1 + 1 + 1). A set of several verdicts means the case may end either way depending on timing
+(for example a memory bomb whose later cases run out of the submission's total time).
+"""
+
+from __future__ import annotations
+
+P, VALUE, SHAPE, DTYPE, NAN = "passed", "wrong_value", "wrong_shape", "wrong_dtype", "non_finite"
+RAISE, TIME, MEM, CRASH = "exception", "timeout", "memory_limit", "crashed"
+MISSING, TYPE = "function_missing", "bad_return_type"
+
+# name: (score, allowed verdicts for every case, required verdict of the first case or None)
+EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
+    "infinite_loop": (0, frozenset({TIME}), TIME),
+    "sleeping": (0, frozenset({TIME}), TIME),
+    "memory_bomb": (0, frozenset({MEM, TIME}), MEM),
+    "memory_bomb_torch": (0, frozenset({MEM, TIME}), MEM),
+    "memory_bomb_at_import": (0, frozenset({MEM}), MEM),
+    "fork_bomb": (0, frozenset({TIME}), TIME),
+    "orphan_daemon": (10, frozenset({P}), P),
+    "os_exit_at_import": (0, frozenset({CRASH}), CRASH),
+    "sys_exit_at_import": (0, frozenset({RAISE}), RAISE),
+    "os_exit_in_call": (0, frozenset({CRASH, TIME}), CRASH),
+    "sys_exit_in_call": (0, frozenset({RAISE}), RAISE),
+    "segfault": (0, frozenset({CRASH, TIME}), CRASH),
+    "keyboard_interrupt": (0, frozenset({RAISE}), RAISE),
+    "base_exception_subclass": (0, frozenset({RAISE}), RAISE),
+    "runaway_recursion": (0, frozenset({RAISE}), RAISE),
+    "stack_overflow": (0, frozenset({TIME, MEM, CRASH, RAISE}), None),
+    "fake_results_stdout": (0, frozenset({VALUE}), VALUE),
+    "writes_results_file": (0, frozenset({VALUE}), VALUE),
+    "monkeypatch_comparisons": (0, frozenset({VALUE}), VALUE),
+    "lying_ndarray": (0, frozenset({VALUE}), VALUE),
+    "lying_tensor": (0, frozenset({VALUE}), VALUE),
+    "lying_array_protocol": (0, frozenset({TYPE}), TYPE),
+    "raising_float": (0, frozenset({TYPE}), TYPE),
+    "generator": (0, frozenset({TYPE}), TYPE),
+    "huge_array": (0, frozenset({TYPE}), TYPE),
+    # int64 of the rounded right answer: right values where the answer is a whole number (E2, P4).
+    "wrong_dtype_int": (3, frozenset({P, VALUE, DTYPE}), None),
+    # float16 of the right answer: exact where float16 holds it (E2, E3, P4); wrong elsewhere.
+    "wrong_dtype_float16": (5, frozenset({P, DTYPE, VALUE}), None),
+    "nan_output": (0, frozenset({NAN}), NAN),
+    "mutates_inputs": (10, frozenset({P}), P),
+    "reads_spec_files": (0, frozenset({VALUE}), VALUE),
+    "reads_environment": (0, frozenset({VALUE}), VALUE),
+    "kills_parent": (10, frozenset({P}), P),
+    "signals_self": (10, frozenset({P}), P),
+    "flood_output": (10, frozenset({P}), P),
+    "non_utf8_output": (10, frozenset({P}), P),
+    "network_connect": (10, frozenset({P}), P),
+    "imports_grader": (0, frozenset({VALUE}), VALUE),
+    "forged_wire_messages": (0, frozenset({CRASH, TIME}), CRASH),
+    # Right values for the visible examples only: their 5 points, nothing else.
+    "hardcoded_visible": (5, frozenset({P, VALUE}), P),
+}

@@ -1,0 +1,47 @@
+"""Grading the attack suite: every hostile submission against specs/dot_product_scores.yaml.
+
+Shared by the tests (:mod:`tests.hostile.test_attacks`) and ``benchmarks/attack_report.py``.
+Cases are built once; submissions are graded two at a time, each in its own sandboxed worker.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from attnscore.cases import build_cases
+from attnscore.loader import load_spec
+from attnscore.results import SubmissionResult
+from graders.grading import grade_submission
+from graders.sandbox import Limits
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_PATH = ROOT / "specs" / "dot_product_scores.yaml"
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+# Short limits keep the suite fast: 1.5 s per call, 8 s of calls per submission.
+LIMITS = Limits(call_timeout_s=1.5, load_timeout_s=30, total_timeout_s=8)
+
+
+def attack_paths() -> list[Path]:
+    """Every attack file, sorted by name."""
+    return sorted(SUBMISSIONS.glob("*.py"))
+
+
+def grade_attacks(paths: list[Path] | None = None, workers: int = 2,
+                  limits: Limits = LIMITS) -> tuple[dict[str, SubmissionResult | BaseException], float]:
+    """Grade ``paths`` (default: every attack); returns ``({name: result or the grader's exception}, seconds)``."""
+    spec = load_spec(str(SPEC_PATH))
+    cases = build_cases(spec)
+    paths = attack_paths() if paths is None else paths
+
+    def one(path: Path) -> SubmissionResult | BaseException:
+        try:
+            return grade_submission(path, spec, cases, limits=limits)
+        except BaseException as exc:  # noqa: BLE001 - a grader crash is a finding, not a test abort
+            return exc
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = dict(zip((p.stem for p in paths), pool.map(one, paths)))
+    return results, time.perf_counter() - start

@@ -1,0 +1,5 @@
+"""Attack: recursion without end."""
+
+
+def scores(q, keys):
+    return scores(q, keys)

@@ -1,0 +1,167 @@
+"""The attack suite: hostile submissions must earn only what right values earn, and never hurt the grader."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+from rich.console import Console
+
+from attnscore.run import format_array
+from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text
+from graders.sandbox import Limits, bwrap_available
+from hostile.expectations import EXPECTATIONS
+from hostile.harness import attack_paths, grade_attacks
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """Every attack graded once (two at a time), with a listener on 127.0.0.1:47123 for the network attack."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", 47123))
+        listener.listen(8)
+    except OSError:
+        pass
+    try:
+        results, seconds = grade_attacks()
+    finally:
+        listener.close()
+    return results, seconds
+
+
+def test_every_attack_file_has_an_expectation():
+    """The table and the submissions folder name the same attacks, at least 30 of them."""
+    names = {p.stem for p in attack_paths()}
+    assert names == set(EXPECTATIONS)
+    assert len(names) >= 30
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(EXPECTATIONS)])
+def test_attack_gets_its_score_and_verdicts(graded, name):
+    """Each attack gets exactly its expected score and only its allowed verdicts, for every case."""
+    if name == "kills_parent" and os.geteuid() != 0 and not bwrap_available():
+        pytest.skip("not root and no bwrap: the worker runs as the grader's user and could signal it")
+    if name == "reads_spec_files" and os.geteuid() != 0 and not bwrap_available():
+        pytest.skip("not root and no bwrap: specs readable by the grader's user are readable by the worker")
+    results, _ = graded
+    result = results[name]
+    assert not isinstance(result, BaseException), f"the grader raised {result!r}"
+    score, allowed, first = EXPECTATIONS[name]
+    verdicts = [c.verdict.value for c in result.cases]
+    assert len(result.cases) == 6
+    assert result.score == score, verdicts
+    assert set(verdicts) <= allowed, verdicts
+    if first is not None:
+        assert verdicts[0] == first
+    assert all(c.message for c in result.cases if not c.passed)
+
+
+def test_suite_is_fast_and_loses_nothing(graded):
+    """All attacks are graded in bounded time, each with a complete result and valid JSON."""
+    results, seconds = graded
+    assert seconds < 150
+    for name, result in results.items():
+        assert not isinstance(result, BaseException), name
+        json.loads(json.dumps(batch_to_json([result]), allow_nan=False))
+        assert result.environment["sandbox"]
+
+
+def test_no_worker_process_survives(graded):
+    """After grading, no process of the sandbox user is left (orphans, fork bombs, daemons)."""
+    if os.geteuid() != 0:
+        pytest.skip("the worker runs as another user only when the grader is root")
+    uid = Limits().uid
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) == uid]
+    assert left == []
+
+
+def _owner(pid: str) -> int:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return -1
+
+
+def test_output_is_capped_and_clean(graded):
+    """Flooded and non-UTF-8 output is truncated and cleaned: no escapes, NULs or surrogates."""
+    results, _ = graded
+    flood = results["flood_output"].output
+    assert len(flood) < 4000 + 200
+    assert "more" in flood
+    noisy = results["non_utf8_output"].output
+    assert "\x1b" not in noisy and "\x00" not in noisy and "\ufffd" in noisy
+    noisy.encode("utf-8")
+
+
+def test_environment_is_scrubbed(graded):
+    """The worker sees only the scrubbed environment variables."""
+    results, _ = graded
+    line = next(x for x in results["reads_environment"].output.splitlines() if x.startswith("env:"))
+    names = set(line.removeprefix("env: ").split(","))
+    assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                     "OPENBLAS_NUM_THREADS", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PWD"}
+
+
+def test_bwrap_blocks_network_and_spec_files(graded):
+    """With bwrap the worker cannot reach 127.0.0.1 of the grader, nor see spec files."""
+    if not bwrap_available():
+        pytest.skip("bwrap is not installed or cannot create namespaces here")
+    results, _ = graded
+    assert "network: connected" not in results["network_connect"].output
+    assert "network:" in results["network_connect"].output
+    assert "found 0 expected values" in results["reads_spec_files"].output
+    assert "bwrap" in results["network_connect"].environment["sandbox"]
+
+
+def test_grader_not_importable_in_worker(graded):
+    """The worker cannot import the grader's comparison, scoring or reference code."""
+    if not bwrap_available():
+        pytest.skip("without bwrap the installed package is readable by the worker")
+    output = graded[0]["imports_grader"].output
+    for name in ("graders.grading", "attnscore.compare", "attnscore.run", "attnscore.reference"):
+        assert f"patched {name}" not in output, output
+
+
+def _hidden_texts() -> list[str]:
+    from attnscore.cases import build_cases
+    from attnscore.loader import load_spec
+    from hostile.harness import SPEC_PATH
+
+    texts = []
+    for case in build_cases(load_spec(str(SPEC_PATH))):
+        if case.visibility == "hidden":
+            for call in case.calls:
+                golden = format_array(call.golden)
+                texts += [golden, json.dumps(call.golden.tolist())]
+                texts += [format_array(a) for a in call.args.values()]
+    return texts
+
+
+@pytest.mark.parametrize("fmt", [pytest.param(f, id=f) for f in ("text", "batch_text", "json", "gradescope")])
+def test_hidden_values_never_reported(graded, fmt):
+    """No report format shows a hidden case's golden values or inputs, for any attack."""
+    results, _ = graded
+    graded_results = [r for r in results.values() if not isinstance(r, BaseException)]
+    texts = _hidden_texts()
+    assert "[1.5, -2, -4, 6]" in texts
+    for result in graded_results:
+        if fmt == "text":
+            console = Console(record=True, width=200, file=open(os.devnull, "w"))
+            console.print(submission_text(result))
+            report = console.export_text()
+        elif fmt == "batch_text":
+            console = Console(record=True, width=200, file=open(os.devnull, "w"))
+            console.print(batch_table([result]))
+            report = console.export_text()
+        elif fmt == "json":
+            report = json.dumps(batch_to_json([result]), allow_nan=False, ensure_ascii=False)
+        else:
+            report = json.dumps(gradescope_results(result), allow_nan=False, ensure_ascii=False)
+        for text in texts:
+            assert text not in report, (result.submission, fmt, text)

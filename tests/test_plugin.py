@@ -1,0 +1,84 @@
+"""The pytest plugin: one item per case, readable ids, xfail/skip file with stale-entry warnings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnscore.pytest_plugin import XfailEntry, read_xfail_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest in an empty folder (so only attnscore items are collected)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+                           f"--rootdir={tmp_path}", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_correct_impl_one_item_per_case(tmp_path):
+    """Each case of each dtype is one passing item named spec[dtype]::case."""
+    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:attention",
+                      f"--attnscore-spec={ROOT / 'specs/attention.yaml'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "20 passed" in proc.stdout
+    assert "attention[float32]::example:two_keys" in proc.stdout
+    assert "attention[float64]::property:deterministic" in proc.stdout
+
+
+def test_failures_xfails_skips_and_stale_entries(tmp_path):
+    """Listed cases xfail or skip; the failure shows the feedback; an unmatched entry warns."""
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("# expected failures\n"
+                     "example:masked_key_gets_zero  xfail  the mask is ignored on purpose\n"
+                     "attention_weights[float32]::example:fully_masked_row  skip  not today\n"
+                     "property:no_such_case  xfail  stale\n", encoding="utf-8")
+    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:buggy_attention_weights",
+                      f"--attnscore-spec={ROOT / 'specs/attention_weights.yaml'}", "--attnscore-dtype=float32",
+                      f"--attnscore-xfail={xfail}")
+    out = proc.stdout
+    assert proc.returncode == 1
+    assert "11 failed, 3 passed, 1 skipped, 1 xfailed" in out
+    assert "xfail.txt:4: 'property:no_such_case' matches no attnscore test item" in out
+    assert "Known mistake (mask_ignored)" in out and "Reproduce: attention_weights(" in out
+
+
+def test_impl_without_spec_is_a_usage_error(tmp_path):
+    """--attnscore-impl alone is refused with a one-line usage error."""
+    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:attention")
+    assert proc.returncode == 4
+    assert "--attnscore-impl and --attnscore-spec go together" in proc.stderr
+
+
+@pytest.mark.parametrize("text, entries", [
+    pytest.param("a xfail why not\n\n# c\nb skip\n", [XfailEntry("a", "xfail", "why not", 1),
+                                                    XfailEntry("b", "skip", "", 4)], id="two entries"),
+    pytest.param("x xfail  # trailing comment\n", [XfailEntry("x", "xfail", "", 1)], id="comment"),
+])
+def test_read_xfail_file(tmp_path, text, entries):
+    """The xfail file is read into entries with their line numbers."""
+    path = tmp_path / "x.txt"
+    path.write_text(text, encoding="utf-8")
+    assert read_xfail_file(path) == entries
+
+
+def test_malformed_xfail_line_names_the_line(tmp_path):
+    """An entry without xfail/skip is a usage error naming file and line."""
+    path = tmp_path / "x.txt"
+    path.write_text("ok xfail\nbroken maybe\n", encoding="utf-8")
+    with pytest.raises(pytest.UsageError, match=r"x.txt:2: expected '<case id> xfail\|skip \[reason\]'"):
+        read_xfail_file(path)
+
+
+def test_brackets_in_ids_are_literal():
+    """A pattern with [float32] matches the item literally, not as a character class."""
+    entry = XfailEntry("attention[float32]::property:deterministic", "xfail", "", 1)
+    assert entry.matches("attention[float32]::property:deterministic", "property:deterministic")
+    assert not entry.matches("attention[float64]::property:deterministic", "property:deterministic")
+    assert XfailEntry("*::property:deterministic", "skip", "", 1).matches("a[float64]::property:deterministic", "x")
