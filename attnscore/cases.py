@@ -62,6 +62,7 @@ class Case:
         location: ``file:line`` in the spec.
         tolerance: the tolerance applied.
         property_name: the registered property's name, or "".
+        explanation: for worked examples, the spec's explanation (shown when a visible one fails).
     """
 
     id: str
@@ -74,6 +75,7 @@ class Case:
     location: str
     tolerance: Tolerance
     property_name: str = ""
+    explanation: str = ""
 
 
 def derive_seed(*parts: object) -> int:
@@ -141,7 +143,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
         cases.append(Case(
             id=f"example:{ex.id}", kind="example", title=ex.title, statement="",
             calls=(_call(spec, ex.inputs, dtype, tol),), points=ex.points, visibility=ex.visibility,
-            location=spec.location(ex.line), tolerance=tol,
+            location=spec.location(ex.line), tolerance=tol, explanation=ex.explanation,
         ))
     for use in spec.properties:
         prop = get_property(use.name)

@@ -7,7 +7,9 @@ Errors are one clear line (or one line per spec problem) on stderr, never a trac
 from __future__ import annotations
 
 import functools
+import io
 import json
+import math
 import os
 import sys
 import tempfile
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.progress import Progress
 
 from attnscore.specfile import SpecError
 
@@ -63,15 +66,27 @@ def handle_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def check_output_path(path: str) -> None:
+    """Fail early (before any work) when ``path`` cannot be written: its folder must exist."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise click.UsageError(f"cannot write {path}: the directory {parent} does not exist")
+
+
 def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename: never a half-written file."""
+    """Write ``text`` to ``path`` via a temporary file and a rename: never a half-written file.
+
+    The file gets the usual permissions (0666 less the umask), like a shell redirection.
+    """
+    check_output_path(path)
     target = Path(path)
-    if not target.parent.is_dir():
-        raise click.UsageError(f"cannot write {path}: the directory {target.parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -157,6 +172,12 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of seconds, found {value}")
+    return value
+
+
 @main.command()
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to grade against.")
@@ -167,8 +188,9 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
               help="Write the report to FILE instead of stdout (written atomically).")
 @click.option("--dtype", type=click.Choice(["float32", "float64", "float16", "bfloat16"]), default=None,
               help="Dtype the inputs are cast to (default: the spec's first).")
-@click.option("--seed", type=int, default=None, help="Base seed for generated inputs (default: the spec's).")
-@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1, max=600), default=None,
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Base seed for generated inputs (default: the spec's).")
+@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1, max=600), default=None, callback=_finite,
               help="Wall-time limit per call in seconds (default: the spec's).")
 @handle_errors
 def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fmt: str, output: str | None,
@@ -183,6 +205,8 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
     from graders.sandbox import Limits
     from graders.submission import find_submissions
 
+    if output:
+        check_output_path(output)
     spec = load_spec(spec_path)
     paths = find_submissions(list(submissions))
     if fmt == "gradescope" and len(paths) != 1:
@@ -191,13 +215,15 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
     limits = Limits(call_timeout_s=timeout or spec.timeout_s)
     err = Console(stderr=True)
-    with err.status("grading...") if err.is_terminal else _nullcontext():
-        results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits)
+    with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
+        results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits,
+                             on_result=lambda _: bar.advance(task))
     if fmt == "text":
         from graders.sandbox import protections
 
         click.echo(f"sandbox: {protections(limits)}", err=True)
-        console = Console(file=open(os.devnull, "w"), record=True, width=110) if output else _stdout()
+        console = Console(file=io.StringIO(), record=True, width=140, color_system=None) if output else _stdout()
         console.print(submission_text(results[0]) if len(results) == 1 else batch_table(results))
         if output:
             write_atomically(output, console.export_text())
@@ -212,14 +238,6 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
         else:
             sys.stdout.write(text)
     sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 @main.command("test")

@@ -20,6 +20,8 @@ __all__ = ["Mismatch", "compare", "format_index", "format_number"]
 
 NUMERIC_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8")
 SHOW_WORST = 3
+_FLOATS = ("float64", "float32", "float16", "bfloat16")
+_PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def compare(
     accept: tuple[str, ...] = ("tensor", "ndarray", "list", "number"),
     hidden: bool = False,
     tolerance_text: str = "",
+    dtype: str | None = None,
 ) -> Mismatch | None:
     """Compare ``received`` with ``golden``; return None when it matches, else a :class:`Mismatch`.
 
@@ -77,8 +80,11 @@ def compare(
         accept: the return kinds the spec accepts.
         hidden: a hidden case: messages never show expected values.
         tolerance_text: the tolerance mode in words, quoted in value messages.
+        dtype: the dtype the inputs were cast to; expected values are shown in it, and a result
+            of lower precision or an integer tensor is pointed out.
     """
     golden = np.asarray(golden, dtype=np.float64)
+    dtype = dtype or received.dtype
     if received.kind not in accept:
         wanted = " or ".join(accept)
         return Mismatch(Verdict.BAD_RETURN_TYPE, f"returned a {received.kind}; this function must return a {wanted}")
@@ -87,8 +93,9 @@ def compare(
             Verdict.WRONG_SHAPE,
             f"{name} has shape {_shape_text(received.shape)}, expected shape {_shape_text(golden.shape)}",
         )
-    if received.dtype not in NUMERIC_DTYPES:
-        return Mismatch(Verdict.WRONG_DTYPE, f"{name} has dtype {received.dtype}; expected a floating dtype")
+    if received.dtype not in NUMERIC_DTYPES or (received.kind in ("tensor", "ndarray") and received.dtype not in _FLOATS):
+        return Mismatch(Verdict.WRONG_DTYPE, f"{name} has dtype {received.dtype}; scores are real numbers, so return "
+                                             f"a floating {received.kind} (the inputs were {dtype})")
     got = received.array.astype(np.float64)
 
     # Non-finite placement: NaN must match NaN, ±inf the same infinity.
@@ -100,11 +107,12 @@ def compare(
         where = format_index(name, idx)
         count = int(bad_nonfinite.sum())
         if not (got_nan | got_inf)[idx]:  # finite where the golden value is not
-            return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, name, got, golden, bad_nonfinite, hidden, tolerance_text))
+            return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, dtype, name, got, golden, bad_nonfinite,
+                                                                hidden, tolerance_text))
         return Mismatch(
             Verdict.NON_FINITE,
             f"{where} is {format_number(got[idx])}"
-            + ("" if hidden else f", expected {format_number(golden[idx], received.dtype)}")
+            + ("" if hidden else f", expected {format_number(golden[idx], dtype)}")
             + (f" ({count} non-finite entries in all)" if count > 1 else "")
             + "; look for a division by zero, an overflow or a log/sqrt of a bad value",
         )
@@ -114,10 +122,15 @@ def compare(
     wrong = err > allowed
     if not wrong.any():
         return None
-    return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, name, got, golden, wrong, hidden, tolerance_text, err, allowed))
+    message = _value_message(received.dtype, dtype, name, got, golden, wrong, hidden, tolerance_text, err, allowed)
+    if _PRECISION.get(received.dtype, 0) < _PRECISION.get(dtype, 0):
+        message += (f"\nNote: {name} has dtype {received.dtype}, less precise than the inputs' {dtype}; "
+                    f"compute and return in {dtype}")
+    return Mismatch(Verdict.WRONG_VALUE, message)
 
 
 def _value_message(
+    got_dtype: str,
     dtype: str,
     name: str,
     got: np.ndarray,
@@ -141,7 +154,8 @@ def _value_message(
         order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
     lines = [head + (f" ({tolerance_text})" if tolerance_text else "") + ":"]
     for idx in order:
-        line = f"  {format_index(name, idx)} = {format_number(got[idx], dtype)}, expected {format_number(golden[idx], dtype)}"
+        line = (f"  {format_index(name, idx)} = {format_number(got[idx], got_dtype)}, "
+                f"expected {format_number(golden[idx], dtype)}")
         if err is not None and allowed is not None:
             line += f" (|error| {err[idx]:.3g} > allowed {allowed[idx]:.3g})"
         lines.append(line)

@@ -11,6 +11,7 @@ Validation happens in two passes and reports every problem at once, each located
 from __future__ import annotations
 
 import json
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -63,45 +64,49 @@ def _found(value: Any) -> str:
     return f"{_json_type(value)} {text}"
 
 
-def _schema_message(error: jsonschema.ValidationError) -> tuple[str, bool]:
-    """Turn a jsonschema error into 'expected ..., found ...'; second item: point at the key."""
+def _schema_message(error: jsonschema.ValidationError) -> str:
+    """Turn a jsonschema error into 'expected ..., found ...'."""
     v, inst = error.validator, error.instance
     if v == "type":
         types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         msg = f"expected {' or '.join(types)}, found {_found(inst)}"
         if isinstance(inst, str) and _FLOAT_LIKE.match(inst):
             msg += " (YAML 1.1 reads 1e-3 as text: write 1.0e-3 or 0.001)"
-        return msg, False
+        elif isinstance(inst, bool) and "string" in types:
+            msg += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
+        return msg
     if v == "required":
         missing = [k for k in error.validator_value if isinstance(inst, dict) and k not in inst]
-        return f"expected field {missing[0]!r}, found it missing" if missing else error.message, False
+        return f"expected field {missing[0]!r}, found it missing" if missing else error.message
     if v == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(inst) - set(allowed)) if isinstance(inst, dict) else []
         hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
-        return f"expected only known fields, found unknown field {extra[0] if extra else '?'!r}{hint}", False
+        return f"expected only known fields, found unknown field {extra[0] if extra else '?'!r}{hint}"
     if v == "enum":
         msg = f"expected one of {', '.join(map(str, error.validator_value))}, found {_found(inst)}"
-        return msg, False
+        return msg
     if v == "const":
-        return f"expected {error.validator_value!r}, found {_found(inst)}", False
+        return f"expected {error.validator_value!r}, found {_found(inst)}"
     if v == "pattern":
-        return f"expected text matching {error.validator_value}, found {_found(inst)}", False
+        return f"expected text matching {error.validator_value}, found {_found(inst)}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[v]
-        return f"expected a number {op} {error.validator_value}, found {inst!r}", False
-    if v in ("minItems", "minLength"):
-        return f"expected at least {error.validator_value} item(s), found {len(inst)}", False
+        return f"expected a number {op} {error.validator_value}, found {inst!r}"
+    if v == "minItems":
+        return f"expected at least {error.validator_value} item(s), found {len(inst)}"
+    if v == "minLength":
+        return f"expected non-empty text, found {_found(inst)}"
     if v == "uniqueItems":
-        return f"expected unique items, found duplicates in {_found(inst)}", False
-    return error.message, False
+        return f"expected unique items, found duplicates in {_found(inst)}"
+    return error.message
 
 
 def _schema_problems(doc: Positioned) -> list[SpecProblem]:
     validator = jsonschema.Draft202012Validator(spec_schema())
     problems = []
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
-        message, _ = _schema_message(error)
+        message = _schema_message(error)
         path = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = set(error.schema.get("properties", {}))
@@ -109,10 +114,27 @@ def _schema_problems(doc: Positioned) -> list[SpecProblem]:
             for extra in extras:
                 problems.append(doc.problem(path + (extra,), message.replace(repr(extras[0]), repr(extra)), key=True))
             continue
-        if isinstance(error.instance, bool) and error.validator == "type":
-            line, col = doc.where(path)
-            message += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
         problems.append(doc.problem(path, message))
+    return problems
+
+
+def _nonfinite_problems(doc: Positioned) -> list[SpecProblem]:
+    """NaN and ±inf may appear only in worked examples' inputs and expected values."""
+    problems = []
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, path + (key,))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, path + (i,))
+        elif isinstance(value, float) and not math.isfinite(value):
+            in_example = len(path) >= 3 and path[0] == "worked_examples" and path[2] in ("inputs", "expected")
+            if not in_example:
+                problems.append(doc.problem(path, f"expected a finite number, found {value!r}"))
+
+    walk(doc.data, ())
     return problems
 
 
@@ -146,6 +168,9 @@ def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[Sp
         return None
     try:
         arr = np.array(value, dtype=np.bool_ if boolean else np.float64)
+    except OverflowError:
+        problems.append(doc.problem(path, "expected numbers within float64 range, found an integer too large"))
+        return None
     except (ValueError, TypeError):
         problems.append(doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}"))
         return None
@@ -320,7 +345,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(problems)
     if not isinstance(doc.data, dict):
         raise SpecError([doc.problem((), f"expected a mapping of spec fields, found {_found(doc.data)}")])
-    schema_problems = _schema_problems(doc)
+    schema_problems = _schema_problems(doc) + _nonfinite_problems(doc)
     problems += schema_problems
     spec = None if schema_problems else _build(doc, problems)
     if problems or spec is None:

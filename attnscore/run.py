@@ -40,14 +40,14 @@ def _inputs_text(args: dict[str, np.ndarray]) -> str:
                      for name, a in args.items())
 
 
-def _reproduction(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> str:
+def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str) -> str:
     """A one-line call the student can paste (after importing torch and their function)."""
     parts = []
     for a in args.values():
         torch_dtype = "torch.bool" if np.asarray(a).dtype == np.bool_ else f"torch.{dtype}"
         values = np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else _py_values(a)
         parts.append(f"torch.tensor({values}, dtype={torch_dtype})")
-    return f"{spec.function}({', '.join(parts)})"
+    return f"{function}({', '.join(parts)})"
 
 
 def _py_values(a: np.ndarray) -> str:
@@ -77,12 +77,20 @@ def _json_safe(a: np.ndarray) -> object:
     return obj.tolist()
 
 
-def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str) -> CaseResult:
+def _hidden_detail(verdict: Verdict, detail: str) -> str:
+    """What a hidden case may say: an exception's type, never its message (which could quote inputs)."""
+    if verdict is Verdict.EXCEPTION and detail.startswith("raised "):
+        return detail.split(":", 1)[0] + " (its message is not shown for a hidden case)"
+    return detail
+
+
+def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str | None = None) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
     Each call is compared with its golden value; a call that closes a relational example also
     runs the property's check over the example's outputs. A failing output is matched against the
-    mistake catalogue (:mod:`attnscore.diagnosis`).
+    mistake catalogue (:mod:`attnscore.diagnosis`). ``function`` is the graded function's name as
+    shown in feedback (default: the spec's).
     """
     from attnscore.diagnosis import diagnose
     from attnscore.properties import CheckContext
@@ -97,13 +105,19 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str) -> CaseResult
         diagnosis = None
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
+            if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
+                return CaseResult(case.id, case.kind, case.title, verdict, Fraction(0), case.points, detail,
+                                  case.visibility, case.location, None, number)
+            if hidden:
+                detail = _hidden_detail(verdict, detail)
         else:
             outputs[number - 1] = outcome
             inspections[number - 1] = getattr(runner, "last_inspection", None)
             mismatch = None
             if call.compare_golden:
                 mismatch = compare(outcome, call.golden, call.allowed, name=output_name, accept=spec.accept,
-                                   hidden=hidden, tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text))
+                                   hidden=hidden, tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
+                                   dtype=dtype)
             if mismatch is None and call.check is not None:
                 group = call.group or (number - 1,)
                 ctx = CheckContext(
@@ -125,23 +139,26 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str) -> CaseResult
             verdict, detail = mismatch.verdict, mismatch.message
             if diagnosis is None:
                 diagnosis = diagnose(spec, call, outcome, dtype)
-            if case.property_name and not hidden:
+            if case.property_name and not hidden and verdict is Verdict.WRONG_VALUE:
                 hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden)
                 if hint:
                     detail = f"{detail}\nLikely cause: {hint}."
             if diagnosis is not None:
                 detail = f"{detail}\nKnown mistake ({diagnosis['id']}): {diagnosis['message']}"
+        name = function or spec.function
         lines = []
         if case.kind == "property":
             lines.append(f"Property: {case.statement} ({case.location})")
             where = f"generated input {number} of {len(case.calls)}"
-            lines.append(f"Failed on a hidden {where}." if hidden else f"Counterexample ({where}): {spec.function}({_inputs_text(call.args)})")
+            lines.append(f"Failed on a hidden {where}." if hidden else f"Counterexample ({where}): {name}({_inputs_text(call.args)})")
         elif not hidden:
             lines.append(f"Worked example: {case.title} ({case.location})")
-            lines.append(f"Inputs: {spec.function}({_inputs_text(call.args)})")
+            lines.append(f"Inputs: {name}({_inputs_text(call.args)})")
         lines.append(detail)
         if not hidden:
-            lines.append(f"Reproduce: {_reproduction(spec, call.args, dtype)}")
+            if case.explanation:
+                lines.append(f"Why: {' '.join(case.explanation.split())}")
+            lines.append(f"Reproduce: {_reproduction(name, call.args, dtype)}")
         counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
         return CaseResult(case.id, case.kind, case.title, verdict, Fraction(0), case.points, "\n".join(lines),
                           case.visibility, case.location, counterexample, number, diagnosis)
@@ -165,7 +182,7 @@ def run_cases(
     start = time.perf_counter()
     results = []
     for case in cases:
-        result = judge_case(spec, case, runner, dtype)
+        result = judge_case(spec, case, runner, dtype, function)
         results.append(result)
         if on_case is not None:
             on_case(result)

@@ -41,7 +41,12 @@ def qk_shapes(draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, ma
 
 
 def _values(max_value: float) -> st.SearchStrategy[float]:
-    return st.floats(-max_value, max_value, allow_nan=False, allow_subnormal=False, width=32)
+    """Finite float32-representable values in ``[-max_value, max_value]`` (the bound rounded inwards)."""
+    bound = np.float32(max_value)
+    if float(bound) > max_value:
+        bound = np.nextafter(bound, np.float32(0))
+    m = float(bound)
+    return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
 
 
 @st.composite

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,13 @@ def test_grade_gradescope_writes_results_file(tmp_path):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["score"] == 4 and len(data["tests"]) == 6
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_grade_several_submissions_prints_a_table():
@@ -88,6 +96,11 @@ def test_grade_several_submissions_prints_a_table():
         pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--output", "/no/such/dir/r.json"],
                      "Error: cannot write /no/such/dir/r.json: the directory /no/such/dir does not exist",
                      id="output directory missing"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--timeout", "nan"],
+                     "Error: Invalid value for '--timeout': expected a finite number of seconds, found nan",
+                     id="NaN timeout"),
+        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--seed", "-1"],
+                     "Error: Invalid value for '--seed': -1 is not in the range x>=0.", id="negative seed"),
         pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--dtype", "float16"],
                      "Error: --dtype float16 is not one of this spec's dtypes: float32, float64", id="dtype not in spec"),
     ],

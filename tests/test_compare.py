@@ -159,3 +159,22 @@ def test_to_received_rejects_non_numbers(value, text):
     """Values that are not numbers become a BadReturn that says what was found."""
     got = to_received(value)
     assert isinstance(got, BadReturn) and text in got.message
+
+
+def test_integer_tensor_is_a_wrong_dtype():
+    """An integer tensor is refused as a wrong dtype, naming the inputs' dtype."""
+    got = Received("tensor", "int64", "cpu", np.array([1, 0, 1]))
+    result = compare(got, GOLDEN, ALLOWED, dtype="float32")
+    assert result is not None and result.verdict is Verdict.WRONG_DTYPE
+    assert result.message == "out has dtype int64; scores are real numbers, so return a floating tensor (the inputs were float32)"
+
+
+def test_lower_precision_result_is_pointed_out():
+    """A float16 result for float32 inputs shows expected values in float32 and says why it fails."""
+    got = Received("tensor", "float16", "cpu", np.array([1.0, 0.0, 0.7], dtype=np.float16))
+    golden = np.array([1.0, 0.0, float(np.float32(0.7))])
+    result = compare(got, golden, np.full(3, 1e-7), dtype="float32")
+    assert result is not None and result.verdict is Verdict.WRONG_VALUE
+    assert "  out[2] = 0.7, expected 0.7 (|error|" in result.message
+    assert result.message.endswith("Note: out has dtype float16, less precise than the inputs' float32; "
+                                   "compute and return in float32")

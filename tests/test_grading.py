@@ -205,3 +205,47 @@ def test_bad_submission_paths(tmp_path, make, text):
     """Submission paths are checked before anything runs, with one clear message."""
     with pytest.raises(SubmissionError, match=text.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         find_submissions([make(tmp_path)])
+
+
+def test_sources_are_read_before_any_submission_runs(tmp_path):
+    """A file changed on disk while the batch runs is graded as it was when grading started."""
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text("def scores(q, keys):\n    return keys @ q\n")
+    second.write_text("def scores(q, keys):\n    return keys @ q\n")
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+
+    def tamper(result):
+        second.write_text("def scores(q, keys):\n    return 0 * (keys @ q) + 12345\n")
+
+    results = grade_many([first, second], spec, limits=LIMITS, on_result=tamper)
+    assert [r.score for r in results] == [Fraction(10), Fraction(10)]
+
+
+def test_feedback_uses_the_function_name_given(tmp_path):
+    """--function NAME appears in the inputs and reproduction lines."""
+    path = tmp_path / "mine.py"
+    path.write_text("def my_scores(q, keys):\n    return (keys @ q).abs()\n")
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    result = grade_submission(path, spec, build_cases(spec), function="my_scores", limits=LIMITS)
+    case = next(c for c in result.cases if c.id == "example:anti_aligned")
+    assert "Inputs: my_scores(q=[0, 1], keys=[[0, -1]])" in case.message
+    assert "Reproduce: my_scores(torch.tensor([0, 1], dtype=torch.float32)" in case.message
+    assert "Why: q · k = 0·0 + 1·(-1) = -1." in case.message
+
+
+def test_hidden_case_exception_message_is_not_shown(tmp_path):
+    """An exception in a hidden case shows its type only: its message could quote hidden inputs."""
+    path = tmp_path / "leak.py"
+    path.write_text("def scores(q, keys):\n    raise ValueError(f'q={q.tolist()} keys={keys.tolist()}')\n")
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    result = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
+    hidden = next(c for c in result.cases if c.id == "example:three_dims_mixed_signs")
+    visible = next(c for c in result.cases if c.id == "example:anti_aligned")
+    assert hidden.message == "raised ValueError (its message is not shown for a hidden case)"
+    assert "raised ValueError: q=[0.0, 1.0] keys=[[0.0, -1.0]]" in visible.message
+
+
+def test_import_failure_is_reported_once_per_case_without_inputs(scores_results):
+    """A submission-level failure is the whole message of each case: no inputs, no reproduction."""
+    result = scores_results["syntax_error.py"]
+    assert {c.message for c in result.cases} == {result.error}

@@ -198,3 +198,36 @@ def test_published_schema_is_valid_and_accepts_bundled_specs():
     for path in (ROOT / "specs").glob("*.yaml"):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert list(jsonschema.Draft202012Validator(schema).iter_errors(data)) == [], path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param("    points: 1\n", "    points: .inf\n",
+                     "spec.yaml:19:13: worked_examples[0].points: expected a finite number, found inf", id="infinite points"),
+        pytest.param("version: 1\n", "version: 1\ntolerance: {mode: dot_bound, factor: .nan}\n",
+                     "spec.yaml:4:38: tolerance.factor: expected a finite number, found nan", id="NaN factor"),
+        pytest.param("      q: [1, 0]\n", "      q: [1" + "0" * 400 + ", 0]\n",
+                     "worked_examples[0].inputs.q: expected numbers within float64 range, found an integer too large",
+                     id="integer beyond float64"),
+        pytest.param("    statement: scores equal Q Kᵀ\n", "    statement: scores equal Q Kᵀ\n    max_value: 1.0e-50\n",
+                     "properties[0].max_value: expected a number >= 0.01, found 1e-50", id="max_value too small"),
+        pytest.param("title: tiny spec", "title: yes",
+                     "title: expected string, found boolean True (YAML 1.1 reads yes/no/on/off as booleans: quote the text)",
+                     id="yes is a boolean"),
+        pytest.param("    explanation: aligned then perpendicular\n", "    explanation: ''\n",
+                     "worked_examples[0].explanation: expected non-empty text, found string ''", id="empty explanation"),
+    ],
+)
+def test_non_finite_and_out_of_range_numbers(tmp_path, old, new, expected):
+    """NaN, infinities and out-of-range numbers outside example values are located problems."""
+    assert old in VALID
+    found = problems(tmp_path, VALID.replace(old, new, 1))
+    assert any(expected in p for p in found), found
+
+
+def test_non_finite_values_allowed_in_example_values(tmp_path):
+    """-inf is allowed where example values live (masked scores use it); the loader compares it exactly."""
+    text = VALID.replace("q: [1, 0]", "q: [1, .inf]").replace("expected: [1, 0]", "expected: [1, .inf]")
+    found = problems(tmp_path, text)
+    assert not any("expected a finite number" in p for p in found)

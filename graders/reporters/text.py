@@ -44,7 +44,7 @@ def submission_text(result: SubmissionResult) -> Group:
     if result.error:
         parts.append(Text(f"\n{result.error}", style="red"))
     for case in result.cases:
-        if not case.passed and case.message:
+        if not case.passed and case.message and case.message != result.error:  # the error is shown once
             parts.append(Text(f"\n{case.id} ({case.verdict.label}, {case.location})", style="bold"))
             parts.append(Text(case.message))
     parts.append(Text(f"\nScore: {_score(result)}  ({result.duration_s:.1f} s)", style="bold"))
