@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception"]
+__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "inspect_call"]
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -29,3 +29,30 @@ def describe_exception(exc: BaseException) -> str:
     if len(text) > 300:
         text = text[:297] + "..."
     return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def _shares_memory(out: object, t: torch.Tensor) -> bool:
+    if not isinstance(out, torch.Tensor) or out.numel() == 0 or t.numel() == 0:
+        return False
+    try:
+        return out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    except RuntimeError:  # pragma: no cover - storages that cannot be inspected
+        return False
+
+
+def inspect_call(names: list[str], tensors: list[torch.Tensor], copies: list[torch.Tensor],
+                 value: object) -> dict[str, list[str]]:
+    """Which inputs a call changed in place (``"mutated"``) and which the output shares memory with
+    (``"aliased"``), given the input tensors and copies made before the call."""
+    return {
+        "mutated": [n for n, t, c in zip(names, tensors, copies) if not _same_bits(t, c)],
+        "aliased": [n for n, t in zip(names, tensors) if _shares_memory(value, t)],
+    }

@@ -122,18 +122,29 @@ def run_impl(spec: Spec, function: Callable[..., Any], *, dtype: str, device: st
                            seed=spec.seed if seed is None else seed)
         if shrink:
             result = dataclasses.replace(result, cases=tuple(
-                add_shrunk(spec, case, r, function, dtype, device) for case, r in zip(built, result.cases, strict=True)))
+                add_shrunk(spec, case, r, lambda: InProcessRunner(function, device), dtype)
+                for case, r in zip(built, result.cases, strict=True)))
     return dataclasses.replace(result, environment=environment(device))
 
 
-def add_shrunk(spec: Spec, case: Case, result: Any, function: Callable[..., Any], dtype: str, device: str) -> Any:
-    """``result`` with the shrunk minimal counterexample appended to its message (failing properties)."""
+def add_shrunk(spec: Spec, case: Case, result: Any, make_runner: Callable[[], Any], dtype: str, *,
+               budget_s: float | None = None, function: str | None = None) -> Any:
+    """``result`` with the shrunk minimal counterexample appended to its message.
+
+    Only failing, visible property cases whose failure is about the returned values (or an
+    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
+    """
+    from attnscore.results import Verdict
     from attnscore.shrink import shrink_case
 
-    if result.passed or case.kind != "property":
+    shrinkable = (Verdict.WRONG_VALUE, Verdict.WRONG_SHAPE, Verdict.WRONG_DTYPE, Verdict.NON_FINITE,
+                  Verdict.BAD_RETURN_TYPE, Verdict.EXCEPTION)
+    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
         return result
-    shrunk = shrink_case(spec, case, lambda: InProcessRunner(function, device), dtype)
+    shrunk = shrink_case(spec, case, make_runner, dtype, budget_s=budget_s, verdict=result.verdict, function=function)
     if shrunk is None:
         return result
-    minimal = "\n".join("  " + line for line in shrunk.message.splitlines()[1:])
-    return dataclasses.replace(result, message=f"{result.message}\nMinimal failing input (shrunk by hypothesis):\n{minimal}")
+    original = f"generated input {result.calls} of {len(case.calls)}"
+    message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
+    return dataclasses.replace(result, message=message, counterexample=shrunk.counterexample,
+                               diagnosis=shrunk.diagnosis or result.diagnosis)

@@ -102,7 +102,8 @@ class SpecCaseItem(pytest.Item):
         with pinned_precision():
             result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)
             if not result.passed:
-                result = add_shrunk(self.spec, self.case, result, self.function, self.dtype, self.device)
+                result = add_shrunk(self.spec, self.case, result,
+                                    lambda: InProcessRunner(self.function, self.device), self.dtype)
         if not result.passed:
             raise AttnscoreCaseFailure(f"{result.verdict.label}: {result.message}")
 

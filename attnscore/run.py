@@ -45,12 +45,12 @@ def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str) -> str
     parts = []
     for a in args.values():
         torch_dtype = "torch.bool" if np.asarray(a).dtype == np.bool_ else f"torch.{dtype}"
-        values = np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else _py_values(a)
+        values = np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else _py_values(a, dtype)
         parts.append(f"torch.tensor({values}, dtype={torch_dtype})")
     return f"{function}({', '.join(parts)})"
 
 
-def _py_values(a: np.ndarray) -> str:
+def _py_values(a: np.ndarray, dtype: str) -> str:
     arr = np.asarray(a, dtype=np.float64)
     if arr.ndim == 0:
         x = float(arr)
@@ -58,8 +58,8 @@ def _py_values(a: np.ndarray) -> str:
             return "float('nan')"
         if np.isinf(x):
             return "float('inf')" if x > 0 else "-float('inf')"
-        return format_number(x)
-    return "[" + ", ".join(_py_values(v) for v in arr) + "]"
+        return format_number(x, dtype)
+    return "[" + ", ".join(_py_values(v, dtype) for v in arr) + "]"
 
 
 def _json_safe(a: np.ndarray) -> object:

@@ -14,33 +14,17 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from attnscore.calls import describe_exception, to_torch
+from attnscore.calls import describe_exception, inspect_call, to_torch
 from attnscore.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.results import Verdict
 
 __all__ = ["Runner", "InProcessRunner"]
 
+
 class Runner(Protocol):
     """Anything that can make one call of the implementation under test."""
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome: ...
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.is_floating_point:
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
-
-
-def _shares_memory(out: object, t: torch.Tensor) -> bool:
-    if not isinstance(out, torch.Tensor) or out.numel() == 0 or t.numel() == 0:
-        return False
-    try:
-        return out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-    except RuntimeError:  # pragma: no cover - storages that cannot be inspected
-        return False
 
 
 class InProcessRunner:
@@ -65,10 +49,7 @@ class InProcessRunner:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc))
-        self.last_inspection = {
-            "mutated": [n for n, t, c in zip(names, tensors, copies, strict=True) if not _same_bits(t, c)],
-            "aliased": [n for n, t in zip(names, tensors, strict=True) if _shares_memory(value, t)],
-        }
+        self.last_inspection = inspect_call(names, tensors, copies, value)
         received = to_received(value)
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)

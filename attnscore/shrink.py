@@ -4,12 +4,13 @@ Grading draws a fixed set of examples and stops at the first failure; that count
 large. For trusted, in-process runs (``attnscore test``, the pytest plugin), :func:`shrink_case`
 re-runs hypothesis on the failing property with shrinking on, starting from the same seed, and
 returns the minimal failing call. Each step calls the implementation, so the work is bounded
-(``max_examples`` generated inputs and ``max_shrinks`` shrink steps); for sandboxed submissions
-every step would cost a worker call, so grading does not shrink.
+(``max_examples`` generated inputs, ``max_shrinks`` shrink steps and an optional wall-time
+budget); grading shrinks sandboxed submissions too, with a small budget per case.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,17 +32,22 @@ class _Failed(AssertionError):
 
 
 def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: str, *,
-                max_examples: int = 50, max_shrinks: int = 200) -> CaseResult | None:
+                max_examples: int = 50, max_shrinks: int = 200, budget_s: float | None = None,
+                verdict: Any = None, function: str | None = None) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
 
-    ``make_runner()`` gives a fresh in-process runner. None when the property passes on every
-    input hypothesis tries, or hypothesis itself gives up.
+    ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
+    sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
+    out is not a smaller example of a wrong value). After ``budget_s`` seconds no more calls are
+    made and the best example so far is kept. None when the property passes on every input
+    hypothesis tries, or hypothesis itself gives up.
     """
     if case.kind != "property" or not case.property_name:
         return None
     from attnscore.run import judge_case
 
     use = next(u for u in spec.properties if u.name == case.property_name)
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     prop = get_property(use.name)
     last: list[CaseResult] = []
 
@@ -51,14 +57,14 @@ def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: s
     @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
     @given(prop.strategy(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
-        if len(last) > max_shrinks:  # bound the work: keep the best so far
-            return
+        if len(last) > max_shrinks or (deadline is not None and time.monotonic() > deadline):
+            return  # bound the work: keep the best so far
         calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
         one = Case(id=case.id, kind=case.kind, title=case.title, statement=case.statement, calls=calls,
                    points=case.points, visibility=case.visibility, location=case.location,
                    tolerance=case.tolerance, property_name=case.property_name)
-        result = judge_case(spec, one, make_runner(), dtype)
-        if not result.passed:
+        result = judge_case(spec, one, make_runner(), dtype, function)
+        if not result.passed and (verdict is None or result.verdict is verdict):
             last.append(result)
             raise _Failed(result.message)
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from attnscore.cases import Case, build_cases
+from attnscore.impl import add_shrunk
 from attnscore.results import CaseResult, SubmissionResult
 from attnscore.run import run_cases
 from attnscore.spec import Spec
@@ -47,11 +48,14 @@ def grade_submission(
     limits: Limits | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     source: bytes | None = None,
+    shrink_budget_s: float = 2.0,
 ) -> SubmissionResult:
     """Grade one submission file against ``spec`` using the prebuilt ``cases``.
 
     ``source`` is the file's content as read before any submission of the batch ran (so one
     submission cannot rewrite another before it is graded); default: read the file now.
+    A failing visible property gets hypothesis's minimal failing input, searched with the same
+    sandboxed worker for at most ``shrink_budget_s`` seconds per case (0 turns shrinking off).
     """
     function = function or spec.function
     dtype = dtype or spec.dtypes[0]
@@ -60,6 +64,10 @@ def grade_submission(
     with SandboxRunner(path, function, limits, source=source) as runner:
         result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=str(path),
                            seed=spec.seed if seed is None else seed, function=function, on_case=on_case)
+        if shrink_budget_s > 0:
+            result = replace(result, cases=tuple(
+                add_shrunk(spec, case, r, lambda: runner, dtype, budget_s=shrink_budget_s, function=function)
+                for case, r in zip(cases, result.cases)))
     return replace(
         result,
         duration_s=time.perf_counter() - start,

@@ -256,6 +256,19 @@ def _sweep_orphans(uid: int) -> int:
     return killed
 
 
+def _inspection(raw: object, names: list[str]) -> dict[str, list[str]] | None:
+    """Validate the worker's inspection report: lists of known argument names, else None."""
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for key in ("mutated", "aliased"):
+        items = raw.get(key)
+        if not isinstance(items, list) or not all(isinstance(i, str) and i in names for i in items):
+            return None
+        out[key] = list(dict.fromkeys(items))
+    return out
+
+
 class _Worker:
     """One live worker process, its pipes, and the capped capture of its output."""
 
@@ -408,6 +421,10 @@ class SandboxRunner:
         self.output_dropped = 0
         self.worker: _Worker | None = None
         self.load_failure: CallFailure | None = None
+        # What the worker reported about the last call: inputs changed in place, inputs the output
+        # shares memory with. Reported by the worker process itself, so only as honest as it is.
+        self.last_inspection: dict[str, list[str]] | None = None
+        self.last_names: list[str] = []
         self.started = time.monotonic()
         self.calls = 0
 
@@ -486,7 +503,9 @@ class SandboxRunner:
         worker = self.worker
         if worker is None:  # pragma: no cover - _start set it
             return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
-        request = {"type": "call", "id": self.calls, "dtype": dtype, "device": "cpu",
+        self.last_inspection = None
+        self.last_names = list(args)
+        request = {"type": "call", "id": self.calls, "dtype": dtype, "device": "cpu", "names": list(args),
                    "args": [wire.encode_array(a, "bool" if a.dtype == np.bool_ else dtype) for a in args.values()]}
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
@@ -507,6 +526,7 @@ class SandboxRunner:
         if reply.get("id") != self.calls:
             return CallFailure(Verdict.CRASHED.value, "the process running your code answered out of turn")
         if reply.get("type") == "result":
+            self.last_inspection = _inspection(reply.get("inspection"), self.last_names)
             try:
                 return wire.decode_received(reply.get("value"))
             except wire.WireError as exc:

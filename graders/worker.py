@@ -61,7 +61,7 @@ def main(argv: list[str]) -> None:
     import torch
 
     from attnscore.outputs import BadReturn, to_received
-    from attnscore.calls import describe_exception, to_torch
+    from attnscore.calls import describe_exception, inspect_call, to_torch
     from graders import wire
 
     torch.set_num_threads(1)
@@ -116,6 +116,7 @@ def main(argv: list[str]) -> None:
             _send(resp_fd, {"type": "failure", "id": call_id, "verdict": "grader_error",
                             "message": f"the worker could not build the inputs: {exc}"})
             continue
+        copies = [t.clone() for t in args]
         try:
             value = function(*args)
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
@@ -132,7 +133,13 @@ def main(argv: list[str]) -> None:
             _send(resp_fd, {"type": "failure", "id": call_id, "verdict": "bad_return_type",
                             "message": received.message})
             continue
-        _send(resp_fd, {"type": "result", "id": call_id, "value": wire.encode_received(received)})
+        try:
+            names = [str(n) for n in request.get("names", [])][: len(args)]
+            inspection = inspect_call(names, args, copies, value)
+        except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
+            inspection = None
+        _send(resp_fd, {"type": "result", "id": call_id, "value": wire.encode_received(received),
+                        "inspection": inspection})
 
 
 if __name__ == "__main__":  # pragma: no cover - started by graders.sandbox

@@ -138,7 +138,7 @@ def test_property_feedback_has_counterexample_and_hint(scores_results):
     """A failed property names the statement, a counterexample and the likely cause."""
     case = next(c for c in scores_results["softmax_applied.py"].cases if c.id == "property:scores_not_normalised")
     assert case.message.startswith("Property: Raw scores are not normalised")
-    assert "Counterexample (generated input 1 of 20): scores(q=[" in case.message
+    assert "Counterexample (shrunk by hypothesis from generated input 1 of 20): scores(q=[" in case.message
     assert "Likely cause: your scores sum to 1" in case.message
     assert set(case.counterexample) == {"q", "keys"}
 
@@ -175,7 +175,7 @@ def test_worker_receives_inputs_only(monkeypatch):
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     cases = build_cases(spec)
     grade_submission(EXAMPLES / "scores" / "correct_matmul.py", spec, cases, limits=LIMITS)
-    assert sent and all(set(m) == {"type", "id", "dtype", "device", "args"} for m in sent)
+    assert sent and all(set(m) == {"type", "id", "dtype", "device", "names", "args"} for m in sent)
     assert all(len(m["args"]) == 2 and set(m["args"][0]) == {"dtype", "shape", "data"} for m in sent)
 
 
