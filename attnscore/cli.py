@@ -192,9 +192,11 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               help="Base seed for generated inputs (default: the spec's).")
 @click.option("--timeout", "timeout", type=click.FloatRange(min=0.1, max=600), default=None, callback=_finite,
               help="Wall-time limit per call in seconds (default: the spec's).")
+@click.option("--shrink-budget", "shrink_budget", type=click.FloatRange(min=0, max=60), default=1.0, show_default=True,
+              callback=_finite, help="Seconds per failing property spent finding a minimal counterexample (0: off).")
 @handle_errors
 def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fmt: str, output: str | None,
-          dtype: str | None, seed: int | None, timeout: float | None) -> None:
+          dtype: str | None, seed: int | None, timeout: float | None, shrink_budget: float) -> None:
     """Grade SUBMISSIONS (.py files or folders of them) against a spec, each in a sandboxed worker.
 
     Exit code 0 when every case of every submission passed, 1 when some case failed.
@@ -218,7 +220,7 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
     with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"grading against {spec.id}", total=len(paths))
         results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits,
-                             on_result=lambda _: bar.advance(task))
+                             shrink_budget_s=shrink_budget, on_result=lambda _: bar.advance(task))
     if fmt == "text":
         from graders.sandbox import protections
 

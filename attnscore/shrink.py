@@ -31,6 +31,10 @@ class _Failed(AssertionError):
     pass
 
 
+class _OutOfBudget(BaseException):
+    """Raised inside the hypothesis run to stop it at once (hypothesis lets BaseException through)."""
+
+
 def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: str, *,
                 max_examples: int = 50, max_shrinks: int = 200, budget_s: float | None = None,
                 verdict: Any = None, function: str | None = None) -> CaseResult | None:
@@ -58,7 +62,7 @@ def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: s
     @given(prop.strategy(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
         if len(last) > max_shrinks or (deadline is not None and time.monotonic() > deadline):
-            return  # bound the work: keep the best so far
+            raise _OutOfBudget  # bound the work: keep the best so far
         calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
         one = Case(id=case.id, kind=case.kind, title=case.title, statement=case.statement, calls=calls,
                    points=case.points, visibility=case.visibility, location=case.location,
@@ -71,7 +75,7 @@ def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: s
     try:
         with _without_local_constants():
             run_one()
-    except _Failed:
+    except (_Failed, _OutOfBudget):
         return last[-1] if last else None
     except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
         return None

@@ -48,7 +48,7 @@ def grade_submission(
     limits: Limits | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     source: bytes | None = None,
-    shrink_budget_s: float = 2.0,
+    shrink_budget_s: float = 1.0,
 ) -> SubmissionResult:
     """Grade one submission file against ``spec`` using the prebuilt ``cases``.
 
@@ -86,6 +86,7 @@ def grade_many(
     seed: int | None = None,
     limits: Limits | None = None,
     on_result: Callable[[SubmissionResult], None] | None = None,
+    shrink_budget_s: float = 1.0,
 ) -> list[SubmissionResult]:
     """Grade every submission in ``paths`` against ``spec``; cases are built once.
 
@@ -98,7 +99,7 @@ def grade_many(
     results = []
     for path, source in zip(paths, sources):
         result = grade_submission(path, spec, cases, function=function, dtype=dtype, seed=seed, limits=limits,
-                                  source=source)
+                                  source=source, shrink_budget_s=shrink_budget_s)
         results.append(result)
         if on_result is not None:
             on_result(result)
