@@ -1,4 +1,4 @@
-"""Attack report: grade every hostile submission and print the figures for docs/sandbox.md.
+"""Attack report: grade every hostile submission and print the figures quoted in the README.
 
 Usage: ``.venv/bin/python benchmarks/attack_report.py`` (exit 1 if any figure is not as required).
 Figures: attacks tried, points wrongly awarded (above the expected score), grader crashes, results

@@ -2,7 +2,7 @@
 
 :class:`SandboxRunner` implements the :class:`attnscore.runner.Runner` protocol for a student's
 file. The grading process never imports the submission. The layers, outermost first (see
-``docs/sandbox.md`` for the threat model and what each one stops):
+the README's "Grading untrusted code" section for the threat model and what each one stops):
 
 - **bubblewrap** (when ``bwrap`` is installed and can create namespaces): new PID, network, IPC,
   UTS and cgroup namespaces (no network at all; killing the sandbox kills every process in it),
