@@ -30,4 +30,5 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m pip install --quiet ruff
-	$(BIN)/ruff check attnscore graders tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .

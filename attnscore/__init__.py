@@ -15,6 +15,15 @@ from attnscore.reference import (
 )
 
 __all__ = [
-    "ScoreInputError", "score", "score_matrix", "scores", "scaled_score_matrix", "bilinear_scores",
-    "additive_scores", "causal_mask", "masked_scores", "attention_weights", "attention",
+    "ScoreInputError",
+    "score",
+    "score_matrix",
+    "scores",
+    "scaled_score_matrix",
+    "bilinear_scores",
+    "additive_scores",
+    "causal_mask",
+    "masked_scores",
+    "attention_weights",
+    "attention",
 ]

@@ -12,7 +12,12 @@ import torch
 
 __all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "inspect_call"]
 
-TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TORCH_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
@@ -48,11 +53,12 @@ def _shares_memory(out: object, t: torch.Tensor) -> bool:
         return False
 
 
-def inspect_call(names: list[str], tensors: list[torch.Tensor], copies: list[torch.Tensor],
-                 value: object) -> dict[str, list[str]]:
+def inspect_call(
+    names: list[str], tensors: list[torch.Tensor], copies: list[torch.Tensor], value: object
+) -> dict[str, list[str]]:
     """Which inputs a call changed in place (``"mutated"``) and which the output shares memory with
     (``"aliased"``), given the input tensors and copies made before the call."""
     return {
-        "mutated": [n for n, t, c in zip(names, tensors, copies) if not _same_bits(t, c)],
-        "aliased": [n for n, t in zip(names, tensors) if _shares_memory(value, t)],
+        "mutated": [n for n, t, c in zip(names, tensors, copies, strict=False) if not _same_bits(t, c)],
+        "aliased": [n for n, t in zip(names, tensors, strict=False) if _shares_memory(value, t)],
     }

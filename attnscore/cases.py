@@ -27,7 +27,6 @@ from attnscore.tolerance import Tolerance, allowed_error
 __all__ = ["Call", "Case", "build_cases", "cast", "derive_seed", "property_calls"]
 
 
-
 @dataclass(frozen=True)
 class Call:
     """One call of the implementation: arguments, golden value and allowed error.
@@ -117,7 +116,9 @@ def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np
     return out.detach().to(torch.float64).numpy()  # type: ignore[union-attr]
 
 
-def property_calls(spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance) -> tuple[Call, ...]:
+def property_calls(
+    spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance
+) -> tuple[Call, ...]:
     """Turn a property's drawn examples into calls (several per example for relational properties)."""
     prop = get_property(use_name)
     calls: list[Call] = []
@@ -140,19 +141,37 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
     cases = []
     for ex in spec.worked_examples:
         tol = ex.tolerance or spec.tolerance
-        cases.append(Case(
-            id=f"example:{ex.id}", kind="example", title=ex.title, statement="",
-            calls=(_call(spec, ex.inputs, dtype, tol),), points=ex.points, visibility=ex.visibility,
-            location=spec.location(ex.line), tolerance=tol, explanation=ex.explanation,
-        ))
+        cases.append(
+            Case(
+                id=f"example:{ex.id}",
+                kind="example",
+                title=ex.title,
+                statement="",
+                calls=(_call(spec, ex.inputs, dtype, tol),),
+                points=ex.points,
+                visibility=ex.visibility,
+                location=spec.location(ex.line),
+                tolerance=tol,
+                explanation=ex.explanation,
+            )
+        )
     for use in spec.properties:
         prop = get_property(use.name)
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
         examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
         calls = property_calls(spec, use.name, examples, dtype, spec.tolerance)
-        cases.append(Case(
-            id=f"property:{use.name}", kind="property", title=use.statement, statement=use.statement,
-            calls=calls, points=use.points, visibility=use.visibility, location=spec.location(use.line),
-            tolerance=spec.tolerance, property_name=use.name,
-        ))
+        cases.append(
+            Case(
+                id=f"property:{use.name}",
+                kind="property",
+                title=use.statement,
+                statement=use.statement,
+                calls=calls,
+                points=use.points,
+                visibility=use.visibility,
+                location=spec.location(use.line),
+                tolerance=spec.tolerance,
+                property_name=use.name,
+            )
+        )
     return cases

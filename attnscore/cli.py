@@ -61,7 +61,9 @@ def handle_errors(command: F) -> F:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            _fail(f"internal error: {type(exc).__name__}: {exc} (please report this; nothing was written)", EXIT_INTERNAL)
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} (please report this; nothing was written)", EXIT_INTERNAL
+            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -141,8 +143,13 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
             failing = ", ".join(f"{c.id} ({c.verdict.label})" for c in result.cases if not c.passed)
             ok &= result.all_passed
             style = "green" if result.all_passed else "red"
-            table.add_row(spec.id, result.dtype, f"[{style}]{passed}/{len(result.cases)}[/]",
-                          f"{result.score}/{result.max_score}", failing or "-")
+            table.add_row(
+                spec.id,
+                result.dtype,
+                f"[{style}]{passed}/{len(result.cases)}[/]",
+                f"{result.score}/{result.max_score}",
+                failing or "-",
+            )
         if not no_mutations:
             results = mutation_test(spec, cases[spec.dtypes[0]], spec.dtypes[0])
             mutations[spec.id] = {r.mistake_id: r.cell for r in results}
@@ -157,18 +164,25 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
         style = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
         for mistake_id in MISTAKES:
             if any(mistake_id in cells for cells in mutations.values()):
-                mtable.add_row(mistake_id, *[style[cells[mistake_id]] if mistake_id in cells else "·"
-                                             for cells in mutations.values()])
+                mtable.add_row(
+                    mistake_id,
+                    *[style[cells[mistake_id]] if mistake_id in cells else "·" for cells in mutations.values()],
+                )
         scores = []
         for cells in mutations.values():
             caught = sum(v != "MISSED" for v in cells.values())
             scores.append(f"{caught}/{len(cells)}")
         mtable.add_row("[bold]caught[/]", *scores)
         console.print(mtable)
-        console.print("✓ = caught and diagnosed as itself; caught = some case fails but the diagnosis differs; "
-                      "MISSED = every case passes; · = the spec does not target it")
-    console.print("[green]all specs verified[/]" if ok else
-                  "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]")
+        console.print(
+            "✓ = caught and diagnosed as itself; caught = some case fails but the diagnosis differs; "
+            "MISSED = every case passes; · = the spec does not target it"
+        )
+    console.print(
+        "[green]all specs verified[/]"
+        if ok
+        else "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]"
+    )
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
 
 
@@ -180,23 +194,62 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 @main.command()
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
-@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to grade against.")
+@click.option(
+    "--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to grade against."
+)
 @click.option("--function", "function", default=None, help="Name of the graded function (default: the spec's).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "gradescope"]), default="text", show_default=True,
-              help="text for people, json for tools, gradescope for results.json.")
-@click.option("--output", "output", type=click.Path(dir_okay=False), default=None,
-              help="Write the report to FILE instead of stdout (written atomically).")
-@click.option("--dtype", type=click.Choice(["float32", "float64", "float16", "bfloat16"]), default=None,
-              help="Dtype the inputs are cast to (default: the spec's first).")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
-              help="Base seed for generated inputs (default: the spec's).")
-@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1, max=600), default=None, callback=_finite,
-              help="Wall-time limit per call in seconds (default: the spec's).")
-@click.option("--shrink-budget", "shrink_budget", type=click.FloatRange(min=0, max=60), default=1.0, show_default=True,
-              callback=_finite, help="Seconds per failing property spent finding a minimal counterexample (0: off).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "gradescope"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools, gradescope for results.json.",
+)
+@click.option(
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to FILE instead of stdout (written atomically).",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+    default=None,
+    help="Dtype the inputs are cast to (default: the spec's first).",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="Base seed for generated inputs (default: the spec's)."
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=None,
+    callback=_finite,
+    help="Wall-time limit per call in seconds (default: the spec's).",
+)
+@click.option(
+    "--shrink-steps",
+    "shrink_steps",
+    type=click.IntRange(min=0, max=1000),
+    default=50,
+    show_default=True,
+    help="Examples tried per failing property to find a minimal counterexample (0: off).",
+)
 @handle_errors
-def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fmt: str, output: str | None,
-          dtype: str | None, seed: int | None, timeout: float | None, shrink_budget: float) -> None:
+def grade(
+    submissions: tuple[str, ...],
+    spec_path: str,
+    function: str | None,
+    fmt: str,
+    output: str | None,
+    dtype: str | None,
+    seed: int | None,
+    timeout: float | None,
+    shrink_steps: int,
+) -> None:
     """Grade SUBMISSIONS (.py files or folders of them) against a spec, each in a sandboxed worker.
 
     Exit code 0 when every case of every submission passed, 1 when some case failed.
@@ -219,8 +272,16 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
     err = Console(stderr=True)
     with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"grading against {spec.id}", total=len(paths))
-        results = grade_many(paths, spec, function=function, dtype=dtype, seed=seed, limits=limits,
-                             shrink_budget_s=shrink_budget, on_result=lambda _: bar.advance(task))
+        results = grade_many(
+            paths,
+            spec,
+            function=function,
+            dtype=dtype,
+            seed=seed,
+            limits=limits,
+            shrink_steps=shrink_steps,
+            on_result=lambda _: bar.advance(task),
+        )
     if fmt == "text":
         from graders.sandbox import protections
 
@@ -243,20 +304,48 @@ def grade(submissions: tuple[str, ...], spec_path: str, function: str | None, fm
 
 
 @main.command("test")
-@click.option("--impl", "impl", required=True, metavar="MODULE:FUNCTION",
-              help="The implementation to test, e.g. examples.impl.my_attention:scaled_score_matrix.")
-@click.option("--spec", "spec_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
-              help="Spec file(s) to run (repeat for several).")
-@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
-              help="Dtype(s) to test (repeatable; default: the spec's dtypes).")
+@click.option(
+    "--impl",
+    "impl",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="The implementation to test, e.g. examples.impl.my_attention:scaled_score_matrix.",
+)
+@click.option(
+    "--spec",
+    "spec_paths",
+    required=True,
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Spec file(s) to run (repeat for several).",
+)
+@click.option(
+    "--dtype",
+    "dtypes",
+    multiple=True,
+    type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+    help="Dtype(s) to test (repeatable; default: the spec's dtypes).",
+)
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--seed", type=int, default=None, help="Base seed for generated inputs (default: the spec's).")
-@click.option("--ratio", type=click.FloatRange(min=1.0), default=None, metavar="K",
-              help="Use the low-precision rule: error at most K x the reference's own error in the same dtype.")
+@click.option(
+    "--ratio",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    metavar="K",
+    help="Use the low-precision rule: error at most K x the reference's own error in the same dtype.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handle_errors
-def test_impl(impl: str, spec_paths: tuple[str, ...], dtypes: tuple[str, ...], device: str, seed: int | None,
-              ratio: float | None, fmt: str) -> None:
+def test_impl(
+    impl: str,
+    spec_paths: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    device: str,
+    seed: int | None,
+    ratio: float | None,
+    fmt: str,
+) -> None:
     """Run specs against an importable implementation, in this process (trusted code).
 
     Exit code 0 when every case passed in every dtype, 1 when some case failed, 2 for a usage error.
@@ -282,8 +371,9 @@ def test_impl(impl: str, spec_paths: tuple[str, ...], dtypes: tuple[str, ...], d
             results.append(run_impl(spec, function, dtype=dtype, device=device, seed=seed, name=impl))
     if fmt == "json":
         data = [submission_to_json(r) for r in results]
-        sys.stdout.write(json.dumps(data if len(data) > 1 else data[0], indent=2, allow_nan=False,
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(data if len(data) > 1 else data[0], indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        )
     else:
         console = _stdout()
         for r in results:
@@ -311,12 +401,16 @@ def list_specs() -> None:
 
     console = _stdout()
     for spec in load_specs(list(bundled_spec_paths())):
-        console.print(f"[bold]{spec.path}[/]  {spec.id} v{spec.version}: {spec.title} "
-                      f"({len(spec.worked_examples)} worked examples, {len(spec.properties)} properties, "
-                      f"{spec.max_points} points)")
+        console.print(
+            f"[bold]{spec.path}[/]  {spec.id} v{spec.version}: {spec.title} "
+            f"({len(spec.worked_examples)} worked examples, {len(spec.properties)} properties, "
+            f"{spec.max_points} points)"
+        )
     console.print("\n[bold]Registered properties[/]")
     for prop in PROPERTIES.values():
         console.print(f"  {prop.name}: {prop.summary}")
 
+
 from attnscore.practice.command import practice  # noqa: E402
+
 main.add_command(practice)

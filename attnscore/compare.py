@@ -93,22 +93,31 @@ def compare(
             Verdict.WRONG_SHAPE,
             f"{name} has shape {_shape_text(received.shape)}, expected shape {_shape_text(golden.shape)}",
         )
-    if received.dtype not in NUMERIC_DTYPES or (received.kind in ("tensor", "ndarray") and received.dtype not in _FLOATS):
-        return Mismatch(Verdict.WRONG_DTYPE, f"{name} has dtype {received.dtype}; scores are real numbers, so return "
-                                             f"a floating {received.kind} (the inputs were {dtype})")
+    if received.dtype not in NUMERIC_DTYPES or (
+        received.kind in ("tensor", "ndarray") and received.dtype not in _FLOATS
+    ):
+        return Mismatch(
+            Verdict.WRONG_DTYPE,
+            f"{name} has dtype {received.dtype}; scores are real numbers, so return "
+            f"a floating {received.kind} (the inputs were {dtype})",
+        )
     got = received.array.astype(np.float64)
 
     # Non-finite placement: NaN must match NaN, ±inf the same infinity.
     got_nan, gold_nan = np.isnan(got), np.isnan(golden)
     got_inf, gold_inf = np.isinf(got), np.isinf(golden)
-    bad_nonfinite = (got_nan != gold_nan) | (got_inf != gold_inf) | (got_inf & gold_inf & (np.sign(got) != np.sign(golden)))
+    bad_nonfinite = (
+        (got_nan != gold_nan) | (got_inf != gold_inf) | (got_inf & gold_inf & (np.sign(got) != np.sign(golden)))
+    )
     if bad_nonfinite.any():
         idx = tuple(int(i) for i in np.argwhere(bad_nonfinite)[0])
         where = format_index(name, idx)
         count = int(bad_nonfinite.sum())
         if not (got_nan | got_inf)[idx]:  # finite where the golden value is not
-            return Mismatch(Verdict.WRONG_VALUE, _value_message(received.dtype, dtype, name, got, golden, bad_nonfinite,
-                                                                hidden, tolerance_text))
+            return Mismatch(
+                Verdict.WRONG_VALUE,
+                _value_message(received.dtype, dtype, name, got, golden, bad_nonfinite, hidden, tolerance_text),
+            )
         return Mismatch(
             Verdict.NON_FINITE,
             f"{where} is {format_number(got[idx])}"
@@ -124,8 +133,10 @@ def compare(
         return None
     message = _value_message(received.dtype, dtype, name, got, golden, wrong, hidden, tolerance_text, err, allowed)
     if _PRECISION.get(received.dtype, 0) < _PRECISION.get(dtype, 0):
-        message += (f"\nNote: {name} has dtype {received.dtype}, less precise than the inputs' {dtype}; "
-                    f"compute and return in {dtype}")
+        message += (
+            f"\nNote: {name} has dtype {received.dtype}, less precise than the inputs' {dtype}; "
+            f"compute and return in {dtype}"
+        )
     return Mismatch(Verdict.WRONG_VALUE, message)
 
 
@@ -154,8 +165,10 @@ def _value_message(
         order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
     lines = [head + (f" ({tolerance_text})" if tolerance_text else "") + ":"]
     for idx in order:
-        line = (f"  {format_index(name, idx)} = {format_number(got[idx], got_dtype)}, "
-                f"expected {format_number(golden[idx], dtype)}")
+        line = (
+            f"  {format_index(name, idx)} = {format_number(got[idx], got_dtype)}, "
+            f"expected {format_number(golden[idx], dtype)}"
+        )
         if err is not None and allowed is not None:
             line += f" (|error| {err[idx]:.3g} > allowed {allowed[idx]:.3g})"
         lines.append(line)

@@ -26,8 +26,10 @@ __all__ = ["diagnose", "recompute", "matches"]
 
 def recompute(mistake: Mistake, spec: Any, args: dict[str, np.ndarray]) -> np.ndarray | None:
     """The mistake's output on ``args`` in float64 (None when it raises or returns no numbers)."""
-    tensors = [torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
-               for a in args.values()]
+    tensors = [
+        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
+        for a in args.values()
+    ]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -51,7 +53,9 @@ def matches(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, dtyp
         if not np.array_equal(inf_g, inf_w) or not np.all(np.where(inf_g, got == want, True)):
             return False
         rtol, atol = CLOSE_DEFAULTS[dtype]
-        allowed_arr = np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), got.shape) if np.ndim(allowed) else allowed
+        allowed_arr = (
+            np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), got.shape) if np.ndim(allowed) else allowed
+        )
         tol = allowed_arr + 4 * (atol + rtol * np.abs(np.where(np.isfinite(want), want, 0.0)))
         fin = np.isfinite(got)
         return bool(np.all(np.abs(np.where(fin, got - want, 0.0)) <= tol))

@@ -13,8 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "dot_products", "dot_magnitudes", "scaled_dot_products", "bilinear", "bilinear_magnitudes", "additive",
-    "additive_magnitudes", "causal_mask", "masked", "softmax_weights", "attention",
+    "dot_products",
+    "dot_magnitudes",
+    "scaled_dot_products",
+    "bilinear",
+    "bilinear_magnitudes",
+    "additive",
+    "additive_magnitudes",
+    "causal_mask",
+    "masked",
+    "softmax_weights",
+    "attention",
 ]
 
 

@@ -79,7 +79,11 @@ def check_device(device: str) -> None:
 @contextlib.contextmanager
 def pinned_precision() -> Iterator[None]:
     """Turn TF32 off (and float32 matmul precision to "highest") for the duration."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+    )
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -93,8 +97,12 @@ def pinned_precision() -> Iterator[None]:
 def environment(device: str) -> dict[str, str]:
     """Versions, device and precision mode, for the report."""
     env = {
-        "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-        "device": device, "tf32": "off (pinned)", "float32_matmul_precision": "highest",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "device": device,
+        "tf32": "off (pinned)",
+        "float32_matmul_precision": "highest",
     }
     try:
         import hypothesis
@@ -107,8 +115,17 @@ def environment(device: str) -> dict[str, str]:
     return env
 
 
-def run_impl(spec: Spec, function: Callable[..., Any], *, dtype: str, device: str = "cpu", seed: int | None = None,
-             name: str = "", cases: list[Case] | None = None, shrink: bool = True) -> SubmissionResult:
+def run_impl(
+    spec: Spec,
+    function: Callable[..., Any],
+    *,
+    dtype: str,
+    device: str = "cpu",
+    seed: int | None = None,
+    name: str = "",
+    cases: list[Case] | None = None,
+    shrink: bool = True,
+) -> SubmissionResult:
     """Run every case of ``spec`` in ``dtype`` against ``function`` on ``device``, in process.
 
     With ``shrink``, each failing property's message also gets hypothesis's minimal failing input
@@ -117,18 +134,37 @@ def run_impl(spec: Spec, function: Callable[..., Any], *, dtype: str, device: st
     check_device(device)
     built = cases if cases is not None else build_cases(spec, dtype, seed)
     with pinned_precision():
-        result = run_cases(spec, built, InProcessRunner(function, device), dtype=dtype, device=device,
-                           submission=name or getattr(function, "__qualname__", repr(function)),
-                           seed=spec.seed if seed is None else seed)
+        result = run_cases(
+            spec,
+            built,
+            InProcessRunner(function, device),
+            dtype=dtype,
+            device=device,
+            submission=name or getattr(function, "__qualname__", repr(function)),
+            seed=spec.seed if seed is None else seed,
+        )
         if shrink:
-            result = dataclasses.replace(result, cases=tuple(
-                add_shrunk(spec, case, r, lambda: InProcessRunner(function, device), dtype)
-                for case, r in zip(built, result.cases, strict=True)))
+            result = dataclasses.replace(
+                result,
+                cases=tuple(
+                    add_shrunk(spec, case, r, lambda: InProcessRunner(function, device), dtype)
+                    for case, r in zip(built, result.cases, strict=True)
+                ),
+            )
     return dataclasses.replace(result, environment=environment(device))
 
 
-def add_shrunk(spec: Spec, case: Case, result: Any, make_runner: Callable[[], Any], dtype: str, *,
-               budget_s: float | None = None, function: str | None = None) -> Any:
+def add_shrunk(
+    spec: Spec,
+    case: Case,
+    result: Any,
+    make_runner: Callable[[], Any],
+    dtype: str,
+    *,
+    max_steps: int | None = None,
+    budget_s: float | None = None,
+    function: str | None = None,
+) -> Any:
     """``result`` with the shrunk minimal counterexample appended to its message.
 
     Only failing, visible property cases whose failure is about the returned values (or an
@@ -137,14 +173,30 @@ def add_shrunk(spec: Spec, case: Case, result: Any, make_runner: Callable[[], An
     from attnscore.results import Verdict
     from attnscore.shrink import shrink_case
 
-    shrinkable = (Verdict.WRONG_VALUE, Verdict.WRONG_SHAPE, Verdict.WRONG_DTYPE, Verdict.NON_FINITE,
-                  Verdict.BAD_RETURN_TYPE, Verdict.EXCEPTION)
+    shrinkable = (
+        Verdict.WRONG_VALUE,
+        Verdict.WRONG_SHAPE,
+        Verdict.WRONG_DTYPE,
+        Verdict.NON_FINITE,
+        Verdict.BAD_RETURN_TYPE,
+        Verdict.EXCEPTION,
+    )
     if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
         return result
-    shrunk = shrink_case(spec, case, make_runner, dtype, budget_s=budget_s, verdict=result.verdict, function=function)
+    shrunk = shrink_case(
+        spec,
+        case,
+        make_runner,
+        dtype,
+        max_steps=max_steps,
+        budget_s=budget_s,
+        verdict=result.verdict,
+        function=function,
+    )
     if shrunk is None:
         return result
     original = f"generated input {result.calls} of {len(case.calls)}"
     message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
-    return dataclasses.replace(result, message=message, counterexample=shrunk.counterexample,
-                               diagnosis=shrunk.diagnosis or result.diagnosis)
+    return dataclasses.replace(
+        result, message=message, counterexample=shrunk.counterexample, diagnosis=shrunk.diagnosis or result.diagnosis
+    )

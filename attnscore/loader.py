@@ -156,8 +156,9 @@ def _leaves(value: Any) -> list[Any]:
     return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, list) else [value]
 
 
-def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem],
-           boolean: bool = False) -> np.ndarray | None:
+def _array(
+    doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem], boolean: bool = False
+) -> np.ndarray | None:
     leaves = _leaves(value)
     if boolean and not all(isinstance(x, bool) for x in leaves):
         bad = next(x for x in leaves if not isinstance(x, bool))
@@ -172,13 +173,20 @@ def _array(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[Sp
         problems.append(doc.problem(path, "expected numbers within float64 range, found an integer too large"))
         return None
     except (ValueError, TypeError):
-        problems.append(doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}"))
+        problems.append(
+            doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}")
+        )
         return None
     return arr
 
 
-def _check_example_shapes(doc: Positioned, path: tuple[Any, ...], contract: Contract,
-                          inputs: dict[str, np.ndarray], problems: list[SpecProblem]) -> bool:
+def _check_example_shapes(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    problems: list[SpecProblem],
+) -> bool:
     sizes: dict[str, tuple[int, str]] = {}
     ok = True
     for name, legend in contract.parameters:
@@ -187,25 +195,41 @@ def _check_example_shapes(doc: Positioned, path: tuple[Any, ...], contract: Cont
         batched = "..." in legend
         if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
             rank = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
-            problems.append(doc.problem(path + ("inputs", name),
-                                        f"expected shape {_shape_text(legend)} ({rank}), found shape {_shape_text(arr.shape)}"))
+            problems.append(
+                doc.problem(
+                    path + ("inputs", name),
+                    f"expected shape {_shape_text(legend)} ({rank}), found shape {_shape_text(arr.shape)}",
+                )
+            )
             ok = False
             continue
-        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed):], strict=True):
+        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed) :], strict=True):
             if size == 0:
-                problems.append(doc.problem(path + ("inputs", name), f"expected {symbol} >= 1, found an empty dimension"))
+                problems.append(
+                    doc.problem(path + ("inputs", name), f"expected {symbol} >= 1, found an empty dimension")
+                )
                 ok = False
             elif symbol in sizes and sizes[symbol][0] != size:
-                problems.append(doc.problem(path + ("inputs", name),
-                                            f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}"))
+                problems.append(
+                    doc.problem(
+                        path + ("inputs", name),
+                        f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}",
+                    )
+                )
                 ok = False
             else:
                 sizes.setdefault(symbol, (size, name))
     return ok
 
 
-def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Contract, default_tol: Tolerance,
-                    problems: list[SpecProblem]) -> WorkedExample | None:
+def _worked_example(
+    doc: Positioned,
+    i: int,
+    raw: dict[str, Any],
+    contract: Contract,
+    default_tol: Tolerance,
+    problems: list[SpecProblem],
+) -> WorkedExample | None:
     path: tuple[Any, ...] = ("worked_examples", i)
     names = contract.parameter_names
     missing = [n for n in names if n not in raw["inputs"]]
@@ -213,8 +237,13 @@ def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Cont
     for n in missing:
         problems.append(doc.problem(path + ("inputs",), f"expected an input named {n!r}, found it missing"))
     for n in unknown:
-        problems.append(doc.problem(path + ("inputs", n),
-                                    f"expected only the parameters {', '.join(names)}, found unknown input {n!r}", key=True))
+        problems.append(
+            doc.problem(
+                path + ("inputs", n),
+                f"expected only the parameters {', '.join(names)}, found unknown input {n!r}",
+                key=True,
+            )
+        )
     if missing or unknown:
         return None
     inputs = {}
@@ -233,16 +262,29 @@ def _worked_example(doc: Positioned, i: int, raw: dict[str, Any], contract: Cont
         problems.append(doc.problem(path + ("inputs",), f"expected inputs the contract can score, found: {exc}"))
         return None
     if expected.shape != golden.shape:
-        problems.append(doc.problem(path + ("expected",),
-                                    f"expected shape {_shape_text(golden.shape)} (from the inputs), found shape {_shape_text(expected.shape)}"))
+        problems.append(
+            doc.problem(
+                path + ("expected",),
+                f"expected shape {_shape_text(golden.shape)} (from the inputs), "
+                f"found shape {_shape_text(expected.shape)}",
+            )
+        )
         return None
     if not np.allclose(expected, golden, rtol=1e-9, atol=1e-9, equal_nan=True):
-        problems.append(doc.problem(path + ("expected",),
-                                    f"expected the value the inputs give, {np.round(golden, 9).tolist()}, found {expected.tolist()}"))
+        problems.append(
+            doc.problem(
+                path + ("expected",),
+                f"expected the value the inputs give, {np.round(golden, 9).tolist()}, found {expected.tolist()}",
+            )
+        )
         return None
     return WorkedExample(
-        id=raw["id"], title=raw.get("title", raw["id"].replace("_", " ")), inputs=inputs, expected=expected,
-        explanation=raw["explanation"].strip(), points=_fraction(raw["points"]),
+        id=raw["id"],
+        title=raw.get("title", raw["id"].replace("_", " ")),
+        inputs=inputs,
+        expected=expected,
+        explanation=raw["explanation"].strip(),
+        points=_fraction(raw["points"]),
         visibility=raw.get("visibility", "visible"),
         tolerance=_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
         line=doc.where(path)[0],
@@ -254,25 +296,39 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     fn = data["function"]
     contract = CONTRACTS.get(fn["contract"])
     if contract is None:
-        problems.append(doc.problem(("function", "contract"),
-                                    f"expected one of {', '.join(sorted(CONTRACTS))}, found {_found(fn['contract'])}"))
+        problems.append(
+            doc.problem(
+                ("function", "contract"),
+                f"expected one of {', '.join(sorted(CONTRACTS))}, found {_found(fn['contract'])}",
+            )
+        )
         return None
     declared = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
     if declared != [(n, tuple(s)) for n, s in contract.parameters]:
         want = ", ".join(f"{n} {_shape_text(s)}" for n, s in contract.parameters)
         got = ", ".join(f"{n} {_shape_text(s)}" for n, s in declared)
-        problems.append(doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}"))
+        problems.append(
+            doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}")
+        )
     if tuple(fn["returns"]["shape"]) != contract.returns:
-        problems.append(doc.problem(("function", "returns", "shape"),
-                                    f"expected {_shape_text(contract.returns)} for contract {contract.name}, "
-                                    f"found {_shape_text(fn['returns']['shape'])}"))
+        problems.append(
+            doc.problem(
+                ("function", "returns", "shape"),
+                f"expected {_shape_text(contract.returns)} for contract {contract.name}, "
+                f"found {_shape_text(fn['returns']['shape'])}",
+            )
+        )
     default_tol = _tolerance(data.get("tolerance"), Tolerance())
     examples = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data["worked_examples"]):
         if raw["id"] in seen:
-            problems.append(doc.problem(("worked_examples", i, "id"),
-                                        f"expected a unique id, found {raw['id']!r} again (first at worked_examples[{seen[raw['id']]}])"))
+            problems.append(
+                doc.problem(
+                    ("worked_examples", i, "id"),
+                    f"expected a unique id, found {raw['id']!r} again (first at worked_examples[{seen[raw['id']]}])",
+                )
+            )
         seen.setdefault(raw["id"], i)
         ex = _worked_example(doc, i, raw, contract, default_tol, problems)
         if ex is not None:
@@ -282,23 +338,38 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     for i, raw in enumerate(data.get("properties", [])):
         name = raw["name"]
         if name not in PROPERTIES:
-            problems.append(doc.problem(("properties", i, "name"),
-                                        f"expected a registered property ({', '.join(sorted(PROPERTIES))}), found {name!r}"))
+            problems.append(
+                doc.problem(
+                    ("properties", i, "name"),
+                    f"expected a registered property ({', '.join(sorted(PROPERTIES))}), found {name!r}",
+                )
+            )
             continue
         if not PROPERTIES[name].applies(contract):
-            problems.append(doc.problem(("properties", i, "name"),
-                                        f"expected a property that applies to contract {contract.name}, found {name!r}"))
+            problems.append(
+                doc.problem(
+                    ("properties", i, "name"),
+                    f"expected a property that applies to contract {contract.name}, found {name!r}",
+                )
+            )
             continue
         if name in seen_props:
-            problems.append(doc.problem(("properties", i, "name"), f"expected each property once, found {name!r} again"))
+            problems.append(
+                doc.problem(("properties", i, "name"), f"expected each property once, found {name!r} again")
+            )
             continue
         seen_props[name] = i
-        props.append(PropertyUse(
-            name=name, points=_fraction(raw["points"]), statement=raw["statement"].strip(),
-            examples=raw.get("examples", DEFAULT_EXAMPLES), visibility=raw.get("visibility", "visible"),
-            max_value=float(raw.get("max_value", PROPERTIES[name].default_max_value)),
-            line=doc.where(("properties", i))[0],
-        ))
+        props.append(
+            PropertyUse(
+                name=name,
+                points=_fraction(raw["points"]),
+                statement=raw["statement"].strip(),
+                examples=raw.get("examples", DEFAULT_EXAMPLES),
+                visibility=raw.get("visibility", "visible"),
+                max_value=float(raw.get("max_value", PROPERTIES[name].default_max_value)),
+                line=doc.where(("properties", i))[0],
+            )
+        )
     mistakes = None
     if "mistakes" in data:
         from attnscore.mistakes import MISTAKES
@@ -306,23 +377,41 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         mistakes = []
         for i, mid in enumerate(data["mistakes"]):
             if mid not in MISTAKES:
-                problems.append(doc.problem(("mistakes", i), f"expected a catalogue mistake, found {mid!r}; "
-                                            f"known: {', '.join(sorted(MISTAKES))}"))
+                problems.append(
+                    doc.problem(
+                        ("mistakes", i),
+                        f"expected a catalogue mistake, found {mid!r}; known: {', '.join(sorted(MISTAKES))}",
+                    )
+                )
             elif contract.name not in MISTAKES[mid].contracts:
-                problems.append(doc.problem(("mistakes", i),
-                                            f"expected a mistake that applies to contract {contract.name}, found {mid!r}"))
+                problems.append(
+                    doc.problem(
+                        ("mistakes", i), f"expected a mistake that applies to contract {contract.name}, found {mid!r}"
+                    )
+                )
             else:
                 mistakes.append(mid)
         mistakes = tuple(mistakes)
     if problems:
         return None
     return Spec(
-        id=data["id"], version=data["version"], title=data["title"], description=data.get("description", "").strip(),
-        function=fn["name"], contract=contract, parameter_names=contract.parameter_names,
-        accept=tuple(fn["returns"].get("accept", DEFAULT_ACCEPT)), dtypes=tuple(data.get("dtypes", ["float32"])),
-        seed=data.get("seed", 0), timeout_s=float(data.get("timeout_s", DEFAULT_TIMEOUT_S)), tolerance=default_tol,
-        worked_examples=tuple(examples), properties=tuple(props), path=doc.file,
-        nonfinite=data.get("nonfinite", "match"), mistakes=mistakes,
+        id=data["id"],
+        version=data["version"],
+        title=data["title"],
+        description=data.get("description", "").strip(),
+        function=fn["name"],
+        contract=contract,
+        parameter_names=contract.parameter_names,
+        accept=tuple(fn["returns"].get("accept", DEFAULT_ACCEPT)),
+        dtypes=tuple(data.get("dtypes", ["float32"])),
+        seed=data.get("seed", 0),
+        timeout_s=float(data.get("timeout_s", DEFAULT_TIMEOUT_S)),
+        tolerance=default_tol,
+        worked_examples=tuple(examples),
+        properties=tuple(props),
+        path=doc.file,
+        nonfinite=data.get("nonfinite", "match"),
+        mistakes=mistakes,
     )
 
 

@@ -65,12 +65,15 @@ class Mistake:
 MISTAKES: dict[str, Mistake] = {}
 
 
-def _add(id: str, title: str, contracts: tuple[str, ...], message: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _add(
+    id: str, title: str, contracts: tuple[str, ...], message: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if id in MISTAKES:
             raise ValueError(f"mistake {id!r} is already registered")
         MISTAKES[id] = Mistake(id, title, contracts, fn, message)
         return fn
+
     return deco
 
 
@@ -115,8 +118,14 @@ def _correct(c: Contract, *args: torch.Tensor) -> torch.Tensor:
     return c.reference(*args)  # type: ignore[return-value]
 
 
-def _attention_with(weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], scale: Callable[[torch.Tensor], float],
-                    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _attention_with(
+    weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    scale: Callable[[torch.Tensor], float],
+    Q: torch.Tensor,
+    K: torch.Tensor,
+    V: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
     S = (Q @ K.transpose(-2, -1)) * scale(Q)
     return weights_fn(S, mask) @ V
 
@@ -136,26 +145,42 @@ def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[tor
     return _out(c, (Q @ K.transpose(-2, -1)) * scale(Q))
 
 
-@_add("not_scaled", "scores not divided by √d_k", SCALED + ("attention",),
-      "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)")
+@_add(
+    "not_scaled",
+    "scores not divided by √d_k",
+    SCALED + ("attention",),
+    "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)",
+)
 def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _scaled_by(c, args, lambda Q: 1.0)
 
 
-@_add("scaled_by_dk", "divided by d_k (or by √d_k twice)", SCALED + ("attention",),
-      "your scores equal Q Kᵀ / d_k: divide by √d_k once (not by d_k, and not by √d_k twice)")
+@_add(
+    "scaled_by_dk",
+    "divided by d_k (or by √d_k twice)",
+    SCALED + ("attention",),
+    "your scores equal Q Kᵀ / d_k: divide by √d_k once (not by d_k, and not by √d_k twice)",
+)
 def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _scaled_by(c, args, lambda Q: 1.0 / Q.shape[-1])
 
 
-@_add("scaled_by_sqrt_d_model", "divided by √d_model instead of √d_k", SCALED + ("attention",),
-      "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k")
+@_add(
+    "scaled_by_sqrt_d_model",
+    "divided by √d_model instead of √d_k",
+    SCALED + ("attention",),
+    "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k",
+)
 def _scaled_by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _scaled_by(c, args, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1))))
 
 
-@_add("scaled_raw_scores", "raw scores divided by √d_k", RAW,
-      "your scores are divided by √d_k: this function returns raw scores q · k, without scaling")
+@_add(
+    "scaled_raw_scores",
+    "raw scores divided by √d_k",
+    RAW,
+    "your scores are divided by √d_k: this function returns raw scores q · k, without scaling",
+)
 def _scaled_raw(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     Q, K = _qk(c, args)
     return _out(c, (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1])))
@@ -165,35 +190,55 @@ def _scaled_raw(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 # shapes and axes
 
 
-@_add("keys_not_transposed", "Q K instead of Q Kᵀ", ("score_matrix",) + SCALED,
-      "your scores equal Q K (K not transposed), which pairs rows with columns: use Q @ K.transpose(-2, -1)")
+@_add(
+    "keys_not_transposed",
+    "Q K instead of Q Kᵀ",
+    ("score_matrix",) + SCALED,
+    "your scores equal Q K (K not transposed), which pairs rows with columns: use Q @ K.transpose(-2, -1)",
+)
 def _keys_not_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     Q, K = _qk(c, args)
     return (Q @ K) * _factor(c, Q)
 
 
-@_add("all_axes_reversed", ".T on batched keys", ("score_matrix",) + SCALED,
-      "your result mixes batch items: K.T (or .permute with every axis reversed) also swaps the batch axes; "
-      "swap only the last two with K.transpose(-2, -1)")
+@_add(
+    "all_axes_reversed",
+    ".T on batched keys",
+    ("score_matrix",) + SCALED,
+    "your result mixes batch items: K.T (or .permute with every axis reversed) also swaps the batch axes; "
+    "swap only the last two with K.transpose(-2, -1)",
+)
 def _all_axes_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     Q, K = _qk(c, args)
     return (Q @ K.permute(*reversed(range(K.ndim)))) * _factor(c, Q)
 
 
-@_add("output_transposed", "K Qᵀ instead of Q Kᵀ", ("score_matrix",) + SCALED + ("bilinear_scores", "additive_scores"),
-      "your matrix is transposed (K Qᵀ): rows must be queries and columns keys, shape (..., n_q, n_k)")
+@_add(
+    "output_transposed",
+    "K Qᵀ instead of Q Kᵀ",
+    ("score_matrix",) + SCALED + ("bilinear_scores", "additive_scores"),
+    "your matrix is transposed (K Qᵀ): rows must be queries and columns keys, shape (..., n_q, n_k)",
+)
 def _output_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _correct(c, *args).transpose(-2, -1)
 
 
-@_add("keys_reversed", "keys in reverse order", ("scores", "score_matrix") + SCALED,
-      "your scores come out in reverse key order: column j must be the score of key j")
+@_add(
+    "keys_reversed",
+    "keys in reverse order",
+    ("scores", "score_matrix") + SCALED,
+    "your scores come out in reverse key order: column j must be the score of key j",
+)
 def _keys_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return torch.flip(_correct(c, *args), dims=[-1])
 
 
-@_add("elementwise_not_summed", "q * k without the sum", ("score", "scores"),
-      "your result is the elementwise product q * k: a dot product also sums over the d_k coordinates")
+@_add(
+    "elementwise_not_summed",
+    "q * k without the sum",
+    ("score", "scores"),
+    "your result is the elementwise product q * k: a dot product also sums over the d_k coordinates",
+)
 def _elementwise(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return args[1] * args[0]
 
@@ -202,44 +247,70 @@ def _elementwise(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 # wrong score functions
 
 
-@_add("softmax_applied", "softmax applied to raw scores", ("scores", "score_matrix") + SCALED + ("bilinear_scores", "additive_scores"),
-      "your scores equal softmax of the scores (each row sums to 1): raw scores must not be normalised")
+@_add(
+    "softmax_applied",
+    "softmax applied to raw scores",
+    ("scores", "score_matrix") + SCALED + ("bilinear_scores", "additive_scores"),
+    "your scores equal softmax of the scores (each row sums to 1): raw scores must not be normalised",
+)
 def _softmax_applied(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return torch.softmax(_correct(c, *args), dim=-1)
 
 
-@_add("cosine_similarity", "cosine similarity instead of the dot product", QK,
-      "your scores equal the cosine similarity q·k / (|q| |k|): the score is the plain dot product, "
-      "so vector lengths matter")
+@_add(
+    "cosine_similarity",
+    "cosine similarity instead of the dot product",
+    QK,
+    "your scores equal the cosine similarity q·k / (|q| |k|): the score is the plain dot product, "
+    "so vector lengths matter",
+)
 def _cosine(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     Q, K = _qk(c, args)
     Qn, Kn = torch.nn.functional.normalize(Q, dim=-1), torch.nn.functional.normalize(K, dim=-1)
     return _out(c, (Qn @ Kn.transpose(-2, -1)) * _factor(c, Q))
 
 
-@_add("absolute_value", "absolute value of the scores", QK + ("bilinear_scores",),
-      "your scores are never negative (|q · k|): a key pointing away from the query has a negative score")
+@_add(
+    "absolute_value",
+    "absolute value of the scores",
+    QK + ("bilinear_scores",),
+    "your scores are never negative (|q · k|): a key pointing away from the query has a negative score",
+)
 def _absolute(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _correct(c, *args).abs()
 
 
-@_add("bilinear_w_transposed", "Q Wᵀ Kᵀ instead of Q W Kᵀ", ("bilinear_scores",),
-      "your scores equal Q Wᵀ Kᵀ: the bilinear score is q_iᵀ W k_j, with W of shape (d_q, d_k) untransposed")
+@_add(
+    "bilinear_w_transposed",
+    "Q Wᵀ Kᵀ instead of Q W Kᵀ",
+    ("bilinear_scores",),
+    "your scores equal Q Wᵀ Kᵀ: the bilinear score is q_iᵀ W k_j, with W of shape (d_q, d_k) untransposed",
+)
 def _bilinear_wt(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     return Q @ W.T @ K.transpose(-2, -1)
 
 
-@_add("additive_no_tanh", "additive score without tanh", ("additive_scores",),
-      "your scores equal vᵀ(W_q q + W_k k): apply tanh to W_q q + W_k k before the dot product with v")
-def _additive_no_tanh(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor,
-                      W_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+@_add(
+    "additive_no_tanh",
+    "additive score without tanh",
+    ("additive_scores",),
+    "your scores equal vᵀ(W_q q + W_k k): apply tanh to W_q q + W_k k before the dot product with v",
+)
+def _additive_no_tanh(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     return ((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v
 
 
-@_add("additive_weights_swapped", "W_q applied to keys and W_k to queries", ("additive_scores",),
-      "your scores use W_k on the queries and W_q on the keys: project queries with W_q and keys with W_k")
-def _additive_swapped(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor,
-                      W_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+@_add(
+    "additive_weights_swapped",
+    "W_q applied to keys and W_k to queries",
+    ("additive_scores",),
+    "your scores use W_k on the queries and W_q on the keys: project queries with W_q and keys with W_k",
+)
+def _additive_swapped(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     return reference.additive_scores(Q, K, W_k, W_q, v)
 
 
@@ -247,11 +318,17 @@ def _additive_swapped(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, 
 # masks and softmax
 
 
-def _masked_variant(c: Contract, args: tuple[torch.Tensor, ...], logits_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                    weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+def _masked_variant(
+    c: Contract,
+    args: tuple[torch.Tensor, ...],
+    logits_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Apply a wrong masking rule ``logits_fn(S, mask)`` in the contract's own setting."""
+
     def weights(S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits_fn(S, mask), dim=-1) if weights_fn is None else weights_fn(S, mask)
+
     if c.name == "masked_scores":
         return logits_fn(*args)
     if c.name == "attention_weights":
@@ -260,58 +337,90 @@ def _masked_variant(c: Contract, args: tuple[torch.Tensor, ...], logits_fn: Call
     return _attention_with(weights, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1])), Q, K, V, mask)
 
 
-@_add("softmax_without_max_subtraction", "softmax without subtracting the row max", ("attention_weights",),
-      "exp of large logits overflows to inf (inf/inf = NaN): subtract each row's max before exp, "
-      "or use torch.softmax")
+@_add(
+    "softmax_without_max_subtraction",
+    "softmax without subtracting the row max",
+    ("attention_weights",),
+    "exp of large logits overflows to inf (inf/inf = NaN): subtract each row's max before exp, or use torch.softmax",
+)
 def _unstable(c: Contract, spec: Any, S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     e = torch.where(mask, torch.exp(S), torch.zeros((), dtype=S.dtype))
     total = e.sum(dim=-1, keepdim=True)
     return torch.where(mask, e / total, torch.zeros((), dtype=S.dtype))
 
 
-@_add("mask_ignored", "mask ignored", MASKED,
-      "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax")
+@_add(
+    "mask_ignored",
+    "mask ignored",
+    MASKED,
+    "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax",
+)
 def _mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(c, args, lambda S, m: S.clone())
 
 
-@_add("mask_inverted", "mask inverted (True = drop)", MASKED,
-      "your mask is inverted: True means keep this key; you dropped the kept keys and kept the masked ones")
+@_add(
+    "mask_inverted",
+    "mask inverted (True = drop)",
+    MASKED,
+    "your mask is inverted: True means keep this key; you dropped the kept keys and kept the masked ones",
+)
 def _mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         return S.masked_fill(m, float("-inf"))
+
     if c.name == "masked_scores":
         return rule(*args)
     return _masked_variant(c, args, rule, lambda S, m: reference.attention_weights(S, ~m))
 
 
-@_add("additive_mask_nan", "(1 - mask)·(-inf) added to the scores", MASKED,
-      "you added (1 - mask)·(-inf) to the scores: 0·(-inf) is NaN at every kept entry; use "
-      "scores.masked_fill(~mask, float('-inf')) or torch.where")
+@_add(
+    "additive_mask_nan",
+    "(1 - mask)·(-inf) added to the scores",
+    MASKED,
+    "you added (1 - mask)·(-inf) to the scores: 0·(-inf) is NaN at every kept entry; use "
+    "scores.masked_fill(~mask, float('-inf')) or torch.where",
+)
 def _additive_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(c, args, lambda S, m: S + (1 - m.to(S.dtype)) * float("-inf"))
 
 
-@_add("nan_fully_masked", "NaN for fully masked rows", ("attention_weights", "attention"),
-      "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
-      "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))")
+@_add(
+    "nan_fully_masked",
+    "NaN for fully masked rows",
+    ("attention_weights", "attention"),
+    "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
+    "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
+)
 def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, float("-inf")),
-                           lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1))
+    return _masked_variant(
+        c,
+        args,
+        lambda S, m: S.masked_fill(~m, float("-inf")),
+        lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1),
+    )
 
 
-@_add("softmax_wrong_axis", "softmax over the queries axis", ("attention_weights", "attention"),
-      "your softmax runs over the queries (dim=-2): each query's weights over the keys must sum to 1, "
-      "so use dim=-1")
+@_add(
+    "softmax_wrong_axis",
+    "softmax over the queries axis",
+    ("attention_weights", "attention"),
+    "your softmax runs over the queries (dim=-2): each query's weights over the keys must sum to 1, so use dim=-1",
+)
 def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         out = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
         return torch.where(m, out, torch.zeros((), dtype=S.dtype))
+
     return _masked_variant(c, args, lambda S, m: S, w)
 
 
-@_add("uniform_weights", "uniform weights", ("attention_weights", "attention"),
-      "your weights are uniform (1/n_k for every key): the weights are softmax of the scores")
+@_add(
+    "uniform_weights",
+    "uniform weights",
+    ("attention_weights", "attention"),
+    "your weights are uniform (1/n_k for every key): the weights are softmax of the scores",
+)
 def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     if c.name == "attention_weights":
         S = args[0]
@@ -324,38 +433,51 @@ def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 # precision, side effects, shortcuts
 
 
-@_add("computed_in_float16", "computed in float16", QK + ("bilinear_scores", "additive_scores", "attention_weights", "attention"),
-      "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half")
+@_add(
+    "computed_in_float16",
+    "computed in float16",
+    QK + ("bilinear_scores", "additive_scores", "attention_weights", "attention"),
+    "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
+)
 def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
     out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
     return out.to(dtype)  # type: ignore[union-attr]
 
 
-@_add("inputs_mutated", "inputs changed in place", ALL,
-      "your function changes its inputs in place (e.g. Q.mul_(...), S.masked_fill_(...)); compute into new tensors")
+@_add(
+    "inputs_mutated",
+    "inputs changed in place",
+    ALL,
+    "your function changes its inputs in place (e.g. Q.mul_(...), S.masked_fill_(...)); compute into new tensors",
+)
 def _mutated(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     out = _correct(c, *args)
     args[0].add_(1.0)
     return out
 
 
-@_add("hard_coded_examples", "hard-coded worked examples", ALL,
-      "your function returns a worked example's answer for other inputs: it looks hard-coded; compute the result "
-      "from the inputs")
+@_add(
+    "hard_coded_examples",
+    "hard-coded worked examples",
+    ALL,
+    "your function returns a worked example's answer for other inputs: it looks hard-coded; compute the result "
+    "from the inputs",
+)
 def _hard_coded(c: Contract, spec: Any, *args: torch.Tensor) -> Any:
     examples = list(getattr(spec, "worked_examples", ()))
     for ex in examples:
         given = [a.detach().cpu().double().numpy() if a.dtype != torch.bool else a.cpu().numpy() for a in args]
-        if all(g.shape == np.shape(v) and np.allclose(g, v, rtol=1e-3, atol=1e-3)
-               for g, v in zip(given, ex.inputs.values(), strict=False)):
+        if all(
+            g.shape == np.shape(v) and np.allclose(g, v, rtol=1e-3, atol=1e-3)
+            for g, v in zip(given, ex.inputs.values(), strict=False)
+        ):
             return torch.tensor(ex.expected, dtype=args[0].dtype)
     if examples:
         return torch.tensor(examples[0].expected, dtype=args[0].dtype)
     return torch.zeros(())
 
 
-@_add("all_zeros", "all zeros", ALL,
-      "your result is all zeros: compute the values instead of returning a placeholder")
+@_add("all_zeros", "all zeros", ALL, "your result is all zeros: compute the values instead of returning a placeholder")
 def _zeros(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(_correct(c, *args))

@@ -22,8 +22,16 @@ __all__ = ["Received", "BadReturn", "CallFailure", "Outcome", "to_received", "AL
 
 # dtypes that may cross the boundary; bfloat16 travels as float32 with dtype "bfloat16".
 ALLOWED_DTYPES = (
-    "float64", "float32", "float16", "bfloat16",
-    "int64", "int32", "int16", "int8", "uint8", "bool",
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
 )
 MAX_ELEMENTS = 1_000_000
 

@@ -146,7 +146,9 @@ def _qk_args(c: Contract, Q: np.ndarray, K: np.ndarray) -> Args:
     return c.pack(Q, K)
 
 
-def _qk_strategy(strategy: Callable[..., st.SearchStrategy[Any]]) -> Callable[[Contract, float], st.SearchStrategy[Any]]:
+def _qk_strategy(
+    strategy: Callable[..., st.SearchStrategy[Any]],
+) -> Callable[[Contract, float], st.SearchStrategy[Any]]:
     return lambda c, m: strategy(c, m).map(lambda qk: _qk_args(c, *qk))
 
 
@@ -156,8 +158,9 @@ def _ints(max_value: float) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def _int_qk(draw: Callable[..., Any], c: Contract, max_value: float, min_batch_items: int = 0,
-            heads: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _int_qk(
+    draw: Callable[..., Any], c: Contract, max_value: float, min_batch_items: int = 0, heads: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Small-integer (exact in every dtype) Q, K the contract can express."""
     batch: tuple[int, ...] = ()
     if c.batched:
@@ -168,10 +171,20 @@ def _int_qk(draw: Callable[..., Any], c: Contract, max_value: float, min_batch_i
     n_k = 1 if c.single_key else draw(st.integers(1, 5))
     d_k = draw(st.sampled_from([1, 2, 3, 4, 8] if not heads else [1, 4, 16]))
     m = max(1, int(max_value))
-    Q = draw(st.lists(st.integers(-m, m), min_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
-                      max_size=int(np.prod(batch, dtype=int)) * n_q * d_k))
-    K = draw(st.lists(st.integers(-m, m), min_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
-                      max_size=int(np.prod(batch, dtype=int)) * n_k * d_k))
+    Q = draw(
+        st.lists(
+            st.integers(-m, m),
+            min_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+        )
+    )
+    K = draw(
+        st.lists(
+            st.integers(-m, m),
+            min_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+        )
+    )
     return (np.array(Q, np.float64).reshape(*batch, n_q, d_k), np.array(K, np.float64).reshape(*batch, n_k, d_k))
 
 
@@ -182,11 +195,13 @@ def _scale(c: Contract, d_k: int) -> float:
 # --------------------------------------------------------------------------------------------
 # any contract
 
-register(Property(
-    name="matches_reference",
-    summary="The output matches the reference (float64 golden value) on random inputs.",
-    strategy=lambda c, m: c.arguments(m),
-))
+register(
+    Property(
+        name="matches_reference",
+        summary="The output matches the reference (float64 golden value) on random inputs.",
+        strategy=lambda c, m: c.arguments(m),
+    )
+)
 
 
 def _not_mutated(ctx: CheckContext) -> str | None:
@@ -199,8 +214,10 @@ def _not_mutated(ctx: CheckContext) -> str | None:
 def _not_aliased(ctx: CheckContext) -> str | None:
     for insp in ctx.inspections:
         if insp and insp.get("aliased"):
-            return (f"your output shares memory with the input(s) {', '.join(insp['aliased'])}; "
-                    "return a new tensor, not a view of an input")
+            return (
+                f"your output shares memory with the input(s) {', '.join(insp['aliased'])}; "
+                "return a new tensor, not a view of an input"
+            )
     return None
 
 
@@ -222,26 +239,40 @@ def _deterministic(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="inputs_not_mutated",
-    summary="The function does not change its inputs in place (checked by the in-process runner).",
-    strategy=lambda c, m: c.arguments(m), check=_not_mutated, diagnosis="inputs_mutated",
-))
-register(Property(
-    name="output_not_aliased",
-    summary="The output is a new tensor that shares no memory with an input (in-process runner).",
-    strategy=lambda c, m: c.arguments(m), check=_not_aliased,
-))
-register(Property(
-    name="dtype_device_follow_inputs",
-    summary="The output is a tensor with the inputs' dtype and on the inputs' device.",
-    strategy=lambda c, m: c.arguments(m), check=_dtype_device,
-))
-register(Property(
-    name="deterministic",
-    summary="Calling twice with the same inputs gives bit-for-bit the same output.",
-    strategy=lambda c, m: c.arguments(m), calls=lambda c, ex: [ex, ex], check=_deterministic,
-))
+register(
+    Property(
+        name="inputs_not_mutated",
+        summary="The function does not change its inputs in place (checked by the in-process runner).",
+        strategy=lambda c, m: c.arguments(m),
+        check=_not_mutated,
+        diagnosis="inputs_mutated",
+    )
+)
+register(
+    Property(
+        name="output_not_aliased",
+        summary="The output is a new tensor that shares no memory with an input (in-process runner).",
+        strategy=lambda c, m: c.arguments(m),
+        check=_not_aliased,
+    )
+)
+register(
+    Property(
+        name="dtype_device_follow_inputs",
+        summary="The output is a tensor with the inputs' dtype and on the inputs' device.",
+        strategy=lambda c, m: c.arguments(m),
+        check=_dtype_device,
+    )
+)
+register(
+    Property(
+        name="deterministic",
+        summary="Calling twice with the same inputs gives bit-for-bit the same output.",
+        strategy=lambda c, m: c.arguments(m),
+        calls=lambda c, ex: [ex, ex],
+        check=_deterministic,
+    )
+)
 
 # --------------------------------------------------------------------------------------------
 # Q Kᵀ views (score, scores, score_matrix, scaled_score_matrix)
@@ -270,21 +301,33 @@ def _not_normalised_inputs(contract: Contract, max_value: float) -> st.SearchStr
     return random_qk(contract, max_value).filter(revealing).map(lambda qk: _qk_args(contract, *qk))
 
 
-register(Property(
-    name="equals_qk_entries",
-    summary="Each score equals the matching entry of Q Kᵀ (the dot product of that query and key).",
-    strategy=_qk_strategy(random_qk), applies=_is_qk,
-))
-register(Property(
-    name="perpendicular_keys_score_zero",
-    summary="A key perpendicular to the query scores exactly zero.",
-    strategy=_qk_strategy(perpendicular_qk), applies=_is_qk, hint=_perpendicular_hint, default_max_value=3.0,
-))
-register(Property(
-    name="scores_not_normalised",
-    summary="Raw scores are not normalised: they can be negative and need not sum to one.",
-    strategy=_not_normalised_inputs, applies=_is_qk, hint=_normalisation_hint,
-))
+register(
+    Property(
+        name="equals_qk_entries",
+        summary="Each score equals the matching entry of Q Kᵀ (the dot product of that query and key).",
+        strategy=_qk_strategy(random_qk),
+        applies=_is_qk,
+    )
+)
+register(
+    Property(
+        name="perpendicular_keys_score_zero",
+        summary="A key perpendicular to the query scores exactly zero.",
+        strategy=_qk_strategy(perpendicular_qk),
+        applies=_is_qk,
+        hint=_perpendicular_hint,
+        default_max_value=3.0,
+    )
+)
+register(
+    Property(
+        name="scores_not_normalised",
+        summary="Raw scores are not normalised: they can be negative and need not sum to one.",
+        strategy=_not_normalised_inputs,
+        applies=_is_qk,
+        hint=_normalisation_hint,
+    )
+)
 
 
 @st.composite
@@ -326,24 +369,36 @@ def _cauchy_schwarz(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="parallel_keys_score_norm_product",
-    summary="A key parallel to the query (same direction) scores |q|·|k| (divided by √d_k when scaled).",
-    strategy=lambda c, m: _parallel_qk(c, m, 1).map(lambda qk: _qk_args(c, *qk)), applies=_is_qk,
-    check=_norm_product, default_max_value=3.0,
-))
-register(Property(
-    name="anti_aligned_keys_score_negative",
-    summary="A key pointing exactly away from the query gets a negative score (-|q|·|k|).",
-    strategy=lambda c, m: _parallel_qk(c, m, -1).map(lambda qk: _qk_args(c, *qk)), applies=_is_qk,
-    check=_negative, default_max_value=3.0,
-    hint=lambda g, e: "scores of anti-aligned keys are negative; do not take absolute values or normalise",
-))
-register(Property(
-    name="cauchy_schwarz_bound",
-    summary="No score exceeds |q|·|k| in magnitude (Cauchy–Schwarz; divided by √d_k when scaled).",
-    strategy=_qk_strategy(random_qk), applies=_is_qk, check=_cauchy_schwarz,
-))
+register(
+    Property(
+        name="parallel_keys_score_norm_product",
+        summary="A key parallel to the query (same direction) scores |q|·|k| (divided by √d_k when scaled).",
+        strategy=lambda c, m: _parallel_qk(c, m, 1).map(lambda qk: _qk_args(c, *qk)),
+        applies=_is_qk,
+        check=_norm_product,
+        default_max_value=3.0,
+    )
+)
+register(
+    Property(
+        name="anti_aligned_keys_score_negative",
+        summary="A key pointing exactly away from the query gets a negative score (-|q|·|k|).",
+        strategy=lambda c, m: _parallel_qk(c, m, -1).map(lambda qk: _qk_args(c, *qk)),
+        applies=_is_qk,
+        check=_negative,
+        default_max_value=3.0,
+        hint=lambda g, e: "scores of anti-aligned keys are negative; do not take absolute values or normalise",
+    )
+)
+register(
+    Property(
+        name="cauchy_schwarz_bound",
+        summary="No score exceeds |q|·|k| in magnitude (Cauchy–Schwarz; divided by √d_k when scaled).",
+        strategy=_qk_strategy(random_qk),
+        applies=_is_qk,
+        check=_cauchy_schwarz,
+    )
+)
 
 
 @st.composite
@@ -374,18 +429,28 @@ def _linear_check(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="linear_in_query",
-    summary="Scores are linear in the query: f(a·q1 + b·q2, K) = a·f(q1, K) + b·f(q2, K).",
-    strategy=lambda c, m: _linear(c, m, 0), applies=_is_qk, calls=_linear_calls, check=_linear_check,
-    default_max_value=3.0,
-))
-register(Property(
-    name="linear_in_key",
-    summary="Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2).",
-    strategy=lambda c, m: _linear(c, m, 1), applies=_is_qk, calls=_linear_calls, check=_linear_check,
-    default_max_value=3.0,
-))
+register(
+    Property(
+        name="linear_in_query",
+        summary="Scores are linear in the query: f(a·q1 + b·q2, K) = a·f(q1, K) + b·f(q2, K).",
+        strategy=lambda c, m: _linear(c, m, 0),
+        applies=_is_qk,
+        calls=_linear_calls,
+        check=_linear_check,
+        default_max_value=3.0,
+    )
+)
+register(
+    Property(
+        name="linear_in_key",
+        summary="Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2).",
+        strategy=lambda c, m: _linear(c, m, 1),
+        applies=_is_qk,
+        calls=_linear_calls,
+        check=_linear_check,
+        default_max_value=3.0,
+    )
+)
 
 
 @st.composite
@@ -415,23 +480,34 @@ def _perm_check(ctx: CheckContext) -> str | None:
             return None
         want, allowed = o1[..., perm, :], ctx.allowed[1] + ctx.allowed[0][..., perm, :]
     if not _close(o2, want, allowed):
-        return ("permuting the keys must permute the score columns the same way" if axis == "keys"
-                else "permuting the queries must permute the score rows the same way")
+        return (
+            "permuting the keys must permute the score columns the same way"
+            if axis == "keys"
+            else "permuting the queries must permute the score rows the same way"
+        )
     return None
 
 
-register(Property(
-    name="permuting_keys_permutes_scores",
-    summary="Reordering the keys reorders the scores the same way: f(Q, P K) = f(Q, K) Pᵀ.",
-    strategy=lambda c, m: _permuted(c, m, "keys"), applies=lambda c: _is_qk(c) and not c.single_key,
-    calls=_perm_calls, check=_perm_check,
-))
-register(Property(
-    name="permuting_queries_permutes_rows",
-    summary="Reordering the queries reorders the rows of the scores the same way: f(P Q, K) = P f(Q, K).",
-    strategy=lambda c, m: _permuted(c, m, "queries"), applies=lambda c: _is_qk(c) and not c.single_query,
-    calls=_perm_calls, check=_perm_check,
-))
+register(
+    Property(
+        name="permuting_keys_permutes_scores",
+        summary="Reordering the keys reorders the scores the same way: f(Q, P K) = f(Q, K) Pᵀ.",
+        strategy=lambda c, m: _permuted(c, m, "keys"),
+        applies=lambda c: _is_qk(c) and not c.single_key,
+        calls=_perm_calls,
+        check=_perm_check,
+    )
+)
+register(
+    Property(
+        name="permuting_queries_permutes_rows",
+        summary="Reordering the queries reorders the rows of the scores the same way: f(P Q, K) = P f(Q, K).",
+        strategy=lambda c, m: _permuted(c, m, "queries"),
+        applies=lambda c: _is_qk(c) and not c.single_query,
+        calls=_perm_calls,
+        check=_perm_check,
+    )
+)
 
 
 @st.composite
@@ -455,25 +531,38 @@ def _batch_check(what: str) -> Callable[[CheckContext], str | None]:
         if not _close(o1[i], o2, ctx.allowed[0][i] + ctx.allowed[1]):
             return what
         return None
+
     return check
 
 
-register(Property(
-    name="batch_items_independent",
-    summary="Each batch item is scored on its own: f(Q, K)[b] = f(Q[b], K[b]).",
-    strategy=lambda c, m: _batched_qk(c, m), applies=lambda c: _is_qk(c) and c.batched,
-    calls=_batch_calls, check=_batch_check("item b of a batched call differs from scoring item b alone: "
-                                           "batch items must not mix (swap only the last two axes)"),
-    default_max_value=3.0,
-))
-register(Property(
-    name="scale_independent_of_heads",
-    summary="With heads (..., heads, n, d_k), the scale is 1/√d_k per head: head h alone gives the same scores.",
-    strategy=lambda c, m: _batched_qk(c, m, heads=True), applies=lambda c: _is_qk(c) and c.scale == "sqrt",
-    calls=_batch_calls, check=_batch_check("head h scored alone differs from head h inside the multi-head call: "
-                                           "scale by √d_k (per-head width), not √(heads·d_k)"),
-    default_max_value=3.0,
-))
+register(
+    Property(
+        name="batch_items_independent",
+        summary="Each batch item is scored on its own: f(Q, K)[b] = f(Q[b], K[b]).",
+        strategy=lambda c, m: _batched_qk(c, m),
+        applies=lambda c: _is_qk(c) and c.batched,
+        calls=_batch_calls,
+        check=_batch_check(
+            "item b of a batched call differs from scoring item b alone: "
+            "batch items must not mix (swap only the last two axes)"
+        ),
+        default_max_value=3.0,
+    )
+)
+register(
+    Property(
+        name="scale_independent_of_heads",
+        summary="With heads (..., heads, n, d_k), the scale is 1/√d_k per head: head h alone gives the same scores.",
+        strategy=lambda c, m: _batched_qk(c, m, heads=True),
+        applies=lambda c: _is_qk(c) and c.scale == "sqrt",
+        calls=_batch_calls,
+        check=_batch_check(
+            "head h scored alone differs from head h inside the multi-head call: "
+            "scale by √d_k (per-head width), not √(heads·d_k)"
+        ),
+        default_max_value=3.0,
+    )
+)
 
 
 def _symmetric_calls(c: Contract, X: np.ndarray) -> list[Args]:
@@ -489,22 +578,33 @@ def _symmetric_check(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="self_scores_symmetric",
-    summary="Scoring vectors against themselves gives a symmetric matrix: f(X, X) = f(X, X)ᵀ.",
-    strategy=lambda c, m: random_qk(c, m).map(lambda qk: qk[0]),
-    applies=lambda c: _is_qk(c) and not c.single_query and not c.single_key,
-    calls=_symmetric_calls, check=_symmetric_check,
-))
-register(Property(
-    name="scaled_is_raw_over_sqrt_dk",
-    summary="Scaled scores equal the raw scores Q Kᵀ divided by √d_k (d_k = the per-head key width).",
-    strategy=lambda c, m: _int_qk(c, m).map(lambda qk: _qk_args(c, *qk)),
-    applies=lambda c: _is_qk(c) and c.scale == "sqrt", default_max_value=3.0,
-    hint=lambda g, e: ("your scores are off by a constant factor: divide Q Kᵀ by √d_k exactly once"
-                       if g.shape == e.shape and np.isfinite(g).all() and np.abs(e).max() > 0
-                       and np.allclose(g, e * (np.vdot(g, e) / np.vdot(e, e)), rtol=1e-4, atol=1e-6) else None),
-))
+register(
+    Property(
+        name="self_scores_symmetric",
+        summary="Scoring vectors against themselves gives a symmetric matrix: f(X, X) = f(X, X)ᵀ.",
+        strategy=lambda c, m: random_qk(c, m).map(lambda qk: qk[0]),
+        applies=lambda c: _is_qk(c) and not c.single_query and not c.single_key,
+        calls=_symmetric_calls,
+        check=_symmetric_check,
+    )
+)
+register(
+    Property(
+        name="scaled_is_raw_over_sqrt_dk",
+        summary="Scaled scores equal the raw scores Q Kᵀ divided by √d_k (d_k = the per-head key width).",
+        strategy=lambda c, m: _int_qk(c, m).map(lambda qk: _qk_args(c, *qk)),
+        applies=lambda c: _is_qk(c) and c.scale == "sqrt",
+        default_max_value=3.0,
+        hint=lambda g, e: (
+            "your scores are off by a constant factor: divide Q Kᵀ by √d_k exactly once"
+            if g.shape == e.shape
+            and np.isfinite(g).all()
+            and np.abs(e).max() > 0
+            and np.allclose(g, e * (np.vdot(g, e) / np.vdot(e, e)), rtol=1e-4, atol=1e-6)
+            else None
+        ),
+    )
+)
 
 # --------------------------------------------------------------------------------------------
 # masks and weights
@@ -515,9 +615,17 @@ def _is_weights(c: Contract) -> bool:
 
 
 @st.composite
-def _logits_and_mask(draw: Callable[..., Any], c: Contract, max_value: float, *, offset: float = 0.0,
-                     masked_junk: bool = False, nan_kept: bool = False, full_row: str = "some",
-                     integer: bool = False) -> Args:
+def _logits_and_mask(
+    draw: Callable[..., Any],
+    c: Contract,
+    max_value: float,
+    *,
+    offset: float = 0.0,
+    masked_junk: bool = False,
+    nan_kept: bool = False,
+    full_row: str = "some",
+    integer: bool = False,
+) -> Args:
     sizes = draw(legend_sizes(c))
     args = draw(random_args(c, max_value, sizes=sizes))
     S, mask = args["S"], args["mask"].copy()
@@ -547,8 +655,12 @@ def _row_sums(ctx: CheckContext) -> str | None:
         return None
     sums = w.sum(axis=-1)
     kept = mask.any(axis=-1)
-    tol = 8 * w.shape[-1] * {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
-                             "bfloat16": 2.0**-8}[ctx.dtype] + 1e-12
+    tol = (
+        8
+        * w.shape[-1]
+        * {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}[ctx.dtype]
+        + 1e-12
+    )
     if not np.all(np.where(kept, np.abs(sums - 1.0) <= tol, True)):
         return "a row of weights with at least one kept key must sum to 1"
     return None
@@ -595,50 +707,78 @@ def _fully_masked_zero(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="weights_sum_to_one",
-    summary="Each row of weights with at least one kept key sums to 1.",
-    strategy=lambda c, m: _logits_and_mask(c, m, full_row="none"), applies=_is_weights, check=_row_sums,
-))
-register(Property(
-    name="weights_non_negative",
-    summary="Every weight is >= 0.",
-    strategy=lambda c, m: _logits_and_mask(c, m), applies=_is_weights, check=_non_negative,
-))
-register(Property(
-    name="softmax_shift_invariant",
-    summary="Adding a constant to every logit leaves the weights unchanged.",
-    strategy=lambda c, m: st.tuples(_logits_and_mask(c, m, integer=True), st.integers(-50, 50).map(float)),
-    applies=_is_weights, calls=_shift_calls, check=_shift_check,
-))
-register(Property(
-    name="masked_positions_zero_weight",
-    summary="Masked keys get weight 0 whatever their logits hold (NaN, inf, huge values).",
-    strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True), applies=_is_weights, check=_masked_zero,
-))
-register(Property(
-    name="masked_positions_neg_inf",
-    summary="Masked entries become -inf whatever they held (NaN and inf included); kept entries are unchanged.",
-    strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True), applies=lambda c: c.kind == "mask",
-    check=_masked_neg_inf,
-))
-register(Property(
-    name="nan_in_kept_position_propagates",
-    summary="A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
-    strategy=lambda c, m: _logits_and_mask(c, m, nan_kept=True),
-    applies=lambda c: c.kind in ("weights", "mask"),
-))
-register(Property(
-    name="fully_masked_row_zero",
-    summary="A query whose keys are all masked gets all-zero weights (convention), never NaN.",
-    strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"), applies=_is_weights, check=_fully_masked_zero,
-    diagnosis="nan_fully_masked",
-))
-register(Property(
-    name="stable_for_large_logits",
-    summary="Logits around 1000 give finite, correct weights (subtract the row max before exp).",
-    strategy=lambda c, m: _logits_and_mask(c, m, offset=1000.0, full_row="none"), applies=_is_weights,
-))
+register(
+    Property(
+        name="weights_sum_to_one",
+        summary="Each row of weights with at least one kept key sums to 1.",
+        strategy=lambda c, m: _logits_and_mask(c, m, full_row="none"),
+        applies=_is_weights,
+        check=_row_sums,
+    )
+)
+register(
+    Property(
+        name="weights_non_negative",
+        summary="Every weight is >= 0.",
+        strategy=lambda c, m: _logits_and_mask(c, m),
+        applies=_is_weights,
+        check=_non_negative,
+    )
+)
+register(
+    Property(
+        name="softmax_shift_invariant",
+        summary="Adding a constant to every logit leaves the weights unchanged.",
+        strategy=lambda c, m: st.tuples(_logits_and_mask(c, m, integer=True), st.integers(-50, 50).map(float)),
+        applies=_is_weights,
+        calls=_shift_calls,
+        check=_shift_check,
+    )
+)
+register(
+    Property(
+        name="masked_positions_zero_weight",
+        summary="Masked keys get weight 0 whatever their logits hold (NaN, inf, huge values).",
+        strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
+        applies=_is_weights,
+        check=_masked_zero,
+    )
+)
+register(
+    Property(
+        name="masked_positions_neg_inf",
+        summary="Masked entries become -inf whatever they held (NaN and inf included); kept entries are unchanged.",
+        strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
+        applies=lambda c: c.kind == "mask",
+        check=_masked_neg_inf,
+    )
+)
+register(
+    Property(
+        name="nan_in_kept_position_propagates",
+        summary="A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
+        strategy=lambda c, m: _logits_and_mask(c, m, nan_kept=True),
+        applies=lambda c: c.kind in ("weights", "mask"),
+    )
+)
+register(
+    Property(
+        name="fully_masked_row_zero",
+        summary="A query whose keys are all masked gets all-zero weights (convention), never NaN.",
+        strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"),
+        applies=_is_weights,
+        check=_fully_masked_zero,
+        diagnosis="nan_fully_masked",
+    )
+)
+register(
+    Property(
+        name="stable_for_large_logits",
+        summary="Logits around 1000 give finite, correct weights (subtract the row max before exp).",
+        strategy=lambda c, m: _logits_and_mask(c, m, offset=1000.0, full_row="none"),
+        applies=_is_weights,
+    )
+)
 
 
 @st.composite
@@ -663,15 +803,23 @@ def _attention_in_value_range(ctx: CheckContext) -> str | None:
     return None
 
 
-register(Property(
-    name="attention_output_in_value_range",
-    summary="Each output entry lies within the range of the values (a convex combination), 0 for fully masked rows.",
-    strategy=lambda c, m: _attention_args(c, m), applies=lambda c: c.kind == "attention",
-    check=_attention_in_value_range,
-))
-register(Property(
-    name="attention_fully_masked_row_zero",
-    summary="A query whose keys are all masked gets the zero vector (convention), never NaN.",
-    strategy=lambda c, m: _attention_args(c, m, full_row="one"), applies=lambda c: c.kind == "attention",
-    diagnosis="nan_fully_masked",
-))
+register(
+    Property(
+        name="attention_output_in_value_range",
+        summary=(
+            "Each output entry lies within the range of the values (a convex combination), 0 for fully masked rows."
+        ),
+        strategy=lambda c, m: _attention_args(c, m),
+        applies=lambda c: c.kind == "attention",
+        check=_attention_in_value_range,
+    )
+)
+register(
+    Property(
+        name="attention_fully_masked_row_zero",
+        summary="A query whose keys are all masked gets the zero vector (convention), never NaN.",
+        strategy=lambda c, m: _attention_args(c, m, full_row="one"),
+        applies=lambda c: c.kind == "attention",
+        diagnosis="nan_fully_masked",
+    )
+)

@@ -70,17 +70,28 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("attnscore", "attnscore: run attention specs against an implementation")
-    group.addoption("--attnscore-impl", metavar="MODULE:FUNCTION", default=None,
-                    help="implementation to test, e.g. mypkg.attention:scaled_score_matrix")
-    group.addoption("--attnscore-spec", metavar="SPEC", action="append", default=[],
-                    help="spec file to run (repeatable)")
-    group.addoption("--attnscore-dtype", metavar="DTYPE", action="append", default=[],
-                    choices=["float32", "float64", "float16", "bfloat16"],
-                    help="dtype to test (repeatable; default: each spec's dtypes)")
+    group.addoption(
+        "--attnscore-impl",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="implementation to test, e.g. mypkg.attention:scaled_score_matrix",
+    )
+    group.addoption(
+        "--attnscore-spec", metavar="SPEC", action="append", default=[], help="spec file to run (repeatable)"
+    )
+    group.addoption(
+        "--attnscore-dtype",
+        metavar="DTYPE",
+        action="append",
+        default=[],
+        choices=["float32", "float64", "float16", "bfloat16"],
+        help="dtype to test (repeatable; default: each spec's dtypes)",
+    )
     group.addoption("--attnscore-device", metavar="DEVICE", default="cpu", help="cpu (default), cuda or cuda:N")
     group.addoption("--attnscore-seed", metavar="N", type=int, default=None, help="base seed (default: the spec's)")
-    group.addoption("--attnscore-xfail", metavar="FILE", default=None,
-                    help="file of expected failures and skips by case id")
+    group.addoption(
+        "--attnscore-xfail", metavar="FILE", default=None, help="file of expected failures and skips by case id"
+    )
 
 
 class AttnscoreCaseFailure(AssertionError):
@@ -102,8 +113,9 @@ class SpecCaseItem(pytest.Item):
         with pinned_precision():
             result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)
             if not result.passed:
-                result = add_shrunk(self.spec, self.case, result,
-                                    lambda: InProcessRunner(self.function, self.device), self.dtype)
+                result = add_shrunk(
+                    self.spec, self.case, result, lambda: InProcessRunner(self.function, self.device), self.dtype
+                )
         if not result.passed:
             raise AttnscoreCaseFailure(f"{result.verdict.label}: {result.message}")
 
@@ -135,8 +147,17 @@ class SpecFile(pytest.File):
         items: list[pytest.Item] = []
         for dtype in config.getoption("attnscore_dtype") or spec.dtypes:
             for case in build_cases(spec, dtype, config.getoption("attnscore_seed")):
-                items.append(SpecCaseItem.from_parent(self, name=f"{spec.id}[{dtype}]::{case.id}", spec=spec,
-                                                      case=case, dtype=dtype, function=function, device=device))
+                items.append(
+                    SpecCaseItem.from_parent(
+                        self,
+                        name=f"{spec.id}[{dtype}]::{case.id}",
+                        spec=spec,
+                        case=case,
+                        dtype=dtype,
+                        function=function,
+                        device=device,
+                    )
+                )
         return items
 
 
@@ -177,13 +198,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for entry in entries:
             if entry.matches(key, item.case.id):
                 used.add(entry.line)
-                marker = pytest.mark.skip(reason=entry.reason or "listed in the xfail file") if entry.action == "skip" \
+                marker = (
+                    pytest.mark.skip(reason=entry.reason or "listed in the xfail file")
+                    if entry.action == "skip"
                     else pytest.mark.xfail(reason=entry.reason or "listed in the xfail file", strict=False)
+                )
                 item.add_marker(marker)
                 break
     for entry in entries:
         if entry.line not in used:
-            warnings.warn(AttnscoreXfailWarning(
-                f"{config.getoption('attnscore_xfail')}:{entry.line}: {entry.pattern!r} matches no attnscore test item"),
-                stacklevel=1)
+            warnings.warn(
+                AttnscoreXfailWarning(
+                    f"{config.getoption('attnscore_xfail')}:{entry.line}: {entry.pattern!r} "
+                    "matches no attnscore test item"
+                ),
+                stacklevel=1,
+            )
     items.extend(new)

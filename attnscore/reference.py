@@ -26,8 +26,17 @@ import numpy as np
 import torch
 
 __all__ = [
-    "ScoreInputError", "score", "scores", "score_matrix", "scaled_score_matrix", "bilinear_scores",
-    "additive_scores", "causal_mask", "masked_scores", "attention_weights", "attention",
+    "ScoreInputError",
+    "score",
+    "scores",
+    "score_matrix",
+    "scaled_score_matrix",
+    "bilinear_scores",
+    "additive_scores",
+    "causal_mask",
+    "masked_scores",
+    "attention_weights",
+    "attention",
 ]
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -51,9 +60,7 @@ def _as_tensor(x: Any, argument: str) -> torch.Tensor:
         t = x
     else:
         if isinstance(x, (str, bytes)) or x is None:
-            raise ScoreInputError(
-                argument, f"expected a tensor, array or list of numbers, found {type(x).__name__}"
-            )
+            raise ScoreInputError(argument, f"expected a tensor, array or list of numbers, found {type(x).__name__}")
         try:
             arr = np.asarray(x)
         except (ValueError, TypeError) as exc:  # ragged lists and the like
@@ -269,7 +276,9 @@ def bilinear_scores(Q: Any, K: Any, W: Any) -> torch.Tensor:
     _check_rank(W, "W", 2, "(d_q, d_k)")
     _same_dtype_and_device(Q=Q, K=K, W=W)
     if W.shape != (Q.shape[-1], K.shape[-1]):
-        raise ScoreInputError("W", f"expected shape (d_q, d_k) = ({Q.shape[-1]}, {K.shape[-1]}), found {tuple(W.shape)}")
+        raise ScoreInputError(
+            "W", f"expected shape (d_q, d_k) = ({Q.shape[-1]}, {K.shape[-1]}), found {tuple(W.shape)}"
+        )
     return (Q @ W) @ K.transpose(-2, -1)  # (..., n_q, d_q) @ (d_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
 
 

@@ -36,8 +36,10 @@ def format_array(array: np.ndarray, dtype: str | None = None) -> str:
 
 
 def _inputs_text(args: dict[str, np.ndarray]) -> str:
-    return ", ".join(f"{name}={np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else format_array(a)}"
-                     for name, a in args.items())
+    return ", ".join(
+        f"{name}={np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else format_array(a)}"
+        for name, a in args.items()
+    )
 
 
 def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str) -> str:
@@ -106,8 +108,19 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
-                return CaseResult(case.id, case.kind, case.title, verdict, Fraction(0), case.points, detail,
-                                  case.visibility, case.location, None, number)
+                return CaseResult(
+                    case.id,
+                    case.kind,
+                    case.title,
+                    verdict,
+                    Fraction(0),
+                    case.points,
+                    detail,
+                    case.visibility,
+                    case.location,
+                    None,
+                    number,
+                )
             if hidden:
                 detail = _hidden_detail(verdict, detail)
         else:
@@ -115,16 +128,28 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
             inspections[number - 1] = getattr(runner, "last_inspection", None)
             mismatch = None
             if call.compare_golden:
-                mismatch = compare(outcome, call.golden, call.allowed, name=output_name, accept=spec.accept,
-                                   hidden=hidden, tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
-                                   dtype=dtype)
+                mismatch = compare(
+                    outcome,
+                    call.golden,
+                    call.allowed,
+                    name=output_name,
+                    accept=spec.accept,
+                    hidden=hidden,
+                    tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
+                    dtype=dtype,
+                )
             if mismatch is None and call.check is not None:
                 group = call.group or (number - 1,)
                 ctx = CheckContext(
-                    outputs=[outputs[i] for i in group], args=[case.calls[i].args for i in group],
-                    goldens=[case.calls[i].golden for i in group], allowed=[case.calls[i].allowed for i in group],
-                    inspections=[inspections.get(i) for i in group], dtype=dtype, device=device,
-                    contract=spec.contract, example=call.example,
+                    outputs=[outputs[i] for i in group],
+                    args=[case.calls[i].args for i in group],
+                    goldens=[case.calls[i].golden for i in group],
+                    allowed=[case.calls[i].allowed for i in group],
+                    inspections=[inspections.get(i) for i in group],
+                    dtype=dtype,
+                    device=device,
+                    contract=spec.contract,
+                    example=call.example,
                 )
                 failure = call.check(ctx)
                 if failure is not None:
@@ -150,7 +175,11 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         if case.kind == "property":
             lines.append(f"Property: {case.statement} ({case.location})")
             where = f"generated input {number} of {len(case.calls)}"
-            lines.append(f"Failed on a hidden {where}." if hidden else f"Counterexample ({where}): {name}({_inputs_text(call.args)})")
+            lines.append(
+                f"Failed on a hidden {where}."
+                if hidden
+                else f"Counterexample ({where}): {name}({_inputs_text(call.args)})"
+            )
         elif not hidden:
             lines.append(f"Worked example: {case.title} ({case.location})")
             lines.append(f"Inputs: {name}({_inputs_text(call.args)})")
@@ -160,10 +189,33 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
                 lines.append(f"Why: {' '.join(case.explanation.split())}")
             lines.append(f"Reproduce: {_reproduction(name, call.args, dtype)}")
         counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
-        return CaseResult(case.id, case.kind, case.title, verdict, Fraction(0), case.points, "\n".join(lines),
-                          case.visibility, case.location, counterexample, number, diagnosis)
-    return CaseResult(case.id, case.kind, case.title, Verdict.PASSED, case.points, case.points, "",
-                      case.visibility, case.location, None, len(case.calls))
+        return CaseResult(
+            case.id,
+            case.kind,
+            case.title,
+            verdict,
+            Fraction(0),
+            case.points,
+            "\n".join(lines),
+            case.visibility,
+            case.location,
+            counterexample,
+            number,
+            diagnosis,
+        )
+    return CaseResult(
+        case.id,
+        case.kind,
+        case.title,
+        Verdict.PASSED,
+        case.points,
+        case.points,
+        "",
+        case.visibility,
+        case.location,
+        None,
+        len(case.calls),
+    )
 
 
 def run_cases(
@@ -187,7 +239,14 @@ def run_cases(
         if on_case is not None:
             on_case(result)
     return SubmissionResult(
-        submission=submission, spec_id=spec.id, spec_version=spec.version, spec_path=spec.path,
-        function=function or spec.function, cases=tuple(results), dtype=dtype, device=device, seed=seed,
+        submission=submission,
+        spec_id=spec.id,
+        spec_version=spec.version,
+        spec_path=spec.path,
+        function=function or spec.function,
+        cases=tuple(results),
+        dtype=dtype,
+        device=device,
+        seed=seed,
         duration_s=time.perf_counter() - start,
     )

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
-import torch
 
 from attnscore.calls import describe_exception, inspect_call, to_torch
 from attnscore.outputs import BadReturn, CallFailure, Outcome, to_received

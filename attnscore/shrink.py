@@ -35,16 +35,27 @@ class _OutOfBudget(BaseException):
     """Raised inside the hypothesis run to stop it at once (hypothesis lets BaseException through)."""
 
 
-def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: str, *,
-                max_examples: int = 50, max_shrinks: int = 200, budget_s: float | None = None,
-                verdict: Any = None, function: str | None = None) -> CaseResult | None:
+def shrink_case(
+    spec: Spec,
+    case: Case,
+    make_runner: Callable[[], Any],
+    dtype: str,
+    *,
+    max_examples: int = 50,
+    max_shrinks: int = 200,
+    max_steps: int | None = None,
+    budget_s: float | None = None,
+    verdict: Any = None,
+    function: str | None = None,
+) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
 
     ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
     sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
-    out is not a smaller example of a wrong value). After ``budget_s`` seconds no more calls are
-    made and the best example so far is kept. None when the property passes on every input
-    hypothesis tries, or hypothesis itself gives up.
+    out is not a smaller example of a wrong value). After ``max_steps`` examples tried (a count,
+    so the result is the same on every run) or, as a safety net for slow code, ``budget_s``
+    seconds, no more calls are made and the best example so far is kept. None when the property
+    passes on every input hypothesis tries, or hypothesis itself gives up.
     """
     if case.kind != "property" or not case.property_name:
         return None
@@ -54,19 +65,37 @@ def shrink_case(spec: Spec, case: Case, make_runner: Callable[[], Any], dtype: s
     deadline = None if budget_s is None else time.monotonic() + budget_s
     prop = get_property(use.name)
     last: list[CaseResult] = []
+    steps = [0]
 
-    @settings(max_examples=max_examples, database=None, deadline=None, print_blob=False,
-              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
-              report_multiple_bugs=False)
+    @settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        print_blob=False,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
     @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
     @given(prop.strategy(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
-        if len(last) > max_shrinks or (deadline is not None and time.monotonic() > deadline):
+        steps[0] += 1
+        out_of_steps = max_steps is not None and steps[0] > max_steps
+        if len(last) > max_shrinks or out_of_steps or (deadline is not None and time.monotonic() > deadline):
             raise _OutOfBudget  # bound the work: keep the best so far
         calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
-        one = Case(id=case.id, kind=case.kind, title=case.title, statement=case.statement, calls=calls,
-                   points=case.points, visibility=case.visibility, location=case.location,
-                   tolerance=case.tolerance, property_name=case.property_name)
+        one = Case(
+            id=case.id,
+            kind=case.kind,
+            title=case.title,
+            statement=case.statement,
+            calls=calls,
+            points=case.points,
+            visibility=case.visibility,
+            location=case.location,
+            tolerance=case.tolerance,
+            property_name=case.property_name,
+        )
         result = judge_case(spec, one, make_runner(), dtype, function)
         if not result.passed and (verdict is None or result.verdict is verdict):
             last.append(result)

@@ -97,8 +97,15 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         code = ord(exc.character) if isinstance(exc.character, str) else int(exc.character)
         before = text[: exc.position]
         line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
-        return None, [SpecProblem(file, line, col, "(yaml)",
-                                  f"expected printable text, found the character U+{code:04X} ({_one_line(exc.reason)})")]
+        return None, [
+            SpecProblem(
+                file,
+                line,
+                col,
+                "(yaml)",
+                f"expected printable text, found the character U+{code:04X} ({_one_line(exc.reason)})",
+            )
+        ]
     except (yaml.YAMLError, RecursionError) as exc:
         reason = "nesting too deep" if isinstance(exc, RecursionError) else f"an error: {_one_line(exc)}"
         return None, [SpecProblem(file, 1, 1, "(yaml)", f"expected valid YAML, found {reason}")]
@@ -115,21 +122,41 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                                                field_path(path), "expected plain fields, found a merge key (<<); "
-                                                "write the fields out"))
+                    problems.append(
+                        SpecProblem(
+                            file,
+                            key_node.start_mark.line + 1,
+                            key_node.start_mark.column + 1,
+                            field_path(path),
+                            "expected plain fields, found a merge key (<<); write the fields out",
+                        )
+                    )
                     continue
                 try:
                     key = constructor.construct_object(key_node, deep=True)
                 except (yaml.YAMLError, ValueError, TypeError) as exc:
                     key = f"<unreadable key: {_one_line(exc)[:60]}>"
                 if not isinstance(key, str):
-                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                                                field_path(path), f"expected a text key, found {key!r}"))
+                    problems.append(
+                        SpecProblem(
+                            file,
+                            key_node.start_mark.line + 1,
+                            key_node.start_mark.column + 1,
+                            field_path(path),
+                            f"expected a text key, found {key!r}",
+                        )
+                    )
                     key = str(key)
                 if key in out:
-                    problems.append(SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                                                field_path(path + (key,)), "expected each key once, found a duplicate key"))
+                    problems.append(
+                        SpecProblem(
+                            file,
+                            key_node.start_mark.line + 1,
+                            key_node.start_mark.column + 1,
+                            field_path(path + (key,)),
+                            "expected each key once, found a duplicate key",
+                        )
+                    )
                 keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 out[key] = build(value_node, path + (key,))
             return out
@@ -138,19 +165,37 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         try:
             value = constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-            problems.append(SpecProblem(file, *values[path], field_path(path),
-                                        f"expected a plain YAML value, found {node.value!r} tagged {node.tag} "
-                                        f"({_one_line(getattr(exc, 'problem', None) or exc)})"))
+            problems.append(
+                SpecProblem(
+                    file,
+                    *values[path],
+                    field_path(path),
+                    f"expected a plain YAML value, found {node.value!r} tagged {node.tag} "
+                    f"({_one_line(getattr(exc, 'problem', None) or exc)})",
+                )
+            )
             return None
         if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and node.style is None:
             if _OCTAL_LOOKING.match(node.value) and node.value.lstrip("+-") != "0":
-                problems.append(SpecProblem(file, *values[path], field_path(path),
-                                            f"expected a decimal number, found {node.value!r}, which YAML 1.1 reads as "
-                                            f"octal {value}; drop the leading zero"))
+                problems.append(
+                    SpecProblem(
+                        file,
+                        *values[path],
+                        field_path(path),
+                        f"expected a decimal number, found {node.value!r}, which YAML 1.1 reads as "
+                        f"octal {value}; drop the leading zero",
+                    )
+                )
             elif not _PLAIN_NUMBER.match(node.value):
-                problems.append(SpecProblem(file, *values[path], field_path(path),
-                                            f"expected a plain decimal number, found {node.value!r}, which YAML 1.1 "
-                                            f"reads as {value}; write {value} (or quote it if it is text)"))
+                problems.append(
+                    SpecProblem(
+                        file,
+                        *values[path],
+                        field_path(path),
+                        f"expected a plain decimal number, found {node.value!r}, which YAML 1.1 "
+                        f"reads as {value}; write {value} (or quote it if it is text)",
+                    )
+                )
         return value
 
     try:

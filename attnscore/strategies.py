@@ -31,7 +31,9 @@ MAX_BATCH_DIMS = 2
 
 
 @st.composite
-def qk_shapes(draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8) -> tuple[tuple[int, ...], int, int, int]:
+def qk_shapes(
+    draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8
+) -> tuple[tuple[int, ...], int, int, int]:
     """Draw ``(batch, n_q, n_k, d_k)`` that ``contract`` can express."""
     batch = tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS))) if contract.batched else ()
     n_q = 1 if contract.single_query else draw(st.integers(1, 5))
@@ -53,10 +55,20 @@ def _values(max_value: float) -> st.SearchStrategy[float]:
 def random_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 10.0) -> QK:
     """Queries and keys with arbitrary finite values in ``[-max_value, max_value]``."""
     batch, n_q, n_k, d_k = draw(qk_shapes(contract))
-    q_vals = draw(st.lists(_values(max_value), min_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
-                           max_size=int(np.prod(batch, dtype=int)) * n_q * d_k))
-    k_vals = draw(st.lists(_values(max_value), min_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
-                           max_size=int(np.prod(batch, dtype=int)) * n_k * d_k))
+    q_vals = draw(
+        st.lists(
+            _values(max_value),
+            min_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+        )
+    )
+    k_vals = draw(
+        st.lists(
+            _values(max_value),
+            min_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+        )
+    )
     Q = np.array(q_vals, dtype=np.float64).reshape(*batch, n_q, d_k)
     K = np.array(k_vals, dtype=np.float64).reshape(*batch, n_k, d_k)
     return Q, K
@@ -77,7 +89,9 @@ def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: fl
     Qs, Ks = [], []
     for _ in range(int(np.prod(batch, dtype=int))):
         q = draw(vector.filter(lambda v: bool(v.any())))
-        multiples = draw(st.lists(st.integers(1, m).flatmap(lambda c: st.sampled_from([c, -c])), min_size=n_q, max_size=n_q))
+        multiples = draw(
+            st.lists(st.integers(1, m).flatmap(lambda c: st.sampled_from([c, -c])), min_size=n_q, max_size=n_q)
+        )
         keys = []
         for _ in range(n_k):
             r = draw(vector.filter(lambda v, q=q: bool(((q @ q) * v - (q @ v) * q).any())))
@@ -130,8 +144,15 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
     """
     drawn: list[T] = []
 
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), derandomize=False, print_blob=False)
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+        print_blob=False,
+    )
     @hypothesis_seed(seed)
     @given(strategy)
     def collect(example: T) -> None:
@@ -159,8 +180,9 @@ def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, i
 
 
 @st.composite
-def random_args(draw: Callable[..., Any], contract: Contract, max_value: float = 10.0,
-                sizes: dict[str, Any] | None = None) -> Args:
+def random_args(
+    draw: Callable[..., Any], contract: Contract, max_value: float = 10.0, sizes: dict[str, Any] | None = None
+) -> Args:
     """Arguments for ``contract`` with shapes from its legend and finite values in ``±max_value``.
 
     Bool parameters (masks) get random True/False entries (True = keep).

@@ -70,7 +70,8 @@ class Tolerance:
             rtol, atol = self._close(dtype)
             return f"close: rtol={rtol:g}, atol={atol:g} ({dtype})"
         if self.mode == "ratio":
-            return f"error ratio: at most {self.factor:g}× the reference's own {dtype} error (floor atol {self._close(dtype)[1]:g})"
+            floor = self._close(dtype)[1]
+            return f"error ratio: at most {self.factor:g}× the reference's own {dtype} error (floor atol {floor:g})"
         kind = "dot-product error bound" if bound_text.startswith("d_k·") else "error bound"
         return f"{kind} {self.factor:g}·{bound_text} (u={UNIT_ROUNDOFF[dtype]:.3g}, {dtype})"
 

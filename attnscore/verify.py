@@ -32,15 +32,25 @@ def bundled_spec_paths() -> list[Path]:
     return sorted(folder.glob("*.yaml"))
 
 
-def verify_spec(spec: Spec, dtypes: Sequence[str] | None = None,
-                cases: dict[str, list[Case]] | None = None) -> list[SubmissionResult]:
+def verify_spec(
+    spec: Spec, dtypes: Sequence[str] | None = None, cases: dict[str, list[Case]] | None = None
+) -> list[SubmissionResult]:
     """Run the reference against every case of ``spec``, once per dtype (default: the spec's)."""
     results = []
     for dtype in dtypes or spec.dtypes:
         runner = InProcessRunner(spec.contract.reference)
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
-        results.append(run_cases(spec, built, runner, dtype=dtype, device="cpu",
-                                 submission=f"reference:{spec.contract.name}", seed=spec.seed))
+        results.append(
+            run_cases(
+                spec,
+                built,
+                runner,
+                dtype=dtype,
+                device="cpu",
+                submission=f"reference:{spec.contract.name}",
+                seed=spec.seed,
+            )
+        )
     return results
 
 
@@ -87,8 +97,9 @@ def mutation_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None
     out = []
     for mistake in targeted_mistakes(spec):
         runner = InProcessRunner(mistake.bind(spec.contract, spec))
-        result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=f"mistake:{mistake.id}",
-                           seed=spec.seed)
+        result = run_cases(
+            spec, cases, runner, dtype=dtype, device="cpu", submission=f"mistake:{mistake.id}", seed=spec.seed
+        )
         failed = tuple(c.id for c in result.cases if not c.passed)
         diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)
         out.append(MutationResult(spec.id, mistake.id, bool(failed), mistake.id in diagnoses, failed, diagnoses))

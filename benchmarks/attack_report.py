@@ -29,15 +29,19 @@ def main() -> int:
         lost += len(result.cases) != 6
         extra = result.score - EXPECTATIONS[name][0]
         wrongly += max(extra, 0)
-        print(f"{name:26s} {result.score}/{result.max_score}  {result.duration_s:5.1f} s  "
-              + " ".join(c.verdict.value for c in result.cases))
+        print(
+            f"{name:26s} {result.score}/{result.max_score}  {result.duration_s:5.1f} s  "
+            + " ".join(c.verdict.value for c in result.cases)
+        )
     print(f"\nsandbox: {protections(LIMITS)}")
     print(f"attacks tried: {len(results)}")
     print(f"points wrongly awarded: {wrongly}")
     print(f"grader crashes: {crashes}")
     print(f"results lost: {lost}")
-    print(f"wall time: {seconds:.1f} s for {len(results)} submissions, 2 at a time "
-          f"({seconds / len(results):.2f} s per submission)")
+    print(
+        f"wall time: {seconds:.1f} s for {len(results)} submissions, 2 at a time "
+        f"({seconds / len(results):.2f} s per submission)"
+    )
     return 0 if wrongly == crashes == lost == 0 else 1
 
 

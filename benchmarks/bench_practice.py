@@ -79,15 +79,19 @@ def main() -> None:
         t_moodle = time.perf_counter() - t0
         if failures:
             raise SystemExit(f"{fam.id}: {failures[0]}")
-        print(f"{fam.id:<18} {_rate(args.count, t_gen):>9.0f} {_rate(args.count, t_gen + t_check):>9.0f} "
-              f"{_rate(args.count, t_gen + t_md):>9.0f} {_rate(args.count, t_gen + t_moodle):>9.0f} "
-              f"{stats.acceptance_rate:>7.1%}")
+        print(
+            f"{fam.id:<18} {_rate(args.count, t_gen):>9.0f} {_rate(args.count, t_gen + t_check):>9.0f} "
+            f"{_rate(args.count, t_gen + t_md):>9.0f} {_rate(args.count, t_gen + t_moodle):>9.0f} "
+            f"{stats.acceptance_rate:>7.1%}"
+        )
     n = max(100, args.count // 4)
     naive_s, naive_draws = _perpendicular_pairs(n, naive=True)
     built_s, built_draws = _perpendicular_pairs(n, naive=False)
-    print(f"\nbaseline, {n} perpendicular 2-D pairs: naive rejection {_rate(n, naive_s):.0f}/s "
-          f"({n / naive_draws:.1%} of draws accepted); constructive {_rate(n, built_s):.0f}/s "
-          f"({n / built_draws:.1%} accepted); speed-up {naive_s / built_s:.1f}x")
+    print(
+        f"\nbaseline, {n} perpendicular 2-D pairs: naive rejection {_rate(n, naive_s):.0f}/s "
+        f"({n / naive_draws:.1%} of draws accepted); constructive {_rate(n, built_s):.0f}/s "
+        f"({n / built_draws:.1%} accepted); speed-up {naive_s / built_s:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -27,12 +27,17 @@ from graders.untrusted import clean_text
 
 __all__ = ["grade_submission", "grade_many", "environment"]
 
+SHRINK_SAFETY_S = 10.0
+
 
 def environment(device: str = "cpu") -> dict[str, str]:
     """What the results depend on: versions, device and precision settings."""
     return {
-        "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-        "hypothesis": hypothesis.__version__, "device": device,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "hypothesis": hypothesis.__version__,
+        "device": device,
         "tf32": "off" if not torch.backends.cuda.matmul.allow_tf32 else "on",
     }
 
@@ -48,26 +53,49 @@ def grade_submission(
     limits: Limits | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     source: bytes | None = None,
-    shrink_budget_s: float = 1.0,
+    shrink_steps: int = 50,
 ) -> SubmissionResult:
     """Grade one submission file against ``spec`` using the prebuilt ``cases``.
 
     ``source`` is the file's content as read before any submission of the batch ran (so one
     submission cannot rewrite another before it is graded); default: read the file now.
     A failing visible property gets hypothesis's minimal failing input, searched with the same
-    sandboxed worker for at most ``shrink_budget_s`` seconds per case (0 turns shrinking off).
+    sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
+    count keeps feedback identical run to run) and, as a safety net, at most 10 s.
     """
     function = function or spec.function
     dtype = dtype or spec.dtypes[0]
     limits = limits or Limits(call_timeout_s=spec.timeout_s)
     start = time.perf_counter()
     with SandboxRunner(path, function, limits, source=source) as runner:
-        result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=str(path),
-                           seed=spec.seed if seed is None else seed, function=function, on_case=on_case)
-        if shrink_budget_s > 0:
-            result = replace(result, cases=tuple(
-                add_shrunk(spec, case, r, lambda: runner, dtype, budget_s=shrink_budget_s, function=function)
-                for case, r in zip(cases, result.cases)))
+        result = run_cases(
+            spec,
+            cases,
+            runner,
+            dtype=dtype,
+            device="cpu",
+            submission=str(path),
+            seed=spec.seed if seed is None else seed,
+            function=function,
+            on_case=on_case,
+        )
+        if shrink_steps > 0:
+            result = replace(
+                result,
+                cases=tuple(
+                    add_shrunk(
+                        spec,
+                        case,
+                        r,
+                        lambda: runner,
+                        dtype,
+                        max_steps=shrink_steps,
+                        budget_s=SHRINK_SAFETY_S,
+                        function=function,
+                    )
+                    for case, r in zip(cases, result.cases, strict=True)
+                ),
+            )
     return replace(
         result,
         duration_s=time.perf_counter() - start,
@@ -86,7 +114,7 @@ def grade_many(
     seed: int | None = None,
     limits: Limits | None = None,
     on_result: Callable[[SubmissionResult], None] | None = None,
-    shrink_budget_s: float = 1.0,
+    shrink_steps: int = 50,
 ) -> list[SubmissionResult]:
     """Grade every submission in ``paths`` against ``spec``; cases are built once.
 
@@ -97,9 +125,18 @@ def grade_many(
     cases = build_cases(spec, dtype, seed)
     sources = [path.read_bytes() for path in paths]
     results = []
-    for path, source in zip(paths, sources):
-        result = grade_submission(path, spec, cases, function=function, dtype=dtype, seed=seed, limits=limits,
-                                  source=source, shrink_budget_s=shrink_budget_s)
+    for path, source in zip(paths, sources, strict=True):
+        result = grade_submission(
+            path,
+            spec,
+            cases,
+            function=function,
+            dtype=dtype,
+            seed=seed,
+            limits=limits,
+            source=source,
+            shrink_steps=shrink_steps,
+        )
         results.append(result)
         if on_result is not None:
             on_result(result)

@@ -55,17 +55,20 @@ from graders.untrusted import clean_text
 __all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available"]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
-_WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value,
-                              Verdict.GRADER_ERROR.value})
+_WORKER_VERDICTS = frozenset(
+    {Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value, Verdict.GRADER_ERROR.value}
+)
 _ROOT = Path(__file__).resolve().parent.parent
 # The only grader modules the worker may see: copied into a private folder, so the worker's
 # `attnscore` package holds no reference implementation, specs or golden values.
 _WORKER_MODULES = ("graders/worker.py", "graders/wire.py", "attnscore/outputs.py", "attnscore/calls.py")
-_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
-              "from graders.worker import main; main(sys.argv[1:])")
+_BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; from graders.worker import main; main(sys.argv[1:])"
+)
 # No user namespace when the grader is root: the worker then drops to a real unprivileged uid.
 _UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
-    () if os.geteuid() == 0 else ("--unshare-user",))
+    () if os.geteuid() == 0 else ("--unshare-user",)
+)
 _LIVE_WORKERS: set[int] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -109,8 +112,9 @@ def bwrap_available() -> bool:
     if exe is None:
         return False
     try:
-        done = subprocess.run([exe, *_UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true"],
-                              capture_output=True, timeout=20)
+        done = subprocess.run(
+            [exe, *_UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -132,10 +136,16 @@ def _drops_privileges() -> bool:
 def protections(limits: Limits | None = None) -> str:
     """One line naming the isolation layers active on this machine, for results and the CLI."""
     limits = limits or Limits()
-    first = ("bwrap: no network, own PIDs, read-only fs without specs" if _use_bwrap(limits)
-             else "no bwrap: network and a readable filesystem")
-    user = (f"uid {limits.uid}" if _drops_privileges()
-            else "same uid as the grader (not root: the worker could signal the grader)")
+    first = (
+        "bwrap: no network, own PIDs, read-only fs without specs"
+        if _use_bwrap(limits)
+        else "no bwrap: network and a readable filesystem"
+    )
+    user = (
+        f"uid {limits.uid}"
+        if _drops_privileges()
+        else "same uid as the grader (not root: the worker could signal the grader)"
+    )
     return f"{first}; {user}; rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill"
 
 
@@ -158,8 +168,10 @@ def _worker_lib() -> str:
 
 def _readonly_roots() -> list[str]:
     """What the interpreter and its packages need, outside /usr and /lib*."""
-    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                           os.path.dirname(os.path.realpath(sys.executable)))}
+    roots = {
+        os.path.realpath(p)
+        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    }
     for entry in site.getsitepackages() + [p for p in sys.path if "site-packages" in p or "dist-packages" in p]:
         if os.path.isdir(entry):
             roots.add(os.path.realpath(entry))
@@ -177,12 +189,28 @@ def _readonly_roots() -> list[str]:
 
 
 def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
-    args = ["bwrap", *_UNSHARE, "--die-with-parent", "--new-session",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args = [
+        "bwrap",
+        *_UNSHARE,
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
     for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         args += ["--ro-bind-try", system, system]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/passwd",
-                "/etc/group"):
+    for etc in (
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/localtime",
+        "/etc/passwd",
+        "/etc/group",
+    ):
         args += ["--ro-bind-try", etc, etc]
     roots = _readonly_roots()
     parents = sorted({str(p) for root in roots for p in Path(root).parents if str(p) != "/"})
@@ -190,9 +218,29 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for root in roots:
         args += ["--ro-bind", root, root]
-    args += ["--perms", "0755", "--dir", "/sandbox", "--ro-bind", lib, "/sandbox/lib", "--ro-bind", submission, "/sandbox/submission.py",
-             "--bind", workdir, "/sandbox/work", "--chdir", "/sandbox/work", "--setenv", "HOME", "/sandbox/work",
-             "--setenv", "TMPDIR", "/sandbox/work"]
+    args += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/sandbox",
+        "--ro-bind",
+        lib,
+        "/sandbox/lib",
+        "--ro-bind",
+        submission,
+        "/sandbox/submission.py",
+        "--bind",
+        workdir,
+        "/sandbox/work",
+        "--chdir",
+        "/sandbox/work",
+        "--setenv",
+        "HOME",
+        "/sandbox/work",
+        "--setenv",
+        "TMPDIR",
+        "/sandbox/work",
+    ]
     return args + ["--"]
 
 
@@ -208,9 +256,15 @@ def _limit_child(limits: Limits) -> None:  # runs in the child between fork and 
 
 def _scrubbed_env(home: str) -> dict[str, str]:
     return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
     }
 
 
@@ -284,8 +338,16 @@ class _Worker:
         lib = _worker_lib()
         drop = str(limits.uid) if _drops_privileges() else "-1"
         if self.bwrap:
-            command = [*_bwrap_prefix(runner.private_submission, runner.workdir, lib), sys.executable, "-I", "-u", "-c",
-                       _BOOTSTRAP, "/sandbox/lib", "/sandbox/submission.py"]
+            command = [
+                *_bwrap_prefix(runner.private_submission, runner.workdir, lib),
+                sys.executable,
+                "-I",
+                "-u",
+                "-c",
+                _BOOTSTRAP,
+                "/sandbox/lib",
+                "/sandbox/submission.py",
+            ]
             cwd, home = "/", "/sandbox/work"
         else:
             command = [sys.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(runner.private_submission)]
@@ -293,8 +355,15 @@ class _Worker:
         command += [runner.function, str(req_r), str(resp_w), drop]
         try:
             self.proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, cwd=cwd, env=_scrubbed_env(home),
-                pass_fds=(req_r, resp_w), start_new_session=True, preexec_fn=lambda: _limit_child(limits),
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                cwd=cwd,
+                env=_scrubbed_env(home),
+                pass_fds=(req_r, resp_w),
+                start_new_session=True,
+                preexec_fn=lambda: _limit_child(limits),
                 close_fds=True,
             )
         finally:
@@ -309,7 +378,7 @@ class _Worker:
             data = wire.dumps(message)
             view = memoryview(data)
             while view:
-                view = view[os.write(self.req_w, view):]
+                view = view[os.write(self.req_w, view) :]
             return True
         except (BrokenPipeError, OSError):
             return False
@@ -383,7 +452,10 @@ class _Worker:
             except ValueError:
                 name = f"signal {-code}"
             if -code == signal.SIGXCPU:
-                return Verdict.TIMEOUT.value, f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time"
+                return (
+                    Verdict.TIMEOUT.value,
+                    f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time",
+                )
             verdict = Verdict.MEMORY_LIMIT.value if -code == signal.SIGKILL else Verdict.CRASHED.value
             return verdict, f"was killed by {name}"
         return Verdict.CRASHED.value, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
@@ -396,8 +468,9 @@ class SandboxRunner:
     its temporary directories.
     """
 
-    def __init__(self, submission: str | Path, function: str, limits: Limits | None = None,
-                 source: bytes | None = None) -> None:
+    def __init__(
+        self, submission: str | Path, function: str, limits: Limits | None = None, source: bytes | None = None
+    ) -> None:
         """``source``: the file's bytes as read before any submission ran (default: read it now)."""
         self.submission = Path(submission).resolve()
         self.function = function
@@ -471,19 +544,27 @@ class SandboxRunner:
         if isinstance(hello, dict) and hello.get("type") == "ready":
             return None
         if hello == "timeout":
-            failure = CallFailure(Verdict.TIMEOUT.value,
-                                  f"importing your file took longer than {self.limits.load_timeout_s:g} s", "submission")
+            failure = CallFailure(
+                Verdict.TIMEOUT.value,
+                f"importing your file took longer than {self.limits.load_timeout_s:g} s",
+                "submission",
+            )
         elif hello == "eof":
             verdict, text = worker.exit_description()
             if verdict == Verdict.MEMORY_LIMIT.value:
                 verdict = Verdict.CRASHED.value
             failure = CallFailure(verdict, f"your file crashed while being imported: the process {text}", "submission")
-        elif isinstance(hello, dict) and hello.get("type") == "load_error" and hello.get("verdict") in (
-                Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value):
+        elif (
+            isinstance(hello, dict)
+            and hello.get("type") == "load_error"
+            and hello.get("verdict")
+            in (Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value)
+        ):
             failure = CallFailure(str(hello["verdict"]), clean_text(str(hello.get("message", "")), 2000), "submission")
         else:
-            failure = CallFailure(Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file",
-                                  "submission")
+            failure = CallFailure(
+                Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
+            )
         self._kill_worker()
         self.load_failure = failure
         return failure
@@ -494,8 +575,10 @@ class SandboxRunner:
         if self.load_failure is not None:
             return self.load_failure
         if time.monotonic() - self.started > self.limits.total_timeout_s:
-            return CallFailure(Verdict.TIMEOUT.value,
-                               f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s")
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
+            )
         if self.worker is None:
             failure = self._start()
             if failure is not None:
@@ -505,19 +588,31 @@ class SandboxRunner:
             return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
         self.last_inspection = None
         self.last_names = list(args)
-        request = {"type": "call", "id": self.calls, "dtype": dtype, "device": "cpu", "names": list(args),
-                   "args": [wire.encode_array(a, "bool" if a.dtype == np.bool_ else dtype) for a in args.values()]}
+        request = {
+            "type": "call",
+            "id": self.calls,
+            "dtype": dtype,
+            "device": "cpu",
+            "names": list(args),
+            "args": [wire.encode_array(a, "bool" if a.dtype == np.bool_ else dtype) for a in args.values()],
+        }
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
-        if isinstance(outcome, CallFailure) and outcome.verdict in (Verdict.TIMEOUT.value, Verdict.CRASHED.value,
-                                                                    Verdict.MEMORY_LIMIT.value, Verdict.GRADER_ERROR.value):
+        if isinstance(outcome, CallFailure) and outcome.verdict in (
+            Verdict.TIMEOUT.value,
+            Verdict.CRASHED.value,
+            Verdict.MEMORY_LIMIT.value,
+            Verdict.GRADER_ERROR.value,
+        ):
             self._kill_worker()
         return outcome
 
     def _outcome(self, reply: dict[str, object] | str, worker: _Worker) -> Outcome:
         if reply == "timeout":
-            return CallFailure(Verdict.TIMEOUT.value, f"the call took longer than {self.limits.call_timeout_s:g} s "
-                                                      "(an infinite loop, or far too slow)")
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"the call took longer than {self.limits.call_timeout_s:g} s (an infinite loop, or far too slow)",
+            )
         if reply == "eof":
             verdict, text = worker.exit_description()
             return CallFailure(verdict, f"the process running your code {text} during the call")
@@ -534,5 +629,3 @@ class SandboxRunner:
         if reply.get("type") == "failure" and reply.get("verdict") in _WORKER_VERDICTS:
             return CallFailure(str(reply["verdict"]), clean_text(str(reply.get("message", "")), 2000))
         return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")
-
-

@@ -21,7 +21,9 @@ def _check_file(path: Path) -> Path:
     if not path.exists():
         raise SubmissionError(f"{path}: no such file")
     if not path.is_file():
-        raise SubmissionError(f"{path}: expected a .py file, found {'a directory' if path.is_dir() else 'a special file'}")
+        raise SubmissionError(
+            f"{path}: expected a .py file, found {'a directory' if path.is_dir() else 'a special file'}"
+        )
     if path.suffix != ".py":
         raise SubmissionError(f"{path}: expected a Python file ending in .py, found {path.suffix or 'no suffix'!r}")
     size = path.stat().st_size

@@ -19,8 +19,17 @@ import numpy as np
 
 from attnscore.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, Received
 
-__all__ = ["VERSION", "MAX_MESSAGE_BYTES", "WireError", "encode_array", "decode_array", "dumps", "loads",
-           "encode_received", "decode_received"]
+__all__ = [
+    "VERSION",
+    "MAX_MESSAGE_BYTES",
+    "WireError",
+    "encode_array",
+    "decode_array",
+    "dumps",
+    "loads",
+    "encode_received",
+    "decode_received",
+]
 
 VERSION = 1
 MAX_MESSAGE_BYTES = 48 * 1024 * 1024
@@ -55,8 +64,11 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
     name, shape, data = obj.get("dtype"), obj.get("shape"), obj.get("data")
     if name not in ALLOWED_DTYPES:
         raise WireError(f"expected a dtype in {', '.join(ALLOWED_DTYPES)}, found {str(name)[:40]!r}")
-    if (not isinstance(shape, list) or len(shape) > MAX_DIMS
-            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in shape)):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_DIMS
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in shape)
+    ):
         raise WireError(f"expected a shape of at most {MAX_DIMS} non-negative sizes, found {str(shape)[:80]}")
     size = math.prod(shape)
     if size > MAX_ELEMENTS:

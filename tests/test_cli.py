@@ -58,7 +58,9 @@ def test_grade_json_prints_exactly_one_object():
 def test_grade_gradescope_writes_results_file(tmp_path):
     """--format gradescope --output writes a valid results.json and nothing else."""
     out = tmp_path / "results.json"
-    result = run("grade", str(SUBS / "absolute_value.py"), "--spec", SPEC, "--format", "gradescope", "--output", str(out))
+    result = run(
+        "grade", str(SUBS / "absolute_value.py"), "--spec", SPEC, "--format", "gradescope", "--output", str(out)
+    )
     assert result.exit_code == 1 and result.output == ""
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["score"] == 4 and len(data["tests"]) == 6
@@ -85,24 +87,49 @@ def test_grade_several_submissions_prints_a_table():
     ("args", "line"),
     [
         pytest.param(["grade", "nope.py", "--spec", SPEC], "Error: nope.py: no such file", id="missing submission"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", "nope.yaml"],
-                     "nope.yaml:1:1: (file): expected a spec file, found no such file", id="missing spec"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), str(SUBS / "correct_loops.py"), "--spec", SPEC,
-                      "--format", "gradescope"], "Error: --format gradescope grades exactly one submission, found 2",
-                     id="gradescope needs one submission"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--format", "xml"],
-                     "Error: Invalid value for '--format': 'xml' is not one of 'text', 'json', 'gradescope'.",
-                     id="unknown format"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--output", "/no/such/dir/r.json"],
-                     "Error: cannot write /no/such/dir/r.json: the directory /no/such/dir does not exist",
-                     id="output directory missing"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--timeout", "nan"],
-                     "Error: Invalid value for '--timeout': expected a finite number of seconds, found nan",
-                     id="NaN timeout"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--seed", "-1"],
-                     "Error: Invalid value for '--seed': -1 is not in the range x>=0.", id="negative seed"),
-        pytest.param(["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--dtype", "float16"],
-                     "Error: --dtype float16 is not one of this spec's dtypes: float32, float64", id="dtype not in spec"),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", "nope.yaml"],
+            "nope.yaml:1:1: (file): expected a spec file, found no such file",
+            id="missing spec",
+        ),
+        pytest.param(
+            [
+                "grade",
+                str(SUBS / "correct_matmul.py"),
+                str(SUBS / "correct_loops.py"),
+                "--spec",
+                SPEC,
+                "--format",
+                "gradescope",
+            ],
+            "Error: --format gradescope grades exactly one submission, found 2",
+            id="gradescope needs one submission",
+        ),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--format", "xml"],
+            "Error: Invalid value for '--format': 'xml' is not one of 'text', 'json', 'gradescope'.",
+            id="unknown format",
+        ),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--output", "/no/such/dir/r.json"],
+            "Error: cannot write /no/such/dir/r.json: the directory /no/such/dir does not exist",
+            id="output directory missing",
+        ),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--timeout", "nan"],
+            "Error: Invalid value for '--timeout': expected a finite number of seconds, found nan",
+            id="NaN timeout",
+        ),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--seed", "-1"],
+            "Error: Invalid value for '--seed': -1 is not in the range x>=0.",
+            id="negative seed",
+        ),
+        pytest.param(
+            ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--dtype", "float16"],
+            "Error: --dtype float16 is not one of this spec's dtypes: float32, float64",
+            id="dtype not in spec",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, line):
@@ -123,8 +150,9 @@ def test_internal_error_exits_3(monkeypatch):
     monkeypatch.setattr(graders.grading, "grade_many", boom)
     result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
     assert result.exit_code == 3
-    assert result.output.strip() == ("Error: internal error: RuntimeError: disk on fire "
-                                     "(please report this; nothing was written)")
+    assert result.output.strip() == (
+        "Error: internal error: RuntimeError: disk on fire (please report this; nothing was written)"
+    )
 
 
 def test_schema_prints_the_published_schema():
@@ -132,4 +160,6 @@ def test_schema_prints_the_published_schema():
     result = run("schema")
     assert result.exit_code == 0
     assert json.loads(result.output)["properties"]["format"] == {
-        "const": "attnscore-spec/1", "description": "Format marker; must be attnscore-spec/1."}
+        "const": "attnscore-spec/1",
+        "description": "Format marker; must be attnscore-spec/1.",
+    }

@@ -26,17 +26,35 @@ ALLOWED = np.full(3, 1e-6)
     ("got", "verdict", "text"),
     [
         pytest.param(received([1.0, 0.0, 0.7]), None, "", id="right values"),
-        pytest.param(received([[1.0, 0.0, 0.7]]), Verdict.WRONG_SHAPE, "out has shape (1, 3), expected shape (3,)",
-                     id="extra dim is not broadcast"),
-        pytest.param(received(np.zeros((0,))), Verdict.WRONG_SHAPE, "out has shape (0,), expected shape (3,)",
-                     id="empty array never matches"),
+        pytest.param(
+            received([[1.0, 0.0, 0.7]]),
+            Verdict.WRONG_SHAPE,
+            "out has shape (1, 3), expected shape (3,)",
+            id="extra dim is not broadcast",
+        ),
+        pytest.param(
+            received(np.zeros((0,))),
+            Verdict.WRONG_SHAPE,
+            "out has shape (0,), expected shape (3,)",
+            id="empty array never matches",
+        ),
         pytest.param(received(1.0), Verdict.WRONG_SHAPE, "out has shape (), expected shape (3,)", id="scalar"),
-        pytest.param(received([1.0, 0.0, 0.8]), Verdict.WRONG_VALUE,
-                     "out is wrong:\n" if False else "1 of 3 entries of out are wrong", id="one wrong entry"),
-        pytest.param(received([1.0, np.nan, 0.7]), Verdict.NON_FINITE, "out[1] is nan, expected 0", id="NaN is no wildcard"),
+        pytest.param(
+            received([1.0, 0.0, 0.8]),
+            Verdict.WRONG_VALUE,
+            "out is wrong:\n" if False else "1 of 3 entries of out are wrong",
+            id="one wrong entry",
+        ),
+        pytest.param(
+            received([1.0, np.nan, 0.7]), Verdict.NON_FINITE, "out[1] is nan, expected 0", id="NaN is no wildcard"
+        ),
         pytest.param(received([1.0, np.inf, 0.7]), Verdict.NON_FINITE, "out[1] is inf, expected 0", id="inf"),
-        pytest.param(Received("tensor", "bool", "cpu", np.array([True, False, True])), Verdict.WRONG_DTYPE,
-                     "out has dtype bool", id="bool result"),
+        pytest.param(
+            Received("tensor", "bool", "cpu", np.array([True, False, True])),
+            Verdict.WRONG_DTYPE,
+            "out has dtype bool",
+            id="bool result",
+        ),
     ],
 )
 def test_compare_order_and_messages(got, verdict, text):
@@ -89,7 +107,9 @@ def test_return_kind_must_be_accepted():
         pytest.param(Tolerance("exact"), "float32", [3.0], [3.0], 2, [0.0], id="exact"),
         pytest.param(Tolerance("close"), "float32", [2.0], [2.0], 2, [1e-5 + 1.3e-6 * 2], id="close float32 defaults"),
         pytest.param(Tolerance("close", rtol=0.0, atol=0.5), "float64", [2.0], [2.0], 2, [0.5], id="close overridden"),
-        pytest.param(Tolerance("dot_bound", factor=2), "float32", [0.0], [10.0], 4, [2 * 4 * 2.0**-24 * 10], id="bound at zero"),
+        pytest.param(
+            Tolerance("dot_bound", factor=2), "float32", [0.0], [10.0], 4, [2 * 4 * 2.0**-24 * 10], id="bound at zero"
+        ),
         pytest.param(Tolerance("dot_bound", factor=1), "float64", [1.0], [1.0], 1, [2.0**-53 * 2], id="bound float64"),
     ],
 )
@@ -109,8 +129,11 @@ def test_float32_dot_products_stay_within_the_bound(d_k, seed):
     golden = np.array(q.astype(np.float64) @ k.astype(np.float64))
     scale = np.array(np.abs(q.astype(np.float64)) @ np.abs(k.astype(np.float64)))
     allowed = allowed_error(Tolerance("dot_bound"), golden, "float32", d_k, scale)
-    for value in (np.float32(0) + (q * k).sum(dtype=np.float32), np.float32((q[::-1] * k[::-1]).sum(dtype=np.float32)),
-                  torch.dot(torch.from_numpy(q), torch.from_numpy(k)).item()):
+    for value in (
+        np.float32(0) + (q * k).sum(dtype=np.float32),
+        np.float32((q[::-1] * k[::-1]).sum(dtype=np.float32)),
+        torch.dot(torch.from_numpy(q), torch.from_numpy(k)).item(),
+    ):
         assert abs(float(value) - float(golden)) <= float(allowed)
 
 
@@ -166,7 +189,10 @@ def test_integer_tensor_is_a_wrong_dtype():
     got = Received("tensor", "int64", "cpu", np.array([1, 0, 1]))
     result = compare(got, GOLDEN, ALLOWED, dtype="float32")
     assert result is not None and result.verdict is Verdict.WRONG_DTYPE
-    assert result.message == "out has dtype int64; scores are real numbers, so return a floating tensor (the inputs were float32)"
+    assert (
+        result.message
+        == "out has dtype int64; scores are real numbers, so return a floating tensor (the inputs were float32)"
+    )
 
 
 def test_lower_precision_result_is_pointed_out():
@@ -176,5 +202,6 @@ def test_lower_precision_result_is_pointed_out():
     result = compare(got, golden, np.full(3, 1e-7), dtype="float32")
     assert result is not None and result.verdict is Verdict.WRONG_VALUE
     assert "  out[2] = 0.7, expected 0.7 (|error|" in result.message
-    assert result.message.endswith("Note: out has dtype float16, less precise than the inputs' float32; "
-                                   "compute and return in float32")
+    assert result.message.endswith(
+        "Note: out has dtype float16, less precise than the inputs' float32; compute and return in float32"
+    )

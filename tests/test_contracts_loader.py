@@ -19,23 +19,47 @@ def problems(tmp_path, text: str) -> list[str]:
     return [str(p) for p in info.value.problems]
 
 
-@pytest.mark.parametrize("old, new, expected", [
-    pytest.param("mask: [[true, false], [true, true]]", "mask: [[1, 0], [1, 1]]",
-                 "worked_examples[0].inputs.mask: expected a bool mask of true/false (true = keep), found number 1",
-                 id="numbers in a mask"),
-    pytest.param("S: [[1, 2], [3, 4]]", "S: [[true, 2], [3, 4]]",
-                 "worked_examples[0].inputs.S: expected numbers, found true/false", id="boolean in scores"),
-    pytest.param("expected: [[1, -.inf], [3, 4]]", "expected: [[1, 2], [3, 4]]",
-                 "worked_examples[0].expected: expected the value the inputs give, [[1.0, -inf], [3.0, 4.0]]",
-                 id="masked entry must be -inf"),
-    pytest.param("nonfinite: match", "nonfinite: ignore", "nonfinite: expected one of match, found string 'ignore'",
-                 id="unknown nonfinite policy"),
-    pytest.param("nonfinite: match\n", "nonfinite: match\nmistakes: [softmax_applied]\n",
-                 "mistakes[0]: expected a mistake that applies to contract masked_scores, found 'softmax_applied'",
-                 id="mistake for another contract"),
-    pytest.param("nonfinite: match\n", "nonfinite: match\nmistakes: [typo]\n",
-                 "mistakes[0]: expected a catalogue mistake, found 'typo'", id="unknown mistake"),
-])
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        pytest.param(
+            "mask: [[true, false], [true, true]]",
+            "mask: [[1, 0], [1, 1]]",
+            "worked_examples[0].inputs.mask: expected a bool mask of true/false (true = keep), found number 1",
+            id="numbers in a mask",
+        ),
+        pytest.param(
+            "S: [[1, 2], [3, 4]]",
+            "S: [[true, 2], [3, 4]]",
+            "worked_examples[0].inputs.S: expected numbers, found true/false",
+            id="boolean in scores",
+        ),
+        pytest.param(
+            "expected: [[1, -.inf], [3, 4]]",
+            "expected: [[1, 2], [3, 4]]",
+            "worked_examples[0].expected: expected the value the inputs give, [[1.0, -inf], [3.0, 4.0]]",
+            id="masked entry must be -inf",
+        ),
+        pytest.param(
+            "nonfinite: match",
+            "nonfinite: ignore",
+            "nonfinite: expected one of match, found string 'ignore'",
+            id="unknown nonfinite policy",
+        ),
+        pytest.param(
+            "nonfinite: match\n",
+            "nonfinite: match\nmistakes: [softmax_applied]\n",
+            "mistakes[0]: expected a mistake that applies to contract masked_scores, found 'softmax_applied'",
+            id="mistake for another contract",
+        ),
+        pytest.param(
+            "nonfinite: match\n",
+            "nonfinite: match\nmistakes: [typo]\n",
+            "mistakes[0]: expected a catalogue mistake, found 'typo'",
+            id="unknown mistake",
+        ),
+    ],
+)
 def test_located_problems(tmp_path, old, new, expected):
     """Each problem is reported with file:line:col and field path."""
     assert old in MASKED

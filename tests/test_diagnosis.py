@@ -28,19 +28,26 @@ def scores_cases(scores_spec):
     return build_cases(scores_spec, "float32")
 
 
-@pytest.mark.parametrize("wrong, expected_id", [
-    pytest.param(lambda q, k: torch.softmax(k @ q, dim=-1), "softmax_applied", id="softmax"),
-    pytest.param(lambda q, k: (k @ q).abs(), "absolute_value", id="absolute value"),
-    pytest.param(lambda q, k: torch.nn.functional.normalize(k, dim=-1) @ torch.nn.functional.normalize(q, dim=0),
-                 "cosine_similarity", id="cosine"),
-    pytest.param(lambda q, k: torch.flip(k @ q, dims=[0]), "keys_reversed", id="keys reversed"),
-    pytest.param(lambda q, k: k * q, "elementwise_not_summed", id="not summed"),
-    pytest.param(lambda q, k: torch.zeros(k.shape[0]), "all_zeros", id="zeros"),
-])
+@pytest.mark.parametrize(
+    "wrong, expected_id",
+    [
+        pytest.param(lambda q, k: torch.softmax(k @ q, dim=-1), "softmax_applied", id="softmax"),
+        pytest.param(lambda q, k: (k @ q).abs(), "absolute_value", id="absolute value"),
+        pytest.param(
+            lambda q, k: torch.nn.functional.normalize(k, dim=-1) @ torch.nn.functional.normalize(q, dim=0),
+            "cosine_similarity",
+            id="cosine",
+        ),
+        pytest.param(lambda q, k: torch.flip(k @ q, dims=[0]), "keys_reversed", id="keys reversed"),
+        pytest.param(lambda q, k: k * q, "elementwise_not_summed", id="not summed"),
+        pytest.param(lambda q, k: torch.zeros(k.shape[0]), "all_zeros", id="zeros"),
+    ],
+)
 def test_known_mistake_is_named(scores_spec, scores_cases, wrong, expected_id):
     """A submission written with a known mistake is diagnosed as that mistake on some failing case."""
-    result = run_cases(scores_spec, scores_cases, InProcessRunner(wrong), dtype="float32", device="cpu",
-                       submission="t", seed=0)
+    result = run_cases(
+        scores_spec, scores_cases, InProcessRunner(wrong), dtype="float32", device="cpu", submission="t", seed=0
+    )
     ids = {c.diagnosis["id"] for c in result.cases if c.diagnosis}
     assert expected_id in ids
     failing = next(c for c in result.cases if c.diagnosis and c.diagnosis["id"] == expected_id)
@@ -49,8 +56,15 @@ def test_known_mistake_is_named(scores_spec, scores_cases, wrong, expected_id):
 
 def test_unknown_wrong_output_gets_no_diagnosis(scores_spec, scores_cases):
     """An output that matches no catalogue mistake fails with diagnosis None."""
-    result = run_cases(scores_spec, scores_cases, InProcessRunner(lambda q, k: k @ q + 0.25), dtype="float32",
-                       device="cpu", submission="t", seed=0)
+    result = run_cases(
+        scores_spec,
+        scores_cases,
+        InProcessRunner(lambda q, k: k @ q + 0.25),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+    )
     assert not result.all_passed
     assert all(c.diagnosis is None for c in result.cases)
     assert all("Known mistake" not in c.message for c in result.cases)
@@ -62,18 +76,22 @@ def test_diagnose_direct_call(scores_spec, scores_cases):
     q, keys = (torch.tensor(a) for a in call.args.values())
     received = to_received(torch.softmax(keys @ q, dim=-1))
     diag = diagnose(scores_spec, call, received, "float32")
-    assert diag == {"id": "softmax_applied",
-                    "message": "your scores equal softmax of the scores (each row sums to 1): raw scores must not be "
-                               "normalised"}
+    assert diag == {
+        "id": "softmax_applied",
+        "message": "your scores equal softmax of the scores (each row sums to 1): raw scores must not be normalised",
+    }
 
 
-@pytest.mark.parametrize("got, want, ok", [
-    pytest.param([1.0, np.nan], [1.0, np.nan], True, id="NaN in the same place"),
-    pytest.param([1.0, 2.0], [1.0, np.nan], False, id="NaN missing"),
-    pytest.param([-np.inf, 2.0], [np.inf, 2.0], False, id="infinity of the other sign"),
-    pytest.param([1.0, 2.0], [1.0, 2.0, 3.0], False, id="shapes differ"),
-    pytest.param([1.0, 2.00001], [1.0, 2.0], True, id="within close(float32)"),
-])
+@pytest.mark.parametrize(
+    "got, want, ok",
+    [
+        pytest.param([1.0, np.nan], [1.0, np.nan], True, id="NaN in the same place"),
+        pytest.param([1.0, 2.0], [1.0, np.nan], False, id="NaN missing"),
+        pytest.param([-np.inf, 2.0], [np.inf, 2.0], False, id="infinity of the other sign"),
+        pytest.param([1.0, 2.0], [1.0, 2.0, 3.0], False, id="shapes differ"),
+        pytest.param([1.0, 2.00001], [1.0, 2.0], True, id="within close(float32)"),
+    ],
+)
 def test_matches(got, want, ok):
     """matches() compares shape, non-finite placement, then values."""
     assert matches(np.array(got), np.array(want), 0.0, "float32") is ok
@@ -81,8 +99,15 @@ def test_matches(got, want, ok):
 
 def test_json_report_carries_the_diagnosis(scores_spec, scores_cases):
     """The JSON report's case diagnosis is {id, message} when matched, else null; strict JSON."""
-    result = run_cases(scores_spec, scores_cases, InProcessRunner(lambda q, k: torch.softmax(k @ q, dim=-1)),
-                       dtype="float32", device="cpu", submission="t", seed=0)
+    result = run_cases(
+        scores_spec,
+        scores_cases,
+        InProcessRunner(lambda q, k: torch.softmax(k @ q, dim=-1)),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+    )
     data = json.loads(json.dumps(submission_to_json(result), allow_nan=False))
     diags = [c["diagnosis"] for c in data["cases"]]
     assert {"id": "softmax_applied", "message": diags[0]["message"]} == diags[0]
@@ -92,8 +117,15 @@ def test_json_report_carries_the_diagnosis(scores_spec, scores_cases):
 def test_counterexample_with_nan_is_strict_json():
     """A failing case whose inputs hold NaN/inf reports them as strings, so JSON stays valid."""
     spec = load_spec("specs/masked_scores.yaml")
-    result = run_cases(spec, build_cases(spec, "float32"), InProcessRunner(lambda S, m: S.clone()), dtype="float32",
-                       device="cpu", submission="t", seed=0)
+    result = run_cases(
+        spec,
+        build_cases(spec, "float32"),
+        InProcessRunner(lambda S, m: S.clone()),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+    )
     text = json.dumps(submission_to_json(result), allow_nan=False)
     assert '"nan"' in text and "Reproduce: masked_scores(torch.tensor([[float('nan')" in text
 
@@ -101,8 +133,8 @@ def test_counterexample_with_nan_is_strict_json():
 def test_mutation_test_reports_missed_mistakes(tmp_path):
     """A spec whose only example has one key cannot catch keys_reversed: verify reports it MISSED."""
     text = open("specs/dot_product_scores.yaml", encoding="utf-8").read()
-    head = text[:text.index("  - id: aligned_perpendicular_partial")]
-    anti = text[text.index("  - id: anti_aligned"):text.index("  - id: three_dims_mixed_signs")]
+    head = text[: text.index("  - id: aligned_perpendicular_partial")]
+    anti = text[text.index("  - id: anti_aligned") : text.index("  - id: three_dims_mixed_signs")]
     text = head + anti
     path = tmp_path / "weak.yaml"
     path.write_text(text, encoding="utf-8")

@@ -26,17 +26,30 @@ SCORES_EXPECTATIONS = {
     "correct_matmul.py": "all",
     "correct_loops.py": "all",
     "correct_numpy_einsum.py": "all",
-    "softmax_applied.py": {"example:anti_aligned": Verdict.WRONG_VALUE, "property:scores_not_normalised": Verdict.WRONG_VALUE},
+    "softmax_applied.py": {
+        "example:anti_aligned": Verdict.WRONG_VALUE,
+        "property:scores_not_normalised": Verdict.WRONG_VALUE,
+    },
     "elementwise_no_sum.py": {"example:aligned_perpendicular_partial": Verdict.WRONG_SHAPE},
-    "cosine_similarity.py": {"example:aligned_perpendicular_partial": Verdict.WRONG_VALUE,
-                             "property:equals_qk_entries": Verdict.WRONG_VALUE},
-    "absolute_value.py": {"example:anti_aligned": Verdict.WRONG_VALUE, "property:scores_not_normalised": Verdict.WRONG_VALUE},
-    "hardcoded_examples.py": {"example:aligned_perpendicular_partial": Verdict.PASSED, "example:anti_aligned": Verdict.PASSED,
-                              "example:three_dims_mixed_signs": Verdict.WRONG_VALUE,
-                              "property:equals_qk_entries": Verdict.WRONG_VALUE},
-    "hangs_on_perpendicular.py": {"example:aligned_perpendicular_partial": Verdict.TIMEOUT,
-                                  "property:perpendicular_keys_score_zero": Verdict.TIMEOUT,
-                                  "example:anti_aligned": Verdict.PASSED},
+    "cosine_similarity.py": {
+        "example:aligned_perpendicular_partial": Verdict.WRONG_VALUE,
+        "property:equals_qk_entries": Verdict.WRONG_VALUE,
+    },
+    "absolute_value.py": {
+        "example:anti_aligned": Verdict.WRONG_VALUE,
+        "property:scores_not_normalised": Verdict.WRONG_VALUE,
+    },
+    "hardcoded_examples.py": {
+        "example:aligned_perpendicular_partial": Verdict.PASSED,
+        "example:anti_aligned": Verdict.PASSED,
+        "example:three_dims_mixed_signs": Verdict.WRONG_VALUE,
+        "property:equals_qk_entries": Verdict.WRONG_VALUE,
+    },
+    "hangs_on_perpendicular.py": {
+        "example:aligned_perpendicular_partial": Verdict.TIMEOUT,
+        "property:perpendicular_keys_score_zero": Verdict.TIMEOUT,
+        "example:anti_aligned": Verdict.PASSED,
+    },
     "fails_at_import.py": {"example:aligned_perpendicular_partial": Verdict.EXCEPTION},
     "syntax_error.py": {"example:aligned_perpendicular_partial": Verdict.EXCEPTION},
     "wrong_function_name.py": {"example:aligned_perpendicular_partial": Verdict.FUNCTION_MISSING},
@@ -48,7 +61,10 @@ MATRIX_EXPECTATIONS = {
     "keys_not_transposed.py": {"example:two_by_two": Verdict.WRONG_VALUE},
     "all_axes_reversed.py": {"example:two_by_two": Verdict.PASSED, "example:batched_two_items": Verdict.WRONG_VALUE},
     "softmax_over_keys.py": {"property:scores_not_normalised": Verdict.WRONG_VALUE},
-    "scaled_by_sqrt_dk.py": {"example:two_by_two": Verdict.WRONG_VALUE, "property:equals_qk_entries": Verdict.WRONG_VALUE},
+    "scaled_by_sqrt_dk.py": {
+        "example:two_by_two": Verdict.WRONG_VALUE,
+        "property:equals_qk_entries": Verdict.WRONG_VALUE,
+    },
 }
 
 
@@ -103,19 +119,31 @@ def test_matrix_examples(matrix_results, name):
 def test_full_marks_exactly_for_correct_ones(scores_results, matrix_results):
     """Exactly the correct_* submissions get full marks."""
     full = {n for results in (scores_results, matrix_results) for n, r in results.items() if r.score == r.max_score}
-    assert full == {"correct_matmul.py", "correct_loops.py", "correct_numpy_einsum.py",
-                    "correct_transpose.py", "correct_einsum.py"}
+    assert full == {
+        "correct_matmul.py",
+        "correct_loops.py",
+        "correct_numpy_einsum.py",
+        "correct_transpose.py",
+        "correct_einsum.py",
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        pytest.param("fails_at_import.py", "your file could not be imported: ModuleNotFoundError (line 3): "
-                     "No module named 'attention_helpers'", id="import error"),
-        pytest.param("syntax_error.py", "your file could not be imported: SyntaxError (line 4): expected ':'",
-                     id="syntax error"),
-        pytest.param("wrong_function_name.py", "your file has no function named 'scores'; it defines: score",
-                     id="function missing"),
+        pytest.param(
+            "fails_at_import.py",
+            "your file could not be imported: ModuleNotFoundError (line 3): No module named 'attention_helpers'",
+            id="import error",
+        ),
+        pytest.param(
+            "syntax_error.py", "your file could not be imported: SyntaxError (line 4): expected ':'", id="syntax error"
+        ),
+        pytest.param(
+            "wrong_function_name.py",
+            "your file has no function named 'scores'; it defines: score",
+            id="function missing",
+        ),
     ],
 )
 def test_submission_level_errors_are_one_clear_line(scores_results, name, text):
@@ -197,8 +225,11 @@ def test_reports_are_valid_json_with_required_fields(scores_results):
     [
         pytest.param(lambda d: str(d / "missing.py"), "missing.py: no such file", id="missing file"),
         pytest.param(lambda d: str(d), "expected .py files in this directory, found none", id="empty directory"),
-        pytest.param(lambda d: (d / "a.txt").write_text("x") and str(d / "a.txt"),
-                     "expected a Python file ending in .py, found '.txt'", id="not a .py file"),
+        pytest.param(
+            lambda d: (d / "a.txt").write_text("x") and str(d / "a.txt"),
+            "expected a Python file ending in .py, found '.txt'",
+            id="not a .py file",
+        ),
     ],
 )
 def test_bad_submission_paths(tmp_path, make, text):

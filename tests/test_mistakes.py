@@ -13,10 +13,27 @@ from attnscore.mistakes import MISTAKES, get_mistake, mistakes_for
 from attnscore.verify import bundled_spec_paths
 
 REQUIRED = {
-    "not_scaled", "scaled_by_dk", "scaled_by_sqrt_d_model", "keys_not_transposed", "all_axes_reversed",
-    "output_transposed", "softmax_applied", "softmax_wrong_axis", "cosine_similarity", "absolute_value",
-    "elementwise_not_summed", "keys_reversed", "mask_ignored", "mask_inverted", "additive_mask_nan",
-    "nan_fully_masked", "computed_in_float16", "inputs_mutated", "all_zeros", "uniform_weights", "hard_coded_examples",
+    "not_scaled",
+    "scaled_by_dk",
+    "scaled_by_sqrt_d_model",
+    "keys_not_transposed",
+    "all_axes_reversed",
+    "output_transposed",
+    "softmax_applied",
+    "softmax_wrong_axis",
+    "cosine_similarity",
+    "absolute_value",
+    "elementwise_not_summed",
+    "keys_reversed",
+    "mask_ignored",
+    "mask_inverted",
+    "additive_mask_nan",
+    "nan_fully_masked",
+    "computed_in_float16",
+    "inputs_mutated",
+    "all_zeros",
+    "uniform_weights",
+    "hard_coded_examples",
 }
 
 
@@ -39,8 +56,15 @@ def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inp
     """Each mistake differs from the golden value on some worked example, or is a side-effect mistake."""
     spec = load_spec(spec_path)
     for mistake in mistakes_for(spec.contract.name):
-        if mistake.id in ("inputs_mutated", "hard_coded_examples", "scaled_by_sqrt_d_model", "all_axes_reversed",
-                          "softmax_without_max_subtraction", "computed_in_float16", "elementwise_not_summed"):
+        if mistake.id in (
+            "inputs_mutated",
+            "hard_coded_examples",
+            "scaled_by_sqrt_d_model",
+            "all_axes_reversed",
+            "softmax_without_max_subtraction",
+            "computed_in_float16",
+            "elementwise_not_summed",
+        ):
             continue  # side effects, or wrong only on generated/batched/large inputs (see verify)
         differs = False
         for ex in spec.worked_examples:
@@ -50,26 +74,55 @@ def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inp
         assert differs, f"{mistake.id} matches every worked example of {spec.id}"
 
 
-@pytest.mark.parametrize("mistake_id, contract, args, expected", [
-    pytest.param("softmax_applied", "scores", ([1.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]),
-                 [np.e / (np.e + 1), 1 / (np.e + 1)], id="softmax applied"),
-    pytest.param("keys_not_transposed", "score_matrix", ([[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]),
-                 [[19.0, 22.0], [43.0, 50.0]], id="K not transposed (field notes)"),
-    pytest.param("scaled_by_sqrt_d_model", "scaled_score_matrix", (np.ones((4, 1, 4)), np.ones((4, 1, 4))),
-                 np.ones((4, 1, 1)), id="√d_model with 4 heads"),
-    pytest.param("scaled_by_dk", "scaled_score_matrix", ([[1.0] * 4], [[1.0] * 4]), [[1.0]], id="scaled by d_k"),
-    pytest.param("not_scaled", "scaled_score_matrix", ([[1.0] * 4], [[1.0] * 4]), [[4.0]], id="not scaled"),
-    pytest.param("cosine_similarity", "score", ([2.0, 0.0], [3.0, 0.0]), 1.0, id="cosine"),
-    pytest.param("softmax_wrong_axis", "attention_weights", ([[1.0, 3.0]], [[True, True]]), [[1.0, 1.0]],
-                 id="softmax over queries"),
-    pytest.param("mask_ignored", "attention_weights", ([[2.0, 0.0]], [[True, False]]),
-                 [[np.e**2 / (np.e**2 + 1), 1 / (np.e**2 + 1)]], id="masked_fill result discarded"),
-])
+@pytest.mark.parametrize(
+    "mistake_id, contract, args, expected",
+    [
+        pytest.param(
+            "softmax_applied",
+            "scores",
+            ([1.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]),
+            [np.e / (np.e + 1), 1 / (np.e + 1)],
+            id="softmax applied",
+        ),
+        pytest.param(
+            "keys_not_transposed",
+            "score_matrix",
+            ([[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]),
+            [[19.0, 22.0], [43.0, 50.0]],
+            id="K not transposed (field notes)",
+        ),
+        pytest.param(
+            "scaled_by_sqrt_d_model",
+            "scaled_score_matrix",
+            (np.ones((4, 1, 4)), np.ones((4, 1, 4))),
+            np.ones((4, 1, 1)),
+            id="√d_model with 4 heads",
+        ),
+        pytest.param("scaled_by_dk", "scaled_score_matrix", ([[1.0] * 4], [[1.0] * 4]), [[1.0]], id="scaled by d_k"),
+        pytest.param("not_scaled", "scaled_score_matrix", ([[1.0] * 4], [[1.0] * 4]), [[4.0]], id="not scaled"),
+        pytest.param("cosine_similarity", "score", ([2.0, 0.0], [3.0, 0.0]), 1.0, id="cosine"),
+        pytest.param(
+            "softmax_wrong_axis",
+            "attention_weights",
+            ([[1.0, 3.0]], [[True, True]]),
+            [[1.0, 1.0]],
+            id="softmax over queries",
+        ),
+        pytest.param(
+            "mask_ignored",
+            "attention_weights",
+            ([[2.0, 0.0]], [[True, False]]),
+            [[np.e**2 / (np.e**2 + 1), 1 / (np.e**2 + 1)]],
+            id="masked_fill result discarded",
+        ),
+    ],
+)
 def test_mistake_values_from_field_notes(mistake_id, contract, args, expected):
     """Each mistake reproduces the wrong value the field notes give for its small input."""
     c = CONTRACTS[contract]
-    tensors = [torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == bool else torch.float64)
-               for a in args]
+    tensors = [
+        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == bool else torch.float64) for a in args
+    ]
     out = MISTAKES[mistake_id].bind(c)(*tensors)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12)
 
@@ -77,8 +130,10 @@ def test_mistake_values_from_field_notes(mistake_id, contract, args, expected):
 @pytest.mark.parametrize("mistake_id", ["additive_mask_nan", "nan_fully_masked"])
 def test_nan_mistakes_give_nan(mistake_id):
     """(1-mask)·(-inf) gives NaN at kept entries; unguarded softmax gives NaN for a fully masked row."""
-    S, mask = torch.tensor([[1.0, 1.0]]), torch.tensor([[True, False]]) if mistake_id == "additive_mask_nan" \
-        else torch.tensor([[False, False]])
+    S, mask = (
+        torch.tensor([[1.0, 1.0]]),
+        torch.tensor([[True, False]]) if mistake_id == "additive_mask_nan" else torch.tensor([[False, False]]),
+    )
     out = MISTAKES[mistake_id].bind(CONTRACTS["attention_weights"])(S, mask)
     assert torch.isnan(out).any()
 

@@ -17,15 +17,23 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run pytest in an empty folder (so only attnscore items are collected)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                           f"--rootdir={tmp_path}", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", f"--rootdir={tmp_path}", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_correct_impl_one_item_per_case(tmp_path):
     """Each case of each dtype is one passing item named spec[dtype]::case."""
-    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:attention",
-                      f"--attnscore-spec={ROOT / 'specs/attention.yaml'}")
+    proc = run_pytest(
+        tmp_path,
+        "--attnscore-impl=examples.impl.my_attention:attention",
+        f"--attnscore-spec={ROOT / 'specs/attention.yaml'}",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "20 passed" in proc.stdout
     assert "attention[float32]::example:two_keys" in proc.stdout
@@ -35,13 +43,20 @@ def test_correct_impl_one_item_per_case(tmp_path):
 def test_failures_xfails_skips_and_stale_entries(tmp_path):
     """Listed cases xfail or skip; the failure shows the feedback; an unmatched entry warns."""
     xfail = tmp_path / "xfail.txt"
-    xfail.write_text("# expected failures\n"
-                     "example:masked_key_gets_zero  xfail  the mask is ignored on purpose\n"
-                     "attention_weights[float32]::example:fully_masked_row  skip  not today\n"
-                     "property:no_such_case  xfail  stale\n", encoding="utf-8")
-    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:buggy_attention_weights",
-                      f"--attnscore-spec={ROOT / 'specs/attention_weights.yaml'}", "--attnscore-dtype=float32",
-                      f"--attnscore-xfail={xfail}")
+    xfail.write_text(
+        "# expected failures\n"
+        "example:masked_key_gets_zero  xfail  the mask is ignored on purpose\n"
+        "attention_weights[float32]::example:fully_masked_row  skip  not today\n"
+        "property:no_such_case  xfail  stale\n",
+        encoding="utf-8",
+    )
+    proc = run_pytest(
+        tmp_path,
+        "--attnscore-impl=examples.impl.my_attention:buggy_attention_weights",
+        f"--attnscore-spec={ROOT / 'specs/attention_weights.yaml'}",
+        "--attnscore-dtype=float32",
+        f"--attnscore-xfail={xfail}",
+    )
     out = proc.stdout
     assert proc.returncode == 1
     assert "11 failed, 3 passed, 1 skipped, 1 xfailed" in out
@@ -56,11 +71,17 @@ def test_impl_without_spec_is_a_usage_error(tmp_path):
     assert "--attnscore-impl and --attnscore-spec go together" in proc.stderr
 
 
-@pytest.mark.parametrize("text, entries", [
-    pytest.param("a xfail why not\n\n# c\nb skip\n", [XfailEntry("a", "xfail", "why not", 1),
-                                                    XfailEntry("b", "skip", "", 4)], id="two entries"),
-    pytest.param("x xfail  # trailing comment\n", [XfailEntry("x", "xfail", "", 1)], id="comment"),
-])
+@pytest.mark.parametrize(
+    "text, entries",
+    [
+        pytest.param(
+            "a xfail why not\n\n# c\nb skip\n",
+            [XfailEntry("a", "xfail", "why not", 1), XfailEntry("b", "skip", "", 4)],
+            id="two entries",
+        ),
+        pytest.param("x xfail  # trailing comment\n", [XfailEntry("x", "xfail", "", 1)], id="comment"),
+    ],
+)
 def test_read_xfail_file(tmp_path, text, entries):
     """The xfail file is read into entries with their line numbers."""
     path = tmp_path / "x.txt"

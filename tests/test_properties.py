@@ -16,18 +16,41 @@ from attnscore.runner import InProcessRunner
 from attnscore.strategies import draw_examples
 from attnscore.tolerance import Tolerance
 
-SPEC_FOR = {"score_matrix": "specs/score_matrix.yaml", "scores": "specs/dot_product_scores.yaml",
-            "scaled_score_matrix": "specs/scaled_score_matrix.yaml", "attention_weights": "specs/attention_weights.yaml",
-            "masked_scores": "specs/masked_scores.yaml", "attention": "specs/attention.yaml",
-            "bilinear_scores": "specs/bilinear_scores.yaml", "additive_scores": "specs/additive_scores.yaml"}
+SPEC_FOR = {
+    "score_matrix": "specs/score_matrix.yaml",
+    "scores": "specs/dot_product_scores.yaml",
+    "scaled_score_matrix": "specs/scaled_score_matrix.yaml",
+    "attention_weights": "specs/attention_weights.yaml",
+    "masked_scores": "specs/masked_scores.yaml",
+    "attention": "specs/attention.yaml",
+    "bilinear_scores": "specs/bilinear_scores.yaml",
+    "additive_scores": "specs/additive_scores.yaml",
+}
 
 REQUIRED = {
-    "matches_reference", "equals_qk_entries", "perpendicular_keys_score_zero", "parallel_keys_score_norm_product",
-    "anti_aligned_keys_score_negative", "cauchy_schwarz_bound", "linear_in_query", "linear_in_key",
-    "permuting_keys_permutes_scores", "permuting_queries_permutes_rows", "batch_items_independent",
-    "self_scores_symmetric", "scaled_is_raw_over_sqrt_dk", "scale_independent_of_heads", "scores_not_normalised",
-    "weights_sum_to_one", "weights_non_negative", "softmax_shift_invariant", "masked_positions_zero_weight",
-    "nan_in_kept_position_propagates", "inputs_not_mutated", "output_not_aliased", "dtype_device_follow_inputs",
+    "matches_reference",
+    "equals_qk_entries",
+    "perpendicular_keys_score_zero",
+    "parallel_keys_score_norm_product",
+    "anti_aligned_keys_score_negative",
+    "cauchy_schwarz_bound",
+    "linear_in_query",
+    "linear_in_key",
+    "permuting_keys_permutes_scores",
+    "permuting_queries_permutes_rows",
+    "batch_items_independent",
+    "self_scores_symmetric",
+    "scaled_is_raw_over_sqrt_dk",
+    "scale_independent_of_heads",
+    "scores_not_normalised",
+    "weights_sum_to_one",
+    "weights_non_negative",
+    "softmax_shift_invariant",
+    "masked_positions_zero_weight",
+    "nan_in_kept_position_propagates",
+    "inputs_not_mutated",
+    "output_not_aliased",
+    "dtype_device_follow_inputs",
     "deterministic",
 }
 
@@ -37,9 +60,18 @@ def _case(spec_path: str, name: str, dtype: str = "float32", count: int = 8) -> 
     prop = get_property(name)
     examples = draw_examples(prop.strategy(spec.contract, prop.default_max_value), count, seed=11)
     calls = property_calls(spec, name, examples, dtype, spec.tolerance)
-    case = Case(id=f"property:{name}", kind="property", title=name, statement=prop.summary, calls=calls,
-                points=1, visibility="visible", location=f"{spec_path}:1", tolerance=spec.tolerance,
-                property_name=name)
+    case = Case(
+        id=f"property:{name}",
+        kind="property",
+        title=name,
+        statement=prop.summary,
+        calls=calls,
+        points=1,
+        visibility="visible",
+        location=f"{spec_path}:1",
+        tolerance=spec.tolerance,
+        property_name=name,
+    )
     return spec, case
 
 
@@ -75,24 +107,48 @@ def _mutating(Q, K):
 WRONG = [
     pytest.param("score_matrix", "permuting_keys_permutes_scores", _permuting_bug, id="key order matters"),
     pytest.param("score_matrix", "inputs_not_mutated", _mutating, id="keys mutated in place"),
-    pytest.param("masked_scores", "output_not_aliased", lambda S, m: S.masked_fill_(~m, float("-inf")),
-                 id="masked in place and returned"),
-    pytest.param("score_matrix", "dtype_device_follow_inputs", lambda Q, K: (Q @ K.transpose(-2, -1)).double(),
-                 id="float64 output for float32 inputs"),
-    pytest.param("score_matrix", "deterministic",
-                 lambda Q, K: Q @ K.transpose(-2, -1) + torch.rand(()) * 1e-3, id="random noise"),
-    pytest.param("scaled_score_matrix", "scale_independent_of_heads",
-                 lambda Q, K: (Q @ K.transpose(-2, -1)) / (Q.shape[-1] * (Q.shape[0] if Q.ndim > 2 else 1)) ** 0.5,
-                 id="scaled by √d_model"),
-    pytest.param("attention_weights", "masked_positions_zero_weight",
-                 lambda S, m: torch.softmax(S, -1), id="mask ignored"),
-    pytest.param("attention_weights", "fully_masked_row_zero",
-                 lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), -1), id="NaN rows"),
-    pytest.param("attention_weights", "stable_for_large_logits",
-                 lambda S, m: torch.where(m, S.exp(), 0) / torch.where(m, S.exp(), 0).sum(-1, keepdim=True),
-                 id="no max subtraction"),
-    pytest.param("masked_scores", "masked_positions_neg_inf", lambda S, m: S + (1 - m.float()) * -1e9,
-                 id="large negative instead of -inf"),
+    pytest.param(
+        "masked_scores",
+        "output_not_aliased",
+        lambda S, m: S.masked_fill_(~m, float("-inf")),
+        id="masked in place and returned",
+    ),
+    pytest.param(
+        "score_matrix",
+        "dtype_device_follow_inputs",
+        lambda Q, K: (Q @ K.transpose(-2, -1)).double(),
+        id="float64 output for float32 inputs",
+    ),
+    pytest.param(
+        "score_matrix", "deterministic", lambda Q, K: Q @ K.transpose(-2, -1) + torch.rand(()) * 1e-3, id="random noise"
+    ),
+    pytest.param(
+        "scaled_score_matrix",
+        "scale_independent_of_heads",
+        lambda Q, K: (Q @ K.transpose(-2, -1)) / (Q.shape[-1] * (Q.shape[0] if Q.ndim > 2 else 1)) ** 0.5,
+        id="scaled by √d_model",
+    ),
+    pytest.param(
+        "attention_weights", "masked_positions_zero_weight", lambda S, m: torch.softmax(S, -1), id="mask ignored"
+    ),
+    pytest.param(
+        "attention_weights",
+        "fully_masked_row_zero",
+        lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), -1),
+        id="NaN rows",
+    ),
+    pytest.param(
+        "attention_weights",
+        "stable_for_large_logits",
+        lambda S, m: torch.where(m, S.exp(), 0) / torch.where(m, S.exp(), 0).sum(-1, keepdim=True),
+        id="no max subtraction",
+    ),
+    pytest.param(
+        "masked_scores",
+        "masked_positions_neg_inf",
+        lambda S, m: S + (1 - m.float()) * -1e9,
+        id="large negative instead of -inf",
+    ),
 ]
 
 
@@ -126,12 +182,18 @@ def test_generation_ignores_imported_modules():
     import subprocess
     import sys
 
-    code = ("{imp}from attnscore.loader import load_spec; from attnscore.cases import build_cases; "
-            "import hashlib; c = build_cases(load_spec('specs/scaled_score_matrix.yaml'), 'float32'); "
-            "print(hashlib.md5(b''.join(a.tobytes() for k in c for x in k.calls for a in x.args.values())).hexdigest())")
+    code = (
+        "{imp}from attnscore.loader import load_spec; from attnscore.cases import build_cases; "
+        "import hashlib; c = build_cases(load_spec('specs/scaled_score_matrix.yaml'), 'float32'); "
+        "print(hashlib.md5(b''.join(a.tobytes() for k in c for x in k.calls for a in x.args.values())).hexdigest())"
+    )
     plain = subprocess.run([sys.executable, "-c", code.format(imp="")], capture_output=True, text=True, check=True)
-    more = subprocess.run([sys.executable, "-c", code.format(imp="import attnscore.cli, attnscore.mistakes; ")],
-                          capture_output=True, text=True, check=True)
+    more = subprocess.run(
+        [sys.executable, "-c", code.format(imp="import attnscore.cli, attnscore.mistakes; ")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert plain.stdout == more.stdout and len(plain.stdout.strip()) == 32
 
 
@@ -149,9 +211,14 @@ def test_loader_rejects_a_property_that_does_not_apply(tmp_path):
     """A weights property on a score contract is a located spec error."""
     from attnscore.specfile import SpecError
 
-    text = open(SPEC_FOR["scores"], encoding="utf-8").read().replace(
-        "  - name: equals_qk_entries", "  - name: weights_sum_to_one")
+    text = (
+        open(SPEC_FOR["scores"], encoding="utf-8")
+        .read()
+        .replace("  - name: equals_qk_entries", "  - name: weights_sum_to_one")
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(SpecError, match="expected a property that applies to contract scores, found 'weights_sum_to_one'"):
+    with pytest.raises(
+        SpecError, match="expected a property that applies to contract scores, found 'weights_sum_to_one'"
+    ):
         load_spec(path)

@@ -69,22 +69,46 @@ def test_inputs_not_mutated():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        pytest.param(lambda: scores([1.0, 2.0], [[1.0, 2.0, 3.0]]), "keys: last dimension d_k=3 does not match q's d_k=2",
-                     id="mismatched d_k"),
-        pytest.param(lambda: scores([[1.0, 2.0]], [[1.0, 2.0]]), "q: expected shape (d_k,) (1-D), found shape (1, 2)",
-                     id="q has wrong rank"),
-        pytest.param(lambda: scores([1.0, 2.0], [1.0, 2.0]), "keys: expected shape (n_k, d_k) (2-D), found shape (2,)",
-                     id="keys has wrong rank"),
-        pytest.param(lambda: score([1j, 2.0], [1.0, 2.0]), "q: expected real numbers, found complex values", id="complex"),
-        pytest.param(lambda: score("ab", [1.0]), "q: expected a tensor, array or list of numbers, found str", id="string"),
-        pytest.param(lambda: score([True, False], [1.0, 2.0]), "q: expected real numbers, found bool values", id="bool"),
+        pytest.param(
+            lambda: scores([1.0, 2.0], [[1.0, 2.0, 3.0]]),
+            "keys: last dimension d_k=3 does not match q's d_k=2",
+            id="mismatched d_k",
+        ),
+        pytest.param(
+            lambda: scores([[1.0, 2.0]], [[1.0, 2.0]]),
+            "q: expected shape (d_k,) (1-D), found shape (1, 2)",
+            id="q has wrong rank",
+        ),
+        pytest.param(
+            lambda: scores([1.0, 2.0], [1.0, 2.0]),
+            "keys: expected shape (n_k, d_k) (2-D), found shape (2,)",
+            id="keys has wrong rank",
+        ),
+        pytest.param(
+            lambda: score([1j, 2.0], [1.0, 2.0]), "q: expected real numbers, found complex values", id="complex"
+        ),
+        pytest.param(
+            lambda: score("ab", [1.0]), "q: expected a tensor, array or list of numbers, found str", id="string"
+        ),
+        pytest.param(
+            lambda: score([True, False], [1.0, 2.0]), "q: expected real numbers, found bool values", id="bool"
+        ),
         pytest.param(lambda: scores([1.0], [[1.0], [2.0, 3.0]]), "keys: expected a rectangular array", id="ragged"),
-        pytest.param(lambda: score_matrix([1.0, 2.0], [[1.0, 2.0]]), "Q: expected shape (..., n_q, d_k) (at least 2-D)",
-                     id="Q is 1-D"),
-        pytest.param(lambda: score_matrix(torch.ones(2, 1, 2), torch.ones(3, 1, 2)),
-                     "K: batch dims (3,) do not broadcast with Q's (2,)", id="batch dims do not broadcast"),
-        pytest.param(lambda: score(torch.ones(2), torch.ones(2, dtype=torch.float64)),
-                     "k: dtype torch.float64 differs from q's torch.float32", id="mixed dtypes"),
+        pytest.param(
+            lambda: score_matrix([1.0, 2.0], [[1.0, 2.0]]),
+            "Q: expected shape (..., n_q, d_k) (at least 2-D)",
+            id="Q is 1-D",
+        ),
+        pytest.param(
+            lambda: score_matrix(torch.ones(2, 1, 2), torch.ones(3, 1, 2)),
+            "K: batch dims (3,) do not broadcast with Q's (2,)",
+            id="batch dims do not broadcast",
+        ),
+        pytest.param(
+            lambda: score(torch.ones(2), torch.ones(2, dtype=torch.float64)),
+            "k: dtype torch.float64 differs from q's torch.float32",
+            id="mixed dtypes",
+        ),
     ],
 )
 def test_bad_inputs_raise_clear_errors(call, message):
@@ -97,7 +121,9 @@ def test_bad_inputs_raise_clear_errors(call, message):
 
 @settings(max_examples=50, deadline=None)
 @given(
-    st.integers(1, 4), st.integers(1, 5), st.integers(1, 6),
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.integers(1, 6),
     st.lists(st.integers(-8, 8), min_size=4 * 6, max_size=4 * 6),
     st.lists(st.integers(-8, 8), min_size=5 * 6, max_size=5 * 6),
 )

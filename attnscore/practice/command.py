@@ -61,9 +61,7 @@ def _select(names: tuple[str, ...], directory: Path | None) -> list[Family]:
         if ids or not names:
             folder = directory or default_families_dir()
             if not folder.is_dir():
-                raise click.UsageError(
-                    f"families folder {str(folder)!r} does not exist; pass --families-dir DIR"
-                )
+                raise click.UsageError(f"families folder {str(folder)!r} does not exist; pass --families-dir DIR")
             known = load_families(folder)
     except FamilyFileError as exc:
         raise InvalidFamilyError(str(exc)) from None
@@ -118,9 +116,7 @@ def _command_line(
     return shlex.join(parts)
 
 
-def build_outputs(
-    problems: list[Problem], sheet: Worksheet, fmt: str, figures: bool = True
-) -> dict[str, bytes]:
+def build_outputs(problems: list[Problem], sheet: Worksheet, fmt: str, figures: bool = True) -> dict[str, bytes]:
     """Every output file of one format as ``relative path -> bytes`` (pure: nothing is written).
 
     Raises:
@@ -157,9 +153,7 @@ def build_outputs(
 
 
 def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
-    click.echo(
-        f"{'family':<18} {'variants':>8} {'per s':>8} {'accepted':>9} {'dupes':>6} {'max':>5}  positions"
-    )
+    click.echo(f"{'family':<18} {'variants':>8} {'per s':>8} {'accepted':>9} {'dupes':>6} {'max':>5}  positions")
     for r in report.families:
         pos = " ".join(f"{'ABCDEFGH'[i]}:{r.positions[i]}" for i in sorted(r.positions)) or "-"
         click.echo(
@@ -203,9 +197,7 @@ def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
     default=None,
     help="Folder of family YAML files [default: specs/practice].",
 )
-@click.option(
-    "--featured/--no-featured", default=False, help="Put the families' fixed worked examples first."
-)
+@click.option("--featured/--no-featured", default=False, help="Put the families' fixed worked examples first.")
 @click.option("--q", "q_text", default=None, help="A fixed query, e.g. 0,1 (with --k).")
 @click.option("--k", "k_texts", multiple=True, help="A fixed key, e.g. 0,-1; repeat for several keys.")
 @click.option("--with-solutions", is_flag=True, help="Print worked solutions in the worksheet too.")
@@ -280,17 +272,13 @@ def practice(
                 problems += made
                 stats.append(st)
     except Rejected as exc:
-        raise click.UsageError(
-            f"these numbers make a degenerate problem ({exc.reason}); choose others"
-        ) from None
+        raise click.UsageError(f"these numbers make a degenerate problem ({exc.reason}); choose others") from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except GenerationError as exc:
         raise InvalidFamilyError(str(exc)) from None
     title = "Attention scores: practice" if len(selected) != 1 or q_text else f"Practice: {selected[0].title}"
-    places = (
-        problems[0].questions[0].numeric[0].places if problems and problems[0].questions[0].numeric else 3
-    )
+    places = problems[0].questions[0].numeric[0].places if problems and problems[0].questions[0].numeric else 3
     sheet = Worksheet(
         title,
         seed,
@@ -307,7 +295,6 @@ def practice(
     for st in stats:
         reasons = ", ".join(f"{r} {n}" for r, n in st.rejections.most_common(3)) or "none"
         click.echo(
-            f"{st.family_id}: {st.variants} variant(s), acceptance {st.acceptance_rate:.1%} "
-            f"(rejected: {reasons})"
+            f"{st.family_id}: {st.variants} variant(s), acceptance {st.acceptance_rate:.1%} (rejected: {reasons})"
         )
     click.echo(f"wrote {len(problems)} problem(s) as {fmt} to {out_dir}: {len(written)} file(s)")

@@ -30,9 +30,7 @@ def plain_givens(value: Any) -> Any:
 
 def dumps(data: Any) -> bytes:
     """Deterministic JSON bytes (sorted keys, 2-space indent, UTF-8, final newline; NaN refused)."""
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode(
-        "utf-8"
-    )
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _meta(p: Problem) -> dict[str, Any]:
@@ -62,8 +60,7 @@ def problems_json(problems: Sequence[Problem], sheet: Worksheet) -> bytes:
                         "part": q.part,
                         "prompt": to_markdown(q.prompt),
                         "blanks": [
-                            {"name": a.name, "label": to_markdown(a.label), "places": a.places}
-                            for a in q.numeric
+                            {"name": a.name, "label": to_markdown(a.label), "places": a.places} for a in q.numeric
                         ],
                         "options": [to_markdown(o) for o in q.choice.options] if q.choice else [],
                     }

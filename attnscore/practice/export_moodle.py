@@ -39,8 +39,7 @@ def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: st
     else:
         kind = "cloze"
         blanks = "".join(
-            f"<p>{to_html(a.label)} = {{1:NUMERICAL:={a.key}:{format_exact(a.tolerance)}}}</p>"
-            for a in q.numeric
+            f"<p>{to_html(a.label)} = {{1:NUMERICAL:={a.key}:{format_exact(a.tolerance)}}}</p>" for a in q.numeric
         )
         prompt += blanks
     el = ET.SubElement(quiz, "question", {"type": kind})
@@ -68,9 +67,7 @@ def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: st
         ET.SubElement(el, "shuffleanswers").text = "0"
         ET.SubElement(el, "answernumbering").text = "ABCD"
         for i, option in enumerate(q.choice.options):
-            ans = ET.SubElement(
-                el, "answer", {"fraction": "100" if i == q.choice.correct else "0", "format": "html"}
-            )
+            ans = ET.SubElement(el, "answer", {"fraction": "100" if i == q.choice.correct else "0", "format": "html"})
             ET.SubElement(ans, "text").text = to_html(option)
             _text(ans, "feedback", "")
 
@@ -86,11 +83,7 @@ def moodle_xml(problems: Sequence[Problem], sheet: Worksheet) -> bytes:
         for q in p.questions:
             _question(quiz, p, q, stem, feedback)
     ET.indent(quiz)
-    return (
-        b'<?xml version="1.0" encoding="UTF-8"?>\n'
-        + ET.tostring(quiz, encoding="unicode").encode("utf-8")
-        + b"\n"
-    )
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode").encode("utf-8") + b"\n"
 
 
 def read_moodle_numeric(xml_bytes: bytes) -> list[tuple[str, str, str]]:

@@ -66,8 +66,7 @@ def _info(p: Problem, sheet: Worksheet) -> bytes:
         "uuid": str(uuid.uuid5(_NAMESPACE, p.uid)),
         "title": f"{p.title} ({p.uid})",
         "topic": "Attention scores",
-        "tags": ["attnscore", p.family_id, f"v{p.family_version}"]
-        + ([f"seed-{p.seed}"] if p.seed is not None else []),
+        "tags": ["attnscore", p.family_id, f"v{p.family_version}"] + ([f"seed-{p.seed}"] if p.seed is not None else []),
         "type": "v3",
     }
     return (json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

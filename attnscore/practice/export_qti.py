@@ -48,17 +48,13 @@ def _bounds(a: NumericAnswer) -> tuple[str, str, str]:
     return a.key, format_decimal(key - tol), format_decimal(key + tol)
 
 
-def _numeric_item(
-    section: ET.Element, ident: str, title: str, html: str, a: NumericAnswer, feedback: str
-) -> None:
+def _numeric_item(section: ET.Element, ident: str, title: str, html: str, a: NumericAnswer, feedback: str) -> None:
     item = ET.SubElement(section, "item", {"ident": ident, "title": title})
     _meta(item, {"question_type": "numerical_question", "points_possible": "1.0"})
     pres = ET.SubElement(item, "presentation")
     _mattext(pres, html)
     resp = ET.SubElement(pres, "response_str", {"ident": "response1", "rcardinality": "Single"})
-    ET.SubElement(
-        ET.SubElement(resp, "render_fib", {"fibtype": "Decimal"}), "response_label", {"ident": "answer1"}
-    )
+    ET.SubElement(ET.SubElement(resp, "render_fib", {"fibtype": "Decimal"}), "response_label", {"ident": "answer1"})
     proc = ET.SubElement(item, "resprocessing")
     ET.SubElement(
         ET.SubElement(proc, "outcomes"),
@@ -120,15 +116,9 @@ def qti_assessment_xml(problems: Sequence[Problem], sheet: Worksheet, ident: str
                 _choice_item(section, f"{p.uid}-{q.part}", f"{p.uid} ({q.part})", prompt, q, feedback)
             for a in q.numeric:
                 html = prompt if len(q.numeric) == 1 else f"{prompt}<p>Enter {to_html(a.label)}.</p>"
-                _numeric_item(
-                    section, f"{p.uid}-{q.part}-{a.name}", f"{p.uid} ({q.part}) {a.name}", html, a, feedback
-                )
+                _numeric_item(section, f"{p.uid}-{q.part}-{a.name}", f"{p.uid} ({q.part}) {a.name}", html, a, feedback)
     ET.indent(root)
-    return (
-        b'<?xml version="1.0" encoding="UTF-8"?>\n'
-        + ET.tostring(root, encoding="unicode").encode("utf-8")
-        + b"\n"
-    )
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode").encode("utf-8") + b"\n"
 
 
 def _manifest(ident: str, title: str) -> bytes:
@@ -144,11 +134,7 @@ def _manifest(ident: str, title: str) -> bytes:
     )
     ET.SubElement(res, "file", {"href": f"{ident}/{ident}.xml"})
     ET.indent(root)
-    return (
-        b'<?xml version="1.0" encoding="UTF-8"?>\n'
-        + ET.tostring(root, encoding="unicode").encode("utf-8")
-        + b"\n"
-    )
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode").encode("utf-8") + b"\n"
 
 
 def qti_zip(problems: Sequence[Problem], sheet: Worksheet) -> bytes:

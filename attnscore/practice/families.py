@@ -133,8 +133,7 @@ class _Checker:
             self.fail(
                 node,
                 where,
-                f"a plain decimal integer from {lo} to {hi} (YAML 1.1 reads "
-                f"leading zeros as octal and 0x as hex)",
+                f"a plain decimal integer from {lo} to {hi} (YAML 1.1 reads leading zeros as octal and 0x as hex)",
                 repr(node.value),
             )
             return None
@@ -157,9 +156,7 @@ class _Checker:
                 elif not value.is_finite():
                     ok = False
         if not ok:
-            hint = (
-                " (YAML 1.1 reads 1e-3 as a string: write 0.001)" if isinstance(node, yaml.ScalarNode) else ""
-            )
+            hint = " (YAML 1.1 reads 1e-3 as a string: write 0.001)" if isinstance(node, yaml.ScalarNode) else ""
             self.fail(node, where, f"a finite decimal number{hint}", self.describe(node))
             return None
         return Fraction(value)
@@ -170,9 +167,7 @@ class _Checker:
         self.fail(node, where, f"a list of at least {min_len} item(s)", self.describe(node))
         return None
 
-    def mapping(
-        self, node: yaml.Node, where: str, allowed: tuple[str, ...]
-    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    def mapping(self, node: yaml.Node, where: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
         if not isinstance(node, yaml.MappingNode):
             self.fail(node, where, "a mapping", self.describe(node))
             return {}
@@ -272,9 +267,7 @@ def _featured(c: _Checker, node: yaml.Node, where: str, kind: str, mode: str) ->
             c.fail(
                 node,
                 f"{where}.{name}",
-                f"a value for {name!r} ({kind}, mode {mode})"
-                if kind == "softmax"
-                else f"a value for {name!r}",
+                f"a value for {name!r} ({kind}, mode {mode})" if kind == "softmax" else f"a value for {name!r}",
                 "nothing",
             )
     for name, (_, value_node) in m.items():
@@ -358,9 +351,7 @@ def _family(c: _Checker, node: yaml.Node, where: str) -> Family | None:
         v = c.mapping(m["values"][1], prefix + "values", ("min", "max", "step"))
         nums = {k: c.number(v[k][1], f"{prefix}values.{k}") for k in v}
         if set(nums) != {"min", "max", "step"}:
-            c.fail(
-                m["values"][1], prefix + "values", "min, max and step", ", ".join(sorted(nums)) or "nothing"
-            )
+            c.fail(m["values"][1], prefix + "values", "min, max and step", ", ".join(sorted(nums)) or "nothing")
         elif (
             (lo_ := nums["min"]) is not None
             and (hi_ := nums["max"]) is not None
@@ -391,11 +382,7 @@ def _family(c: _Checker, node: yaml.Node, where: str) -> Family | None:
             else:
                 kw["values"] = (lo, hi, step)
     widths = (
-        SCALED_WIDTHS
-        if kind == "scaled_score"
-        else (1, 2, 3, 4)
-        if kind != "multiple_choice"
-        else (1, 2, 3, 4, 16, 64)
+        SCALED_WIDTHS if kind == "scaled_score" else (1, 2, 3, 4) if kind != "multiple_choice" else (1, 2, 3, 4, 16, 64)
     )
     if "d_k" in m:
         why = " (perfect squares, so that sqrt(d_k) is an integer)" if kind == "scaled_score" else ""
@@ -488,9 +475,7 @@ def parse_family_text(source: str, path: str) -> list[Family]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
-        raise FamilyFileError(
-            [f"{path}:{pos}: (YAML syntax): expected valid YAML, found {exc.problem}"]
-        ) from None
+        raise FamilyFileError([f"{path}:{pos}: (YAML syntax): expected valid YAML, found {exc.problem}"]) from None
     except yaml.YAMLError as exc:
         raise FamilyFileError([f"{path}:1:1: (YAML syntax): expected valid YAML, found {exc}"]) from None
     if root is None:

@@ -93,9 +93,7 @@ def _nonzero(grid: Sequence[Fraction]) -> list[Fraction]:
     return [x for x in grid if x != 0]
 
 
-def _halves(
-    rng: random.Random, grid: Sequence[Fraction], d: int
-) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
+def _halves(rng: random.Random, grid: Sequence[Fraction], d: int) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
     """A long query ``[a, ..., a2]`` and key ``[b, ..., c]`` in constant halves (for d_k >= 16)."""
     nz = _nonzero(grid)
     a, a2, b, c = (rng.choice(nz) for _ in range(4))
@@ -109,9 +107,7 @@ def _scaled_pair(rng: random.Random, grid: Sequence[Fraction], d: int) -> tuple[
     return _vector(rng, grid, d), _vector(rng, grid, d)
 
 
-def _perpendicular(
-    rng: random.Random, grid: Sequence[Fraction], q: Sequence[Fraction]
-) -> tuple[Fraction, ...]:
+def _perpendicular(rng: random.Random, grid: Sequence[Fraction], q: Sequence[Fraction]) -> tuple[Fraction, ...]:
     """A grid key with ``q · k = 0``: ``q`` rotated by 90° (d_k = 2), ``q × r`` (d_k = 3), scaled."""
     d = len(q)
     if d == 1:
@@ -149,9 +145,7 @@ def _gcd(a: int, b: int) -> int:
     return a
 
 
-def _distinct_keys(
-    rng: random.Random, grid: Sequence[Fraction], n: int, d: int
-) -> tuple[tuple[Fraction, ...], ...]:
+def _distinct_keys(rng: random.Random, grid: Sequence[Fraction], n: int, d: int) -> tuple[tuple[Fraction, ...], ...]:
     keys = tuple(_vector(rng, grid, d) for _ in range(n))
     if len(set(keys)) != n:
         raise Rejected("duplicate keys")

@@ -48,9 +48,7 @@ def as_fraction(x: int | str | Decimal | Fraction) -> Fraction:
         ValueError: a string is not a decimal number.
     """
     if isinstance(x, bool) or isinstance(x, float):
-        raise TypeError(
-            f"expected an int, decimal string, Decimal or Fraction, found {type(x).__name__} {x!r}"
-        )
+        raise TypeError(f"expected an int, decimal string, Decimal or Fraction, found {type(x).__name__} {x!r}")
     if isinstance(x, str):
         try:
             return Fraction(Decimal(x))

@@ -95,8 +95,7 @@ def render_key_latex(problems: Sequence[Problem], sheet: Worksheet) -> str:
             if q.choice is not None:
                 c = q.choice
                 lines.append(
-                    f"  \\item[({q.part})] \\textbf{{{_LETTERS[c.correct]}.}} "
-                    f"{to_latex(c.options[c.correct])}"
+                    f"  \\item[({q.part})] \\textbf{{{_LETTERS[c.correct]}.}} {to_latex(c.options[c.correct])}"
                 )
         lines.append("\\end{itemize}")
         lines += _solution(p)

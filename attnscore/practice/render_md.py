@@ -40,9 +40,7 @@ def _solution_md(p: Problem) -> list[str]:
     return out
 
 
-def render_worksheet_md(
-    problems: Sequence[Problem], sheet: Worksheet, figures: Mapping[str, str] | None = None
-) -> str:
+def render_worksheet_md(problems: Sequence[Problem], sheet: Worksheet, figures: Mapping[str, str] | None = None) -> str:
     """The worksheet: header, rounding rule, then each problem with its parts (no answers).
 
     Args:

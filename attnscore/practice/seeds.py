@@ -24,9 +24,7 @@ __all__ = ["SEED_SCHEME", "variant_seed", "variant_rng"]
 SEED_SCHEME = "attnscore.practice/1"
 
 
-def variant_seed(
-    family_id: str, version: int, base_seed: int, student: str | None, index: int, part: str
-) -> int:
+def variant_seed(family_id: str, version: int, base_seed: int, student: str | None, index: int, part: str) -> int:
     """Return the 64-bit seed of one stream of one variant.
 
     Args:

@@ -142,9 +142,7 @@ def _one_score(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     options = (
         text("Positive: the key is aligned with the query (the angle between them is less than 90°)."),
         text("Zero: the key is perpendicular to the query (90°); it offers nothing the query looks for."),
-        text(
-            "Negative: the key is anti-aligned (more than 90°); it points away from what the query looks for."
-        ),
+        text("Negative: the key is anti-aligned (more than 90°); it points away from what the query looks for."),
     )
     meaning = {
         "aligned": "The score is positive, so the key is aligned with the query: it points roughly where "
@@ -193,9 +191,7 @@ def _one_score(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _arrows(
-    q: Sequence[Fraction], keys: Sequence[Sequence[Fraction]], names: Sequence[str]
-) -> tuple[Arrow, ...]:
+def _arrows(q: Sequence[Fraction], keys: Sequence[Sequence[Fraction]], names: Sequence[str]) -> tuple[Arrow, ...]:
     if len(q) != 2:
         return ()
     return (Arrow("q", q[0], q[1], "query"),) + tuple(
@@ -220,9 +216,7 @@ def _score_vector(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     answers = tuple(_numeric(f"s_{j + 1}", f"s_{{{j + 1}}}", v, fam.places) for j, v in enumerate(s))
     best = _argmax_unique(s)
     key_lines = ",\\qquad ".join(f"k_{{{j + 1}}} = {_vec(k)}" for j, k in enumerate(keys))
-    steps = " \\\\ ".join(
-        f"s_{{{j + 1}}} &= q \\cdot k_{{{j + 1}}} = {_dot_steps(q, k)}" for j, k in enumerate(keys)
-    )
+    steps = " \\\\ ".join(f"s_{{{j + 1}}} &= q \\cdot k_{{{j + 1}}} = {_dot_steps(q, k)}" for j, k in enumerate(keys))
     total = sum(s, Fraction(0))
     return {
         "statement": (
@@ -428,9 +422,7 @@ def _softmax_exact(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     def times_f(m: int) -> str:
         return str(m) if not f else f if m == 1 else f"{m}{f}"
 
-    exps = " \\\\ ".join(
-        f"e^{{s_{{{j + 1}}}}} &= e^{{{_ln_score(base, m)}}} = {times_f(m)}" for j, m in enumerate(ms)
-    )
+    exps = " \\\\ ".join(f"e^{{s_{{{j + 1}}}}} &= e^{{{_ln_score(base, m)}}} = {times_f(m)}" for j, m in enumerate(ms))
     raw_sum = times_f(total)
     wlines = " \\\\ ".join(
         f"w_{{{j + 1}}} &= \\frac{{{times_f(m)}}}{{{raw_sum}}} = {_approx(a)}"
@@ -488,8 +480,7 @@ def _softmax_exact(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
 CONCEPTS = (
     (
         "keeps_order",
-        "Softmax keeps the order of the scores, makes every weight positive and makes the weights "
-        "add up to 1.",
+        "Softmax keeps the order of the scores, makes every weight positive and makes the weights add up to 1.",
         True,
     ),
     (
@@ -562,9 +553,7 @@ def _softmax_ranking(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             text("(b) Softmax ")
             + math("w_j = e^{s_j} / \\sum_i e^{s_i}")
             + text(
-                " is increasing in each score: a larger score always gets a larger weight. "
-                "Sorting the scores "
-                "gives "
+                " is increasing in each score: a larger score always gets a larger weight. Sorting the scores gives "
             )
             + math(order_txt)
             + text(f". Answer: {_letters(len(orderings))[orderings.index(right)]}."),
@@ -709,9 +698,7 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     else:
         givens = display(f"q = {_vec(q)}, \\qquad k = {_vec(k)}")
     mistakes = "; ".join(
-        f"{format_exact(v)} comes from {_SCALINGS[o][1]}"
-        for o, v in zip(options, values, strict=True)
-        if o != "sqrt"
+        f"{format_exact(v)} comes from {_SCALINGS[o][1]}" for o, v in zip(options, values, strict=True) if o != "sqrt"
     )
     return {
         "statement": (text("A query and a key of width ") + math(f"d_k = {d}") + text(":"), givens),
@@ -719,9 +706,7 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             Question(
                 "a",
                 text("What is the scaled score ") + math("q \\cdot k / \\sqrt{d_k}") + text("?"),
-                choice=ChoiceAnswer(
-                    "scaled", opts, right, tuple(("scaled", o) for o in options), shuffled=True
-                ),
+                choice=ChoiceAnswer("scaled", opts, right, tuple(("scaled", o) for o in options), shuffled=True),
             ),
         ),
         "solution": (
@@ -768,9 +753,7 @@ def build_problem(
         Rejected: the givens make a degenerate problem.
     """
     if family.kind == "softmax":
-        parts = (
-            _softmax_exact(family, givens) if "multipliers" in givens else _softmax_ranking(family, givens)
-        )
+        parts = _softmax_exact(family, givens) if "multipliers" in givens else _softmax_ranking(family, givens)
     else:
         parts = _BUILDERS[family.kind](family, givens)
     return Problem(

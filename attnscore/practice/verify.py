@@ -175,8 +175,7 @@ def independent_answers(p: Problem) -> tuple[dict[str, float], dict[str, set[int
             and abs(sum(w) - 1) <= _EPS
             and order == tuple(sorted(range(len(s)), key=lambda j: -s[j])),
             "scores_are_weights": all(v >= 0 for v in s) and abs(total - 1) <= _EPS,
-            "divide_by_sum": total != 0
-            and all(abs(v / total - x) <= 1e-6 for v, x in zip(s, w, strict=True)),
+            "divide_by_sum": total != 0 and all(abs(v / total - x) <= 1e-6 for v, x in zip(s, w, strict=True)),
             "negative_weight": any(x < 0 for x in w),
         }
         if set(concept) != {c[0] for c in CONCEPTS}:
@@ -196,10 +195,7 @@ def independent_answers(p: Problem) -> tuple[dict[str, float], dict[str, set[int
                 "scaled",
                 claims_of["scaled"],
                 lambda c: (
-                    abs(
-                        {"sqrt": right, "d": raw / q.shape[0], "none": raw, "times_sqrt": raw * root}[c[1]]
-                        - right
-                    )
+                    abs({"sqrt": right, "d": raw / q.shape[0], "none": raw, "times_sqrt": raw * root}[c[1]] - right)
                     <= _EPS
                     and c[1] == "sqrt"
                 ),
@@ -217,13 +213,9 @@ def _check_problem(p: Problem) -> list[str]:
                 failures.append(f"{p.uid} ({q.part}) {a.name}: no independent value")
                 continue
             if abs(float(a.exact) - got) > _EPS * max(1.0, abs(got)):
-                failures.append(
-                    f"{p.uid} ({q.part}) {a.name}: exact {a.exact} but float64 solver says {got!r}"
-                )
+                failures.append(f"{p.uid} ({q.part}) {a.name}: exact {a.exact} but float64 solver says {got!r}")
             if abs(float(Decimal(a.key)) - got) > float(a.tolerance) + _EPS:
-                failures.append(
-                    f"{p.uid} ({q.part}) {a.name}: key {a.key} is not within ±{a.tolerance} of {got!r}"
-                )
+                failures.append(f"{p.uid} ({q.part}) {a.name}: key {a.key} is not within ±{a.tolerance} of {got!r}")
             for text in (a.key, str(Decimal(a.tolerance.numerator) / Decimal(a.tolerance.denominator))):
                 if not is_well_formed(text):
                     failures.append(f"{p.uid} ({q.part}) {a.name}: ill-formed number {text!r}")
@@ -283,11 +275,7 @@ def _check_exports(problems: Sequence[Problem], sheet: Worksheet) -> list[str]:
     try:
         for _, answer, tol in read_moodle_numeric(moodle):
             a, t = float(answer), float(tol)
-            if (
-                not moodle_accepts(a, a, t)
-                or moodle_accepts(a + t + 1e-9, a, t)
-                or moodle_accepts(a - t - 1e-9, a, t)
-            ):
+            if not moodle_accepts(a, a, t) or moodle_accepts(a + t + 1e-9, a, t) or moodle_accepts(a - t - 1e-9, a, t):
                 failures.append(f"questions.xml: Moodle tolerance rule fails for answer {answer} ± {tol}")
         for ident, exact, lo, hi in read_qti_numeric(qti):
             e, lo_, hi_ = float(exact), float(lo), float(hi)

@@ -21,18 +21,22 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
     for number, case in enumerate(result.cases, start=1):
         status = "passed" if case.passed else "failed"
         text = case.verdict.label if case.passed else f"{case.verdict.label}: {case.message}"
-        tests.append({
-            "name": f"{case.kind} {case.id.split(':', 1)[1]}: {case.title}",
-            "number": str(number),
-            "score": points_out(case.points),
-            "max_score": points_out(case.max_points),
-            "status": status,
-            "output": text,
-            "output_format": "text",
-            "tags": [case.kind, case.verdict.value],
-            "visibility": "after_due_date" if case.visibility == "hidden" else "visible",
-        })
-    summary = f"{result.spec_id} v{result.spec_version}: {points_out(result.score)}/{points_out(result.max_score)} points"
+        tests.append(
+            {
+                "name": f"{case.kind} {case.id.split(':', 1)[1]}: {case.title}",
+                "number": str(number),
+                "score": points_out(case.points),
+                "max_score": points_out(case.max_points),
+                "status": status,
+                "output": text,
+                "output_format": "text",
+                "tags": [case.kind, case.verdict.value],
+                "visibility": "after_due_date" if case.visibility == "hidden" else "visible",
+            }
+        )
+    summary = (
+        f"{result.spec_id} v{result.spec_version}: {points_out(result.score)}/{points_out(result.max_score)} points"
+    )
     if result.error:
         summary += f"\n{result.error}"
     return {
@@ -43,6 +47,10 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {"seed": result.seed, "dtype": result.dtype, "device": result.device,
-                       "environment": dict(result.environment)},
+        "extra_data": {
+            "seed": result.seed,
+            "dtype": result.dtype,
+            "device": result.device,
+            "environment": dict(result.environment),
+        },
     }

@@ -30,10 +30,17 @@ def finite_json(value: Any) -> Any:
 def case_to_json(case: CaseResult) -> dict[str, Any]:
     """One case as JSON data; ``diagnosis`` is null until a known mistake matches."""
     return {
-        "id": case.id, "kind": case.kind, "title": case.title, "verdict": case.verdict.value,
-        "points": points_out(case.points), "max_points": points_out(case.max_points),
-        "message": case.message, "visibility": case.visibility, "location": case.location,
-        "counterexample": finite_json(case.counterexample), "calls": case.calls,
+        "id": case.id,
+        "kind": case.kind,
+        "title": case.title,
+        "verdict": case.verdict.value,
+        "points": points_out(case.points),
+        "max_points": points_out(case.max_points),
+        "message": case.message,
+        "visibility": case.visibility,
+        "location": case.location,
+        "counterexample": finite_json(case.counterexample),
+        "calls": case.calls,
         "diagnosis": dict(case.diagnosis) if case.diagnosis else None,
     }
 
@@ -48,7 +55,9 @@ def submission_to_json(result: SubmissionResult) -> dict[str, Any]:
         "score": points_out(result.score),
         "max_score": points_out(result.max_score),
         "all_passed": result.all_passed,
-        "dtype": result.dtype, "device": result.device, "seed": result.seed,
+        "dtype": result.dtype,
+        "device": result.device,
+        "seed": result.seed,
         "duration_s": round(result.duration_s, 3),
         "error": result.error or None,
         "output": result.output,

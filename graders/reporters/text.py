@@ -31,7 +31,8 @@ def _score(result: SubmissionResult) -> str:
 def submission_text(result: SubmissionResult) -> Group:
     """A readable report of one submission: a line per case, then the messages of failures."""
     header = Text.assemble(
-        (f"{result.submission}", "bold"), f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
+        (f"{result.submission}", "bold"),
+        f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
         f"{result.dtype} on {result.device}, seed {result.seed}\n",
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -52,9 +53,17 @@ def submission_text(result: SubmissionResult) -> Group:
 
 
 _CODES = {
-    Verdict.PASSED: "ok", Verdict.WRONG_VALUE: "value", Verdict.WRONG_SHAPE: "shape", Verdict.WRONG_DTYPE: "dtype",
-    Verdict.NON_FINITE: "nan", Verdict.EXCEPTION: "raise", Verdict.TIMEOUT: "time", Verdict.MEMORY_LIMIT: "mem",
-    Verdict.CRASHED: "crash", Verdict.FUNCTION_MISSING: "miss", Verdict.BAD_RETURN_TYPE: "type",
+    Verdict.PASSED: "ok",
+    Verdict.WRONG_VALUE: "value",
+    Verdict.WRONG_SHAPE: "shape",
+    Verdict.WRONG_DTYPE: "dtype",
+    Verdict.NON_FINITE: "nan",
+    Verdict.EXCEPTION: "raise",
+    Verdict.TIMEOUT: "time",
+    Verdict.MEMORY_LIMIT: "mem",
+    Verdict.CRASHED: "crash",
+    Verdict.FUNCTION_MISSING: "miss",
+    Verdict.BAD_RETURN_TYPE: "type",
     Verdict.GRADER_ERROR: "ERR",
 }
 
@@ -63,8 +72,12 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
     """One row per submission: score, time and a short verdict code per case, then a legend."""
     if not results:
         return Group(Text("no submissions"))
-    table = Table(title=f"{results[0].spec_id}: {len(results)} submissions", header_style="bold",
-                  box=box.SIMPLE_HEAD, title_justify="left")
+    table = Table(
+        title=f"{results[0].spec_id}: {len(results)} submissions",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
     table.add_column("submission", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
@@ -75,6 +88,6 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
     for r in results:
         cells = [Text(_CODES[c.verdict], style="green" if c.passed else "red") for c in r.cases]
         table.add_row(Path(r.submission).name, _score(r), f"{r.duration_s:.1f}s", *cells)
-    legend = Text("\n".join(f"{h}: {c.id}" for h, c in zip(headers, cases)), style="dim")
+    legend = Text("\n".join(f"{h}: {c.id}" for h, c in zip(headers, cases, strict=True)), style="dim")
     codes = Text("codes: " + ", ".join(f"{code} = {v.label}" for v, code in _CODES.items()), style="dim")
     return Group(table, legend, codes)

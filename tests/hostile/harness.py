@@ -28,8 +28,9 @@ def attack_paths() -> list[Path]:
     return sorted(SUBMISSIONS.glob("*.py"))
 
 
-def grade_attacks(paths: list[Path] | None = None, workers: int = 2,
-                  limits: Limits = LIMITS) -> tuple[dict[str, SubmissionResult | BaseException], float]:
+def grade_attacks(
+    paths: list[Path] | None = None, workers: int = 2, limits: Limits = LIMITS
+) -> tuple[dict[str, SubmissionResult | BaseException], float]:
     """Grade ``paths`` (default: every attack); returns ``({name: result or the grader's exception}, seconds)``."""
     spec = load_spec(str(SPEC_PATH))
     cases = build_cases(spec)
@@ -43,5 +44,5 @@ def grade_attacks(paths: list[Path] | None = None, workers: int = 2,
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = dict(zip((p.stem for p in paths), pool.map(one, paths)))
+        results = dict(zip((p.stem for p in paths), pool.map(one, paths), strict=True))
     return results, time.perf_counter() - start

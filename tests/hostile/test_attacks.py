@@ -104,8 +104,18 @@ def test_environment_is_scrubbed(graded):
     results, _ = graded
     line = next(x for x in results["reads_environment"].output.splitlines() if x.startswith("env:"))
     names = set(line.removeprefix("env: ").split(","))
-    assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                     "OPENBLAS_NUM_THREADS", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PWD"}
+    assert names <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PWD",
+    }
 
 
 def test_bwrap_blocks_network_and_spec_files(graded):

@@ -103,9 +103,7 @@ def test_list():
         ),
         pytest.param(["--q", "0,1", "--k", "0,-1,2", "--out", "x"], "same width d_k", id="widths differ"),
         pytest.param(["--k", "0,1", "--out", "x"], "--k needs --q", id="key without query"),
-        pytest.param(
-            ["--student", "a b", "--out", "x"], "Invalid value for '--student'", id="bad student id"
-        ),
+        pytest.param(["--student", "a b", "--out", "x"], "Invalid value for '--student'", id="bad student id"),
         pytest.param(["--count", "0", "--out", "x"], "Invalid value for '--count'", id="count zero"),
         pytest.param(
             ["--q", "1,0", "--k", "0,1", "--k", "0,-1", "--out", "x"],

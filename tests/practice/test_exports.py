@@ -36,13 +36,9 @@ def problems(families):
         pytest.param(moodle_accepts, (1.0005 + EPS, 1.0, 0.0005), False, id="Moodle: just outside"),
         pytest.param(moodle_accepts, (0.0, 0.0, 0.0), True, id="Moodle: zero key, zero tolerance"),
         pytest.param(canvas_accepts, (0.9995, 1.0, 0.9995, 1.0005), True, id="Canvas: lower bound inclusive"),
-        pytest.param(
-            canvas_accepts, (1.0005 + EPS, 1.0, 0.9995, 1.0005), False, id="Canvas: above the margin"
-        ),
+        pytest.param(canvas_accepts, (1.0005 + EPS, 1.0, 0.9995, 1.0005), False, id="Canvas: above the margin"),
         pytest.param(canvas_accepts, (0.0, 0.00005, 0.00004, 0.00006), True, id="Canvas stores < 1e-4 as 0"),
-        pytest.param(
-            prairielearn_accepts, (-0.9995, -1.0, 0.0, 0.0005), True, id="PL: atol boundary inclusive"
-        ),
+        pytest.param(prairielearn_accepts, (-0.9995, -1.0, 0.0, 0.0005), True, id="PL: atol boundary inclusive"),
         pytest.param(prairielearn_accepts, (-0.9995 + EPS, -1.0, 0.0, 0.0005), False, id="PL: just outside"),
         pytest.param(prairielearn_accepts, (1.005, 1.0, 0.01, 0.0), True, id="PL: rtol scales with the key"),
     ],

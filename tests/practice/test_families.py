@@ -54,9 +54,7 @@ def test_families_list_form():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param(
-            "", "x.yaml:1:1: (file): expected a family mapping, found an empty document", id="empty file"
-        ),
+        pytest.param("", "x.yaml:1:1: (file): expected a family mapping, found an empty document", id="empty file"),
         pytest.param("id: [1,\n", "x.yaml:2:1: (YAML syntax): expected valid YAML", id="YAML syntax error"),
         pytest.param(
             "version: 1\nkind: one_score\ntitle: T\n",
@@ -94,9 +92,7 @@ def test_families_list_form():
             "x.yaml:5:9: places: expected an integer from 0 to 6, found boolean 'no'",
             id="no is a boolean",
         ),
-        pytest.param(
-            HEAD + "colour: red\n", "x.yaml:5:1: colour: expected one of the fields", id="unknown field"
-        ),
+        pytest.param(HEAD + "colour: red\n", "x.yaml:5:1: colour: expected one of the fields", id="unknown field"),
         pytest.param(
             HEAD + "featured:\n  - {q: [0, 1], k: [0]}\n",
             "featured[0].k: expected 2 entries (the width of q), found 1",

@@ -33,8 +33,7 @@ def test_markdown_worksheet_reads_like_a_textbook_exercise(example):
         "q = [0,\\ 1], \\qquad k = [0,\\ -1]",
         "![Figure for problem 1: the query and key vectors](figures/p1.svg)",
         "**(a)** Compute the score $q \\cdot k$.",
-        "- **C.** Negative: the key is anti-aligned (more than 90°); "
-        "it points away from what the query looks for.",
+        "- **C.** Negative: the key is anti-aligned (more than 90°); it points away from what the query looks for.",
     ]:
         assert line in md
     assert "-1" not in md.split("**(a)**")[1]  # no answer in the worksheet
@@ -96,10 +95,7 @@ def test_html_escaping(rich, html):
 
 def test_escape_latex_table():
     """Each LaTeX special character gets its escape."""
-    assert (
-        escape_latex("&%$#_{}~^\\")
-        == "\\&\\%\\$\\#\\_\\{\\}\\textasciitilde{}\\textasciicircum{}\\textbackslash{}"
-    )
+    assert escape_latex("&%$#_{}~^\\") == "\\&\\%\\$\\#\\_\\{\\}\\textasciitilde{}\\textasciicircum{}\\textbackslash{}"
 
 
 def test_svg_is_byte_reproducible(example):

@@ -88,9 +88,7 @@ def test_rounded_key_for_softmax(families):
             "tie for highest",
             id="tie for the most relevant key",
         ),
-        pytest.param(
-            "softmax-exact", {"base": 0, "multipliers": (1, 1, 1)}, "all scores equal", id="uniform"
-        ),
+        pytest.param("softmax-exact", {"base": 0, "multipliers": (1, 1, 1)}, "all scores equal", id="uniform"),
         pytest.param(
             "softmax-ranking",
             {"scores": _v(2, -1, 0)},
