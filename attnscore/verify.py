@@ -27,9 +27,21 @@ __all__ = ["verify_spec", "bundled_spec_paths", "MutationResult", "mutation_test
 
 
 def bundled_spec_paths() -> list[Path]:
-    """The spec files shipped in the project's ``specs/`` folder, sorted by name."""
-    folder = Path(__file__).resolve().parent.parent / "specs"
-    return sorted(folder.glob("*.yaml"))
+    """The bundled spec files, sorted by name.
+
+    They are the repository's ``specs/`` folder, shipped in the package as ``attnscore/bundled_specs``
+    (a link in a checkout, a copy in an installed wheel); paths are relative to the current
+    directory when they lie below it.
+    """
+    folder = (Path(__file__).parent / "bundled_specs").resolve()
+    return sorted(_relative(p) for p in folder.glob("*.yaml"))
+
+
+def _relative(path: Path) -> Path:
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def verify_spec(

@@ -47,9 +47,9 @@ class InvalidFamilyError(click.ClickException):
 
 
 def default_families_dir() -> Path:
-    """``./specs/practice`` when it exists, else the ``specs/practice`` folder of this checkout."""
+    """``./specs/practice`` when it exists, else the bundled families (``attnscore/bundled_specs/practice``)."""
     local = Path("specs/practice")
-    return local if local.is_dir() else Path(__file__).resolve().parents[2] / "specs" / "practice"
+    return local if local.is_dir() else (Path(__file__).resolve().parents[1] / "bundled_specs" / "practice").resolve()
 
 
 def _select(names: tuple[str, ...], directory: Path | None) -> list[Family]:
