@@ -231,6 +231,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="Wall-time limit per call in seconds (default: the spec's).",
 )
 @click.option(
+    "--jobs",
+    type=click.IntRange(min=1, max=64),
+    default=1,
+    show_default=True,
+    help="Grader processes working in parallel (each submission still gets its own sandbox).",
+)
+@click.option(
     "--shrink-steps",
     "shrink_steps",
     type=click.IntRange(min=0, max=1000),
@@ -249,6 +256,7 @@ def grade(
     seed: int | None,
     timeout: float | None,
     shrink_steps: int,
+    jobs: int,
 ) -> None:
     """Grade SUBMISSIONS (.py files or folders of them) against a spec, each in a sandboxed worker.
 
@@ -280,6 +288,7 @@ def grade(
             seed=seed,
             limits=limits,
             shrink_steps=shrink_steps,
+            jobs=jobs,
             on_result=lambda _: bar.advance(task),
         )
     if fmt == "text":

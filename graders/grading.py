@@ -7,11 +7,14 @@ result is complete: every case has a verdict.
 
 from __future__ import annotations
 
+import multiprocessing
 import platform
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import numpy as np
@@ -19,6 +22,7 @@ import torch
 
 from attnscore.cases import Case, build_cases
 from attnscore.impl import add_shrunk
+from attnscore.loader import load_spec
 from attnscore.results import CaseResult, SubmissionResult
 from attnscore.run import run_cases
 from attnscore.spec import Spec
@@ -115,29 +119,47 @@ def grade_many(
     limits: Limits | None = None,
     on_result: Callable[[SubmissionResult], None] | None = None,
     shrink_steps: int = 50,
+    jobs: int = 1,
 ) -> list[SubmissionResult]:
-    """Grade every submission in ``paths`` against ``spec``; cases are built once.
+    """Grade every submission in ``paths`` against ``spec``; results come back in ``paths`` order.
 
     Every file is read before the first one runs: a submission that rewrites files on disk
-    cannot change what the others are graded on.
+    cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
+    (fresh interpreters, each building the same derandomised cases from the spec file) grade in
+    parallel; each submission still gets its own sandboxed worker.
     """
     dtype = dtype or spec.dtypes[0]
-    cases = build_cases(spec, dtype, seed)
     sources = [path.read_bytes() for path in paths]
-    results = []
+    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    results: list[SubmissionResult] = []
+    if jobs > 1 and len(paths) > 1:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=context) as pool:
+            futures = [
+                pool.submit(_grade_in_child, spec.path, path, source, options)
+                for path, source in zip(paths, sources, strict=True)
+            ]
+            for future in futures:
+                results.append(future.result())
+                if on_result is not None:
+                    on_result(results[-1])
+        return results
+    cases = build_cases(spec, dtype, seed)
     for path, source in zip(paths, sources, strict=True):
-        result = grade_submission(
-            path,
-            spec,
-            cases,
-            function=function,
-            dtype=dtype,
-            seed=seed,
-            limits=limits,
-            source=source,
-            shrink_steps=shrink_steps,
-        )
-        results.append(result)
+        results.append(grade_submission(path, spec, cases, source=source, **options))
         if on_result is not None:
-            on_result(result)
+            on_result(results[-1])
     return results
+
+
+_CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
+
+
+def _grade_in_child(spec_path: str, path: Path, source: bytes, options: dict[str, Any]) -> SubmissionResult:
+    """One submission in a grader child process; the spec's cases are built once per process."""
+    key = (spec_path, options["dtype"], options["seed"])
+    if key not in _CHILD_CASES:
+        spec = load_spec(spec_path)
+        _CHILD_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
+    spec, cases = _CHILD_CASES[key]
+    return grade_submission(path, spec, cases, source=source, **options)

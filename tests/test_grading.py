@@ -280,3 +280,15 @@ def test_import_failure_is_reported_once_per_case_without_inputs(scores_results)
     """A submission-level failure is the whole message of each case: no inputs, no reproduction."""
     result = scores_results["syntax_error.py"]
     assert {c.message for c in result.cases} == {result.error}
+
+
+def test_parallel_grading_gives_the_same_results():
+    """jobs=2 grades in two grader processes and returns the same results, in order."""
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    paths = [EXAMPLES / "scores" / n for n in ("correct_matmul.py", "cosine_similarity.py", "syntax_error.py")]
+    parallel = grade_many(paths, spec, limits=LIMITS, jobs=2)
+    sequential = grade_many(paths, spec, limits=LIMITS)
+    assert [r.submission for r in parallel] == [str(p) for p in paths]
+    assert [(r.score, [c.message for c in r.cases]) for r in parallel] == [
+        (r.score, [c.message for c in r.cases]) for r in sequential
+    ]

@@ -38,7 +38,7 @@ def grade_attacks(
 
     def one(path: Path) -> SubmissionResult | BaseException:
         try:
-            return grade_submission(path, spec, cases, limits=limits)
+            return grade_submission(path, spec, cases, limits=limits, shrink_steps=0)
         except BaseException as exc:  # noqa: BLE001 - a grader crash is a finding, not a test abort
             return exc
 
