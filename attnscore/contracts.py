@@ -137,14 +137,18 @@ def _f(a: Args, name: str) -> np.ndarray:
 
 
 def _weights_error(S: np.ndarray, mask: np.ndarray | None) -> tuple[int, np.ndarray]:
-    """Softmax error scale: ``w·(1 + |s - max|)`` plus a floor of one unit per row (``1/n_k``)."""
+    """Softmax error scale: ``w·(1 + |s| + |max s|)`` plus a floor of one unit per row (``1/n_k``).
+
+    Rounding each score by a relative ``u`` moves ``s_i - logsumexp(s)`` by up to ``u·(|s_i| + |max s|)``,
+    so any backward-stable softmax (max subtraction, or ``exp(s - logsumexp(s))``) stays inside.
+    """
     S = np.asarray(S, dtype=np.float64)
     w = golden.softmax_weights(S, mask)
     keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
     with np.errstate(invalid="ignore"):
         z = np.where(keep & np.isfinite(S), S, -np.inf)
         m = np.max(z, axis=-1, keepdims=True)
-        spread = np.where(keep & np.isfinite(z - m), np.abs(z - m), 0.0)
+        spread = np.where(keep & np.isfinite(z - m), np.abs(z) + np.abs(m), 0.0)
     n_k = S.shape[-1]
     return n_k, np.nan_to_num(w) * (1.0 + spread) + 1.0 / n_k
 
@@ -264,7 +268,7 @@ CONTRACTS: dict[str, Contract] = {
             bool_parameters=frozenset({"mask"}),
             golden_fn=lambda a: golden.softmax_weights(a["S"], a["mask"]),
             error_fn=lambda a: _weights_error(a["S"], a["mask"]),
-            bound_text="n_k·u·(w·(1 + |s − max s|) + 1/n_k)",
+            bound_text="n_k·u·(w·(1 + |s| + |max s|) + 1/n_k)",
         ),
         Contract(
             name="attention",

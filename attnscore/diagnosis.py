@@ -3,10 +3,11 @@
 For a failing call, every catalogue mistake that applies to the spec's contract
 (:mod:`attnscore.mistakes`) is recomputed on the same inputs (as the implementation received
 them, promoted to float64; bool masks stay bool) and compared with the output under the case's
-allowed error, widened by the close tolerance of the tested dtype. The first match, in catalogue
-order, names the mistake; when nothing matches the diagnosis is None and the feedback says nothing
-more. A mistake that agrees with the golden value on these inputs cannot explain a failure and
-is skipped.
+allowed error, widened by the close tolerance of the tested dtype. Exactly one match names the
+mistake; when nothing matches, or several mistakes match (small or degenerate inputs, where e.g.
+softmax of one score and a score divided by itself agree), the diagnosis is None and the feedback
+says nothing more: a wrong name is worse than none. A mistake that agrees with the golden value
+on these inputs cannot explain a failure and is skipped.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ def matches(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, dtyp
 
 
 def diagnose(spec: Any, call: Any, received: Received, dtype: str) -> dict[str, str] | None:
-    """``{"id", "message"}`` of the first catalogue mistake the output matches, else None."""
+    """``{"id", "message"}`` of the one catalogue mistake the output matches, else None."""
     got = received.array.astype(np.float64)
+    found = []
     golden = np.asarray(call.golden, dtype=np.float64)
     allowed = np.asarray(call.allowed, dtype=np.float64)
     for mistake in mistakes_for(spec.contract.name):
@@ -74,5 +76,7 @@ def diagnose(spec: Any, call: Any, received: Received, dtype: str) -> dict[str, 
             continue  # the mistake gives the right answer here: it cannot explain a failure
         tol = allowed if want.shape == golden.shape else 0.0
         if matches(got, want, tol, dtype):
-            return {"id": mistake.id, "message": mistake.message}
-    return None
+            found.append(mistake)
+    if len(found) != 1:
+        return None
+    return {"id": found[0].id, "message": found[0].message}

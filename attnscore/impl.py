@@ -197,6 +197,11 @@ def add_shrunk(
         return result
     original = f"generated input {result.calls} of {len(case.calls)}"
     message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
+    # Small inputs make mistakes look alike: name the mistake seen on the original input, not the shrunk one.
+    lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
+    if result.diagnosis:
+        at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))
+        lines.insert(at, f"Known mistake ({result.diagnosis['id']}): {result.diagnosis['message']}")
     return dataclasses.replace(
-        result, message=message, counterexample=shrunk.counterexample, diagnosis=shrunk.diagnosis or result.diagnosis
+        result, message="\n".join(lines), counterexample=shrunk.counterexample, diagnosis=result.diagnosis
     )

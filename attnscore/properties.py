@@ -753,12 +753,40 @@ register(
         check=_masked_neg_inf,
     )
 )
+
+
+def _nan_propagates(ctx: CheckContext) -> str | None:
+    """Masked scores: exactly the golden value (NaN stays where it was, masked entries -inf).
+    Weights: in a row with a NaN at a kept key every kept weight is NaN (masked weights may be 0 or
+    NaN, as the common idioms differ); the other rows match the golden value."""
+    got, golden, allowed = ctx.values(0), ctx.goldens[0], ctx.allowed[0]
+    if got.shape != golden.shape:
+        return f"the result has shape {got.shape}, expected {golden.shape}"
+    mask = np.broadcast_to(ctx.args[0]["mask"], golden.shape)
+    S = np.broadcast_to(ctx.args[0]["S"], golden.shape)
+    nan_rows = np.zeros(golden.shape, dtype=bool)
+    if ctx.contract.kind != "mask":
+        nan_rows = np.broadcast_to((np.isnan(S) & mask).any(axis=-1, keepdims=True), golden.shape)
+        if not np.isnan(got[nan_rows & mask]).all():
+            return "a NaN score at a kept key must make that row's kept weights NaN: do not hide it"
+    rest = ~nan_rows
+    g, w, a = got[rest], golden[rest], allowed[rest]
+    with np.errstate(invalid="ignore"):
+        ok = np.where(np.isfinite(w), np.abs(g - w) <= a, g == w) | (np.isnan(g) & np.isnan(w))
+    if not ok.all():
+        where = "kept entries must keep their value (NaN stays NaN) and masked ones become -inf"
+        return where if ctx.contract.kind == "mask" else "the rows without a NaN score must match the reference"
+    return None
+
+
 register(
     Property(
         name="nan_in_kept_position_propagates",
         summary="A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
         strategy=lambda c, m: _logits_and_mask(c, m, nan_kept=True),
         applies=lambda c: c.kind in ("weights", "mask"),
+        check=_nan_propagates,
+        golden=False,
     )
 )
 register(
