@@ -171,6 +171,7 @@ def add_shrunk(
     exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
     """
     from attnscore.results import Verdict
+    from attnscore.run import example_position
     from attnscore.shrink import shrink_case
 
     shrinkable = (
@@ -195,7 +196,8 @@ def add_shrunk(
     )
     if shrunk is None:
         return result
-    original = f"generated input {result.calls} of {len(case.calls)}"
+    index, total = example_position(case, result.calls)
+    original = f"generated input {index} of {total}"
     message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
     # Small inputs make mistakes look alike: name the mistake seen on the original input, not the shrunk one.
     lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]

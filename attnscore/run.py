@@ -23,7 +23,7 @@ from attnscore.results import CaseResult, SubmissionResult, Verdict
 from attnscore.runner import Runner
 from attnscore.spec import Spec
 
-__all__ = ["judge_case", "run_cases", "format_array"]
+__all__ = ["judge_case", "run_cases", "format_array", "example_position"]
 
 
 def format_array(array: np.ndarray, dtype: str | None = None) -> str:
@@ -77,6 +77,12 @@ def _json_safe(a: np.ndarray) -> object:
     obj[np.isposinf(arr)] = "inf"
     obj[np.isneginf(arr)] = "-inf"
     return obj.tolist()
+
+
+def example_position(case: Case, number: int) -> tuple[int, int]:
+    """``(example, examples)`` of call ``number`` (1-based): a relational example makes several calls."""
+    starts = [i for i, call in enumerate(case.calls) if not call.group or call.group[0] == i]
+    return sum(1 for i in starts if i < number), len(starts)
 
 
 def _hidden_detail(verdict: Verdict, detail: str) -> str:
@@ -174,7 +180,8 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         lines = []
         if case.kind == "property":
             lines.append(f"Property: {case.statement} ({case.location})")
-            where = f"generated input {number} of {len(case.calls)}"
+            index, total = example_position(case, number)
+            where = f"generated input {index} of {total}"
             lines.append(
                 f"Failed on a hidden {where}."
                 if hidden
