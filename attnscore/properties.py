@@ -242,7 +242,7 @@ def _deterministic(ctx: CheckContext) -> str | None:
 register(
     Property(
         name="inputs_not_mutated",
-        summary="The function does not change its inputs in place (checked by the in-process runner).",
+        summary="The function does not change its inputs in place (the runner compares them after the call).",
         strategy=lambda c, m: c.arguments(m),
         check=_not_mutated,
         diagnosis="inputs_mutated",
@@ -251,7 +251,7 @@ register(
 register(
     Property(
         name="output_not_aliased",
-        summary="The output is a new tensor that shares no memory with an input (in-process runner).",
+        summary="The output is a new tensor that shares no memory with an input.",
         strategy=lambda c, m: c.arguments(m),
         check=_not_aliased,
     )

@@ -79,6 +79,31 @@ def _json_safe(a: np.ndarray) -> object:
     return obj.tolist()
 
 
+def _failed(
+    case: Case,
+    verdict: Verdict,
+    message: str,
+    counterexample: dict[str, object] | None,
+    calls: int,
+    diagnosis: dict[str, str] | None = None,
+) -> CaseResult:
+    """A failed case: no points, the message, and the call it failed on."""
+    return CaseResult(
+        case.id,
+        case.kind,
+        case.title,
+        verdict,
+        Fraction(0),
+        case.points,
+        message,
+        case.visibility,
+        case.location,
+        counterexample,
+        calls,
+        diagnosis,
+    )
+
+
 def example_position(case: Case, number: int) -> tuple[int, int]:
     """``(example, examples)`` of call ``number`` (1-based): a relational example makes several calls."""
     starts = [i for i, call in enumerate(case.calls) if not call.group or call.group[0] == i]
@@ -114,19 +139,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
-                return CaseResult(
-                    case.id,
-                    case.kind,
-                    case.title,
-                    verdict,
-                    Fraction(0),
-                    case.points,
-                    detail,
-                    case.visibility,
-                    case.location,
-                    None,
-                    number,
-                )
+                return _failed(case, verdict, detail, None, number)
             if hidden:
                 detail = _hidden_detail(verdict, detail)
         else:
@@ -196,20 +209,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
                 lines.append(f"Why: {' '.join(case.explanation.split())}")
             lines.append(f"Reproduce: {_reproduction(name, call.args, dtype)}")
         counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
-        return CaseResult(
-            case.id,
-            case.kind,
-            case.title,
-            verdict,
-            Fraction(0),
-            case.points,
-            "\n".join(lines),
-            case.visibility,
-            case.location,
-            counterexample,
-            number,
-            diagnosis,
-        )
+        return _failed(case, verdict, "\n".join(lines), counterexample, number, diagnosis)
     return CaseResult(
         case.id,
         case.kind,

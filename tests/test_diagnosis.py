@@ -131,7 +131,11 @@ def test_counterexample_with_nan_is_strict_json():
 
 
 def test_mutation_test_reports_missed_mistakes(tmp_path):
-    """A spec whose only example has one key cannot catch keys_reversed: verify reports it MISSED."""
+    """With one single-key example, keys_reversed is MISSED and softmax_applied only caught.
+
+    softmax([-1]) = [1] = |-1|: softmax_applied and absolute_value match the same output, so the
+    diagnosis stays silent rather than guess.
+    """
     text = open("specs/dot_product_scores.yaml", encoding="utf-8").read()
     head = text[: text.index("  - id: aligned_perpendicular_partial")]
     anti = text[text.index("  - id: anti_aligned") : text.index("  - id: three_dims_mixed_signs")]
@@ -140,4 +144,5 @@ def test_mutation_test_reports_missed_mistakes(tmp_path):
     path.write_text(text, encoding="utf-8")
     results = {r.mistake_id: r for r in mutation_test(load_spec(path))}
     assert results["keys_reversed"].cell == "MISSED"
-    assert results["softmax_applied"].cell == "diagnosed"
+    assert results["softmax_applied"].cell == "caught only"
+    assert results["absolute_value"].cell == "caught only"
