@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import numpy as np
 import torch
 
@@ -28,6 +29,7 @@ from attnscore.cases import Case, build_cases
 from attnscore.results import SubmissionResult
 from attnscore.run import run_cases
 from attnscore.runner import InProcessRunner
+from attnscore.shrink import add_shrunk
 from attnscore.spec import Spec
 
 __all__ = ["ImplError", "load_impl", "run_impl", "check_device", "pinned_precision", "environment"]
@@ -94,22 +96,23 @@ def pinned_precision() -> Iterator[None]:
         torch.set_float32_matmul_precision(saved[2])
 
 
-def environment(device: str) -> dict[str, str]:
-    """Versions, device and precision mode, for the report."""
+def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
+    """Versions, device and precision mode, for the report.
+
+    ``pinned``: the run happened inside :func:`pinned_precision` (TF32 off, highest float32 matmul
+    precision); otherwise the current TF32 setting is reported as it is.
+    """
+    tf32 = "off (pinned)" if pinned else ("on" if torch.backends.cuda.matmul.allow_tf32 else "off")
     env = {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,
+        "hypothesis": hypothesis.__version__,
         "device": device,
-        "tf32": "off (pinned)",
-        "float32_matmul_precision": "highest",
+        "tf32": tf32,
     }
-    try:
-        import hypothesis
-
-        env["hypothesis"] = hypothesis.__version__
-    except ImportError:  # pragma: no cover
-        pass
+    if pinned:
+        env["float32_matmul_precision"] = "highest"
     if torch.device(device).type == "cuda":
         env["device_name"] = torch.cuda.get_device_name(torch.device(device))
     return env
@@ -152,58 +155,3 @@ def run_impl(
                 ),
             )
     return dataclasses.replace(result, environment=environment(device))
-
-
-def add_shrunk(
-    spec: Spec,
-    case: Case,
-    result: Any,
-    make_runner: Callable[[], Any],
-    dtype: str,
-    *,
-    max_steps: int | None = None,
-    budget_s: float | None = None,
-    function: str | None = None,
-) -> Any:
-    """``result`` with the shrunk minimal counterexample appended to its message.
-
-    Only failing, visible property cases whose failure is about the returned values (or an
-    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
-    """
-    from attnscore.results import Verdict
-    from attnscore.run import example_position
-    from attnscore.shrink import shrink_case
-
-    shrinkable = (
-        Verdict.WRONG_VALUE,
-        Verdict.WRONG_SHAPE,
-        Verdict.WRONG_DTYPE,
-        Verdict.NON_FINITE,
-        Verdict.BAD_RETURN_TYPE,
-        Verdict.EXCEPTION,
-    )
-    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
-        return result
-    shrunk = shrink_case(
-        spec,
-        case,
-        make_runner,
-        dtype,
-        max_steps=max_steps,
-        budget_s=budget_s,
-        verdict=result.verdict,
-        function=function,
-    )
-    if shrunk is None:
-        return result
-    index, total = example_position(case, result.calls)
-    original = f"generated input {index} of {total}"
-    message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
-    # Small inputs make mistakes look alike: name the mistake seen on the original input, not the shrunk one.
-    lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
-    if result.diagnosis:
-        at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))
-        lines.insert(at, f"Known mistake ({result.diagnosis['id']}): {result.diagnosis['message']}")
-    return dataclasses.replace(
-        result, message="\n".join(lines), counterexample=shrunk.counterexample, diagnosis=result.diagnosis
-    )

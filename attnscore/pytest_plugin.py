@@ -106,9 +106,10 @@ class SpecCaseItem(pytest.Item):
         self.spec, self.case, self.dtype, self.function, self.device = spec, case, dtype, function, device
 
     def runtest(self) -> None:
-        from attnscore.impl import add_shrunk, pinned_precision
+        from attnscore.impl import pinned_precision
         from attnscore.run import judge_case
         from attnscore.runner import InProcessRunner
+        from attnscore.shrink import add_shrunk
 
         with pinned_precision():
             result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)

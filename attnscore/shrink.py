@@ -10,6 +10,7 @@ budget); grading shrinks sandboxed submissions too, with a small budget per case
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,11 +21,11 @@ from hypothesis.errors import HypothesisException
 
 from attnscore.cases import Case, derive_seed, property_calls
 from attnscore.properties import get_property
-from attnscore.results import CaseResult
+from attnscore.results import CaseResult, Verdict
 from attnscore.spec import Spec
 from attnscore.strategies import _without_local_constants
 
-__all__ = ["shrink_case"]
+__all__ = ["shrink_case", "add_shrunk"]
 
 
 class _Failed(AssertionError):
@@ -109,3 +110,56 @@ def shrink_case(
     except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
         return None
     return None
+
+
+def add_shrunk(
+    spec: Spec,
+    case: Case,
+    result: Any,
+    make_runner: Callable[[], Any],
+    dtype: str,
+    *,
+    max_steps: int | None = None,
+    budget_s: float | None = None,
+    function: str | None = None,
+) -> Any:
+    """``result`` with its counterexample replaced by hypothesis's minimal failing input.
+
+    Only failing, visible property cases whose failure is about the returned values (or an
+    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
+    """
+    from attnscore.run import example_position
+
+    shrinkable = (
+        Verdict.WRONG_VALUE,
+        Verdict.WRONG_SHAPE,
+        Verdict.WRONG_DTYPE,
+        Verdict.NON_FINITE,
+        Verdict.BAD_RETURN_TYPE,
+        Verdict.EXCEPTION,
+    )
+    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
+        return result
+    shrunk = shrink_case(
+        spec,
+        case,
+        make_runner,
+        dtype,
+        max_steps=max_steps,
+        budget_s=budget_s,
+        verdict=result.verdict,
+        function=function,
+    )
+    if shrunk is None:
+        return result
+    index, total = example_position(case, result.calls)
+    original = f"generated input {index} of {total}"
+    message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
+    # Small inputs make mistakes look alike: name the mistake seen on the original input, not the shrunk one.
+    lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
+    if result.diagnosis:
+        at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))
+        lines.insert(at, f"Known mistake ({result.diagnosis['id']}): {result.diagnosis['message']}")
+    return dataclasses.replace(
+        result, message="\n".join(lines), counterexample=shrunk.counterexample, diagnosis=result.diagnosis
+    )

@@ -8,7 +8,6 @@ result is complete: every case has a verdict.
 from __future__ import annotations
 
 import multiprocessing
-import platform
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -16,34 +15,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import hypothesis
-import numpy as np
-import torch
-
 from attnscore.cases import Case, build_cases
-from attnscore.impl import add_shrunk
+from attnscore.impl import environment
 from attnscore.loader import load_spec
 from attnscore.results import CaseResult, SubmissionResult
 from attnscore.run import run_cases
+from attnscore.shrink import add_shrunk
 from attnscore.spec import Spec
 from graders.sandbox import Limits, SandboxRunner
 from graders.untrusted import clean_text
 
-__all__ = ["grade_submission", "grade_many", "environment"]
+__all__ = ["grade_submission", "grade_many"]
 
 SHRINK_SAFETY_S = 10.0
-
-
-def environment(device: str = "cpu") -> dict[str, str]:
-    """What the results depend on: versions, device and precision settings."""
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "hypothesis": hypothesis.__version__,
-        "device": device,
-        "tf32": "off" if not torch.backends.cuda.matmul.allow_tf32 else "on",
-    }
 
 
 def grade_submission(
@@ -105,7 +89,7 @@ def grade_submission(
         duration_s=time.perf_counter() - start,
         error=runner.load_failure.message if runner.load_failure else "",
         output=clean_text(runner.captured_output(), limits.output_chars),
-        environment={**environment("cpu"), "sandbox": runner.protections},
+        environment={**environment("cpu", pinned=False), "sandbox": runner.protections},
     )
 
 

@@ -508,11 +508,7 @@ class SandboxRunner:
         self.close()
 
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.kill()
-            self.worker = None
-        if _drops_privileges():
-            _sweep_orphans(self.limits.uid)
+        self._kill_worker()
         for folder in (self.workdir, self.private):
             shutil.rmtree(folder, ignore_errors=True)
 

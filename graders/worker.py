@@ -58,10 +58,6 @@ def _send(fd: int, message: dict[str, Any]) -> None:
         view = view[n:]
 
 
-def _read_line(stream: Any) -> bytes:
-    return stream.readline()
-
-
 def _failure_verdict(exc: BaseException) -> str:
     if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "not enough memory" in str(exc):
         return "memory_limit"
@@ -140,7 +136,7 @@ def main(argv: list[str]) -> None:
     _send(resp_fd, {"type": "ready"})
 
     while True:
-        line = _read_line(requests)
+        line = requests.readline()
         if not line:
             return
         request = wire.loads(line)

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from attnscore.results import CaseResult, SubmissionResult, points_out
 
-__all__ = ["finite_json", "case_to_json", "submission_to_json", "batch_to_json", "REPORT_FORMAT"]
+__all__ = ["case_to_json", "submission_to_json", "batch_to_json", "REPORT_FORMAT"]
 
 REPORT_FORMAT = "attnscore-result/1"
-
-
-def finite_json(value: Any) -> Any:
-    """``value`` with every non-finite float written as a string (``"inf"``, ``"-inf"``, ``"nan"``).
-
-    Strict JSON has no NaN or Infinity tokens; inputs of a counterexample can hold them.
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    return value
 
 
 def case_to_json(case: CaseResult) -> dict[str, Any]:
@@ -39,7 +24,7 @@ def case_to_json(case: CaseResult) -> dict[str, Any]:
         "message": case.message,
         "visibility": case.visibility,
         "location": case.location,
-        "counterexample": finite_json(case.counterexample),
+        "counterexample": case.counterexample,
         "calls": case.calls,
         "diagnosis": dict(case.diagnosis) if case.diagnosis else None,
     }
