@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "inspect_call"]
+__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call"]
 
 TORCH_DTYPES = {
     "float64": torch.float64,
@@ -28,12 +28,39 @@ def to_torch(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor
     return torch.tensor(arr, dtype=TORCH_DTYPES[dtype], device=device)
 
 
+def type_name(exc: BaseException) -> str:
+    """The exception's class name as the interpreter knows it (a metaclass cannot disguise it)."""
+    try:
+        name = type.__dict__["__name__"].__get__(type(exc), type)
+    except BaseException:  # noqa: BLE001 - cannot happen for real classes; never let it escape
+        return "Exception"
+    return name if isinstance(name, str) else "Exception"
+
+
+def exception_text(exc: BaseException) -> str | None:
+    """First line of ``str(exc)`` (at most 300 characters); ``""`` when empty; ``None`` when the
+    exception's ``__str__`` raises or returns something that is not text."""
+    try:
+        raw = exc.__str__()
+        if not isinstance(raw, str):
+            return None
+        text = str.strip(raw)
+        text = text.splitlines()[0] if text else ""
+    except BaseException:  # noqa: BLE001 - a hostile __str__ is the submission's, not ours
+        return None
+    return text[:297] + "..." if len(text) > 300 else text
+
+
 def describe_exception(exc: BaseException) -> str:
-    """``"raised ValueError: message"`` (first line of the message, at most 300 characters)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+    """``"raised ValueError: message"`` (first line of the message, at most 300 characters).
+
+    An exception whose ``__str__`` raises or returns a non-string is still described, by its type:
+    ``"raised BadError (its message could not be shown: __str__ failed)"``.
+    """
+    text = exception_text(exc)
+    if text is None:
+        return f"raised {type_name(exc)} (its message could not be shown: __str__ failed)"
+    return f"raised {type_name(exc)}" + (f": {text}" if text else "")
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

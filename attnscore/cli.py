@@ -245,6 +245,14 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     show_default=True,
     help="Examples tried per failing property to find a minimal counterexample (0: off).",
 )
+@click.option(
+    "--entry",
+    "entry",
+    default=None,
+    metavar="FILE",
+    help="Entry file of folder submissions, e.g. solution.py (default: the one top-level .py file that "
+    "defines the function). A folder holding FILE is one submission.",
+)
 @handle_errors
 def grade(
     submissions: tuple[str, ...],
@@ -257,26 +265,38 @@ def grade(
     timeout: float | None,
     shrink_steps: int,
     jobs: int,
+    entry: str | None,
 ) -> None:
-    """Grade SUBMISSIONS (.py files or folders of them) against a spec, each in a sandboxed worker.
+    """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
-    Exit code 0 when every case of every submission passed, 1 when some case failed.
+    A submission is a .py file or a folder of files (one student's upload: an entry file and its
+    helper modules). A folder of .py files and student folders is a class: each file and each
+    subfolder is one submission. With --format gradescope the folder given is one submission.
+
+    Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
+    grading machine failed (a grader error; the other submissions are still graded and reported).
     """
     from attnscore.loader import load_spec
     from graders.grading import grade_many
     from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
-    from graders.sandbox import Limits
+    from attnscore.results import Verdict
+    from graders.sandbox import Limits, preflight
     from graders.submission import find_submissions
 
     if output:
         check_output_path(output)
     spec = load_spec(spec_path)
-    paths = find_submissions(list(submissions))
+    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
     if fmt == "gradescope" and len(paths) != 1:
-        raise click.UsageError(f"--format gradescope grades exactly one submission, found {len(paths)}")
+        raise click.UsageError(
+            f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}"
+        )
     if dtype is not None and dtype not in spec.dtypes:
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
     limits = Limits(call_timeout_s=timeout or spec.timeout_s)
+    problem = preflight(limits)
+    if problem is not None:
+        _fail(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)", EXIT_INTERNAL)
     err = Console(stderr=True)
     with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"grading against {spec.id}", total=len(paths))
@@ -309,6 +329,10 @@ def grade(
             write_atomically(output, text)
         else:
             sys.stdout.write(text)
+    broken = [r for r in results if any(c.verdict is Verdict.GRADER_ERROR for c in r.cases)]
+    if broken:
+        click.echo(f"Error: grader error while grading {', '.join(r.submission for r in broken)}", err=True)
+        sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
 
 

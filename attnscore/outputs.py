@@ -83,6 +83,47 @@ def _from_tensor(value: object) -> Received | BadReturn:
     return Received("tensor", dtype, device, np.array(arr, order="C"))
 
 
+def _item_shape(item: object) -> tuple[int, ...] | None:
+    """The shape of an array-like item (a tensor, ndarray, or nested list/tuple); None for a number."""
+    try:
+        import torch
+
+        if isinstance(item, torch.Tensor):
+            return tuple(torch.Tensor.size(item))
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if isinstance(item, np.ndarray):
+        return tuple(np.ndarray.view(item, np.ndarray).shape)
+    if isinstance(item, (list, tuple)):
+        return (len(item),)
+    return None
+
+
+def _several_results(value: list | tuple) -> BadReturn | None:
+    """Explain a tuple of arrays (``return out, weights``) or a list of arrays of different shapes.
+
+    A list of equal-shape rows (``[Q[i] @ K.T for i ...]``) and a sequence of numbers or 0-d
+    tensors are one result, and pass through.
+    """
+    shapes = [_item_shape(item) for item in value[:50]]
+    arrays = [s for s in shapes if s]
+    if not arrays:
+        return None
+    kind = type(value).__name__
+    listed = " and ".join("a number" if s is None else str(s) for s in shapes[:3]) + (" ..." if len(value) > 3 else "")
+    if kind == "tuple":
+        return BadReturn(
+            f"returned a tuple of {len(value)} values (shapes {listed}); return only the output, "
+            "one tensor (e.g. `return out`, not `return out, weights`)"
+        )
+    if len(set(shapes)) > 1:
+        return BadReturn(
+            f"returned a list of {len(value)} values with different shapes ({listed}); return only the output, "
+            "one tensor"
+        )
+    return None
+
+
 def to_received(value: object) -> Received | BadReturn:
     """Copy ``value`` into a :class:`Received`, or explain why it is not a numeric result."""
     try:
@@ -106,6 +147,9 @@ def to_received(value: object) -> Received | BadReturn:
     elif isinstance(value, np.generic):
         arr, kind = np.array(value, copy=True), "number"
     elif isinstance(value, (list, tuple)):
+        several = _several_results(value)
+        if several is not None:
+            return several
         try:
             arr = np.array(value, dtype=np.float64)
         except Exception as exc:  # noqa: BLE001 - ragged lists, tensors needing grad, exotic dtypes...

@@ -113,7 +113,8 @@ def example_position(case: Case, number: int) -> tuple[int, int]:
 def _hidden_detail(verdict: Verdict, detail: str) -> str:
     """What a hidden case may say: an exception's type, never its message (which could quote inputs)."""
     if verdict is Verdict.EXCEPTION and detail.startswith("raised "):
-        return detail.split(":", 1)[0] + " (its message is not shown for a hidden case)"
+        name = detail.removeprefix("raised ").split(":", 1)[0].split(" ", 1)[0]
+        return f"raised {name} (its message is not shown for a hidden case)"
     return detail
 
 
@@ -249,7 +250,7 @@ def run_cases(
         submission=submission,
         spec_id=spec.id,
         spec_version=spec.version,
-        spec_path=spec.path,
+        spec_path=spec.shown_path,
         function=function or spec.function,
         cases=tuple(results),
         dtype=dtype,

@@ -6,6 +6,7 @@ validating it; everything downstream (cases, grading, verification) reads only t
 
 from __future__ import annotations
 
+from pathlib import Path
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -107,9 +108,19 @@ class Spec:
     nonfinite: str = "match"
     mistakes: tuple[str, ...] | None = None
 
+    @property
+    def shown_path(self) -> str:
+        """The spec's path as feedback shows it: relative to the current folder when the spec lies
+        under it, else the file name alone (never the grading machine's absolute paths)."""
+        path = Path(self.path)
+        try:
+            return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        except (ValueError, OSError):
+            return path.name
+
     def location(self, line: int) -> str:
-        """``file:line`` for a line of this spec."""
-        return f"{self.path}:{line}"
+        """``file:line`` for a line of this spec (its :attr:`shown_path`)."""
+        return f"{self.shown_path}:{line}"
 
     @property
     def max_points(self) -> Fraction:

@@ -23,6 +23,7 @@ from attnscore.run import run_cases
 from attnscore.shrink import add_shrunk
 from attnscore.spec import Spec
 from graders.sandbox import Limits, SandboxRunner
+from graders.submission import Submission
 from graders.untrusted import clean_text
 
 __all__ = ["grade_submission", "grade_many"]
@@ -31,7 +32,7 @@ SHRINK_SAFETY_S = 10.0
 
 
 def grade_submission(
-    path: Path,
+    submission: Submission | Path,
     spec: Spec,
     cases: Sequence[Case],
     *,
@@ -43,10 +44,12 @@ def grade_submission(
     source: bytes | None = None,
     shrink_steps: int = 50,
 ) -> SubmissionResult:
-    """Grade one submission file against ``spec`` using the prebuilt ``cases``.
+    """Grade one submission (a :class:`Submission`, or the path of one ``.py`` file) against
+    ``spec`` using the prebuilt ``cases``.
 
-    ``source`` is the file's content as read before any submission of the batch ran (so one
-    submission cannot rewrite another before it is graded); default: read the file now.
+    ``source`` is a single file's content as read before any submission of the batch ran (so one
+    submission cannot rewrite another before it is graded); default: read the file now. A
+    :class:`Submission` already holds its files.
     A failing visible property gets hypothesis's minimal failing input, searched with the same
     sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
     count keeps feedback identical run to run) and, as a safety net, at most 10 s.
@@ -55,14 +58,16 @@ def grade_submission(
     dtype = dtype or spec.dtypes[0]
     limits = limits or Limits(call_timeout_s=spec.timeout_s)
     start = time.perf_counter()
-    with SandboxRunner(path, function, limits, source=source) as runner:
+    if not isinstance(submission, Submission):
+        submission = Submission.from_file(Path(submission), source)
+    with SandboxRunner(submission, function, limits) as runner:
         result = run_cases(
             spec,
             cases,
             runner,
             dtype=dtype,
             device="cpu",
-            submission=str(path),
+            submission=submission.name,
             seed=spec.seed if seed is None else seed,
             function=function,
             on_case=on_case,
@@ -94,7 +99,7 @@ def grade_submission(
 
 
 def grade_many(
-    paths: Sequence[Path],
+    submissions: Sequence[Submission | Path],
     spec: Spec,
     *,
     function: str | None = None,
@@ -105,32 +110,29 @@ def grade_many(
     shrink_steps: int = 50,
     jobs: int = 1,
 ) -> list[SubmissionResult]:
-    """Grade every submission in ``paths`` against ``spec``; results come back in ``paths`` order.
+    """Grade every submission against ``spec``; results come back in the same order.
 
-    Every file is read before the first one runs: a submission that rewrites files on disk
+    Every file is read before the first submission runs: a submission that rewrites files on disk
     cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
     (fresh interpreters, each building the same derandomised cases from the spec file) grade in
     parallel; each submission still gets its own sandboxed worker.
     """
     dtype = dtype or spec.dtypes[0]
-    sources = [path.read_bytes() for path in paths]
+    read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
     options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
     results: list[SubmissionResult] = []
-    if jobs > 1 and len(paths) > 1:
+    if jobs > 1 and len(read) > 1:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=context) as pool:
-            futures = [
-                pool.submit(_grade_in_child, spec.path, path, source, options)
-                for path, source in zip(paths, sources, strict=True)
-            ]
+        with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
+            futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
             for future in futures:
                 results.append(future.result())
                 if on_result is not None:
                     on_result(results[-1])
         return results
     cases = build_cases(spec, dtype, seed)
-    for path, source in zip(paths, sources, strict=True):
-        results.append(grade_submission(path, spec, cases, source=source, **options))
+    for submission in read:
+        results.append(grade_submission(submission, spec, cases, **options))
         if on_result is not None:
             on_result(results[-1])
     return results
@@ -139,11 +141,11 @@ def grade_many(
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
 
 
-def _grade_in_child(spec_path: str, path: Path, source: bytes, options: dict[str, Any]) -> SubmissionResult:
+def _grade_in_child(spec_path: str, submission: Submission, options: dict[str, Any]) -> SubmissionResult:
     """One submission in a grader child process; the spec's cases are built once per process."""
     key = (spec_path, options["dtype"], options["seed"])
     if key not in _CHILD_CASES:
         spec = load_spec(spec_path)
         _CHILD_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
     spec, cases = _CHILD_CASES[key]
-    return grade_submission(path, spec, cases, source=source, **options)
+    return grade_submission(submission, spec, cases, **options)

@@ -11,7 +11,10 @@ the README's "Grading untrusted code" section for the threat model and what each
   working directory. Specs, golden values and the grader's own code are not in that view.
 - **another user**: when the grader runs as root, the worker drops to ``Limits.uid`` (65534,
   *nobody*) after importing torch and before importing the submission, so it cannot signal the
-  grader, write the grader's files, or fork past ``RLIMIT_NPROC``.
+  grader, write the grader's files, or fork past ``RLIMIT_NPROC``. Without bubblewrap, module
+  folders that user cannot read (Python under root's 0700 home) are searched through a readable
+  mirror made of hard links (:mod:`graders.runtime`), so whatever the grading environment can
+  import, the worker can import too.
 - **a fresh interpreter**: ``python -I`` (no user site, no ``PYTHON*`` variables), a scrubbed
   environment, an empty temporary working directory, stdin from /dev/null; its own session, so a
   timeout kills its whole process group; on top, orphans that escaped the group are swept.
@@ -30,7 +33,9 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -49,10 +54,12 @@ import numpy as np
 
 from attnscore.outputs import CallFailure, Outcome
 from attnscore.results import Verdict
-from graders import wire
+from graders import landlock, wire
+from graders.runtime import WorkerRuntime, unreadable_by, worker_runtime
+from graders.submission import Submission
 from graders.untrusted import clean_text
 
-__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available"]
+__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight"]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset(
@@ -61,10 +68,17 @@ _WORKER_VERDICTS = frozenset(
 _ROOT = Path(__file__).resolve().parent.parent
 # The only grader modules the worker may see: copied into a private folder, so the worker's
 # `attnscore` package holds no reference implementation, specs or golden values.
-_WORKER_MODULES = ("graders/worker.py", "graders/wire.py", "attnscore/outputs.py", "attnscore/calls.py")
+_WORKER_MODULES = (
+    "graders/worker.py",
+    "graders/wire.py",
+    "graders/landlock.py",
+    "attnscore/outputs.py",
+    "attnscore/calls.py",
+)
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; from graders.worker import main; main(sys.argv[1:])"
 )
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,20}")
 # No user namespace when the grader is root: the worker then drops to a real unprivileged uid.
 _UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
     () if os.geteuid() == 0 else ("--unshare-user",)
@@ -90,6 +104,8 @@ class Limits:
         output_chars: how much of the submission's own output is kept for the report.
         uid: the unprivileged user the worker runs as when the grader is root.
         bwrap: use bubblewrap: ``None`` when available, ``True`` required, ``False`` never.
+        landlock: the worker confines itself with Landlock (files, TCP, signals) when the
+            kernel has it: ``None`` or ``True``; ``False`` never.
     """
 
     call_timeout_s: float = 5.0
@@ -103,6 +119,7 @@ class Limits:
     output_chars: int = 4000
     uid: int = 65534
     bwrap: bool | None = None
+    landlock: bool | None = None
 
 
 @functools.cache
@@ -129,6 +146,10 @@ def _use_bwrap(limits: Limits) -> bool:
     return available
 
 
+def _use_landlock(limits: Limits) -> bool:
+    return limits.landlock is not False and landlock.abi_version() > 0
+
+
 def _drops_privileges() -> bool:
     return os.geteuid() == 0
 
@@ -136,17 +157,25 @@ def _drops_privileges() -> bool:
 def protections(limits: Limits | None = None) -> str:
     """One line naming the isolation layers active on this machine, for results and the CLI."""
     limits = limits or Limits()
-    first = (
-        "bwrap: no network, own PIDs, read-only fs without specs"
-        if _use_bwrap(limits)
-        else "no bwrap: network and a readable filesystem"
-    )
-    user = (
-        f"uid {limits.uid}"
-        if _drops_privileges()
-        else "same uid as the grader (not root: the worker could signal the grader)"
-    )
-    return f"{first}; {user}; rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill"
+    abi = landlock.abi_version() if _use_landlock(limits) else 0
+    if _use_bwrap(limits):
+        first = "bwrap: no network, own PIDs, read-only fs without specs"
+    elif abi:
+        first = "no bwrap: shared PIDs, UDP open"
+    else:
+        first = "no bwrap and no landlock: network and a readable filesystem"
+    layers = [first]
+    if abi:
+        scope = ["fs without specs"] + (["no tcp"] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
+        layers.append(f"landlock v{abi}: {', '.join(scope)}")
+    if _drops_privileges():
+        layers.append(f"uid {limits.uid}")
+    elif abi >= 6:
+        layers.append("same uid as the grader (signals to it blocked by landlock)")
+    else:
+        layers.append("same uid as the grader (not root: the worker could signal the grader)")
+    layers.append("rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill")
+    return "; ".join(layers)
 
 
 @functools.cache
@@ -189,6 +218,7 @@ def _readonly_roots() -> list[str]:
 
 
 def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
+    """bwrap's arguments; ``submission`` is the private folder of the submission's files."""
     args = [
         "bwrap",
         *_UNSHARE,
@@ -228,7 +258,7 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
         "/sandbox/lib",
         "--ro-bind",
         submission,
-        "/sandbox/submission.py",
+        "/sandbox/submission",
         "--bind",
         workdir,
         "/sandbox/work",
@@ -310,6 +340,95 @@ def _sweep_orphans(uid: int) -> int:
     return killed
 
 
+def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...]) -> None:
+    """Write the submission's files under ``folder``: folders 0755, files read-only (0444)."""
+    os.chmod(folder, 0o755)
+    for relative, content in files:
+        target = Path(folder, *relative.split("/"))
+        for parent in reversed(target.relative_to(folder).parents[:-1]):
+            made = Path(folder, parent)
+            if not made.is_dir():
+                made.mkdir()
+                os.chmod(made, 0o755)
+        target.write_bytes(content)
+        os.chmod(target, 0o444)
+
+
+def _installed(module: str, path: tuple[str, ...]) -> bool:
+    """Whether ``module`` can be found on ``path`` (searched as files, nothing is imported)."""
+    from importlib.machinery import PathFinder
+
+    locations: list[str] | None = list(path)
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        if locations is None:
+            return False
+        found = PathFinder.find_spec(".".join(parts[:depth]), locations)
+        if found is None:
+            return False
+        search = found.submodule_search_locations
+        locations = list(search) if search is not None else None
+    return True
+
+
+def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str | None:
+    """Why a failure the worker reports is the grading machine's, not the student's; else None.
+
+    The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a
+    ``PermissionError`` was about (``"file"``). When the worker runs as another user, a module that
+    this grader's interpreter finds, or a file inside the interpreter's own folders, is a module
+    the sandbox failed to provide: a grader error, never the student's exception.
+    """
+    path = runner.runtime.path
+    if not path or runner.bwrap:
+        return None
+    module, file = message.get("module"), message.get("file")
+    if isinstance(module, str) and _MODULE_NAME.fullmatch(module) and _installed(module, path):
+        return (
+            f"module {module!r} is installed on the grading machine but the sandbox could not load it for your code; "
+            "this is a problem of the grading machine, not of your code: please tell your instructor"
+        )
+    roots = path + tuple(copy for _, copy in runner.runtime.mirrors)
+    if isinstance(file, str) and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots):
+        return (
+            "a file of the grading machine's Python installation could not be read by the sandbox; "
+            "this is a problem of the grading machine, not of your code: please tell your instructor"
+        )
+    return None
+
+
+def preflight(limits: Limits | None = None) -> str | None:
+    """One line saying why no submission can be graded on this machine, or None when all is well.
+
+    Checks, before the first submission runs, that the unprivileged worker user can read every
+    folder the worker searches for modules (through the readable mirror where needed).
+    """
+    limits = limits or Limits()
+    if not _drops_privileges() or _use_bwrap(limits):
+        return None
+    try:
+        runtime = worker_runtime(uid=limits.uid)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the worker's interpreter {sys.executable} could not be started: {exc}"
+    if runtime.problems:
+        return runtime.problems[0]
+    mapped = tuple(_through(p, runtime.mirrors) for p in runtime.path)
+    blocked = unreadable_by(mapped, limits.uid, limits.uid)
+    if blocked:
+        return (
+            f"the sandbox user (uid {limits.uid}) cannot read {blocked[0]}, part of the Python installation; "
+            "make it readable by all users, install bubblewrap, or run attnscore as a user other than root"
+        )
+    return None
+
+
+def _through(path: str, mirrors: tuple[tuple[str, str], ...]) -> str:
+    for original, copy in mirrors:
+        if path == original or path.startswith(original.rstrip("/") + "/"):
+            return copy + path[len(original) :]
+    return path
+
+
 def _inspection(raw: object, names: list[str]) -> dict[str, list[str]] | None:
     """Validate the worker's inspection report: lists of known argument names, else None."""
     if not isinstance(raw, dict):
@@ -337,22 +456,25 @@ class _Worker:
         self.bwrap = runner.bwrap
         lib = _worker_lib()
         drop = str(limits.uid) if _drops_privileges() else "-1"
+        entry = runner.entry or ""
         if self.bwrap:
             command = [
-                *_bwrap_prefix(runner.private_submission, runner.workdir, lib),
+                *_bwrap_prefix(runner.private, runner.workdir, lib),
                 sys.executable,
                 "-I",
                 "-u",
                 "-c",
                 _BOOTSTRAP,
                 "/sandbox/lib",
-                "/sandbox/submission.py",
+                "/sandbox/submission",
             ]
-            cwd, home = "/", "/sandbox/work"
+            cwd, home, mirrors = "/", "/sandbox/work", []
         else:
-            command = [sys.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(runner.private_submission)]
-            cwd, home = runner.workdir, runner.workdir
-        command += [runner.function, str(req_r), str(resp_w), drop]
+            runtime = runner.runtime
+            command = [runtime.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, runner.private]
+            cwd, home, mirrors = runner.workdir, runner.workdir, [list(pair) for pair in runtime.mirrors]
+        config = {"mirrors": mirrors, "deny": [str(_ROOT)], "landlock": _use_landlock(limits)}
+        command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
             self.proc = subprocess.Popen(
                 command,
@@ -469,23 +591,33 @@ class SandboxRunner:
     """
 
     def __init__(
-        self, submission: str | Path, function: str, limits: Limits | None = None, source: bytes | None = None
+        self,
+        submission: Submission | str | Path,
+        function: str,
+        limits: Limits | None = None,
+        source: bytes | None = None,
+        runtime: WorkerRuntime | None = None,
     ) -> None:
-        """``source``: the file's bytes as read before any submission ran (default: read it now)."""
-        self.submission = Path(submission).resolve()
+        """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
+        file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
+        worker runs (default: this one, through a readable mirror when needed)."""
+        if not isinstance(submission, Submission):
+            submission = Submission.from_file(Path(submission), source)
+        self.submission = submission
+        self.entry = submission.entry
         self.function = function
         self.limits = limits or Limits()
         self.bwrap = _use_bwrap(self.limits)
+        if runtime is None:
+            dropping = _drops_privileges() and not self.bwrap
+            runtime = worker_runtime(uid=self.limits.uid) if dropping else WorkerRuntime(sys.executable, ())
+        self.runtime = runtime
         self.protections = protections(self.limits)
         self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
-        # Without bwrap the worker reads a private copy of the file: the folder it came from
-        # (maybe next to specs or other students' files) stays out of reach for another uid.
+        # The worker reads a private copy of the files: the folder they came from (maybe next to
+        # specs or other students' files) stays out of reach for another uid.
         self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
-        self.private_submission = os.path.join(self.private, "submission.py")
-        with open(self.private_submission, "wb") as f:
-            f.write(self.submission.read_bytes() if source is None else source)
-        os.chmod(self.private, 0o755)
-        os.chmod(self.private_submission, 0o444)
+        _lay_out(self.private, submission.files)
         if _drops_privileges():
             os.chown(self.workdir, self.limits.uid, self.limits.uid)
             _become_subreaper()
@@ -554,9 +686,14 @@ class SandboxRunner:
             isinstance(hello, dict)
             and hello.get("type") == "load_error"
             and hello.get("verdict")
-            in (Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value)
+            in (
+                Verdict.EXCEPTION.value,
+                Verdict.FUNCTION_MISSING.value,
+                Verdict.MEMORY_LIMIT.value,
+                Verdict.GRADER_ERROR.value,
+            )
         ):
-            failure = CallFailure(str(hello["verdict"]), clean_text(str(hello.get("message", "")), 2000), "submission")
+            failure = self._failure(hello, "submission")
         else:
             failure = CallFailure(
                 Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
@@ -564,6 +701,16 @@ class SandboxRunner:
         self._kill_worker()
         self.load_failure = failure
         return failure
+
+    def _failure(self, message: dict[str, object], scope: str) -> CallFailure:
+        """A failure the worker reported, as a verdict; the machine's faults become grader errors."""
+        text = clean_text(str(message.get("message", "")), 2000)
+        verdict = str(message["verdict"])
+        if verdict == Verdict.EXCEPTION.value:
+            fault = _environment_fault(self, message)
+            if fault is not None:
+                return CallFailure(Verdict.GRADER_ERROR.value, f"{text} ({fault})", scope)
+        return CallFailure(verdict, text, scope)
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome:
         """Make one call; never raises for anything the submission does."""
@@ -623,5 +770,5 @@ class SandboxRunner:
             except wire.WireError as exc:
                 return CallFailure(Verdict.BAD_RETURN_TYPE.value, f"the returned value could not be read back: {exc}")
         if reply.get("type") == "failure" and reply.get("verdict") in _WORKER_VERDICTS:
-            return CallFailure(str(reply["verdict"]), clean_text(str(reply.get("message", "")), 2000))
+            return self._failure(reply, "call")
         return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")

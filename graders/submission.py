@@ -1,20 +1,75 @@
-"""Submissions: finding and checking the files to grade, before anything runs.
+"""Submissions: finding the files to grade and reading them, before anything runs.
 
-Only the path is checked here (exists, is a regular ``.py`` file, not too large); the file is
-never imported or parsed in the grading process. A directory stands for every ``*.py`` file in it.
+A submission is one ``.py`` file, or one folder of files (a student's upload as Gradescope and
+PrairieLearn hand it over: an entry file and the helper modules it imports). Every file is read
+into memory here, before any submission of the batch runs, so one submission cannot rewrite
+another on disk before it is graded. Files are never imported or parsed in the grading process.
+
+How paths on the command line become submissions (see the README's "Batches" section):
+
+- ``alice.py``: one single-file submission.
+- a folder that holds the entry file named by ``--entry``: one folder submission.
+- any other folder: a class. Each ``*.py`` file directly in it is a single-file submission and
+  each subfolder is one student's folder submission (entry: ``--entry``, else chosen in the
+  sandbox as the one top-level ``.py`` file that defines the graded function).
+- with ``one=True`` (``--format gradescope``, which grades exactly one student), a folder is
+  always one folder submission.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
-__all__ = ["SubmissionError", "MAX_SUBMISSION_BYTES", "find_submissions"]
+__all__ = [
+    "SubmissionError",
+    "Submission",
+    "MAX_SUBMISSION_BYTES",
+    "MAX_FOLDER_FILES",
+    "MAX_FOLDER_BYTES",
+    "find_submissions",
+]
 
 MAX_SUBMISSION_BYTES = 1024 * 1024
+"""Largest ``.py`` file accepted, in bytes."""
+MAX_FOLDER_FILES = 200
+"""Most files read from one folder submission (hidden files and ``__pycache__`` are not read)."""
+MAX_FOLDER_BYTES = 16 * 1024 * 1024
+"""Most bytes read from one folder submission, all files together."""
+_MAX_DEPTH = 8
 
 
 class SubmissionError(ValueError):
     """A submission path cannot be graded (missing, not a .py file, too large...)."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submission, read into memory.
+
+    Attributes:
+        path: where it was found (a ``.py`` file or a folder), as given.
+        files: ``(relative POSIX path, content)`` of every file to lay out in the sandbox.
+        entry: relative path of the file that defines the graded function; ``None`` lets the
+            sandboxed worker pick the one top-level ``.py`` file that defines it.
+    """
+
+    path: Path
+    files: tuple[tuple[str, bytes], ...]
+    entry: str | None
+
+    @property
+    def name(self) -> str:
+        """What reports call it: the path as given."""
+        return str(self.path)
+
+    @classmethod
+    def from_file(cls, path: Path, source: bytes | None = None) -> Submission:
+        """A single-file submission (``source``: its bytes, default read now)."""
+        content = _check_file(path).read_bytes() if source is None else source
+        return cls(path, ((path.name, content),), path.name)
 
 
 def _check_file(path: Path) -> Path:
@@ -32,21 +87,91 @@ def _check_file(path: Path) -> Path:
     return path
 
 
-def find_submissions(paths: list[str]) -> list[Path]:
-    """Expand ``paths`` (files, or directories of ``*.py`` files, sorted by name) and check each.
+def _read_no_follow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SubmissionError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_FOLDER_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _read_folder(folder: Path, entry: str | None, strict: bool = True) -> Submission:
+    """Every regular file under ``folder`` (no symbolic links followed, hidden files skipped).
+
+    ``strict``: a folder named on the command line must hold a top-level ``.py`` file and the
+    entry file; a student's folder inside a class need not (the sandbox then tells that student).
+    """
+    files: list[tuple[str, bytes]] = []
+    total = 0
+    for current, dirs, names in os.walk(folder, followlinks=False):
+        relative = Path(current).relative_to(folder)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        if len(relative.parts) >= _MAX_DEPTH:
+            dirs[:] = []
+        for name in sorted(names):
+            full = Path(current, name)
+            if name.startswith(".") or not stat.S_ISREG(os.lstat(full).st_mode):
+                continue  # symbolic links, sockets, fifos... are not part of a submission
+            if len(files) >= MAX_FOLDER_FILES:
+                raise SubmissionError(f"{folder}: expected at most {MAX_FOLDER_FILES} files, found more")
+            content = _read_no_follow(full)
+            if name.endswith(".py") and len(content) > MAX_SUBMISSION_BYTES:
+                raise SubmissionError(f"{full}: expected at most {MAX_SUBMISSION_BYTES} bytes, found {len(content)}")
+            total += len(content)
+            if total > MAX_FOLDER_BYTES:
+                raise SubmissionError(f"{folder}: expected at most {MAX_FOLDER_BYTES} bytes in all, found more")
+            files.append((PurePosixPath(*relative.parts, name).as_posix(), content))
+    if not strict:
+        return Submission(folder, tuple(files), entry)
+    if not any(rel.endswith(".py") and "/" not in rel for rel, _ in files):
+        raise SubmissionError(f"{folder}: expected a .py file directly in this folder, found none")
+    if entry is not None and entry not in dict(files):
+        found = ", ".join(rel for rel, _ in files if rel.endswith(".py")) or "no .py file"
+        raise SubmissionError(f"{folder}: expected the entry file {entry!r} in this folder, found {found}")
+    return Submission(folder, tuple(files), entry)
+
+
+def _check_entry(entry: str | None) -> str | None:
+    if entry is None:
+        return None
+    pure = PurePosixPath(entry)
+    if pure.is_absolute() or ".." in pure.parts or pure.suffix != ".py" or not pure.parts:
+        raise SubmissionError(
+            f"--entry {entry!r}: expected a relative path to a .py file inside the submission folder, e.g. solution.py"
+        )
+    return pure.as_posix()
+
+
+def find_submissions(paths: list[str], entry: str | None = None, one: bool = False) -> list[Submission]:
+    """Expand ``paths`` into submissions (sorted by name within a folder) and read every file.
+
+    Args:
+        paths: files and folders, as given on the command line.
+        entry: the entry file of folder submissions (a relative path such as ``solution.py``).
+        one: every folder is one submission (a single student's upload).
 
     Raises:
-        SubmissionError: a path is missing, not a .py file, too large, or a directory holds no
-            ``.py`` file.
+        SubmissionError: a path is missing, not a .py file or folder, too large, a folder holds
+            nothing to grade, or ``entry`` is not a relative ``.py`` path.
     """
-    found: list[Path] = []
+    entry = _check_entry(entry)
+    found: list[Submission] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix == ".py" and p.is_file())
-            if not files:
-                raise SubmissionError(f"{path}: expected .py files in this directory, found none")
-            found += [_check_file(p) for p in files]
+        if not path.is_dir():
+            found.append(Submission.from_file(path))
+        elif one or (entry is not None and (path / entry).is_file()):
+            found.append(_read_folder(path, entry))
         else:
-            found.append(_check_file(path))
+            children = sorted(
+                p for p in path.iterdir() if not p.name.startswith(".") and p.name != "__pycache__"
+            )
+            members = [Submission.from_file(p) for p in children if p.suffix == ".py" and p.is_file()]
+            members += [_read_folder(p, entry, strict=False) for p in children if p.is_dir() and not p.is_symlink()]
+            if not members:
+                raise SubmissionError(f"{path}: expected .py files or one folder per student in this directory, found none")
+            found += sorted(members, key=lambda s: s.path.name)
     return found

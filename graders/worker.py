@@ -1,9 +1,17 @@
 """The worker: runs inside the sandboxed child process and calls the submission.
 
 Started by :mod:`graders.sandbox` as
-``python -I -c <bootstrap> LIB SUBMISSION FUNCTION REQ_FD RESP_FD UID``. It imports torch and
-numpy, drops to user ``UID`` (when not -1: the grader is root), then imports the submission
-(by file path, as module ``submission``), says whether the function was found, and then answers
+``python -I -c <bootstrap> LIB FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``. ``CONFIG`` is
+JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`graders.runtime`), ``deny``
+(folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
+searches for modules through the mirrors, confines itself with Landlock where the kernel has it
+(:mod:`graders.landlock`: read only its module folders, the system's libraries and the
+submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
+drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every folder it searches for modules (else the grading
+machine is at fault: a grader error), puts the submission's ``FOLDER`` first on ``sys.path`` so
+its helper modules import, then imports the entry file (``ENTRY``, or when empty the one
+top-level ``.py`` file that defines ``FUNCTION``) as module ``submission``, says whether the
+function was found, and then answers
 call requests one at a time: build fresh tensors from the plain arrays received, call the
 function, turn whatever came back into plain data (:func:`attnscore.outputs.to_received`) and
 send it back with a note of which inputs it changed in place or aliased. It never receives
@@ -20,32 +28,9 @@ import sys
 import traceback
 from typing import Any
 
-_PRELOAD = (
-    "math",
-    "cmath",
-    "itertools",
-    "functools",
-    "collections",
-    "operator",
-    "numbers",
-    "typing",
-    "random",
-    "statistics",
-    "json",
-    "ctypes",
-    "socket",
-    "signal",
-    "subprocess",
-    "threading",
-    "dataclasses",
-    "decimal",
-    "fractions",
-    "array",
-    "copy",
-    "time",
-    "numpy",
-    "torch.nn.functional",
-)
+# Loaded before the privilege drop only to save each submission the time; correctness does not
+# depend on this list (everything else imports through the readable mirror after the drop).
+_PRELOAD = ("numpy", "torch.nn.functional")
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -59,25 +44,160 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 
 def _failure_verdict(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "not enough memory" in str(exc):
+    from attnscore.calls import exception_text
+
+    text = exception_text(exc) or ""
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
         return "memory_limit"
     return "exception"
 
 
+def _environment_clues(exc: BaseException) -> dict[str, str]:
+    """The module a ``ModuleNotFoundError`` or the file a ``PermissionError`` in ``exc``'s chain
+    was about, for the grader to decide whether the machine, not the student, is at fault."""
+    clues: dict[str, str] = {}
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        try:
+            if isinstance(current, ModuleNotFoundError) and isinstance(current.name, str):
+                clues.setdefault("module", current.name[:300])
+            elif isinstance(current, PermissionError) and isinstance(current.filename, str):
+                clues.setdefault("file", current.filename[:1000])
+            current = current.__cause__ or current.__context__
+        except BaseException:  # noqa: BLE001 - attributes of a hostile exception
+            break
+        seen += 1
+    return clues
+
+
 def _describe_import_error(exc: BaseException, path: str) -> str:
+    from attnscore.calls import exception_text, type_name
+
     if isinstance(exc, SyntaxError):
-        where = f" (line {exc.lineno})" if exc.lineno else ""
-        return f"your file could not be imported: SyntaxError{where}: {exc.msg}"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        try:
+            where = f" (line {int(exc.lineno)})" if exc.lineno else ""
+            return f"your file could not be imported: SyntaxError{where}: {str(exc.msg)[:300]}"
+        except BaseException:  # noqa: BLE001 - a SyntaxError subclass with hostile attributes
+            return "your file could not be imported: SyntaxError"
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    except BaseException:  # noqa: BLE001
+        frames = []
     where = f" (line {frames[-1].lineno})" if frames else ""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"your file could not be imported: {type(exc).__name__}{where}" + (f": {text}" if text else "")
+    text = exception_text(exc)
+    return f"your file could not be imported: {type_name(exc)}{where}" + (f": {text}" if text else "")
+
+
+def _use_mirrors(mirrors: list[list[str]]) -> None:
+    """Search for modules through readable copies: rewrite ``sys.path`` and loaded packages' paths."""
+    if not mirrors:
+        return
+    pairs = [(str(a).rstrip("/"), str(b)) for a, b in mirrors]
+
+    def through(path: str) -> str:
+        for original, copy in pairs:
+            if path == original or path.startswith(original + "/"):
+                return copy + path[len(original) :]
+        return path
+
+    sys.path[:] = [through(p) if isinstance(p, str) else p for p in sys.path]
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if isinstance(search, list):
+            search[:] = [through(p) if isinstance(p, str) else p for p in search]
+    sys.path_importer_cache.clear()
+
+
+def _forget_project() -> None:
+    """Drop import hooks that editable installs add: they would map names to the project's source."""
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and p.startswith("__editable__"))]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in getattr(h, "__module__", "")]
+    sys.path_importer_cache.clear()
+
+
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys")
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf", "hosts")
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _confine(folder: str, deny: list[str]) -> str:
+    """Apply Landlock: read the module folders, the system and ``folder``; write the working folder.
+
+    A module folder that is ``/`` or holds a ``deny`` folder (a legacy editable install that puts
+    the grader's project on ``sys.path``) is not granted.
+    """
+    from graders import landlock
+
+    def holds_denied(path: str) -> bool:
+        return any(d == path or d.startswith(path.rstrip("/") + "/") for d in deny)
+
+    modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)]
+    read = [p for p in modules if p != "/" and not holds_denied(p)] + list(_SYSTEM_READ) + [folder]
+    read += ["/etc/ld.so.conf.d"]
+    files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
+    files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
+    return landlock.confine(read, [os.getcwd()], files)
+
+
+def _choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
+    """The one top-level ``.py`` file of ``folder`` that defines ``function_name`` (read with ``ast``,
+    nothing is run), or ``(None, why not)``."""
+    import ast
+
+    files = sorted(n for n in os.listdir(folder) if n.endswith(".py") and os.path.isfile(os.path.join(folder, n)))
+    if not files:
+        return None, "your submission has no .py file at its top level"
+    if len(files) == 1:
+        return files[0], ""
+    strength: dict[str, int] = {}  # 3: def or class, 2: assignment, 1: imported under that name
+    for name in files:
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                tree = ast.parse(f.read(), name)
+        except BaseException:  # noqa: BLE001 - a file that does not parse cannot be the chosen entry
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == function_name:
+                strength[name] = 3
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == function_name for t in node.targets
+            ):
+                strength[name] = max(strength.get(name, 0), 2)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name).split(".")[0] == function_name for a in node.names
+            ):
+                strength[name] = max(strength.get(name, 0), 1)
+    best = max(strength.values(), default=0)
+    defining = sorted(n for n, k in strength.items() if k == best)
+    if len(defining) == 1:
+        return defining[0], ""
+    listed = ", ".join(files)
+    if not defining:
+        return None, f"none of your files defines a function named {function_name!r} (files: {listed})"
+    return None, (
+        f"more than one of your files defines {function_name!r} ({', '.join(defining)}); "
+        "keep it in one file, or ask your instructor which file is graded"
+    )
 
 
 def main(argv: list[str]) -> None:
-    path, function_name, req_fd, resp_fd = argv[0], argv[1], int(argv[2]), int(argv[3])
-    uid = int(argv[4]) if len(argv) > 4 else -1
+    folder, entry, function_name = argv[0], argv[1], argv[2]
+    req_fd, resp_fd, uid = int(argv[3]), int(argv[4]), int(argv[5])
+    import json
+
+    config = json.loads(argv[6]) if len(argv) > 6 else {}
+    _use_mirrors(config.get("mirrors", []))
+    _forget_project()
     requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
+    if config.get("landlock"):
+        try:
+            _confine(folder, config.get("deny", []))
+        except OSError as exc:
+            message = f"the grading machine could not confine the worker with Landlock: {exc}"
+            _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
+            return
 
     import torch
 
@@ -88,18 +208,47 @@ def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     import importlib.util
 
-    # Modules a submission may reasonably import, loaded before the privilege drop: without
-    # bwrap the interpreter's own folder may not be readable by the unprivileged user.
     for name in _PRELOAD:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
+    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
+    searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
+    blocked = [p for p in searched if not os.access(p, os.R_OK | os.X_OK)]
+    if blocked:
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": "grader_error",
+                "message": f"the grading machine is misconfigured: the sandbox user cannot read {blocked[0]}",
+            },
+        )
+        return
+    if not entry:
+        chosen, why = _choose_entry(folder, function_name)
+        if chosen is None:
+            _send(resp_fd, {"type": "load_error", "verdict": "function_missing", "message": why})
+            return
+        entry = chosen
+    path = os.path.join(folder, entry)
+    if not os.path.isfile(path):
+        files = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": "function_missing",
+                "message": f"your submission has no file named {entry!r} (its .py files: {', '.join(files) or 'none'})",
+            },
+        )
+        return
+    sys.path.insert(0, os.path.dirname(path))  # the submission's own helper modules import
 
     try:
         module_spec = importlib.util.spec_from_file_location("submission", path)
@@ -111,7 +260,12 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
         _send(
             resp_fd,
-            {"type": "load_error", "verdict": _failure_verdict(exc), "message": _describe_import_error(exc, path)},
+            {
+                "type": "load_error",
+                "verdict": _failure_verdict(exc),
+                "message": _describe_import_error(exc, path),
+                **_environment_clues(exc),
+            },
         )
         return
     function = getattr(module, function_name, None)
@@ -168,6 +322,7 @@ def main(argv: list[str]) -> None:
                     "id": call_id,
                     "verdict": _failure_verdict(exc),
                     "message": describe_exception(exc),
+                    **_environment_clues(exc),
                 },
             )
             continue

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 
 import pytest
 from rich.console import Console
 
 from attnscore.run import format_array
 from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text
+from graders import landlock
 from graders.sandbox import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS
 from hostile.harness import attack_paths, grade_attacks
@@ -23,16 +25,33 @@ def graded():
     """Every attack graded once (two at a time), with a listener on 127.0.0.1:47123 for the network attack."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def accept() -> None:  # a real peer: a full backlog would turn connects into timeouts
+        while not done.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                pass
+
     try:
         listener.bind(("127.0.0.1", 47123))
         listener.listen(8)
+        threading.Thread(target=accept, daemon=True).start()
     except OSError:
         pass
     try:
         results, seconds = grade_attacks()
     finally:
+        done.set()
         listener.close()
     return results, seconds
+
+
+def _confined() -> bool:
+    """Whether the worker's filesystem view leaves out the specs (bubblewrap or Landlock)."""
+    return bwrap_available() or landlock.abi_version() > 0
 
 
 def test_every_attack_file_has_an_expectation():
@@ -45,10 +64,10 @@ def test_every_attack_file_has_an_expectation():
 @pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(EXPECTATIONS)])
 def test_attack_gets_its_score_and_verdicts(graded, name):
     """Each attack gets exactly its expected score and only its allowed verdicts, for every case."""
-    if name == "kills_parent" and os.geteuid() != 0 and not bwrap_available():
-        pytest.skip("not root and no bwrap: the worker runs as the grader's user and could signal it")
-    if name == "reads_spec_files" and os.geteuid() != 0 and not bwrap_available():
-        pytest.skip("not root and no bwrap: specs readable by the grader's user are readable by the worker")
+    if name == "kills_parent" and os.geteuid() != 0 and not bwrap_available() and landlock.abi_version() < 6:
+        pytest.skip("not root, no bwrap, no landlock v6: the worker runs as the grader's user and could signal it")
+    if name == "reads_spec_files" and not _confined():
+        pytest.skip("no bwrap and no landlock: specs readable by every user are readable by the worker")
     results, _ = graded
     result = results[name]
     assert not isinstance(result, BaseException), f"the grader raised {result!r}"
@@ -147,10 +166,20 @@ def test_bwrap_blocks_network_and_spec_files(graded):
     assert "bwrap" in results["network_connect"].environment["sandbox"]
 
 
+def test_landlock_blocks_tcp_and_spec_files(graded):
+    """Without bwrap, Landlock keeps the worker from TCP connections and from spec files readable by all."""
+    if bwrap_available() or landlock.abi_version() < 4:
+        pytest.skip("bwrap is in use, or the kernel has no Landlock with TCP rules (ABI 4)")
+    results, _ = graded
+    assert "network: EACCES" in results["network_connect"].output
+    assert "found 0 expected values" in results["reads_spec_files"].output
+    assert "landlock" in results["network_connect"].environment["sandbox"]
+
+
 def test_grader_not_importable_in_worker(graded):
     """The worker cannot import the grader's comparison, scoring or reference code."""
-    if not bwrap_available():
-        pytest.skip("without bwrap the installed package is readable by the worker")
+    if not _confined():
+        pytest.skip("without bwrap or landlock the installed package is readable by the worker")
     output = graded[0]["imports_grader"].output
     for name in ("graders.grading", "attnscore.compare", "attnscore.run", "attnscore.reference"):
         assert f"patched {name}" not in output, output
