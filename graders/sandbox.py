@@ -146,6 +146,21 @@ def _use_bwrap(limits: Limits) -> bool:
     return available
 
 
+def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
+    """Folders the worker must never read: this project and its installed packages (which hold the
+    reference, bundled specs and golden-value code), also as seen through a readable mirror."""
+    import attnscore
+    import graders
+
+    own = {str(_ROOT)}
+    for package in (attnscore, graders):
+        own |= {os.path.realpath(p) for p in package.__path__} | {os.path.abspath(p) for p in package.__path__}
+    seen = set(own)
+    for original, copy in runtime_mirrors:
+        seen |= {copy + p[len(original) :] for p in own if p.startswith(original.rstrip("/") + "/")}
+    return sorted(seen)
+
+
 def _use_landlock(limits: Limits) -> bool:
     return limits.landlock is not False and landlock.abi_version() > 0
 
@@ -248,6 +263,9 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for root in roots:
         args += ["--ro-bind", root, root]
+    for hidden in _denied([]):  # the grader's own installed packages, when inside a bound folder
+        if any(hidden.startswith(root.rstrip("/") + "/") for root in roots) and os.path.isdir(hidden):
+            args += ["--tmpfs", hidden]
     args += [
         "--perms",
         "0755",
@@ -473,7 +491,7 @@ class _Worker:
             runtime = runner.runtime
             command = [runtime.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, runner.private]
             cwd, home, mirrors = runner.workdir, runner.workdir, [list(pair) for pair in runtime.mirrors]
-        config = {"mirrors": mirrors, "deny": [str(_ROOT)], "landlock": _use_landlock(limits)}
+        config = {"mirrors": mirrors, "deny": _denied(runtime_mirrors=mirrors), "landlock": _use_landlock(limits)}
         command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
             self.proc = subprocess.Popen(

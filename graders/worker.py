@@ -122,19 +122,32 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nssw
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
+def _granted(path: str, deny: list[str], depth: int = 0) -> list[str]:
+    """``path``, or when it holds a ``deny`` folder (the grader's own installed package inside
+    site-packages, its project on ``sys.path``), each of its entries but the denied ones."""
+    if path in deny:
+        return []
+    inside = [d for d in deny if d.startswith(path.rstrip("/") + "/")]
+    if not inside:
+        return [path]
+    if depth > 8 or not os.path.isdir(path):
+        return []
+    granted = []
+    for name in sorted(os.listdir(path)):
+        granted += _granted(os.path.join(path, name), deny, depth + 1)
+    return granted
+
+
 def _confine(folder: str, deny: list[str]) -> str:
     """Apply Landlock: read the module folders, the system and ``folder``; write the working folder.
 
-    A module folder that is ``/`` or holds a ``deny`` folder (a legacy editable install that puts
-    the grader's project on ``sys.path``) is not granted.
+    The ``deny`` folders (the grader's project and its installed packages) are never granted,
+    even inside a granted module folder.
     """
     from graders import landlock
 
-    def holds_denied(path: str) -> bool:
-        return any(d == path or d.startswith(path.rstrip("/") + "/") for d in deny)
-
-    modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)]
-    read = [p for p in modules if p != "/" and not holds_denied(p)] + list(_SYSTEM_READ) + [folder]
+    modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p) and p != "/"]
+    read = [g for p in dict.fromkeys(modules) for g in _granted(p, deny)] + list(_SYSTEM_READ) + [folder]
     read += ["/etc/ld.so.conf.d"]
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
