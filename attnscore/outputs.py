@@ -84,7 +84,7 @@ def _from_tensor(value: object) -> Received | BadReturn:
 
 
 def _item_shape(item: object) -> tuple[int, ...] | None:
-    """The shape of an array-like item (a tensor, ndarray, or nested list/tuple); None for a number."""
+    """The shape of a tensor or ndarray item; None for anything else (numbers, nested lists)."""
     try:
         import torch
 
@@ -94,8 +94,6 @@ def _item_shape(item: object) -> tuple[int, ...] | None:
         pass
     if isinstance(item, np.ndarray):
         return tuple(np.ndarray.view(item, np.ndarray).shape)
-    if isinstance(item, (list, tuple)):
-        return (len(item),)
     return None
 
 

@@ -1,14 +1,18 @@
 """Attack report: grade every hostile submission and print the figures quoted in the README.
 
-Usage: ``.venv/bin/python benchmarks/attack_report.py`` (exit 1 if any figure is not as required).
+Usage: ``.venv/bin/python benchmarks/attack_report.py [--no-bwrap] [--no-landlock]`` (exit 1 if any
+figure is not as required). The flags turn a layer off, to measure the machines that lack it.
 Figures: attacks tried, points wrongly awarded (above the expected score), grader crashes, results
 lost (a result missing a case), total and per-submission seconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
+
+import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -18,8 +22,14 @@ from hostile.harness import LIMITS, grade_attacks  # noqa: E402
 from graders.sandbox import protections  # noqa: E402
 
 
-def main() -> int:
-    results, seconds = grade_attacks()
+@click.command()
+@click.option("--no-bwrap", is_flag=True, help="Grade without bubblewrap even where it works.")
+@click.option("--no-landlock", is_flag=True, help="Grade without Landlock even where the kernel has it.")
+def main(no_bwrap: bool, no_landlock: bool) -> None:
+    limits = dataclasses.replace(
+        LIMITS, bwrap=False if no_bwrap else LIMITS.bwrap, landlock=False if no_landlock else LIMITS.landlock
+    )
+    results, seconds = grade_attacks(limits=limits)
     wrongly = crashes = lost = 0
     for name, result in results.items():
         if isinstance(result, BaseException):
@@ -33,7 +43,7 @@ def main() -> int:
             f"{name:26s} {result.score}/{result.max_score}  {result.duration_s:5.1f} s  "
             + " ".join(c.verdict.value for c in result.cases)
         )
-    print(f"\nsandbox: {protections(LIMITS)}")
+    print(f"\nsandbox: {protections(limits)}")
     print(f"attacks tried: {len(results)}")
     print(f"points wrongly awarded: {wrongly}")
     print(f"grader crashes: {crashes}")
@@ -42,8 +52,8 @@ def main() -> int:
         f"wall time: {seconds:.1f} s for {len(results)} submissions, 2 at a time "
         f"({seconds / len(results):.2f} s per submission)"
     )
-    return 0 if wrongly == crashes == lost == 0 else 1
+    sys.exit(0 if wrongly == crashes == lost == 0 else 1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

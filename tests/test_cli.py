@@ -102,7 +102,7 @@ def test_grade_several_submissions_prints_a_table():
                 "--format",
                 "gradescope",
             ],
-            "Error: --format gradescope grades exactly one submission, found 2",
+            "Error: --format gradescope grades exactly one submission (a file, or one folder), found 2",
             id="gradescope needs one submission",
         ),
         pytest.param(

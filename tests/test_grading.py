@@ -26,6 +26,9 @@ SCORES_EXPECTATIONS = {
     "correct_matmul.py": "all",
     "correct_loops.py": "all",
     "correct_numpy_einsum.py": "all",
+    "correct_stdlib_imports.py": "all",
+    "correct_with_helper": "all",
+    "returns_scores_and_weights.py": {"example:aligned_perpendicular_partial": Verdict.BAD_RETURN_TYPE},
     "softmax_applied.py": {
         "example:anti_aligned": Verdict.WRONG_VALUE,
         "property:scores_not_normalised": Verdict.WRONG_VALUE,
@@ -58,6 +61,7 @@ SCORES_EXPECTATIONS = {
 MATRIX_EXPECTATIONS = {
     "correct_transpose.py": "all",
     "correct_einsum.py": "all",
+    "correct_broadcast_shapes.py": "all",
     "keys_not_transposed.py": {"example:two_by_two": Verdict.WRONG_VALUE},
     "all_axes_reversed.py": {"example:two_by_two": Verdict.PASSED, "example:batched_two_items": Verdict.WRONG_VALUE},
     "softmax_over_keys.py": {"property:scores_not_normalised": Verdict.WRONG_VALUE},
@@ -123,8 +127,11 @@ def test_full_marks_exactly_for_correct_ones(scores_results, matrix_results):
         "correct_matmul.py",
         "correct_loops.py",
         "correct_numpy_einsum.py",
+        "correct_stdlib_imports.py",
+        "correct_with_helper",
         "correct_transpose.py",
         "correct_einsum.py",
+        "correct_broadcast_shapes.py",
     }
 
 
@@ -224,7 +231,11 @@ def test_reports_are_valid_json_with_required_fields(scores_results):
     ("make", "text"),
     [
         pytest.param(lambda d: str(d / "missing.py"), "missing.py: no such file", id="missing file"),
-        pytest.param(lambda d: str(d), "expected .py files in this directory, found none", id="empty directory"),
+        pytest.param(
+            lambda d: str(d),
+            "expected .py files or one folder per student in this directory, found none",
+            id="empty directory",
+        ),
         pytest.param(
             lambda d: (d / "a.txt").write_text("x") and str(d / "a.txt"),
             "expected a Python file ending in .py, found '.txt'",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 P, VALUE, SHAPE, DTYPE, NAN = "passed", "wrong_value", "wrong_shape", "wrong_dtype", "non_finite"
 RAISE, TIME, MEM, CRASH = "exception", "timeout", "memory_limit", "crashed"
-MISSING, TYPE = "function_missing", "bad_return_type"
+MISSING, TYPE, ERR = "function_missing", "bad_return_type", "grader_error"
 
 # name: (score, allowed verdicts for every case, required verdict of the first case or None)
 EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
@@ -53,6 +53,10 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "network_connect": (10, frozenset({P}), P),
     "imports_grader": (0, frozenset({VALUE}), VALUE),
     "forged_wire_messages": (0, frozenset({CRASH, TIME}), CRASH),
+    # An exception that cannot be printed, from a class that lies about its name: still "exception".
+    "raising_str_exception": (0, frozenset({RAISE}), RAISE),
+    # A forged "module not found" for an installed module: never points (a grader error as root).
+    "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
     # Right values for the visible examples only: their 5 points, nothing else.
     "hardcoded_visible": (5, frozenset({P, VALUE}), P),
 }
