@@ -280,7 +280,7 @@ def grade(
     from graders.grading import grade_many
     from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.results import Verdict
-    from graders.sandbox import Limits, preflight
+    from graders.sandbox import Limits, preflight, spec_exposure
     from graders.submission import find_submissions
 
     if output:
@@ -297,6 +297,9 @@ def grade(
     problem = preflight(limits)
     if problem is not None:
         _fail(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)", EXIT_INTERNAL)
+    exposed = spec_exposure(spec_path, limits)
+    if exposed is not None:
+        click.echo(f"Warning: {exposed}", err=True)
     err = Console(stderr=True)
     with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"grading against {spec.id}", total=len(paths))

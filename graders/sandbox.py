@@ -59,7 +59,7 @@ from graders.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from graders.submission import Submission
 from graders.untrusted import clean_text
 
-__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight"]
+__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight", "spec_exposure"]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset(
@@ -123,9 +123,17 @@ class Limits:
 
 
 @functools.cache
+def _bwrap_executable() -> str | None:
+    """The absolute path of ``bwrap`` on the grader's PATH (the worker is started with a scrubbed
+    PATH, so the sandbox always runs the file it found here)."""
+    found = shutil.which("bwrap")
+    return os.path.abspath(found) if found else None
+
+
+@functools.cache
 def bwrap_available() -> bool:
     """Whether ``bwrap`` is installed and can create the namespaces the sandbox uses."""
-    exe = shutil.which("bwrap")
+    exe = _bwrap_executable()
     if exe is None:
         return False
     try:
@@ -235,7 +243,7 @@ def _readonly_roots() -> list[str]:
 def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
     """bwrap's arguments; ``submission`` is the private folder of the submission's files."""
     args = [
-        "bwrap",
+        _bwrap_executable() or "bwrap",
         *_UNSHARE,
         "--die-with-parent",
         "--new-session",
@@ -440,6 +448,22 @@ def preflight(limits: Limits | None = None) -> str | None:
     return None
 
 
+def spec_exposure(spec_path: str, limits: Limits | None = None) -> str | None:
+    """A warning when a submission could read the spec file (and so its hidden expected values):
+    neither bubblewrap nor Landlock confines the worker, and the worker's user may read the file."""
+    limits = limits or Limits()
+    if _use_bwrap(limits) or _use_landlock(limits):
+        return None
+    if _drops_privileges() and unreadable_by((os.path.abspath(spec_path),), limits.uid, limits.uid):
+        return None
+    who = f"uid {limits.uid}" if _drops_privileges() else "the grader's own user"
+    return (
+        f"submissions can read {spec_path} (no bubblewrap, no Landlock, and {who} may read it), "
+        "so hidden cases are exposed: keep specs in a folder only the grader can read (chmod 700), "
+        "or install bubblewrap"
+    )
+
+
 def _through(path: str, mirrors: tuple[tuple[str, str], ...]) -> str:
     for original, copy in mirrors:
         if path == original or path.startswith(original.rstrip("/") + "/"):
@@ -524,8 +548,9 @@ class _Worker:
             return False
 
     def drain_output(self) -> None:
-        """Read what the submission printed so far; keep the first bytes, drop the rest."""
-        while True:
+        """Read what the submission printed so far (at most 4 MiB a time, so that a writer that
+        keeps the pipe full cannot hold the grader past a deadline); keep the first bytes."""
+        for _ in range(64):
             try:
                 chunk = os.read(self.out_r, 1 << 16)
             except BlockingIOError:

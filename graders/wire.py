@@ -34,6 +34,10 @@ __all__ = [
 VERSION = 1
 MAX_MESSAGE_BYTES = 48 * 1024 * 1024
 MAX_DIMS = 8
+MAX_CONTAINERS = 1000
+"""Most JSON objects and arrays (counted as opening brackets, strings included) in one message."""
+MAX_ITEMS = 100_000
+"""Most ``,`` and ``:`` separators (strings included) in one message."""
 KINDS = ("tensor", "ndarray", "list", "number")
 
 
@@ -113,17 +117,36 @@ def _no_constants(token: str) -> Any:
     raise WireError(f"expected strict JSON, found the token {token}")
 
 
+def _small_int(text: str) -> int:
+    if len(text) > 20:
+        raise WireError(f"expected integers of at most 20 digits, found one of {len(text)}")
+    return int(text)
+
+
 def loads(line: bytes) -> dict[str, Any]:
     """Parse one message line; check it is a JSON object of this version.
 
+    The structure is bounded before any object is built (at most ``MAX_CONTAINERS`` objects and
+    arrays, ``MAX_ITEMS`` separators, integers of 20 digits), so a hostile reply costs the grader
+    no more memory or time than its byte length allows.
+
     Raises:
-        WireError: too long, not UTF-8 JSON, not an object, or another version.
+        WireError: too long, too many containers or items, not UTF-8 JSON, not an object, or
+            another version. Nothing else: every parser failure is a WireError.
     """
     if len(line) > MAX_MESSAGE_BYTES:
         raise WireError(f"expected a message of at most {MAX_MESSAGE_BYTES} bytes, found {len(line)}")
+    containers = line.count(b"{") + line.count(b"[")
+    if containers > MAX_CONTAINERS:
+        raise WireError(f"expected at most {MAX_CONTAINERS} objects and arrays, found {containers} brackets")
+    items = line.count(b",") + line.count(b":")
+    if items > MAX_ITEMS:
+        raise WireError(f"expected at most {MAX_ITEMS} items, found {items} separators")
     try:
-        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constants, parse_int=_small_int)
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any parser failure is the worker's, never the grader's
         raise WireError(f"expected a JSON message, found unparseable bytes ({type(exc).__name__})") from None
     if not isinstance(obj, dict):
         raise WireError(f"expected a JSON object, found {type(obj).__name__}")

@@ -95,3 +95,28 @@ def test_grader_packages_inside_site_packages_are_not_granted(tmp_path):
     assert _granted(str(site), deny) == [str(site / "numpy"), str(site / "six.py"), str(site / "torch")]
     assert _granted(str(tmp_path / "other"), deny) == [str(tmp_path / "other")]
     assert _granted("/elsewhere", deny) == []
+
+
+def test_grade_warns_when_submissions_could_read_the_spec(tmp_path):
+    """No bwrap and no Landlock: a spec every user may read gets a warning naming the fix; a private one does not."""
+    from graders.sandbox import spec_exposure
+
+    public = Path(tempfile.mkdtemp(prefix="attnscore-test-spec-"))
+    try:
+        os.chmod(public, 0o755)
+        spec = public / "spec.yaml"
+        spec.write_text("id: x\n")
+        os.chmod(spec, 0o644)
+        bare = Limits(bwrap=False, landlock=False)
+        warning = spec_exposure(str(spec), bare)
+        assert warning is not None and warning.endswith(
+            "so hidden cases are exposed: keep specs in a folder only the grader can read (chmod 700), "
+            "or install bubblewrap"
+        )
+        if os.geteuid() == 0:
+            os.chmod(public, 0o700)
+            assert spec_exposure(str(spec), bare) is None
+        if landlock.abi_version():
+            assert spec_exposure(str(spec), Limits(bwrap=False)) is None
+    finally:
+        shutil.rmtree(public)
