@@ -277,9 +277,9 @@ def grade(
     grading machine failed (a grader error; the other submissions are still graded and reported).
     """
     from attnscore.loader import load_spec
+    from attnscore.results import Verdict
     from graders.grading import grade_many
     from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
-    from attnscore.results import Verdict
     from graders.sandbox import Limits, preflight, spec_exposure
     from graders.submission import find_submissions
 

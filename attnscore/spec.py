@@ -6,9 +6,9 @@ validating it; everything downstream (cases, grading, verification) reads only t
 
 from __future__ import annotations
 
-from pathlib import Path
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 

@@ -166,7 +166,8 @@ def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
     still = unreadable_by(tuple(copy for _, copy in mirrors), uid, gid)
     if still:
         problems.append(
-            f"the temporary folder {tempfile.gettempdir()} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
+            f"the temporary folder {tempfile.gettempdir()} is not readable by uid {uid}; "
+            "set TMPDIR to a folder it can enter"
         )
     return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
 

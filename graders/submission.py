@@ -166,12 +166,12 @@ def find_submissions(paths: list[str], entry: str | None = None, one: bool = Fal
         elif one or (entry is not None and (path / entry).is_file()):
             found.append(_read_folder(path, entry))
         else:
-            children = sorted(
-                p for p in path.iterdir() if not p.name.startswith(".") and p.name != "__pycache__"
-            )
+            children = sorted(p for p in path.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
             members = [Submission.from_file(p) for p in children if p.suffix == ".py" and p.is_file()]
             members += [_read_folder(p, entry, strict=False) for p in children if p.is_dir() and not p.is_symlink()]
             if not members:
-                raise SubmissionError(f"{path}: expected .py files or one folder per student in this directory, found none")
+                raise SubmissionError(
+                    f"{path}: expected .py files or one folder per student in this directory, found none"
+                )
             found += sorted(members, key=lambda s: s.path.name)
     return found

@@ -42,7 +42,10 @@ def run(tmp_path: Path, body: str, limits: Limits) -> tuple[object, str]:
 @needs_landlock
 def test_world_readable_files_outside_the_grant_cannot_be_read(tmp_path, public_secret):
     """A file every user may read is still out of reach; the right value still comes back."""
-    body = f"    try:\n        print(open({str(public_secret)!r}).read())\n    except OSError as e:\n        print('denied', e.errno)\n"
+    body = (
+        f"    try:\n        print(open({str(public_secret)!r}).read())\n"
+        "    except OSError as e:\n        print('denied', e.errno)\n"
+    )
     outcome, output = run(tmp_path, body, Limits(bwrap=False))
     assert isinstance(outcome, Received) and outcome.array.tolist() == [1.0, 0.0]
     assert output.strip() == "denied 13"

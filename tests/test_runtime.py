@@ -109,9 +109,13 @@ def test_without_the_mirror_the_machine_is_blamed_not_the_student(tmp_path, priv
 @pytest.mark.parametrize(
     "module, text",
     [
-        pytest.param("course_helpers", "a file of the grading machine's Python installation could not be read", id="0600 file"),
         pytest.param(
-            "secretpkg.tools", "module 'secretpkg.tools' is installed on the grading machine but the sandbox", id="0700 pkg"
+            "course_helpers", "a file of the grading machine's Python installation could not be read", id="0600 file"
+        ),
+        pytest.param(
+            "secretpkg.tools",
+            "module 'secretpkg.tools' is installed on the grading machine but the sandbox",
+            id="0700 pkg",
         ),
     ],
 )

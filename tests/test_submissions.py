@@ -48,9 +48,12 @@ def test_folder_submission_imports_its_helper_module(tmp_path, spec, cases):
     """A correct solution that imports a helper module from its own folder gets full marks."""
     folder = write(
         tmp_path / "alice",
-        {"solution.py": "from helper import dot\n\ndef scores(q, keys):\n    return dot(keys, q)\n",
-         "helper.py": "def dot(keys, q):\n    return keys @ q\n",
-         "utils/__init__.py": "", "utils/extra.py": "X = 1\n"},
+        {
+            "solution.py": "from helper import dot\n\ndef scores(q, keys):\n    return dot(keys, q)\n",
+            "helper.py": "def dot(keys, q):\n    return keys @ q\n",
+            "utils/__init__.py": "",
+            "utils/extra.py": "X = 1\n",
+        },
     )
     [submission] = find_submissions([str(folder)], one=True)
     assert submission.entry is None
@@ -63,9 +66,12 @@ def test_folder_submission_with_package_import_and_entry(tmp_path, spec, cases):
     """--entry names the graded file; a subpackage of the folder imports too."""
     folder = write(
         tmp_path / "bob",
-        {"main.py": "from lib.ops import scores\n",
-         "lib/__init__.py": "", "lib/ops.py": "def scores(q, keys):\n    return keys @ q\n",
-         "notes.py": "def scores(q, keys):\n    return 0 * q\n"},
+        {
+            "main.py": "from lib.ops import scores\n",
+            "lib/__init__.py": "",
+            "lib/ops.py": "def scores(q, keys):\n    return keys @ q\n",
+            "notes.py": "def scores(q, keys):\n    return 0 * q\n",
+        },
     )
     [submission] = find_submissions([str(folder)], entry="main.py")
     assert submission.entry == "main.py"
@@ -111,8 +117,17 @@ def test_the_file_that_defines_it_wins_over_one_that_imports_it(tmp_path, spec, 
 
 def test_class_folder_layout(tmp_path):
     """A class folder: loose .py files and student folders are each one submission, sorted by name."""
-    write(tmp_path / "class", {"carol.py": CORRECT, "alice/solution.py": CORRECT, "alice/helper.py": "",
-                               "bob/work.py": CORRECT, ".hidden/x.py": "", "__pycache__/y.py": ""})
+    write(
+        tmp_path / "class",
+        {
+            "carol.py": CORRECT,
+            "alice/solution.py": CORRECT,
+            "alice/helper.py": "",
+            "bob/work.py": CORRECT,
+            ".hidden/x.py": "",
+            "__pycache__/y.py": "",
+        },
+    )
     found = find_submissions([str(tmp_path / "class")])
     assert [(s.path.name, s.entry) for s in found] == [("alice", None), ("bob", None), ("carol.py", "carol.py")]
     with_entry = find_submissions([str(tmp_path / "class")], entry="solution.py")
@@ -156,8 +171,10 @@ def test_gradescope_grades_a_folder_of_two_files(tmp_path):
     """Gradescope hands over one folder: two uploaded files give one report with full marks."""
     folder = write(
         tmp_path / "submission",
-        {"solution.py": "from helper import dot\n\ndef scores(q, keys):\n    return dot(keys, q)\n",
-         "helper.py": "def dot(keys, q):\n    return keys @ q\n"},
+        {
+            "solution.py": "from helper import dot\n\ndef scores(q, keys):\n    return dot(keys, q)\n",
+            "helper.py": "def dot(keys, q):\n    return keys @ q\n",
+        },
     )
     out = tmp_path / "results.json"
     result = CliRunner().invoke(
@@ -170,8 +187,14 @@ def test_gradescope_grades_a_folder_of_two_files(tmp_path):
 
 def test_files_of_a_folder_are_read_before_any_submission_runs(tmp_path, spec):
     """A helper changed on disk during the batch is graded as it was when grading started."""
-    write(tmp_path / "class", {"a.py": CORRECT, "b/solution.py": "from helper import f as scores\n",
-                               "b/helper.py": "def f(q, keys):\n    return keys @ q\n"})
+    write(
+        tmp_path / "class",
+        {
+            "a.py": CORRECT,
+            "b/solution.py": "from helper import f as scores\n",
+            "b/helper.py": "def f(q, keys):\n    return keys @ q\n",
+        },
+    )
     found = find_submissions([str(tmp_path / "class")])
 
     def tamper(_result):

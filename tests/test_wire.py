@@ -24,9 +24,13 @@ def test_round_trip_keeps_every_bit():
 @pytest.mark.parametrize(
     "line, text",
     [
-        pytest.param(b'{"v": 1, "id": ' + b"9" * 5000 + b"}", "integers of at most 20 digits, found one of 5000", id="huge int"),
+        pytest.param(
+            b'{"v": 1, "id": ' + b"9" * 5000 + b"}", "integers of at most 20 digits, found one of 5000", id="huge int"
+        ),
         pytest.param(b"[" * 5000 + b"]" * 5000, "at most 1000 objects and arrays", id="deep nesting"),
-        pytest.param(b'{"v": 1, "x": [' + b"{}," * 2000 + b"{}]}", "at most 1000 objects and arrays", id="many objects"),
+        pytest.param(
+            b'{"v": 1, "x": [' + b"{}," * 2000 + b"{}]}", "at most 1000 objects and arrays", id="many objects"
+        ),
         pytest.param(b'{"v": 1, "x": [' + b"1," * 200_000 + b"1]}", "at most 100000 items", id="many items"),
         pytest.param(b'{"v": 1, "x": NaN}', "strict JSON, found the token NaN", id="NaN token"),
         pytest.param(b"\xff\xfe", "unparseable bytes (UnicodeDecodeError)", id="not utf-8"),
@@ -45,7 +49,12 @@ def test_hostile_lines_are_wire_errors(line, text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300) | st.recursive(st.none() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)).map(lambda v: json.dumps(v).encode()))
+@given(
+    st.binary(max_size=300)
+    | st.recursive(st.none() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)).map(
+        lambda v: json.dumps(v).encode()
+    )
+)
 def test_loads_never_raises_anything_but_wire_error(line):
     """Arbitrary bytes and arbitrary JSON: a dict of version 1, or WireError."""
     try:

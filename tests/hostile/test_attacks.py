@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from attnscore.run import format_array
-from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text
 from graders import landlock
+from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text
 from graders.sandbox import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS
 from hostile.harness import attack_paths, grade_attacks
