@@ -8,12 +8,12 @@ searches for modules through the mirrors, confines itself with Landlock where th
 (:mod:`graders.landlock`: read only its module folders, the system's libraries and the
 submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
 drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every
-folder it searches for modules (else the grading machine is at fault: a grader error), puts the submission's ``FOLDER`` first on ``sys.path`` so
-its helper modules import, then imports the entry file (``ENTRY``, or when empty the one
-top-level ``.py`` file that defines ``FUNCTION``) as module ``submission``, says whether the
-function was found, and then answers
-call requests one at a time: build fresh tensors from the plain arrays received, call the
-function, turn whatever came back into plain data (:func:`attnscore.outputs.to_received`) and
+folder it searches for modules (else the grading machine is at fault: a grader error), puts the
+submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, then imports the
+entry file (``ENTRY``, or when empty the one top-level ``.py`` file that defines ``FUNCTION``) as
+module ``submission``, says whether the function was found, and then answers call requests one
+at a time: build fresh tensors from the plain arrays received, call the function, turn whatever
+came back into plain data (:func:`attnscore.outputs.to_received`) and
 send it back with a note of which inputs it changed in place or aliased. It never receives
 expected values.
 
