@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis.errors import HypothesisException
 
 from attnscore.calls import TORCH_DTYPES
 from attnscore.properties import get_property
 from attnscore.spec import Spec
+from attnscore.specfile import SpecError, SpecProblem
 from attnscore.strategies import draw_examples
 from attnscore.tolerance import Tolerance, allowed_error
 
@@ -155,10 +157,24 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 explanation=ex.explanation,
             )
         )
-    for use in spec.properties:
+    for index, use in enumerate(spec.properties):
         prop = get_property(use.name)
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
-        examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
+        try:
+            examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
+        except HypothesisException as exc:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        spec.path,
+                        use.line,
+                        1,
+                        f"properties[{index}]",
+                        f"expected inputs that {use.name} can be tried on, found that none could be generated "
+                        f"({type(exc).__name__}; with max_value {use.max_value:g}, a larger max_value may help)",
+                    )
+                ]
+            ) from None
         calls = property_calls(spec, use.name, examples, dtype, spec.tolerance)
         cases.append(
             Case(

@@ -11,6 +11,7 @@ Validation happens in two passes and reports every problem at once, each located
 from __future__ import annotations
 
 import json
+import keyword
 import math
 import re
 from fractions import Fraction
@@ -33,6 +34,7 @@ __all__ = ["load_spec", "load_specs", "spec_schema", "SpecError", "SpecProblem"]
 DEFAULT_ACCEPT = ("tensor", "ndarray", "list", "number")
 DEFAULT_EXAMPLES = 25
 DEFAULT_TIMEOUT_S = 5.0
+MAX_ARRAY_DIMS = 8
 _FLOAT_LIKE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false"}
 
@@ -76,8 +78,10 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
             msg += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
         return msg
     if v == "required":
+        named = re.match(r"^'(.+)' is a required property$", error.message)
         missing = [k for k in error.validator_value if isinstance(inst, dict) and k not in inst]
-        return f"expected field {missing[0]!r}, found it missing" if missing else error.message
+        name = named.group(1) if named else (missing[0] if missing else None)
+        return f"expected field {name!r}, found it missing" if name else error.message
     if v == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(inst) - set(allowed)) if isinstance(inst, dict) else []
@@ -102,8 +106,19 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema's integer accepts 20.0; a spec's integer must be written as one (20)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+
 def _schema_problems(doc: Positioned) -> list[SpecProblem]:
-    validator = jsonschema.Draft202012Validator(spec_schema())
+    validator = _Validator(spec_schema())
     problems = []
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
         message = _schema_message(error)
@@ -173,9 +188,18 @@ def _array(
         problems.append(doc.problem(path, "expected numbers within float64 range, found an integer too large"))
         return None
     except (ValueError, TypeError):
-        problems.append(
-            doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}")
-        )
+        depth, inner = 0, value
+        while isinstance(inner, list) and inner:
+            depth, inner = depth + 1, inner[0]
+        if depth > MAX_ARRAY_DIMS:
+            problems.append(doc.problem(path, f"expected at most {MAX_ARRAY_DIMS} dimensions, found {depth}"))
+        else:
+            problems.append(
+                doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {_found(value)}")
+            )
+        return None
+    if arr.ndim > MAX_ARRAY_DIMS:
+        problems.append(doc.problem(path, f"expected at most {MAX_ARRAY_DIMS} dimensions, found {arr.ndim}"))
         return None
     return arr
 
@@ -291,6 +315,50 @@ def _worked_example(
     )
 
 
+# Which tolerance fields each mode reads; any other field would be silently ignored.
+_TOLERANCE_FIELDS = {"exact": set(), "close": {"rtol", "atol"}, "dot_bound": {"factor"}, "ratio": {"factor"}}
+
+
+def _tolerance_problems(doc: Positioned) -> list[SpecProblem]:
+    """Tolerance fields that the chosen mode would ignore (``rtol`` under ``mode: exact``)."""
+    found = []
+    places = [("tolerance",)] + [("worked_examples", i, "tolerance") for i in range(len(doc.data["worked_examples"]))]
+    for path in places:
+        raw = doc.data
+        for part in path:
+            raw = raw.get(part) if isinstance(raw, dict) else raw[part] if isinstance(raw, list) else None
+        if not isinstance(raw, dict):
+            continue
+        mode = raw.get("mode")
+        for field in sorted(set(raw) - {"mode"} - _TOLERANCE_FIELDS.get(mode, set())):
+            uses = ", ".join(sorted(_TOLERANCE_FIELDS.get(mode, set()))) or "no other field"
+            found.append(
+                doc.problem(path + (field,), f"expected only fields mode {mode} uses ({uses}), found {field}", key=True)
+            )
+    return found
+
+
+def _rubric_problems(
+    doc: Positioned, function: str, examples: list[WorkedExample], props: list[PropertyUse]
+) -> list[SpecProblem]:
+    """A spec no submission could be graded on: a function name Python cannot define, no points."""
+    found = []
+    if keyword.iskeyword(function) or (function.startswith("__") and function.endswith("__")):
+        found.append(
+            doc.problem(
+                ("function", "name"),
+                f"expected a name a submission can define with def, found {function!r} "
+                "(a Python keyword or a special __name__)",
+            )
+        )
+    total = sum((e.points for e in examples), Fraction(0)) + sum((p.points for p in props), Fraction(0))
+    if examples and total == 0:
+        found.append(
+            doc.problem(("worked_examples",), "expected some points to award, found 0 points in every case")
+        )
+    return found
+
+
 def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     data = doc.data
     fn = data["function"]
@@ -392,6 +460,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             else:
                 mistakes.append(mid)
         mistakes = tuple(mistakes)
+    problems += _rubric_problems(doc, fn["name"], examples, props)
     if problems:
         return None
     return Spec(
@@ -424,17 +493,28 @@ def load_spec(path: str | Path) -> Spec:
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise SpecError([SpecProblem(name, 1, 1, "(file)", "expected a spec file, found no such file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([SpecProblem(name, 1, 1, "(file)", f"expected a readable UTF-8 file, found: {exc}")]) from None
+    except OSError as exc:
+        raise SpecError([SpecProblem(name, 1, 1, "(file)", f"expected a readable file, found: {exc}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = len(raw[raw.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", errors="replace")) + 1
+        bad = raw[exc.start : exc.start + 1].hex()
+        raise SpecError(
+            [SpecProblem(name, line, col, "(file)", f"expected UTF-8 text, found the byte 0x{bad} (not UTF-8)")]
+        ) from None
     doc, problems = read_yaml(text, name)
     if doc is None:
         raise SpecError(problems)
     if not isinstance(doc.data, dict):
         raise SpecError([doc.problem((), f"expected a mapping of spec fields, found {_found(doc.data)}")])
     schema_problems = _schema_problems(doc) + _nonfinite_problems(doc)
+    if not schema_problems:
+        schema_problems = _tolerance_problems(doc)
     problems += schema_problems
     spec = None if schema_problems else _build(doc, problems)
     if problems or spec is None:

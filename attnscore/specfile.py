@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["SpecProblem", "SpecError", "Positioned", "read_yaml", "field_path"]
+__all__ = ["SpecProblem", "SpecError", "Positioned", "read_yaml", "field_path", "line_col", "MAX_DEPTH", "MAX_VALUES"]
 
 Path = tuple[Any, ...]
 
@@ -75,6 +75,12 @@ class Positioned:
         return SpecProblem(self.file, line, col, field_path(path), message)
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and sequences a spec may have."""
+MAX_VALUES = 200_000
+"""Most values a spec may hold once aliases (``*name``) are expanded: bounds alias bombs."""
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
 _OCTAL_LOOKING = re.compile(r"^[-+]?0[0-9_]+$")
 # Plain decimal numbers; YAML 1.1 also reads 0x10, 0o17, 1_000 and 1:30 (sexagesimal) as numbers.
 _PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
@@ -95,8 +101,7 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         return None, [SpecProblem(file, line, col, "(yaml)", f"expected valid YAML, found a syntax error: {what}")]
     except yaml.reader.ReaderError as exc:
         code = ord(exc.character) if isinstance(exc.character, str) else int(exc.character)
-        before = text[: exc.position]
-        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        line, col = line_col(text, exc.position)
         return None, [
             SpecProblem(
                 file,
@@ -115,9 +120,35 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
     values: dict[Path, tuple[int, int]] = {}
     keys: dict[Path, tuple[int, int]] = {}
     problems: list[SpecProblem] = []
+    active: set[int] = set()  # nodes being built on the current path: an alias back to one is a cycle
+
+    class _TooMany(Exception):
+        pass
 
     def build(node: yaml.Node, path: Path) -> Any:
         values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if len(values) > MAX_VALUES:
+            raise _TooMany
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            where = (file, node.start_mark.line + 1, node.start_mark.column + 1, field_path(path))
+            if id(node) in active:
+                problems.append(
+                    SpecProblem(*where, "expected an anchor (&name) that does not contain its own alias, found one that does")
+                )
+                return None
+            if len(path) >= MAX_DEPTH:
+                problems.append(SpecProblem(*where, f"expected at most {MAX_DEPTH} levels of nesting, found more"))
+                return None
+            if node.tag not in _PLAIN_TAGS:
+                problems.append(SpecProblem(*where, f"expected a plain mapping or list, found the tag {node.tag}"))
+            active.add(id(node))
+            try:
+                return build_collection(node, path)
+            finally:
+                active.discard(id(node))
+        return build_scalar(node, path)
+
+    def build_collection(node: yaml.Node, path: Path) -> Any:
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
@@ -160,8 +191,9 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
                 keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 out[key] = build(value_node, path + (key,))
             return out
-        if isinstance(node, yaml.SequenceNode):
-            return [build(item, path + (i,)) for i, item in enumerate(node.value)]
+        return [build(item, path + (i,)) for i, item in enumerate(node.value)]
+
+    def build_scalar(node: yaml.Node, path: Path) -> Any:
         try:
             value = constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
@@ -200,6 +232,22 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
 
     try:
         data = build(root, ())
+    except _TooMany:
+        return None, [
+            SpecProblem(
+                file,
+                1,
+                1,
+                "(yaml)",
+                f"expected at most {MAX_VALUES} values once aliases (*name) are expanded, found more (an alias bomb?)",
+            )
+        ]
     except RecursionError:
         return None, [SpecProblem(file, 1, 1, "(yaml)", "expected valid YAML, found nesting too deep")]
     return Positioned(file, data, values, keys), problems
+
+
+def line_col(text: str, position: int) -> tuple[int, int]:
+    """1-based ``(line, column)`` of character ``position`` in ``text``."""
+    before = text[:position]
+    return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
