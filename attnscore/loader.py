@@ -133,6 +133,29 @@ def _schema_problems(doc: Positioned) -> list[SpecProblem]:
     return problems
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control_problems(doc: Positioned) -> list[SpecProblem]:
+    """Text with control characters (a terminal escape written as "\\e" in YAML) never reaches a report."""
+    found: list[SpecProblem] = []
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(k, path + (k,))
+                walk(v, path + (k,))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, path + (i,))
+        elif isinstance(value, str) and _CONTROL.search(value):
+            code = ord(_CONTROL.search(value).group())
+            found.append(doc.problem(path, f"expected printable text, found the control character U+{code:04X}"))
+
+    walk(doc.data, ())
+    return found
+
+
 def _nonfinite_problems(doc: Positioned) -> list[SpecProblem]:
     """NaN and ±inf may appear only in worked examples' inputs and expected values."""
     problems = []
@@ -353,9 +376,7 @@ def _rubric_problems(
         )
     total = sum((e.points for e in examples), Fraction(0)) + sum((p.points for p in props), Fraction(0))
     if examples and total == 0:
-        found.append(
-            doc.problem(("worked_examples",), "expected some points to award, found 0 points in every case")
-        )
+        found.append(doc.problem(("worked_examples",), "expected some points to award, found 0 points in every case"))
     return found
 
 
@@ -512,7 +533,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(problems)
     if not isinstance(doc.data, dict):
         raise SpecError([doc.problem((), f"expected a mapping of spec fields, found {_found(doc.data)}")])
-    schema_problems = _schema_problems(doc) + _nonfinite_problems(doc)
+    schema_problems = _schema_problems(doc) + _nonfinite_problems(doc) + _control_problems(doc)
     if not schema_problems:
         schema_problems = _tolerance_problems(doc)
     problems += schema_problems

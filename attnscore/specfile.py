@@ -133,7 +133,9 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
             where = (file, node.start_mark.line + 1, node.start_mark.column + 1, field_path(path))
             if id(node) in active:
                 problems.append(
-                    SpecProblem(*where, "expected an anchor (&name) that does not contain its own alias, found one that does")
+                    SpecProblem(
+                        *where, "expected an anchor (&name) that does not contain its own alias, found one that does"
+                    )
                 )
                 return None
             if len(path) >= MAX_DEPTH:

@@ -121,6 +121,7 @@ def grade_many(
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
     options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
     results: list[SubmissionResult] = []
+    cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
     if jobs > 1 and len(read) > 1:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
@@ -130,7 +131,6 @@ def grade_many(
                 if on_result is not None:
                     on_result(results[-1])
         return results
-    cases = build_cases(spec, dtype, seed)
     for submission in read:
         results.append(grade_submission(submission, spec, cases, **options))
         if on_result is not None:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnscore.results import SubmissionResult, Verdict, points_out
+from graders.untrusted import clean_text
 
 __all__ = ["submission_text", "batch_table"]
 
@@ -31,7 +32,7 @@ def _score(result: SubmissionResult) -> str:
 def submission_text(result: SubmissionResult) -> Group:
     """A readable report of one submission: a line per case, then the messages of failures."""
     header = Text.assemble(
-        (f"{result.submission}", "bold"),
+        (clean_text(result.submission, 500), "bold"),
         f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
         f"{result.dtype} on {result.device}, seed {result.seed}\n",
     )
@@ -87,7 +88,8 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
         table.add_column(h, justify="center", no_wrap=True)
     for r in results:
         cells = [Text(_CODES[c.verdict], style="green" if c.passed else "red") for c in r.cases]
-        table.add_row(Path(r.submission).name, _score(r), f"{r.duration_s:.1f}s", *cells)
+        name = Text(clean_text(Path(r.submission).name, 200))  # plain text: a file named "[bold]x.py" stays as is
+        table.add_row(name, _score(r), f"{r.duration_s:.1f}s", *cells)
     legend = Text("\n".join(f"{h}: {c.id}" for h, c in zip(headers, cases, strict=True)), style="dim")
     codes = Text("codes: " + ", ".join(f"{code} = {v.label}" for v, code in _CODES.items()), style="dim")
     return Group(table, legend, codes)

@@ -1,0 +1,200 @@
+"""Hostile and malformed specs: whatever a spec file holds, the loader returns a spec or located
+problems (exit 2 from the CLI), never a traceback, a crash or unbounded memory."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnscore.cases import build_cases
+from attnscore.cli import main
+from attnscore.loader import load_spec
+from attnscore.specfile import SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = (ROOT / "specs" / "dot_product_scores.yaml").read_text(encoding="utf-8")
+
+
+def variant(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def replace_line(prefix: str, new: str, text: str = BASE) -> str:
+    return "\n".join(new if line.startswith(prefix) else line for line in text.split("\n"))
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return [str(p).removeprefix(f"{path}:") for p in info.value.problems]
+
+
+LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        pytest.param(
+            LAUGHS,
+            "1:1: (yaml): expected at most 200000 values once aliases (*name) are expanded, "
+            "found more (an alias bomb?)",
+            id="billion laughs",
+        ),
+        pytest.param(
+            "a: &a [*a]\n",
+            "1:4: a[0]: expected an anchor (&name) that does not contain its own alias, found one that does",
+            id="recursive alias",
+        ),
+        pytest.param(
+            replace_line("title:", "title: " + "[" * 280 + "]" * 280),
+            "expected at most 64 levels of nesting, found more",
+            id="list nested 280 deep",
+        ),
+        pytest.param(
+            BASE.replace("examples: 20", "examples: 20.0"),
+            "properties[0].examples: expected integer, found number 20.0",
+            id="integer written as float",
+        ),
+        pytest.param(
+            replace_line("version:", "version: 1.0"),
+            "4:10: version: expected integer, found number 1.0",
+            id="version 1.0",
+        ),
+        pytest.param(
+            replace_line("seed:", "seed: 20261130.0"),
+            "seed: expected integer, found number 20261130.0",
+            id="seed as float",
+        ),
+        pytest.param(
+            BASE.replace("mistakes: [", "mistakes: !!python/tuple [", 1),
+            "mistakes: expected a plain mapping or list, found the tag tag:yaml.org,2002:python/tuple",
+            id="tag on a sequence",
+        ),
+        pytest.param(
+            replace_line("timeout_s:", "timeout_s: 1.0e-9"),
+            "timeout_s: expected a number >= 0.1, found 1e-09",
+            id="timeout no call can meet",
+        ),
+        pytest.param(
+            replace_line("  name: scores", "  name: lambda"),
+            "function.name: expected a name a submission can define with def, found 'lambda' "
+            "(a Python keyword or a special __name__)",
+            id="function named lambda",
+        ),
+        pytest.param(
+            replace_line("  name: scores", "  name: __class__"),
+            "function.name: expected a name a submission can define with def, found '__class__'",
+            id="function named __class__",
+        ),
+        pytest.param(
+            re.sub(r"points: \d+", "points: 0", BASE),
+            "worked_examples: expected some points to award, found 0 points in every case",
+            id="every item worth 0",
+        ),
+        pytest.param(
+            BASE.replace("  mode: dot_bound\n", "  mode: exact\n  rtol: 0.1\n", 1),
+            "tolerance.rtol: expected only fields mode exact uses (no other field), found rtol",
+            id="rtol under exact",
+        ),
+        pytest.param(
+            replace_line("title:", 'title: "\\e[31mRed\\e[0m"'),
+            "5:8: title: expected printable text, found the control character U+001B",
+            id="terminal escape in a title",
+        ),
+    ],
+)
+def test_malformed_specs_get_located_problems(tmp_path, text, expected):
+    """Each kind of malformed spec is refused with the located problem that names it."""
+    found = problems(variant(tmp_path, text))
+    assert any(expected in line for line in found), found
+
+
+def test_rectangular_array_with_too_many_dimensions_is_not_called_ragged(tmp_path):
+    """A rectangular 40-D input is refused for its dimensions, not as ragged."""
+    start = BASE.index("q: ", BASE.index("    inputs:"))
+    end = BASE.index("\n", start)
+    text = BASE[:start] + "q: " + "[" * 40 + "1" + "]" * 40 + BASE[end:]
+    [line] = problems(variant(tmp_path, text))
+    assert line.endswith("worked_examples[0].inputs.q: expected at most 8 dimensions, found 40")
+
+
+def test_bad_byte_is_located_by_line_and_column(tmp_path):
+    """A byte that is not UTF-8 is reported at its line and column."""
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(BASE.encode().replace(b"title:", b"ti\xfftle:", 1))
+    assert problems(path) == ["5:3: (file): expected UTF-8 text, found the byte 0xff (not UTF-8)"]
+
+
+def test_required_fields_each_named_once(tmp_path):
+    """Several missing fields give one problem each, each naming its own field."""
+    found = problems(variant(tmp_path, "format: attnscore-spec/1\n"))
+    named = sorted(re.findall(r"expected field '(\w+)', found it missing", "\n".join(found)))
+    assert named == ["function", "id", "title", "version", "worked_examples"]
+
+
+def test_property_nothing_can_satisfy_is_a_spec_problem(tmp_path):
+    """A property whose inputs cannot be generated is a located spec problem, from verify and grade alike."""
+    start = BASE.index("- name: scores_not_normalised")
+    text = BASE[:start] + BASE[start:].replace("    examples:", "    max_value: 0.01\n    examples:", 1)
+    path = variant(tmp_path, text)
+    with pytest.raises(SpecError, match=r"properties\[2\]: expected inputs that scores_not_normalised can be tried"):
+        build_cases(load_spec(path))
+    sub = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
+    for args in (["verify", str(path), "--no-mutations"], ["grade", str(sub), "--spec", str(path)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output and "Error: invalid spec (1 problem)" in result.output
+
+
+_yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=30,
+)
+_spec_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "format": st.just("attnscore-spec/1") | _yaml_values,
+        "id": st.just("fuzz") | _yaml_values,
+        "version": st.integers(-2, 3) | _yaml_values,
+        "title": st.text(max_size=10) | _yaml_values,
+        "function": _yaml_values,
+        "worked_examples": _yaml_values,
+        "properties": _yaml_values,
+        "tolerance": _yaml_values,
+        "seed": _yaml_values,
+        "timeout_s": _yaml_values,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        _spec_fields.map(lambda d: yaml.safe_dump(d, allow_unicode=True)),
+        st.text(max_size=200),
+        st.sampled_from(BASE.split("\n")).flatmap(
+            lambda line: st.text(max_size=30).map(lambda junk: BASE.replace(line, line + junk, 1))
+        ),
+    )
+)
+def test_fuzzed_yaml_gives_a_spec_or_located_problems(tmp_path_factory, text):
+    """Generated YAML and mutated bundled specs: load_spec returns a Spec or raises SpecError, nothing else."""
+    path = tmp_path_factory.mktemp("fuzz") / "spec.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        load_spec(path)
+    except SpecError as exc:
+        assert exc.problems
+        assert all(p.line >= 1 and p.col >= 1 and p.file == str(path) for p in exc.problems)
