@@ -9,6 +9,7 @@ never stops the others.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Iterable
 from fractions import Fraction
@@ -110,12 +111,30 @@ def example_position(case: Case, number: int) -> tuple[int, int]:
     return sum(1 for i in starts if i < number), len(starts)
 
 
+_BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+_HIDDEN_TEXT = {
+    Verdict.BAD_RETURN_TYPE: "returned something that is not one numeric result",
+    Verdict.MEMORY_LIMIT: "ran out of memory",
+    Verdict.FUNCTION_MISSING: "the graded function was not found",
+    Verdict.GRADER_ERROR: "the grading machine failed on this case (not your code)",
+}
+
+
 def _hidden_detail(verdict: Verdict, detail: str) -> str:
-    """What a hidden case may say: an exception's type, never its message (which could quote inputs)."""
-    if verdict is Verdict.EXCEPTION and detail.startswith("raised "):
+    """What a hidden case may say: nothing the submission wrote (messages, its own class names,
+    text it returned), since it could carry the hidden inputs; a builtin exception's type only."""
+    if verdict is Verdict.EXCEPTION:
+        if not detail.startswith("raised "):
+            return "your code raised an exception (details are not shown for a hidden case)"
         name = detail.removeprefix("raised ").split(":", 1)[0].split(" ", 1)[0]
-        return f"raised {name} (its message is not shown for a hidden case)"
-    return detail
+        if name in _BUILTIN_EXCEPTIONS:
+            return f"raised {name} (its message is not shown for a hidden case)"
+        return "raised an exception of its own class (its type and message are not shown for a hidden case)"
+    if verdict in _HIDDEN_TEXT:
+        return f"{_HIDDEN_TEXT[verdict]} (details are not shown for a hidden case)"
+    return detail  # timeouts and crashes: the grader's own words
 
 
 def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str | None = None) -> CaseResult:
@@ -139,10 +158,10 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         diagnosis = None
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
-            if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
-                return _failed(case, verdict, detail, None, number)
             if hidden:
                 detail = _hidden_detail(verdict, detail)
+            if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
+                return _failed(case, verdict, detail, None, number)
         else:
             outputs[number - 1] = outcome
             inspections[number - 1] = getattr(runner, "last_inspection", None)

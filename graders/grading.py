@@ -53,6 +53,11 @@ def grade_submission(
     A failing visible property gets hypothesis's minimal failing input, searched with the same
     sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
     count keeps feedback identical run to run) and, as a safety net, at most 10 s.
+
+    Hidden cases run last, after the visible ones and their shrinking; the report keeps the
+    submission's output and import error as they were before any hidden input reached it, and a
+    hidden case's own message never carries text from the submission (:func:`attnscore.run`).
+    Results are in ``cases`` order.
     """
     function = function or spec.function
     dtype = dtype or spec.dtypes[0]
@@ -60,40 +65,38 @@ def grade_submission(
     start = time.perf_counter()
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
+    order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
+    hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
+    judged: dict[int, CaseResult] = {}
+    options = {"dtype": dtype, "device": "cpu", "submission": submission.name, "function": function}
     with SandboxRunner(submission, function, limits) as runner:
-        result = run_cases(
-            spec,
-            cases,
-            runner,
-            dtype=dtype,
-            device="cpu",
-            submission=submission.name,
-            seed=spec.seed if seed is None else seed,
-            function=function,
-            on_case=on_case,
-        )
-        if shrink_steps > 0:
-            result = replace(
-                result,
-                cases=tuple(
-                    add_shrunk(
-                        spec,
-                        case,
-                        r,
-                        lambda: runner,
-                        dtype,
-                        max_steps=shrink_steps,
-                        budget_s=SHRINK_SAFETY_S,
-                        function=function,
-                    )
-                    for case, r in zip(cases, result.cases, strict=True)
-                ),
-            )
+        # Visible cases and their shrinking first: nothing the submission says after it has seen a
+        # hidden input (its output, a later exception, its import error) can reach the student.
+        visible = run_cases(spec, [cases[i] for i in order], runner, seed=0, on_case=on_case, **options)
+        for i, r in zip(order, visible.cases, strict=True):
+            judged[i] = r
+            if shrink_steps > 0:
+                judged[i] = add_shrunk(
+                    spec,
+                    cases[i],
+                    r,
+                    lambda: runner,
+                    dtype,
+                    max_steps=shrink_steps,
+                    budget_s=SHRINK_SAFETY_S,
+                    function=function,
+                )
+        output = clean_text(runner.captured_output(), limits.output_chars)
+        error = runner.load_failure.message if runner.load_failure else ""
+        secret = run_cases(spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, **options)
+        judged.update(zip(hidden, secret.cases, strict=True))
     return replace(
-        result,
+        visible,
+        cases=tuple(judged[i] for i in range(len(cases))),
+        seed=spec.seed if seed is None else seed,
         duration_s=time.perf_counter() - start,
-        error=runner.load_failure.message if runner.load_failure else "",
-        output=clean_text(runner.captured_output(), limits.output_chars),
+        error=error,
+        output=output,
         environment={**environment("cpu", pinned=False), "sandbox": runner.protections},
     )
 

@@ -197,6 +197,9 @@ def _hidden_texts() -> list[str]:
                 golden = format_array(call.golden)
                 texts += [golden, json.dumps(call.golden.tolist())]
                 texts += [format_array(a) for a in call.args.values()]
+                for a in call.args.values():  # the encodings leaks_hidden_inputs uses
+                    token = "_".join(f"{float(x):g}" for x in a.flatten().tolist())
+                    texts += [token, token.replace("-", "m").replace(".", "p")]
     return texts
 
 
