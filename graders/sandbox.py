@@ -93,7 +93,8 @@ class Limits:
 
     Attributes:
         call_timeout_s: wall time for one call, seconds.
-        load_timeout_s: wall time to start the worker and import the submission, seconds.
+        load_timeout_s: wall time to start the worker and import the submission, seconds: one
+            budget for all the starts of one submission (restarts after a timeout or crash).
         total_timeout_s: wall time for the whole submission; calls after it is spent time out.
         memory_bytes: address-space limit of the worker (RLIMIT_AS).
         cpu_s: CPU seconds for one worker process (RLIMIT_CPU).
@@ -675,6 +676,8 @@ class SandboxRunner:
         self.last_names: list[str] = []
         self.started = time.monotonic()
         self.calls = 0
+        self.starts = 0
+        self.setup_spent = 0.0
 
     def __enter__(self) -> SandboxRunner:
         return self
@@ -708,16 +711,33 @@ class SandboxRunner:
             _sweep_orphans(self.limits.uid)
 
     def _start(self) -> CallFailure | None:
+        """Start a worker and import the submission, within what is left of the setup budget.
+
+        Every start of the submission's worker (the first, and each restart after a call that
+        timed out or crashed) spends one budget of ``load_timeout_s``: a slow import followed by
+        hanging calls cannot cost the grader a full import per case.
+        """
+        budget = self.limits.load_timeout_s - self.setup_spent
+        if budget <= 0:
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"not run: starting your code again would exceed its setup time of {self.limits.load_timeout_s:g} s "
+                f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
+            )
+        began = time.monotonic()
         worker = _Worker(self)
         self.worker = worker
-        deadline = time.monotonic() + self.limits.load_timeout_s
-        hello = worker.receive(deadline)
+        self.starts += 1
+        hello = worker.receive(began + budget)
+        self.setup_spent += time.monotonic() - began
         if isinstance(hello, dict) and hello.get("type") == "ready":
             return None
         if hello == "timeout":
             failure = CallFailure(
                 Verdict.TIMEOUT.value,
-                f"importing your file took longer than {self.limits.load_timeout_s:g} s",
+                f"importing your file took longer than {self.limits.load_timeout_s:g} s"
+                if self.starts == 1
+                else f"importing your file again used up its setup time of {self.limits.load_timeout_s:g} s",
                 "submission",
             )
         elif hello == "eof":

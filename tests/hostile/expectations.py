@@ -55,6 +55,8 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "forged_wire_messages": (0, frozenset({CRASH, TIME}), CRASH),
     # An exception that cannot be printed, from a class that lies about its name: still "exception".
     "raising_str_exception": (0, frozenset({RAISE}), RAISE),
+    # A 6 s import, then calls that hang: restarts share one setup budget, the total limit holds.
+    "slow_import_then_hang": (0, frozenset({TIME}), TIME),
     # Remembers hidden inputs and repeats them in later messages, class names and output.
     "leaks_hidden_inputs": (0, frozenset({RAISE}), RAISE),
     # A forged "module not found" for an installed module: never points (a grader error as root).
