@@ -158,6 +158,8 @@ def to_received(value: object) -> Received | BadReturn:
         return BadReturn(f"returned {type(value).__name__}; expected a tensor, array, list or number")
     name = arr.dtype.name
     if name not in ALLOWED_DTYPES:
+        if arr.dtype.kind == "f":
+            return BadReturn(f"returned values of dtype {name}, which cannot be graded; return float32 or float64 values")
         return BadReturn(f"returned values of dtype {name}; expected real numbers")
     if arr.size > MAX_ELEMENTS:
         return BadReturn(f"returned {arr.size} elements (limit {MAX_ELEMENTS})")

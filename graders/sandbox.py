@@ -49,9 +49,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
+from attnscore.calls import to_torch
 from attnscore.outputs import CallFailure, Outcome
 from attnscore.results import Verdict
 from graders import landlock, wire
@@ -83,6 +86,7 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2
 _UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
     () if os.geteuid() == 0 else ("--unshare-user",)
 )
+_SHARED_BYTES = 64 * 1024**2  # the call inputs' shared memory (a sparse memfd; what is written is what costs)
 _LIVE_WORKERS: set[int] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -516,7 +520,13 @@ class _Worker:
             runtime = runner.runtime
             command = [runtime.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, runner.private]
             cwd, home, mirrors = runner.workdir, runner.workdir, [list(pair) for pair in runtime.mirrors]
-        config = {"mirrors": mirrors, "deny": _denied(runtime_mirrors=mirrors), "landlock": _use_landlock(limits)}
+        config = {
+            "mirrors": mirrors,
+            "deny": _denied(runtime_mirrors=mirrors),
+            "landlock": _use_landlock(limits),
+            "inputs_fd": runner.shared,
+            "inputs_bytes": _SHARED_BYTES,
+        }
         command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
             self.proc = subprocess.Popen(
@@ -526,7 +536,7 @@ class _Worker:
                 stderr=out_w,
                 cwd=cwd,
                 env=_scrubbed_env(home),
-                pass_fds=(req_r, resp_w),
+                pass_fds=(req_r, resp_w, runner.shared),
                 start_new_session=True,
                 preexec_fn=lambda: _limit_child(limits),
                 close_fds=True,
@@ -662,6 +672,10 @@ class SandboxRunner:
         # specs or other students' files) stays out of reach for another uid.
         self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
         _lay_out(self.private, submission.files)
+        # Call inputs live in memory shared with the worker: the grader reads them back after each
+        # call, so whether the submission changed them in place is the grader's finding.
+        self.shared = os.memfd_create("attnscore-inputs", os.MFD_CLOEXEC)
+        os.ftruncate(self.shared, _SHARED_BYTES)
         if _drops_privileges():
             os.chown(self.workdir, self.limits.uid, self.limits.uid)
             _become_subreaper()
@@ -687,6 +701,9 @@ class SandboxRunner:
 
     def close(self) -> None:
         self._kill_worker()
+        if self.shared >= 0:
+            os.close(self.shared)
+            self.shared = -1
         for folder in (self.workdir, self.private):
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -765,6 +782,21 @@ class SandboxRunner:
         self.load_failure = failure
         return failure
 
+    def _share_inputs(self, args: Mapping[str, np.ndarray], dtype: str) -> list[dict[str, Any]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout."""
+        layout, offset = [], 0
+        for name, array in args.items():
+            kind = "bool" if array.dtype == np.bool_ else dtype
+            tensor = to_torch(array, kind).contiguous().reshape(-1)
+            raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+            offset = -(-offset // 64) * 64
+            if offset + len(raw) > _SHARED_BYTES:
+                return None
+            os.pwrite(self.shared, raw, offset)
+            layout.append({"name": name, "dtype": kind, "shape": list(array.shape), "offset": offset, "raw": raw})
+            offset += len(raw)
+        return layout
+
     def _failure(self, message: dict[str, object], scope: str) -> CallFailure:
         """A failure the worker reported, as a verdict; the machine's faults become grader errors."""
         text = clean_text(str(message.get("message", "")), 2000)
@@ -794,16 +826,23 @@ class SandboxRunner:
             return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
         self.last_inspection = None
         self.last_names = list(args)
+        layout = self._share_inputs(args, dtype)
+        if layout is None:
+            return CallFailure(Verdict.GRADER_ERROR.value, f"the inputs exceed the sandbox's {_SHARED_BYTES} bytes")
         request = {
             "type": "call",
             "id": self.calls,
             "dtype": dtype,
             "device": "cpu",
             "names": list(args),
-            "args": [wire.encode_array(a, "bool" if a.dtype == np.bool_ else dtype) for a in args.values()],
+            "inputs": [{k: v for k, v in item.items() if k != "raw"} for item in layout],
         }
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
+        if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
+            claimed = self.last_inspection or {"aliased": []}
+            changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
+            self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
         if isinstance(outcome, CallFailure) and outcome.verdict in (
             Verdict.TIMEOUT.value,
             Verdict.CRASHED.value,

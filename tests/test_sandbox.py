@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from attnscore.outputs import CallFailure
 from attnscore.results import Verdict
 from graders.sandbox import Limits, SandboxRunner
 
+ROOT = Path(__file__).resolve().parent.parent
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
 
 
@@ -44,3 +46,36 @@ def test_a_writer_that_keeps_the_pipe_full_cannot_stretch_a_call(tmp_path):
         elapsed = time.monotonic() - began
     assert isinstance(outcome, CallFailure) and outcome.verdict == Verdict.TIMEOUT.value
     assert elapsed < 2.5, elapsed
+
+
+FORGER = '''\
+import sys
+import torch
+
+torch.Tensor.clone = lambda self, *a, **k: self  # copies made in the worker now alias the inputs
+torch.equal = lambda a, b: True
+for module in list(sys.modules.values()):  # and any inspection helper the worker loaded says "clean"
+    if getattr(module, "inspect_call", None):
+        module.inspect_call = lambda names, *rest: {"mutated": [], "aliased": []}
+
+
+def scaled_score_matrix(Q, K):
+    Q.mul_(Q.shape[-1] ** -0.5)
+    return Q @ K.transpose(-2, -1)
+'''
+
+
+def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
+    """A submission that patches clone, equality and the worker's inspection still loses inputs_not_mutated."""
+    from attnscore.cases import build_cases
+    from attnscore.loader import load_spec
+    from graders.grading import grade_submission
+
+    spec = load_spec(ROOT / "specs" / "scaled_score_matrix.yaml")
+    path = tmp_path / "forger.py"
+    path.write_text(FORGER)
+    result = grade_submission(path, spec, build_cases(spec), limits=Limits(call_timeout_s=2.0), shrink_steps=0)
+    by_id = {c.id: c for c in result.cases}
+    assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
+    assert "your function changed its input(s) Q in place" in by_id["property:inputs_not_mutated"].message
+    assert result.score == result.max_score - 1  # right values everywhere else: one mistake, counted once

@@ -289,3 +289,41 @@ def test_student_folder_without_the_entry_file_gets_a_verdict(tmp_path, spec, ca
     result = grade_submission(bob, spec, cases, limits=LIMITS, shrink_steps=0)
     assert {c.verdict for c in result.cases} == {Verdict.FUNCTION_MISSING}
     assert result.error == "your submission has no file named 'solution.py' (its .py files: work.py)"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param(
+            {
+                "solution.py": "try:\n    from fast import scores\nexcept ImportError:\n"
+                "    def scores(q, keys):\n        return keys @ q\n",
+                "utils.py": "X = 1\n",
+            },
+            id="def inside try/except",
+        ),
+        pytest.param(
+            {
+                "solution.py": "from typing import Callable\nscores: Callable = lambda q, keys: keys @ q\n",
+                "helpers.py": "Y = 2\n",
+            },
+            id="annotated assignment",
+        ),
+        pytest.param(
+            {"solution.py": CORRECT, "first_attempt.py": "def scores(q, keys):\n    return q\n"},
+            id="tie broken by the conventional name",
+        ),
+        pytest.param(
+            {
+                "solution.py": "MODE = 'plain'\nfrom scale import apply\n\ndef scores(q, keys):\n    return apply(keys @ q)\n",
+                "scale.py": "from solution import MODE\n\ndef apply(s):\n    assert MODE == 'plain'\n    return s\n",
+            },
+            id="helper imports the entry by its file name",
+        ),
+    ],
+)
+def test_entry_choice_and_import_like_python_does(tmp_path, spec, cases, files):
+    """Correct uploads written the ways students write them get full marks as one folder submission."""
+    [submission] = find_submissions([str(write(tmp_path / "s", files))], one=True)
+    result = grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0)
+    assert result.score == Fraction(10), [c.message for c in result.cases]

@@ -55,6 +55,7 @@ register(
         name="inputs_not_mutated",
         summary="The function does not change its inputs in place (the runner compares them after the call).",
         strategy=lambda c, m: c.arguments(m),
+        golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_not_mutated,
         diagnosis="inputs_mutated",
     )
@@ -64,6 +65,7 @@ register(
         name="output_not_aliased",
         summary="The output is a new tensor that shares no memory with an input.",
         strategy=lambda c, m: c.arguments(m),
+        golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_not_aliased,
     )
 )
@@ -72,6 +74,7 @@ register(
         name="dtype_device_follow_inputs",
         summary="The output is a tensor with the inputs' dtype and on the inputs' device.",
         strategy=lambda c, m: c.arguments(m),
+        golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_dtype_device,
     )
 )
@@ -80,6 +83,7 @@ register(
         name="deterministic",
         summary="Calling twice with the same inputs gives bit-for-bit the same output.",
         strategy=lambda c, m: c.arguments(m),
+        golden=False,  # judges only its own property: a wrong value is the other cases' concern
         calls=lambda c, ex: [ex, ex],
         check=_deterministic,
     )
