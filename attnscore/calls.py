@@ -71,13 +71,27 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
+def _span(value: object) -> tuple[int, int] | None:
+    """``(start, end)`` addresses of the memory behind a tensor's storage or an ndarray's data."""
+    if isinstance(value, torch.Tensor) and value.numel():
+        storage = value.untyped_storage()
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    if isinstance(value, np.ndarray) and value.size:
+        base = value
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        start = base.__array_interface__["data"][0]
+        return start, start + base.nbytes
+    return None
+
+
 def _shares_memory(out: object, t: torch.Tensor) -> bool:
-    if not isinstance(out, torch.Tensor) or out.numel() == 0 or t.numel() == 0:
-        return False
+    """Whether ``out`` (a tensor, or an ndarray such as ``S.numpy()``) overlaps ``t``'s memory."""
     try:
-        return out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-    except RuntimeError:  # pragma: no cover - storages that cannot be inspected
+        a, b = _span(out), _span(t)
+    except (RuntimeError, TypeError, ValueError):  # pragma: no cover - storages that cannot be inspected
         return False
+    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
 
 def inspect_call(

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -294,6 +295,9 @@ def grade(
     if dtype is not None and dtype not in spec.dtypes:
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
     limits = Limits(call_timeout_s=timeout or spec.timeout_s)
+    # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
+    # processes killed and its temporary folders removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     problem = preflight(limits)
     if problem is not None:
         _fail(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)", EXIT_INTERNAL)

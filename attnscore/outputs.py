@@ -159,7 +159,9 @@ def to_received(value: object) -> Received | BadReturn:
     name = arr.dtype.name
     if name not in ALLOWED_DTYPES:
         if arr.dtype.kind == "f":
-            return BadReturn(f"returned values of dtype {name}, which cannot be graded; return float32 or float64 values")
+            return BadReturn(
+                f"returned values of dtype {name}, which cannot be graded; return float32 or float64 values"
+            )
         return BadReturn(f"returned values of dtype {name}; expected real numbers")
     if arr.size > MAX_ELEMENTS:
         return BadReturn(f"returned {arr.size} elements (limit {MAX_ELEMENTS})")

@@ -158,7 +158,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         diagnosis = None
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
-            if hidden:
+            if hidden and outcome is not getattr(runner, "disclosed_failure", None):
                 detail = _hidden_detail(verdict, detail)
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, verdict, detail, None, number)

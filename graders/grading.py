@@ -18,7 +18,8 @@ from typing import Any
 from attnscore.cases import Case, build_cases
 from attnscore.impl import environment
 from attnscore.loader import load_spec
-from attnscore.results import CaseResult, SubmissionResult
+from attnscore.outputs import CallFailure
+from attnscore.results import CaseResult, SubmissionResult, Verdict
 from attnscore.run import run_cases
 from attnscore.shrink import add_shrunk
 from attnscore.spec import Spec
@@ -27,6 +28,17 @@ from graders.submission import Submission
 from graders.untrusted import clean_text
 
 __all__ = ["grade_submission", "grade_many"]
+
+
+class _Refused:
+    """A runner for a submission that could not be taken in: every call fails the same way."""
+
+    def __init__(self, failure: CallFailure) -> None:
+        self.failure = failure
+
+    def call(self, args: Any, dtype: str) -> CallFailure:
+        return self.failure
+
 
 SHRINK_SAFETY_S = 10.0
 
@@ -65,6 +77,19 @@ def grade_submission(
     start = time.perf_counter()
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
+    if submission.problem is not None:  # never run: every case says why
+        refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
+        result = run_cases(
+            spec,
+            cases,
+            _Refused(refused),
+            dtype=dtype,
+            device="cpu",
+            submission=submission.name,
+            seed=spec.seed if seed is None else seed,
+            function=function,
+        )
+        return replace(result, error=submission.problem, environment=environment("cpu", pinned=False))
     order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
     hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
     judged: dict[int, CaseResult] = {}
@@ -88,6 +113,7 @@ def grade_submission(
                 )
         output = clean_text(runner.captured_output(), limits.output_chars)
         error = runner.load_failure.message if runner.load_failure else ""
+        runner.disclosed_failure = runner.load_failure  # said before any hidden input: hidden cases may repeat it
         secret = run_cases(spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, **options)
         judged.update(zip(hidden, secret.cases, strict=True))
     return replace(

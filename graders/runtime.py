@@ -109,7 +109,8 @@ def _link_or_copy(source: str, target: str) -> None:
 
 
 def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
-    """Recreate ``source`` at ``target``: directories 0755 (this process's own), files as hard links.
+    """Recreate ``source`` at ``target``: directories 0755 (0700 where the original is closed to
+    other users), files as hard links (their own modes).
 
     Nested package directories (``site-packages``) are skipped unless they are in ``keep``.
     """
@@ -127,7 +128,10 @@ def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
                 os.symlink(os.readlink(full), os.path.join(out, name))
                 continue
             os.mkdir(os.path.join(out, name))
-            os.chmod(os.path.join(out, name), 0o755)
+            # A folder the installation keeps from other users stays kept: only the ancestors that
+            # blocked the way (root's 0700 home) are left behind by the mirror.
+            private = not os.stat(full).st_mode & stat.S_IXOTH
+            os.chmod(os.path.join(out, name), 0o700 if private else 0o755)
             kept.append(name)
         dirs[:] = kept
         for name in files:
@@ -173,7 +177,7 @@ def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
 
 
 @functools.cache
-def worker_runtime(executable: str | None = None, uid: int = 65534, gid: int | None = None) -> WorkerRuntime:
+def worker_runtime(executable: str | None = None, uid: int = 64000, gid: int | None = None) -> WorkerRuntime:
     """The runtime for workers started from ``executable`` (default: this interpreter) that drop
     to ``uid``; built once per grader process and removed when it exits.
 

@@ -9,9 +9,11 @@ the README's "Grading untrusted code" section for the threat model and what each
   and a read-only view of only what Python and torch need (interpreter prefix, site-packages,
   ``/usr``, ``/lib*``, a minimal ``/etc``), the submission file read-only and an empty writable
   working directory. Specs, golden values and the grader's own code are not in that view.
-- **another user**: when the grader runs as root, the worker drops to ``Limits.uid`` (65534,
-  *nobody*) after importing torch and before importing the submission, so it cannot signal the
-  grader, write the grader's files, or fork past ``RLIMIT_NPROC``. Without bubblewrap, module
+- **another user**: when the grader runs as root, the worker drops to a uid of its own (one of
+  ``Limits.uid`` to ``Limits.uid + 63``, 64000 on, held by a lock while it runs) after importing
+  torch and before importing the submission, so it cannot signal the grader or another worker,
+  write the grader's files, or fork past ``RLIMIT_NPROC``; when it ends, every process of that
+  uid is killed. Without bubblewrap, module
   folders that user cannot read (Python under root's 0700 home) are searched through a readable
   mirror made of hard links (:mod:`graders.runtime`), so whatever the grading environment can
   import, the worker can import too.
@@ -75,6 +77,7 @@ _WORKER_MODULES = (
     "graders/worker.py",
     "graders/wire.py",
     "graders/landlock.py",
+    "graders/seccomp.py",
     "attnscore/outputs.py",
     "attnscore/calls.py",
 )
@@ -107,10 +110,15 @@ class Limits:
         file_bytes: largest file the worker may write (RLIMIT_FSIZE).
         open_files: open file descriptors (RLIMIT_NOFILE).
         output_chars: how much of the submission's own output is kept for the report.
-        uid: the unprivileged user the worker runs as when the grader is root.
+        uid: the first of 64 unprivileged uids (``uid`` to ``uid + 63``, none owned by an
+            account) that workers run as when the grader is root: each live worker on the machine
+            holds one of its own, so workers graded at the same time cannot signal, limit, trace
+            or read one another, and killing every process of a worker's uid is safe.
         bwrap: use bubblewrap: ``None`` when available, ``True`` required, ``False`` never.
         landlock: the worker confines itself with Landlock (files, TCP, signals) when the
             kernel has it: ``None`` or ``True``; ``False`` never.
+        seccomp: the worker refuses itself every socket but ``AF_UNIX`` (a seccomp filter):
+            ``None`` or ``True``; ``False`` never.
     """
 
     call_timeout_s: float = 5.0
@@ -122,9 +130,10 @@ class Limits:
     file_bytes: int = 4 * 1024**2
     open_files: int = 256
     output_chars: int = 4000
-    uid: int = 65534
+    uid: int = 64000
     bwrap: bool | None = None
     landlock: bool | None = None
+    seccomp: bool | None = None
 
 
 @functools.cache
@@ -197,11 +206,13 @@ def protections(limits: Limits | None = None) -> str:
         scope = ["fs without specs"] + (["no tcp"] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
         layers.append(f"landlock v{abi}: {', '.join(scope)}")
     if _drops_privileges():
-        layers.append(f"uid {limits.uid}")
+        layers.append(f"a uid of its own per worker ({limits.uid}-{limits.uid + _UID_SLOTS - 1})")
     elif abi >= 6:
         layers.append("same uid as the grader (signals to it blocked by landlock)")
     else:
         layers.append("same uid as the grader (not root: the worker could signal the grader)")
+    if limits.seccomp is not False:
+        layers.append("seccomp: no network sockets")
     layers.append("rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill")
     return "; ".join(layers)
 
@@ -339,8 +350,89 @@ def _become_subreaper() -> bool:
         return False
 
 
+_UID_SLOTS = 64
+
+
+def _claim_uid(limits: Limits) -> tuple[int, int]:
+    """A uid no other live worker on this machine holds, and the locked file that holds it.
+
+    Locks live in a root-only folder of the temporary folder; a lock is released when its
+    grader closes the runner or dies, so a crashed grader never keeps a uid. Before use, every
+    process still running as the uid (left by a grader that was killed) is killed.
+
+    Raises:
+        RuntimeError: all uids are taken, or the lock folder is not root's own.
+    """
+    import fcntl
+    import pwd
+
+    folder = "/tmp/attnscore-uid-locks"  # one place for every grader on the machine, whatever its TMPDIR
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(folder)
+    if info.st_uid != 0 or info.st_mode & 0o077 or not os.path.isdir(folder) or os.path.islink(folder):
+        raise RuntimeError(f"{folder} must be a folder only root can use; remove it")
+    for slot in range(_UID_SLOTS):
+        uid = limits.uid + slot
+        try:
+            pwd.getpwuid(uid)
+            continue  # a real account: never run a worker as it, never kill its processes
+        except KeyError:
+            pass
+        fd = os.open(os.path.join(folder, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _kill_uid(uid)
+        return uid, fd
+    raise RuntimeError(f"all {_UID_SLOTS} sandbox uids are in use by other workers")
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
+    no chain of new sessions or forks outruns it, and no process of another uid is touched."""
+    if uid == 0:
+        return
+    for _ in range(20):
+        subprocess.run(
+            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if not _alive_as(uid):
+            return
+
+
+def _alive_as(uid: int) -> bool:
+    """Whether a process (not a zombie) runs as ``uid``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _sweep_orphans(uid: int) -> int:
-    """Kill processes of ``uid`` reparented to the grader (escaped grandchildren); returns how many."""
+    """Kill and reap processes of ``uid`` reparented to the grader (escaped grandchildren)."""
     killed = 0
     me = os.getpid()
     for _ in range(100):
@@ -502,7 +594,7 @@ class _Worker:
         self.buffer = b""
         self.bwrap = runner.bwrap
         lib = _worker_lib()
-        drop = str(limits.uid) if _drops_privileges() else "-1"
+        drop = str(runner.uid) if _drops_privileges() else "-1"
         entry = runner.entry or ""
         if self.bwrap:
             command = [
@@ -524,6 +616,7 @@ class _Worker:
             "mirrors": mirrors,
             "deny": _denied(runtime_mirrors=mirrors),
             "landlock": _use_landlock(limits),
+            "seccomp": limits.seccomp is not False,
             "inputs_fd": runner.shared,
             "inputs_bytes": _SHARED_BYTES,
         }
@@ -668,6 +761,7 @@ class SandboxRunner:
         self.runtime = runtime
         self.protections = protections(self.limits)
         self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
+        self.uid, self._uid_lock = self.limits.uid, -1
         # The worker reads a private copy of the files: the folder they came from (maybe next to
         # specs or other students' files) stays out of reach for another uid.
         self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
@@ -677,13 +771,15 @@ class SandboxRunner:
         self.shared = os.memfd_create("attnscore-inputs", os.MFD_CLOEXEC)
         os.ftruncate(self.shared, _SHARED_BYTES)
         if _drops_privileges():
-            os.chown(self.workdir, self.limits.uid, self.limits.uid)
+            self.uid, self._uid_lock = _claim_uid(self.limits)
+            os.chown(self.workdir, self.uid, self.uid)
             _become_subreaper()
         os.chmod(self.workdir, 0o700)
         self.output = bytearray()
         self.output_dropped = 0
         self.worker: _Worker | None = None
         self.load_failure: CallFailure | None = None
+        self.disclosed_failure: CallFailure | None = None  # a load failure hidden cases may show in full
         # What the worker reported about the last call: inputs changed in place, inputs the output
         # shares memory with. Reported by the worker process itself, so only as honest as it is.
         self.last_inspection: dict[str, list[str]] | None = None
@@ -701,6 +797,9 @@ class SandboxRunner:
 
     def close(self) -> None:
         self._kill_worker()
+        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
+            os.close(self._uid_lock)
+            self._uid_lock = -1
         if self.shared >= 0:
             os.close(self.shared)
             self.shared = -1
@@ -725,7 +824,8 @@ class SandboxRunner:
             self.worker.kill()
             self.worker = None
         if _drops_privileges():
-            _sweep_orphans(self.limits.uid)
+            _kill_uid(self.uid)
+            _sweep_orphans(self.uid)
 
     def _start(self) -> CallFailure | None:
         """Start a worker and import the submission, within what is left of the setup budget.
@@ -871,6 +971,13 @@ class SandboxRunner:
                 return wire.decode_received(reply.get("value"))
             except wire.WireError as exc:
                 return CallFailure(Verdict.BAD_RETURN_TYPE.value, f"the returned value could not be read back: {exc}")
+        if reply.get("type") == "failure" and reply.get("verdict") == Verdict.GRADER_ERROR.value:
+            # After the submission is imported, the worker speaks for it: a "grader error" it sends
+            # cannot be told from a forged one, so it is never taken as the machine's fault.
+            return CallFailure(
+                Verdict.CRASHED.value,
+                "the process running your code reported a failure of the grader, which is not trusted",
+            )
         if reply.get("type") == "failure" and reply.get("verdict") in _WORKER_VERDICTS:
             return self._failure(reply, "call")
         return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")

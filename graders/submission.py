@@ -54,11 +54,15 @@ class Submission:
         files: ``(relative POSIX path, content)`` of every file to lay out in the sandbox.
         entry: relative path of the file that defines the graded function; ``None`` lets the
             sandboxed worker pick the one top-level ``.py`` file that defines it.
+        problem: why a student's submission in a class could not be taken in (too many files,
+            a file too large or unreadable), in the student's terms; it is then graded as
+            missing, and the rest of the class is graded as usual.
     """
 
     path: Path
     files: tuple[tuple[str, bytes], ...]
     entry: str | None
+    problem: str | None = None
 
     @property
     def name(self) -> str:
@@ -145,6 +149,22 @@ def _check_entry(entry: str | None) -> str | None:
     return pure.as_posix()
 
 
+def _member(path: Path, entry: str | None) -> Submission:
+    """One student's file or folder in a class: what cannot be read becomes that student's problem."""
+    try:
+        if path.is_dir():
+            return _read_folder(path, entry, strict=False)
+        content = _read_no_follow(path)
+        if len(content) > MAX_SUBMISSION_BYTES:
+            raise SubmissionError(f"{path}: expected at most {MAX_SUBMISSION_BYTES} bytes, found {len(content)}")
+        return Submission(path, ((path.name, content),), path.name)
+    except (SubmissionError, OSError) as exc:
+        text = str(exc) if isinstance(exc, SubmissionError) else f"{exc.strerror or exc}"
+        for prefix in (f"{path}/", f"{path}: ", f"{path}"):
+            text = text.replace(prefix, "")
+        return Submission(path, (), entry, problem=f"your submission could not be read: {text}")
+
+
 def find_submissions(paths: list[str], entry: str | None = None, one: bool = False) -> list[Submission]:
     """Expand ``paths`` into submissions (sorted by name within a folder) and read every file.
 
@@ -166,9 +186,12 @@ def find_submissions(paths: list[str], entry: str | None = None, one: bool = Fal
         elif one or (entry is not None and (path / entry).is_file()):
             found.append(_read_folder(path, entry))
         else:
-            children = sorted(p for p in path.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
-            members = [Submission.from_file(p) for p in children if p.suffix == ".py" and p.is_file()]
-            members += [_read_folder(p, entry, strict=False) for p in children if p.is_dir() and not p.is_symlink()]
+            children = sorted(
+                p
+                for p in path.iterdir()
+                if not p.name.startswith(".") and p.name != "__pycache__" and not p.is_symlink()
+            )
+            members = [_member(p, entry) for p in children if (p.suffix == ".py" and p.is_file()) or p.is_dir()]
             if not members:
                 raise SubmissionError(
                     f"{path}: expected .py files or one folder per student in this directory, found none"

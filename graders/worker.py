@@ -269,13 +269,17 @@ def main(argv: list[str]) -> None:
     shared = _map_inputs(config)
     _forget_project()
     requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
-    if config.get("landlock"):
-        try:
+    try:
+        if config.get("landlock"):
             _confine(folder, config.get("deny", []))
-        except OSError as exc:
-            message = f"the grading machine could not confine the worker with Landlock: {exc}"
-            _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
-            return
+        if config.get("seccomp"):
+            from graders.seccomp import deny_network
+
+            deny_network()
+    except OSError as exc:
+        message = f"the grading machine could not confine the worker (Landlock, seccomp): {exc}"
+        _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
+        return
 
     import torch
 

@@ -82,10 +82,10 @@ def test_the_private_prefix_is_unreadable_by_the_worker_user(private_python):
     runtime = worker_runtime(str(private_python))
     home = str(private_python.parent.parent.parent)
     assert any(p.startswith(home) for p in runtime.path)
-    assert set(unreadable_by(runtime.path, 65534, 65534)) == {p for p in runtime.path if p.startswith(home)}
+    assert set(unreadable_by(runtime.path, 64000, 64000)) == {p for p in runtime.path if p.startswith(home)}
     assert runtime.mirrors and all(original.startswith(home) for original, _ in runtime.mirrors)
     assert runtime.problems == ()
-    assert unreadable_by(tuple(copy for _, copy in runtime.mirrors), 65534, 65534) == ()
+    assert unreadable_by(tuple(copy for _, copy in runtime.mirrors), 64000, 64000) == ()
 
 
 def test_correct_code_importing_lazily_gets_right_values(tmp_path, private_python):
@@ -144,7 +144,7 @@ def test_grade_says_in_one_line_when_the_sandbox_cannot_work(monkeypatch, privat
     result = CliRunner().invoke(main_command(), ["grade", sub, "--spec", spec])
     assert result.exit_code == 3
     [line] = result.output.strip().splitlines()
-    assert line.startswith("Error: the sandbox cannot run submissions on this machine: the sandbox user (uid 65534) ")
+    assert line.startswith("Error: the sandbox cannot run submissions on this machine: the sandbox user (uid 64000) ")
     assert line.endswith(
         "part of the Python installation; make it readable by all users, install bubblewrap, "
         "or run attnscore as a user other than root (nothing was graded)"

@@ -48,7 +48,7 @@ def test_a_writer_that_keeps_the_pipe_full_cannot_stretch_a_call(tmp_path):
     assert elapsed < 2.5, elapsed
 
 
-FORGER = '''\
+FORGER = """\
 import sys
 import torch
 
@@ -62,7 +62,7 @@ for module in list(sys.modules.values()):  # and any inspection helper the worke
 def scaled_score_matrix(Q, K):
     Q.mul_(Q.shape[-1] ** -0.5)
     return Q @ K.transpose(-2, -1)
-'''
+"""
 
 
 def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
@@ -79,3 +79,52 @@ def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
     assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
     assert "your function changed its input(s) Q in place" in by_id["property:inputs_not_mutated"].message
     assert result.score == result.max_score - 1  # right values everywhere else: one mistake, counted once
+
+
+NEIGHBOUR_HARM = """\
+import os
+import resource
+import signal
+
+
+def scores(q, keys):
+    harmed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        for attempt in (
+            lambda pid: resource.prlimit(pid, resource.RLIMIT_AS, (1 << 20, 1 << 20)),
+            lambda pid: os.setpriority(os.PRIO_PROCESS, pid, 19),
+            lambda pid: os.kill(pid, signal.SIGKILL),
+        ):
+            try:
+                attempt(int(entry))
+                harmed += 1
+            except OSError:
+                pass
+    print("harmed", harmed)
+    return keys @ q
+"""
+
+
+def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
+    """Two live workers (no bwrap): one tries prlimit, setpriority and kill on every process; the other is unharmed."""
+    import os
+
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("workers get uids of their own only when the grader is root")
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text("def scores(q, keys):\n    return keys @ q\n")
+    bad.write_text(NEIGHBOUR_HARM)
+    limits = Limits(call_timeout_s=5.0, bwrap=False)
+    with SandboxRunner(good, "scores", limits) as neighbour, SandboxRunner(bad, "scores", limits) as attacker:
+        assert neighbour.uid != attacker.uid
+        first = neighbour.call(ARGS, "float32")
+        attacker.call(ARGS, "float32")
+        second = neighbour.call(ARGS, "float32")
+        output = attacker.captured_output().decode()
+    assert not isinstance(first, CallFailure) and not isinstance(second, CallFailure), second
+    assert second.array.tolist() == [1.0, 0.0]
+    assert output.strip() == "harmed 0"

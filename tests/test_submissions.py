@@ -315,7 +315,8 @@ def test_student_folder_without_the_entry_file_gets_a_verdict(tmp_path, spec, ca
         ),
         pytest.param(
             {
-                "solution.py": "MODE = 'plain'\nfrom scale import apply\n\ndef scores(q, keys):\n    return apply(keys @ q)\n",
+                "solution.py": "MODE = 'plain'\nfrom scale import apply\n\n"
+                "def scores(q, keys):\n    return apply(keys @ q)\n",
                 "scale.py": "from solution import MODE\n\ndef apply(s):\n    assert MODE == 'plain'\n    return s\n",
             },
             id="helper imports the entry by its file name",
@@ -327,3 +328,21 @@ def test_entry_choice_and_import_like_python_does(tmp_path, spec, cases, files):
     [submission] = find_submissions([str(write(tmp_path / "s", files))], one=True)
     result = grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0)
     assert result.score == Fraction(10), [c.message for c in result.cases]
+
+
+def test_one_students_folder_never_stops_the_class(tmp_path, spec):
+    """Too many files, an oversized file or a link to another student's work: that student's verdict only."""
+    write(tmp_path / "class", {"alice/solution.py": CORRECT, "carol.py": CORRECT})
+    write(tmp_path / "class" / "mallory", {f"f{i:03}.py": "" for i in range(201)})
+    (tmp_path / "class" / "zed.py").write_bytes(b"#" * (1024 * 1024 + 1))
+    os.symlink(tmp_path / "class" / "alice" / "solution.py", tmp_path / "class" / "linked.py")
+    os.symlink(tmp_path / "class" / "alice", tmp_path / "class" / "linked_folder")
+    found = find_submissions([str(tmp_path / "class")])
+    assert [s.path.name for s in found] == ["alice", "carol.py", "mallory", "zed.py"]
+    problems = {s.path.name: s.problem for s in found}
+    assert problems["mallory"] == "your submission could not be read: expected at most 200 files, found more"
+    assert problems["zed.py"] == "your submission could not be read: expected at most 1048576 bytes, found 1048577"
+    results = grade_many(found, spec, limits=LIMITS, shrink_steps=0)
+    assert [r.score for r in results] == [Fraction(10), Fraction(10), Fraction(0), Fraction(0)]
+    assert {c.verdict for c in results[2].cases} == {Verdict.FUNCTION_MISSING}
+    assert results[2].error == problems["mallory"]
