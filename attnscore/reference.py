@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+_HALF = (torch.float16, torch.bfloat16)
+
 __all__ = [
     "ScoreInputError",
     "score",
@@ -244,9 +246,12 @@ def scaled_score_matrix(Q: Any, K: Any) -> torch.Tensor:
         >>> scaled_score_matrix([[1.0, 1.0, 1.0, 1.0]], [[1.0, 1.0, 1.0, 1.0]]).tolist()
         [[2.0]]
     """
-    S = score_matrix(Q, K)  # (..., n_q, n_k)
+    S = score_matrix(Q, K)  # (..., n_q, n_k); also checks shapes, dtypes and devices
+    if S.dtype in _HALF:  # fp32 accumulation, as cuBLAS and SDPA do: q·k may overflow before scaling
+        S = score_matrix(_as_tensor(Q, "Q").float(), _as_tensor(K, "K").float())
     d_k = S.new_tensor(_as_tensor(Q, "Q").shape[-1])
-    return S / torch.sqrt(d_k)  # (..., n_q, n_k) / () -> (..., n_q, n_k)
+    out = S / torch.sqrt(d_k)  # (..., n_q, n_k) / () -> (..., n_q, n_k)
+    return out.to(_as_tensor(Q, "Q").dtype)
 
 
 def bilinear_scores(Q: Any, K: Any, W: Any) -> torch.Tensor:
@@ -430,7 +435,11 @@ def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = No
     _same_dtype_and_device(Q=Q, K=K, V=V)
     if V.shape[-2] != K.shape[-2]:
         raise ScoreInputError("V", f"expected n_k={K.shape[-2]} rows as in K, found {V.shape[-2]}")
+    dtype = Q.dtype
+    if dtype in _HALF:  # fp32 accumulation and softmax, as SDPA does; the result in the inputs' dtype
+        Q, K, V = Q.float(), K.float(), V.float()
     S = score_matrix(Q, K)  # (..., n_q, n_k)
     factor = 1.0 / float(np.sqrt(Q.shape[-1])) if scale is None else float(scale)
     weights = attention_weights(S * factor, mask)  # (..., n_q, n_k)
-    return weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+    out = weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+    return out.to(dtype)

@@ -13,7 +13,9 @@ Modes (a spec chooses one, and a worked example may override it):
     ``|got - golden| <= factor · d_k · u · Σ_i |q_i k_i|``: the classical forward error bound of
     a dot product (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1),
     with ``u`` the unit roundoff of the tested dtype. It scales with the size of the computation
-    and stays meaningful near zero (perpendicular keys).
+    and stays meaningful near zero (perpendicular keys). For float16 and bfloat16 the bound is
+    that of float32 accumulation, ``factor · (u + d_k · u_fp32) · Σ_i |q_i k_i|``: each term
+    rounded once in the low precision, summed in float32 (cuBLAS, SDPA).
 ``ratio``
     the low-precision rule of FlashAttention and PyTorch's SDPA tests: the maximum error may be at
     most ``factor`` times the maximum error of the reference run *in the same dtype* against the
@@ -42,6 +44,7 @@ CLOSE_DEFAULTS = {
 }
 
 MODES = ("exact", "close", "dot_bound", "ratio")
+LOW_PRECISION = ("float16", "bfloat16")
 
 # Smallest positive subnormal per dtype: below the normal range rounding errors are absolute.
 SUBNORMAL_MIN = {"float64": 2.0**-1074, "float32": 2.0**-149, "float16": 2.0**-24, "bfloat16": 2.0**-133}
@@ -87,7 +90,10 @@ class Tolerance:
             finite = np.isfinite(golden) & np.isfinite(ref)
             err = float(np.max(np.abs(np.where(finite, ref - golden, 0.0)), initial=0.0))
         _, atol = self._close(dtype)
-        return np.full(golden.shape, max(atol, self.factor * err))
+        # The floor is magnitude-aware: one ulp of each entry in the tested dtype (an entry of 19
+        # in float16 is 0.0156 apart from its neighbours, not 0.000977 as at 1.0).
+        ulp = 2 * UNIT_ROUNDOFF[dtype] * np.abs(np.where(np.isfinite(golden), golden, 0.0))
+        return np.maximum(max(atol, self.factor * err), ulp)
 
 
 def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scale: np.ndarray) -> np.ndarray:
@@ -107,7 +113,15 @@ def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scal
         rtol, atol = tol._close(dtype)
         return atol + rtol * np.abs(golden)
     u = UNIT_ROUNDOFF[dtype]
-    bound = tol.factor * max(d_k, 1) * u * np.asarray(scale, dtype=np.float64)
+    scale = np.asarray(scale, dtype=np.float64)
+    if dtype in LOW_PRECISION:
+        # What an implementation that accumulates in float32 (as cuBLAS and SDPA do) can be off by:
+        # each term rounded once in the low precision (inputs scaled first, products), the float32
+        # sum, and the result's own rounding below. A running sum in the low precision itself
+        # (error growing as d_k·u) is not accepted.
+        bound = tol.factor * (u + max(d_k, 1) * UNIT_ROUNDOFF["float32"]) * scale
+    else:
+        bound = tol.factor * max(d_k, 1) * u * scale
     # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
     # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
     return bound + u * np.abs(golden) + (max(d_k, 1) + 1) * SUBNORMAL_MIN[dtype]

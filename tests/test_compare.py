@@ -205,3 +205,32 @@ def test_lower_precision_result_is_pointed_out():
     assert result.message.endswith(
         "Note: out has dtype float16, less precise than the inputs' float32; compute and return in float32"
     )
+
+
+def test_low_precision_bound_is_float32_accumulation():
+    """bfloat16, q = [256, 1, 1, 1, 1], k = ones: 260 (rounded) passes; a bfloat16 running sum gives 256: fails."""
+    from attnscore.tolerance import Tolerance, allowed_error
+
+    golden = np.array([260.0])
+    allowed = allowed_error(Tolerance("dot_bound", factor=2.0), golden, "bfloat16", 5, np.array([260.0]))[0]
+    assert abs(256.0 - 260.0) > allowed
+    assert abs(float(torch.tensor(260.0, dtype=torch.bfloat16)) - 260.0) <= allowed
+    # each product rounded once in bfloat16, then summed in float32: torch.sum(q * k) on CPU
+    q = torch.randn(64, dtype=torch.float64)
+    k = torch.randn(64, dtype=torch.float64)
+    low = torch.sum(q.bfloat16() * k.bfloat16(), -1).double()
+    exact = float((q.bfloat16().double() * k.bfloat16().double()).sum())
+    scale = float((q.bfloat16().double() * k.bfloat16().double()).abs().sum())
+    limit = allowed_error(Tolerance("dot_bound", factor=2.0), np.array([exact]), "bfloat16", 64, np.array([scale]))
+    assert abs(float(low) - exact) <= limit[0]
+
+
+def test_ratio_floor_is_one_ulp_of_each_entry():
+    """--ratio: float16 19.16 against 19.14 (one ulp at that magnitude) passes even when the reference is exact."""
+    from attnscore.tolerance import Tolerance
+
+    golden = np.array([19.140625, 0.5])
+    allowed = Tolerance("ratio", factor=2.0).ratio_allowed(golden, golden, "float16")
+    assert allowed[0] == pytest.approx(2 * 2.0**-11 * 19.140625)
+    assert abs(19.15625 - 19.140625) <= allowed[0]
+    assert allowed[1] == pytest.approx(2.0**-10)

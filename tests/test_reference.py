@@ -135,3 +135,23 @@ def test_score_matrix_matches_loops_on_integers(n_q, n_k, d_k, q_vals, k_vals):
     expected = [[sum(float(Q[i, d]) * float(K[j, d]) for d in range(d_k)) for j in range(n_k)] for i in range(n_q)]
     assert S.tolist() == expected
     assert scores(torch.from_numpy(Q[0]), torch.from_numpy(K)).tolist() == expected[0]
+
+
+def test_half_precision_scores_do_not_overflow_before_scaling():
+    """q = k = 70·ones(16) in float16: q·k = 78400 overflows float16, the scaled score 19600 does not."""
+    from attnscore.reference import attention, scaled_score_matrix
+
+    q = torch.full((1, 16), 70.0, dtype=torch.float16)
+    assert scaled_score_matrix(q, q).item() == 19600.0
+    out = attention(q, q, torch.tensor([[2.0]], dtype=torch.float16))
+    assert out.dtype == torch.float16 and out.item() == 2.0
+
+
+def test_bfloat16_scores_accumulate_in_float32():
+    """q = [256, 1, 1, 1, 1], k = ones: the sum is 260 (a bfloat16 running sum would stop at 256)."""
+    from attnscore.reference import scaled_score_matrix
+
+    q = torch.tensor([[256.0, 1, 1, 1, 1]], dtype=torch.bfloat16)
+    got = scaled_score_matrix(q, torch.ones(1, 5, dtype=torch.bfloat16))
+    assert got.dtype == torch.bfloat16
+    assert got.item() == torch.tensor(260 / 5**0.5, dtype=torch.bfloat16).item()
