@@ -210,8 +210,9 @@ def test_worker_receives_inputs_only(monkeypatch):
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     cases = build_cases(spec)
     grade_submission(EXAMPLES / "scores" / "correct_matmul.py", spec, cases, limits=LIMITS)
-    assert sent and all(set(m) == {"type", "id", "dtype", "device", "names", "args"} for m in sent)
-    assert all(len(m["args"]) == 2 and set(m["args"][0]) == {"dtype", "shape", "data"} for m in sent)
+    assert sent and all(set(m) == {"type", "id", "dtype", "device", "names", "inputs"} for m in sent)
+    # the values themselves travel in the shared memory: the message only says where each input lies
+    assert all(len(m["inputs"]) == 2 and set(m["inputs"][0]) == {"name", "dtype", "shape", "offset"} for m in sent)
 
 
 def test_reports_are_valid_json_with_required_fields(scores_results):
