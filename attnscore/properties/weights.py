@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.compare import format_number
 from attnscore.contracts import Contract
 from attnscore.properties.registry import Args, CheckContext, Property, close_enough, register
 from attnscore.strategies import legend_sizes, random_args
@@ -170,15 +171,25 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
     nan_rows = np.zeros(golden.shape, dtype=bool)
     if ctx.contract.kind != "mask":
         nan_rows = np.broadcast_to((np.isnan(S) & mask).any(axis=-1, keepdims=True), golden.shape)
-        if not np.isnan(got[nan_rows & mask]).all():
-            return "a NaN score at a kept key must make that row's kept weights NaN: do not hide it"
+        hidden = nan_rows & mask & ~np.isnan(got)
+        if hidden.any():
+            index = tuple(int(i) for i in np.argwhere(hidden)[0])
+            return (
+                f"out[{', '.join(map(str, index))}] = {format_number(float(got[index]), ctx.dtype)}, expected NaN: "
+                "a NaN score at a kept key must make that row's kept weights NaN: do not hide it"
+            )
     rest = ~nan_rows
     g, w, a = got[rest], golden[rest], allowed[rest]
     with np.errstate(invalid="ignore"):
         ok = np.where(np.isfinite(w), np.abs(g - w) <= a, g == w) | (np.isnan(g) & np.isnan(w))
     if not ok.all():
         where = "kept entries must keep their value (NaN stays NaN) and masked ones become -inf"
-        return where if ctx.contract.kind == "mask" else "the rows without a NaN score must match the reference"
+        rule = where if ctx.contract.kind == "mask" else "the rows without a NaN score must match the reference"
+        index = tuple(int(i) for i in np.argwhere(rest)[int(np.argmin(ok))])
+        return (
+            f"out[{', '.join(map(str, index))}] = {format_number(float(got[index]), ctx.dtype)}, "
+            f"expected {format_number(float(golden[index]), ctx.dtype)}: {rule}"
+        )
     return None
 
 
