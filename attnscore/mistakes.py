@@ -429,6 +429,40 @@ def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return V.mean(dim=-2, keepdim=True).expand(*torch.broadcast_shapes(Q.shape[:-1], V.shape[:-2] + (1,)), V.shape[-1])
 
 
+_NOT_WEIGHTS = (
+    "raw scores are not weights: they can be negative and need not sum to one; softmax turns them into "
+    "weights (exp makes them positive, dividing by the row's sum makes them sum to one)"
+)
+
+
+@_add(
+    "scores_used_as_weights",
+    "raw scores used as weights (no softmax)",
+    ("attention_weights", "attention"),
+    f"your weights are the raw scores themselves: {_NOT_WEIGHTS}; apply torch.softmax over the keys (dim=-1)",
+)
+def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S.masked_fill(~m, 0.0)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@_add(
+    "scores_divided_by_their_sum",
+    "scores divided by their sum instead of softmax",
+    ("attention_weights", "attention"),
+    f"your weights are the scores divided by their row's sum: {_NOT_WEIGHTS}; a negative score stays "
+    "negative and a row summing to 0 divides by 0: use torch.softmax over the keys (dim=-1)",
+)
+def _scores_over_sum(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        kept = S.masked_fill(~m, 0.0)
+        return kept / kept.sum(dim=-1, keepdim=True)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
 # ---------------------------------------------------------------------------------------------
 # precision, side effects, shortcuts
 

@@ -146,3 +146,21 @@ def test_mutation_test_reports_missed_mistakes(tmp_path):
     assert results["keys_reversed"].cell == "MISSED"
     assert results["softmax_applied"].cell == "caught only"
     assert results["absolute_value"].cell == "caught only"
+
+
+def test_raw_scores_used_as_weights_have_their_own_name():
+    """Attention without softmax, and weights as scores over their sum, are named as themselves."""
+    from pathlib import Path
+
+    import torch
+
+    from attnscore.loader import load_spec
+    from attnscore.mistakes import MISTAKES
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "attention_weights.yaml")
+    S = torch.tensor([[2.0, -1.0, 0.5]])
+    mask = torch.tensor([[True, True, True]])
+    for mid in ("scores_used_as_weights", "scores_divided_by_their_sum"):
+        wrong = MISTAKES[mid].bind(spec.contract, spec)(S, mask)
+        assert not torch.allclose(wrong, torch.softmax(S, -1))
+        assert "raw scores are not weights: they can be negative and need not sum to one" in MISTAKES[mid].message

@@ -13,6 +13,8 @@ from attnscore.mistakes import MISTAKES, get_mistake, mistakes_for
 from attnscore.verify import bundled_spec_paths
 
 REQUIRED = {
+    "scores_used_as_weights",
+    "scores_divided_by_their_sum",
     "not_scaled",
     "scaled_by_dk",
     "scaled_by_sqrt_d_model",
