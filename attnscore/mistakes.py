@@ -166,6 +166,17 @@ def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 
 
 @_add(
+    "scaled_by_half_dk",
+    "d_k ** 1/2 (divided by d_k/2)",
+    SCALED + ("attention",),
+    "your scores equal Q Kᵀ / (d_k / 2): d_k ** 1/2 is read as (d_k ** 1) / 2 because ** binds tighter than /; "
+    "write d_k ** 0.5 or math.sqrt(d_k)",
+)
+def _scaled_by_half_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _scaled_by(c, args, lambda Q: 2.0 / Q.shape[-1])
+
+
+@_add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
     SCALED + ("attention",),

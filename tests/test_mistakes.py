@@ -13,6 +13,7 @@ from attnscore.mistakes import MISTAKES, get_mistake, mistakes_for
 from attnscore.verify import bundled_spec_paths
 
 REQUIRED = {
+    "scaled_by_half_dk",
     "scores_used_as_weights",
     "scores_divided_by_their_sum",
     "not_scaled",

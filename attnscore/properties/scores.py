@@ -325,6 +325,41 @@ def _batch_check(what: str) -> Callable[[CheckContext], str | None]:
     return check
 
 
+@st.composite
+def _broadcast_qk(draw: Callable[..., Any], c: Contract, max_value: float) -> Args:
+    """Q and K whose leading dims differ but broadcast: sizes 1 against n, and fewer dims on one side.
+
+    E.g. Q (2, 1, n_q, d_k) and K (3, n_k, d_k) give scores of shape (2, 3, n_q, n_k)."""
+    Q, K = draw(_int_qk(c, max_value, min_batch_items=2))
+    batch = Q.shape[:-2]
+    q_batch, k_batch = list(batch), list(batch)
+    for axis, size in enumerate(batch):
+        side = draw(st.sampled_from(["q", "k", "both"]))
+        if side == "q":
+            q_batch[axis] = 1
+        elif side == "k":
+            k_batch[axis] = 1
+    if q_batch == k_batch:  # make sure the two differ
+        q_batch[0] = 1
+    Q = Q[tuple(slice(0, n) for n in q_batch)]
+    K = K[tuple(slice(0, n) for n in k_batch)]
+    if draw(st.booleans()) and all(n == 1 for n in k_batch[:1]):
+        K = K.reshape(K.shape[1:])  # K has fewer leading dims than Q
+    elif draw(st.booleans()) and all(n == 1 for n in q_batch[:1]):
+        Q = Q.reshape(Q.shape[1:])
+    return _qk_args(c, np.ascontiguousarray(Q), np.ascontiguousarray(K))
+
+
+register(
+    Property(
+        name="batch_dims_broadcast",
+        summary="Leading (batch, head) dims of Q and K broadcast: Q (2, 1, n_q, d_k) with K (3, n_k, d_k) "
+        "gives (2, 3, n_q, n_k).",
+        strategy=lambda c, m: _broadcast_qk(c, m),
+        applies=lambda c: _is_qk(c) and c.batched,
+        default_max_value=3.0,
+    )
+)
 register(
     Property(
         name="batch_items_independent",

@@ -1,0 +1,82 @@
+"""Every behaviour a spec's description states is checked by some case, and that case catches an
+implementation that breaks exactly that promise (and otherwise computes the right thing)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnscore.impl import run_impl
+from attnscore.loader import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _right(Q, K):
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+
+
+def _flattened_batch(Q, K):  # reshapes each input to (-1, n, d_k): breaks when the batch dims differ
+    q, k = Q.reshape(-1, *Q.shape[-2:]), K.reshape(-1, *K.shape[-2:])
+    return _right(q, k).reshape(*Q.shape[:-2], Q.shape[-2], K.shape[-2])
+
+
+def _d_model(Q, K):  # scales by √(heads·d_k) when a head axis is present
+    width = Q.shape[-1] * (Q.shape[-3] if Q.dim() >= 3 else 1)
+    return Q @ K.transpose(-2, -1) / math.sqrt(width)
+
+
+def _softmaxed(Q, K):
+    return torch.softmax(_right(Q, K), dim=-1)
+
+
+def _float64(Q, K):
+    return _right(Q.double(), K.double())
+
+
+def _keys_as_rows(Q, K):  # the transpose: (..., n_k, n_q)
+    return _right(Q, K).transpose(-2, -1)
+
+
+# spec -> [(a phrase of its description, the cases that check it, an implementation breaking only it)]
+PROMISES = {
+    "scaled_score_matrix": [
+        ("Leading dims broadcast", {"property:batch_dims_broadcast"}, _flattened_batch),
+        (
+            "never d_model = heads · d_k",
+            {"example:two_heads", "property:scale_independent_of_heads"},
+            _d_model,
+        ),
+        ("No softmax", {"property:scores_not_normalised"}, _softmaxed),
+        ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float64),
+        ("the result has shape (..., n_q, n_k)", {"example:one_query_four_keys"}, _keys_as_rows),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "spec_id, phrase, cases, wrong",
+    [
+        pytest.param(spec_id, phrase, cases, wrong, id=f"{spec_id}: {phrase}")
+        for spec_id, promises in PROMISES.items()
+        for phrase, cases, wrong in promises
+    ],
+)
+def test_each_stated_behaviour_is_checked(spec_id, phrase, cases, wrong):
+    """The phrase is in the description, its cases exist, and an implementation breaking it fails one of them."""
+    spec = load_spec(ROOT / "specs" / f"{spec_id}.yaml")
+    assert phrase in " ".join(spec.description.split())
+    result = run_impl(spec, wrong, dtype="float32", shrink=False)
+    verdicts = {c.id: c.passed for c in result.cases}
+    assert cases <= set(verdicts), sorted(cases - set(verdicts))
+    assert any(not verdicts[case] for case in cases), f"{wrong.__name__} passes {sorted(cases)}"
+
+
+def test_the_right_implementation_keeps_every_promise():
+    """The control: the plain formula passes every case the promises name."""
+    spec = load_spec(ROOT / "specs" / "scaled_score_matrix.yaml")
+    result = run_impl(spec, _right, dtype="float32", shrink=False)
+    assert result.score == result.max_score
