@@ -333,7 +333,7 @@ def _broadcast_qk(draw: Callable[..., Any], c: Contract, max_value: float) -> Ar
     Q, K = draw(_int_qk(c, max_value, min_batch_items=2))
     batch = Q.shape[:-2]
     q_batch, k_batch = list(batch), list(batch)
-    for axis, size in enumerate(batch):
+    for axis in range(len(batch)):
         side = draw(st.sampled_from(["q", "k", "both"]))
         if side == "q":
             q_batch[axis] = 1
