@@ -435,11 +435,10 @@ def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = No
     _same_dtype_and_device(Q=Q, K=K, V=V)
     if V.shape[-2] != K.shape[-2]:
         raise ScoreInputError("V", f"expected n_k={K.shape[-2]} rows as in K, found {V.shape[-2]}")
-    dtype = Q.dtype
-    if dtype in _HALF:  # fp32 accumulation and softmax, as SDPA does; the result in the inputs' dtype
-        Q, K, V = Q.float(), K.float(), V.float()
-    S = score_matrix(Q, K)  # (..., n_q, n_k)
     factor = 1.0 / float(np.sqrt(Q.shape[-1])) if scale is None else float(scale)
-    weights = attention_weights(S * factor, mask)  # (..., n_q, n_k)
-    out = weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
-    return out.to(dtype)
+    if Q.dtype in _HALF:  # scale in float32 before rounding: q·k may overflow float16 before scaling
+        logits = (score_matrix(Q.float(), K.float()) * factor).to(Q.dtype)  # (..., n_q, n_k)
+    else:
+        logits = score_matrix(Q, K) * factor  # (..., n_q, n_k)
+    weights = attention_weights(logits, mask)  # (..., n_q, n_k)
+    return weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)

@@ -463,6 +463,18 @@ def _sweep_orphans(uid: int) -> int:
     return killed
 
 
+def _shared_memory() -> int:
+    """A descriptor of ``_SHARED_BYTES`` of memory-backed file (a memfd; an unlinked temporary
+    file where memfd is missing), sparse: only what is written costs memory."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("attnscore-inputs", os.MFD_CLOEXEC)
+    else:  # pragma: no cover - Linux has memfd
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    os.ftruncate(fd, _SHARED_BYTES)
+    return fd
+
+
 def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...]) -> None:
     """Write the submission's files under ``folder``: folders 0755, files read-only (0444)."""
     os.chmod(folder, 0o755)
@@ -760,18 +772,18 @@ class SandboxRunner:
             runtime = worker_runtime(uid=self.limits.uid) if dropping else WorkerRuntime(sys.executable, ())
         self.runtime = runtime
         self.protections = protections(self.limits)
-        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
         self.uid, self._uid_lock = self.limits.uid, -1
+        if _drops_privileges():  # first: nothing to clean up if every uid is taken
+            self.uid, self._uid_lock = _claim_uid(self.limits)
+        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
         # The worker reads a private copy of the files: the folder they came from (maybe next to
         # specs or other students' files) stays out of reach for another uid.
         self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
         _lay_out(self.private, submission.files)
         # Call inputs live in memory shared with the worker: the grader reads them back after each
         # call, so whether the submission changed them in place is the grader's finding.
-        self.shared = os.memfd_create("attnscore-inputs", os.MFD_CLOEXEC)
-        os.ftruncate(self.shared, _SHARED_BYTES)
+        self.shared = _shared_memory()
         if _drops_privileges():
-            self.uid, self._uid_lock = _claim_uid(self.limits)
             os.chown(self.workdir, self.uid, self.uid)
             _become_subreaper()
         os.chmod(self.workdir, 0o700)
@@ -780,8 +792,8 @@ class SandboxRunner:
         self.worker: _Worker | None = None
         self.load_failure: CallFailure | None = None
         self.disclosed_failure: CallFailure | None = None  # a load failure hidden cases may show in full
-        # What the worker reported about the last call: inputs changed in place, inputs the output
-        # shares memory with. Reported by the worker process itself, so only as honest as it is.
+        # The last call's inspection: inputs changed in place (read from the shared memory by this
+        # process) and inputs the output shares memory with (the worker's own report).
         self.last_inspection: dict[str, list[str]] | None = None
         self.last_names: list[str] = []
         self.started = time.monotonic()

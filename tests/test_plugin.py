@@ -35,7 +35,7 @@ def test_correct_impl_one_item_per_case(tmp_path):
         f"--attnscore-spec={ROOT / 'specs/attention.yaml'}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "20 passed" in proc.stdout
+    assert "24 passed" in proc.stdout
     assert "attention[float32]::example:two_keys" in proc.stdout
     assert "attention[float64]::property:deterministic" in proc.stdout
 
