@@ -198,9 +198,9 @@ def protections(limits: Limits | None = None) -> str:
     if _use_bwrap(limits):
         first = "bwrap: no network, own PIDs, read-only fs without specs"
     elif abi:
-        first = "no bwrap: shared PIDs, UDP open"
+        first = "no bwrap: shared PID namespace"
     else:
-        first = "no bwrap and no landlock: network and a readable filesystem"
+        first = "no bwrap and no landlock: a readable filesystem"
     layers = [first]
     if abi:
         scope = ["fs without specs"] + (["no tcp"] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])

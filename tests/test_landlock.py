@@ -84,7 +84,7 @@ def test_protections_line_names_landlock():
     line = protections(Limits(bwrap=False))
     assert f"landlock v{landlock.abi_version()}: fs without specs" in line
     assert protections(Limits(bwrap=False, landlock=False)).startswith(
-        "no bwrap and no landlock: network and a readable filesystem; "
+        "no bwrap and no landlock: a readable filesystem; "
     )
 
 
