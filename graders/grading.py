@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,22 @@ from graders.sandbox import Limits, SandboxRunner
 from graders.submission import Submission
 from graders.untrusted import clean_text
 
-__all__ = ["grade_submission", "grade_many"]
+__all__ = ["grade_submission", "grade_many", "unscored_in_sandbox", "WORKER_EVIDENCE"]
+
+
+# Properties decided from what the worker itself reports: a submission that rewrites the worker
+# could forge them, so when grading untrusted code they give feedback but no points.
+WORKER_EVIDENCE = frozenset({"output_not_aliased"})
+
+
+def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:
+    """``cases`` with the points of worker-evidenced properties set to 0 (their feedback stays)."""
+    return [
+        replace(c, points=Fraction(0), title=f"{c.title} (feedback only: the sandbox cannot verify it)")
+        if c.property_name in WORKER_EVIDENCE
+        else c
+        for c in cases
+    ]
 
 
 class _Refused:
@@ -75,6 +91,7 @@ def grade_submission(
     dtype = dtype or spec.dtypes[0]
     limits = limits or Limits(call_timeout_s=spec.timeout_s)
     start = time.perf_counter()
+    cases = unscored_in_sandbox(cases)
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
     if submission.problem is not None:  # never run: every case says why

@@ -128,3 +128,23 @@ def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
     assert not isinstance(first, CallFailure) and not isinstance(second, CallFailure), second
     assert second.array.tolist() == [1.0, 0.0]
     assert output.strip() == "harmed 0"
+
+
+def test_aliasing_is_feedback_only_when_grading_untrusted_code(tmp_path):
+    """output_not_aliased rests on the worker's own report, so in the sandbox it says so but scores nothing."""
+    from fractions import Fraction
+
+    from attnscore.cases import build_cases
+    from attnscore.loader import load_spec
+    from graders.grading import grade_submission
+
+    spec = load_spec(ROOT / "specs" / "masked_scores.yaml")
+    path = tmp_path / "alias.py"
+    path.write_text("def masked_scores(S, mask):\n    return S.masked_fill_(~mask, float('-inf'))\n")
+    result = grade_submission(path, spec, build_cases(spec), limits=Limits(call_timeout_s=2.0), shrink_steps=0)
+    by_id = {c.id: c for c in result.cases}
+    aliased = by_id["property:output_not_aliased"]
+    assert aliased.verdict is Verdict.WRONG_VALUE and aliased.max_points == Fraction(0)
+    assert "your output shares memory with the input(s) S" in aliased.message
+    assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
+    assert result.max_score == spec.max_points - 1 and result.score == result.max_score - 1
