@@ -43,6 +43,7 @@ import select
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -412,6 +413,37 @@ def _kill_uid(uid: int) -> None:
         )
         if not _alive_as(uid):
             return
+
+
+_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def _remove_files_of(uid: int, keep: str) -> int:
+    """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
+    present, already keep it from writing), except its working folder ``keep``; returns how many
+    entries went."""
+    removed = 0
+    for folder in _SHARED_WRITABLE:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(folder, name)
+            if os.path.realpath(path) == os.path.realpath(keep):
+                continue
+            try:
+                info = os.lstat(path)
+                if info.st_uid != uid:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def _alive_as(uid: int) -> bool:
@@ -838,6 +870,7 @@ class SandboxRunner:
         if _drops_privileges():
             _kill_uid(self.uid)
             _sweep_orphans(self.uid)
+            _remove_files_of(self.uid, keep=self.workdir)
 
     def _start(self) -> CallFailure | None:
         """Start a worker and import the submission, within what is left of the setup budget.

@@ -148,3 +148,31 @@ def test_aliasing_is_feedback_only_when_grading_untrusted_code(tmp_path):
     assert "your output shares memory with the input(s) S" in aliased.message
     assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
     assert result.max_score == spec.max_points - 1 and result.score == result.max_score - 1
+
+
+def test_files_left_in_shared_folders_are_removed(tmp_path):
+    """Without Landlock a worker can write /tmp and /dev/shm: what its uid left there is removed after it."""
+    import os
+
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("workers get uids of their own only when the grader is root")
+    path = tmp_path / "litter.py"
+    path.write_text(
+        "def scores(q, keys):\n"
+        "    for folder in ('/tmp', '/dev/shm', '/var/tmp'):\n"
+        "        try:\n"
+        "            open(folder + '/attnscore-test-litter', 'w').write('x')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return keys @ q\n"
+    )
+    with SandboxRunner(path, "scores", Limits(bwrap=False, landlock=False)) as runner:
+        runner.call(ARGS, "float32")
+        uid = runner.uid
+        assert any(
+            os.path.exists(f"{d}/attnscore-test-litter") and os.lstat(f"{d}/attnscore-test-litter").st_uid == uid
+            for d in ("/tmp", "/dev/shm", "/var/tmp")
+        )
+    assert not any(os.path.exists(f"{d}/attnscore-test-litter") for d in ("/tmp", "/dev/shm", "/var/tmp"))
