@@ -330,7 +330,9 @@ def main(argv: list[str]) -> None:
             },
         )
         return
-    sys.path.insert(0, os.path.dirname(path))  # the submission's own helper modules import
+    sys.path.insert(0, folder)  # the submission's own helper modules import: beside the entry first
+    if os.path.dirname(path) != folder:
+        sys.path.insert(0, os.path.dirname(path))
 
     try:
         module_spec = importlib.util.spec_from_file_location("submission", path)
