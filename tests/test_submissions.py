@@ -346,3 +346,17 @@ def test_one_students_folder_never_stops_the_class(tmp_path, spec):
     assert [r.score for r in results] == [Fraction(10), Fraction(10), Fraction(0), Fraction(0)]
     assert {c.verdict for c in results[2].cases} == {Verdict.FUNCTION_MISSING}
     assert results[2].error == problems["mallory"]
+
+
+def test_entry_in_a_subfolder_imports_top_level_helpers(tmp_path, spec, cases):
+    """--entry src/main.py: modules beside it and at the folder's top level both import."""
+    folder = write(
+        tmp_path / "s",
+        {
+            "src/main.py": "from local import f\nfrom shared import g\n\ndef scores(q, keys):\n    return g(f(keys, q))\n",
+            "src/local.py": "def f(keys, q):\n    return keys @ q\n",
+            "shared.py": "def g(x):\n    return x\n",
+        },
+    )
+    [submission] = find_submissions([str(folder)], entry="src/main.py")
+    assert grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(10)
