@@ -158,10 +158,16 @@ def _attention_error(a: Args) -> tuple[int, np.ndarray]:
     d_k, n_k = Q.shape[-1], K.shape[-2]
     S = golden.scaled_dot_products(Q, K)
     w = golden.softmax_weights(S, a["mask"])
-    err_S = d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S)  # in units of u
-    row = np.max(err_S, axis=-1, keepdims=True)
-    err_w = np.nan_to_num(w) * (2.0 * row + n_k + 2.0)
-    return 1, err_w @ np.abs(V) + n_k * (np.nan_to_num(w) @ np.abs(V))
+    kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # Masked keys contribute nothing, whatever they hold (NaN, inf); a non-finite kept key makes
+        # its row's golden value non-finite, which is compared by placement, not by this bound.
+        err_S = np.where(kept, d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S), 0.0)  # units of u
+        row = np.max(np.nan_to_num(err_S, nan=0.0, posinf=0.0), axis=-1, keepdims=True)
+        W = np.nan_to_num(w)
+        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V)[..., None, :, :]
+        per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
+    return 1, per_key.sum(axis=-2)  # (..., n_q, n_k, d_v) summed over keys -> (..., n_q, d_v)
 
 
 _MASK = ("...", "n_q", "n_k")

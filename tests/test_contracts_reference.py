@@ -146,3 +146,17 @@ def test_reference_on_cuda_keeps_device():
     """On CUDA the result stays on the inputs' device."""
     Q = torch.ones(2, 3, device="cuda")
     assert reference.scaled_score_matrix(Q, Q).device.type == "cuda"
+
+
+def test_attention_error_bound_ignores_masked_keys():
+    """NaN and inf at masked keys leave the allowed error finite and small: a wrong finite answer fails."""
+    from attnscore.contracts import CONTRACTS
+
+    args = {
+        "Q": np.array([[1.0, 0.0]]),
+        "K": np.array([[1.0, 0.0], [np.nan, 0.0], [np.inf, 0.0]]),
+        "V": np.array([[2.0], [5.0], [np.inf]]),
+        "mask": np.array([[True, False, False]]),
+    }
+    _, scale = CONTRACTS["attention"].error_scale(args)
+    assert np.isfinite(scale).all() and scale.max() < 100
