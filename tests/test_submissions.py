@@ -353,7 +353,8 @@ def test_entry_in_a_subfolder_imports_top_level_helpers(tmp_path, spec, cases):
     folder = write(
         tmp_path / "s",
         {
-            "src/main.py": "from local import f\nfrom shared import g\n\ndef scores(q, keys):\n    return g(f(keys, q))\n",
+            "src/main.py": "from local import f\nfrom shared import g\n\n"
+            "def scores(q, keys):\n    return g(f(keys, q))\n",
             "src/local.py": "def f(keys, q):\n    return keys @ q\n",
             "shared.py": "def g(x):\n    return x\n",
         },
