@@ -55,10 +55,6 @@ class WorkerRuntime:
     mirrors: tuple[tuple[str, str], ...] = ()
     problems: tuple[str, ...] = ()
 
-    def mapping_json(self) -> str:
-        """The mirrors as the worker's command-line argument (a JSON list of pairs)."""
-        return json.dumps([list(pair) for pair in self.mirrors])
-
 
 def _interpreter_path(executable: str) -> tuple[str, ...]:
     """``sys.path`` of ``executable -I`` (run once per interpreter), existing entries only."""

@@ -68,9 +68,7 @@ from graders.untrusted import clean_text
 __all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight", "spec_exposure"]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
-_WORKER_VERDICTS = frozenset(
-    {Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value, Verdict.GRADER_ERROR.value}
-)
+_WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value})
 _ROOT = Path(__file__).resolve().parent.parent
 # The only grader modules the worker may see: copied into a private folder, so the worker's
 # `attnscore` package holds no reference implementation, specs or golden values.

@@ -12,10 +12,10 @@ folder it searches for modules (else the grading machine is at fault: a grader e
 submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, then imports the
 entry file (``ENTRY``, or when empty the one top-level ``.py`` file that defines ``FUNCTION``) as
 module ``submission``, says whether the function was found, and then answers call requests one
-at a time: build fresh tensors from the plain arrays received, call the function, turn whatever
-came back into plain data (:func:`attnscore.outputs.to_received`) and
-send it back with a note of which inputs it changed in place or aliased. It never receives
-expected values.
+at a time: view the inputs as tensors backed by the grader's shared memory, call the function,
+turn whatever came back into plain data (:func:`attnscore.outputs.to_received`) and send it back
+with a note of which inputs the output aliases (the grader reads the shared memory itself to see
+in-place changes). It never receives expected values.
 
 The submission's own stdin is /dev/null and its stdout/stderr go to a pipe the grader drains and
 caps; the request and response pipes live on private descriptors.
@@ -283,7 +283,7 @@ def main(argv: list[str]) -> None:
 
     import torch
 
-    from attnscore.calls import describe_exception, inspect_call, to_torch
+    from attnscore.calls import describe_exception, inspect_call
     from attnscore.outputs import BadReturn, to_received
     from graders import wire
 
@@ -383,13 +383,7 @@ def main(argv: list[str]) -> None:
         request = wire.loads(line)
         call_id = request["id"]
         try:
-            if shared is not None and "inputs" in request:
-                args = [_from_shared(shared, item) for item in request["inputs"]]
-            else:
-                args = [
-                    to_torch(wire.decode_array(a)[1], request["dtype"], request.get("device", "cpu"))
-                    for a in request["args"]
-                ]
+            args = [_from_shared(shared, item) for item in request["inputs"]]
         except Exception as exc:  # noqa: BLE001 - report, do not die
             _send(
                 resp_fd,
@@ -401,7 +395,6 @@ def main(argv: list[str]) -> None:
                 },
             )
             continue
-        copies = [] if shared is not None else [t.clone() for t in args]
         try:
             value = function(*args)
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
@@ -436,10 +429,8 @@ def main(argv: list[str]) -> None:
             continue
         try:
             names = [str(n) for n in request.get("names", [])][: len(args)]
-            if shared is not None:  # the grader reads the shared inputs itself to see mutation
-                inspection = {"mutated": [], "aliased": inspect_call(names, args, args, value)["aliased"]}
-            else:
-                inspection = inspect_call(names, args, copies, value)
+            # the grader reads the shared inputs itself to see mutation; only aliasing is reported
+            inspection = {"mutated": [], "aliased": inspect_call(names, args, args, value)["aliased"]}
         except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
             inspection = None
         _send(

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from attnscore.outputs import CallFailure
 from attnscore.results import Verdict
@@ -112,8 +113,6 @@ def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
     import os
 
     if os.geteuid() != 0:
-        import pytest
-
         pytest.skip("workers get uids of their own only when the grader is root")
     good, bad = tmp_path / "good.py", tmp_path / "bad.py"
     good.write_text("def scores(q, keys):\n    return keys @ q\n")
@@ -155,8 +154,6 @@ def test_files_left_in_shared_folders_are_removed(tmp_path):
     import os
 
     if os.geteuid() != 0:
-        import pytest
-
         pytest.skip("workers get uids of their own only when the grader is root")
     path = tmp_path / "litter.py"
     path.write_text(
