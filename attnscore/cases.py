@@ -106,7 +106,7 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
         if tolerance.mode == "ratio":
             allowed = tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype)
         else:
-            allowed = allowed_error(tolerance, golden, dtype, d_k, scale)
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, spec.contract.operand_sums(contract_args))
     return Call(received_args, golden, allowed, **extra)
 
 

@@ -46,6 +46,9 @@ class Contract:
         to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
         batched, single_query, single_key: what shapes the Q Kᵀ views can express.
         scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
+        operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
+            scaled into the subnormal range first is off by up to half a subnormal per
+            coordinate, times the other factor (see :func:`attnscore.tolerance.allowed_error`).
     """
 
     name: str
@@ -64,6 +67,7 @@ class Contract:
     single_key: bool = False
     scale: str = "none"
     bound_text: str = "d_k·u·Σ|q_i k_i|"
+    operand_fn: Callable[[Args], np.ndarray] | None = None
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -81,6 +85,10 @@ class Contract:
     def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
         """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
         return self.error_fn(args)
+
+    def operand_sums(self, args: Args) -> np.ndarray | None:
+        """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
+        return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
 
     def arguments(self, max_value: float = 10.0) -> Any:
         """A hypothesis strategy of random arguments (dict name -> array) for this contract."""
@@ -115,6 +123,10 @@ def _qk_view(
             mags = mags / np.sqrt(Q.shape[-1]) + np.abs(golden.scaled_dot_products(Q, K))
         return int(Q.shape[-1]), from_scores(mags)
 
+    def operands(a: Args) -> np.ndarray:
+        Q, K = to_qk(a)
+        return from_scores(golden.operand_sums(Q, K))
+
     return Contract(
         name=name,
         parameters=parameters,
@@ -129,6 +141,7 @@ def _qk_view(
         single_query=single_query,
         single_key=single_key,
         scale="sqrt" if scaled else "none",
+        operand_fn=operands,
     )
 
 

@@ -41,6 +41,13 @@ def dot_magnitudes(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
     return np.einsum("...id,...jd->...ij", np.abs(_f64(Q)), np.abs(_f64(K)))
 
 
+def operand_sums(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """``Σ_i (|Q[..., a, i]| + |K[..., b, i]|)`` in float64, same shape as :func:`dot_products`."""
+    q = np.abs(_f64(Q)).sum(axis=-1)[..., :, None]  # (..., n_q, 1)
+    k = np.abs(_f64(K)).sum(axis=-1)[..., None, :]  # (..., 1, n_k)
+    return q + k  # (..., n_q, n_k), batch dims broadcast
+
+
 def scaled_dot_products(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
     """``Q Kᵀ / √d_k`` in float64 (``d_k`` = the last dimension of ``Q``)."""
     return dot_products(Q, K) / np.sqrt(np.shape(Q)[-1])

@@ -266,6 +266,18 @@ def _check_example_shapes(
                 ok = False
             else:
                 sizes.setdefault(symbol, (size, name))
+    full = max((inputs[n].ndim for n, legend in contract.parameters if "..." in legend), default=0)
+    for name in sorted(contract.bool_parameters):
+        rank = inputs[name].ndim
+        if 2 < rank < full:  # (B, n_q, n_k) against (B, H, n_q, n_k): which axis is B? (see reference._as_mask)
+            problems.append(
+                doc.problem(
+                    path + ("inputs", name),
+                    f"expected a mask of shape (n_q, n_k) or of the scores' full rank {full} (1 for broadcast "
+                    f"dims), found the ambiguous shape {_shape_text(inputs[name].shape)}",
+                )
+            )
+            ok = False
     return ok
 
 

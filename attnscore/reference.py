@@ -210,12 +210,26 @@ def _check_at_least_2d(t: torch.Tensor, name: str, shape: str) -> None:
 
 
 def _as_mask(mask: Any, argument: str, like: torch.Tensor) -> torch.Tensor:
-    """Return ``mask`` as a bool tensor on ``like``'s device (True = keep); it must broadcast."""
+    """Return ``mask`` as a bool tensor on ``like``'s device (True = keep).
+
+    Accepted mask ranks: at most 2 (``(n_q, n_k)``, ``(n_k,)``: the same for every batch and head),
+    or the scores' full rank with 1 for broadcast dims. A rank in between is refused: with
+    ``B == H``, a ``(B, n_q, n_k)`` mask would silently align with the head axis of
+    ``(B, H, n_q, n_k)`` scores (numpy broadcasting aligns from the right).
+    """
     m = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
     if m.dtype != torch.bool:
         raise ScoreInputError(argument, f"expected a bool mask (True = keep), found dtype {m.dtype}")
     if m.device != like.device:
         raise ScoreInputError(argument, f"device {m.device} differs from the scores' {like.device}")
+    if 2 < m.ndim < like.ndim:
+        # (B, n_q, n_k) against (B, H, n_q, n_k) scores would align B with the head axis: refuse to guess.
+        raise ScoreInputError(
+            argument,
+            f"shape {tuple(m.shape)} is ambiguous for scores of shape {tuple(like.shape)}: expected a mask of "
+            f"shape (n_q, n_k) or of the scores' full rank {like.ndim} with 1 for broadcast dims "
+            f"(e.g. mask[:, None] for a (batch, n_q, n_k) mask over heads)",
+        )
     try:
         torch.broadcast_shapes(m.shape, like.shape)
     except RuntimeError:
@@ -359,14 +373,15 @@ def masked_scores(S: Any, mask: Any) -> torch.Tensor:
 
     Args:
         S: scores, shape ``(..., n_q, n_k)``.
-        mask: bool, True = keep; shape broadcastable to ``S`` (e.g. ``(n_q, n_k)``).
+        mask: bool, True = keep; shape ``(n_q, n_k)`` or ``S``'s full rank, each dim equal or 1.
 
     Returns:
         A new tensor of ``S``'s shape, dtype and device; whatever a masked entry held (NaN, inf)
         is replaced by ``-inf``.
 
     Raises:
-        ScoreInputError: ``mask`` is not bool, does not broadcast, or is on another device.
+        ScoreInputError: ``mask`` is not bool, does not broadcast, has an ambiguous rank (more than
+            2 dims but fewer than ``S``), or is on another device.
 
     Source: Vaswani et al. (2017), section 3.2.3 ("masking out (setting to −∞) all values").
 
@@ -384,7 +399,7 @@ def attention_weights(S: Any, mask: Any = None) -> torch.Tensor:
 
     Args:
         S: scores (logits), shape ``(..., n_q, n_k)``.
-        mask: optional bool mask, True = keep, broadcastable to ``S``.
+        mask: optional bool mask, True = keep: ``(n_q, n_k)`` or ``S``'s full rank (dims equal or 1).
 
     Returns:
         Tensor of ``S``'s shape, dtype and device. Each row sums to 1 over its kept keys; masked
@@ -415,7 +430,8 @@ def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = No
 
     Args:
         Q: queries ``(..., n_q, d_k)``; K: keys ``(..., n_k, d_k)``; V: values ``(..., n_k, d_v)``.
-        mask: optional bool mask, True = keep, broadcastable to ``(..., n_q, n_k)``.
+        mask: optional bool mask, True = keep: ``(n_q, n_k)`` or the scores' full rank
+            ``(..., n_q, n_k)`` with 1 for broadcast dims (a rank in between is refused as ambiguous).
         scale: the factor applied to the scores; default ``1/√d_k``.
 
     Returns:

@@ -96,7 +96,14 @@ class Tolerance:
         return np.maximum(max(atol, self.factor * err), ulp)
 
 
-def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scale: np.ndarray) -> np.ndarray:
+def allowed_error(
+    tol: Tolerance,
+    golden: np.ndarray,
+    dtype: str,
+    d_k: int,
+    scale: np.ndarray,
+    operands: np.ndarray | None = None,
+) -> np.ndarray:
     """Per-entry allowed absolute error, same shape as ``golden`` (float64).
 
     Args:
@@ -105,6 +112,10 @@ def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scal
         dtype: the tested dtype (``"float32"``, ...), which sets ``u`` and the close defaults.
         d_k: the dot products' length.
         scale: ``Σ_i |q_i k_i|`` per entry, same shape as ``golden``.
+        operands: ``Σ_i (|q_i| + |k_i|)`` per entry, or None. Below the normal range rounding is
+            absolute: a query scaled first (``(Q·d_k^-½) Kᵀ``) into the subnormal range is off by
+            up to half a subnormal per coordinate, and that error is multiplied by ``|k_i|``. The
+            absolute floor is ``(d_k + 1 + Σ_i (|q_i| + |k_i|))`` subnormals (tiny outside float16).
     """
     golden = np.asarray(golden, dtype=np.float64)
     if tol.mode == "exact":
@@ -124,4 +135,7 @@ def allowed_error(tol: Tolerance, golden: np.ndarray, dtype: str, d_k: int, scal
         bound = tol.factor * max(d_k, 1) * u * scale
     # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
     # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
-    return bound + u * np.abs(golden) + (max(d_k, 1) + 1) * SUBNORMAL_MIN[dtype]
+    floor_units = max(d_k, 1) + 1.0
+    if operands is not None:
+        floor_units = floor_units + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
+    return bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]

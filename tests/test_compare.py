@@ -234,3 +234,36 @@ def test_ratio_floor_is_one_ulp_of_each_entry():
     assert allowed[0] == pytest.approx(2 * 2.0**-11 * 19.140625)
     assert abs(19.15625 - 19.140625) <= allowed[0]
     assert allowed[1] == pytest.approx(2.0**-10)
+
+
+@pytest.mark.parametrize("variant", ["query_scaled", "key_scaled", "both_scaled"])
+def test_queries_scaled_into_the_subnormal_range_pass_in_float16(variant):
+    """Issue 9 item 14: (Q·d_k^-½) Kᵀ with Q near 1e-7 rounds Q to subnormals; the floor scales with |k|."""
+    from attnscore.cases import _call
+    from attnscore.loader import load_spec
+
+    spec = load_spec("specs/scaled_score_matrix.yaml")
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        d = int(rng.integers(1, 17))
+        Q = rng.uniform(-1, 1, (3, d)) * 10.0 ** rng.uniform(-8, -4)
+        K = rng.uniform(-10, 10, (4, d))
+        call = _call(spec, {"Q": Q, "K": K}, "float16", spec.tolerance)
+        q, k = (torch.tensor(call.args[n], dtype=torch.float16) for n in ("Q", "K"))
+        if variant == "query_scaled":
+            out = (q * d**-0.5) @ k.T
+        elif variant == "key_scaled":
+            out = q @ (k * d**-0.5).T
+        else:
+            out = (q * d**-0.25) @ (k * d**-0.25).T
+        assert (np.abs(out.double().numpy() - call.golden) <= call.allowed).all()
+
+
+def test_subnormal_floor_counts_operand_magnitudes():
+    from attnscore.tolerance import SUBNORMAL_MIN, Tolerance, allowed_error
+
+    golden = np.zeros(1)
+    plain = allowed_error(Tolerance("dot_bound"), golden, "float16", 4, np.zeros(1))[0]
+    with_k = allowed_error(Tolerance("dot_bound"), golden, "float16", 4, np.zeros(1), np.array([40.0]))[0]
+    assert plain == 5 * SUBNORMAL_MIN["float16"]
+    assert with_k == 45 * SUBNORMAL_MIN["float16"]

@@ -198,3 +198,22 @@ def test_fuzzed_yaml_gives_a_spec_or_located_problems(tmp_path_factory, text):
     except SpecError as exc:
         assert exc.problems
         assert all(p.line >= 1 and p.col >= 1 and p.file == str(path) for p in exc.problems)
+
+
+def test_ambiguous_mask_rank_in_a_worked_example_is_located(tmp_path):
+    """A (B, n_q, n_k) mask next to (B, H, n_q, d_k) queries: refused where it is written."""
+    import yaml
+
+    from attnscore.loader import load_spec
+
+    doc = yaml.safe_load(open("specs/attention.yaml"))
+    example = next(e for e in doc["worked_examples"] if e["id"] == "padding_mask_per_batch")
+    example["inputs"]["mask"] = [[[True, True]], [[True, False]]]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    text = str(err.value)
+    assert "worked_examples[" in text
+    assert "inputs.mask: expected a mask of shape (n_q, n_k) or of the scores' full " in text
+    assert "rank 4 (1 for broadcast dims), found the ambiguous shape (2, 1, 2)" in text

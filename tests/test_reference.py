@@ -155,3 +155,42 @@ def test_bfloat16_scores_accumulate_in_float32():
     got = scaled_score_matrix(q, torch.ones(1, 5, dtype=torch.bfloat16))
     assert got.dtype == torch.bfloat16
     assert got.item() == torch.tensor(260 / 5**0.5, dtype=torch.bfloat16).item()
+
+
+def test_mask_ranks_between_two_and_full_are_refused_as_ambiguous():
+    """(B, n_q, n_k) against (B, H, n_q, n_k) scores with B == H would align B with the heads: refused."""
+    from attnscore.reference import attention_weights, masked_scores
+
+    S = torch.arange(16.0).reshape(2, 2, 2, 2)  # (batch, heads, n_q, n_k)
+    per_batch = torch.tensor([[[True, True], [True, True]], [[True, False], [True, False]]])  # (B, n_q, n_k)
+    with pytest.raises(ScoreInputError) as err:
+        masked_scores(S, per_batch)
+    assert str(err.value) == (
+        "mask: shape (2, 2, 2) is ambiguous for scores of shape (2, 2, 2, 2): expected a mask of shape "
+        "(n_q, n_k) or of the scores' full rank 4 with 1 for broadcast dims (e.g. mask[:, None] for a "
+        "(batch, n_q, n_k) mask over heads)"
+    )
+    with pytest.raises(ScoreInputError, match="ambiguous"):
+        attention_weights(S, per_batch)
+    # the full-rank form is the batch mask, broadcast over the heads
+    out = masked_scores(S, per_batch[:, None])
+    assert out[1, 0, 0].tolist() == [8.0, float("-inf")]
+    assert out[1, 1, 1].tolist() == [14.0, float("-inf")]
+    assert out[0, 1, 0].tolist() == [4.0, 5.0]
+    # (n_q, n_k) and (n_k,) apply to every batch and head
+    assert masked_scores(S, torch.tensor([[True, False], [True, True]]))[1, 1].tolist() == [
+        [12.0, float("-inf")],
+        [14.0, 15.0],
+    ]
+    assert masked_scores(S, torch.tensor([False, True]))[0, 0, 0].tolist() == [float("-inf"), 1.0]
+
+
+def test_attention_per_batch_padding_mask_is_not_aligned_with_heads():
+    from attnscore.reference import attention
+
+    Q = torch.tensor([1.0, 0.0]).expand(2, 2, 1, 2)
+    K = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).expand(2, 2, 2, 2)
+    V = torch.tensor([[1.0], [3.0]]).expand(2, 2, 2, 1)
+    mask = torch.tensor([[True, True], [True, False]])[:, None, None, :]  # (batch, 1, 1, n_k)
+    out = attention(Q, K, V, mask)[..., 0, 0]
+    assert out.flatten().tolist() == pytest.approx([1.6604769, 1.6604769, 1.0, 1.0])
