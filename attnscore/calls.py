@@ -20,12 +20,21 @@ TORCH_DTYPES = {
 }
 
 
-def to_torch(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
-    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks)."""
+def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
+    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks).
+
+    With ``layout`` (see :mod:`attnscore.layouts`) the tensor is a non-contiguous view with the
+    same values: transposed, sliced or expanded.
+    """
     arr = np.asarray(array)
-    if arr.dtype == np.bool_:
-        return torch.tensor(arr, dtype=torch.bool, device=device)
-    return torch.tensor(arr, dtype=TORCH_DTYPES[dtype], device=device)
+    torch_dtype = torch.bool if arr.dtype == np.bool_ else TORCH_DTYPES[dtype]
+    if layout is None:
+        return torch.tensor(arr, dtype=torch_dtype, device=device)
+    from attnscore.layouts import strided_form
+
+    form = strided_form(arr, layout)
+    storage = torch.tensor(form.storage, dtype=torch_dtype, device=device)
+    return storage.as_strided(form.shape, form.strides, form.offset)
 
 
 def type_name(exc: BaseException) -> str:

@@ -36,7 +36,9 @@ class Call:
     A relational property makes several calls per example; the example's last call carries
     ``check`` (see :class:`attnscore.properties.CheckContext`), ``group`` (the indices in the
     case's calls of all the example's calls, this one last) and the drawn ``example``.
-    ``compare_golden`` False skips the golden comparison of this call.
+    ``compare_golden`` False skips the golden comparison of this call. ``layouts`` maps an
+    argument's name to the memory layout it is handed over in (:mod:`attnscore.layouts`);
+    arguments not named there are fresh contiguous tensors.
     """
 
     args: dict[str, np.ndarray]
@@ -46,6 +48,7 @@ class Call:
     group: tuple[int, ...] = ()
     example: Any = None
     compare_golden: bool = True
+    layouts: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,10 @@ def cast(array: np.ndarray, dtype: str) -> np.ndarray:
 def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
     received_args = {name: cast(args[name], dtype) for name in spec.contract.parameter_names}
     pairs = zip(spec.contract.parameter_names, spec.parameter_names, strict=True)
-    received_args = {new: received_args[old] for old, new in pairs}
+    renamed = dict(pairs)
+    received_args = {renamed[old]: value for old, value in received_args.items()}
+    if extra.get("layouts"):
+        extra["layouts"] = {renamed[old]: layout for old, layout in extra["layouts"].items()}
     contract_args = dict(zip(spec.contract.parameter_names, received_args.values(), strict=True))
     with np.errstate(all="ignore"):
         golden = spec.contract.golden(contract_args)
@@ -130,6 +136,8 @@ def property_calls(
         for k, args in enumerate(arg_list):
             last = k == len(arg_list) - 1
             extra: dict[str, Any] = {"compare_golden": prop.golden}
+            if prop.layouts is not None:
+                extra["layouts"] = prop.layouts(spec.contract, example)
             if last and prop.check is not None:
                 extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)
             calls.append(_call(spec, args, dtype, tolerance, **extra))

@@ -18,6 +18,7 @@ import numpy as np
 
 from attnscore.cases import Case
 from attnscore.compare import Mismatch, compare, format_number
+from attnscore.layouts import describe_layout, effective_layout
 from attnscore.outputs import CallFailure, Received
 from attnscore.properties import get_property
 from attnscore.results import CaseResult, SubmissionResult, Verdict
@@ -43,13 +44,28 @@ def _inputs_text(args: dict[str, np.ndarray]) -> str:
     )
 
 
-def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str) -> str:
-    """A one-line call the student can paste (after importing torch and their function)."""
+def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str, layouts: dict[str, str] | None = None) -> str:
+    """A one-line call the student can paste (after importing torch and their function); an
+    argument handed over as a view (``layouts``) is built as such a view."""
     parts = []
-    for a in args.values():
-        torch_dtype = "torch.bool" if np.asarray(a).dtype == np.bool_ else f"torch.{dtype}"
-        values = np.asarray(a).tolist() if np.asarray(a).dtype == np.bool_ else _py_values(a, dtype)
-        parts.append(f"torch.tensor({values}, dtype={torch_dtype})")
+    for name, a in args.items():
+        arr = np.asarray(a)
+        layout = effective_layout(layouts[name], arr.shape) if layouts and name in layouts else None
+        if layout == "transposed":
+            arr = np.swapaxes(arr, -1, -2)
+        elif layout == "expanded":
+            axis = next(i for i, n in enumerate(arr.shape) if n > 1)
+            arr = np.take(arr, [0], axis=axis)
+        torch_dtype = "torch.bool" if arr.dtype == np.bool_ else f"torch.{dtype}"
+        values = arr.tolist() if arr.dtype == np.bool_ else _py_values(arr, dtype)
+        text = f"torch.tensor({values}, dtype={torch_dtype})"
+        if layout == "transposed":
+            text += ".mT"
+        elif layout == "expanded":
+            text += f".expand{tuple(int(n) for n in np.shape(a))}"
+        elif layout == "sliced":
+            text += ".repeat_interleave(2, dim=-1)[..., ::2]" if arr.ndim else ""
+        parts.append(text)
     return f"{function}({', '.join(parts)})"
 
 
@@ -154,7 +170,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
     outputs: dict[int, Received] = {}
     inspections: dict[int, dict[str, list[str]] | None] = {}
     for number, call in enumerate(case.calls, start=1):
-        outcome = runner.call(call.args, dtype)
+        outcome = runner.call(call.args, dtype, call.layouts) if call.layouts else runner.call(call.args, dtype)
         diagnosis = None
         if isinstance(outcome, CallFailure):
             verdict, detail = Verdict(outcome.verdict), outcome.message
@@ -203,7 +219,8 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
             verdict, detail = mismatch.verdict, mismatch.message
             if diagnosis is None:
                 diagnosis = diagnose(spec, call, outcome, dtype)
-            if case.property_name and not hidden and verdict is Verdict.WRONG_VALUE:
+            laid_out_nan = verdict is Verdict.NON_FINITE and bool(call.layouts)  # poison read from storage
+            if case.property_name and not hidden and (verdict is Verdict.WRONG_VALUE or laid_out_nan):
                 hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden)
                 if hint:
                     detail = f"{detail}\nLikely cause: {hint}."
@@ -223,11 +240,14 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
         elif not hidden:
             lines.append(f"Worked example: {case.title} ({case.location})")
             lines.append(f"Inputs: {name}({_inputs_text(call.args)})")
+        if call.layouts and not hidden:
+            views = [describe_layout(n, lay, np.shape(call.args[n])) for n, lay in call.layouts.items()]
+            lines.append(f"Layout: {'; '.join(views)}.")
         lines.append(detail)
         if not hidden:
             if case.explanation:
                 lines.append(f"Why: {' '.join(case.explanation.split())}")
-            lines.append(f"Reproduce: {_reproduction(name, call.args, dtype)}")
+            lines.append(f"Reproduce: {_reproduction(name, call.args, dtype, call.layouts)}")
         counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
         return _failed(case, verdict, "\n".join(lines), counterexample, number, diagnosis)
     return CaseResult(

@@ -1,7 +1,8 @@
 """Runners: how a case's calls reach an implementation.
 
-A runner takes the arguments of one call (plain numpy arrays already cast to the tested dtype)
-and returns an :data:`attnscore.outputs.Outcome`: the result as plain data, or a failure with its
+A runner takes the arguments of one call (plain numpy arrays already cast to the tested dtype,
+and optionally the memory layout to hand each one over in, see :mod:`attnscore.layouts`) and
+returns an :data:`attnscore.outputs.Outcome`: the result as plain data, or a failure with its
 verdict. :class:`InProcessRunner` calls trusted code (the reference, an engineer's function)
 directly; the sandboxed runner for untrusted submissions is in :mod:`graders.sandbox`.
 """
@@ -23,7 +24,7 @@ __all__ = ["Runner", "InProcessRunner"]
 class Runner(Protocol):
     """Anything that can make one call of the implementation under test."""
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome: ...
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome: ...
 
 
 class InProcessRunner:
@@ -39,9 +40,10 @@ class InProcessRunner:
         self.device = device
         self.last_inspection: dict[str, list[str]] | None = None
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome:
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
         names = list(args)
-        tensors = [to_torch(a, dtype, self.device) for a in args.values()]
+        layouts = layouts or {}
+        tensors = [to_torch(a, dtype, self.device, layouts.get(n)) for n, a in args.items()]
         copies = [t.clone() for t in tensors]
         self.last_inspection = None
         try:

@@ -164,12 +164,12 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
 
 
 @st.composite
-def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6) -> dict[str, Any]:
+def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6, min_size: int = 1) -> dict[str, Any]:
     """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
     symbols = {sym for _, legend in contract.parameters for sym in legend}
     sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
     for sym in sorted(symbols - {"..."}):
-        sizes[sym] = draw(st.integers(1, max_size))
+        sizes[sym] = draw(st.integers(min_size, max(min_size, max_size)))
     return sizes
 
 

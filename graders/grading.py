@@ -52,7 +52,7 @@ class _Refused:
     def __init__(self, failure: CallFailure) -> None:
         self.failure = failure
 
-    def call(self, args: Any, dtype: str) -> CallFailure:
+    def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
         return self.failure
 
 

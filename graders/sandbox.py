@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from attnscore.calls import to_torch
+from attnscore.layouts import strided_form
 from attnscore.outputs import CallFailure, Outcome
 from attnscore.results import Verdict
 from graders import landlock, wire
@@ -925,18 +926,30 @@ class SandboxRunner:
         self.load_failure = failure
         return failure
 
-    def _share_inputs(self, args: Mapping[str, np.ndarray], dtype: str) -> list[dict[str, Any]] | None:
-        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout."""
+    def _share_inputs(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
+    ) -> list[dict[str, Any]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
+
+        An input with a memory layout is written as its view's storage, with the strides and
+        storage offset the worker rebuilds the view with (``as_strided``)."""
         layout, offset = [], 0
         for name, array in args.items():
             kind = "bool" if array.dtype == np.bool_ else dtype
-            tensor = to_torch(array, kind).contiguous().reshape(-1)
+            item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
+            if name in layouts:
+                form = strided_form(array, layouts[name])
+                tensor = to_torch(form.storage, kind)
+                item.update(strides=list(form.strides), storage_offset=form.offset, count=int(form.storage.size))
+            else:
+                tensor = to_torch(array, kind).contiguous().reshape(-1)
             raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
             offset = -(-offset // 64) * 64
             if offset + len(raw) > _SHARED_BYTES:
                 return None
             os.pwrite(self.shared, raw, offset)
-            layout.append({"name": name, "dtype": kind, "shape": list(array.shape), "offset": offset, "raw": raw})
+            item.update(offset=offset, raw=raw)
+            layout.append(item)
             offset += len(raw)
         return layout
 
@@ -950,8 +963,9 @@ class SandboxRunner:
                 return CallFailure(Verdict.GRADER_ERROR.value, f"{text} ({fault})", scope)
         return CallFailure(verdict, text, scope)
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str) -> Outcome:
-        """Make one call; never raises for anything the submission does."""
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        """Make one call (inputs in ``layouts``, see :mod:`attnscore.layouts`); never raises for
+        anything the submission does."""
         self.calls += 1
         if self.load_failure is not None:
             return self.load_failure
@@ -969,7 +983,7 @@ class SandboxRunner:
             return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
         self.last_inspection = None
         self.last_names = list(args)
-        layout = self._share_inputs(args, dtype)
+        layout = self._share_inputs(args, dtype, layouts or {})
         if layout is None:
             return CallFailure(Verdict.GRADER_ERROR.value, f"the inputs exceed the sandbox's {_SHARED_BYTES} bytes")
         request = {

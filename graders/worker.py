@@ -140,6 +140,9 @@ def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
     count = math.prod(shape)
     if count == 0:
         return torch.empty(shape, dtype=dtype)
+    if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.layouts)
+        storage = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
+        return storage.as_strided(shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
     return torch.frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])).view(shape)
 
 

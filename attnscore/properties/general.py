@@ -1,10 +1,16 @@
-"""Properties that apply to every contract: reference values, inputs, aliasing, dtype, determinism."""
+"""Properties that apply to every contract: reference values, inputs, aliasing, dtype, determinism,
+non-contiguous inputs."""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+from hypothesis import strategies as st
+
+from attnscore.layouts import LAYOUTS, expand_values
 from attnscore.properties.registry import CheckContext, Property, register
+from attnscore.strategies import legend_sizes, random_args
 
 register(
     Property(
@@ -86,5 +92,41 @@ register(
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         calls=lambda c, ex: [ex, ex],
         check=_deterministic,
+    )
+)
+
+
+def _layout_example(contract: Any, max_value: float) -> st.SearchStrategy[tuple[dict[str, np.ndarray], dict[str, str]]]:
+    names = contract.parameter_names
+    layouts = st.tuples(*[st.sampled_from(LAYOUTS) for _ in names]).map(lambda ls: dict(zip(names, ls, strict=True)))
+    # every legend size >= 2, so that a transposed or sliced view is really not contiguous
+    args = legend_sizes(contract, min_size=2).flatmap(lambda sizes: random_args(contract, max_value, sizes))
+    return st.tuples(args, layouts)
+
+
+def _laid_out_values(contract: Any, example: Any) -> list[dict[str, np.ndarray]]:
+    args, layouts = example
+    return [{name: expand_values(a, layouts[name]) for name, a in args.items()}]
+
+
+def _contiguity_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
+    return (
+        "your code reads an input as if it were contiguous (e.g. .view() on an input, or raw storage "
+        "indexing); the same values in a transposed, sliced or expanded view must give the same result: "
+        "use .reshape() or .contiguous() first"
+    )
+
+
+register(
+    Property(
+        name="non_contiguous_inputs",
+        summary=(
+            "Inputs handed over as non-contiguous views (transposed, sliced every other column, or "
+            "expanded with stride 0) give the same result as fresh contiguous tensors."
+        ),
+        strategy=_layout_example,
+        calls=_laid_out_values,
+        layouts=lambda c, ex: dict(ex[1]),
+        hint=_contiguity_hint,
     )
 )

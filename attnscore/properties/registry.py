@@ -16,8 +16,6 @@ __all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register",
 
 Args = dict[str, np.ndarray]
 
-Args = dict[str, np.ndarray]
-
 
 @dataclass(frozen=True)
 class CheckContext:
@@ -67,6 +65,8 @@ class Property:
         hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
         diagnosis: id of the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`).
         default_max_value: default bound on input magnitudes.
+        layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument is
+            handed over in (:mod:`attnscore.layouts`); None: fresh contiguous tensors.
     """
 
     name: str
@@ -80,6 +80,7 @@ class Property:
     diagnosis: str | None = None
     default_max_value: float = 10.0
     tags: tuple[str, ...] = field(default_factory=tuple)
+    layouts: Callable[[Contract, Any], dict[str, str]] | None = None
 
 
 PROPERTIES: dict[str, Property] = {}
