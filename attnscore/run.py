@@ -219,8 +219,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
             verdict, detail = mismatch.verdict, mismatch.message
             if diagnosis is None:
                 diagnosis = diagnose(spec, call, outcome, dtype)
-            laid_out_nan = verdict is Verdict.NON_FINITE and bool(call.layouts)  # poison read from storage
-            if case.property_name and not hidden and (verdict is Verdict.WRONG_VALUE or laid_out_nan):
+            if case.property_name and not hidden and verdict is Verdict.WRONG_VALUE:
                 hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden)
                 if hint:
                     detail = f"{detail}\nLikely cause: {hint}."

@@ -22,7 +22,7 @@ def test_correct_implementation_passes_in_both_dtypes():
         "test", "--impl", "examples.impl.my_attention:scaled_score_matrix", "--spec", "specs/scaled_score_matrix.yaml"
     )
     assert result.exit_code == 0, result.output
-    assert result.output.count("Score: 27/27") == 2
+    assert result.output.count("Score: 28/28") == 2
     assert "in float32 on cpu" in result.output and "in float64 on cpu" in result.output
 
 

@@ -79,7 +79,10 @@ def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
     by_id = {c.id: c for c in result.cases}
     assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
     assert "your function changed its input(s) Q in place" in by_id["property:inputs_not_mutated"].message
-    assert result.score == result.max_score - 1  # right values everywhere else: one mistake, counted once
+    # right values everywhere else; an expanded (stride 0) Q cannot be written in place at all
+    assert by_id["property:non_contiguous_inputs"].verdict is Verdict.EXCEPTION
+    assert "more than one element of the written-to tensor" in by_id["property:non_contiguous_inputs"].message
+    assert result.score == result.max_score - 2
 
 
 NEIGHBOUR_HARM = """\

@@ -59,7 +59,7 @@ def test_folder_submission_imports_its_helper_module(tmp_path, spec, cases):
     assert submission.entry is None
     assert [name for name, _ in submission.files] == ["helper.py", "solution.py", "utils/__init__.py", "utils/extra.py"]
     result = grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0)
-    assert result.score == Fraction(10), [c.message for c in result.cases]
+    assert result.score == Fraction(11), [c.message for c in result.cases]
 
 
 def test_folder_submission_with_package_import_and_entry(tmp_path, spec, cases):
@@ -76,7 +76,7 @@ def test_folder_submission_with_package_import_and_entry(tmp_path, spec, cases):
     [submission] = find_submissions([str(folder)], entry="main.py")
     assert submission.entry == "main.py"
     result = grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0)
-    assert result.score == Fraction(10)
+    assert result.score == Fraction(11)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_the_file_that_defines_it_wins_over_one_that_imports_it(tmp_path, spec, 
         {"solution.py": CORRECT, "test_mine.py": "from solution import scores\nprint(scores)\n"},
     )
     [submission] = find_submissions([str(folder)], one=True)
-    assert grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(10)
+    assert grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(11)
 
 
 def test_class_folder_layout(tmp_path):
@@ -182,7 +182,7 @@ def test_gradescope_grades_a_folder_of_two_files(tmp_path):
     )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["score"] == 10 and all(t["status"] == "passed" for t in data["tests"])
+    assert data["score"] == 11 and all(t["status"] == "passed" for t in data["tests"])
 
 
 def test_files_of_a_folder_are_read_before_any_submission_runs(tmp_path, spec):
@@ -201,7 +201,7 @@ def test_files_of_a_folder_are_read_before_any_submission_runs(tmp_path, spec):
         (tmp_path / "class" / "b" / "helper.py").write_text("def f(q, keys):\n    return q.sum() + 99\n")
 
     results = grade_many(found, spec, limits=LIMITS, on_result=tamper, shrink_steps=0)
-    assert [r.score for r in results] == [Fraction(10), Fraction(10)]
+    assert [r.score for r in results] == [Fraction(11), Fraction(11)]
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,7 @@ def test_a_list_of_rows_or_zero_dim_scores_is_one_result(tmp_path, spec, cases):
     """A list of 0-d tensors (one score per key) is still a correct answer."""
     path = tmp_path / "s.py"
     path.write_text("import torch\n\ndef scores(q, keys):\n    return [torch.dot(k, q) for k in keys]\n")
-    assert grade_submission(path, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(10)
+    assert grade_submission(path, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(11)
 
 
 @pytest.mark.parametrize(
@@ -285,7 +285,7 @@ def test_student_folder_without_the_entry_file_gets_a_verdict(tmp_path, spec, ca
     """In a class, a student whose folder lacks the entry file is told so; the batch goes on."""
     write(tmp_path / "class", {"alice/solution.py": CORRECT, "bob/work.py": CORRECT})
     alice, bob = find_submissions([str(tmp_path / "class")], entry="solution.py")
-    assert grade_submission(alice, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(10)
+    assert grade_submission(alice, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(11)
     result = grade_submission(bob, spec, cases, limits=LIMITS, shrink_steps=0)
     assert {c.verdict for c in result.cases} == {Verdict.FUNCTION_MISSING}
     assert result.error == "your submission has no file named 'solution.py' (its .py files: work.py)"
@@ -327,7 +327,7 @@ def test_entry_choice_and_import_like_python_does(tmp_path, spec, cases, files):
     """Correct uploads written the ways students write them get full marks as one folder submission."""
     [submission] = find_submissions([str(write(tmp_path / "s", files))], one=True)
     result = grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0)
-    assert result.score == Fraction(10), [c.message for c in result.cases]
+    assert result.score == Fraction(11), [c.message for c in result.cases]
 
 
 def test_one_students_folder_never_stops_the_class(tmp_path, spec):
@@ -343,7 +343,7 @@ def test_one_students_folder_never_stops_the_class(tmp_path, spec):
     assert problems["mallory"] == "your submission could not be read: expected at most 200 files, found more"
     assert problems["zed.py"] == "your submission could not be read: expected at most 1048576 bytes, found 1048577"
     results = grade_many(found, spec, limits=LIMITS, shrink_steps=0)
-    assert [r.score for r in results] == [Fraction(10), Fraction(10), Fraction(0), Fraction(0)]
+    assert [r.score for r in results] == [Fraction(11), Fraction(11), Fraction(0), Fraction(0)]
     assert {c.verdict for c in results[2].cases} == {Verdict.FUNCTION_MISSING}
     assert results[2].error == problems["mallory"]
 
@@ -360,4 +360,4 @@ def test_entry_in_a_subfolder_imports_top_level_helpers(tmp_path, spec, cases):
         },
     )
     [submission] = find_submissions([str(folder)], entry="src/main.py")
-    assert grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(10)
+    assert grade_submission(submission, spec, cases, limits=LIMITS, shrink_steps=0).score == Fraction(11)

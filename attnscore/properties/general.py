@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.layouts import LAYOUTS, expand_values
-from attnscore.properties.registry import CheckContext, Property, register
+from attnscore.properties.registry import CheckContext, Property, close_enough, register
 from attnscore.strategies import legend_sizes, random_args
 
 register(
@@ -106,14 +106,37 @@ def _layout_example(contract: Any, max_value: float) -> st.SearchStrategy[tuple[
 
 def _laid_out_values(contract: Any, example: Any) -> list[dict[str, np.ndarray]]:
     args, layouts = example
-    return [{name: expand_values(a, layouts[name]) for name, a in args.items()}]
+    values = {name: expand_values(a, layouts[name]) for name, a in args.items()}
+    return [values, values]  # first as fresh contiguous tensors, then as views (see layouts=)
 
 
-def _contiguity_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
+_CONTIGUITY_HINT = (
+    "your code reads an input as if it were contiguous (e.g. .view() on an input, or raw storage "
+    "indexing); the same values in a transposed, sliced or expanded view must give the same result: "
+    "use .reshape() or .contiguous() first"
+)
+
+
+def _same_for_views(ctx: CheckContext) -> str | None:
+    contiguous, viewed = ctx.outputs
+    a, b = ctx.values(0), ctx.values(1)
+    if a.shape != b.shape:
+        return (
+            f"the same values gave shape {tuple(a.shape)} as contiguous tensors but {tuple(b.shape)} as views; "
+            + _CONTIGUITY_HINT
+        )
+    allowed = np.asarray(ctx.allowed[1], dtype=np.float64)
+    # the golden value's allowed error, entry by entry; a wrong-shaped output gets its largest
+    allowed = 2 * (allowed if allowed.shape == a.shape else np.full(a.shape, np.max(allowed, initial=0.0)))
+    if close_enough(b, a, allowed):
+        return None
+    with np.errstate(invalid="ignore"):
+        differs = ~((np.isnan(a) & np.isnan(b)) | (a == b) | (np.abs(a - b) <= allowed))
+    index = tuple(int(i) for i in np.argwhere(differs)[0]) if differs.any() else ()
+    where = f"out[{', '.join(map(str, index))}]" if index else "out"
     return (
-        "your code reads an input as if it were contiguous (e.g. .view() on an input, or raw storage "
-        "indexing); the same values in a transposed, sliced or expanded view must give the same result: "
-        "use .reshape() or .contiguous() first"
+        f"the same values gave {where} = {a[index]:.6g} as contiguous tensors but {b[index]:.6g} as views; "
+        + _CONTIGUITY_HINT
     )
 
 
@@ -122,11 +145,12 @@ register(
         name="non_contiguous_inputs",
         summary=(
             "Inputs handed over as non-contiguous views (transposed, sliced every other column, or "
-            "expanded with stride 0) give the same result as fresh contiguous tensors."
+            "expanded with stride 0) give the same result as the same values in fresh contiguous tensors."
         ),
         strategy=_layout_example,
         calls=_laid_out_values,
         layouts=lambda c, ex: dict(ex[1]),
-        hint=_contiguity_hint,
+        golden=False,  # judges only its own property: views and contiguous tensors agree
+        check=_same_for_views,
     )
 )

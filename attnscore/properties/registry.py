@@ -65,8 +65,9 @@ class Property:
         hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
         diagnosis: id of the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`).
         default_max_value: default bound on input magnitudes.
-        layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument is
-            handed over in (:mod:`attnscore.layouts`); None: fresh contiguous tensors.
+        layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
+            the example's *last* call is handed over in (:mod:`attnscore.layouts`); earlier calls
+            and properties without it get fresh contiguous tensors.
     """
 
     name: str

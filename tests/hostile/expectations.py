@@ -1,8 +1,9 @@
-"""What every attack must get: its score out of 10 and the verdicts its cases may have.
+"""What every attack must get: its score out of 11 and the verdicts its cases may have.
 
-Graded against specs/dot_product_scores.yaml (10 points: examples 3 + 2 + 2 hidden, properties
-1 + 1 + 1). A set of several verdicts means the case may end either way depending on timing
-(for example a memory bomb whose later cases run out of the submission's total time).
+Graded against specs/dot_product_scores.yaml (11 points: examples 3 + 2 + 2 hidden, properties
+1 + 1 + 1 + 1, the last one non_contiguous_inputs). A set of several verdicts means the case may
+end either way depending on timing (for example a memory bomb whose later cases run out of the
+submission's total time).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "memory_bomb_torch": (0, frozenset({MEM, TIME}), MEM),
     "memory_bomb_at_import": (0, frozenset({MEM}), MEM),
     "fork_bomb": (0, frozenset({TIME}), TIME),
-    "orphan_daemon": (10, frozenset({P}), P),
+    "orphan_daemon": (11, frozenset({P}), P),
     "os_exit_at_import": (0, frozenset({CRASH}), CRASH),
     "sys_exit_at_import": (0, frozenset({RAISE}), RAISE),
     "os_exit_in_call": (0, frozenset({CRASH, TIME}), CRASH),
@@ -43,14 +44,14 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     # float16 of the right answer: exact where float16 holds it (E2, E3, P4); wrong elsewhere.
     "wrong_dtype_float16": (5, frozenset({P, DTYPE, VALUE}), None),
     "nan_output": (0, frozenset({NAN}), NAN),
-    "mutates_inputs": (10, frozenset({P}), P),
+    "mutates_inputs": (11, frozenset({P}), P),
     "reads_spec_files": (0, frozenset({VALUE}), VALUE),
     "reads_environment": (0, frozenset({VALUE}), VALUE),
-    "kills_parent": (10, frozenset({P}), P),
-    "signals_self": (10, frozenset({P}), P),
-    "flood_output": (10, frozenset({P}), P),
-    "non_utf8_output": (10, frozenset({P}), P),
-    "network_connect": (10, frozenset({P}), P),
+    "kills_parent": (11, frozenset({P}), P),
+    "signals_self": (11, frozenset({P}), P),
+    "flood_output": (11, frozenset({P}), P),
+    "non_utf8_output": (11, frozenset({P}), P),
+    "network_connect": (11, frozenset({P}), P),
     "imports_grader": (0, frozenset({VALUE}), VALUE),
     "forged_wire_messages": (0, frozenset({CRASH, TIME}), CRASH),
     # An exception that cannot be printed, from a class that lies about its name: still "exception".

@@ -73,7 +73,7 @@ def test_attack_gets_its_score_and_verdicts(graded, name):
     assert not isinstance(result, BaseException), f"the grader raised {result!r}"
     score, allowed, first = EXPECTATIONS[name]
     verdicts = [c.verdict.value for c in result.cases]
-    assert len(result.cases) == 6
+    assert len(result.cases) == 7
     assert result.score == score, verdicts
     assert set(verdicts) <= allowed, verdicts
     if first is not None:
