@@ -16,8 +16,6 @@ __all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register",
 
 Args = dict[str, np.ndarray]
 
-Args = dict[str, np.ndarray]
-
 
 @dataclass(frozen=True)
 class CheckContext:
@@ -65,7 +63,9 @@ class Property:
         check: ``CheckContext -> str | None`` over all of an example's outputs, or None.
         golden: whether every call is also compared with the golden value.
         hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
-        diagnosis: id of the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`).
+        diagnosis: the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`):
+            its id, or ``CheckContext -> id | None`` to name it only when the outputs really show it
+            (None: the failing output goes to the value diagnosis, :mod:`attnscore.diagnosis`).
         default_max_value: default bound on input magnitudes.
     """
 
@@ -77,9 +77,13 @@ class Property:
     check: Callable[[CheckContext], str | None] | None = None
     golden: bool = True
     hint: Callable[[np.ndarray, np.ndarray], str | None] = no_hint
-    diagnosis: str | None = None
+    diagnosis: str | Callable[[CheckContext], str | None] | None = None
     default_max_value: float = 10.0
     tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def diagnosis_for(self, ctx: CheckContext) -> str | None:
+        """The mistake id to report for this failing example, or None (see ``diagnosis``)."""
+        return self.diagnosis(ctx) if callable(self.diagnosis) else self.diagnosis
 
 
 PROPERTIES: dict[str, Property] = {}
