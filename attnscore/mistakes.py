@@ -215,13 +215,17 @@ def _keys_not_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
 @_add(
     "all_axes_reversed",
     ".T on batched keys",
-    ("score_matrix",) + SCALED,
+    ("score_matrix",) + SCALED + ("bilinear_scores",),
     "your result mixes batch items: K.T (or .permute with every axis reversed) also swaps the batch axes; "
     "swap only the last two with K.transpose(-2, -1)",
 )
 def _all_axes_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    Q, K = _qk(c, args)
-    return (Q @ K.permute(*reversed(range(K.ndim)))) * _factor(c, Q)
+    K_T = args[1].permute(*reversed(range(args[1].ndim)))  # what K.T does to a batched K
+    if c.name == "bilinear_scores":
+        Q, W = args[0], args[2]
+        return Q @ W @ K_T  # (b, n_q, d_q) @ (d_q, d_k) @ (d_k, n_k, b): runs when b = d_k = n_k
+    Q = args[0]
+    return (Q @ K_T) * _factor(c, Q)
 
 
 @_add(
@@ -314,6 +318,33 @@ def _additive_no_tanh(
 
 
 @_add(
+    "additive_tanh_after_v",
+    "tanh applied after the dot product with v",
+    ("additive_scores",),
+    "your scores equal tanh(vᵀ(W_q q + W_k k)): tanh belongs inside, on the hidden vector W_q q + W_k k, "
+    "and the dot product with v comes after it: vᵀ tanh(W_q q + W_k k) (so a score can exceed 1 in size)",
+)
+def _additive_tanh_after_v(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    return torch.tanh(((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v)
+
+
+@_add(
+    "additive_projection_not_transposed",
+    "Q W_q instead of Q W_qᵀ",
+    ("additive_scores",),
+    "your projections are Q @ W_q and K @ W_k: W_q and W_k have shape (d_a, d_k) and map a query to W_q q, "
+    "so rows of Q are projected by Q @ W_q.T (and K @ W_k.T); without the transpose the code only runs "
+    "because d_a = d_k here",
+)
+def _additive_projection_not_transposed(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    return torch.tanh((Q @ W_q).unsqueeze(-2) + (K @ W_k).unsqueeze(-3)) @ v  # needs d_a = d_k
+
+
+@_add(
     "additive_weights_swapped",
     "W_q applied to keys and W_k to queries",
     ("additive_scores",),
@@ -397,6 +428,51 @@ def _additive_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 
 
 @_add(
+    "masked_with_large_negative",
+    "-1e9 instead of -inf for masked scores",
+    MASKED,
+    "you set masked scores to -1e9 (or another large negative number) instead of -inf: a masked score must be "
+    "exactly -inf, and a query whose keys are all masked then gets equal weights 1/n_k (the mean of the values) "
+    "instead of zeros; use scores.masked_fill(~mask, float('-inf')) and give the fully masked rows zero weights "
+    "(e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0))",
+)
+def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, -1e9))
+
+
+@_add(
+    "nan_hidden_after_softmax",
+    "torch.nan_to_num after softmax",
+    ("attention_weights", "attention"),
+    "your weights hide a NaN: torch.nan_to_num (or replacing NaN by 0) after softmax turns a row whose kept key "
+    "has a NaN score into zeros, so the caller never sees the bad input; let that NaN through and zero only the "
+    "masked entries, e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0)",
+)
+def _nan_hidden_after_softmax(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return torch.nan_to_num(torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1))
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@_add(
+    "mask_applied_after_exp",
+    "exp(S - max over all keys) times the mask",
+    ("attention_weights", "attention"),
+    "you multiply exp(S - max) by the mask after taking the max over every key, masked ones included: a masked "
+    "key with a huge score (or inf, or NaN) sets the max, the kept keys' exp underflow to 0 and the row becomes "
+    "0/0 = NaN; mask before the max: scores.masked_fill(~mask, float('-inf')), then softmax (and zero rows "
+    "with no kept key)",
+)
+def _mask_applied_after_exp(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(S - S.max(dim=-1, keepdim=True).values) * m  # the max includes the masked keys
+        return e / e.sum(dim=-1, keepdim=True)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@_add(
     "nan_fully_masked",
     "NaN for fully masked rows",
     ("attention_weights", "attention"),
@@ -438,6 +514,20 @@ def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
         return torch.full_like(S, 1.0 / S.shape[-1])
     Q, K, V, _ = args
     return V.mean(dim=-2, keepdim=True).expand(*torch.broadcast_shapes(Q.shape[:-1], V.shape[:-2] + (1,)), V.shape[-1])
+
+
+@_add(
+    "returned_weights",
+    "attention weights returned instead of weights @ V",
+    ("attention",),
+    "your result is the attention weights softmax(Q Kᵀ / √d_k), shape (..., n_q, n_k), not the output: multiply "
+    "them by the values and return weights @ V, shape (..., n_q, d_v) (only the output, not (output, weights))",
+)
+def _returned_weights(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))  # (..., n_q, n_k)
+    return reference.attention_weights(S, mask)  # missing: @ V
 
 
 _NOT_WEIGHTS = (
@@ -488,6 +578,20 @@ def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
     out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
     return out.to(dtype)  # type: ignore[union-attr]
+
+
+@_add(
+    "returned_float64",
+    "a float64 result for float32 inputs",
+    ALL,
+    "your result is float64 although the inputs are not (e.g. torch.tensor(a_numpy_result), .double() or a "
+    "float64 constant): the values are right, but the result must keep the inputs' dtype; compute in torch in "
+    "the inputs' dtype, or convert back with .to(<first input>.dtype)",
+)
+def _returned_float64(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    # Right values, wrong dtype: the value diagnosis never matches it (it equals the golden value);
+    # the dtype_device_follow_inputs property names it when the output really is float64.
+    return _correct(c, *[a.double() if a.dtype.is_floating_point else a for a in args])
 
 
 @_add(

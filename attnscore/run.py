@@ -209,7 +209,7 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
                 failure = call.check(ctx)
                 if failure is not None:
                     mismatch = Mismatch(Verdict.WRONG_VALUE, failure)
-                    prop_diag = get_property(case.property_name).diagnosis if case.property_name else None
+                    prop_diag = get_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
                     if prop_diag:
                         from attnscore.mistakes import get_mistake
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import functools
+import math
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from attnscore.cases import build_cases
 from attnscore.contracts import CONTRACTS
 from attnscore.diagnosis import recompute
+from attnscore.impl import run_impl
 from attnscore.loader import load_spec
 from attnscore.mistakes import MISTAKES, get_mistake, mistakes_for
+from attnscore.results import Verdict
 from attnscore.verify import bundled_spec_paths
 
 REQUIRED = {
@@ -37,6 +45,13 @@ REQUIRED = {
     "all_zeros",
     "uniform_weights",
     "hard_coded_examples",
+    "returned_weights",
+    "masked_with_large_negative",
+    "nan_hidden_after_softmax",
+    "mask_applied_after_exp",
+    "additive_projection_not_transposed",
+    "additive_tanh_after_v",
+    "returned_float64",
 }
 
 
@@ -67,8 +82,9 @@ def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inp
             "softmax_without_max_subtraction",
             "computed_in_float16",
             "elementwise_not_summed",
+            "returned_float64",
         ):
-            continue  # side effects, or wrong only on generated/batched/large inputs (see verify)
+            continue  # side effects, dtype only, or wrong only on generated/batched/large inputs (see verify)
         differs = False
         for ex in spec.worked_examples:
             got = recompute(mistake, spec, ex.inputs)
@@ -146,3 +162,263 @@ def test_inputs_mutated_changes_the_first_argument():
     Q = torch.tensor([[1.0, 2.0]])
     out = MISTAKES["inputs_mutated"].bind(CONTRACTS["score_matrix"])(Q, torch.tensor([[3.0, 4.0]]))
     assert out.tolist() == [[11.0]] and Q.tolist() == [[2.0, 3.0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Submissions written as students write them: each is named as its catalogue mistake, and only as
+# that; the correct reference is never named.
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def _spec_and_cases(spec_id: str, dtype: str = "float32"):
+    spec = load_spec(ROOT / "specs" / f"{spec_id}.yaml")
+    return spec, build_cases(spec, dtype)
+
+
+def _diagnoses(spec_id: str, function, dtype: str = "float32") -> dict[str, str]:
+    """``{case id: diagnosis id}`` of the failing cases that name a mistake."""
+    spec, cases = _spec_and_cases(spec_id, dtype)
+    result = run_impl(spec, function, dtype=dtype, cases=cases, shrink=False)
+    return {c.id: c.diagnosis["id"] for c in result.cases if c.diagnosis}
+
+
+def _scores(Q, K):
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., n_q, n_k)
+
+
+def _neg_inf(S, mask):
+    return S.masked_fill(~mask, float("-inf"))
+
+
+def attention_returning_weights(Q, K, V, mask):  # forgot "@ V"
+    weights = torch.softmax(_neg_inf(_scores(Q, K), mask), dim=-1)
+    return torch.where(mask, weights, torch.zeros_like(weights))
+
+
+def masked_scores_minus_1e9(S, mask):
+    return S.masked_fill(~mask, -1e9)
+
+
+def weights_minus_1e9(S, mask):
+    return torch.softmax(S.masked_fill(mask == 0, -1e9), dim=-1)
+
+
+def attention_minus_1e9(Q, K, V, mask):
+    return torch.softmax(_scores(Q, K).masked_fill(~mask, -1e9), dim=-1) @ V
+
+
+def weights_nan_to_num(S, mask):  # "fixes" the fully masked rows, and hides every other NaN too
+    return torch.nan_to_num(torch.softmax(_neg_inf(S, mask), dim=-1))
+
+
+def attention_nan_to_num(Q, K, V, mask):
+    return torch.nan_to_num(torch.softmax(_neg_inf(_scores(Q, K), mask), dim=-1)) @ V
+
+
+def weights_exp_times_mask(S, mask):  # the max runs over the masked keys too
+    e = torch.exp(S - S.max(dim=-1, keepdim=True).values)
+    e = e * mask
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def attention_exp_times_mask(Q, K, V, mask):
+    return weights_exp_times_mask(_scores(Q, K), mask) @ V
+
+
+def bilinear_with_dot_T(Q, K, W):
+    return Q @ W @ K.T
+
+
+def additive_without_transpose(Q, K, W_q, W_k, v):
+    return torch.tanh((Q @ W_q).unsqueeze(-2) + (K @ W_k).unsqueeze(-3)) @ v
+
+
+def additive_tanh_outside(Q, K, W_q, W_k, v):
+    return torch.tanh(((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v)
+
+
+def scaled_scores_via_numpy(Q, K):
+    q, k = Q.numpy().astype(float), K.numpy().astype(float)
+    return torch.tensor(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+
+
+def masked_scores_double(S, mask):
+    return S.double().masked_fill(~mask, float("-inf"))
+
+
+def weights_double(S, mask):
+    w = torch.softmax(_neg_inf(S.double(), mask), dim=-1)
+    return torch.where(mask, w, torch.zeros_like(w))
+
+
+def attention_via_numpy(Q, K, V, mask):
+    weights = attention_returning_weights(Q, K, V, mask).numpy()
+    return torch.tensor(weights.astype(float) @ V.numpy())
+
+
+def bilinear_double(Q, K, W):
+    return Q.double() @ W.double() @ K.double().transpose(-2, -1)
+
+
+def additive_double(Q, K, W_q, W_k, v):
+    Q, K, W_q, W_k, v = (t.double() for t in (Q, K, W_q, W_k, v))  # "for accuracy"
+    return torch.tanh((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v
+
+
+STUDENT_MISTAKES = [
+    ("returned_weights", "attention", attention_returning_weights, {"example:two_keys", "example:two_heads"}),
+    ("masked_with_large_negative", "masked_scores", masked_scores_minus_1e9, {"example:keep_and_drop"}),
+    ("masked_with_large_negative", "attention_weights", weights_minus_1e9, {"example:masked_key_with_huge_score"}),
+    ("masked_with_large_negative", "attention", attention_minus_1e9, {"example:masked_key_with_huge_score"}),
+    ("nan_hidden_after_softmax", "attention_weights", weights_nan_to_num, {"example:nan_at_kept_key"}),
+    ("nan_hidden_after_softmax", "attention", attention_nan_to_num, {"example:nan_kept_key_propagates"}),
+    ("mask_applied_after_exp", "attention_weights", weights_exp_times_mask, {"example:masked_key_with_huge_score"}),
+    ("mask_applied_after_exp", "attention", attention_exp_times_mask, {"example:masked_key_with_huge_score"}),
+    ("all_axes_reversed", "bilinear_scores", bilinear_with_dot_T, {"example:batched_two_items"}),
+    (
+        "additive_projection_not_transposed",
+        "additive_scores",
+        additive_without_transpose,
+        {"example:square_projections"},
+    ),
+    ("additive_tanh_after_v", "additive_scores", additive_tanh_outside, {"example:one_dimension"}),
+    ("returned_float64", "scaled_score_matrix", scaled_scores_via_numpy, {"property:dtype_device_follow_inputs"}),
+    ("returned_float64", "masked_scores", masked_scores_double, {"property:dtype_device_follow_inputs"}),
+    ("returned_float64", "attention_weights", weights_double, {"property:dtype_device_follow_inputs"}),
+    ("returned_float64", "attention", attention_via_numpy, {"property:dtype_device_follow_inputs"}),
+    ("returned_float64", "bilinear_scores", bilinear_double, {"property:dtype_device_follow_inputs"}),
+    ("returned_float64", "additive_scores", additive_double, {"property:dtype_device_follow_inputs"}),
+]
+
+
+@pytest.mark.parametrize(
+    "mistake_id, spec_id, student, cases",
+    [pytest.param(*row, id=f"{row[0]} in {row[1]}") for row in STUDENT_MISTAKES],
+)
+def test_student_submission_is_named_as_its_mistake(mistake_id, spec_id, student, cases):
+    """The student's code is diagnosed as exactly this mistake (no other name), on the cases listed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # K.T on a 3-d tensor is deprecated
+        named = _diagnoses(spec_id, student)
+    assert set(named.values()) == {mistake_id}, named
+    assert cases <= {case for case, mid in named.items() if mid == mistake_id}, named
+
+
+@pytest.mark.parametrize("spec_id", sorted({row[1] for row in STUDENT_MISTAKES}))
+def test_the_reference_is_never_named(spec_id):
+    """The correct reference passes every case of the specs above and gets no diagnosis."""
+    spec, cases = _spec_and_cases(spec_id)
+    result = run_impl(spec, spec.contract.reference, dtype="float32", cases=cases, shrink=False)
+    assert result.score == result.max_score and all(c.diagnosis is None for c in result.cases)
+
+
+def test_float64_is_named_only_for_lower_precision_inputs():
+    """In a float64 run the float64 result is right; a float16 result is not called returned_float64."""
+    assert _diagnoses("scaled_score_matrix", scaled_scores_via_numpy, dtype="float64") == {}
+    half = _diagnoses("scaled_score_matrix", lambda Q, K: _scores(Q, K).half())
+    assert "returned_float64" not in half.values()
+
+
+@pytest.mark.parametrize(
+    "mistake_id, contract, args, expected",
+    [
+        pytest.param(
+            "returned_weights",
+            "attention",
+            ([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [3.0]], [[True, True]]),
+            [[1 / (1 + np.exp(-1 / np.sqrt(2))), 1 / (1 + np.exp(1 / np.sqrt(2)))]],
+            id="weights without @ V",
+        ),
+        pytest.param(
+            "masked_with_large_negative", "masked_scores", ([[1.0, 2.0]], [[True, False]]), [[1.0, -1e9]], id="-1e9"
+        ),
+        pytest.param(
+            "masked_with_large_negative",
+            "attention_weights",
+            ([[3.0, 0.0, -3.0]], [[False, False, False]]),
+            [[1 / 3, 1 / 3, 1 / 3]],
+            id="-1e9 on a fully masked row: uniform",
+        ),
+        pytest.param(
+            "masked_with_large_negative",
+            "attention",
+            ([[1.0]], [[2.0], [0.0]], [[1.0], [4.0]], [[False, False]]),
+            [[2.5]],
+            id="-1e9 on a fully masked query: mean of V",
+        ),
+        pytest.param(
+            "nan_hidden_after_softmax",
+            "attention_weights",
+            ([[2.0, np.nan], [np.nan, 2.0]], [[True, True], [False, True]]),
+            [[0.0, 0.0], [0.0, 1.0]],
+            id="nan_to_num: a NaN row becomes zeros",
+        ),
+        pytest.param(
+            "mask_applied_after_exp",
+            "attention_weights",
+            ([[1000.0, 1.0, 2.0], [1.0, 3.0, 5.0]], [[False, True, True], [True, True, False]]),
+            [[np.nan, np.nan, np.nan], [1 / (1 + np.e**2), 1 / (1 + np.e**-2), 0.0]],
+            id="exp × mask: 0/0 under a huge masked score",
+        ),
+        pytest.param(
+            "all_axes_reversed",
+            "bilinear_scores",
+            (
+                [[[1.0, 0.0]], [[0.0, 1.0]]],
+                [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]],
+                [[1.0, 0.0], [0.0, 2.0]],
+            ),
+            [[[1.0, 5.0]], [[8.0, 16.0]]],
+            id="Q W K.T on a batch",
+        ),
+        pytest.param(
+            "additive_projection_not_transposed",
+            "additive_scores",
+            ([[1.0, 0.0]], [[0.0, 1.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 0.0]], [1.0, 2.0]),
+            [[np.tanh(1.0), 0.0]],
+            id="Q W_q without .T",
+        ),
+        pytest.param(
+            "additive_tanh_after_v",
+            "additive_scores",
+            ([[0.0]], [[0.0], [1.0]], [[1.0]], [[1.0]], [2.0]),
+            [[0.0, np.tanh(2.0)]],
+            id="tanh after v",
+        ),
+    ],
+)
+def test_new_mistake_values(mistake_id, contract, args, expected):
+    """Each new mistake computes the wrong value a student's code gives on a small input."""
+    c = CONTRACTS[contract]
+    tensors = [
+        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == bool else torch.float64) for a in args
+    ]
+    out = MISTAKES[mistake_id].bind(c)(*tensors)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12)
+
+
+def test_returned_float64_keeps_the_values():
+    """returned_float64 gives the reference's values in float64 for float32 inputs."""
+    Q, K = torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 4.0]])
+    out = MISTAKES["returned_float64"].bind(CONTRACTS["scaled_score_matrix"])(Q, K)
+    assert out.dtype == torch.float64 and out.tolist() == [[11 / math.sqrt(2)]]
+
+
+def test_attention_returning_output_and_weights_is_a_bad_return_type():
+    """`return out, weights` from attention fails every case as a bad return type that says what to return."""
+    spec, cases = _spec_and_cases("attention")
+
+    def attention_and_weights(Q, K, V, mask):
+        weights = attention_returning_weights(Q, K, V, mask)
+        return weights @ V, weights
+
+    result = run_impl(spec, attention_and_weights, dtype="float32", cases=cases, shrink=False)
+    first = next(c for c in result.cases if c.id == "example:two_keys")
+    assert first.verdict is Verdict.BAD_RETURN_TYPE
+    assert (
+        "returned a tuple of 2 values (shapes (1, 1) and (1, 2)); return only the output, one tensor "
+        "(e.g. `return out`, not `return out, weights`)"
+    ) in first.message
+    assert all(c.verdict is Verdict.BAD_RETURN_TYPE for c in result.cases if c.id.startswith("example:"))

@@ -35,7 +35,7 @@ def test_correct_impl_one_item_per_case(tmp_path):
         f"--attnscore-spec={ROOT / 'specs/attention.yaml'}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "28 passed" in proc.stdout
+    assert "30 passed" in proc.stdout
     assert "attention[float32]::example:two_keys" in proc.stdout
     assert "attention[float64]::property:deterministic" in proc.stdout
 
@@ -60,7 +60,7 @@ def test_failures_xfails_skips_and_stale_entries(tmp_path):
     out = proc.stdout
     assert proc.returncode == 1
     # the ignored mask fails the value cases; dtype, determinism and mutation cases judge only their own property
-    assert "9 failed, 6 passed, 1 skipped, 1 xfailed" in out
+    assert "10 failed, 7 passed, 1 skipped, 1 xfailed" in out
     assert "xfail.txt:4: 'property:no_such_case' matches no attnscore test item" in out
     assert "Known mistake (mask_ignored)" in out and "Reproduce: attention_weights(" in out
 

@@ -49,6 +49,12 @@ def _dtype_device(ctx: CheckContext) -> str | None:
     return None
 
 
+def _float64_result(ctx: CheckContext) -> str | None:
+    """``returned_float64`` when the output is a float64 tensor for inputs of another dtype."""
+    out = ctx.outputs[0]
+    return "returned_float64" if out.kind == "tensor" and out.dtype == "float64" and ctx.dtype != "float64" else None
+
+
 def _deterministic(ctx: CheckContext) -> str | None:
     a, b = ctx.values(0), ctx.values(1)
     if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True):
@@ -82,6 +88,7 @@ register(
         strategy=lambda c, m: c.arguments(m),
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_dtype_device,
+        diagnosis=_float64_result,
     )
 )
 register(

@@ -63,7 +63,9 @@ class Property:
         check: ``CheckContext -> str | None`` over all of an example's outputs, or None.
         golden: whether every call is also compared with the golden value.
         hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
-        diagnosis: id of the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`).
+        diagnosis: the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.mistakes`):
+            its id, or ``CheckContext -> id | None`` to name it only when the outputs really show it
+            (None: the failing output goes to the value diagnosis, :mod:`attnscore.diagnosis`).
         default_max_value: default bound on input magnitudes.
         layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
             the example's *last* call is handed over in (:mod:`attnscore.layouts`); earlier calls
@@ -78,10 +80,14 @@ class Property:
     check: Callable[[CheckContext], str | None] | None = None
     golden: bool = True
     hint: Callable[[np.ndarray, np.ndarray], str | None] = no_hint
-    diagnosis: str | None = None
+    diagnosis: str | Callable[[CheckContext], str | None] | None = None
     default_max_value: float = 10.0
     tags: tuple[str, ...] = field(default_factory=tuple)
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
+
+    def diagnosis_for(self, ctx: CheckContext) -> str | None:
+        """The mistake id to report for this failing example, or None (see ``diagnosis``)."""
+        return self.diagnosis(ctx) if callable(self.diagnosis) else self.diagnosis
 
 
 PROPERTIES: dict[str, Property] = {}

@@ -111,6 +111,13 @@ def _fully_masked_zero(ctx: CheckContext) -> str | None:
     return None
 
 
+def _nan_in_fully_masked_rows(ctx: CheckContext) -> str | None:
+    """``nan_fully_masked`` only when a fully masked row holds NaN (uniform rows are another mistake)."""
+    w, mask = ctx.values(0), ctx.args[0]["mask"]
+    rows = ~mask.any(axis=-1)
+    return "nan_fully_masked" if w.shape == mask.shape and np.isnan(w[rows]).any() else None
+
+
 register(
     Property(
         name="weights_sum_to_one",
@@ -210,7 +217,7 @@ register(
         strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"),
         applies=_is_weights,
         check=_fully_masked_zero,
-        diagnosis="nan_fully_masked",
+        diagnosis=_nan_in_fully_masked_rows,
     )
 )
 register(
