@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from attnscore.cases import Case
+from attnscore.cases import Call, Case
 from attnscore.compare import Mismatch, compare, format_number
 from attnscore.layouts import describe_layout, effective_layout
 from attnscore.outputs import CallFailure, Received
@@ -153,13 +153,24 @@ def _hidden_detail(verdict: Verdict, detail: str) -> str:
     return detail  # timeouts and crashes: the grader's own words
 
 
-def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str | None = None) -> CaseResult:
+def judge_case(
+    spec: Spec,
+    case: Case,
+    runner: Runner,
+    dtype: str,
+    function: str | None = None,
+    *,
+    diagnose_failures: bool = True,
+    observe: list[tuple[Call, Received]] | None = None,
+) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
     Each call is compared with its golden value; a call that closes a relational example also
     runs the property's check over the example's outputs. A failing output is matched against the
-    mistake catalogue (:mod:`attnscore.diagnosis`). ``function`` is the graded function's name as
-    shown in feedback (default: the spec's).
+    mistake catalogue (:mod:`attnscore.diagnosis`, which may call ``runner`` on its confirmation
+    inputs) unless ``diagnose_failures`` is False. ``function`` is the graded function's name as
+    shown in feedback (default: the spec's). ``observe``, when given, receives the failing call and
+    its output (for shrinking, :mod:`attnscore.shrink`).
     """
     from attnscore.diagnosis import diagnose
     from attnscore.properties import CheckContext
@@ -217,8 +228,10 @@ def judge_case(spec: Spec, case: Case, runner: Runner, dtype: str, function: str
             if mismatch is None:
                 continue
             verdict, detail = mismatch.verdict, mismatch.message
-            if diagnosis is None:
-                diagnosis = diagnose(spec, call, outcome, dtype)
+            if observe is not None:
+                observe.append((call, outcome))
+            if diagnosis is None and diagnose_failures:
+                diagnosis = diagnose(spec, call, outcome, dtype, runner)
             if case.property_name and not hidden and verdict is Verdict.WRONG_VALUE:
                 hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden)
                 if hint:

@@ -15,17 +15,33 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
 from attnscore.cases import Case, derive_seed, property_calls
+from attnscore.diagnosis import holds
+from attnscore.mistakes import get_mistake
 from attnscore.properties import get_property
 from attnscore.results import CaseResult, Verdict
 from attnscore.spec import Spec
 from attnscore.strategies import _without_local_constants
 
 __all__ = ["shrink_case", "add_shrunk"]
+
+
+def _size(counterexample: dict[str, Any] | None) -> int:
+    """How many numbers a counterexample holds (its arguments' entries together)."""
+    if not counterexample:
+        return 0
+    return sum(int(np.asarray(v, dtype=object).size) for v in counterexample.values())
+
+
+def _property_diagnosis(case: Case) -> str | None:
+    """The mistake a property names itself (a fixed id), which needs no value evidence."""
+    named = get_property(case.property_name).diagnosis if case.property_name else None
+    return named if isinstance(named, str) else None
 
 
 class _Failed(AssertionError):
@@ -48,8 +64,13 @@ def shrink_case(
     budget_s: float | None = None,
     verdict: Any = None,
     function: str | None = None,
+    mistake: str | None = None,
 ) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
+
+    With ``mistake`` (a catalogue id), a smaller input counts as failing only when the output
+    there is still what that mistake gives (:func:`attnscore.diagnosis.holds`), so that the name
+    shown next to the shrunk counterexample is true of it.
 
     ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
     sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
@@ -63,6 +84,7 @@ def shrink_case(
     from attnscore.run import judge_case
 
     use = next(u for u in spec.properties if u.name == case.property_name)
+    named = get_mistake(mistake) if mistake is not None else None
     deadline = None if budget_s is None else time.monotonic() + budget_s
     prop = get_property(use.name)
     last: list[CaseResult] = []
@@ -97,8 +119,11 @@ def shrink_case(
             tolerance=case.tolerance,
             property_name=case.property_name,
         )
-        result = judge_case(spec, one, make_runner(), dtype, function)
+        observed: list[Any] = []
+        result = judge_case(spec, one, make_runner(), dtype, function, diagnose_failures=False, observe=observed)
         if not result.passed and (verdict is None or result.verdict is verdict):
+            if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
+                return  # smaller, but no longer the diagnosed mistake: not a counterexample of it
             last.append(result)
             raise _Failed(result.message)
 
@@ -140,6 +165,9 @@ def add_shrunk(
     )
     if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
         return result
+    mistake = None
+    if result.diagnosis and result.diagnosis["id"] != _property_diagnosis(case):
+        mistake = result.diagnosis["id"]  # named from the values: shrink within that mistake only
     shrunk = shrink_case(
         spec,
         case,
@@ -149,13 +177,15 @@ def add_shrunk(
         budget_s=budget_s,
         verdict=result.verdict,
         function=function,
+        mistake=mistake,
     )
-    if shrunk is None:
-        return result
+    if shrunk is None or _size(shrunk.counterexample) > _size(result.counterexample):
+        return result  # a "minimal" counterexample is never larger than the one it replaces
     index, total = example_position(case, result.calls)
     original = f"generated input {index} of {total}"
     message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
-    # Small inputs make mistakes look alike: name the mistake seen on the original input, not the shrunk one.
+    # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
+    # holds on the shrunk input too, since shrinking kept only inputs where it does.
     lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
     if result.diagnosis:
         at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))

@@ -131,10 +131,11 @@ def test_counterexample_with_nan_is_strict_json():
 
 
 def test_mutation_test_reports_missed_mistakes(tmp_path):
-    """With one single-key example, keys_reversed is MISSED and softmax_applied only caught.
+    """With one single-key example, keys_reversed is MISSED; softmax_applied is still named.
 
-    softmax([-1]) = [1] = |-1|: softmax_applied and absolute_value match the same output, so the
-    diagnosis stays silent rather than guess.
+    softmax([-1]) = [1] = |-1|: on that output alone softmax_applied and absolute_value match, and
+    only the confirmation inputs (several keys, other signs) tell them apart, so each is named as
+    itself and nothing is guessed.
     """
     text = open("specs/dot_product_scores.yaml", encoding="utf-8").read()
     head = text[: text.index("  - id: aligned_perpendicular_partial")]
@@ -144,8 +145,8 @@ def test_mutation_test_reports_missed_mistakes(tmp_path):
     path.write_text(text, encoding="utf-8")
     results = {r.mistake_id: r for r in mutation_test(load_spec(path))}
     assert results["keys_reversed"].cell == "MISSED"
-    assert results["softmax_applied"].cell == "caught only"
-    assert results["absolute_value"].cell == "caught only"
+    assert results["softmax_applied"].cell == "diagnosed"
+    assert results["absolute_value"].cell == "diagnosed"
 
 
 def test_raw_scores_used_as_weights_have_their_own_name():
@@ -164,3 +165,113 @@ def test_raw_scores_used_as_weights_have_their_own_name():
         wrong = MISTAKES[mid].bind(spec.contract, spec)(S, mask)
         assert not torch.allclose(wrong, torch.softmax(S, -1))
         assert "raw scores are not weights: they can be negative and need not sum to one" in MISTAKES[mid].message
+
+
+# Issue 9 item 9: a name needs evidence beyond a coincidence on one small output.
+def _half_power_inline(Q, K):
+    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 1 / 2  # divides by 2·d_k: no catalogue name
+
+
+def _half_power_variable(Q, K):
+    scale = Q.shape[-1] ** 1 / 2  # d_k / 2
+    return Q @ K.transpose(-2, -1) / scale
+
+
+def _own_causal_mask(diagonal):
+    def attention(Q, K, V, mask):
+        keep = torch.ones(Q.shape[-2], K.shape[-2], dtype=torch.bool).tril(diagonal)  # ignores `mask`
+        S = (Q @ K.transpose(-2, -1)) / Q.shape[-1] ** 0.5
+        return torch.nan_to_num(torch.softmax(S.masked_fill(~keep, float("-inf")), -1)) @ V
+
+    return attention
+
+
+def _where_minus_inf(S, mask):
+    return torch.where(mask, S, S - float("inf"))  # NaN where a masked entry held +inf
+
+
+def _minus_1e9(Q, K, V, mask):
+    S = (Q @ K.transpose(-2, -1)) / Q.shape[-1] ** 0.5
+    return torch.softmax(S.masked_fill(~mask, -1e9), -1) @ V
+
+
+def _scaled_by_dk(Q, K):
+    return (Q @ K.transpose(-2, -1)) / Q.shape[-1]
+
+
+@pytest.mark.parametrize(
+    "spec_file, function, dtype, names",
+    [
+        pytest.param("scaled_score_matrix.yaml", _half_power_inline, "float32", set(), id="S / d_k ** 1/2"),
+        pytest.param(
+            "scaled_score_matrix.yaml", _half_power_variable, "float32", {"scaled_by_half_dk"}, id="scale = d_k ** 1/2"
+        ),
+        pytest.param("attention.yaml", _own_causal_mask(0), "float32", set(), id="own causal mask, top-left"),
+        pytest.param("attention.yaml", _own_causal_mask(-1), "float32", set(), id="own causal mask, no diagonal"),
+        pytest.param("masked_scores.yaml", _where_minus_inf, "float32", set(), id="where(mask, S, S - inf)"),
+        pytest.param("attention.yaml", _minus_1e9, "float32", {"masked_with_large_negative"}, id="-1e9"),
+        pytest.param("scaled_score_matrix.yaml", _scaled_by_dk, "float16", {"scaled_by_dk"}, id="float16 inputs"),
+    ],
+)
+def test_a_name_is_shown_only_with_evidence(spec_file, function, dtype, names):
+    """Each case's diagnosis is the true mistake or nothing: never hard_coded_examples for a 1×1
+    coincidence, mask_inverted for a causal mask, mask_ignored for S - inf, uniform_weights for
+    -1e9, or computed_in_float16 ("do not cast to half") for inputs that are already float16."""
+    spec = load_spec(f"specs/{spec_file}")
+    result = run_cases(
+        spec,
+        build_cases(spec, dtype),
+        InProcessRunner(function),
+        dtype=dtype,
+        device="cpu",
+        submission="t",
+        seed=spec.seed,
+    )
+    assert not result.all_passed
+    assert {c.diagnosis["id"] for c in result.cases if c.diagnosis} == names
+
+
+def test_a_one_entry_coincidence_is_not_a_diagnosis():
+    """A 1×1 output of 0 where 1 is right matches all_zeros, but one entry is not evidence: the
+    name needs the implementation to give zeros on the confirmation inputs too."""
+    from attnscore.cases import _call
+    from attnscore.diagnosis import MIN_EVIDENCE
+
+    spec = load_spec("specs/scaled_score_matrix.yaml")
+    args = {"Q": np.array([[2.0, 0.0, 0.0, 0.0]]), "K": np.array([[1.0, 0.0, 0.0, 0.0]])}
+    call = _call(spec, args, "float32", spec.tolerance)
+    received = to_received(torch.zeros(1, 1))
+    assert MIN_EVIDENCE == 2
+    assert diagnose(spec, call, received, "float32") is None  # no runner: only this one entry
+    zeros = InProcessRunner(lambda Q, K: (Q @ K.transpose(-2, -1)) * 0)
+    assert diagnose(spec, call, received, "float32", zeros) == {
+        "id": "all_zeros",
+        "message": "your result is all zeros: compute the values instead of returning a placeholder",
+    }
+    # an implementation that is zero here by accident (it drops the first coordinate) is not all_zeros
+    drops_first = InProcessRunner(lambda Q, K: Q[..., 1:] @ K[..., 1:].transpose(-2, -1) / 2.0)
+    assert diagnose(spec, call, received, "float32", drops_first) is None
+
+
+def test_the_name_next_to_a_shrunk_counterexample_holds_on_it():
+    """Shrinking keeps only inputs where the diagnosed mistake still explains the output, and the
+    shrunk counterexample is never larger than the original."""
+    from attnscore.diagnosis import holds
+    from attnscore.impl import run_impl
+    from attnscore.mistakes import get_mistake
+    from attnscore.outputs import to_received as received_of
+
+    spec = load_spec("specs/attention.yaml")
+    result = run_impl(spec, _minus_1e9, dtype="float32")
+    case = next(c for c in result.cases if c.id == "property:attention_fully_masked_row_zero")
+    assert case.diagnosis and case.diagnosis["id"] == "masked_with_large_negative"
+    assert "shrunk by hypothesis" in case.message and "Known mistake (masked_with_large_negative)" in case.message
+    args = {k: np.asarray(v, dtype=bool if k == "mask" else np.float32) for k, v in case.counterexample.items()}
+    from attnscore.cases import _call
+
+    call = _call(spec, args, "float32", spec.tolerance)
+    out = received_of(_minus_1e9(*[torch.tensor(a) for a in call.args.values()]))
+    assert holds(get_mistake("masked_with_large_negative"), spec, call, out, "float32")
+    original = next(c for c in run_impl(spec, _minus_1e9, dtype="float32", shrink=False).cases if c.id == case.id)
+    size = lambda ce: sum(np.asarray(v, dtype=object).size for v in ce.values())  # noqa: E731
+    assert size(case.counterexample) <= size(original.counterexample)
