@@ -375,6 +375,22 @@ def grade(
     metavar="K",
     help="Use the low-precision rule: error at most K x the reference's own error in the same dtype.",
 )
+@click.option(
+    "--tie",
+    "ties",
+    multiple=True,
+    metavar="SYMBOL=SAME_AS",
+    help="Give two shape symbols one size, as a kernel requires (e.g. d_v=d_k); worked examples "
+    "that break it are left out and listed (repeatable).",
+)
+@click.option(
+    "--keyword",
+    "keywords",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Pass a constant keyword argument to every call (e.g. is_causal=true for a causal flag; "
+    "VALUE is a YAML scalar: true, 0.5, 3, text) (repeatable).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handle_errors
 def test_impl(
@@ -384,12 +400,16 @@ def test_impl(
     device: str,
     seed: int | None,
     ratio: float | None,
+    ties: tuple[str, ...],
+    keywords: tuple[str, ...],
     fmt: str,
 ) -> None:
     """Run specs against an importable implementation, in this process (trusted code).
 
     Exit code 0 when every case passed in every dtype, 1 when some case failed, 2 for a usage error.
     """
+    import functools
+
     from attnscore.impl import ImplError, check_device, load_impl, run_impl
     from attnscore.loader import load_specs
     from graders.reporters import submission_text, submission_to_json
@@ -399,8 +419,23 @@ def test_impl(
         check_device(device)
     except ImplError as exc:
         raise click.UsageError(str(exc)) from None
+    tie_map = dict(_pair(text, "--tie") for text in ties)
+    keyword_map = {name: _yaml_scalar(value, name) for name, value in (_pair(t, "--keyword") for t in keywords)}
+    if keyword_map:
+        function = functools.partial(function, **keyword_map)
     results = []
     for spec in load_specs(list(spec_paths)):
+        if tie_map:
+            try:
+                spec, dropped = spec.tied(tie_map)
+            except ValueError as exc:
+                raise click.UsageError(f"--tie: {exc}") from None
+            if dropped:
+                click.echo(
+                    f"{spec.id}: left out {len(dropped)} worked example(s) whose shapes break "
+                    f"{', '.join(f'{a}={b}' for a, b in tie_map.items())}: {', '.join(dropped)}",
+                    err=True,
+                )
         if ratio is not None:
             import dataclasses
 
@@ -420,6 +455,27 @@ def test_impl(
             console.print(f"[bold]{r.spec_id}[/] ({r.spec_path}) in {r.dtype} on {r.device}")
             console.print(submission_text(r))
     sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
+
+
+def _pair(text: str, option: str) -> tuple[str, str]:
+    """``NAME=VALUE`` split in two, or a usage error naming the option."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise click.UsageError(f"{option}: expected NAME=VALUE, found {text!r}")
+    return name.strip(), value.strip()
+
+
+def _yaml_scalar(value: str, name: str) -> object:
+    """A keyword's value read as a YAML scalar (``true``, ``3``, ``0.5``, text)."""
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if not isinstance(parsed, (bool, int, float, str)) or parsed is None:
+        raise click.UsageError(f"--keyword: expected a scalar value for {name}, found {value!r}")
+    return parsed
 
 
 @main.command()

@@ -14,6 +14,7 @@ function, error scale and argument strategy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,12 +41,13 @@ class Contract:
         golden_fn: ``args -> float64 array``, the independent numpy path.
         error_fn: ``args -> (n, scale)``: the allowed error per entry is about
             ``factor · n · u · scale`` (see :func:`attnscore.tolerance.allowed_error`).
-        kind: ``"scores"``, ``"mask"``, ``"weights"`` or ``"attention"`` (which properties and
-            mistakes apply).
+        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
+            with a causal flag instead of a mask argument; which properties and mistakes apply).
         bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
         to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
         batched, single_query, single_key: what shapes the Q Kᵀ views can express.
         scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
+        ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
         operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
             scaled into the subnormal range first is off by up to half a subnormal per
             coordinate, times the other factor (see :func:`attnscore.tolerance.allowed_error`).
@@ -68,6 +70,26 @@ class Contract:
     scale: str = "none"
     bound_text: str = "d_k·u·Σ|q_i k_i|"
     operand_fn: Callable[[Args], np.ndarray] | None = None
+    ties: tuple[tuple[str, str], ...] = ()
+
+    def tied(self, ties: Mapping[str, str]) -> Contract:
+        """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
+
+        Kernels often require it (FlashAttention-style kernels need ``d_v = d_k``): generated
+        inputs, worked-example checks and shapes in feedback then use one size for both.
+        """
+        if not ties:
+            return self
+
+        def sub(legend: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(ties.get(sym, sym) for sym in legend)
+
+        return dataclasses.replace(
+            self,
+            parameters=tuple((name, sub(legend)) for name, legend in self.parameters),
+            returns=sub(self.returns),
+            ties=tuple(sorted({**dict(self.ties), **ties}.items())),
+        )
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -184,6 +206,27 @@ def _attention_error(a: Args) -> tuple[int, np.ndarray]:
 
 
 _MASK = ("...", "n_q", "n_k")
+
+
+def _causal(alignment: str) -> Contract:
+    def with_mask(a: Args) -> dict[str, np.ndarray]:
+        keep = golden.causal_keep(np.shape(a["Q"])[-2], np.shape(a["K"])[-2], alignment)
+        return {"Q": a["Q"], "K": a["K"], "V": a["V"], "mask": keep}
+
+    def ref(Q: Any, K: Any, V: Any) -> object:
+        return reference.causal_attention(Q, K, V, alignment)
+
+    return Contract(
+        name=f"causal_attention_{alignment}",
+        kind="causal",
+        parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_v"))),
+        returns=("...", "n_q", "d_v"),
+        reference=ref,
+        golden_fn=lambda a: golden.causal_attention(a["Q"], a["K"], a["V"], alignment),
+        error_fn=lambda a: _attention_error(with_mask(a)),
+        bound_text="u·(error of scores and weights propagated through V)",
+    )
+
 
 CONTRACTS: dict[str, Contract] = {
     c.name: c
@@ -305,6 +348,8 @@ CONTRACTS: dict[str, Contract] = {
             error_fn=_attention_error,
             bound_text="u·(error of scores and weights propagated through V)",
         ),
+        _causal("top_left"),
+        _causal("bottom_right"),
     )
 }
 

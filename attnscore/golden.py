@@ -109,3 +109,15 @@ def softmax_weights(S: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray
 def attention(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """``softmax(Q Kᵀ / √d_k, masked) V`` in float64 -> (..., n_q, d_v)."""
     return softmax_weights(scaled_dot_products(Q, K), mask) @ _f64(V)
+
+
+def causal_keep(n_q: int, n_k: int, alignment: str) -> np.ndarray:
+    """The causal mask (True = keep), ``(n_q, n_k)``: ``j <= i`` top-left, ``j <= i + n_k - n_q`` bottom-right."""
+    i = np.arange(n_q)[:, None]
+    j = np.arange(n_k)[None, :]
+    return j <= i + (0 if alignment == "top_left" else n_k - n_q)
+
+
+def causal_attention(Q: np.ndarray, K: np.ndarray, V: np.ndarray, alignment: str) -> np.ndarray:
+    """Causal attention in float64 -> (..., n_q, d_v) (see :func:`attnscore.reference.causal_attention`)."""
+    return attention(Q, K, V, causal_keep(np.shape(Q)[-2], np.shape(K)[-2], alignment))

@@ -392,6 +392,32 @@ def _rubric_problems(
     return found
 
 
+def shape_ties(
+    contract: Contract, declared: list[tuple[str, tuple[Any, ...]]], returns: tuple[Any, ...]
+) -> dict[str, str] | None:
+    """The symbol ties of declared shapes against the contract's (``{}`` when they are the
+    contract's own), or None when they are not the contract's shapes with some symbols replaced
+    consistently by other symbols of the contract (``"..."`` stays in place)."""
+    if [n for n, _ in declared] != list(contract.parameter_names):
+        return None
+    pairs = [(contract.returns, tuple(returns))] + [
+        (legend, shape) for (_, legend), (_, shape) in zip(contract.parameters, declared, strict=True)
+    ]
+    symbols = {sym for legend, _ in pairs for sym in legend}
+    ties: dict[str, str] = {}
+    for legend, shape in pairs:
+        if len(legend) != len(shape):
+            return None
+        for sym, got in zip(legend, shape, strict=True):
+            if not isinstance(got, str) or got not in symbols or (sym == "...") != (got == "..."):
+                return None
+            if ties.setdefault(sym, got) != got:
+                return None
+    if any(ties.get(target, target) != target for target in ties.values()):
+        return None  # a chain or swap (d_v -> d_k while d_k -> n_k): not one size per tied group
+    return {sym: got for sym, got in ties.items() if sym != got}
+
+
 def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     data = doc.data
     fn = data["function"]
@@ -405,20 +431,27 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
         return None
     declared = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
-    if declared != [(n, tuple(s)) for n, s in contract.parameters]:
+    ties = shape_ties(contract, declared, tuple(fn["returns"]["shape"]))
+    if ties is None and [n for n, _ in declared] != list(contract.parameter_names):
         want = ", ".join(f"{n} {_shape_text(s)}" for n, s in contract.parameters)
         got = ", ".join(f"{n} {_shape_text(s)}" for n, s in declared)
         problems.append(
             doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}")
         )
-    if tuple(fn["returns"]["shape"]) != contract.returns:
+    elif ties is None:
+        want = ", ".join(f"{n} {_shape_text(s)}" for n, s in contract.parameters)
+        want += f" -> {_shape_text(contract.returns)}"
+        got = ", ".join(f"{n} {_shape_text(s)}" for n, s in declared)
+        got += f" -> {_shape_text(tuple(fn['returns']['shape']))}"
         problems.append(
             doc.problem(
-                ("function", "returns", "shape"),
-                f"expected {_shape_text(contract.returns)} for contract {contract.name}, "
-                f"found {_shape_text(fn['returns']['shape'])}",
+                ("function", "parameters"),
+                f"expected {want} for contract {contract.name}, or those shapes with one symbol standing for "
+                f"another throughout (e.g. d_k in place of d_v, for kernels that need d_v = d_k), found {got}",
             )
         )
+    else:
+        contract = contract.tied(ties)
     default_tol = _tolerance(data.get("tolerance"), Tolerance())
     examples = []
     seen: dict[str, int] = {}

@@ -31,7 +31,8 @@ RAW = ("score", "scores", "score_matrix")
 SCALED = ("scaled_score_matrix",)
 QK = RAW + SCALED
 MASKED = ("masked_scores", "attention_weights", "attention")
-ALL = QK + ("bilinear_scores", "additive_scores") + MASKED
+CAUSAL = ("causal_attention_top_left", "causal_attention_bottom_right")
+ALL = QK + ("bilinear_scores", "additive_scores") + MASKED + CAUSAL
 
 
 @dataclass(frozen=True)
@@ -562,6 +563,41 @@ def _scores_over_sum(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tenso
         return kept / kept.sum(dim=-1, keepdim=True)
 
     return _masked_variant(c, args, lambda S, m: S, w)
+
+
+# ---------------------------------------------------------------------------------------------
+# causal attention (the flag form)
+
+
+def _causal_with(c: Contract, args: tuple[torch.Tensor, ...], alignment: str | None) -> torch.Tensor:
+    Q, K, V = args
+    if alignment is None:
+        return reference.attention(Q, K, V)
+    return reference.causal_attention(Q, K, V, alignment)
+
+
+@_add(
+    "causal_wrong_alignment",
+    "causal mask aligned at the other corner",
+    CAUSAL,
+    "your causal mask is aligned at the other corner: with n_q != n_k, top-left keeps key j for query i when "
+    "j <= i (torch.ones(n_q, n_k).tril(), PyTorch's is_causal=True) and bottom-right when j <= i + (n_k - n_q) "
+    "(.tril(n_k - n_q)); use the alignment the spec states",
+)
+def _causal_wrong_alignment(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    other = "bottom_right" if c.name.endswith("top_left") else "top_left"
+    return _causal_with(c, args, other)
+
+
+@_add(
+    "causal_flag_ignored",
+    "no causal mask at all",
+    CAUSAL,
+    "every query sees every key: the causal flag means query i must not attend to keys after its own "
+    "position; mask them (-inf before softmax) with the causal mask",
+)
+def _causal_flag_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _causal_with(c, args, None)
 
 
 # ---------------------------------------------------------------------------------------------

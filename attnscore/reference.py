@@ -39,6 +39,7 @@ __all__ = [
     "masked_scores",
     "attention_weights",
     "attention",
+    "causal_attention",
 ]
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -458,3 +459,44 @@ def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = No
         logits = score_matrix(Q, K) * factor  # (..., n_q, n_k)
     weights = attention_weights(logits, mask)  # (..., n_q, n_k)
     return weights @ V  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+
+
+ALIGNMENTS = ("top_left", "bottom_right")
+
+
+def causal_attention(Q: Any, K: Any, V: Any, alignment: str = "bottom_right") -> torch.Tensor:
+    """Causal scaled dot-product attention, the flag form: no mask argument, query ``i`` sees the
+    keys up to its own position.
+
+    Args:
+        Q: queries ``(..., n_q, d_k)``; K: keys ``(..., n_k, d_k)``; V: values ``(..., n_k, d_v)``.
+        alignment: which key is query ``i``'s own position when ``n_q != n_k``:
+
+            - ``"top_left"``: key ``j`` is kept when ``j <= i`` (PyTorch's
+              ``scaled_dot_product_attention(is_causal=True)``, ``torch.ones(n_q, n_k).tril()``);
+            - ``"bottom_right"``: ``j <= i + (n_k - n_q)`` (:func:`causal_mask`; the last query sees
+              every key, as when ``n_q`` new tokens follow ``n_k - n_q`` cached ones;
+              FlashAttention 2.1+). A query that keeps no key gets the zero vector.
+
+    Returns:
+        Tensor of shape ``(..., n_q, d_v)``, the inputs' dtype and device.
+
+    Raises:
+        ScoreInputError: as :func:`attention`, or an unknown ``alignment``.
+
+    Source: Vaswani et al. (2017), section 3.2.3 (decoder self-attention masks the subsequent
+    positions); alignments as documented by PyTorch and FlashAttention.
+
+    Example:
+        >>> causal_attention([[1.0], [1.0]], [[0.0], [0.0], [0.0]], [[3.0], [5.0], [7.0]], "top_left").tolist()
+        [[3.0], [4.0]]
+    """
+    if alignment not in ALIGNMENTS:
+        raise ScoreInputError("alignment", f"expected one of {', '.join(ALIGNMENTS)}, found {alignment!r}")
+    Q, K = _as_tensor(Q, "Q"), _as_tensor(K, "K")
+    _check_at_least_2d(Q, "Q", "(..., n_q, d_k)")
+    _check_at_least_2d(K, "K", "(..., n_k, d_k)")
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=Q.device)
+    mask = keep.tril() if alignment == "top_left" else keep.tril(n_k - n_q)  # (n_q, n_k), True = keep
+    return attention(Q, K, V, mask)  # (..., n_q, d_v)

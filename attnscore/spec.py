@@ -6,6 +6,7 @@ validating it; everything downstream (cases, grading, verification) reads only t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -127,3 +128,38 @@ class Spec:
         return sum((e.points for e in self.worked_examples), Fraction(0)) + sum(
             (p.points for p in self.properties), Fraction(0)
         )
+
+    def tied(self, ties: dict[str, str]) -> tuple[Spec, list[str]]:
+        """This spec with legend symbols tied (``{"d_v": "d_k"}``), as kernels that need equal
+        sizes require, and the ids of the worked examples left out because their shapes break a tie.
+
+        Raises:
+            ValueError: a symbol that the contract does not use, a symbol tied to itself, or a
+                chain (``a -> b`` while ``b`` is tied too).
+        """
+        symbols = {sym for _, legend in self.contract.parameters for sym in legend} - {"..."}
+        for symbol, same_as in ties.items():
+            for name in (symbol, same_as):
+                if name not in symbols:
+                    known = ", ".join(sorted(symbols))
+                    raise ValueError(
+                        f"expected a shape symbol of contract {self.contract.name} ({known}), found {name!r}"
+                    )
+            if symbol == same_as or same_as in ties:
+                raise ValueError(f"expected SYMBOL=OTHER with OTHER not tied itself, found {symbol}={same_as}")
+        contract = self.contract.tied(ties)
+        kept = tuple(ex for ex in self.worked_examples if _fits(contract, ex.inputs))
+        dropped = [ex.id for ex in self.worked_examples if not _fits(contract, ex.inputs)]
+        return dataclasses.replace(self, contract=contract, worked_examples=kept), dropped
+
+
+def _fits(contract: Contract, inputs: dict[str, np.ndarray]) -> bool:
+    """Whether the inputs give each legend symbol of ``contract`` one size."""
+    sizes: dict[str, int] = {}
+    for name, legend in contract.parameters:
+        shape = np.shape(inputs[name])
+        fixed = [sym for sym in legend if sym != "..."]
+        for sym, size in zip(fixed, shape[len(shape) - len(fixed) :], strict=True):
+            if sizes.setdefault(sym, int(size)) != int(size):
+                return False
+    return True

@@ -39,6 +39,12 @@ def qk_shapes(
     n_q = 1 if contract.single_query else draw(st.integers(1, 5))
     n_k = 1 if contract.single_key else draw(st.integers(1, 6))
     d_k = draw(st.integers(min_d_k, max_d_k))
+    if contract.ties:  # a spec's tied symbols (e.g. n_k = n_q for a square kernel) take one size
+        sizes = {"n_q": n_q, "n_k": n_k, "d_k": d_k}
+        for symbol, same_as in contract.ties:
+            if symbol in sizes and same_as in sizes:
+                sizes[symbol] = sizes[same_as]
+        n_q, n_k, d_k = sizes["n_q"], sizes["n_k"], sizes["d_k"]
     return batch, n_q, n_k, d_k
 
 

@@ -17,10 +17,10 @@ other runner they check values only.
 The registry is :mod:`attnscore.properties.registry`; the properties themselves are grouped by the
 contracts they apply to: :mod:`~attnscore.properties.general` (every contract),
 :mod:`~attnscore.properties.scores` (the Q Kᵀ views) and :mod:`~attnscore.properties.weights`
-(masks, weights, attention).
+(masks, weights, attention) and :mod:`~attnscore.properties.causal` (attention with a causal flag).
 """
 
-from attnscore.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
+from attnscore.properties import causal, general, scores, weights  # noqa: F401  (registers the properties)
 from attnscore.properties.registry import (
     PROPERTIES,
     CheckContext,
