@@ -393,14 +393,15 @@ def _rubric_problems(
 
 
 def shape_ties(
-    contract: Contract, declared: list[tuple[str, tuple[Any, ...]]], returns: tuple[Any, ...]
+    contract: Contract, declared: list[tuple[str, tuple[Any, ...]]], returns: tuple[Any, ...] | None
 ) -> dict[str, str] | None:
     """The symbol ties of declared shapes against the contract's (``{}`` when they are the
     contract's own), or None when they are not the contract's shapes with some symbols replaced
-    consistently by other symbols of the contract (``"..."`` stays in place)."""
+    consistently by other symbols of the contract (``"..."`` stays in place). ``returns`` None:
+    the parameters alone."""
     if [n for n, _ in declared] != list(contract.parameter_names):
         return None
-    pairs = [(contract.returns, tuple(returns))] + [
+    pairs = ([] if returns is None else [(contract.returns, tuple(returns))]) + [
         (legend, shape) for (_, legend), (_, shape) in zip(contract.parameters, declared, strict=True)
     ]
     symbols = {sym for legend, _ in pairs for sym in legend}
@@ -437,6 +438,15 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         got = ", ".join(f"{n} {_shape_text(s)}" for n, s in declared)
         problems.append(
             doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}")
+        )
+    elif ties is None and (param_ties := shape_ties(contract, declared, None)) is not None:
+        want_returns = contract.tied(param_ties).returns
+        problems.append(
+            doc.problem(
+                ("function", "returns", "shape"),
+                f"expected {_shape_text(want_returns)} for contract {contract.name}, "
+                f"found {_shape_text(fn['returns']['shape'])}",
+            )
         )
     elif ties is None:
         want = ", ".join(f"{n} {_shape_text(s)}" for n, s in contract.parameters)

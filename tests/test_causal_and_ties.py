@@ -98,6 +98,13 @@ def test_a_spec_can_tie_symbols_in_its_shapes(tmp_path):
     # shapes that are not a consistent renaming are refused with what was expected
     doc["function"]["returns"]["shape"] = ["...", "n_q", "d_v"]
     path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(
+        SpecError, match=r"function.returns.shape: expected \(\.\.\., n_q, d_k\) for contract attention"
+    ):
+        load_spec(path)
+    doc["function"]["returns"]["shape"] = ["...", "n_q", "d_k"]
+    doc["function"]["parameters"][0]["shape"] = ["...", "d_k", "d_k"]  # n_q -> d_k here but not in the returns
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
     with pytest.raises(SpecError, match="or those shapes with one symbol standing for another throughout"):
         load_spec(path)
 

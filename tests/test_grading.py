@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -173,7 +174,10 @@ def test_property_feedback_has_counterexample_and_hint(scores_results):
     """A failed property names the statement, a counterexample and the likely cause."""
     case = next(c for c in scores_results["softmax_applied.py"].cases if c.id == "property:scores_not_normalised")
     assert case.message.startswith("Property: Raw scores are not normalised")
-    assert "Counterexample (shrunk by hypothesis from generated input 1 of 20): scores(q=[" in case.message
+    # shrunk when 50 sandboxed steps find a smaller failing input; never replaced by a larger one
+    assert re.search(
+        r"Counterexample \((shrunk by hypothesis from )?generated input 1 of 20\): scores\(q=\[", case.message
+    )
     assert "Likely cause: your scores sum to 1" in case.message
     assert set(case.counterexample) == {"q", "keys"}
 
@@ -194,7 +198,7 @@ def test_grading_is_deterministic():
     first = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
     second = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
     assert [(c.verdict, c.message) for c in first.cases] == [(c.verdict, c.message) for c in second.cases]
-    assert first.score == second.score == Fraction(3)
+    assert first.score == second.score == Fraction(4)
 
 
 def test_worker_receives_inputs_only(monkeypatch):
@@ -232,7 +236,7 @@ def test_reports_are_valid_json_with_required_fields(scores_results):
         "timeout",
         "timeout",
         "passed",
-        "passed",
+        "timeout",
     ]
     gs = json.loads(json.dumps(gradescope_results(result), allow_nan=False))
     assert gs["score"] == 5 and len(gs["tests"]) == 7

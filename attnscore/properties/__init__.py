@@ -20,7 +20,10 @@ contracts they apply to: :mod:`~attnscore.properties.general` (every contract),
 (masks, weights, attention) and :mod:`~attnscore.properties.causal` (attention with a causal flag).
 """
 
-from attnscore.properties import causal, general, scores, weights  # noqa: F401  (registers the properties)
+from attnscore.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
+
+# isort: split
+from attnscore.properties import causal  # noqa: F401  (registered last)
 from attnscore.properties.registry import (
     PROPERTIES,
     CheckContext,

@@ -4,6 +4,10 @@ Graded against specs/dot_product_scores.yaml (11 points: examples 3 + 2 + 2 hidd
 1 + 1 + 1 + 1, the last one non_contiguous_inputs). A set of several verdicts means the case may
 end either way depending on timing (for example a memory bomb whose later cases run out of the
 submission's total time).
+
+non_contiguous_inputs compares the result on views with the same submission's result on
+contiguous tensors (each case judges only its own property), so a submission that returns the
+same wrong values, or the same NaNs, either way keeps that 1 point; the value cases take the rest.
 """
 
 from __future__ import annotations
@@ -30,29 +34,29 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "base_exception_subclass": (0, frozenset({RAISE}), RAISE),
     "runaway_recursion": (0, frozenset({RAISE}), RAISE),
     "stack_overflow": (0, frozenset({TIME, MEM, CRASH, RAISE}), None),
-    "fake_results_stdout": (0, frozenset({VALUE}), VALUE),
-    "writes_results_file": (0, frozenset({VALUE}), VALUE),
-    "monkeypatch_comparisons": (0, frozenset({VALUE}), VALUE),
-    "lying_ndarray": (0, frozenset({VALUE}), VALUE),
-    "lying_tensor": (0, frozenset({VALUE}), VALUE),
+    "fake_results_stdout": (1, frozenset({VALUE, P}), VALUE),
+    "writes_results_file": (1, frozenset({VALUE, P}), VALUE),
+    "monkeypatch_comparisons": (1, frozenset({VALUE, P}), VALUE),
+    "lying_ndarray": (1, frozenset({VALUE, P}), VALUE),
+    "lying_tensor": (1, frozenset({VALUE, P}), VALUE),
     "lying_array_protocol": (0, frozenset({TYPE}), TYPE),
     "raising_float": (0, frozenset({TYPE}), TYPE),
     "generator": (0, frozenset({TYPE}), TYPE),
     "huge_array": (0, frozenset({TYPE}), TYPE),
     # int64 of the rounded right answer: right values where the answer is a whole number (E2, P4).
-    "wrong_dtype_int": (0, frozenset({DTYPE}), None),
+    "wrong_dtype_int": (1, frozenset({DTYPE, P}), None),
     # float16 of the right answer: exact where float16 holds it (E2, E3, P4); wrong elsewhere.
-    "wrong_dtype_float16": (5, frozenset({P, DTYPE, VALUE}), None),
-    "nan_output": (0, frozenset({NAN}), NAN),
+    "wrong_dtype_float16": (6, frozenset({P, DTYPE, VALUE}), None),
+    "nan_output": (1, frozenset({NAN, P}), NAN),
     "mutates_inputs": (11, frozenset({P}), P),
-    "reads_spec_files": (0, frozenset({VALUE}), VALUE),
-    "reads_environment": (0, frozenset({VALUE}), VALUE),
+    "reads_spec_files": (1, frozenset({VALUE, P}), VALUE),
+    "reads_environment": (1, frozenset({VALUE, P}), VALUE),
     "kills_parent": (11, frozenset({P}), P),
     "signals_self": (11, frozenset({P}), P),
     "flood_output": (11, frozenset({P}), P),
     "non_utf8_output": (11, frozenset({P}), P),
     "network_connect": (11, frozenset({P}), P),
-    "imports_grader": (0, frozenset({VALUE}), VALUE),
+    "imports_grader": (1, frozenset({VALUE, P}), VALUE),
     "forged_wire_messages": (0, frozenset({CRASH, TIME}), CRASH),
     # An exception that cannot be printed, from a class that lies about its name: still "exception".
     "raising_str_exception": (0, frozenset({RAISE}), RAISE),
@@ -62,6 +66,6 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "leaks_hidden_inputs": (0, frozenset({RAISE}), RAISE),
     # A forged "module not found" for an installed module: never points (a grader error as root).
     "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
-    # Right values for the visible examples only: their 5 points, nothing else.
-    "hardcoded_visible": (5, frozenset({P, VALUE}), P),
+    # Right values for the visible examples only: their 5 points, and non_contiguous_inputs (same values either way).
+    "hardcoded_visible": (6, frozenset({P, VALUE}), P),
 }
