@@ -24,7 +24,7 @@ from attnscore.properties import get_property
 from attnscore.spec import Spec
 from attnscore.specfile import SpecError, SpecProblem
 from attnscore.strategies import draw_examples
-from attnscore.tolerance import Tolerance, allowed_error
+from attnscore.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 
 __all__ = ["Call", "Case", "build_cases", "cast", "derive_seed", "property_calls"]
 
@@ -109,10 +109,14 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
     with np.errstate(all="ignore"):
         golden = spec.contract.golden(contract_args)
         d_k, scale = spec.contract.error_scale(contract_args)
+        operands = spec.contract.operand_sums(contract_args)
         if tolerance.mode == "ratio":
-            allowed = tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype)
+            allowed = np.maximum(
+                tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
+                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
+            )
         else:
-            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, spec.contract.operand_sums(contract_args))
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands)
     return Call(received_args, golden, allowed, **extra)
 
 

@@ -1,0 +1,171 @@
+"""Every bundled spec accepts equivalent reformulations of its reference, in every dtype (issue 9 item 8).
+
+Each function below is a correct implementation written another way (scaling before or after the
+product, on both sides, einsum, a broadcast product summed, float64 then cast back, numpy, PyTorch's
+own kernels). Each must get full marks in float32, float64, float16 and bfloat16, and with the
+low-precision ``--ratio 2`` rule in the half dtypes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from attnscore.impl import run_impl
+from attnscore.loader import load_spec
+from attnscore.tolerance import Tolerance
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _in_float64(fn):
+    """Compute in float64, return in the inputs' dtype (a correctly rounded result)."""
+
+    def wrapped(*args):
+        dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
+        out = fn(*[a.double() if a.dtype.is_floating_point else a for a in args])
+        return out.to(dtype)
+
+    wrapped.__name__ = f"{fn.__name__}_in_float64"
+    return wrapped
+
+
+def _numpy(fn):
+    def wrapped(*args):
+        dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
+        arrays = [a.double().numpy() if a.dtype.is_floating_point else a.numpy() for a in args]
+        return torch.from_numpy(fn(*arrays)).to(dtype)
+
+    wrapped.__name__ = f"{fn.__name__}_numpy"
+    return wrapped
+
+
+def _qkt(Q, K):
+    return Q @ K.transpose(-2, -1)
+
+
+def _masked_softmax(S, mask):
+    weights = torch.softmax(S.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask, weights, torch.zeros((), dtype=S.dtype))
+
+
+def _manual_softmax(S, mask):
+    logits = S.masked_fill(~mask, float("-inf"))
+    top = logits.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    e = torch.exp(logits - top)
+    total = e.sum(dim=-1, keepdim=True)
+    return torch.where(mask, e / total.masked_fill(total == 0, 1.0), torch.zeros((), dtype=S.dtype))
+
+
+REFORMULATIONS = {
+    "dot_product_scores": [
+        lambda q, keys: keys @ q,
+        lambda q, keys: torch.einsum("d,nd->n", q, keys),
+        lambda q, keys: (q * keys).sum(-1),
+        lambda q, keys: torch.stack([torch.dot(k, q) for k in keys]),
+        _in_float64(
+            lambda q, keys: torch.tensor(
+                [sum(float(a) * float(b) for a, b in zip(q, k, strict=True)) for k in keys], dtype=torch.float64
+            )
+        ),
+        _numpy(lambda q, keys: keys @ q),
+    ],
+    "score_matrix": [
+        _qkt,
+        lambda Q, K: torch.matmul(Q, K.mT),
+        lambda Q, K: torch.einsum("...id,...jd->...ij", Q, K),
+        lambda Q, K: (Q.unsqueeze(-2) * K.unsqueeze(-3)).sum(-1),
+        _in_float64(_qkt),
+        _numpy(lambda Q, K: Q @ K.swapaxes(-1, -2)),
+    ],
+    "scaled_score_matrix": [
+        lambda Q, K: _qkt(Q, K) / math.sqrt(Q.shape[-1]),
+        lambda Q, K: (Q / math.sqrt(Q.shape[-1])) @ K.transpose(-2, -1),
+        lambda Q, K: (Q * Q.shape[-1] ** -0.5) @ K.transpose(-2, -1),
+        lambda Q, K: (Q * Q.shape[-1] ** -0.25) @ (K * K.shape[-1] ** -0.25).transpose(-2, -1),
+        lambda Q, K: torch.einsum("...id,...jd->...ij", Q, K) * Q.shape[-1] ** -0.5,
+        _in_float64(lambda Q, K: _qkt(Q, K) / math.sqrt(Q.shape[-1])),
+    ],
+    "bilinear_scores": [
+        lambda Q, K, W: (Q @ W) @ K.transpose(-2, -1),
+        lambda Q, K, W: Q @ (W @ K.transpose(-2, -1)),
+        lambda Q, K, W: torch.einsum("...ia,ab,...jb->...ij", Q, W, K),
+        _in_float64(lambda Q, K, W: (Q @ W) @ K.transpose(-2, -1)),
+    ],
+    "additive_scores": [
+        lambda Q, K, W_q, W_k, v: torch.tanh((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v,
+        lambda Q, K, W_q, W_k, v: torch.einsum(
+            "...ija,a->...ij", torch.tanh((Q @ W_q.T)[..., :, None, :] + (K @ W_k.T)[..., None, :, :]), v
+        ),
+        _in_float64(lambda Q, K, W_q, W_k, v: torch.tanh((Q @ W_q.T).unsqueeze(-2) + (K @ W_k.T).unsqueeze(-3)) @ v),
+    ],
+    "masked_scores": [
+        lambda S, mask: S.masked_fill(~mask, float("-inf")),
+        lambda S, mask: torch.where(mask, S, torch.full_like(S, float("-inf"))),
+        lambda S, mask: S.clone().index_put_((~mask,), torch.tensor(float("-inf"), dtype=S.dtype)),
+    ],
+    "attention_weights": [
+        _masked_softmax,
+        _manual_softmax,
+        lambda S, mask: (
+            torch.where(mask.any(-1, keepdim=True), torch.softmax(S.masked_fill(~mask, -math.inf), -1), 0.0)
+            .masked_fill(~mask, 0.0)
+            .to(S.dtype)
+        ),
+        _in_float64(_masked_softmax),
+    ],
+    "attention": [
+        lambda Q, K, V, mask: _masked_softmax(_qkt(Q, K) / math.sqrt(Q.shape[-1]), mask) @ V,
+        lambda Q, K, V, mask: _manual_softmax((Q * Q.shape[-1] ** -0.5) @ K.mT, mask) @ V,
+        lambda Q, K, V, mask: torch.einsum(
+            "...ij,...jd->...id",
+            _masked_softmax(torch.einsum("...id,...jd->...ij", Q, K) / Q.shape[-1] ** 0.5, mask),
+            V,
+        ),
+        _in_float64(lambda Q, K, V, mask: _masked_softmax(_qkt(Q, K) / math.sqrt(Q.shape[-1]), mask) @ V),
+    ],
+    "causal_attention": [
+        lambda Q, K, V: torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True),
+        lambda Q, K, V: (
+            _masked_softmax(
+                _qkt(Q, K) / math.sqrt(Q.shape[-1]), torch.ones(Q.shape[-2], K.shape[-2], dtype=torch.bool).tril()
+            )
+            @ V
+        ),
+        _in_float64(lambda Q, K, V: torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True)),
+    ],
+}
+
+CASES = [
+    pytest.param(spec_id, i, dtype, id=f"{spec_id}-{i}-{dtype}")
+    for spec_id, fns in REFORMULATIONS.items()
+    for i in range(len(fns))
+    for dtype in DTYPES
+]
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return {spec_id: load_spec(f"specs/{spec_id}.yaml") for spec_id in REFORMULATIONS}
+
+
+@pytest.mark.parametrize("spec_id, index, dtype", CASES)
+def test_equivalent_reformulation_gets_full_marks(specs, spec_id, index, dtype):
+    spec = specs[spec_id]
+    result = run_impl(spec, REFORMULATIONS[spec_id][index], dtype=dtype, shrink=False)
+    failed = [f"{c.id}: {c.message}" for c in result.cases if not c.passed]
+    assert result.score == result.max_score, "\n\n".join(failed)
+
+
+@pytest.mark.parametrize("spec_id", sorted(REFORMULATIONS))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reformulations_pass_the_ratio_rule(specs, spec_id, dtype):
+    spec = dataclasses.replace(specs[spec_id], tolerance=Tolerance(mode="ratio", factor=2.0))  # --ratio 2
+    for fn in REFORMULATIONS[spec_id]:
+        result = run_impl(spec, fn, dtype=dtype, shrink=False)
+        failed = [f"{c.id}: {c.message}" for c in result.cases if not c.passed]
+        assert result.score == result.max_score, "\n\n".join(failed)
