@@ -41,6 +41,29 @@ def _keys_as_rows(Q, K):  # the transpose: (..., n_k, n_q)
     return _right(Q, K).transpose(-2, -1)
 
 
+def _attention_with(mask_of):
+    def attention(Q, K, V, mask):
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        m = mask_of(mask)
+        weights = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1)
+        return torch.where(m, weights, 0.0) @ V
+
+    return attention
+
+
+_mask_on_heads = _attention_with(lambda m: m.transpose(0, 1) if m.dim() == 4 else m)  # batch mask on the heads
+
+
+def _causal_with(diagonal_of):
+    def causal_attention(Q, K, V):
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        keep = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal_of(n_q, n_k))
+        weights = torch.softmax((Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).masked_fill(~keep, -math.inf), -1)
+        return torch.where(keep, weights, 0.0) @ V
+
+    return causal_attention
+
+
 # spec -> [(a phrase of its description, the cases that check it, an implementation breaking only it)]
 PROMISES = {
     "scaled_score_matrix": [
@@ -53,6 +76,21 @@ PROMISES = {
         ("No softmax", {"property:scores_not_normalised"}, _softmaxed),
         ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float64),
         ("the result has shape (..., n_q, n_k)", {"example:one_query_four_keys"}, _keys_as_rows),
+    ],
+    "attention": [
+        (
+            "a (batch, 1, n_q, n_k) padding mask shared by the heads",
+            {"example:padding_mask_per_batch"},
+            _mask_on_heads,
+        ),
+    ],
+    "causal_attention": [
+        (
+            "top-left aligned",
+            {"example:more_keys_than_queries", "example:more_queries_than_keys"},
+            _causal_with(lambda n_q, n_k: n_k - n_q),  # bottom-right
+        ),
+        ("query i attends only to keys j <= i", {"example:square_lower_triangle"}, _causal_with(lambda n_q, n_k: n_k)),
     ],
 }
 
