@@ -140,6 +140,10 @@ def compare(
     return Mismatch(Verdict.WRONG_VALUE, message)
 
 
+# Smallest normal number per dtype: an allowed error below it is the subnormal floor, i.e. exact.
+_TINY = {"float64": 2.0**-1022, "float32": 2.0**-126, "float16": 2.0**-14, "bfloat16": 2.0**-126}
+
+
 def _value_message(
     got_dtype: str,
     dtype: str,
@@ -159,9 +163,10 @@ def _value_message(
     if err is None or allowed is None:
         order = [tuple(int(i) for i in ix) for ix in np.argwhere(wrong)[:SHOW_WORST]]
     else:
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            ratio = np.where(wrong, err / np.maximum(allowed, np.finfo(np.float64).tiny), -1.0)
-        flat = np.argsort(-ratio, axis=None, kind="stable")[: min(SHOW_WORST, count)]
+        # Worst first by the size of the error: an entry whose allowed error is a subnormal floor
+        # (an exact 0 expected) would lead a list ordered by error/allowed with a tiny mistake.
+        size = np.where(wrong, np.nan_to_num(err, nan=np.inf), -1.0)
+        flat = np.argsort(-size, axis=None, kind="stable")[: min(SHOW_WORST, count)]
         order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
     lines = [head + (f" ({tolerance_text})" if tolerance_text else "") + ":"]
     for idx in order:
@@ -170,7 +175,8 @@ def _value_message(
             f"expected {format_number(golden[idx], dtype)}"
         )
         if err is not None and allowed is not None:
-            line += f" (|error| {err[idx]:.3g} > allowed {allowed[idx]:.3g})"
+            limit = f"{allowed[idx]:.3g}" if allowed[idx] >= _TINY.get(dtype, 0.0) else "0 (exact here)"
+            line += f" (|error| {err[idx]:.3g} > allowed {limit})"
         lines.append(line)
     if count > len(order):
         lines.append(f"  ... and {count - len(order)} more")

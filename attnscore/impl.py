@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import platform
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def run_impl(
     (see :mod:`attnscore.shrink`).
     """
     check_device(device)
+    start = time.perf_counter()  # the time reported is the time spent: cases, calls, diagnosis, shrinking
     built = cases if cases is not None else build_cases(spec, dtype, seed)
     with pinned_precision():
         result = run_cases(
@@ -154,4 +156,4 @@ def run_impl(
                     for case, r in zip(built, result.cases, strict=True)
                 ),
             )
-    return dataclasses.replace(result, environment=environment(device))
+    return dataclasses.replace(result, environment=environment(device), duration_s=time.perf_counter() - start)

@@ -267,3 +267,13 @@ def test_subnormal_floor_counts_operand_magnitudes():
     with_k = allowed_error(Tolerance("dot_bound"), golden, "float16", 4, np.zeros(1), np.array([40.0]))[0]
     assert plain == 5 * SUBNORMAL_MIN["float16"]
     assert with_k == 45 * SUBNORMAL_MIN["float16"]
+
+
+def test_worst_first_is_by_error_size_and_a_subnormal_floor_reads_as_exact():
+    """Issue 11: an expected 0 with a subnormal allowed error no longer leads the list with '4.2e-45'."""
+    got = Received("tensor", "float32", "cpu", np.array([0.174, 15.0], dtype=np.float32))
+    result = compare(got, np.array([0.0, 10.0]), np.array([4.2e-45, 1e-5]), dtype="float32")
+    assert result is not None
+    lines = result.message.splitlines()
+    assert lines[1] == "  out[1] = 15, expected 10 (|error| 5 > allowed 1e-05)"
+    assert lines[2] == "  out[0] = 0.174, expected 0 (|error| 0.174 > allowed 0 (exact here))"
