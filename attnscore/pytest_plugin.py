@@ -3,8 +3,12 @@
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
 
-Items are named ``<spec file>::<spec id>[<dtype>]::<case id>``, e.g.
-``specs/attention.yaml::attention[float32]::property:deterministic``; ``-k`` selects among them.
+The spec files are collected like test files, so items have ordinary node ids,
+``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
+test), e.g. ``specs/attention.yaml::attention::property:deterministic[float32]``: pytest counts
+them, ``-k`` selects among them, ``--lf`` reruns the failed ones, an id pytest printed runs that
+item alone, and JUnit XML gets class ``specs.attention.yaml.attention`` and name
+``property:deterministic[float32]``.
 A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
 with the tolerance, the diagnosed mistake, and a one-line reproduction.
 
@@ -13,8 +17,9 @@ The xfail file lists expected failures and skips, one per line, ``#`` starts a c
     attention[float16]::property:matches_reference   xfail   fp16 kernel is approximate
     *::property:deterministic                        skip    atomics on GPU
 
-The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``
-or just ``<case id>``. An entry that matches no item is reported as a warning, so stale entries do
+The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``,
+the end of the node id ``<spec id>::<case id>[<dtype>]``, or just ``<case id>``. An entry that
+matches no item is reported as a warning (when whole spec files are collected), so stale entries do
 not pile up. Registered through the ``pytest11`` entry point in pyproject.toml.
 """
 
@@ -130,29 +135,30 @@ class SpecCaseItem(pytest.Item):
         return Path(self.spec.path), line, f"{self.spec.id}[{self.dtype}]::{self.case.id}"
 
 
-class SpecFile(pytest.File):
-    """The cases of one spec file for every requested dtype."""
+class SpecNode(pytest.Collector):
+    """The cases of one spec: the ``<spec id>`` node; each case once per requested dtype."""
+
+    def __init__(self, *, spec: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
 
     def collect(self) -> list[pytest.Item]:
         from attnscore.cases import build_cases
-        from attnscore.loader import load_spec
-        from attnscore.specfile import SpecError
 
         config = self.config
-        try:
-            spec = load_spec(self.path)
-        except SpecError as exc:
-            raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
         function = config._attnscore_function  # type: ignore[attr-defined]
         device = config.getoption("attnscore_device")
         items: list[pytest.Item] = []
-        for dtype in config.getoption("attnscore_dtype") or spec.dtypes:
-            for case in build_cases(spec, dtype, config.getoption("attnscore_seed")):
+        for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
+            for case in build_cases(self.spec, dtype, config.getoption("attnscore_seed")):
                 items.append(
                     SpecCaseItem.from_parent(
                         self,
-                        name=f"{spec.id}[{dtype}]::{case.id}",
-                        spec=spec,
+                        name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
+                        # given as a string, so pytest parses "[dtype]" as the parameter, as in the
+                        # ids it stores for --lf and reads back from the command line
+                        nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
+                        spec=self.spec,
                         case=case,
                         dtype=dtype,
                         function=function,
@@ -160,6 +166,24 @@ class SpecFile(pytest.File):
                     )
                 )
         return items
+
+
+class SpecFile(pytest.File):
+    """A spec file given with ``--attnscore-spec``: its ``<spec id>`` node."""
+
+    def collect(self) -> list[pytest.Collector]:
+        from attnscore.loader import load_spec
+        from attnscore.specfile import SpecError
+
+        try:
+            spec = load_spec(self.path)
+        except SpecError as exc:
+            raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
+        return [SpecNode.from_parent(self, name=spec.id, spec=spec)]
+
+
+def _spec_paths(config: pytest.Config) -> list[Path]:
+    return [Path(p).resolve() for p in config.getoption("attnscore_spec", None) or []]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -172,6 +196,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--attnscore-impl and --attnscore-spec go together: give both")
     from attnscore.impl import ImplError, check_device, load_impl
 
+    for spec_path in specs:
+        if not Path(spec_path).is_file():
+            raise pytest.UsageError(f"--attnscore-spec {spec_path}: no such file")
     try:
         config._attnscore_function = load_impl(impl)  # type: ignore[attr-defined]
         check_device(config.getoption("attnscore_device"))
@@ -179,25 +206,40 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     xfail = config.getoption("attnscore_xfail")
     config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
+    # The spec files are collected like test files: pytest counts, selects (-k, --lf) and reruns
+    # their items by the node ids it prints. A spec already named in the arguments (a whole file or
+    # one of its node ids) is not added again.
+    named = {Path(str(arg).split("::", 1)[0]).resolve() for arg in config.args}
+    config._attnscore_whole = [p for p in _spec_paths(config) if p not in named]  # type: ignore[attr-defined]
+    config.args.extend(str(p) for p in config._attnscore_whole)  # type: ignore[attr-defined]
+    whole_named = {Path(str(arg)).resolve() for arg in config.args if "::" not in str(arg)}
+    config._attnscore_complete = all(p in whole_named for p in _spec_paths(config))  # type: ignore[attr-defined]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    config = parent.config
+    if not config.getoption("attnscore_impl", None) or file_path.resolve() not in _spec_paths(config):
+        return None
+    seen: set[Path] = config.__dict__.setdefault("_attnscore_seen", set())
+    if file_path.resolve() in seen:  # reached twice (a folder argument holding it, and the file): once
+        return None
+    seen.add(file_path.resolve())
+    return SpecFile.from_parent(parent, path=file_path)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    specs = config.getoption("attnscore_spec", None) or []
-    if not specs or not config.getoption("attnscore_impl", None):
+    if not config.getoption("attnscore_spec", None) or not config.getoption("attnscore_impl", None):
         return
-    new: list[pytest.Item] = []
-    for spec_path in specs:
-        if not Path(spec_path).is_file():
-            raise pytest.UsageError(f"--attnscore-spec {spec_path}: no such file")
-        new.extend(SpecFile.from_parent(session, path=Path(spec_path).resolve()).collect())
     entries: list[XfailEntry] = config._attnscore_xfail  # type: ignore[attr-defined]
     used: set[int] = set()
-    for item in new:
-        assert isinstance(item, SpecCaseItem)
+    for item in items:
+        if not isinstance(item, SpecCaseItem):
+            continue
         item.add_marker(pytest.mark.attnscore)
         key = f"{item.spec.id}[{item.dtype}]::{item.case.id}"
+        node_key = f"{item.spec.id}::{item.case.id}[{item.dtype}]"  # the end of the item's node id
         for entry in entries:
-            if entry.matches(key, item.case.id):
+            if entry.matches(key, item.case.id) or entry.matches(node_key, item.case.id):
                 used.add(entry.line)
                 marker = (
                     pytest.mark.skip(reason=entry.reason or "listed in the xfail file")
@@ -206,6 +248,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 )
                 item.add_marker(marker)
                 break
+    if not config._attnscore_complete:  # type: ignore[attr-defined]
+        return  # only some items were asked for: an entry for the others is not stale
     for entry in entries:
         if entry.line not in used:
             warnings.warn(
@@ -215,4 +259,3 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 ),
                 stacklevel=1,
             )
-    items.extend(new)

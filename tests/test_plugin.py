@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +37,8 @@ def test_correct_impl_one_item_per_case(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "30 passed" in proc.stdout
-    assert "attention[float32]::example:two_keys" in proc.stdout
-    assert "attention[float64]::property:deterministic" in proc.stdout
+    assert "attention::example:two_keys[float32]" in proc.stdout
+    assert "attention::property:deterministic[float64]" in proc.stdout
 
 
 def test_failures_xfails_skips_and_stale_entries(tmp_path):
@@ -104,3 +105,38 @@ def test_brackets_in_ids_are_literal():
     assert entry.matches("attention[float32]::property:deterministic", "property:deterministic")
     assert not entry.matches("attention[float64]::property:deterministic", "property:deterministic")
     assert XfailEntry("*::property:deterministic", "skip", "", 1).matches("a[float64]::property:deterministic", "x")
+
+
+def _copy_spec(tmp_path: Path, name: str) -> str:
+    """The spec inside the rootdir, so that node ids are relative paths (as in a project)."""
+    (tmp_path / name).write_text((ROOT / "specs" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    return name
+
+
+def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
+    """Issue 11: pytest counts the items, -k selects among them, a printed id reruns one, --lf
+    reruns the failures only, and JUnit names carry no stray bracket."""
+    spec = _copy_spec(tmp_path, "attention_weights.yaml")
+    base = [
+        "--attnscore-impl=examples.impl.my_attention:buggy_attention_weights",
+        f"--attnscore-spec={spec}",
+        "--attnscore-dtype=float32",
+    ]
+    listed = run_pytest(tmp_path, "--co", *base)
+    assert "19 tests collected" in listed.stdout
+    assert "attention_weights.yaml::attention_weights::example:masked_key_gets_zero[float32]" in listed.stdout
+    picked = run_pytest(tmp_path, "-k", "masked_key_gets_zero or equal_scores", *base)
+    assert "1 failed, 1 passed, 17 deselected" in picked.stdout
+    node = "attention_weights.yaml::attention_weights::example:masked_key_gets_zero[float32]"
+    again = run_pytest(tmp_path, node, *base)
+    assert again.returncode == 1 and "1 failed in" in again.stdout
+    junit = tmp_path / "junit.xml"
+    run_pytest(tmp_path, f"--junitxml={junit}", *base)
+    xml = junit.read_text(encoding="utf-8")
+    assert 'classname="attention_weights.yaml.attention_weights" name="example:equal_scores[float32]"' in xml
+    assert not re.search(r'name="[^"]*\]\]"', xml)  # no stray "]" after the parameter
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "pytest", "-q", f"--rootdir={tmp_path}", *base]
+    subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    last = subprocess.run([*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "12 failed, 7 deselected" in last.stdout, last.stdout
