@@ -3,7 +3,7 @@
 Validation happens in two passes and reports every problem at once, each located as
 ``file:line:col: field.path: expected ..., found ...``:
 
-1. structure, against the published JSON Schema (``attnscore/spec-v1.schema.json``);
+1. structure, against the published JSON Schema (``specs/spec-v1.schema.json``, next to the bundled specs);
 2. meaning: the contract and properties exist, worked-example inputs have the declared shapes
    with consistent sizes, and each expected value agrees with the golden value of its inputs.
 """
@@ -42,7 +42,9 @@ _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false"}
 @lru_cache(maxsize=1)
 def spec_schema() -> dict[str, Any]:
     """The JSON Schema of spec format v1, as a dict."""
-    text = resources.files("attnscore").joinpath("spec-v1.schema.json").read_text(encoding="utf-8")
+    # Next to the bundled specs, so that their "# yaml-language-server: $schema=spec-v1.schema.json"
+    # line finds it both in a checkout (specs/) and in an installed package (attnscore/bundled_specs/).
+    text = resources.files("attnscore").joinpath("bundled_specs", "spec-v1.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -73,7 +75,7 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
         types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         msg = f"expected {' or '.join(types)}, found {_found(inst)}"
         if isinstance(inst, str) and _FLOAT_LIKE.match(inst):
-            msg += " (YAML 1.1 reads 1e-3 as text: write 1.0e-3 or 0.001)"
+            msg += " (a quoted number is text: drop the quotes)"
         elif isinstance(inst, bool) and "string" in types:
             msg += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
         return msg

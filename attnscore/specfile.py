@@ -3,7 +3,9 @@
 A spec problem is reported as ``file:line:col: field.path: what was expected, what was found``.
 This module reads the YAML (PyYAML's safe loader, YAML 1.1), keeps a map from each value's
 field path to its line and column, and refuses duplicate keys, which PyYAML would silently drop.
-It also flags YAML 1.1 traps that would otherwise pass unnoticed (``010`` read as octal 8).
+It also flags YAML 1.1 traps that would otherwise pass unnoticed (``010`` read as octal 8), and
+reads ``1e-3`` as the number YAML 1.2 (and an editor checking the file against the schema) reads,
+not as the text PyYAML's YAML 1.1 makes of it.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ MAX_VALUES = 200_000
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 _OCTAL_LOOKING = re.compile(r"^[-+]?0[0-9_]+$")
+# A float with an exponent and no dot (1e-3): text in YAML 1.1 (PyYAML), a number in YAML 1.2.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 # Plain decimal numbers; YAML 1.1 also reads 0x10, 0o17, 1_000 and 1:30 (sexagesimal) as numbers.
 _PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
 
@@ -196,6 +200,8 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         return [build(item, path + (i,)) for i, item in enumerate(node.value)]
 
     def build_scalar(node: yaml.Node, path: Path) -> Any:
+        if node.tag == "tag:yaml.org,2002:str" and node.style is None and _EXPONENT_FLOAT.match(node.value):
+            return float(node.value)  # 1e-3: a number in YAML 1.2 (and for editors using the schema), as here
         try:
             value = constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:

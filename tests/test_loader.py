@@ -76,11 +76,10 @@ def test_bundled_specs_load(name):
     ("old", "new", "expected"),
     [
         pytest.param(
-            "points: 1\n",
-            "points: 1e-3\n",
-            "spec.yaml:19:13: worked_examples[0].points: expected number, found string '1e-3' "
-            "(YAML 1.1 reads 1e-3 as text: write 1.0e-3 or 0.001)",
-            id="1e-3 is a string in YAML 1.1",
+            "title: tiny spec\n",
+            "title: 1e3\n",
+            "spec.yaml:4:8: title: expected string, found number 1000.0",
+            id="1e3 is a number, as in YAML 1.2 and in editors",
         ),
         pytest.param(
             "title: tiny spec\n",
@@ -283,7 +282,7 @@ def test_published_schema_is_valid_and_accepts_bundled_specs():
     """The JSON Schema is a valid draft 2020-12 schema and accepts every bundled spec."""
     schema = spec_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    on_disk = json.loads((ROOT / "attnscore" / "spec-v1.schema.json").read_text(encoding="utf-8"))
+    on_disk = json.loads((ROOT / "specs" / "spec-v1.schema.json").read_text(encoding="utf-8"))
     assert on_disk == schema
     for path in (ROOT / "specs").glob("*.yaml"):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -343,3 +342,23 @@ def test_non_finite_values_allowed_in_example_values(tmp_path):
     text = VALID.replace("q: [1, 0]", "q: [1, .inf]").replace("expected: [1, 0]", "expected: [1, .inf]")
     found = problems(tmp_path, text)
     assert not any("expected a finite number" in p for p in found)
+
+
+def test_exponent_floats_are_numbers_as_in_yaml_1_2(tmp_path):
+    """Issue 11: editors read specs as YAML 1.2 through the schema line, where 1e-3 is a number;
+    attnscore reads it the same way (PyYAML's YAML 1.1 would make it the text '1e-3')."""
+    spec = load_spec(write(tmp_path, VALID.replace("points: 1\n", "points: 1e-3\n")))
+    assert spec.worked_examples[0].points == Fraction(1, 1000)
+    quoted = load_spec(write(tmp_path, VALID.replace("title: tiny spec\n", "title: '1e3'\n")))
+    assert quoted.title == "1e3"
+
+
+def test_every_bundled_spec_names_a_schema_that_exists_next_to_it():
+    """The schema line works in a checkout and in the installed package (bundled_specs/)."""
+    from importlib import resources
+
+    for folder in (ROOT / "specs", Path(str(resources.files("attnscore").joinpath("bundled_specs")))):
+        for path in folder.glob("*.yaml"):
+            first = path.read_text(encoding="utf-8").splitlines()[0]
+            assert first == "# yaml-language-server: $schema=spec-v1.schema.json", path
+            assert (path.parent / "spec-v1.schema.json").is_file(), path
