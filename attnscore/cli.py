@@ -10,10 +10,8 @@ import functools
 import io
 import json
 import math
-import os
 import signal
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,23 +75,12 @@ def check_output_path(path: str) -> None:
 
 
 def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename: never a half-written file.
+    """Write ``text`` to ``path`` atomically (:func:`attnscore.atomic.write_atomic`): never a
+    half-written file; mode 0666 less the umask, like a shell redirection."""
+    from attnscore.atomic import write_atomic
 
-    The file gets the usual permissions (0666 less the umask), like a shell redirection.
-    """
     check_output_path(path)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from attnscore.atomic import write_atomic
+
 __all__ = ["write_atomic", "write_outputs", "zip_bytes"]
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``.
-
-    Raises:
-        OSError: the folder cannot be created or written.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_outputs(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:

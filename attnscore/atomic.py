@@ -1,0 +1,45 @@
+"""Atomic file writing: a file appears complete, with the usual permissions, or not at all.
+
+Every output attnscore writes (grade reports, practice problems and answer keys) goes through
+:func:`write_atomic`: a temporary file in the target's folder, flushed to disk, given mode
+``0666`` less the umask (what a shell redirection gives; ``mkstemp``'s own ``0600`` would hide
+reports from the course's other staff), then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``.
+
+    The folder is created when missing. The file gets mode ``0666 & ~umask``.
+
+    Raises:
+        OSError: the folder cannot be created or the file cannot be written (the temporary file
+            is removed; an existing ``path`` is left as it was).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,50 @@
+"""One atomic writer for every output: complete or absent, 0666 less the umask (issue 11)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from attnscore.atomic import write_atomic
+from attnscore.cli import main
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_written_file_has_the_usual_mode_and_no_temporary_is_left(tmp_path):
+    target = tmp_path / "deep" / "report.json"
+    write_atomic(target, b"{}")
+    assert target.read_bytes() == b"{}"
+    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "report.json"
+    target.write_bytes(b"old")
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_practice_files_and_grade_reports_get_the_same_mode(tmp_path):
+    out = tmp_path / "practice"
+    result = CliRunner().invoke(main, ["practice", "--count", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files and {p.stat().st_mode & 0o777 for p in files} == {0o666 & ~_umask()}
+    assert not [p for p in out.rglob(".*.tmp")]
+    assert Path(out).is_dir()
