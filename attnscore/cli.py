@@ -475,13 +475,20 @@ def schema() -> None:
 
 
 @main.command("specs")
+@click.option("--markdown", is_flag=True, help="Print the spec, property and mistake catalogues as Markdown tables.")
 @handle_errors
-def list_specs() -> None:
+def list_specs(markdown: bool) -> None:
     """List the bundled specs and the registered properties."""
     from attnscore.loader import load_specs
     from attnscore.properties import PROPERTIES
     from attnscore.verify import bundled_spec_paths
 
+    if markdown:
+        from attnscore.catalogue import mistake_table, property_table, spec_table
+
+        tables = (spec_table(load_specs(list(bundled_spec_paths()))), property_table(), mistake_table())
+        sys.stdout.write("\n\n".join(tables) + "\n")
+        return
     console = _stdout()
     for spec in load_specs(list(bundled_spec_paths())):
         console.print(
