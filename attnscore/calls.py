@@ -1,8 +1,9 @@
 """Calls: how arguments reach an implementation, and how a raised exception is described.
 
 Shared by the in-process runner (:mod:`attnscore.runner`) and the sandboxed worker
-(:mod:`graders.worker`), which imports only this module, :mod:`attnscore.outputs` and
-:mod:`graders.wire` from the project: nothing here knows specs, references or golden values.
+(:mod:`graders.worker`), which imports only this module, :mod:`attnscore.outputs`,
+:mod:`attnscore.dtypes` and :mod:`graders.wire` from the project: nothing here knows specs,
+references or golden values.
 """
 
 from __future__ import annotations
@@ -10,14 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call"]
+from attnscore.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
 
-TORCH_DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call"]
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:

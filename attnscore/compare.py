@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnscore.dtypes import PRECISION_BITS, SMALLEST_NORMAL
 from attnscore.outputs import Received
 from attnscore.results import Verdict
 
@@ -21,7 +22,7 @@ __all__ = ["Mismatch", "compare", "format_index", "format_number"]
 NUMERIC_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8")
 SHOW_WORST = 3
 _FLOATS = ("float64", "float32", "float16", "bfloat16")
-_PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+_PRECISION = PRECISION_BITS
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def compare(
 
 
 # Smallest normal number per dtype: an allowed error below it is the subnormal floor, i.e. exact.
-_TINY = {"float64": 2.0**-1022, "float32": 2.0**-126, "float16": 2.0**-14, "bfloat16": 2.0**-126}
+_TINY = SMALLEST_NORMAL
 
 
 def _value_message(

@@ -34,11 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnscore.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+
 __all__ = ["Tolerance", "UNIT_ROUNDOFF", "CLOSE_DEFAULTS", "allowed_error", "DTYPES", "RATIO_FLOOR"]
 
-DTYPES = ("float64", "float32", "float16", "bfloat16")
-
-UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 # (rtol, atol) per dtype; half-precision atol floored at one ulp at 1.0 (2u).
 CLOSE_DEFAULTS = {
@@ -49,10 +48,9 @@ CLOSE_DEFAULTS = {
 }
 
 MODES = ("exact", "close", "dot_bound", "ratio")
-LOW_PRECISION = ("float16", "bfloat16")
 
 # Smallest positive subnormal per dtype: below the normal range rounding errors are absolute.
-SUBNORMAL_MIN = {"float64": 2.0**-1074, "float32": 2.0**-149, "float16": 2.0**-24, "bfloat16": 2.0**-133}
+SUBNORMAL_MIN = SMALLEST_SUBNORMAL
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ _WORKER_MODULES = (
     "graders/seccomp.py",
     "attnscore/outputs.py",
     "attnscore/calls.py",
+    "attnscore/dtypes.py",
 )
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; from graders.worker import main; main(sys.argv[1:])"

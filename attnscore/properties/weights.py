@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnscore.compare import format_number
 from attnscore.contracts import Contract
+from attnscore.dtypes import UNIT_ROUNDOFF
 from attnscore.properties.registry import Args, CheckContext, Property, close_enough, register
 from attnscore.strategies import legend_sizes, random_args
 
@@ -59,12 +60,7 @@ def _row_sums(ctx: CheckContext) -> str | None:
         return None
     sums = w.sum(axis=-1)
     kept = mask.any(axis=-1)
-    tol = (
-        8
-        * w.shape[-1]
-        * {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}[ctx.dtype]
-        + 1e-12
-    )
+    tol = 8 * w.shape[-1] * UNIT_ROUNDOFF[ctx.dtype] + 1e-12
     if not np.all(np.where(kept, np.abs(sums - 1.0) <= tol, True)):
         return "a row of weights with at least one kept key must sum to 1"
     return None
