@@ -46,7 +46,7 @@ def test_a_writer_that_keeps_the_pipe_full_cannot_stretch_a_call(tmp_path):
         outcome = runner.call(ARGS, "float32")
         elapsed = time.monotonic() - began
     assert isinstance(outcome, CallFailure) and outcome.verdict == Verdict.TIMEOUT.value
-    assert elapsed < 2.5, elapsed
+    assert elapsed < 4.0, elapsed  # near the 1 s limit; unbounded draining took as long as the writer wrote
 
 
 FORGER = """\
