@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from hypothesis.errors import HypothesisException
 
-from attnscore.calls import TORCH_DTYPES
+from attnscore.calls import TORCH_DTYPES, to_torch
 from attnscore.properties import get_property
 from attnscore.spec import Spec
 from attnscore.specfile import SpecError, SpecProblem
@@ -122,7 +122,6 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
 
 def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np.ndarray:
     """The reference run in ``dtype`` on the CPU (for the ``ratio`` tolerance mode)."""
-    from attnscore.calls import to_torch
 
     out = spec.contract.reference(*[to_torch(a, dtype) for a in args.values()])
     return out.detach().to(torch.float64).numpy()  # type: ignore[union-attr]

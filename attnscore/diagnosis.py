@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnscore.cases import _call, derive_seed
 from attnscore.mistakes import Mistake, mistakes_for
 from attnscore.outputs import CallFailure, Received, to_received
+from attnscore.strategies import draw_examples, legend_sizes, random_args
 from attnscore.tolerance import CLOSE_DEFAULTS
 
 __all__ = ["diagnose", "recompute", "matches", "holds", "CONFIRMATIONS", "MIN_EVIDENCE"]
@@ -121,9 +123,6 @@ def _confirmation_calls(spec: Any, dtype: str) -> list[Any]:
     """:data:`CONFIRMATIONS` fixed random calls of the spec's contract (every size >= 2)."""
     key = (spec.id, spec.version, str(getattr(spec, "path", "")), dtype)
     if key not in _INPUTS:
-        from attnscore.cases import _call, derive_seed
-        from attnscore.strategies import draw_examples, legend_sizes, random_args
-
         contract = spec.contract
         strategy = legend_sizes(contract, max_size=4, min_size=2).flatmap(
             lambda sizes: random_args(contract, 5.0, sizes)

@@ -18,9 +18,10 @@ import numpy as np
 
 from attnscore.cases import Call, Case
 from attnscore.compare import Mismatch, compare, format_number
+from attnscore.diagnosis import diagnose
 from attnscore.layouts import describe_layout, effective_layout
 from attnscore.outputs import CallFailure, Received
-from attnscore.properties import get_property
+from attnscore.properties import CheckContext, get_property
 from attnscore.results import CaseResult, SubmissionResult, Verdict
 from attnscore.runner import Runner
 from attnscore.spec import Spec
@@ -172,8 +173,6 @@ def judge_case(
     shown in feedback (default: the spec's). ``observe``, when given, receives the failing call and
     its output (for shrinking, :mod:`attnscore.shrink`).
     """
-    from attnscore.diagnosis import diagnose
-    from attnscore.properties import CheckContext
 
     hidden = case.visibility == "hidden"
     output_name = "out"

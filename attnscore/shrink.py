@@ -25,6 +25,7 @@ from attnscore.diagnosis import holds
 from attnscore.mistakes import get_mistake
 from attnscore.properties import get_property
 from attnscore.results import CaseResult, Verdict
+from attnscore.run import example_position, judge_case
 from attnscore.spec import Spec
 from attnscore.strategies import _without_local_constants
 
@@ -81,7 +82,6 @@ def shrink_case(
     """
     if case.kind != "property" or not case.property_name:
         return None
-    from attnscore.run import judge_case
 
     use = next(u for u in spec.properties if u.name == case.property_name)
     named = get_mistake(mistake) if mistake is not None else None
@@ -153,7 +153,6 @@ def add_shrunk(
     Only failing, visible property cases whose failure is about the returned values (or an
     exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
     """
-    from attnscore.run import example_position
 
     shrinkable = (
         Verdict.WRONG_VALUE,
