@@ -6,8 +6,10 @@ Errors are one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import shlex
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import click
 
 from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml
-from attnscore.practice.export_prairielearn import prairielearn_files
+from attnscore.practice.export_prairielearn import PrairieLearnExportError, prairielearn_course
 from attnscore.practice.export_qti import qti_zip
 from attnscore.practice.families import Family, FamilyFileError, load_families, load_family_file
 from attnscore.practice.generators import (
@@ -116,11 +118,19 @@ def _command_line(
     return shlex.join(parts)
 
 
-def build_outputs(problems: list[Problem], sheet: Worksheet, fmt: str, figures: bool = True) -> dict[str, bytes]:
+def build_outputs(
+    problems: list[Problem], sheet: Worksheet, fmt: str, figures: bool = True, families: Sequence[Family] = ()
+) -> dict[str, bytes]:
     """Every output file of one format as ``relative path -> bytes`` (pure: nothing is written).
+
+    ``prairielearn`` makes one randomised question per family in ``families`` (each student's
+    variant is drawn from PrairieLearn's seed, so the generated variants are not written) and a
+    static question per fixed problem (``index`` None, or every problem when ``families`` is
+    empty); its ``answer-key.json`` covers the static questions only.
 
     Raises:
         ValueError: ``fmt`` is not one of :data:`FORMATS`.
+        PrairieLearnExportError: a family's kind cannot be expressed in PrairieLearn.
     """
     if fmt == "md":
         paths: dict[str, str] = {}
@@ -148,8 +158,18 @@ def build_outputs(problems: list[Problem], sheet: Worksheet, fmt: str, figures: 
     if fmt == "qti":
         return {"quiz-qti.zip": qti_zip(problems, sheet), **key}
     if fmt == "prairielearn":
-        return {**prairielearn_files(problems, sheet), **key}
+        fixed = [p for p in problems if p.index is None or not families]
+        version = _version()
+        files = prairielearn_course(families, fixed, sheet, version)
+        return {**files, "answer-key.json": key_json(fixed, sheet)} if fixed else files
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, found {fmt!r}")
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("attnscore")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
@@ -287,7 +307,11 @@ def practice(
         places,
         with_solutions,
     )
-    files = build_outputs(problems, sheet, fmt, figures=not no_figures)
+    randomised = selected if fmt == "prairielearn" and q_text is None else []
+    try:
+        files = build_outputs(problems, sheet, fmt, figures=not no_figures, families=randomised)
+    except PrairieLearnExportError as exc:
+        raise InvalidFamilyError(str(exc)) from None
     try:
         written = write_outputs(out_dir, files)
     except OSError as exc:
@@ -297,4 +321,11 @@ def practice(
         click.echo(
             f"{st.family_id}: {st.variants} variant(s), acceptance {st.acceptance_rate:.1%} (rejected: {reasons})"
         )
-    click.echo(f"wrote {len(problems)} problem(s) as {fmt} to {out_dir}: {len(written)} file(s)")
+    if randomised:
+        fixed = sum(p.index is None for p in problems)
+        click.echo(
+            f"wrote {len(randomised)} randomised question(s) (one per family, variants drawn from PrairieLearn's "
+            f"seed) and {fixed} fixed question(s) as {fmt} to {out_dir}: {len(written)} file(s)"
+        )
+    else:
+        click.echo(f"wrote {len(problems)} problem(s) as {fmt} to {out_dir}: {len(written)} file(s)")
