@@ -251,3 +251,33 @@ def test_pdflatex_compiles(tmp_path, doc):
     assert (tmp_path / doc.replace(".tex", ".pdf")).stat().st_size > 1000
     assert ".pk" not in log and "mktexpk" not in log, "a bitmap font was used"
     assert "Missing character" not in log
+    if doc == "answer-key.tex" and shutil.which("pdftotext"):
+        _check_pdf_command(tmp_path)
+
+
+def _check_pdf_command(out: Path) -> None:
+    """The command as text copied from the PDF runs in a shell and rewrites the same .tex files."""
+    text = subprocess.run(
+        ["pdftotext", "answer-key.pdf", "-"], cwd=out, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    lines = text.split("Regenerate with:", 1)[1].strip().split("\n")
+    command = []
+    for line in lines:
+        command.append(line.strip())
+        if not line.rstrip().endswith("\\"):
+            break
+    copied = "\n".join(command)
+    assert "–" not in copied and "—" not in copied and "’" not in copied, copied
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    again = out / "again"
+    done = subprocess.run(
+        ["bash", "-c", f"{copied} --out {shlex.quote(str(again))}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (copied, done.stderr)
+    for name in ("worksheet.tex", "answer-key.tex"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
