@@ -18,7 +18,6 @@ import io
 import re
 from dataclasses import dataclass
 
-import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -33,7 +32,6 @@ _PAD = 1.5  # points around the drawing
 _ROW_GAP = 4.0  # points between rows of aligned/bmatrix
 _COL_GAP = 10.0  # points between matrix columns
 _AXIS = 0.25 * _SIZE  # height of the maths axis above the baseline (where a matrix is centred)
-_STYLE = {"mathtext.fontset": "cm", "text.color": "black"}
 
 
 class MathImageError(ValueError):
@@ -166,26 +164,25 @@ def math_png(latex: str) -> MathImage:
         MathImageError: mathtext cannot read ``latex`` (unknown command, unbalanced braces,
             an environment other than ``aligned``/``bmatrix``).
     """
-    with matplotlib.rc_context(_STYLE):
-        box = _layout(latex)
-        width = box.width + 2 * _PAD
-        height = box.ascent + box.descent + 2 * _PAD
-        fig = Figure(figsize=(width / 72, height / 72))
-        FigureCanvasAgg(fig)
-        ox, oy = _PAD, _PAD + box.descent  # baseline of the box, in points from the bottom left
-        for x, y, s in box.items:
-            fig.text((ox + x) / width, (oy + y) / height, s, fontproperties=_PROP, va="baseline", ha="left")
-        for (x0, y0), (x1, y1) in box.lines:
-            fig.add_artist(
-                Line2D(
-                    [(ox + x0) / width, (ox + x1) / width],
-                    [(oy + y0) / height, (oy + y1) / height],
-                    transform=fig.transFigure,
-                    linewidth=0.8,
-                    color="black",
-                )
+    box = _layout(latex)
+    width = box.width + 2 * _PAD
+    height = box.ascent + box.descent + 2 * _PAD
+    fig = Figure(figsize=(width / 72, height / 72))
+    FigureCanvasAgg(fig)
+    ox, oy = _PAD, _PAD + box.descent  # baseline of the box, in points from the bottom left
+    for x, y, s in box.items:
+        fig.text((ox + x) / width, (oy + y) / height, s, fontproperties=_PROP, va="baseline", ha="left", color="black")
+    for (x0, y0), (x1, y1) in box.lines:
+        fig.add_artist(
+            Line2D(
+                [(ox + x0) / width, (ox + x1) / width],
+                [(oy + y0) / height, (oy + y1) / height],
+                transform=fig.transFigure,
+                linewidth=0.8,
+                color="black",
             )
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=_DPI, transparent=True, metadata={"Software": None})
+        )
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, transparent=True, metadata={"Software": None})
     px = 96 / 72
     return MathImage(buf.getvalue(), round(width * px, 1), round(height * px, 1), round((box.descent + _PAD) * px, 1))
