@@ -102,8 +102,12 @@ def _command_line(
     q: str | None,
     ks: tuple[str, ...],
     with_solutions: bool,
+    math_images: bool = False,
+    families_dir: Path | None = None,
 ) -> str:
     parts = ["attnscore", "practice", *names]
+    if families_dir is not None:
+        parts += ["--families-dir", str(families_dir)]
     if q is not None:
         parts += ["--q", q] + [x for k in ks for x in ("--k", k)]
     else:
@@ -115,23 +119,34 @@ def _command_line(
     parts += ["--format", fmt]
     if with_solutions:
         parts.append("--with-solutions")
+    if math_images:
+        parts.append("--math-images")
     return shlex.join(parts)
 
 
 def build_outputs(
-    problems: list[Problem], sheet: Worksheet, fmt: str, figures: bool = True, families: Sequence[Family] = ()
+    problems: list[Problem],
+    sheet: Worksheet,
+    fmt: str,
+    figures: bool = True,
+    families: Sequence[Family] = (),
+    math_images: bool = False,
 ) -> dict[str, bytes]:
     """Every output file of one format as ``relative path -> bytes`` (pure: nothing is written).
 
     ``prairielearn`` makes one randomised question per family in ``families`` (each student's
     variant is drawn from PrairieLearn's seed, so the generated variants are not written) and a
     static question per fixed problem (``index`` None, or every problem when ``families`` is
-    empty); its ``answer-key.json`` covers the static questions only.
+    empty); its ``answer-key.json`` covers the static questions only. ``math_images`` (``qti``
+    only): maths drawn as PNG images with the LaTeX as alt text.
 
     Raises:
-        ValueError: ``fmt`` is not one of :data:`FORMATS`.
+        ValueError: ``fmt`` is not one of :data:`FORMATS`, or ``math_images`` with another format
+            than ``qti``, or an expression that mathtext cannot draw.
         PrairieLearnExportError: a family's kind cannot be expressed in PrairieLearn.
     """
+    if math_images and fmt != "qti":
+        raise ValueError(f"--math-images works only with --format qti, found --format {fmt}")
     if fmt == "md":
         paths: dict[str, str] = {}
         files: dict[str, bytes] = {}
@@ -156,7 +171,7 @@ def build_outputs(
     if fmt == "moodle-xml":
         return {"questions.xml": moodle_xml(problems, sheet), **key}
     if fmt == "qti":
-        return {"quiz-qti.zip": qti_zip(problems, sheet), **key}
+        return {"quiz-qti.zip": qti_zip(problems, sheet, math_images), **key}
     if fmt == "prairielearn":
         fixed = [p for p in problems if p.index is None or not families]
         version = _version()
@@ -222,6 +237,11 @@ def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
 @click.option("--k", "k_texts", multiple=True, help="A fixed key, e.g. 0,-1; repeat for several keys.")
 @click.option("--with-solutions", is_flag=True, help="Print worked solutions in the worksheet too.")
 @click.option("--no-figures", is_flag=True, help="Markdown: skip the SVG figures.")
+@click.option(
+    "--math-images",
+    is_flag=True,
+    help="qti: draw maths as PNG images (LaTeX as alt text) instead of MathJax \\(...\\) text.",
+)
 @click.option("--verify", "do_verify", is_flag=True, help="Check COUNT variants per family; write nothing.")
 @click.option("--list", "do_list", is_flag=True, help="List the families and exit.")
 def practice(
@@ -237,6 +257,7 @@ def practice(
     k_texts: tuple[str, ...],
     with_solutions: bool,
     no_figures: bool,
+    math_images: bool,
     do_verify: bool,
     do_list: bool,
 ) -> None:
@@ -256,6 +277,8 @@ def practice(
         raise click.BadParameter(
             f"expected 1-64 letters, digits, '.', '_' or '-', found {student!r}", param_hint="'--student'"
         )
+    if math_images and fmt != "qti":
+        raise click.UsageError(f"--math-images works only with --format qti, found --format {fmt}")
     if k_texts and q_text is None:
         raise click.UsageError("--k needs --q (the query the keys are scored against)")
     if q_text is not None and not k_texts:
@@ -303,15 +326,21 @@ def practice(
         title,
         seed,
         student,
-        _command_line(families, count, seed, student, fmt, featured, q_text, k_texts, with_solutions),
+        _command_line(
+            families, count, seed, student, fmt, featured, q_text, k_texts, with_solutions, math_images, families_dir
+        ),
         places,
         with_solutions,
     )
     randomised = selected if fmt == "prairielearn" and q_text is None else []
     try:
-        files = build_outputs(problems, sheet, fmt, figures=not no_figures, families=randomised)
+        files = build_outputs(
+            problems, sheet, fmt, figures=not no_figures, families=randomised, math_images=math_images
+        )
     except PrairieLearnExportError as exc:
         raise InvalidFamilyError(str(exc)) from None
+    except ValueError as exc:  # an expression mathtext cannot draw
+        raise click.ClickException(str(exc)) from None
     try:
         written = write_outputs(out_dir, files)
     except OSError as exc:

@@ -3,8 +3,10 @@
 A part with one numeric blank becomes a ``numerical`` question (nominal tolerance: half a unit in
 the last requested place), a part with several blanks a ``cloze`` question with
 ``{1:NUMERICAL:=key:tolerance}`` fields, a choice part a ``multichoice`` question (single answer,
-options in the printed order). Text is HTML, escaped with ``xml.sax.saxutils`` and then stored by
-``xml.etree`` (which escapes it once more as XML text).
+options in the printed order). Moodle's numeric fields take decimals only, so prompts ask for
+decimals ("to 3 decimal places", never "exactly", which would invite ``3/19``). Text is HTML,
+escaped with ``xml.sax.saxutils`` and then stored by ``xml.etree`` (which escapes it once more
+as XML text).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def _paras(rich_paras: Sequence) -> str:
 
 
 def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: str) -> None:
-    prompt = stem + f"<p>({q.part}) {to_html(q.prompt)}</p>"
+    prompt = stem + f"<p>({q.part}) {to_html(q.prompt, decimals_only=True)}</p>"
     if q.choice is not None:
         kind = "multichoice"
     elif len(q.numeric) == 1:

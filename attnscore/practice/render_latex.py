@@ -1,7 +1,21 @@
-"""LaTeX worksheets and answer keys (standalone ``article`` documents; figures in TikZ)."""
+"""LaTeX worksheets and answer keys (standalone ``article`` documents; figures in TikZ).
+
+The documents compile with ``pdflatex`` (Latin Modern fonts in T1 encoding, so the PDF has
+outline fonts and copyable text). Three details keep the printed text honest:
+
+- the "Regenerate with" command is typeset by :func:`command_latex`: typewriter lines of at
+  most :data:`COMMAND_WIDTH` characters joined by shell line continuations (`` \\``), every
+  ``-`` written ``-{}`` so ``--count`` never becomes an en-dash, quotes as straight quotes;
+  copying it from the PDF and pasting it into a shell runs it;
+- maths in headings (``Q K^T``, ``d_k`` in a family title) is typeset as maths
+  (:func:`heading_latex`);
+- a minus sign in prose (``-0.1235``) is a real minus (``$-$``), not a hyphen.
+"""
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 
 from attnscore.practice.figures import tikz_figure
@@ -10,21 +24,130 @@ from attnscore.practice.problem import Problem, Question
 from attnscore.practice.richtext import escape_latex, to_latex
 from attnscore.practice.worksheet import Worksheet
 
-__all__ = ["render_worksheet_latex", "render_key_latex", "braces_balanced"]
+__all__ = [
+    "render_worksheet_latex",
+    "render_key_latex",
+    "braces_balanced",
+    "command_latex",
+    "heading_latex",
+    "COMMAND_WIDTH",
+]
 
 _LETTERS = "ABCDEFGH"
 
 _PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[utf8]{inputenc}
 \usepackage[T1]{fontenc}
+\usepackage{lmodern}
 \usepackage{textcomp}
 \usepackage{amsmath,amssymb}
 \usepackage{tikz}
 \usepackage[margin=2.5cm]{geometry}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{0.6em}
+\ifdefined\pdfgentounicode\IfFileExists{glyphtounicode.tex}{\input{glyphtounicode}\pdfgentounicode=1}{}\fi
 \begin{document}
 """
+
+
+#: Longest line of the typeset "Regenerate with" command, in characters (the text block holds
+#: about 80 typewriter characters at 11pt, so 64 leaves room for the continuation and indent).
+COMMAND_WIDTH = 64
+
+_COMMAND_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "-": "-{}",  # no -- ligature: an en-dash cannot be pasted into a shell
+    "'": r"\textquotesingle{}",
+    "`": r"\textasciigrave{}",
+    '"': r"\textquotedbl{}",
+    " ": "\\ ",  # every space printed, none stretched or dropped
+    **{c: "\\" + c for c in "&%$#_{}"},
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+
+def _command_groups(command: str) -> list[str]:
+    """Shell words of ``command``, each option kept with its value (``--count 10``)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: keep the text as one group rather than guess
+        return [command]
+    groups = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and "=" not in w and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            groups.append(shlex.join(words[i : i + 2]))
+            i += 2
+        else:
+            groups.append(shlex.quote(w))
+            i += 1
+    return groups
+
+
+def command_latex(command: str, width: int = COMMAND_WIDTH) -> str:
+    """A shell command as copyable LaTeX: typewriter lines within the margin, shell continuations.
+
+    The command is split between shell words (an option stays with its value) into lines of at
+    most ``width`` characters (a single longer word keeps its own line); every line but the last
+    ends in `` \\`` so that the copied text runs as one command. Hyphens are written ``-{}`` (no
+    en-dash ligature), quotes are straight, every space is printed.
+
+    Raises:
+        ValueError: ``width`` is below 20.
+
+    Example:
+        >>> print(command_latex("attnscore practice --count 5"))
+        \\begin{flushleft}\\ttfamily
+        attnscore\\ practice\\ -{}-{}count\\ 5
+        \\end{flushleft}
+    """
+    if width < 20:
+        raise ValueError(f"width must be >= 20 characters, found {width}")
+    lines: list[str] = []
+    for group in _command_groups(command):
+        indent = 4 if len(lines) > 1 else 0  # 2em is about 4 typewriter characters
+        if lines and indent + len(lines[-1]) + 1 + len(group) + 2 <= width:
+            lines[-1] += " " + group
+        else:
+            lines.append(group)
+    body = [
+        ("\\hspace*{2em}" if i else "") + "".join(_COMMAND_SPECIAL.get(c, c) for c in line)
+        for i, line in enumerate(lines)
+    ]
+    joined = (r"\ \textbackslash{}\\" + "\n").join(body)
+    return "\\begin{flushleft}\\ttfamily\n" + joined + "\n\\end{flushleft}"
+
+
+# A maths token in plain prose: optional √, bare capitals (``Q K^T``), then a letter with at least
+# one sub- or superscript (``d_k``, ``K^T``, ``W_{Q}``); never inside a word (``snake_case``);
+# "A" and "I" are words, not matrices.
+_MATH_TOKEN = re.compile(r"(?<![\w\\])(√?)((?:[B-HJ-Z] )*[A-Za-z](?:[_^](?:[A-Za-z0-9]+|\{[A-Za-z0-9]+\}))+)(?![\w{])")
+
+
+def _token_math(root: str, token: str) -> str:
+    body = re.sub(r"(?<=[A-Z]) (?=[A-Z])", "", token)  # Q K^T -> QK^T
+    body = re.sub(r"([_^])([A-Za-z0-9]{2,})", r"\1{\2}", body)  # d_model -> d_{model}
+    body = re.sub(r"\^(?:T|\{T\})(?![A-Za-z0-9])", r"^\\top", body)  # transpose
+    return f"$\\sqrt{{{body}}}$" if root else f"${body}$"
+
+
+def heading_latex(title: str) -> str:
+    """A heading (family title) as LaTeX: prose escaped, maths tokens typeset as maths.
+
+    ``"the score matrix Q K^T"`` becomes ``the score matrix $QK^\\top$``, ``"root of d_k"`` becomes
+    ``root of $d_k$`` and ``"√d_k"`` becomes ``$\\sqrt{d_k}$``. Only letters, digits, ``_``, ``^``
+    and braces are ever read as maths, so a teacher's title cannot inject LaTeX commands.
+    """
+    out, last = [], 0
+    for m in _MATH_TOKEN.finditer(title):
+        out += [escape_latex(title[last : m.start()]), _token_math(m.group(1), m.group(2))]
+        last = m.end()
+    out.append(escape_latex(title[last:]))
+    return "".join(out)
 
 
 def _question(q: Question) -> list[str]:
@@ -44,14 +167,14 @@ def _solution(p: Problem) -> list[str]:
 
 def render_worksheet_latex(problems: Sequence[Problem], sheet: Worksheet) -> str:
     """The worksheet as a complete LaTeX document (TikZ figures for 2-D vectors)."""
-    lines = [_PREAMBLE, f"\\section*{{{escape_latex(sheet.title)}}}"]
+    lines = [_PREAMBLE, f"\\section*{{{heading_latex(sheet.title)}}}"]
     who = f"Student: {escape_latex(sheet.student)} \\quad " if sheet.student else ""
     lines += [
         f"{who}Seed: {sheet.base_seed} \\quad {len(problems)} problem(s)\n",
         escape_latex(sheet.rounding) + "\n",
     ]
     for number, p in enumerate(problems, start=1):
-        lines.append(f"\\subsection*{{Problem {number}. {escape_latex(p.title)}}}")
+        lines.append(f"\\subsection*{{Problem {number}. {heading_latex(p.title)}}}")
         if p.intro:
             lines.append(escape_latex(p.intro) + "\n")
         lines += [to_latex(para) + "\n" for para in p.statement]
@@ -69,13 +192,14 @@ def render_worksheet_latex(problems: Sequence[Problem], sheet: Worksheet) -> str
 
 def render_key_latex(problems: Sequence[Problem], sheet: Worksheet) -> str:
     """The answer key as a complete LaTeX document: seeds, answers, worked solutions."""
-    lines = [_PREAMBLE, f"\\section*{{Answer key: {escape_latex(sheet.title)}}}"]
+    lines = [_PREAMBLE, f"\\section*{{Answer key: {heading_latex(sheet.title)}}}"]
     lines += [
-        f"Regenerate with: \\texttt{{{escape_latex(sheet.command)}}}\n",
+        "Regenerate with:",
+        command_latex(sheet.command) + "\n",
         escape_latex(sheet.rounding) + "\n",
     ]
     for number, p in enumerate(problems, start=1):
-        lines.append(f"\\subsection*{{Problem {number}. {escape_latex(p.title)}}}")
+        lines.append(f"\\subsection*{{Problem {number}. {heading_latex(p.title)}}}")
         if p.index is None:
             lines.append(f"Fixed problem (family {escape_latex(p.family_id)} v{p.family_version}).\n")
         else:

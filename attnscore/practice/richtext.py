@@ -5,7 +5,11 @@ A :data:`Rich` value is a tuple of segments ``(kind, content)``:
 - ``("text", s)``: prose; may come from a teacher's YAML file, so every writer escapes it for
   its own format (Markdown punctuation, LaTeX special characters, HTML/XML ``<`` and ``&``);
 - ``("math", s)``: inline LaTeX math written by the toolkit (``q \\cdot k = -1``);
-- ``("display", s)``: display math, on a line of its own.
+- ``("display", s)``: display math, on a line of its own;
+- ``("form", places)``: how to give a numeric answer, worded for the output's answer field
+  (:func:`answer_form`): "exactly or to 3 decimal places" where a fraction can be written
+  (worksheets, JSON, PrairieLearn), "to 3 decimal places" where the platform's numeric field
+  takes decimals only (Moodle numerical and cloze fields, Canvas numerical questions).
 
 The generators build problems once; :func:`to_markdown`, :func:`to_latex` and :func:`to_html`
 turn the same value into each format.
@@ -17,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from xml.sax.saxutils import escape as _xml_escape
 
 __all__ = [
@@ -24,6 +29,7 @@ __all__ = [
     "text",
     "math",
     "display",
+    "answer_form",
     "plain",
     "to_markdown",
     "to_latex",
@@ -49,6 +55,26 @@ def math(s: str) -> Rich:
 def display(s: str) -> Rich:
     """A display math segment (LaTeX source)."""
     return (("display", s),)
+
+
+def answer_form(places: int) -> Rich:
+    """How to give a numeric answer, rounded to ``places`` decimals; each writer words it for its field.
+
+    Raises:
+        ValueError: ``places`` is negative.
+
+    Example:
+        >>> to_markdown(answer_form(3)), to_html(answer_form(3), decimals_only=True)
+        ('exactly or to 3 decimal places', 'to 3 decimal places')
+    """
+    if places < 0:
+        raise ValueError(f"places must be >= 0, found {places}")
+    return (("form", str(places)),)
+
+
+def _form(places: str, decimals_only: bool) -> str:
+    rounded = {"0": "to a whole number", "1": "to 1 decimal place"}.get(places, f"to {places} decimal places")
+    return rounded if decimals_only else f"exactly or {rounded}"
 
 
 _MD_SPECIAL = set("\\`*_[]<>#|$~")
@@ -78,17 +104,25 @@ _LATEX_SPECIAL = {
     "×": r"$\times$",
     "≈": r"$\approx$",
     "°": r"\textdegree{}",
+    "−": "$-$",
 }
+
+# A hyphen used as a minus sign: before a number, not inside a word or a range (``one-score``, ``1-2``).
+_PROSE_MINUS = re.compile(r"(?<![\w.-])-(?=\.?[0-9])")
 
 
 def escape_latex(s: str) -> str:
-    """Escape LaTeX special characters (and a few Unicode symbols) in prose."""
-    return "".join(_LATEX_SPECIAL.get(c, c) for c in s)
+    """Escape LaTeX special characters (and a few Unicode symbols) in prose.
+
+    A hyphen before a number (``-0.124``, ``(-1)``) is a minus sign and becomes ``$-$``; hyphens
+    in words (``one-score``) stay hyphens.
+    """
+    return _PROSE_MINUS.sub("$-$", "".join(_LATEX_SPECIAL.get(c, c) for c in s))
 
 
 def plain(rich: Rich) -> str:
     """The segments' contents joined, unescaped (for ids, tests and logs)."""
-    return "".join(content for _, content in rich)
+    return "".join(_form(content, False) if kind == "form" else content for kind, content in rich)
 
 
 def to_markdown(rich: Rich) -> str:
@@ -97,6 +131,8 @@ def to_markdown(rich: Rich) -> str:
     for kind, content in rich:
         if kind == "text":
             out.append(escape_markdown(content))
+        elif kind == "form":
+            out.append(_form(content, False))
         elif kind == "math":
             out.append(f"${content}$")
         else:
@@ -110,6 +146,8 @@ def to_latex(rich: Rich) -> str:
     for kind, content in rich:
         if kind == "text":
             out.append(escape_latex(content))
+        elif kind == "form":
+            out.append(_form(content, False))
         elif kind == "math":
             out.append(f"${content}$")
         else:
@@ -117,8 +155,12 @@ def to_latex(rich: Rich) -> str:
     return "".join(out)
 
 
-def to_html(rich: Rich) -> str:
+def to_html(rich: Rich, decimals_only: bool = False) -> str:
     """Render as an HTML fragment: prose escaped, math as MathJax ``\\(...\\)`` / ``\\[...\\]``.
+
+    ``decimals_only``: the answer field takes decimal numbers only (Moodle numerical, Canvas
+    numerical), so :func:`answer_form` segments ask for decimals and never offer "exactly" (a
+    fraction such as ``3/19`` would be rejected there).
 
     The result is HTML *text*; XML writers escape it once more when they store it in an element.
     """
@@ -126,6 +168,8 @@ def to_html(rich: Rich) -> str:
     for kind, content in rich:
         if kind == "text":
             out.append(_xml_escape(content))
+        elif kind == "form":
+            out.append(_form(content, decimals_only))
         elif kind == "math":
             out.append(f"\\({_xml_escape(content)}\\)")
         else:

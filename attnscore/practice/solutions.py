@@ -19,7 +19,7 @@ from typing import Any
 from attnscore.practice.families import Family
 from attnscore.practice.numbers import format_exact, is_halfway, is_terminating
 from attnscore.practice.problem import Arrow, ChoiceAnswer, NumericAnswer, Problem, Question
-from attnscore.practice.richtext import Rich, display, math, plain, text
+from attnscore.practice.richtext import Rich, answer_form, display, math, plain, text
 
 __all__ = ["Rejected", "build_problem", "dot", "sign_word", "CONCEPTS"]
 
@@ -438,7 +438,9 @@ def _softmax_exact(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
                 "a",
                 text("Compute the attention weights ")
                 + math("w = \\operatorname{softmax}(s)")
-                + text(f", exactly or to {fam.places} decimal places."),
+                + text(", ")
+                + answer_form(fam.places)
+                + text("."),
                 numeric=answers,
             ),
             Question(
