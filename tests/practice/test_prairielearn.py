@@ -43,10 +43,11 @@ from attnscore.practice.tolerance import prairielearn_accepts
 from attnscore.practice.vendor import PACKAGE_PREFIX, VendorError, vendor_package
 from attnscore.practice.worksheet import Worksheet
 
+from . import prairielearn_format as pl_format
+
 chevron = pytest.importorskip("chevron")  # PrairieLearn's own mustache renderer (a test dependency)
 
 SPECS = Path(__file__).resolve().parents[2] / "specs" / "practice"
-SCHEMAS = Path(__file__).resolve().parent / "prairielearn_schemas"
 SHEET = Worksheet("Attention scores: practice", 0, None, "attnscore practice --format prairielearn")
 SEEDS = [0, 1, 7, 12345, 2**32 - 1, SEED_MAX]
 EPS = 1e-9
@@ -79,54 +80,26 @@ def run(*args: str):
     return CliRunner().invoke(main, ["practice", "--families-dir", str(SPECS), *args])
 
 
-def _schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+_SCHEMAS = {
+    "infoQuestion.json": pl_format.QUESTION,
+    "infoAssessment.json": pl_format.ASSESSMENT,
+    "infoCourseInstance.json": pl_format.COURSE_INSTANCE,
+    "infoCourse.json": pl_format.COURSE,
+}
 
 
 def _validate(instance: dict, schema_name: str) -> None:
-    schema = _schema(schema_name)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    cls(schema, format_checker=cls.FORMAT_CHECKER).validate(instance)
-
-
-# PrairieLearn's attribute formats, as prairielearn/html_utils.py checks them.
-_PL_FORMATS = jsonschema.FormatChecker(formats=())
-_PL_FORMATS.checks("boolean")(lambda v: isinstance(v, str) and v in {"true", "t", "1", "false", "f", "0"})
-
-
-@_PL_FORMATS.checks("number")
-def _is_number(v: object) -> bool:
-    try:
-        float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-@_PL_FORMATS.checks("integer")
-def _is_integer(v: object) -> bool:
-    try:
-        int(v)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-_ELEMENT_SCHEMAS = {
-    "pl-number-input": "elements/pl-number-input.json",
-    "pl-multiple-choice": "elements/pl-multiple-choice.json",
-    "pl-answer": "elements/pl-multiple-choice.pl-answer.json",
-}
+    schema = _SCHEMAS[schema_name]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(instance)
 
 
 def _check_elements(html: str) -> ET.Element:
     """Parse the markup; every answer element's attributes pass PrairieLearn's element schema."""
     root = ET.fromstring(f"<root>{html}</root>")
     for el in root.iter():
-        if el.tag in _ELEMENT_SCHEMAS:
-            schema = _schema(_ELEMENT_SCHEMAS[el.tag])
-            jsonschema.Draft4Validator(schema, format_checker=_PL_FORMATS).validate(dict(el.attrib))
+        if el.tag in pl_format.ELEMENTS:
+            jsonschema.Draft202012Validator(pl_format.ELEMENTS[el.tag]).validate(dict(el.attrib))
         elif el.tag.startswith("pl-"):
             assert el.tag in ("pl-question-panel", "pl-answer-panel"), el.tag
     for mc in root.iter("pl-multiple-choice"):
@@ -457,3 +430,12 @@ def test_cli_message(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "fixed" / "questions" / "one-score-v1-fixed-01" / "question.html").is_file()
     assert not list((tmp_path / "fixed").rglob("server.py"))
+
+
+def test_element_check_catches_a_typo_and_a_bad_value():
+    """The element schemas are real: an unknown attribute and a comparison PrairieLearn lacks fail."""
+    with pytest.raises(jsonschema.ValidationError, match="Additional properties are not allowed"):
+        _check_elements('<pl-number-input answers-name="s" rel-tol="0"></pl-number-input>')
+    with pytest.raises(jsonschema.ValidationError, match="'exact' is not one of"):
+        _check_elements('<pl-number-input answers-name="s" comparison="exact"></pl-number-input>')
+    _check_elements('<pl-number-input answers-name="s" comparison="relabs" rtol="0" atol="0.0005"></pl-number-input>')
