@@ -13,8 +13,8 @@ Fields (defaults in brackets):
 - ``d_k``: widths to draw from; ``n_k``: numbers of keys; ``shapes``: for ``score_matrix``, a list
   of ``{n_q, d_k, n_k}``;
 - ``places`` [3]: decimals of answers (rounded half away from zero); ``max_attempts`` [200];
-  ``max_duplicate_rate`` [0.05] (checked by ``--verify``);
-- ``mode`` (``softmax``: ``exact`` or ``ranking``), ``multipliers`` (``softmax`` exact: the
+  ``max_duplicate_rate`` [0.05] (duplicates among 1,000 variants, a class; checked by ``--verify``);
+- ``mode`` (``softmax``: ``exact`` or ``ranking``), ``multipliers`` (``softmax`` exact, 1 to 20: the
   ``m`` in scores ``c + ln m``), ``templates`` (``multiple_choice``);
 - ``featured``: fixed worked examples rendered with ``--featured`` (not for ``multiple_choice``).
 

@@ -247,7 +247,10 @@ def _setup(fam: Family, rng: random.Random) -> dict[str, Any]:
     # Target ranks of the right option among the four, each uniform: by magnitude (or key length)
     # and by text length, so that neither gives the answer away. All options of "which scaled
     # score" share the right one's sign, so its rank by signed value is uniform too.
-    return {"template": template, "d": d, "ranks": (rng.randrange(4), rng.randrange(4))}
+    # The right key's position is fixed here too (not per attempt), so that acceptance never
+    # depends on it.
+    ranks, position = (rng.randrange(4), rng.randrange(4)), rng.randrange(4)
+    return {"template": template, "d": d, "ranks": ranks, "position": position}
 
 
 def _small_widths(fam: Family) -> list[int]:
@@ -284,12 +287,15 @@ def _pick_distractors(
     ``features(option)`` returns a tuple of feature values; ties with ``right`` are not allowed
     (a tie would leave the rank to the position). Raises Rejected when no triple fits.
     """
-    fits = []
-    for triple in itertools.combinations(range(len(pool)), 3):
-        options = [right] + [pool[j] for j in triple]
-        values = [features(o) for o in options]
-        if all(_strict_rank([v[f] for v in values], 0) == target for f, target in enumerate(targets)):
-            fits.append(triple)
+    right_values = features(right)
+    pool_values = [features(o) for o in pool]
+    ties = {j for j, v in enumerate(pool_values) if any(a == b for a, b in zip(v, right_values, strict=True))}
+    below = [[v[f] < right_values[f] for f in range(len(targets))] for v in pool_values]
+    fits = [
+        triple
+        for triple in itertools.combinations([j for j in range(len(pool)) if j not in ties], 3)
+        if all(sum(below[j][f] for j in triple) == target for f, target in enumerate(targets))
+    ]
     if not fits:
         raise Rejected("distractor ranks")
     return [pool[j] for j in rng.choice(fits)]
@@ -303,42 +309,84 @@ def _scaled_options(
     All four share the sign and the number of integer digits and are printed with a common
     number of decimals, so their texts have one length: length and sign single out nothing.
     """
-    from attnscore.practice.solutions import scaled_option_value
+    from attnscore.practice.solutions import scaled_option_values
 
-    right = scaled_option_value(("sqrt",), q, k)
+    claims = [("sqrt",), *_scaled_mistakes(q, k)]
+    value = dict(zip(claims, scaled_option_values(claims, q, k), strict=True))
+    right = value[("sqrt",)]
 
     def digits(v: Fraction) -> int:
         return len(str(int(abs(v))))
 
-    pool = [
-        c
-        for c in _scaled_mistakes(q, k)
-        if scaled_option_value(c, q, k) * right > 0 and digits(scaled_option_value(c, q, k)) == digits(right)
-    ]
-    chosen = _pick_distractors(("sqrt",), pool, lambda c: (abs(scaled_option_value(c, q, k)),), ranks[:1], rng)
+    pool = [c for c, v in value.items() if c != ("sqrt",) and v * right > 0 and digits(v) == digits(right)]
+    chosen = _pick_distractors(("sqrt",), pool, lambda c: (abs(value[c]),), ranks[:1], rng)
     crng.shuffle(chosen)
     options, _ = _place(("sqrt",), chosen, crng)
     return tuple(options)
 
 
 def _highest_key_options(
-    q: Sequence[Fraction], grid: Sequence[Fraction], d: int, ranks: Sequence[int], rng: random.Random
-) -> tuple[tuple[Fraction, ...], list[tuple[Fraction, ...]]]:
-    """The highest-scoring key and three lower ones, drawn from seven; the right key's ranks by
-    squared length and by text length are ``ranks``."""
+    q: Sequence[Fraction],
+    grid: Sequence[Fraction],
+    d: int,
+    ranks: Sequence[int],
+    position: int,
+    rng: random.Random,
+) -> tuple[tuple[Fraction, ...], ...]:
+    """Four keys in display order: the highest-scoring one and three lower ones, drawn from nine.
+
+    The right key sits at ``position``; its rank by squared length is ``ranks[0]`` (no ties) and
+    its rank by text length, ties broken by position as ``--verify`` ranks them, is ``ranks[1]``.
+    """
     from attnscore.practice.solutions import vector_text
 
-    keys = _distinct_keys(rng, grid, 7, d)
+    keys = _distinct_keys(rng, grid, 9, d)
     s = [dot(q, key) for key in keys]
     best = s.index(max(s))
     if s.count(s[best]) > 1:
         raise Rejected("tie for highest")
-    pool = [key for j, key in enumerate(keys) if j != best and s[j] != 0]
+    right = keys[best]
+    pool = [key for j, key in enumerate(keys) if j != best and s[j] != 0 and dot(key, key) != dot(right, right)]
+    norm = {key: dot(key, key) for key in pool + [right]}
+    length = {key: len(vector_text(key)) for key in pool + [right]}
+    fits = [
+        triple
+        for triple in itertools.combinations(pool, 3)
+        if sum(1 for key in triple if norm[key] < norm[right]) == ranks[0]
+        and _arrangeable(right, triple, length, position, ranks[1])
+    ]
+    if not fits:
+        raise Rejected("distractor ranks")
+    return _arrange(right, rng.choice(fits), length, position, ranks[1], rng)
 
-    def features(key: tuple[Fraction, ...]) -> tuple[Any, ...]:
-        return (dot(key, key), len(vector_text(key)))
 
-    return keys[best], _pick_distractors(keys[best], pool, features, ranks, rng)
+def _before(right: Any, triple: Sequence[Any], length: Any, target: int) -> tuple[int, int]:
+    """(equal-length options that must come before ``right``, how many options tie with it)."""
+    shorter = sum(1 for o in triple if length[o] < length[right])
+    return target - shorter, sum(1 for o in triple if length[o] == length[right])
+
+
+def _arrangeable(right: Any, triple: Sequence[Any], length: Any, position: int, target: int) -> bool:
+    """Whether ``right`` at ``position`` among ``triple`` can get rank ``target`` by (text length, position)."""
+    before, equal = _before(right, triple, length, target)
+    return max(0, equal - (3 - position)) <= before <= min(equal, position)
+
+
+def _arrange(
+    right: Any, triple: Sequence[Any], length: Any, position: int, target: int, rng: random.Random
+) -> tuple[Any, ...]:
+    """The four options in display order, ``right`` at ``position`` with rank ``target`` by
+    (text length, position), the rank ``--verify`` tests (see :func:`_arrangeable`)."""
+    before, _ = _before(right, triple, length, target)
+    equal = [o for o in triple if length[o] == length[right]]
+    others = [o for o in triple if length[o] != length[right]]
+    rng.shuffle(equal)
+    rng.shuffle(others)
+    first = equal[:before] + others[: position - before]
+    rest = equal[before:] + others[position - before :]
+    rng.shuffle(first)
+    rng.shuffle(rest)
+    return (*first, right, *rest)
 
 
 def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.Random) -> dict[str, Any]:
@@ -387,10 +435,11 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
     template, d = setup["template"], setup["d"]
     q = _vector(rng, grid, d)
     if template == "highest_key":
-        right, others = _highest_key_options(q, grid, d, setup["ranks"][:2], rng)
-        crng.shuffle(others)
-        ordered, _ = _place(right, others, crng)
-        return {"template": template, "q": q, "keys": tuple(ordered)}
+        return {
+            "template": template,
+            "q": q,
+            "keys": _highest_key_options(q, grid, d, setup["ranks"], setup["position"], rng),
+        }
     if template == "true_statement":
         keys = _distinct_keys(rng, grid, 3, d)
         s = [dot(q, key) for key in keys]
@@ -409,13 +458,20 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
         false_pool = list(dict.fromkeys(false_pool))
         if len(false_pool) < 3:
             raise Rejected("too few false statements")
+        from attnscore.practice.solutions import claim_text_length
+
+        # The true statement's rank by text length (ties broken by position) is drawn uniformly.
         chosen = rng.choice(trues)
-        falses = rng.sample(false_pool, 3)
-        claims, _ = _place(chosen, falses, crng)
-        return {"template": template, "q": q, "keys": keys, "claims": tuple(claims)}
+        length = {c: claim_text_length(c) for c in [chosen, *false_pool]}
+        rng.shuffle(false_pool)
+        for falses in itertools.islice(itertools.combinations(false_pool, 3), 200):
+            if _arrangeable(chosen, falses, length, setup["position"], setup["ranks"][1]):
+                claims = _arrange(chosen, falses, length, setup["position"], setup["ranks"][1], rng)
+                return {"template": template, "q": q, "keys": keys, "claims": claims}
+        raise Rejected("distractor ranks")
     d = rng.choice(_scaled_widths(fam))  # per attempt: some target ranks are rare at one width
     q, k = _scaled_pair(rng, grid, d)
-    if dot(q, k) == 0:
+    if (q[0] * k[0] + q[-1] * k[-1] if d > 4 else dot(q, k)) == 0:  # long vectors come in two halves
         raise Rejected("zero answer")
     return {"template": template, "q": q, "k": k, "options": _scaled_options(q, k, setup["ranks"], rng, crng)}
 

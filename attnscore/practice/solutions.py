@@ -28,9 +28,11 @@ __all__ = [
     "dot",
     "sign_word",
     "scaled_option_value",
+    "scaled_option_values",
     "number_text",
     "vector_text",
     "common_places",
+    "claim_text_length",
     "CONCEPTS",
 ]
 
@@ -634,6 +636,11 @@ def _claim_text(claim: tuple[Any, ...]) -> Rich:
     raise ValueError(f"unknown claim {claim!r}")
 
 
+def claim_text_length(claim: tuple[Any, ...]) -> int:
+    """Length of a statement option's plain text (what ``--verify`` ranks by)."""
+    return len(plain(_claim_text(claim)))
+
+
 def claim_truth(claim: tuple[Any, ...], s: Sequence[Fraction]) -> bool:
     """Whether a statement claim holds for the exact scores ``s`` (shape ``(n_k,)``)."""
     kind = claim[0]
@@ -665,6 +672,8 @@ def _terms(q: Sequence[Fraction], k: Sequence[Fraction]) -> list[Fraction]:
     if d <= 4:
         return [a * b for a, b in zip(q, k, strict=True)]
     half = d // 2
+    if any(len(set(v[:half])) != 1 or len(set(v[half:])) != 1 for v in (q, k)):
+        return [dot(q[:half], k[:half]), dot(q[half:], k[half:])]
     return [half * q[0] * k[0], half * q[-1] * k[-1]]
 
 
@@ -678,16 +687,32 @@ def scaled_option_value(claim: Sequence[Any], q: Sequence[Fraction], k: Sequence
     Raises:
         ValueError: an unknown claim.
     """
+    return scaled_option_values([claim], q, k)[0]
+
+
+def scaled_option_values(
+    claims: Sequence[Sequence[Any]], q: Sequence[Fraction], k: Sequence[Fraction]
+) -> list[Fraction]:
+    """:func:`scaled_option_value` of several claims, computing ``q · k`` once.
+
+    Raises:
+        ValueError: an unknown claim.
+    """
     d = len(q)
     root = isqrt(d)
-    s = dot(q, k)
-    kind = claim[0]
-    if kind == "slip":
-        return (s - 2 * _terms(q, k)[claim[1]]) / root
+    terms = _terms(q, k)
+    halves = d > 4 and all(len(set(v[: d // 2])) == 1 and len(set(v[d // 2 :])) == 1 for v in (q, k))
+    s = sum(terms, Fraction(0)) if halves else dot(q, k)  # two products instead of d_k when in halves
     values = {"sqrt": s / root, "d": s / d, "half_d": s / Fraction(d, 2), "none": s, "times_sqrt": s * root}
-    if kind not in values:
-        raise ValueError(f"unknown scaled-score option {claim!r}")
-    return values[kind]
+    out = []
+    for claim in claims:
+        if claim[0] == "slip":
+            out.append((s - 2 * terms[claim[1]]) / root)
+        elif claim[0] in values:
+            out.append(values[claim[0]])
+        else:
+            raise ValueError(f"unknown scaled-score option {tuple(claim)!r}")
+    return out
 
 
 def _mistake_text(claim: Sequence[Any], d: int) -> str:
@@ -771,7 +796,7 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     raw = dot(q, k)
     if raw == 0:
         raise Rejected("zero answer")
-    values = [scaled_option_value(o, q, k) for o in options]
+    values = scaled_option_values(options, q, k)
     opts = tuple(math(t) for t in common_places(values))
     _check_distinct(opts)
     right = options.index(("sqrt",))
