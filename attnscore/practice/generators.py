@@ -18,7 +18,9 @@ Givens layout per kind (all numbers exact Fractions):
 - ``multiple_choice``: ``template`` plus ``q`` and ``keys`` / ``claims`` / ``k`` and ``options``
   (``scaled_value``: the right scaling ``("sqrt",)`` among three mistakes, each ``("d",)``,
   ``("half_d",)``, ``("none",)``, ``("times_sqrt",)`` or ``("slip", i)``, a sign slip in term ``i``
-  of the dot product; the right option's rank by magnitude is drawn uniformly).
+  of the dot product; the right option's rank by magnitude is drawn uniformly; ``highest_key``
+  and ``true_statement`` draw the right option's rank by key length and by text length, and its
+  position, in the setup, so no such feature gives it away).
 
 Capacity: :func:`capacity` bounds the number of distinct variants (distinct :func:`givens_key`)
 from the family's parameter space; :func:`generate_family` refuses a ``count`` above it
@@ -270,13 +272,6 @@ def _scaled_mistakes(q: Sequence[Fraction], k: Sequence[Fraction]) -> list[tuple
         out.append(("half_d",))
     out += [("slip", i) for i in range(d if d <= 4 else 2)]
     return out
-
-
-def _strict_rank(values: Sequence[Any], i: int) -> int | None:
-    """How many values are below ``values[i]``; ``None`` when another value ties with it."""
-    if sum(1 for v in values if v == values[i]) > 1:
-        return None
-    return sum(1 for v in values if v < values[i])
 
 
 def _pick_distractors(
