@@ -21,8 +21,10 @@ from attnscore.practice.export_prairielearn import PrairieLearnExportError, prai
 from attnscore.practice.export_qti import qti_zip
 from attnscore.practice.families import Family, FamilyFileError, load_families, load_family_file
 from attnscore.practice.generators import (
+    CapacityError,
     GenerationError,
     GenerationStats,
+    capacity,
     featured_problems,
     fixed_problem,
     generate_family,
@@ -188,12 +190,30 @@ def _version() -> str:
 
 
 def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
-    click.echo(f"{'family':<18} {'variants':>8} {'per s':>8} {'accepted':>9} {'dupes':>6} {'max':>5}  positions")
+    click.echo(
+        f"{'family':<18} {'variants':>8} {'per s':>8} {'accepted':>9} {'capacity':>9} {'dup@1000':>8} "
+        f"{'dupes':>6} {'max':>5}  positions"
+    )
     for r in report.families:
         pos = " ".join(f"{'ABCDEFGH'[i]}:{r.positions[i]}" for i in sorted(r.positions)) or "-"
         click.echo(
             f"{r.family_id:<18} {r.variants:>8} {r.variants_per_second:>8.0f} {r.acceptance_rate:>9.1%} "
-            f"{r.duplicate_rate:>6.1%} {r.max_duplicate_rate:>5.0%}  {pos}"
+            f"{r.capacity:>9.2g} {r.class_duplicate_rate:>8.1%} {r.duplicate_rate:>6.1%} {r.max_duplicate_rate:>5.0%}  "
+            f"{pos}"
+        )
+    tests = [(r.family_id, t) for r in report.families for t in r.balance]
+    ran = [(f, t) for f, t in tests if t.p_value is not None]
+    skipped = [(f, t) for f, t in tests if t.p_value is None]
+    if ran:
+        worst_family, worst = min(ran, key=lambda ft: ft[1].p_value or 1.0)
+        click.echo(
+            f"option balance: {len(ran)} chi-square test(s) of position/length/magnitude/value/norm ranks; "
+            f"lowest p = {worst.p_value:.3g} ({worst_family} {worst.question}/{worst.n_options} {worst.feature})"
+        )
+    if skipped:
+        click.echo(
+            f"option balance: {len(skipped)} test(s) skipped, too few answers for power "
+            "(raise --count; each rank needs 25 expected answers)"
         )
     failures = report.failures
     total = sum(r.variants for r in report.families)
@@ -286,9 +306,12 @@ def practice(
     selected = _select(families, families_dir)
     if do_list:
         for f in selected:
-            click.echo(f"{f.id:<18} v{f.version}  {f.kind:<16} {f.title}  ({f.path})")
+            click.echo(f"{f.id:<18} v{f.version}  {f.kind:<16} capacity {capacity(f):<8.2g} {f.title}  ({f.path})")
         return
     if do_verify:
+        too_small = [f for f in selected if count > capacity(f)]
+        if too_small:
+            raise click.UsageError(str(CapacityError(too_small[0].id, count, capacity(too_small[0]))))
         report = verify_families(selected, count, seed, student)
         _print_verify(report)
         if not report.ok:
@@ -317,6 +340,8 @@ def practice(
     except Rejected as exc:
         raise click.UsageError(f"these numbers make a degenerate problem ({exc.reason}); choose others") from None
     except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except CapacityError as exc:
         raise click.UsageError(str(exc)) from None
     except GenerationError as exc:
         raise InvalidFamilyError(str(exc)) from None

@@ -13,8 +13,8 @@ Fields (defaults in brackets):
 - ``d_k``: widths to draw from; ``n_k``: numbers of keys; ``shapes``: for ``score_matrix``, a list
   of ``{n_q, d_k, n_k}``;
 - ``places`` [3]: decimals of answers (rounded half away from zero); ``max_attempts`` [200];
-  ``max_duplicate_rate`` [0.05] (checked by ``--verify``);
-- ``mode`` (``softmax``: ``exact`` or ``ranking``), ``multipliers`` (``softmax`` exact: the
+  ``max_duplicate_rate`` [0.05] (duplicates among 1,000 variants, a class; checked by ``--verify``);
+- ``mode`` (``softmax``: ``exact`` or ``ranking``), ``multipliers`` (``softmax`` exact, 1 to 20: the
   ``m`` in scores ``c + ln m``), ``templates`` (``multiple_choice``);
 - ``featured``: fixed worked examples rendered with ``--featured`` (not for ``multiple_choice``).
 
@@ -279,7 +279,7 @@ def _featured(c: _Checker, node: yaml.Node, where: str, kind: str, mode: str) ->
         elif name == "base":
             out[name] = c.integer(value_node, sub, -9, 9)
         elif name == "multipliers":
-            out[name] = _int_list(c, value_node, sub, tuple(range(1, 10)))
+            out[name] = _int_list(c, value_node, sub, tuple(range(1, 21)))
         if out[name] is None:
             return None
     if kind == "softmax" and mode == "exact" and "scores" in out:
@@ -428,7 +428,7 @@ def _family(c: _Checker, node: yaml.Node, where: str) -> Family | None:
             c.fail(m["mode"][1], prefix + "mode", "exact or ranking", repr(mode))
         kw["mode"] = mode
     if "multipliers" in m:
-        kw["multipliers"] = _int_list(c, m["multipliers"][1], prefix + "multipliers", tuple(range(1, 10)))
+        kw["multipliers"] = _int_list(c, m["multipliers"][1], prefix + "multipliers", tuple(range(1, 21)))
     if "templates" in m:
         items = c.seq(m["templates"][1], prefix + "templates")
         names = tuple(c.string(item, f"{prefix}templates[{i}]") for i, item in enumerate(items or []))

@@ -7,13 +7,24 @@ repeats *attempts* until the constraints accept the numbers. Nothing reads globa
 
 Givens layout per kind (all numbers exact Fractions):
 
-- ``one_score``: ``q``, ``k`` (``(d_k,)`` each);
+- ``one_score``: ``q``, ``k`` (``(d_k,)`` each) and ``order``, the signs (1, 0, -1) of the
+  "what does the sign mean" options in display order; the sign of the score is drawn uniformly
+  from positive / zero / negative so that no option text is right more often than another;
 - ``score_vector``: ``q`` ``(d_k,)``, ``keys`` ``(n_k, d_k)``;
 - ``score_matrix``: ``Q`` ``(n_q, d_k)``, ``K`` ``(n_k, d_k)``;
 - ``scaled_score``: ``q``, ``k`` with ``d_k`` in {1, 4, 16, 64} (long vectors are two constant halves);
 - ``softmax``: ``base`` and ``multipliers`` (mode exact: scores ``base + ln m``), or ``scores``,
   ``orderings``, ``concepts`` (mode ranking);
-- ``multiple_choice``: ``template`` plus ``q`` and ``keys`` / ``claims`` / ``k`` and ``options``.
+- ``multiple_choice``: ``template`` plus ``q`` and ``keys`` / ``claims`` / ``k`` and ``options``
+  (``scaled_value``: the right scaling ``("sqrt",)`` among three mistakes, each ``("d",)``,
+  ``("half_d",)``, ``("none",)``, ``("times_sqrt",)`` or ``("slip", i)``, a sign slip in term ``i``
+  of the dot product; the right option's rank by magnitude is drawn uniformly; ``highest_key``
+  and ``true_statement`` draw the right option's rank by key length and by text length, and its
+  position, in the setup, so no such feature gives it away).
+
+Capacity: :func:`capacity` bounds the number of distinct variants (distinct :func:`givens_key`)
+from the family's parameter space; :func:`generate_family` refuses a ``count`` above it
+(:class:`CapacityError`) instead of repeating variants.
 
 Example:
     >>> from attnscore.practice.families import parse_family_text
@@ -25,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -38,7 +50,9 @@ from attnscore.practice.seeds import variant_rng, variant_seed
 from attnscore.practice.solutions import CONCEPTS, Rejected, build_problem, dot
 
 __all__ = [
+    "CapacityError",
     "GenerationError",
+    "capacity",
     "GenerationStats",
     "generate_variant",
     "generate_family",
@@ -62,6 +76,22 @@ class GenerationError(RuntimeError):
             "widen 'values' or raise 'max_attempts'"
         )
         self.family_id, self.index, self.rejections = family_id, index, rejections
+
+
+class CapacityError(ValueError):
+    """More variants were asked for than the family has distinct variants.
+
+    Attributes:
+        family_id, count, capacity: the family, the count asked for and its capacity.
+    """
+
+    def __init__(self, family_id: str, count: int, capacity: int) -> None:
+        super().__init__(
+            f"{family_id}: --count {count} asks for more variants than the family's capacity of {capacity} "
+            "distinct variants, so some would repeat; lower --count or widen the family's 'values', 'd_k', "
+            "'n_k', 'shapes' or 'multipliers'"
+        )
+        self.family_id, self.count, self.capacity = family_id, count, capacity
 
 
 @dataclass
@@ -132,7 +162,8 @@ def _perpendicular(rng: random.Random, grid: Sequence[Fraction], q: Sequence[Fra
         common = _gcd(common, abs(n))
     step = grid[1] - grid[0]
     unit = [Fraction(n, common) * step for n in ints]  # smallest grid-friendly multiple
-    k = tuple(x * rng.choice((-3, -2, -1, 1, 2, 3)) for x in unit)
+    m = rng.choice((-3, -2, -1, 1, 2, 3))  # one multiplier for the whole vector, so k stays perpendicular
+    k = tuple(x * m for x in unit)
     lo, hi = grid[0], grid[-1]
     if any(not lo <= x <= hi for x in k) or any(((x - lo) / step).denominator != 1 for x in k):
         raise Rejected("perpendicular key off the grid")
@@ -174,9 +205,21 @@ def _ranking_options(scores: Sequence[Fraction], crng: random.Random) -> dict[st
         if p != right and p not in distractors:
             distractors.append(p)
     orderings, _ = _place(right, distractors[: min(3, len(distractors))], crng)
-    falses = [c[0] for c in CONCEPTS if not c[2]]
+    # One true statement among three false ones; the true one's rank by length is drawn uniformly
+    # (the statements differ in length), so "pick the longest" gives nothing away.
+    length = {c[0]: len(c[1]) for c in CONCEPTS}
+    target = crng.randrange(4)
+    fits = [
+        (t[0], fs)
+        for t in CONCEPTS
+        if t[2]
+        for fs in itertools.combinations([c[0] for c in CONCEPTS if not c[2]], 3)
+        if sum(1 for f in fs if length[f] < length[t[0]]) == target
+    ]
+    true_id, falses = crng.choice(fits)
+    falses = list(falses)
     crng.shuffle(falses)
-    concepts, _ = _place("keeps_order", falses, crng)
+    concepts, _ = _place(true_id, falses, crng)
     return {"orderings": tuple(orderings), "concepts": tuple(concepts)}
 
 
@@ -185,8 +228,14 @@ def _ranking_options(scores: Sequence[Fraction], crng: random.Random) -> dict[st
 
 def _setup(fam: Family, rng: random.Random) -> dict[str, Any]:
     if fam.kind == "one_score":
-        # A quarter of the variants are built perpendicular (rare by chance); the rest are drawn freely.
-        return {"d": rng.choice(fam.d_k), "perpendicular": rng.random() < 0.25}
+        # The sign is drawn uniformly (zero is rare by chance, so those keys are built perpendicular).
+        # Perpendicular pairs in 2-D are few (about 500 on a [-5, 5] grid), so half of those
+        # variants move to a wider width, keeping duplicates under 1% at a class of 1,000.
+        d, sign = rng.choice(fam.d_k), rng.choice((1, 0, -1))
+        wider = [w for w in fam.d_k if w >= 3]
+        if sign == 0 and d == 2 and wider and rng.random() < 0.5:
+            d = rng.choice(wider)
+        return {"d": d, "sign": sign}
     if fam.kind in ("score_vector",):
         return {"d": rng.choice(fam.d_k), "n": rng.choice(fam.n_k)}
     if fam.kind == "score_matrix":
@@ -196,9 +245,143 @@ def _setup(fam: Family, rng: random.Random) -> dict[str, Any]:
     if fam.kind == "softmax":
         return {"n": rng.choice(fam.n_k)}
     template = rng.choice(fam.templates)
-    small = [d for d in fam.d_k if d <= 4 and d >= 2] or [2]
-    scaled = [d for d in fam.d_k if d in (1, 4, 16, 64)] or [4, 16, 64]
-    return {"template": template, "d": rng.choice(scaled if template == "scaled_value" else small)}
+    d = rng.choice(_scaled_widths(fam) if template == "scaled_value" else _small_widths(fam))
+    # Target ranks of the right option among the four, each uniform: by magnitude (or key length)
+    # and by text length, so that neither gives the answer away. All options of "which scaled
+    # score" share the right one's sign, so its rank by signed value is uniform too.
+    # The right key's position is fixed here too (not per attempt), so that acceptance never
+    # depends on it.
+    ranks, position = (rng.randrange(4), rng.randrange(4)), rng.randrange(4)
+    return {"template": template, "d": d, "ranks": ranks, "position": position}
+
+
+def _small_widths(fam: Family) -> list[int]:
+    return [d for d in fam.d_k if 2 <= d <= 4] or [2]
+
+
+def _scaled_widths(fam: Family) -> list[int]:
+    """Widths for "which scaled score": d_k = 1 is left out (dividing by sqrt(1) changes nothing)."""
+    return [d for d in fam.d_k if d in (4, 16, 64)] or [4, 16, 64]
+
+
+def _scaled_mistakes(q: Sequence[Fraction], k: Sequence[Fraction]) -> list[tuple[Any, ...]]:
+    """Claims of the wrong scalings offered as distractors (see the module docstring)."""
+    d = len(q)
+    out: list[tuple[Any, ...]] = [("d",), ("none",), ("times_sqrt",)]
+    if d >= 16:
+        out.append(("half_d",))
+    out += [("slip", i) for i in range(d if d <= 4 else 2)]
+    return out
+
+
+def _pick_distractors(
+    right: Any, pool: Sequence[Any], features: Any, targets: Sequence[int], rng: random.Random
+) -> list[Any]:
+    """Three of ``pool`` such that ``right`` has exactly the target rank by every feature.
+
+    ``features(option)`` returns a tuple of feature values; ties with ``right`` are not allowed
+    (a tie would leave the rank to the position). Raises Rejected when no triple fits.
+    """
+    right_values = features(right)
+    pool_values = [features(o) for o in pool]
+    ties = {j for j, v in enumerate(pool_values) if any(a == b for a, b in zip(v, right_values, strict=True))}
+    below = [[v[f] < right_values[f] for f in range(len(targets))] for v in pool_values]
+    fits = [
+        triple
+        for triple in itertools.combinations([j for j in range(len(pool)) if j not in ties], 3)
+        if all(sum(below[j][f] for j in triple) == target for f, target in enumerate(targets))
+    ]
+    if not fits:
+        raise Rejected("distractor ranks")
+    return [pool[j] for j in rng.choice(fits)]
+
+
+def _scaled_options(
+    q: Sequence[Fraction], k: Sequence[Fraction], ranks: Sequence[int], rng: random.Random, crng: random.Random
+) -> tuple[tuple[Any, ...], ...]:
+    """The right scaling and three mistakes of its sign; its rank by magnitude is ``ranks[0]``.
+
+    All four share the sign and the number of integer digits and are printed with a common
+    number of decimals, so their texts have one length: length and sign single out nothing.
+    """
+    from attnscore.practice.solutions import scaled_option_values
+
+    claims = [("sqrt",), *_scaled_mistakes(q, k)]
+    value = dict(zip(claims, scaled_option_values(claims, q, k), strict=True))
+    right = value[("sqrt",)]
+
+    def digits(v: Fraction) -> int:
+        return len(str(int(abs(v))))
+
+    pool = [c for c, v in value.items() if c != ("sqrt",) and v * right > 0 and digits(v) == digits(right)]
+    chosen = _pick_distractors(("sqrt",), pool, lambda c: (abs(value[c]),), ranks[:1], rng)
+    crng.shuffle(chosen)
+    options, _ = _place(("sqrt",), chosen, crng)
+    return tuple(options)
+
+
+def _highest_key_options(
+    q: Sequence[Fraction],
+    grid: Sequence[Fraction],
+    d: int,
+    ranks: Sequence[int],
+    position: int,
+    rng: random.Random,
+) -> tuple[tuple[Fraction, ...], ...]:
+    """Four keys in display order: the highest-scoring one and three lower ones, drawn from nine.
+
+    The right key sits at ``position``; its rank by squared length is ``ranks[0]`` (no ties) and
+    its rank by text length, ties broken by position as ``--verify`` ranks them, is ``ranks[1]``.
+    """
+    from attnscore.practice.solutions import vector_text
+
+    keys = _distinct_keys(rng, grid, 9, d)
+    s = [dot(q, key) for key in keys]
+    best = s.index(max(s))
+    if s.count(s[best]) > 1:
+        raise Rejected("tie for highest")
+    right = keys[best]
+    pool = [key for j, key in enumerate(keys) if j != best and s[j] != 0 and dot(key, key) != dot(right, right)]
+    norm = {key: dot(key, key) for key in pool + [right]}
+    length = {key: len(vector_text(key)) for key in pool + [right]}
+    fits = [
+        triple
+        for triple in itertools.combinations(pool, 3)
+        if sum(1 for key in triple if norm[key] < norm[right]) == ranks[0]
+        and _arrangeable(right, triple, length, position, ranks[1])
+    ]
+    if not fits:
+        raise Rejected("distractor ranks")
+    return _arrange(right, rng.choice(fits), length, position, ranks[1], rng)
+
+
+def _before(right: Any, triple: Sequence[Any], length: Any, target: int) -> tuple[int, int]:
+    """(equal-length options that must come before ``right``, how many options tie with it)."""
+    shorter = sum(1 for o in triple if length[o] < length[right])
+    return target - shorter, sum(1 for o in triple if length[o] == length[right])
+
+
+def _arrangeable(right: Any, triple: Sequence[Any], length: Any, position: int, target: int) -> bool:
+    """Whether ``right`` at ``position`` among ``triple`` can get rank ``target`` by (text length, position)."""
+    before, equal = _before(right, triple, length, target)
+    return max(0, equal - (3 - position)) <= before <= min(equal, position)
+
+
+def _arrange(
+    right: Any, triple: Sequence[Any], length: Any, position: int, target: int, rng: random.Random
+) -> tuple[Any, ...]:
+    """The four options in display order, ``right`` at ``position`` with rank ``target`` by
+    (text length, position), the rank ``--verify`` tests (see :func:`_arrangeable`)."""
+    before, _ = _before(right, triple, length, target)
+    equal = [o for o in triple if length[o] == length[right]]
+    others = [o for o in triple if length[o] != length[right]]
+    rng.shuffle(equal)
+    rng.shuffle(others)
+    first = equal[:before] + others[: position - before]
+    rest = equal[before:] + others[position - before :]
+    rng.shuffle(first)
+    rng.shuffle(rest)
+    return (*first, right, *rest)
 
 
 def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.Random) -> dict[str, Any]:
@@ -206,10 +389,19 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
     kind = fam.kind
     if kind == "one_score":
         q = _vector(rng, grid, setup["d"])
-        k = _perpendicular(rng, grid, q) if setup["perpendicular"] else _vector(rng, grid, setup["d"])
-        if not setup["perpendicular"] and dot(q, k) == 0:
-            raise Rejected("zero answer")
-        return {"q": q, "k": k}
+        sign = setup["sign"]
+        k = _perpendicular(rng, grid, q) if sign == 0 else _vector(rng, grid, setup["d"])
+        if sign != 0:
+            s = dot(q, k)
+            if s == 0:
+                raise Rejected("zero answer")
+            if (s > 0) != (sign > 0):
+                k = tuple(-x for x in k)
+                if any(x not in grid for x in k):
+                    raise Rejected("negated key off the grid")
+        order = [1, 0, -1]
+        crng.shuffle(order)
+        return {"q": q, "k": k, "order": tuple(order)}
     if kind == "score_vector":
         return {
             "q": _vector(rng, grid, setup["d"]),
@@ -238,11 +430,11 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
     template, d = setup["template"], setup["d"]
     q = _vector(rng, grid, d)
     if template == "highest_key":
-        keys = _distinct_keys(rng, grid, 4, d)
-        s = [dot(q, key) for key in keys]
-        best = s.index(max(s))
-        ordered, _ = _place(keys[best], [key for j, key in enumerate(keys) if j != best], crng)
-        return {"template": template, "q": q, "keys": tuple(ordered)}
+        return {
+            "template": template,
+            "q": q,
+            "keys": _highest_key_options(q, grid, d, setup["ranks"], setup["position"], rng),
+        }
     if template == "true_statement":
         keys = _distinct_keys(rng, grid, 3, d)
         s = [dot(q, key) for key in keys]
@@ -261,15 +453,22 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
         false_pool = list(dict.fromkeys(false_pool))
         if len(false_pool) < 3:
             raise Rejected("too few false statements")
+        from attnscore.practice.solutions import claim_text_length
+
+        # The true statement's rank by text length (ties broken by position) is drawn uniformly.
         chosen = rng.choice(trues)
-        falses = rng.sample(false_pool, 3)
-        claims, _ = _place(chosen, falses, crng)
-        return {"template": template, "q": q, "keys": keys, "claims": tuple(claims)}
+        length = {c: claim_text_length(c) for c in [chosen, *false_pool]}
+        rng.shuffle(false_pool)
+        for falses in itertools.islice(itertools.combinations(false_pool, 3), 200):
+            if _arrangeable(chosen, falses, length, setup["position"], setup["ranks"][1]):
+                claims = _arrange(chosen, falses, length, setup["position"], setup["ranks"][1], rng)
+                return {"template": template, "q": q, "keys": keys, "claims": claims}
+        raise Rejected("distractor ranks")
+    d = rng.choice(_scaled_widths(fam))  # per attempt: some target ranks are rare at one width
     q, k = _scaled_pair(rng, grid, d)
-    others = ["d", "none", "times_sqrt"]
-    crng.shuffle(others)
-    options, _ = _place("sqrt", others, crng)
-    return {"template": template, "q": q, "k": k, "options": tuple(options)}
+    if (q[0] * k[0] + q[-1] * k[-1] if d > 4 else dot(q, k)) == 0:  # long vectors come in two halves
+        raise Rejected("zero answer")
+    return {"template": template, "q": q, "k": k, "options": _scaled_options(q, k, setup["ranks"], rng, crng)}
 
 
 # ---------------------------------------------------------------- public API
@@ -317,8 +516,11 @@ def generate_family(
     """Generate variants ``start .. start + count - 1`` and the acceptance figures.
 
     Raises:
+        CapacityError: ``start + count`` is above :func:`capacity` (variants would repeat).
         GenerationError: a variant could not be generated.
     """
+    if start + count > capacity(family):
+        raise CapacityError(family.id, start + count, capacity(family))
     stats = GenerationStats(family.id)
     problems = [generate_variant(family, base_seed, student, i, stats) for i in range(start, start + count)]
     return problems, stats
@@ -370,5 +572,64 @@ def fixed_problem(family: Family, q: Sequence[Fraction], keys: Sequence[Sequence
 
 
 def givens_key(problem: Problem) -> str:
-    """A canonical text of a problem's givens, for duplicate detection."""
-    return repr(sorted((k, v) for k, v in problem.givens.items() if not k.startswith("_")))
+    """A canonical text of a problem's givens, for duplicate detection.
+
+    The ``one_score`` option ``order`` is left out: the same numbers with the options in another
+    order are the same problem.
+    """
+    return repr(sorted((k, v) for k, v in problem.givens.items() if not k.startswith("_") and k != "order"))
+
+
+def capacity(family: Family) -> int:
+    """An upper bound on the number of distinct variants (distinct :func:`givens_key`) of ``family``.
+
+    Counted from the generator's parameter space: the grid, the widths and shapes, the key
+    counts and multipliers, the option arrangements; rejected draws are not subtracted, so the
+    true number is somewhat lower. ``max_duplicate_rate`` at a class of 1,000 needs a capacity far
+    above 1,000 (under the birthday law, about ``n / (2 * capacity)`` of ``n`` uniform draws repeat).
+
+    Example:
+        >>> from attnscore.practice.families import parse_family_text
+        >>> capacity(parse_family_text("id: d\\nversion: 1\\nkind: one_score\\ntitle: D\\n", "d.yaml")[0])
+        6400
+    """
+    grid = family.grid()
+    g = len(grid)
+    nonzero = len(_nonzero(grid))
+    zero = 1 if g != nonzero else 0
+
+    def vectors(d: int) -> int:  # nonzero vectors of width d on the grid
+        return g**d - zero
+
+    def pairs(d: int) -> int:  # (q, k) as drawn by _scaled_pair
+        return nonzero**4 if d > 4 else vectors(d) ** 2
+
+    kind = family.kind
+    if kind == "one_score":
+        return sum(vectors(d) ** 2 for d in set(family.d_k))
+    if kind == "score_vector":
+        return sum(vectors(d) * math.perm(vectors(d), n) for d in set(family.d_k) for n in set(family.n_k))
+    if kind == "score_matrix":
+        return sum(vectors(d) ** (n_q + n_k) for n_q, d, n_k in set(family.shapes))
+    if kind == "scaled_score":
+        return sum(pairs(d) for d in set(family.d_k))
+    if kind == "softmax":
+        if family.mode == "exact":
+            bases = len([x for x in grid if x.denominator == 1 and -2 <= x <= 2]) or 1
+            return sum(bases * len(family.multipliers) ** n for n in set(family.n_k))
+        # the scores, and the three wrong orderings and the concept statements in display order
+        n_concepts = len(CONCEPTS)
+        return sum(
+            math.perm(g, n) * math.perm(math.factorial(n) - 1, min(3, math.factorial(n) - 1)) * 4
+            for n in set(family.n_k)
+        ) * math.factorial(n_concepts)
+    total = 0
+    for template in set(family.templates):
+        if template == "highest_key":
+            total += sum(vectors(d) * math.perm(vectors(d), 4) for d in set(_small_widths(family)))
+        elif template == "true_statement":
+            # three keys; four of at most 22 distinct statements, in order
+            total += sum(vectors(d) * math.perm(vectors(d), 3) for d in set(_small_widths(family))) * math.perm(22, 4)
+        else:
+            total += sum(pairs(d) for d in set(_scaled_widths(family))) * math.perm(10, 4)
+    return total

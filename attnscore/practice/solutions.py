@@ -12,6 +12,7 @@ answer outside the perpendicular family, duplicate options, a key on a rounding 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from math import isqrt
 from typing import Any
@@ -21,7 +22,19 @@ from attnscore.practice.numbers import format_exact, is_halfway, is_terminating
 from attnscore.practice.problem import Arrow, ChoiceAnswer, NumericAnswer, Problem, Question
 from attnscore.practice.richtext import Rich, answer_form, display, math, plain, text
 
-__all__ = ["Rejected", "build_problem", "dot", "sign_word", "CONCEPTS"]
+__all__ = [
+    "Rejected",
+    "build_problem",
+    "dot",
+    "sign_word",
+    "scaled_option_value",
+    "scaled_option_values",
+    "number_text",
+    "vector_text",
+    "common_places",
+    "claim_text_length",
+    "CONCEPTS",
+]
 
 Vector = tuple[Fraction, ...]
 Matrix = tuple[Vector, ...]
@@ -54,6 +67,29 @@ def _n(x: Fraction) -> str:
         return format_exact(x)
     sign = "-" if x < 0 else ""
     return f"{sign}\\frac{{{abs(x.numerator)}}}{{{x.denominator}}}"
+
+
+def number_text(x: Fraction) -> str:
+    """A number as the options show it (``-1``, ``0.5``, ``\\frac{2}{3}``)."""
+    return _n(x)
+
+
+def common_places(values: Sequence[Fraction]) -> list[str]:
+    """Terminating numbers printed with one number of decimals (the most any of them needs):
+    ``[1.5, 0.75, 3]`` -> ``["1.50", "0.75", "3.00"]``, so an option's length does not single it out.
+
+    Raises:
+        ValueError: a value has no finite decimal expansion.
+    """
+    if not all(is_terminating(v) for v in values):
+        raise ValueError(f"common_places needs terminating decimals, found {[str(v) for v in values]}")
+    places = max(len(format_exact(v).partition(".")[2]) for v in values)
+    return [format(Decimal(v.numerator) / Decimal(v.denominator), f".{places}f") for v in values]
+
+
+def vector_text(v: Sequence[Fraction]) -> str:
+    """A key option's text as shown: ``k = [1,\\ -2]`` (shape ``(d_k,)``)."""
+    return f"k = {_vec(v)}"
 
 
 def _p(x: Fraction) -> str:
@@ -138,12 +174,16 @@ def _one_score(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             if s > 0
             else "in exactly the opposite direction to the query (180°)"
         )
-    sign = {1: 0, 0: 1, -1: 2}[(s > 0) - (s < 0)]
-    options = (
-        text("Positive: the key is aligned with the query (the angle between them is less than 90°)."),
-        text("Zero: the key is perpendicular to the query (90°); it offers nothing the query looks for."),
-        text("Negative: the key is anti-aligned (more than 90°); it points away from what the query looks for."),
-    )
+    order = tuple(g.get("order", (1, 0, -1)))
+    if sorted(order) != [-1, 0, 1]:
+        raise ValueError(f"one_score 'order' must be a permutation of (1, 0, -1), found {order!r}")
+    sign = order.index((s > 0) - (s < 0))
+    by_sign = {
+        1: text("Positive: the key is aligned with the query (the angle between them is less than 90°)."),
+        0: text("Zero: the key is perpendicular to the query (90°); it offers nothing the query looks for."),
+        -1: text("Negative: the key is anti-aligned (more than 90°); it points away from what the query looks for."),
+    }
+    options = tuple(by_sign[x] for x in order)
     meaning = {
         "aligned": "The score is positive, so the key is aligned with the query: it points roughly where "
         "the query looks.",
@@ -174,7 +214,7 @@ def _one_score(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             Question(
                 "b",
                 text("What does the sign of the score tell you about the key?"),
-                choice=ChoiceAnswer("meaning", options, sign, (("sign", 1), ("sign", 0), ("sign", -1))),
+                choice=ChoiceAnswer("meaning", options, sign, tuple(("sign", x) for x in order), shuffled="order" in g),
             ),
         ),
         "solution": (
@@ -492,6 +532,14 @@ CONCEPTS = (
     ),
     ("divide_by_sum", "The weights are the scores divided by their sum.", False),
     ("negative_weight", "A key with a negative score gets a negative weight.", False),
+    ("positive_sum_one", "Every weight is positive and the weights add up to 1.", True),
+    ("larger_wins", "A larger score always gets a larger weight.", True),
+    (
+        "largest_takes_all",
+        "The key with the largest score gets all of the attention (weight 1) and every other key gets weight 0.",
+        False,
+    ),
+    ("zero_score_zero_weight", "A key whose score is 0 gets weight 0.", False),
 )
 
 
@@ -512,7 +560,7 @@ def _softmax_ranking(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
     orderings = g.get("orderings") or (right, tuple(reversed(right)), tuple(range(n)))
     opts = tuple(_ordering_text(p) for p in orderings)
     _check_distinct(opts)
-    concept_ids = g.get("concepts") or tuple(c[0] for c in CONCEPTS)
+    concept_ids = g.get("concepts") or tuple(c[0] for c in CONCEPTS[:4])
     concepts = {c[0]: c for c in CONCEPTS}
     c_opts = tuple(text(concepts[c][1]) for c in concept_ids)
     order_txt = " > ".join(f"w_{{{j + 1}}}" for j in right)
@@ -542,7 +590,7 @@ def _softmax_ranking(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
                 choice=ChoiceAnswer(
                     "concept",
                     c_opts,
-                    concept_ids.index("keeps_order"),
+                    next(i for i, c in enumerate(concept_ids) if concepts[c][2]),
                     tuple(("concept", c) for c in concept_ids),
                     shuffled=True,
                 ),
@@ -565,7 +613,7 @@ def _softmax_ranking(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
                 " is positive, the weights add up to 1 and their order is the order of the scores. "
                 "Dividing by the sum of the raw scores fails as soon as a score is negative "
                 "or the sum is zero. "
-                f"Answer: {_letters(len(concept_ids))[concept_ids.index('keeps_order')]}."
+                f"Answer: {_letters(len(concept_ids))[next(i for i, c in enumerate(concept_ids) if concepts[c][2])]}."
             ),
         ),
         "figure": (),
@@ -590,6 +638,11 @@ def _claim_text(claim: tuple[Any, ...]) -> Rich:
     raise ValueError(f"unknown claim {claim!r}")
 
 
+def claim_text_length(claim: tuple[Any, ...]) -> int:
+    """Length of a statement option's plain text (what ``--verify`` ranks by)."""
+    return len(plain(_claim_text(claim)))
+
+
 def claim_truth(claim: tuple[Any, ...], s: Sequence[Fraction]) -> bool:
     """Whether a statement claim holds for the exact scores ``s`` (shape ``(n_k,)``)."""
     kind = claim[0]
@@ -607,16 +660,69 @@ def claim_truth(claim: tuple[Any, ...], s: Sequence[Fraction]) -> bool:
 
 
 _SCALINGS = {
-    "sqrt": ("divide by \\sqrt{d_k}", "the right scaling"),
-    "d": ("divide by d_k", "dividing by d_k instead of its square root"),
-    "none": ("no scaling", "forgetting to scale"),
-    "times_sqrt": ("multiply by \\sqrt{d_k}", "multiplying by the square root instead of dividing"),
+    "sqrt": "the right scaling",
+    "d": "dividing by d_k instead of its square root",
+    "half_d": "dividing by d_k / 2 instead of the square root of d_k",
+    "none": "forgetting to scale",
+    "times_sqrt": "multiplying by the square root instead of dividing",
 }
 
 
-def _scaling_value(kind: str, s: Fraction, d: int) -> Fraction:
+def _terms(q: Sequence[Fraction], k: Sequence[Fraction]) -> list[Fraction]:
+    """The dot product's terms as a student writes them: one per entry, or one per constant half."""
+    d = len(q)
+    if d <= 4:
+        return [a * b for a, b in zip(q, k, strict=True)]
+    half = d // 2
+    if any(len(set(v[:half])) != 1 or len(set(v[half:])) != 1 for v in (q, k)):
+        return [dot(q[:half], k[:half]), dot(q[half:], k[half:])]
+    return [half * q[0] * k[0], half * q[-1] * k[-1]]
+
+
+def scaled_option_value(claim: Sequence[Any], q: Sequence[Fraction], k: Sequence[Fraction]) -> Fraction:
+    """The exact value of one "which scaled score" option (``claim`` as in the generator's ``options``).
+
+    ``("sqrt",)`` is ``q · k / sqrt(d_k)``; ``("d",)``, ``("half_d",)``, ``("none",)`` and
+    ``("times_sqrt",)`` divide by ``d_k``, by ``d_k / 2``, not at all, or multiply by ``sqrt(d_k)``;
+    ``("slip", i)`` is the right scaling of the dot product with term ``i``'s sign flipped.
+
+    Raises:
+        ValueError: an unknown claim.
+    """
+    return scaled_option_values([claim], q, k)[0]
+
+
+def scaled_option_values(
+    claims: Sequence[Sequence[Any]], q: Sequence[Fraction], k: Sequence[Fraction]
+) -> list[Fraction]:
+    """:func:`scaled_option_value` of several claims, computing ``q · k`` once.
+
+    Raises:
+        ValueError: an unknown claim.
+    """
+    d = len(q)
     root = isqrt(d)
-    return {"sqrt": s / root, "d": s / d, "none": s, "times_sqrt": s * root}[kind]
+    terms = _terms(q, k)
+    halves = d > 4 and all(len(set(v[: d // 2])) == 1 and len(set(v[d // 2 :])) == 1 for v in (q, k))
+    s = sum(terms, Fraction(0)) if halves else dot(q, k)  # two products instead of d_k when in halves
+    values = {"sqrt": s / root, "d": s / d, "half_d": s / Fraction(d, 2), "none": s, "times_sqrt": s * root}
+    out = []
+    for claim in claims:
+        if claim[0] == "slip":
+            out.append((s - 2 * terms[claim[1]]) / root)
+        elif claim[0] in values:
+            out.append(values[claim[0]])
+        else:
+            raise ValueError(f"unknown scaled-score option {tuple(claim)!r}")
+    return out
+
+
+def _mistake_text(claim: Sequence[Any], d: int) -> str:
+    if claim[0] != "slip":
+        return _SCALINGS[claim[0]]
+    if d <= 4:
+        return f"a sign slip in the product of entry {claim[1] + 1}"
+    return f"a sign slip in the {('first', 'second')[claim[1]]} half's products"
 
 
 def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
@@ -628,7 +734,7 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
         best = _argmax_unique(s)
         if 0 in s:
             raise Rejected("zero answer")
-        opts = tuple(math(f"k = {_vec(k)}") for k in keys)
+        opts = tuple(math(vector_text(k)) for k in keys)
         _check_distinct(opts)
         steps = ",\\quad ".join(f"q \\cdot {_vec(k)} = {_n(v)}" for k, v in zip(keys, s, strict=True))
         return {
@@ -686,21 +792,24 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             "figure": _arrows(q, keys, [f"k{j + 1}" for j in range(len(keys))]),
         }
     # scaled_value
-    k, options = g["k"], g["options"]
+    k = g["k"]
+    options = tuple((o,) if isinstance(o, str) else tuple(o) for o in g["options"])
     d = len(q)
     raw = dot(q, k)
     if raw == 0:
         raise Rejected("zero answer")
-    values = [_scaling_value(o, raw, d) for o in options]
-    opts = tuple(math(_n(v)) for v in values)
+    values = scaled_option_values(options, q, k)
+    opts = tuple(math(t) for t in common_places(values))
     _check_distinct(opts)
-    right = list(options).index("sqrt")
+    right = options.index(("sqrt",))
     if d > 6:
         givens = _describe_long("q", q) + text("; ") + _describe_long("k", k) + text(".")
     else:
         givens = display(f"q = {_vec(q)}, \\qquad k = {_vec(k)}")
     mistakes = "; ".join(
-        f"{format_exact(v)} comes from {_SCALINGS[o][1]}" for o, v in zip(options, values, strict=True) if o != "sqrt"
+        f"{format_exact(v)} comes from {_mistake_text(o, d)}"
+        for o, v in zip(options, values, strict=True)
+        if o != ("sqrt",)
     )
     return {
         "statement": (text("A query and a key of width ") + math(f"d_k = {d}") + text(":"), givens),
@@ -708,7 +817,7 @@ def _multiple_choice(fam: Family, g: Mapping[str, Any]) -> dict[str, Any]:
             Question(
                 "a",
                 text("What is the scaled score ") + math("q \\cdot k / \\sqrt{d_k}") + text("?"),
-                choice=ChoiceAnswer("scaled", opts, right, tuple(("scaled", o) for o in options), shuffled=True),
+                choice=ChoiceAnswer("scaled", opts, right, tuple(("scaled", *o) for o in options), shuffled=True),
             ),
         ),
         "solution": (

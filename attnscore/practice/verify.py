@@ -7,8 +7,17 @@ For every family, over ``count`` variants:
    implementation (:func:`attnscore.reference.score`, :func:`~attnscore.reference.scores`,
    :func:`~attnscore.reference.score_matrix`) for scores, plain torch float64 for scaled scores and
    softmax; every correct option is re-derived the same way, and the key lies within its tolerance;
-3. duplicate variants stay under the family's ``max_duplicate_rate``;
-4. correct options of shuffled multiple-choice parts spread evenly over the positions;
+3. duplicate variants stay under the family's ``max_duplicate_rate`` at a class of
+   :data:`CLASS_SIZE` students (the first 1,000 variants), and under ``max_duplicate_rate x
+   count / 1000`` over the whole run (under the birthday law duplicates grow linearly with the
+   count while it is small against the capacity); ``count`` never exceeds the family's capacity;
+4. no fixed feature of the options identifies the correct one: for every multiple-choice question
+   (grouped by question and number of options) the correct option's rank by each feature
+   (position; text length; magnitude and signed value for numeric options; vector length for key
+   options; ties broken by position) is tested against the uniform distribution with a chi-square
+   goodness-of-fit test, which fails when ``p <`` :data:`BALANCE_ALPHA`. A group with fewer than
+   :data:`MIN_EXPECTED` expected answers per rank is skipped (too few to have power) and reported
+   as skipped;
 5. every printed number is well-formed (no ``-0``, no ``1e-05``, no float artefacts), in the
    answers and in the rendered Markdown, LaTeX and HTML;
 6. exports are well-formed (Moodle and QTI XML and PrairieLearn markup parse with ``xml.etree``,
@@ -37,18 +46,39 @@ from attnscore.practice.export_moodle import moodle_xml, read_moodle_numeric
 from attnscore.practice.export_prairielearn import prairielearn_files, read_prairielearn_numeric
 from attnscore.practice.export_qti import qti_assessment_xml, read_qti_numeric
 from attnscore.practice.families import Family
-from attnscore.practice.generators import GenerationError, generate_family, givens_key
+from attnscore.practice.generators import GenerationError, capacity, generate_family, givens_key
 from attnscore.practice.numbers import is_well_formed
-from attnscore.practice.problem import Problem
+from attnscore.practice.problem import ChoiceAnswer, Problem
 from attnscore.practice.render_latex import braces_balanced, render_key_latex, render_worksheet_latex
 from attnscore.practice.render_md import render_key_md, render_worksheet_md
+from attnscore.practice.richtext import plain
 from attnscore.practice.solutions import CONCEPTS
 from attnscore.practice.tolerance import canvas_accepts, moodle_accepts, prairielearn_accepts
 from attnscore.practice.worksheet import Worksheet
 
-__all__ = ["FamilyReport", "VerifyReport", "verify_families", "independent_answers", "bad_number_tokens"]
+__all__ = [
+    "BALANCE_ALPHA",
+    "CLASS_SIZE",
+    "MIN_EXPECTED",
+    "BalanceTest",
+    "FamilyReport",
+    "VerifyReport",
+    "verify_families",
+    "independent_answers",
+    "option_features",
+    "chi_square_sf",
+    "duplicate_rate",
+    "bad_number_tokens",
+]
 
 _EPS = 1e-9
+
+#: The class size at which ``max_duplicate_rate`` is stated (and checked).
+CLASS_SIZE = 1000
+#: Significance level of the option-balance tests: fail when the chi-square p-value is below it.
+BALANCE_ALPHA = 0.001
+#: A balance test runs only when every rank expects at least this many correct answers.
+MIN_EXPECTED = 25
 
 # Tokens that must never appear in rendered output: a lone -0 / -0.0, exponent notation, float artefacts.
 _BAD_NUMBER = re.compile(r"(?<![\w.])-0(?:\.0*)?(?![\d.])|\d(?:\.\d+)?[eE][-+]?\d+|\d\.\d{9,}")
@@ -57,6 +87,67 @@ _BAD_NUMBER = re.compile(r"(?<![\w.])-0(?:\.0*)?(?![\d.])|\d(?:\.\d+)?[eE][-+]?\
 def bad_number_tokens(rendered: str) -> list[str]:
     """Ill-formed number tokens found in rendered text (empty when clean)."""
     return [m.group(0) for m in _BAD_NUMBER.finditer(rendered)]
+
+
+def chi_square_sf(x: float, df: int) -> float:
+    """Upper tail ``P(X >= x)`` of the chi-square distribution with ``df`` degrees of freedom.
+
+    Exact closed forms for integer ``df`` (Abramowitz & Stegun 26.4.4 and 26.4.5): a finite
+    Poisson sum for even ``df``, ``erfc`` plus a finite sum for odd ``df``.
+
+    Raises:
+        ValueError: ``df < 1`` or ``x < 0``.
+    """
+    if df < 1 or x < 0:
+        raise ValueError(f"chi_square_sf needs df >= 1 and x >= 0, found df={df}, x={x}")
+    half = x / 2
+    if df % 2 == 0:
+        term = total = math.exp(-half)
+        for i in range(1, df // 2):
+            term *= half / i
+            total += term
+        return min(1.0, total)
+    total = math.erfc(math.sqrt(half))
+    term = math.sqrt(x) * math.exp(-half) * math.sqrt(2 / math.pi)  # i = 1 of the odd series
+    for i in range(1, (df - 1) // 2 + 1):
+        total += term
+        term *= x / (2 * i + 1)
+    return min(1.0, total)
+
+
+@dataclass(frozen=True)
+class BalanceTest:
+    """One chi-square test: is the correct option's rank by ``feature`` uniform over the options?
+
+    Attributes:
+        question: the choice's name (``"scaled"``, ``"meaning"``...).
+        n_options: options per question in this group.
+        feature: ``position``, ``length``, ``magnitude``, ``value`` or ``norm``.
+        counts: how many correct options had rank 0, 1, ... (rank 0 = smallest feature value).
+        statistic, p_value: the chi-square statistic (``n_options - 1`` degrees of freedom) and its
+            p-value; ``p_value`` is ``None`` when the test was skipped.
+        skipped: why the test did not run (too few answers), else ``""``.
+    """
+
+    question: str
+    n_options: int
+    feature: str
+    counts: tuple[int, ...]
+    statistic: float
+    p_value: float | None
+    skipped: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether the feature predicts the answer above chance (``p < BALANCE_ALPHA``)."""
+        return self.p_value is not None and self.p_value < BALANCE_ALPHA
+
+    def describe(self) -> str:
+        """One line: ``scaled/4 magnitude: ranks [0, 812, 0, 0], chi2 = 2436.0, p = 0``."""
+        head = f"{self.question}/{self.n_options} {self.feature}: ranks {list(self.counts)}"
+        if self.p_value is None:
+            return f"{head}, skipped ({self.skipped})"
+        return f"{head}, chi2 = {self.statistic:.1f}, p = {self.p_value:.3g}"
 
 
 @dataclass
@@ -71,6 +162,9 @@ class FamilyReport:
     duplicate_rate: float = 0.0
     max_duplicate_rate: float = 0.0
     positions: Counter[int] = field(default_factory=Counter)
+    capacity: int = 0
+    class_duplicate_rate: float = 0.0
+    balance: list[BalanceTest] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -177,6 +271,12 @@ def independent_answers(p: Problem) -> tuple[dict[str, float], dict[str, set[int
             "scores_are_weights": all(v >= 0 for v in s) and abs(total - 1) <= _EPS,
             "divide_by_sum": total != 0 and all(abs(v / total - x) <= 1e-6 for v, x in zip(s, w, strict=True)),
             "negative_weight": any(x < 0 for x in w),
+            "positive_sum_one": all(v > 0 for v in w) and abs(sum(w) - 1) <= _EPS,
+            "larger_wins": all(
+                (w[i] > w[j]) == (s[i] > s[j]) for i in range(len(s)) for j in range(len(s)) if s[i] != s[j]
+            ),
+            "largest_takes_all": abs(max(w) - 1) <= _EPS,
+            "zero_score_zero_weight": any(x == 0 and abs(v) <= _EPS for x, v in zip(s, w, strict=True)),
         }
         if set(concept) != {c[0] for c in CONCEPTS}:
             raise ValueError("verify knows a different set of concept statements than solutions.CONCEPTS")
@@ -189,17 +289,8 @@ def independent_answers(p: Problem) -> tuple[dict[str, float], dict[str, set[int
             holds(name, claims_of[name], lambda c: _claim_holds(c, s))
         else:
             q, k = _t(g["q"]), _t(g["k"])
-            raw, root = float(torch.dot(q, k)), math.sqrt(q.shape[0])
-            right = raw / root
-            holds(
-                "scaled",
-                claims_of["scaled"],
-                lambda c: (
-                    abs({"sqrt": right, "d": raw / q.shape[0], "none": raw, "times_sqrt": raw * root}[c[1]] - right)
-                    <= _EPS
-                    and c[1] == "sqrt"
-                ),
-            )
+            right = float(torch.dot(q, k)) / math.sqrt(q.shape[0])
+            holds("scaled", claims_of["scaled"], lambda c: abs(_scaled_option_value(c, q, k) - right) <= _EPS)
     return numbers, choices
 
 
@@ -232,19 +323,70 @@ def _check_problem(p: Problem) -> list[str]:
     return failures
 
 
-def _check_positions(report: FamilyReport, n_options: int) -> None:
-    total = sum(report.positions.values())
-    if total < 40 or n_options < 2:
-        return
-    p = 1 / n_options
-    allowed = 4 * math.sqrt(p * (1 - p) / total) + 0.02
-    for position in range(n_options):
-        share = report.positions[position] / total
-        if abs(share - p) > allowed:
-            report.failures.append(
-                f"{report.family_id}: correct option at position {'ABCDEFGH'[position]} in "
-                f"{share:.1%} of {total} shuffled parts, expected {p:.1%} ± {allowed:.1%}"
+def _scaled_option_value(claim: tuple[Any, ...], q: torch.Tensor, k: torch.Tensor) -> float:
+    """The float64 value of one "which scaled score" option, re-derived from its claim."""
+    d = q.shape[0]
+    raw, root = float(torch.dot(q, k)), math.sqrt(d)
+    kind = claim[1]
+    if kind == "slip":  # one term of the dot product with its sign flipped
+        segments = [range(i, i + 1) for i in range(d)] if d <= 4 else [range(0, d // 2), range(d // 2, d)]
+        term = float(sum(q[j] * k[j] for j in segments[claim[2]]))
+        return (raw - 2 * term) / root
+    values = {"sqrt": raw / root, "d": raw / d, "half_d": raw / (d / 2), "none": raw, "times_sqrt": raw * root}
+    return values[kind]
+
+
+def option_features(p: Problem, choice: ChoiceAnswer) -> dict[str, list[float]]:
+    """Per-option features a test-wise student could read without solving, recomputed from the givens.
+
+    Returns:
+        feature name -> one value per option (display order): ``position`` and ``length`` (of the
+        option's plain text) always; ``magnitude`` and ``value`` for numeric options (the
+        "which scaled score" question); ``norm`` (squared length) for key-vector options.
+    """
+    n = len(choice.options)
+    feats: dict[str, list[float]] = {
+        "position": [float(i) for i in range(n)],
+        "length": [float(len(plain(o))) for o in choice.options],
+    }
+    g = p.givens
+    if choice.name == "scaled":
+        q, k = _t(g["q"]), _t(g["k"])
+        values = [_scaled_option_value(c, q, k) for c in choice.claims]
+        feats["magnitude"] = [abs(v) for v in values]
+        feats["value"] = values
+    elif choice.name == "highest":
+        feats["norm"] = [float(sum(float(x) ** 2 for x in key)) for key in g["keys"]]
+    return feats
+
+
+def _rank(values: Sequence[float], i: int) -> int:
+    """Rank of option ``i`` when options are sorted by (value, position)."""
+    return sum(1 for j, v in enumerate(values) if (v, j) < (values[i], i))
+
+
+def _balance_tests(ranks: dict[tuple[str, int, str], Counter[int]]) -> list[BalanceTest]:
+    out = []
+    for (name, n, feature), counter in sorted(ranks.items()):
+        counts = tuple(counter[r] for r in range(n))
+        total = sum(counts)
+        if total / n < MIN_EXPECTED:
+            out.append(
+                BalanceTest(
+                    name,
+                    n,
+                    feature,
+                    counts,
+                    0.0,
+                    None,
+                    f"{total} answers; needs >= {MIN_EXPECTED * n} ({MIN_EXPECTED} per rank) for power",
+                )
             )
+            continue
+        expected = total / n
+        statistic = sum((c - expected) ** 2 / expected for c in counts)
+        out.append(BalanceTest(name, n, feature, counts, statistic, chi_square_sf(statistic, n - 1)))
+    return out
 
 
 def _check_exports(problems: Sequence[Problem], sheet: Worksheet) -> list[str]:
@@ -306,6 +448,11 @@ def _check_exports(problems: Sequence[Problem], sheet: Worksheet) -> list[str]:
     return failures
 
 
+def duplicate_rate(keys: Sequence[str]) -> float:
+    """Share of variants that repeat an earlier one: ``(len - distinct) / len`` (0.0 when empty)."""
+    return (len(keys) - len(set(keys))) / len(keys) if keys else 0.0
+
+
 def verify_families(
     families: Sequence[Family],
     count: int,
@@ -338,21 +485,42 @@ def verify_families(
         report.variants = len(problems)
         report.acceptance_rate = stats.acceptance_rate
         report.rejections = stats.rejections
-        keys = [givens_key(p) for p in problems]
-        report.duplicate_rate = (len(keys) - len(set(keys))) / len(keys)
-        if report.duplicate_rate > fam.max_duplicate_rate:
+        report.capacity = capacity(fam)
+        if count > report.capacity:
             report.failures.append(
-                f"{fam.id}: {report.duplicate_rate:.1%} duplicate variants, above the stated "
-                f"{fam.max_duplicate_rate:.0%}"
+                f"{fam.id}: --count {count} is above the family's capacity of {report.capacity} distinct variants"
             )
-        n_options = 0
+        keys = [givens_key(p) for p in problems]
+        report.duplicate_rate = duplicate_rate(keys)
+        report.class_duplicate_rate = duplicate_rate(keys[:CLASS_SIZE])
+        if report.class_duplicate_rate > fam.max_duplicate_rate:
+            report.failures.append(
+                f"{fam.id}: {report.class_duplicate_rate:.1%} duplicate variants among the first "
+                f"{min(count, CLASS_SIZE)}, above the stated {fam.max_duplicate_rate:.0%}"
+            )
+        allowed = fam.max_duplicate_rate * max(1.0, count / CLASS_SIZE)
+        if count > CLASS_SIZE and report.duplicate_rate > allowed:
+            report.failures.append(
+                f"{fam.id}: {report.duplicate_rate:.1%} duplicate variants in {count}, above "
+                f"{allowed:.1%} (the stated {fam.max_duplicate_rate:.0%} at {CLASS_SIZE}, scaled by the count)"
+            )
+        ranks: dict[tuple[str, int, str], Counter[int]] = {}
         for p in problems:
             report.failures.extend(_check_problem(p))
             for q in p.questions:
-                if q.choice is not None and q.choice.shuffled:
-                    report.positions[q.choice.correct] += 1
-                    n_options = max(n_options, len(q.choice.options))
-        _check_positions(report, n_options)
+                c = q.choice
+                if c is None or len(c.options) < 2:
+                    continue
+                report.positions[c.correct] += 1
+                for feature, values in option_features(p, c).items():
+                    ranks.setdefault((c.name, len(c.options), feature), Counter())[_rank(values, c.correct)] += 1
+        report.balance = _balance_tests(ranks)
+        for test in report.balance:
+            if test.failed:
+                report.failures.append(
+                    f"{fam.id}: the correct option's rank by {test.feature} is not uniform, so it gives the "
+                    f"answer away: {test.describe()} (fail below p = {BALANCE_ALPHA})"
+                )
         reports.append(report)
         sample.extend(problems[:render_sample])
     sheet = Worksheet("attnscore practice --verify", base_seed, student, "attnscore practice --verify")

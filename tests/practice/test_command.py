@@ -132,3 +132,27 @@ def test_invalid_family_file_exits_2_in_one_line(tmp_path):
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line]
     assert lines == [f"Error: {bad}:5:9: places: expected an integer from 0 to 6, found string 'many'"]
+
+
+def test_list_states_capacity():
+    """--list prints each family's capacity (distinct variants)."""
+    result = run("--list")
+    line = next(x for x in result.output.splitlines() if x.startswith("one-score"))
+    assert "capacity 2.2e+08" in line
+
+
+@pytest.mark.parametrize("verify", [pytest.param([], id="generate"), pytest.param(["--verify"], id="verify")])
+def test_count_above_capacity_is_a_usage_error(tmp_path, verify):
+    """Asking for more variants than a family has is refused in one line (exit 2), not repeated."""
+    family = tmp_path / "tiny.yaml"
+    family.write_text(
+        "id: tiny\nversion: 1\nkind: one_score\ntitle: Tiny\nd_k: [2]\nvalues: {min: 0, max: 1, step: 1}\n",
+        encoding="utf-8",
+    )
+    result = run(str(family), "--count", "10", "--out", str(tmp_path / "out"), *verify)
+    assert result.exit_code == 2
+    assert (
+        "Error: tiny: --count 10 asks for more variants than the family's capacity of 9 distinct variants, "
+        "so some would repeat; lower --count" in result.output
+    )
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()

@@ -122,15 +122,53 @@ def test_thousand_variants_in_seconds(families, family):
     """1000 variants of each family take well under a few seconds, and acceptance is reported."""
     start = time.perf_counter()
     problems, stats = generate_family(families[family], 1000, 0)
-    assert time.perf_counter() - start < 3.0
+    # multiple-choice draws until the right option's ranks hit their targets (issue 13): slower
+    assert time.perf_counter() - start < (30.0 if family == "multiple-choice" else 3.0)
     assert len(problems) == 1000 and stats.variants == 1000
-    assert 0.3 < stats.acceptance_rate <= 1.0
+    assert (0.05 if family == "multiple-choice" else 0.3) < stats.acceptance_rate <= 1.0
 
 
 def test_impossible_constraints_fail_with_reasons(families):
     """A family whose grid cannot satisfy its constraints fails with the rejection reasons and a fix."""
     from fractions import Fraction as F
 
-    fam = replace(families["score-vector"], values=(F(0), F(1), F(1)), d_k=(2,), n_k=(4,), max_attempts=50)
+    fam = replace(families["one-score"], values=(F(0), F(1), F(1)), d_k=(2,), max_attempts=50)
     with pytest.raises(GenerationError, match=r"no acceptable numbers in 50 attempts \(.*\); widen 'values'"):
+        generate_family(fam, 9, 0)  # capacity 9, but no negated key on a [0, 1] grid
+
+
+def test_no_possible_variant_is_a_capacity_error(families):
+    """Four distinct nonzero keys cannot come from three nonzero vectors: capacity 0, said up front."""
+    from fractions import Fraction as F
+
+    from attnscore.practice.generators import CapacityError
+
+    fam = replace(families["score-vector"], values=(F(0), F(1), F(1)), d_k=(2,), n_k=(4,), max_attempts=50)
+    with pytest.raises(CapacityError, match="capacity of 0 distinct variants"):
         generate_family(fam, 3, 0)
+
+
+def test_capacity_is_stated_and_enforced(families):
+    """Every bundled family states a capacity far above a class; a count above it is refused."""
+    from dataclasses import replace
+    from fractions import Fraction as F
+
+    from attnscore.practice.generators import CapacityError, capacity
+
+    assert all(capacity(f) > 100_000 for f in families.values())
+    tiny = replace(families["one-score"], d_k=(2,), values=(F(0), F(1), F(1)))
+    assert capacity(tiny) == 9  # (2**2 - 1) ** 2 nonzero (q, k) pairs
+    with pytest.raises(CapacityError, match="capacity of 9 distinct variants"):
+        generate_family(tiny, 10, 0)
+
+
+def test_one_score_meaning_options_are_shuffled(families):
+    """The sign question lists Positive/Zero/Negative in all six orders, keyed correctly."""
+    from attnscore.practice.solutions import dot
+
+    problems, _ = generate_family(families["one-score"], 120, 0)
+    assert len({p.givens["order"] for p in problems}) == 6
+    for p in problems:
+        c = p.questions[1].choice
+        s = dot(p.givens["q"], p.givens["k"])
+        assert c.claims[c.correct] == ("sign", (s > 0) - (s < 0))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from fractions import Fraction as F
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnscore.practice.generators import featured_problems, fixed_problem
 from attnscore.practice.richtext import plain
@@ -150,3 +153,40 @@ def test_fixed_problem_argument_errors(families):
         fixed_problem(families["one-score"], _v(0, 1), [_v(0, -1), _v(1, 0)])
     with pytest.raises(ValueError, match="--q/--k work with one_score"):
         fixed_problem(families["score-matrix"], _v(0, 1), [_v(0, -1)])
+
+
+@given(st.lists(st.integers(-10_000, 10_000).map(lambda n: Fraction(n, 32)), min_size=1, max_size=6))
+def test_common_places_round_trips(values):
+    """Options printed with one number of decimals parse back to their exact values."""
+    from attnscore.practice.solutions import common_places
+
+    texts = common_places(values)
+    assert len({len(t.partition(".")[2]) for t in texts}) == 1
+    assert [Fraction(t) for t in texts] == values
+
+
+def test_common_places_rejects_repeating_decimals():
+    """1/3 has no finite decimal expansion: a clear ValueError."""
+    from attnscore.practice.solutions import common_places
+
+    with pytest.raises(ValueError, match="terminating decimals"):
+        common_places([Fraction(1, 3)])
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        pytest.param(("sqrt",), Fraction(5, 2), id="right: 5 / 2"),
+        pytest.param(("d",), Fraction(5, 4), id="divide by d_k"),
+        pytest.param(("none",), Fraction(5), id="no scaling"),
+        pytest.param(("times_sqrt",), Fraction(10), id="times sqrt"),
+        pytest.param(("slip", 0), Fraction(3, 2), id="sign slip in 1*1"),
+    ],
+)
+def test_scaled_option_values(claim, expected):
+    """q = [1, 2, 0, 1], k = [1, 1, 3, 2]: q . k = 5 and each mistake's value."""
+    from attnscore.practice.solutions import scaled_option_value
+
+    q = tuple(Fraction(x) for x in (1, 2, 0, 1))
+    k = tuple(Fraction(x) for x in (1, 1, 3, 2))
+    assert scaled_option_value(claim, q, k) == expected

@@ -55,6 +55,35 @@ def test_wrong_keyed_option_is_caught(families):
 
 def test_duplicate_rate_is_enforced(families):
     """A family stated to allow no duplicates fails when its tiny grid forces some."""
-    fam = replace(families["scaled-score"], d_k=(1,), values=(F(1), F(2), F(1)), max_duplicate_rate=0.0)
+    fam = replace(families["scaled-score"], d_k=(4,), values=(F(1), F(2), F(1)), max_duplicate_rate=0.0)
     report = verify_families([fam], 30, 0, render_sample=0)
-    assert any("duplicate variants, above the stated 0%" in f for f in report.failures)
+    assert any("duplicate variants among the first 30, above the stated 0%" in f for f in report.failures)
+
+
+@pytest.mark.parametrize(
+    ("x", "df", "p"),
+    [(3.841458820694124, 1, 0.05), (5.991464547107979, 2, 0.05), (16.26623619623813, 3, 0.001), (0.0, 3, 1.0)],
+)
+def test_chi_square_sf(x, df, p):
+    """The closed-form chi-square tail matches the tables."""
+    from attnscore.practice.verify import chi_square_sf
+
+    assert chi_square_sf(x, df) == pytest.approx(p, rel=1e-6)
+
+
+def test_chi_square_sf_rejects_bad_input():
+    """df < 1 is a clear ValueError."""
+    from attnscore.practice.verify import chi_square_sf
+
+    with pytest.raises(ValueError, match="df >= 1"):
+        chi_square_sf(1.0, 0)
+
+
+def test_fixed_option_order_is_caught(families):
+    """Options always in one order (the old one-score meaning question) fail the balance test."""
+    from attnscore.practice.verify import _balance_tests
+
+    tests = _balance_tests({("meaning", 3, "position"): __import__("collections").Counter({0: 500, 1: 300, 2: 200})})
+    assert tests[0].failed and tests[0].statistic == pytest.approx(140.0)
+    skipped = _balance_tests({("meaning", 3, "position"): __import__("collections").Counter({0: 10, 1: 10})})
+    assert skipped[0].p_value is None and "for power" in skipped[0].skipped
