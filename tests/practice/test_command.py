@@ -26,7 +26,7 @@ def test_worked_example_in_markdown(tmp_path):
     result = run("--q", "0,1", "--k", "0,-1", "--out", str(tmp_path), "--with-solutions")
     assert result.exit_code == 0, result.output
     files = _tree(tmp_path)
-    assert set(files) == {"worksheet.md", "answer-key.md", "figures/one-score-v1-fixed-01.svg"}
+    assert set(files) == {"worksheet.md", "answer-key.md", "figures/one-score-v2-fixed-01.svg"}
     assert "(b) The score is negative, so the key is anti-aligned" in files["worksheet.md"].decode()
     assert "= **-1**" in files["answer-key.md"].decode()
 

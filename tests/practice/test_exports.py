@@ -72,7 +72,7 @@ def test_moodle_worked_example(families):
     """The practice example becomes a numerical question keyed -1 ± 0.0005 and a multichoice keyed C."""
     p = featured_problems(families["one-score"])[0]
     data = moodle_xml([p], SHEET)
-    assert read_moodle_numeric(data) == [("one-score-v1-fixed-01 (a)", "-1", "0.0005")]
+    assert read_moodle_numeric(data) == [("one-score-v2-fixed-01 (a)", "-1", "0.0005")]
     mc = ET.fromstring(data).find("question[@type='multichoice']")
     assert [a.get("fraction") for a in mc.findall("answer")] == ["0", "0", "100"]
 

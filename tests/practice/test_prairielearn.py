@@ -143,7 +143,7 @@ def test_cli_layout(course, families):
         vendored = {n.split("/")[2] for n in names if n.startswith(f"{base}/{PACKAGE_PREFIX}")}
         assert len(vendored) == 1  # one package, the same hash in every folder
     assert f"courseInstances/{COURSE_INSTANCE}/assessments/{ASSESSMENT}/infoAssessment.json" in names
-    assert "questions/one-score-v1-fixed-01/question.html" in names  # --featured stays static
+    assert "questions/one-score-v2-fixed-01/question.html" in names  # --featured stays static
     assert "answer-key.json" in names  # ... and keyed
 
 
@@ -355,8 +355,8 @@ def test_kind_that_cannot_be_expressed(families):
             id="same family twice",
         ),
         pytest.param(
-            lambda f: ([replace(f["one-score"], id="one-score-v1-fixed-01")], featured_problems(f["one-score"])),
-            "PrairieLearn export: one-score-v1-fixed-01: a family and a fixed problem would share",
+            lambda f: ([replace(f["one-score"], id="one-score-v2-fixed-01")], featured_problems(f["one-score"])),
+            "PrairieLearn export: one-score-v2-fixed-01: a family and a fixed problem would share",
             id="folder clash",
         ),
     ],
@@ -428,7 +428,7 @@ def test_cli_message(tmp_path):
     )
     result = run("--q", "0,1", "--k", "0,-1", "--format", "prairielearn", "--out", str(tmp_path / "fixed"))
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "fixed" / "questions" / "one-score-v1-fixed-01" / "question.html").is_file()
+    assert (tmp_path / "fixed" / "questions" / "one-score-v2-fixed-01" / "question.html").is_file()
     assert not list((tmp_path / "fixed").rglob("server.py"))
 
 

@@ -57,7 +57,9 @@ def test_duplicate_rate_is_enforced(families):
     """A family stated to allow no duplicates fails when its tiny grid forces some."""
     fam = replace(families["scaled-score"], d_k=(4,), values=(F(1), F(2), F(1)), max_duplicate_rate=0.0)
     report = verify_families([fam], 30, 0, render_sample=0)
-    assert any("duplicate variants among the first 30, above the stated 0%" in f for f in report.failures)
+    assert any(
+        "duplicate variants among 30, far above the 0 expected at the stated 0% for 1000" in f for f in report.failures
+    ), report.failures
 
 
 @pytest.mark.parametrize(
@@ -87,3 +89,12 @@ def test_fixed_option_order_is_caught(families):
     assert tests[0].failed and tests[0].statistic == pytest.approx(140.0)
     skipped = _balance_tests({("meaning", 3, "position"): __import__("collections").Counter({0: 10, 1: 10})})
     assert skipped[0].p_value is None and "for power" in skipped[0].skipped
+
+
+def test_a_chance_duplicate_below_the_class_size_is_not_a_failure(families):
+    """One repeat among 50 (2%) is what a 1% rate at 1,000 makes likely enough: no failure."""
+    from attnscore.practice.verify import _poisson_tail
+
+    assert _poisson_tail(1, 0.01 * 50 * 50 / 1000) > 0.001  # one repeat at 50: p = 0.025
+    assert _poisson_tail(5, 0.01 * 50 * 50 / 1000) < 0.001  # five repeats at 50: far too many
+    assert _poisson_tail(0, 3.0) == 1.0
