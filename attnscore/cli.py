@@ -406,6 +406,8 @@ def test_impl(
         check_device(device)
     except ImplError as exc:
         raise click.UsageError(str(exc)) from None
+    if ratio is not None and not math.isfinite(ratio):
+        raise click.UsageError(f"--ratio: expected a finite number >= 1, found {ratio}")
     tie_map = dict(_pair(text, "--tie") for text in ties)
     keyword_map = {name: _yaml_scalar(value, name) for name, value in (_pair(t, "--keyword") for t in keywords)}
     if keyword_map:

@@ -124,7 +124,7 @@ def _confirmation_calls(spec: Any, dtype: str) -> list[Any]:
     key = (spec.id, spec.version, str(getattr(spec, "path", "")), dtype)
     if key not in _INPUTS:
         contract = spec.contract
-        strategy = legend_sizes(contract, max_size=4, min_size=2).flatmap(
+        strategy = legend_sizes(contract, max_size=6, min_size=2).flatmap(
             lambda sizes: random_args(contract, 5.0, sizes)
         )
         examples = draw_examples(strategy, CONFIRMATIONS, derive_seed(spec.id, spec.version, "diagnosis", dtype))

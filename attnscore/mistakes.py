@@ -178,6 +178,17 @@ def _scaled_by_half_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 
 
 @_add(
+    "scaled_by_two_dk",
+    "S / d_k ** 1/2 inline (divided by 2·d_k)",
+    SCALED + ("attention",),
+    "your scores equal Q Kᵀ / (2·d_k): in S / d_k ** 1/2, ** binds tighter than / and the divisions run left to "
+    "right, so it is (S / d_k) / 2; write S / d_k ** 0.5 or S / math.sqrt(d_k)",
+)
+def _scaled_by_two_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _scaled_by(c, args, lambda Q: 0.5 / Q.shape[-1])
+
+
+@_add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
     SCALED + ("attention",),

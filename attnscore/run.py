@@ -10,6 +10,7 @@ never stops the others.
 from __future__ import annotations
 
 import builtins
+import functools
 import time
 from collections.abc import Callable, Iterable
 from fractions import Fraction
@@ -45,7 +46,19 @@ def _inputs_text(args: dict[str, np.ndarray]) -> str:
     )
 
 
-def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str, layouts: dict[str, str] | None = None) -> str:
+def _bound_keywords(runner: object) -> dict[str, object]:
+    """Keyword arguments fixed on the runner's function (``attnscore test --keyword is_causal=true``)."""
+    fn = getattr(runner, "function", None)
+    return dict(fn.keywords) if isinstance(fn, functools.partial) else {}
+
+
+def _reproduction(
+    function: str,
+    args: dict[str, np.ndarray],
+    dtype: str,
+    layouts: dict[str, str] | None = None,
+    keywords: dict[str, object] | None = None,
+) -> str:
     """A one-line call the student can paste (after importing torch and their function); an
     argument handed over as a view (``layouts``) is built as such a view."""
     parts = []
@@ -67,6 +80,7 @@ def _reproduction(function: str, args: dict[str, np.ndarray], dtype: str, layout
         elif layout == "sliced":
             text += ".repeat_interleave(2, dim=-1)[..., ::2]" if arr.ndim else ""
         parts.append(text)
+    parts.extend(f"{key}={value!r}" for key, value in (keywords or {}).items())
     return f"{function}({', '.join(parts)})"
 
 
@@ -258,7 +272,7 @@ def judge_case(
         if not hidden:
             if case.explanation:
                 lines.append(f"Why: {' '.join(case.explanation.split())}")
-            lines.append(f"Reproduce: {_reproduction(name, call.args, dtype, call.layouts)}")
+            lines.append(f"Reproduce: {_reproduction(name, call.args, dtype, call.layouts, _bound_keywords(runner))}")
         counterexample = None if hidden else {n: _json_safe(a) for n, a in call.args.items()}
         return _failed(case, verdict, "\n".join(lines), counterexample, number, diagnosis)
     return CaseResult(

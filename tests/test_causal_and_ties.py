@@ -176,3 +176,24 @@ def test_causal_property_names_the_query_that_saw_its_future():
     assert "changing keys and values " in case.message
     assert "a query must not see keys after its own position (top-left aligned)" in case.message
     assert result.score < result.max_score
+
+
+def test_the_reproduction_line_carries_the_keyword_and_ratio_must_be_finite():
+    result = CliRunner().invoke(
+        main,
+        [
+            "test",
+            "--spec",
+            "specs/causal_attention.yaml",
+            "--impl",
+            "torch.nn.functional:scaled_dot_product_attention",
+            "--keyword",
+            "dropout_p=0.0",
+        ],
+    )
+    assert result.exit_code == 1  # no causal flag: fails, and the reproduction shows the keyword given
+    assert "dropout_p=0.0)" in result.output
+    bad = CliRunner().invoke(
+        main, ["test", "--spec", "specs/attention.yaml", "--impl", "attnscore.reference:attention", "--ratio", "nan"]
+    )
+    assert bad.exit_code == 2 and "--ratio: expected a finite number >= 1, found nan" in bad.output

@@ -169,7 +169,7 @@ def test_raw_scores_used_as_weights_have_their_own_name():
 
 # Issue 9 item 9: a name needs evidence beyond a coincidence on one small output.
 def _half_power_inline(Q, K):
-    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 1 / 2  # divides by 2·d_k: no catalogue name
+    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 1 / 2  # divides by 2·d_k
 
 
 def _half_power_variable(Q, K):
@@ -202,7 +202,9 @@ def _scaled_by_dk(Q, K):
 @pytest.mark.parametrize(
     "spec_file, function, dtype, names",
     [
-        pytest.param("scaled_score_matrix.yaml", _half_power_inline, "float32", set(), id="S / d_k ** 1/2"),
+        pytest.param(
+            "scaled_score_matrix.yaml", _half_power_inline, "float32", {"scaled_by_two_dk"}, id="S / d_k ** 1/2"
+        ),
         pytest.param(
             "scaled_score_matrix.yaml", _half_power_variable, "float32", {"scaled_by_half_dk"}, id="scale = d_k ** 1/2"
         ),
@@ -275,3 +277,18 @@ def test_the_name_next_to_a_shrunk_counterexample_holds_on_it():
     original = next(c for c in run_impl(spec, _minus_1e9, dtype="float32", shrink=False).cases if c.id == case.id)
     size = lambda ce: sum(np.asarray(v, dtype=object).size for v in ce.values())  # noqa: E731
     assert size(case.counterexample) <= size(original.counterexample)
+
+
+def _truncated_sqrt(Q, K):
+    return Q @ K.transpose(-2, -1) / int(Q.shape[-1] ** 0.5)  # int(√d_k): 1 for d_k < 4
+
+
+def test_truncated_scaling_is_not_called_unscaled():
+    """int(√d_k) equals 1 for small d_k, where it looks unscaled; the confirmation inputs (d_k up to
+    6) show it divides, so not_scaled is not shown."""
+    spec = load_spec("specs/scaled_score_matrix.yaml")
+    result = run_cases(
+        spec, build_cases(spec), InProcessRunner(_truncated_sqrt), dtype="float32", device="cpu", submission="t", seed=0
+    )
+    assert not result.all_passed
+    assert "not_scaled" not in {c.diagnosis["id"] for c in result.cases if c.diagnosis}

@@ -302,7 +302,10 @@ def test_student_submission_is_named_as_its_mistake(mistake_id, spec_id, student
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # K.T on a 3-d tensor is deprecated
         named = _diagnoses(spec_id, student)
-    assert set(named.values()) == {mistake_id}, named
+    # A second name is allowed only where it is also true of the code: exp x mask after a max over all
+    # keys also leaves NaN (0/0) in a fully masked row, which the fully-masked-row properties name.
+    also_true = {"mask_applied_after_exp": {"nan_fully_masked"}}.get(mistake_id, set())
+    assert set(named.values()) - also_true == {mistake_id}, named
     assert cases <= {case for case, mid in named.items() if mid == mistake_id}, named
 
 

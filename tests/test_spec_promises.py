@@ -64,6 +64,11 @@ def _causal_with(diagonal_of):
     return causal_attention
 
 
+def _zeroes_only_empty_rows(S, mask):  # torch.where(mask.any(-1), ...): NaN stays at masked keys of a NaN row
+    weights = torch.softmax(S.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask.any(-1, keepdim=True), weights, 0.0)
+
+
 # spec -> [(a phrase of its description, the cases that check it, an implementation breaking only it)]
 PROMISES = {
     "scaled_score_matrix": [
@@ -83,6 +88,9 @@ PROMISES = {
             {"example:padding_mask_per_batch"},
             _mask_on_heads,
         ),
+    ],
+    "attention_weights": [
+        ("masked keys (mask False) getting weight exactly 0", {"example:nan_at_kept_key"}, _zeroes_only_empty_rows),
     ],
     "causal_attention": [
         (

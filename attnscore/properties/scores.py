@@ -177,7 +177,11 @@ register(
         applies=_is_qk,
         check=_negative,
         default_max_value=3.0,
-        hint=lambda g, e: "scores of anti-aligned keys are negative; do not take absolute values or normalise",
+        hint=lambda g, e: (
+            "scores of anti-aligned keys are negative; do not take absolute values or normalise"
+            if g.shape == e.shape and bool(((g >= 0) & (e < 0)).any())
+            else None  # negative but wrong: the sign is not the problem
+        ),
     )
 )
 register(
@@ -426,6 +430,7 @@ register(
             and np.isfinite(g).all()
             and np.abs(e).max() > 0
             and np.allclose(g, e * (np.vdot(g, e) / np.vdot(e, e)), rtol=1e-4, atol=1e-6)
+            and abs(np.vdot(g, e) / np.vdot(e, e) - 1.0) > 0.01  # a real factor, not rounding noise
             else None
         ),
     )

@@ -111,7 +111,22 @@ def _nan_in_fully_masked_rows(ctx: CheckContext) -> str | None:
     """``nan_fully_masked`` only when a fully masked row holds NaN (uniform rows are another mistake)."""
     w, mask = ctx.values(0), ctx.args[0]["mask"]
     rows = ~mask.any(axis=-1)
-    return "nan_fully_masked" if w.shape == mask.shape and np.isnan(w[rows]).any() else None
+    return "nan_fully_masked" if w.shape[:-1] == mask.shape[:-1] and np.isnan(w[rows]).any() else None
+
+
+def _fully_masked_query_zero(ctx: CheckContext) -> str | None:
+    """attention: a query with no kept key gets the zero vector; the other rows are the value cases' concern."""
+    out, golden, mask = ctx.values(0), ctx.goldens[0], np.asarray(ctx.args[0]["mask"], dtype=bool)
+    if out.shape != golden.shape:
+        return f"the result has shape {out.shape}, expected {golden.shape}"
+    rows = np.broadcast_to(~mask.any(axis=-1), golden.shape[:-1])
+    if rows.any() and not (out[rows] == 0).all():
+        index = tuple(int(i) for i in np.argwhere(rows & ~(out == 0).all(axis=-1))[0])
+        got = ", ".join(f"{v:.6g}" for v in out[index])
+        return (
+            f"query {index} keeps no key, so its output must be the zero vector (the stated convention), found [{got}]"
+        )
+    return None
 
 
 register(
@@ -213,6 +228,7 @@ register(
         strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"),
         applies=_is_weights,
         check=_fully_masked_zero,
+        golden=False,  # judges only its own property: the fully masked rows
         diagnosis=_nan_in_fully_masked_rows,
     )
 )
@@ -265,6 +281,8 @@ register(
         summary="A query whose keys are all masked gets the zero vector (convention), never NaN.",
         strategy=lambda c, m: _attention_args(c, m, full_row="one"),
         applies=lambda c: c.kind == "attention",
-        diagnosis="nan_fully_masked",
+        check=_fully_masked_query_zero,
+        golden=False,  # judges only its own property: the fully masked queries
+        diagnosis=_nan_in_fully_masked_rows,
     )
 )
