@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LAYOUTS", "Strided", "effective_layout", "expand_values", "strided_form", "describe_layout"]
+__all__ = ["LAYOUTS", "Strided", "effective_layout", "expand_axis", "expand_values", "strided_form", "describe_layout"]
 
 LAYOUTS = ("transposed", "sliced", "expanded")
 
@@ -43,7 +43,8 @@ class Strided:
     offset: int
 
 
-def _expand_axis(shape: tuple[int, ...]) -> int | None:
+def expand_axis(shape: tuple[int, ...]) -> int | None:
+    """The axis an ``expanded`` view repeats (stride 0): the first of size > 1, or None."""
     return next((axis for axis, n in enumerate(shape) if n > 1), None)
 
 
@@ -54,7 +55,7 @@ def effective_layout(layout: str, shape: tuple[int, ...]) -> str:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     if layout == "transposed" and (len(shape) < 2 or shape[-1] < 2 or shape[-2] < 2):
         return "sliced"
-    if layout == "expanded" and _expand_axis(shape) is None:
+    if layout == "expanded" and expand_axis(shape) is None:
         return "sliced"
     return layout
 
@@ -65,7 +66,7 @@ def expand_values(array: np.ndarray, layout: str) -> np.ndarray:
     array = np.asarray(array)
     if effective_layout(layout, array.shape) != "expanded":
         return array
-    axis = _expand_axis(array.shape)
+    axis = expand_axis(array.shape)
     first = np.take(array, [0], axis=axis)
     return np.ascontiguousarray(np.broadcast_to(first, array.shape))
 
@@ -94,7 +95,7 @@ def strided_form(array: np.ndarray, layout: str) -> Strided:
         strides[-1], strides[-2] = strides[-2], strides[-1]
         return Strided(stored.reshape(-1), shape, tuple(strides), 0)
     if kind == "expanded":
-        axis = _expand_axis(shape)
+        axis = expand_axis(shape)
         assert axis is not None
         first = np.take(array, [0], axis=axis)
         if not np.array_equal(np.broadcast_to(first, shape), array, equal_nan=array.dtype.kind == "f"):
@@ -118,6 +119,6 @@ def describe_layout(name: str, layout: str, shape: tuple[int, ...]) -> str:
     if kind == "transposed":
         return f"{name} was a transposed view ({name}.mT.contiguous().mT: strides not row-major)"
     if kind == "expanded":
-        axis = _expand_axis(tuple(shape))
+        axis = expand_axis(tuple(shape))
         return f"{name} was an expanded view (axis {axis} has stride 0, as after .expand())"
     return f"{name} was a sliced view (every other column of a wider tensor, as x[..., 1::2])"

@@ -20,7 +20,7 @@ import numpy as np
 from attnscore.cases import Call, Case
 from attnscore.compare import Mismatch, compare, format_number
 from attnscore.diagnosis import diagnose
-from attnscore.layouts import describe_layout, effective_layout
+from attnscore.layouts import describe_layout, effective_layout, expand_axis
 from attnscore.outputs import CallFailure, Received
 from attnscore.properties import CheckContext, get_property
 from attnscore.results import CaseResult, SubmissionResult, Verdict
@@ -68,7 +68,7 @@ def _reproduction(
         if layout == "transposed":
             arr = np.swapaxes(arr, -1, -2)
         elif layout == "expanded":
-            axis = next(i for i, n in enumerate(arr.shape) if n > 1)
+            axis = expand_axis(arr.shape)
             arr = np.take(arr, [0], axis=axis)
         torch_dtype = "torch.bool" if arr.dtype == np.bool_ else f"torch.{dtype}"
         values = arr.tolist() if arr.dtype == np.bool_ else _py_values(arr, dtype)
