@@ -1,6 +1,6 @@
 """attnscore: spec-driven verification and grading toolkit for attention scores."""
 
-from attnscore.reference import (
+from attnscore.maths.reference import (
     ScoreInputError,
     additive_scores,
     attention,

@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from attnscore.specfile import SpecError
+from attnscore.spec.located import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,7 +44,7 @@ def handle_errors(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from graders.submission import SubmissionError
+        from attnscore.grade.submission import SubmissionError
 
         try:
             return command(*args, **kwargs)
@@ -90,7 +90,7 @@ def main() -> None:
 
 
 def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
-    from attnscore.verify import bundled_spec_paths
+    from attnscore.check.verify import bundled_spec_paths
 
     if specs:
         return [Path(s) for s in specs]
@@ -113,10 +113,10 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     """
     from rich.table import Table
 
-    from attnscore.cases import build_cases
-    from attnscore.loader import load_specs
-    from attnscore.mistakes import MISTAKES
-    from attnscore.verify import mutation_test, verify_spec
+    from attnscore.catalogue.mistakes import MISTAKES
+    from attnscore.check.cases import build_cases
+    from attnscore.check.verify import mutation_test, verify_spec
+    from attnscore.spec.load import load_specs
 
     loaded = load_specs(_spec_paths(specs))
     table = Table(title="attnscore verify: reference against specs", header_style="bold")
@@ -264,12 +264,12 @@ def grade(
     Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
     grading machine failed (a grader error; the other submissions are still graded and reported).
     """
-    from attnscore.loader import load_spec
-    from attnscore.results import Verdict
-    from graders.grading import grade_many
-    from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
-    from graders.sandbox import Limits, preflight, spec_exposure
-    from graders.submission import find_submissions
+    from attnscore.grade.grading import grade_many
+    from attnscore.grade.submission import find_submissions
+    from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
+    from attnscore.report.results import Verdict
+    from attnscore.sandbox.launch import Limits, preflight, spec_exposure
+    from attnscore.spec.load import load_spec
 
     if output:
         check_output_path(output)
@@ -306,7 +306,7 @@ def grade(
             on_result=lambda _: bar.advance(task),
         )
     if fmt == "text":
-        from graders.sandbox import protections
+        from attnscore.sandbox.launch import protections
 
         click.echo(f"sandbox: {protections(limits)}", err=True)
         console = Console(file=io.StringIO(), record=True, width=140, color_system=None) if output else _stdout()
@@ -397,9 +397,9 @@ def test_impl(
     """
     import functools
 
-    from attnscore.impl import ImplError, check_device, load_impl, run_impl
-    from attnscore.loader import load_specs
-    from graders.reporters import submission_text, submission_to_json
+    from attnscore.check.implementation import ImplError, check_device, load_impl, run_impl
+    from attnscore.report import submission_text, submission_to_json
+    from attnscore.spec.load import load_specs
 
     try:
         function = load_impl(impl)
@@ -428,7 +428,7 @@ def test_impl(
         if ratio is not None:
             import dataclasses
 
-            from attnscore.tolerance import Tolerance
+            from attnscore.maths.tolerance import Tolerance
 
             spec = dataclasses.replace(spec, tolerance=Tolerance(mode="ratio", factor=ratio))
         for dtype in dtypes or spec.dtypes:
@@ -471,7 +471,7 @@ def _yaml_scalar(value: str, name: str) -> object:
 @handle_errors
 def schema() -> None:
     """Print the JSON Schema of the spec format (for editors that complete and check specs)."""
-    from attnscore.loader import spec_schema
+    from attnscore.spec.load import spec_schema
 
     click.echo(json.dumps(spec_schema(), indent=2, ensure_ascii=False))
 
@@ -481,12 +481,12 @@ def schema() -> None:
 @handle_errors
 def list_specs(markdown: bool) -> None:
     """List the bundled specs and the registered properties."""
-    from attnscore.loader import load_specs
-    from attnscore.properties import PROPERTIES
-    from attnscore.verify import bundled_spec_paths
+    from attnscore.catalogue.properties import PROPERTIES
+    from attnscore.check.verify import bundled_spec_paths
+    from attnscore.spec.load import load_specs
 
     if markdown:
-        from attnscore.catalogue import mistake_table, property_table, spec_table
+        from attnscore.catalogue.markdown import mistake_table, property_table, spec_table
 
         tables = (spec_table(load_specs(list(bundled_spec_paths()))), property_table(), mistake_table())
         sys.stdout.write("\n\n".join(tables) + "\n")

@@ -111,10 +111,10 @@ class SpecCaseItem(pytest.Item):
         self.spec, self.case, self.dtype, self.function, self.device = spec, case, dtype, function, device
 
     def runtest(self) -> None:
-        from attnscore.impl import pinned_precision
-        from attnscore.run import judge_case
-        from attnscore.runner import InProcessRunner
-        from attnscore.shrink import add_shrunk
+        from attnscore.check.implementation import pinned_precision
+        from attnscore.check.judge import judge_case
+        from attnscore.check.runner import InProcessRunner
+        from attnscore.check.shrink import add_shrunk
 
         with pinned_precision():
             result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)
@@ -143,7 +143,7 @@ class SpecNode(pytest.Collector):
         self.spec = spec
 
     def collect(self) -> list[pytest.Item]:
-        from attnscore.cases import build_cases
+        from attnscore.check.cases import build_cases
 
         config = self.config
         function = config._attnscore_function  # type: ignore[attr-defined]
@@ -172,8 +172,8 @@ class SpecFile(pytest.File):
     """A spec file given with ``--attnscore-spec``: its ``<spec id>`` node."""
 
     def collect(self) -> list[pytest.Collector]:
-        from attnscore.loader import load_spec
-        from attnscore.specfile import SpecError
+        from attnscore.spec.load import load_spec
+        from attnscore.spec.located import SpecError
 
         try:
             spec = load_spec(self.path)
@@ -194,7 +194,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not impl or not specs:
         raise pytest.UsageError("--attnscore-impl and --attnscore-spec go together: give both")
-    from attnscore.impl import ImplError, check_device, load_impl
+    from attnscore.check.implementation import ImplError, check_device, load_impl
 
     for spec_path in specs:
         if not Path(spec_path).is_file():

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hostile.expectations import EXPECTATIONS  # noqa: E402
 from hostile.harness import LIMITS, grade_attacks  # noqa: E402
 
-from graders.sandbox import protections  # noqa: E402
+from attnscore.sandbox.launch import protections  # noqa: E402
 
 
 @click.command()

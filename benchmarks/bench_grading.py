@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnscore.loader import load_spec
-from graders.grading import grade_many
+from attnscore.grade.grading import grade_many
+from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

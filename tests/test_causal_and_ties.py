@@ -8,9 +8,9 @@ import yaml
 from click.testing import CliRunner
 
 from attnscore.cli import main
-from attnscore.loader import load_spec
-from attnscore.reference import ScoreInputError, causal_attention
-from attnscore.specfile import SpecError
+from attnscore.maths.reference import ScoreInputError, causal_attention
+from attnscore.spec.load import load_spec
+from attnscore.spec.located import SpecError
 
 
 def _needs_equal_widths(Q, K, V, mask):
@@ -34,7 +34,7 @@ def test_tied_spec_draws_one_size_for_both_symbols():
         "masked_key_with_huge_score",
         "two_heads",
     ]
-    from attnscore.cases import build_cases
+    from attnscore.check.cases import build_cases
 
     for case in build_cases(spec):
         for call in case.calls:
@@ -77,7 +77,7 @@ def test_a_kernel_that_needs_equal_widths_passes_with_the_tie(tmp_path, monkeypa
 )
 def test_bad_ties_are_usage_errors(tie, message):
     result = CliRunner().invoke(
-        main, ["test", "--spec", "specs/attention.yaml", "--impl", "attnscore.reference:attention", "--tie", tie]
+        main, ["test", "--spec", "specs/attention.yaml", "--impl", "attnscore.maths.reference:attention", "--tie", tie]
     )
     assert result.exit_code == 2 and message in result.output
 
@@ -136,7 +136,7 @@ def test_keyword_arguments_reach_the_implementation():
             "--spec",
             "specs/causal_attention.yaml",
             "--impl",
-            "attnscore.reference:attention",
+            "attnscore.maths.reference:attention",
             "--keyword",
             "x=[1]",
         ],
@@ -150,7 +150,7 @@ def test_causal_reference_alignments_agree_with_pytorch_and_the_mask():
     V = torch.randn(2, 3, 7, 2, dtype=torch.float64)
     sdpa = torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True)
     assert torch.allclose(causal_attention(Q, K, V, "top_left"), sdpa, atol=1e-12)
-    from attnscore.reference import attention, causal_mask
+    from attnscore.maths.reference import attention, causal_mask
 
     assert torch.equal(causal_attention(Q, K, V, "bottom_right"), attention(Q, K, V, causal_mask(5, 7)))
     out = causal_attention([[0.0], [0.0], [0.0]], [[0.0], [0.0]], [[2.0], [6.0]], "bottom_right")
@@ -160,7 +160,7 @@ def test_causal_reference_alignments_agree_with_pytorch_and_the_mask():
 
 
 def test_causal_property_names_the_query_that_saw_its_future():
-    from attnscore.impl import run_impl
+    from attnscore.check.implementation import run_impl
 
     spec = load_spec("specs/causal_attention.yaml")
 
@@ -194,6 +194,7 @@ def test_the_reproduction_line_carries_the_keyword_and_ratio_must_be_finite():
     assert result.exit_code == 1  # no causal flag: fails, and the reproduction shows the keyword given
     assert "dropout_p=0.0)" in result.output
     bad = CliRunner().invoke(
-        main, ["test", "--spec", "specs/attention.yaml", "--impl", "attnscore.reference:attention", "--ratio", "nan"]
+        main,
+        ["test", "--spec", "specs/attention.yaml", "--impl", "attnscore.maths.reference:attention", "--ratio", "nan"],
     )
     assert bad.exit_code == 2 and "--ratio: expected a finite number >= 1, found nan" in bad.output

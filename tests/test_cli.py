@@ -142,12 +142,12 @@ def test_usage_errors_exit_2_with_one_line(args, line):
 
 def test_internal_error_exits_3(monkeypatch):
     """An unexpected failure exits 3 with one line, not a traceback."""
-    import graders.grading
+    import attnscore.grade.grading
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(graders.grading, "grade_many", boom)
+    monkeypatch.setattr(attnscore.grade.grading, "grade_many", boom)
     result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
     assert result.exit_code == 3
     assert result.output.strip() == (

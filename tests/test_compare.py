@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnscore.compare import compare
-from attnscore.outputs import BadReturn, Received, to_received
-from attnscore.results import Verdict
-from attnscore.tolerance import Tolerance, allowed_error
+from attnscore.check.compare import compare
+from attnscore.check.outputs import BadReturn, Received, to_received
+from attnscore.maths.tolerance import Tolerance, allowed_error
+from attnscore.report.results import Verdict
 
 
 def received(values, dtype="float32", kind="tensor") -> Received:
@@ -209,7 +209,7 @@ def test_lower_precision_result_is_pointed_out():
 
 def test_low_precision_bound_is_float32_accumulation():
     """bfloat16, q = [256, 1, 1, 1, 1], k = ones: 260 (rounded) passes; a bfloat16 running sum gives 256: fails."""
-    from attnscore.tolerance import Tolerance, allowed_error
+    from attnscore.maths.tolerance import Tolerance, allowed_error
 
     golden = np.array([260.0])
     allowed = allowed_error(Tolerance("dot_bound", factor=2.0), golden, "bfloat16", 5, np.array([260.0]))[0]
@@ -227,7 +227,7 @@ def test_low_precision_bound_is_float32_accumulation():
 
 def test_ratio_floor_is_one_ulp_of_each_entry():
     """--ratio: float16 19.16 against 19.14 (one ulp at that magnitude) passes even when the reference is exact."""
-    from attnscore.tolerance import Tolerance
+    from attnscore.maths.tolerance import Tolerance
 
     golden = np.array([19.140625, 0.5])
     allowed = Tolerance("ratio", factor=2.0).ratio_allowed(golden, golden, "float16")
@@ -239,8 +239,8 @@ def test_ratio_floor_is_one_ulp_of_each_entry():
 @pytest.mark.parametrize("variant", ["query_scaled", "key_scaled", "both_scaled"])
 def test_queries_scaled_into_the_subnormal_range_pass_in_float16(variant):
     """Issue 9 item 14: (Q·d_k^-½) Kᵀ with Q near 1e-7 rounds Q to subnormals; the floor scales with |k|."""
-    from attnscore.cases import _call
-    from attnscore.loader import load_spec
+    from attnscore.check.cases import _call
+    from attnscore.spec.load import load_spec
 
     spec = load_spec("specs/scaled_score_matrix.yaml")
     rng = np.random.default_rng(7)
@@ -260,7 +260,7 @@ def test_queries_scaled_into_the_subnormal_range_pass_in_float16(variant):
 
 
 def test_subnormal_floor_counts_operand_magnitudes():
-    from attnscore.tolerance import SUBNORMAL_MIN, Tolerance, allowed_error
+    from attnscore.maths.tolerance import SUBNORMAL_MIN, Tolerance, allowed_error
 
     golden = np.zeros(1)
     plain = allowed_error(Tolerance("dot_bound"), golden, "float16", 4, np.zeros(1))[0]

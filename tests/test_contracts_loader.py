@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attnscore.loader import load_spec
-from attnscore.specfile import SpecError
-from attnscore.verify import bundled_spec_paths
+from attnscore.check.verify import bundled_spec_paths
+from attnscore.spec.load import load_spec
+from attnscore.spec.located import SpecError
 
 MASKED = open("specs/masked_scores.yaml", encoding="utf-8").read()
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from attnscore.cases import build_cases
-from attnscore.diagnosis import diagnose, matches
-from attnscore.loader import load_spec
-from attnscore.outputs import to_received
-from attnscore.run import run_cases
-from attnscore.runner import InProcessRunner
-from attnscore.verify import mutation_test
-from graders.reporters import submission_to_json
+from attnscore.check.cases import build_cases
+from attnscore.check.diagnosis import diagnose, matches
+from attnscore.check.judge import run_cases
+from attnscore.check.outputs import to_received
+from attnscore.check.runner import InProcessRunner
+from attnscore.check.verify import mutation_test
+from attnscore.report import submission_to_json
+from attnscore.spec.load import load_spec
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +155,8 @@ def test_raw_scores_used_as_weights_have_their_own_name():
 
     import torch
 
-    from attnscore.loader import load_spec
-    from attnscore.mistakes import MISTAKES
+    from attnscore.catalogue.mistakes import MISTAKES
+    from attnscore.spec.load import load_spec
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "attention_weights.yaml")
     S = torch.tensor([[2.0, -1.0, 0.5]])
@@ -236,8 +236,8 @@ def test_a_name_is_shown_only_with_evidence(spec_file, function, dtype, names):
 def test_a_one_entry_coincidence_is_not_a_diagnosis():
     """A 1×1 output of 0 where 1 is right matches all_zeros, but one entry is not evidence: the
     name needs the implementation to give zeros on the confirmation inputs too."""
-    from attnscore.cases import _call
-    from attnscore.diagnosis import MIN_EVIDENCE
+    from attnscore.check.cases import _call
+    from attnscore.check.diagnosis import MIN_EVIDENCE
 
     spec = load_spec("specs/scaled_score_matrix.yaml")
     args = {"Q": np.array([[2.0, 0.0, 0.0, 0.0]]), "K": np.array([[1.0, 0.0, 0.0, 0.0]])}
@@ -258,10 +258,10 @@ def test_a_one_entry_coincidence_is_not_a_diagnosis():
 def test_the_name_next_to_a_shrunk_counterexample_holds_on_it():
     """Shrinking keeps only inputs where the diagnosed mistake still explains the output, and the
     shrunk counterexample is never larger than the original."""
-    from attnscore.diagnosis import holds
-    from attnscore.impl import run_impl
-    from attnscore.mistakes import get_mistake
-    from attnscore.outputs import to_received as received_of
+    from attnscore.catalogue.mistakes import get_mistake
+    from attnscore.check.diagnosis import holds
+    from attnscore.check.implementation import run_impl
+    from attnscore.check.outputs import to_received as received_of
 
     spec = load_spec("specs/attention.yaml")
     result = run_impl(spec, _minus_1e9, dtype="float32")
@@ -269,7 +269,7 @@ def test_the_name_next_to_a_shrunk_counterexample_holds_on_it():
     assert case.diagnosis and case.diagnosis["id"] == "masked_with_large_negative"
     assert "shrunk by hypothesis" in case.message and "Known mistake (masked_with_large_negative)" in case.message
     args = {k: np.asarray(v, dtype=bool if k == "mask" else np.float32) for k, v in case.counterexample.items()}
-    from attnscore.cases import _call
+    from attnscore.check.cases import _call
 
     call = _call(spec, args, "float32", spec.tolerance)
     out = received_of(_minus_1e9(*[torch.tensor(a) for a in call.args.values()]))

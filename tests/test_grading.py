@@ -1,4 +1,4 @@
-"""Tests for grading the example submissions in the sandboxed worker (graders.grading)."""
+"""Tests for grading the example submissions in the sandboxed worker (attnscore.grade.grading)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from attnscore.cases import build_cases
-from attnscore.loader import load_spec
-from attnscore.results import Verdict
-from graders import sandbox
-from graders.grading import grade_many, grade_submission
-from graders.reporters import gradescope_results, submission_to_json
-from graders.sandbox import Limits
-from graders.submission import SubmissionError, find_submissions
+from attnscore.check.cases import build_cases
+from attnscore.grade.grading import grade_many, grade_submission
+from attnscore.grade.submission import SubmissionError, find_submissions
+from attnscore.report import gradescope_results, submission_to_json
+from attnscore.report.results import Verdict
+from attnscore.sandbox import launch as sandbox
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "submissions"

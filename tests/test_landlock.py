@@ -1,4 +1,4 @@
-"""Tests for the worker's Landlock confinement (graders.landlock, graders.worker._confine)."""
+"""Tests for the worker's Landlock confinement (attnscore.sandbox.landlock, attnscore.sandbox.worker._confine)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnscore.outputs import Received
-from graders import landlock
-from graders.sandbox import Limits, SandboxRunner, protections
-from graders.worker import _granted
+from attnscore.check.outputs import Received
+from attnscore.sandbox import landlock
+from attnscore.sandbox.launch import Limits, SandboxRunner, protections
+from attnscore.sandbox.worker import _granted
 
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
 needs_landlock = pytest.mark.skipif(landlock.abi_version() == 0, reason="the kernel has no Landlock")
@@ -102,7 +102,7 @@ def test_grader_packages_inside_site_packages_are_not_granted(tmp_path):
 
 def test_grade_warns_when_submissions_could_read_the_spec(tmp_path):
     """No bwrap and no Landlock: a spec every user may read gets a warning naming the fix; a private one does not."""
-    from graders.sandbox import spec_exposure
+    from attnscore.sandbox.launch import spec_exposure
 
     public = Path(tempfile.mkdtemp(prefix="attnscore-test-spec-"))
     try:

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnscore.calls import to_torch
-from attnscore.cases import build_cases
-from attnscore.layouts import LAYOUTS, effective_layout, expand_values, strided_form
-from attnscore.loader import load_spec
-from attnscore.results import Verdict
-from attnscore.run import judge_case
-from attnscore.runner import InProcessRunner
+from attnscore.check.calls import to_torch
+from attnscore.check.cases import build_cases
+from attnscore.check.judge import judge_case
+from attnscore.check.layouts import LAYOUTS, effective_layout, expand_values, strided_form
+from attnscore.check.runner import InProcessRunner
+from attnscore.report.results import Verdict
+from attnscore.spec.load import load_spec
 
 SPECS = [
     "specs/dot_product_scores.yaml",
@@ -135,8 +135,8 @@ def test_code_that_assumes_contiguous_inputs_fails_with_the_layout_shown():
 
 
 def test_the_sandbox_hands_over_the_same_views(tmp_path):
-    from graders.grading import grade_submission
-    from graders.sandbox import Limits
+    from attnscore.grade.grading import grade_submission
+    from attnscore.sandbox.launch import Limits
 
     path = tmp_path / "storage.py"
     path.write_text(

@@ -1,4 +1,4 @@
-"""Tests for spec loading and validation (attnscore.loader, attnscore.specfile)."""
+"""Tests for spec loading and validation (attnscore.spec.load, attnscore.spec.located)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from attnscore.loader import load_spec, load_specs, spec_schema
-from attnscore.specfile import SpecError
+from attnscore.spec.load import load_spec, load_specs, spec_schema
+from attnscore.spec.located import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnscore.cases import build_cases
+from attnscore.check.cases import build_cases
 from attnscore.cli import main
-from attnscore.loader import load_spec
-from attnscore.specfile import SpecError
+from attnscore.spec.load import load_spec
+from attnscore.spec.located import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = (ROOT / "specs" / "dot_product_scores.yaml").read_text(encoding="utf-8")
@@ -204,7 +204,7 @@ def test_ambiguous_mask_rank_in_a_worked_example_is_located(tmp_path):
     """A (B, n_q, n_k) mask next to (B, H, n_q, d_k) queries: refused where it is written."""
     import yaml
 
-    from attnscore.loader import load_spec
+    from attnscore.spec.load import load_spec
 
     doc = yaml.safe_load(open("specs/attention.yaml"))
     example = next(e for e in doc["worked_examples"] if e["id"] == "padding_mask_per_batch")

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from attnscore.cases import build_cases
-from attnscore.contracts import CONTRACTS
-from attnscore.diagnosis import recompute
-from attnscore.impl import run_impl
-from attnscore.loader import load_spec
-from attnscore.mistakes import MISTAKES, get_mistake, mistakes_for
-from attnscore.results import Verdict
-from attnscore.verify import bundled_spec_paths
+from attnscore.catalogue.mistakes import MISTAKES, get_mistake, mistakes_for
+from attnscore.check.cases import build_cases
+from attnscore.check.diagnosis import recompute
+from attnscore.check.implementation import run_impl
+from attnscore.check.verify import bundled_spec_paths
+from attnscore.report.results import Verdict
+from attnscore.spec.contracts import CONTRACTS
+from attnscore.spec.load import load_spec
 
 REQUIRED = {
     "scaled_by_half_dk",

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from attnscore.cases import Case, property_calls
-from attnscore.contracts import CONTRACTS
-from attnscore.loader import load_spec
-from attnscore.properties import PROPERTIES, applicable_properties, get_property
-from attnscore.results import Verdict
-from attnscore.run import judge_case
-from attnscore.runner import InProcessRunner
-from attnscore.strategies import draw_examples
-from attnscore.tolerance import Tolerance
+from attnscore.catalogue.properties import PROPERTIES, applicable_properties, get_property
+from attnscore.check.cases import Case, property_calls
+from attnscore.check.judge import judge_case
+from attnscore.check.runner import InProcessRunner
+from attnscore.check.strategies import draw_examples
+from attnscore.maths.tolerance import Tolerance
+from attnscore.report.results import Verdict
+from attnscore.spec.contracts import CONTRACTS
+from attnscore.spec.load import load_spec
 
 SPEC_FOR = {
     "score_matrix": "specs/score_matrix.yaml",
@@ -183,13 +183,13 @@ def test_generation_ignores_imported_modules():
     import sys
 
     code = (
-        "{imp}from attnscore.loader import load_spec; from attnscore.cases import build_cases; "
+        "{imp}from attnscore.spec.load import load_spec; from attnscore.check.cases import build_cases; "
         "import hashlib; c = build_cases(load_spec('specs/scaled_score_matrix.yaml'), 'float32'); "
         "print(hashlib.md5(b''.join(a.tobytes() for k in c for x in k.calls for a in x.args.values())).hexdigest())"
     )
     plain = subprocess.run([sys.executable, "-c", code.format(imp="")], capture_output=True, text=True, check=True)
     more = subprocess.run(
-        [sys.executable, "-c", code.format(imp="import attnscore.cli, attnscore.mistakes; ")],
+        [sys.executable, "-c", code.format(imp="import attnscore.cli, attnscore.catalogue.mistakes; ")],
         capture_output=True,
         text=True,
         check=True,
@@ -209,7 +209,7 @@ def test_relational_calls_carry_one_check_per_example():
 
 def test_loader_rejects_a_property_that_does_not_apply(tmp_path):
     """A weights property on a score contract is a located spec error."""
-    from attnscore.specfile import SpecError
+    from attnscore.spec.located import SpecError
 
     text = (
         open(SPEC_FOR["scores"], encoding="utf-8")

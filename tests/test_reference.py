@@ -1,4 +1,4 @@
-"""Tests for the reference implementation (attnscore.reference)."""
+"""Tests for the reference implementation (attnscore.maths.reference)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_score_matrix_matches_loops_on_integers(n_q, n_k, d_k, q_vals, k_vals):
 
 def test_half_precision_scores_do_not_overflow_before_scaling():
     """q = k = 70·ones(16) in float16: q·k = 78400 overflows float16, the scaled score 19600 does not."""
-    from attnscore.reference import attention, scaled_score_matrix
+    from attnscore.maths.reference import attention, scaled_score_matrix
 
     q = torch.full((1, 16), 70.0, dtype=torch.float16)
     assert scaled_score_matrix(q, q).item() == 19600.0
@@ -149,7 +149,7 @@ def test_half_precision_scores_do_not_overflow_before_scaling():
 
 def test_bfloat16_scores_accumulate_in_float32():
     """q = [256, 1, 1, 1, 1], k = ones: the sum is 260 (a bfloat16 running sum would stop at 256)."""
-    from attnscore.reference import scaled_score_matrix
+    from attnscore.maths.reference import scaled_score_matrix
 
     q = torch.tensor([[256.0, 1, 1, 1, 1]], dtype=torch.bfloat16)
     got = scaled_score_matrix(q, torch.ones(1, 5, dtype=torch.bfloat16))
@@ -159,7 +159,7 @@ def test_bfloat16_scores_accumulate_in_float32():
 
 def test_mask_ranks_between_two_and_full_are_refused_as_ambiguous():
     """(B, n_q, n_k) against (B, H, n_q, n_k) scores with B == H would align B with the heads: refused."""
-    from attnscore.reference import attention_weights, masked_scores
+    from attnscore.maths.reference import attention_weights, masked_scores
 
     S = torch.arange(16.0).reshape(2, 2, 2, 2)  # (batch, heads, n_q, n_k)
     per_batch = torch.tensor([[[True, True], [True, True]], [[True, False], [True, False]]])  # (B, n_q, n_k)
@@ -186,7 +186,7 @@ def test_mask_ranks_between_two_and_full_are_refused_as_ambiguous():
 
 
 def test_attention_per_batch_padding_mask_is_not_aligned_with_heads():
-    from attnscore.reference import attention
+    from attnscore.maths.reference import attention
 
     Q = torch.tensor([1.0, 0.0]).expand(2, 2, 1, 2)
     K = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).expand(2, 2, 2, 2)

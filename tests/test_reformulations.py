@@ -14,9 +14,9 @@ import math
 import pytest
 import torch
 
-from attnscore.impl import run_impl
-from attnscore.loader import load_spec
-from attnscore.tolerance import Tolerance
+from attnscore.check.implementation import run_impl
+from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.load import load_spec
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 

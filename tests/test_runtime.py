@@ -1,4 +1,4 @@
-"""Tests for the worker's runtime (graders.runtime) on an interpreter the sandbox user cannot read.
+"""Tests for the worker's runtime (attnscore.sandbox.runtime) on an interpreter the sandbox user cannot read.
 
 The fixture lays out a real Python installation inside a 0700 temporary folder (the interpreter
 binary and its standard library as hard links, torch from this environment through a ``.pth``
@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from attnscore.outputs import CallFailure, Received
-from attnscore.results import Verdict
-from graders import sandbox
-from graders.runtime import WorkerRuntime, _mirror_tree, unreadable_by, worker_runtime
-from graders.sandbox import Limits, SandboxRunner
+from attnscore.check.outputs import CallFailure, Received
+from attnscore.report.results import Verdict
+from attnscore.sandbox import launch as sandbox
+from attnscore.sandbox.launch import Limits, SandboxRunner
+from attnscore.sandbox.runtime import WorkerRuntime, _mirror_tree, unreadable_by, worker_runtime
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker drops privileges only when the grader is root")
 

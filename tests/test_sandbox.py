@@ -1,4 +1,4 @@
-"""Tests for the sandbox's time budgets (graders.sandbox): setup, restarts and output draining."""
+"""Tests for the sandbox's time budgets (attnscore.sandbox.launch): setup, restarts and output draining."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnscore.outputs import CallFailure
-from attnscore.results import Verdict
-from graders.sandbox import Limits, SandboxRunner
+from attnscore.check.outputs import CallFailure
+from attnscore.report.results import Verdict
+from attnscore.sandbox.launch import Limits, SandboxRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
@@ -68,9 +68,9 @@ def scaled_score_matrix(Q, K):
 
 def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
     """A submission that patches clone, equality and the worker's inspection still loses inputs_not_mutated."""
-    from attnscore.cases import build_cases
-    from attnscore.loader import load_spec
-    from graders.grading import grade_submission
+    from attnscore.check.cases import build_cases
+    from attnscore.grade.grading import grade_submission
+    from attnscore.spec.load import load_spec
 
     spec = load_spec(ROOT / "specs" / "scaled_score_matrix.yaml")
     path = tmp_path / "forger.py"
@@ -136,9 +136,9 @@ def test_aliasing_is_feedback_only_when_grading_untrusted_code(tmp_path):
     """output_not_aliased rests on the worker's own report, so in the sandbox it says so but scores nothing."""
     from fractions import Fraction
 
-    from attnscore.cases import build_cases
-    from attnscore.loader import load_spec
-    from graders.grading import grade_submission
+    from attnscore.check.cases import build_cases
+    from attnscore.grade.grading import grade_submission
+    from attnscore.spec.load import load_spec
 
     spec = load_spec(ROOT / "specs" / "masked_scores.yaml")
     path = tmp_path / "alias.py"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnscore.impl import run_impl
-from attnscore.loader import load_spec
+from attnscore.check.implementation import run_impl
+from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ modules, as they are installed now, into a package that needs only the standard 
   wrapped in ``try``/``except ImportError`` binding the names to ``None``: the vendored code never
   calls it (the family is passed in as a :class:`~attnscore.practice.families.Family`), and
   PrairieLearn's tests for ``server.py`` would show at once if it did;
-- importing anything else of attnscore (``attnscore.reference``) is refused.
+- importing anything else of attnscore (``attnscore.maths.reference``) is refused.
 
 The package name carries a hash of the copied sources (``attnscore_practice_1a2b3c4d5e``): a
 PrairieLearn worker that imports two questions exported by different attnscore versions never

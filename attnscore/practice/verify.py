@@ -4,8 +4,8 @@ For every family, over ``count`` variants:
 
 1. generation never fails (every variant is accepted within ``max_attempts``);
 2. every numeric answer agrees with an independent float64 computation: the reference
-   implementation (:func:`attnscore.reference.score`, :func:`~attnscore.reference.scores`,
-   :func:`~attnscore.reference.score_matrix`) for scores, plain torch float64 for scaled scores and
+   implementation (:func:`attnscore.maths.reference.score`, :func:`~attnscore.maths.reference.scores`,
+   :func:`~attnscore.maths.reference.score_matrix`) for scores, plain torch float64 for scaled scores and
    softmax; every correct option is re-derived the same way, and the key lies within its tolerance;
 3. duplicate variants stay under the family's ``max_duplicate_rate`` at a class of
    :data:`CLASS_SIZE` students (the first 1,000 variants), and under ``max_duplicate_rate x
@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from attnscore import reference
+from attnscore.maths import reference
 from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml, read_moodle_numeric
 from attnscore.practice.export_prairielearn import prairielearn_files, read_prairielearn_numeric

@@ -10,11 +10,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from attnscore.cases import build_cases
-from attnscore.loader import load_spec
-from attnscore.results import SubmissionResult
-from graders.grading import grade_submission
-from graders.sandbox import Limits
+from attnscore.check.cases import build_cases
+from attnscore.grade.grading import grade_submission
+from attnscore.report.results import SubmissionResult
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "specs" / "dot_product_scores.yaml"

@@ -10,10 +10,10 @@ import threading
 import pytest
 from rich.console import Console
 
-from attnscore.run import format_array
-from graders import landlock
-from graders.reporters import batch_table, batch_to_json, gradescope_results, submission_text
-from graders.sandbox import Limits, bwrap_available
+from attnscore.check.judge import format_array
+from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
+from attnscore.sandbox import landlock
+from attnscore.sandbox.launch import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS
 from hostile.harness import attack_paths, grade_attacks
 
@@ -181,13 +181,18 @@ def test_grader_not_importable_in_worker(graded):
     if not _confined():
         pytest.skip("without bwrap or landlock the installed package is readable by the worker")
     output = graded[0]["imports_grader"].output
-    for name in ("graders.grading", "attnscore.compare", "attnscore.run", "attnscore.reference"):
+    for name in (
+        "attnscore.grade.grading",
+        "attnscore.check.compare",
+        "attnscore.check.judge",
+        "attnscore.maths.reference",
+    ):
         assert f"patched {name}" not in output, output
 
 
 def _hidden_texts() -> list[str]:
-    from attnscore.cases import build_cases
-    from attnscore.loader import load_spec
+    from attnscore.check.cases import build_cases
+    from attnscore.spec.load import load_spec
     from hostile.harness import SPEC_PATH
 
     texts = []

@@ -406,8 +406,8 @@ def test_vendored_package(families):
     [
         pytest.param(
             ["verify"],
-            "it imports attnscore, which is not part of attnscore.practice",
-            id="imports attnscore.reference",
+            "it imports attnscore.maths, which is not part of attnscore.practice",
+            id="imports attnscore.maths.reference",
         ),
         pytest.param(["no_such_module"], "no such pure-Python module in attnscore.practice", id="missing module"),
     ],

@@ -4,7 +4,7 @@ import sys
 import torch
 
 sys.path[:0] = ["/work/main", "/autograder/source", "."]
-for name in ("graders.grading", "attnscore.compare", "attnscore.run", "attnscore.results", "attnscore.reference"):
+for name in ("attnscore.grade.grading", "attnscore.check.compare", "attnscore.check.judge", "attnscore.report.results", "attnscore.maths.reference"):
     try:
         module = __import__(name, fromlist=["x"])
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,127 @@
+"""The property registry: what a property is, and the table of registered ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from attnscore.check.outputs import Received
+from attnscore.spec.contracts import Contract
+
+__all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register", "applicable_properties"]
+
+Args = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a property's ``check`` sees for one example.
+
+    Attributes:
+        outputs: the plain results of the example's calls, in call order.
+        args: the arguments of those calls (cast to the tested dtype).
+        goldens, allowed: the float64 golden value and allowed error of each call.
+        inspections: per call, the runner's ``last_inspection`` (``{"mutated": [...], "aliased": [...]}``)
+            or None when the runner cannot inspect calls.
+        dtype, device: the tested dtype and device.
+        contract: the spec's contract.
+        example: the drawn example the calls were made from.
+    """
+
+    outputs: Sequence[Received]
+    args: Sequence[Args]
+    goldens: Sequence[np.ndarray]
+    allowed: Sequence[np.ndarray]
+    inspections: Sequence[dict[str, list[str]] | None]
+    dtype: str
+    device: str
+    contract: Contract
+    example: Any = None
+
+    def values(self, i: int) -> np.ndarray:
+        return self.outputs[i].array.astype(np.float64)
+
+
+def no_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Property:
+    """A registered property.
+
+    Attributes:
+        name: registry name, used in specs.
+        summary: what it checks, for documentation and as the default statement.
+        strategy: ``(contract, max_value) -> strategy of examples``.
+        applies: ``contract -> bool``: whether the property makes sense for the contract.
+        calls: ``(contract, example) -> list of argument dicts``; default: the example is the arguments.
+        check: ``CheckContext -> str | None`` over all of an example's outputs, or None.
+        golden: whether every call is also compared with the golden value.
+        hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
+        diagnosis: the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.catalogue.mistakes`):
+            its id, or ``CheckContext -> id | None`` to name it only when the outputs really show it
+            (None: the failing output goes to the value diagnosis, :mod:`attnscore.check.diagnosis`).
+        default_max_value: default bound on input magnitudes.
+        layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
+            the example's *last* call is handed over in (:mod:`attnscore.check.layouts`); earlier calls
+            and properties without it get fresh contiguous tensors.
+    """
+
+    name: str
+    summary: str
+    strategy: Callable[[Contract, float], st.SearchStrategy[Any]]
+    applies: Callable[[Contract], bool] = lambda c: True
+    calls: Callable[[Contract, Any], list[Args]] = lambda c, ex: [ex]
+    check: Callable[[CheckContext], str | None] | None = None
+    golden: bool = True
+    hint: Callable[[np.ndarray, np.ndarray], str | None] = no_hint
+    diagnosis: str | Callable[[CheckContext], str | None] | None = None
+    default_max_value: float = 10.0
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    layouts: Callable[[Contract, Any], dict[str, str]] | None = None
+
+    def diagnosis_for(self, ctx: CheckContext) -> str | None:
+        """The mistake id to report for this failing example, or None (see ``diagnosis``)."""
+        return self.diagnosis(ctx) if callable(self.diagnosis) else self.diagnosis
+
+
+PROPERTIES: dict[str, Property] = {}
+
+
+def register(prop: Property) -> Property:
+    """Add ``prop`` to the registry; its name must be new."""
+    if prop.name in PROPERTIES:
+        raise ValueError(f"property {prop.name!r} is already registered")
+    PROPERTIES[prop.name] = prop
+    return prop
+
+
+def get_property(name: str) -> Property:
+    """Return the property called ``name``; raise KeyError naming the known ones."""
+    try:
+        return PROPERTIES[name]
+    except KeyError:
+        raise KeyError(f"unknown property {name!r}; known: {', '.join(sorted(PROPERTIES))}") from None
+
+
+def applicable_properties(contract: Contract) -> list[str]:
+    """Names of the registered properties that apply to ``contract``."""
+    return [p.name for p in PROPERTIES.values() if p.applies(contract)]
+
+
+def close_enough(a: np.ndarray, b: np.ndarray, allowed: np.ndarray) -> bool:
+    """Equal shapes, same NaN/inf placement, finite entries within ``allowed``."""
+    if a.shape != b.shape:
+        return False
+    with np.errstate(invalid="ignore"):
+        same_nonfinite = (np.isnan(a) == np.isnan(b)) & (np.isinf(a) == np.isinf(b))
+        if not same_nonfinite.all():
+            return False
+        fin = np.isfinite(a) & np.isfinite(b)
+        inf_ok = np.where(np.isinf(a), a == b, True)
+        return bool(inf_ok.all() and (np.abs(np.where(fin, a - b, 0.0)) <= allowed).all())

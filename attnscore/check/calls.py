@@ -1,0 +1,110 @@
+"""Calls: how arguments reach an implementation, and how a raised exception is described.
+
+Shared by the in-process runner (:mod:`attnscore.check.runner`) and the sandboxed worker
+(:mod:`attnscore.sandbox.worker`), which imports only this module, :mod:`attnscore.check.outputs`,
+:mod:`attnscore.maths.dtypes` and :mod:`attnscore.sandbox.wire` from the project: nothing here knows specs,
+references or golden values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attnscore.maths.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
+
+__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call"]
+
+
+def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
+    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks).
+
+    With ``layout`` (see :mod:`attnscore.check.layouts`) the tensor is a non-contiguous view with the
+    same values: transposed, sliced or expanded.
+    """
+    arr = np.asarray(array)
+    torch_dtype = torch.bool if arr.dtype == np.bool_ else TORCH_DTYPES[dtype]
+    if layout is None:
+        return torch.tensor(arr, dtype=torch_dtype, device=device)
+    from attnscore.check.layouts import strided_form
+
+    form = strided_form(arr, layout)
+    storage = torch.tensor(form.storage, dtype=torch_dtype, device=device)
+    return storage.as_strided(form.shape, form.strides, form.offset)
+
+
+def type_name(exc: BaseException) -> str:
+    """The exception's class name as the interpreter knows it (a metaclass cannot disguise it)."""
+    try:
+        name = type.__dict__["__name__"].__get__(type(exc), type)
+    except BaseException:  # noqa: BLE001 - cannot happen for real classes; never let it escape
+        return "Exception"
+    return name if isinstance(name, str) else "Exception"
+
+
+def exception_text(exc: BaseException) -> str | None:
+    """First line of ``str(exc)`` (at most 300 characters); ``""`` when empty; ``None`` when the
+    exception's ``__str__`` raises or returns something that is not text."""
+    try:
+        raw = exc.__str__()
+        if not isinstance(raw, str):
+            return None
+        text = str.strip(raw)
+        text = text.splitlines()[0] if text else ""
+    except BaseException:  # noqa: BLE001 - a hostile __str__ is the submission's, not ours
+        return None
+    return text[:297] + "..." if len(text) > 300 else text
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"raised ValueError: message"`` (first line of the message, at most 300 characters).
+
+    An exception whose ``__str__`` raises or returns a non-string is still described, by its type:
+    ``"raised BadError (its message could not be shown: __str__ failed)"``.
+    """
+    text = exception_text(exc)
+    if text is None:
+        return f"raised {type_name(exc)} (its message could not be shown: __str__ failed)"
+    return f"raised {type_name(exc)}" + (f": {text}" if text else "")
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def _span(value: object) -> tuple[int, int] | None:
+    """``(start, end)`` addresses of the memory behind a tensor's storage or an ndarray's data."""
+    if isinstance(value, torch.Tensor) and value.numel():
+        storage = value.untyped_storage()
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    if isinstance(value, np.ndarray) and value.size:
+        base = value
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        start = base.__array_interface__["data"][0]
+        return start, start + base.nbytes
+    return None
+
+
+def _shares_memory(out: object, t: torch.Tensor) -> bool:
+    """Whether ``out`` (a tensor, or an ndarray such as ``S.numpy()``) overlaps ``t``'s memory."""
+    try:
+        a, b = _span(out), _span(t)
+    except (RuntimeError, TypeError, ValueError):  # pragma: no cover - storages that cannot be inspected
+        return False
+    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
+
+
+def inspect_call(
+    names: list[str], tensors: list[torch.Tensor], copies: list[torch.Tensor], value: object
+) -> dict[str, list[str]]:
+    """Which inputs a call changed in place (``"mutated"``) and which the output shares memory with
+    (``"aliased"``), given the input tensors and copies made before the call."""
+    return {
+        "mutated": [n for n, t, c in zip(names, tensors, copies, strict=False) if not _same_bits(t, c)],
+        "aliased": [n for n, t in zip(names, tensors, strict=False) if _shares_memory(value, t)],
+    }

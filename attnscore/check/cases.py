@@ -1,0 +1,204 @@
+"""Cases: the spec's rubric items turned into concrete calls with golden values.
+
+Worked examples come first, in spec order, then properties. Each case holds the calls to make
+(arguments already cast to the tested dtype), and for each call the float64 golden value and the
+per-entry allowed error. Generated inputs are derandomised: the seed of a property's examples is
+derived from (spec id, spec version, base seed, property name, dtype), so the same spec always
+gives the same cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis.errors import HypothesisException
+
+from attnscore.catalogue.properties import get_property
+from attnscore.check.calls import TORCH_DTYPES, to_torch
+from attnscore.check.strategies import draw_examples
+from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
+from attnscore.spec.located import SpecError, SpecProblem
+from attnscore.spec.model import Spec
+
+__all__ = ["Call", "Case", "build_cases", "cast", "derive_seed", "property_calls"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the implementation: arguments, golden value and allowed error.
+
+    A relational property makes several calls per example; the example's last call carries
+    ``check`` (see :class:`attnscore.catalogue.properties.CheckContext`), ``group`` (the indices in the
+    case's calls of all the example's calls, this one last) and the drawn ``example``.
+    ``compare_golden`` False skips the golden comparison of this call. ``layouts`` maps an
+    argument's name to the memory layout it is handed over in (:mod:`attnscore.check.layouts`);
+    arguments not named there are fresh contiguous tensors.
+    """
+
+    args: dict[str, np.ndarray]
+    golden: np.ndarray
+    allowed: np.ndarray
+    check: Callable[..., str | None] | None = None
+    group: tuple[int, ...] = ()
+    example: Any = None
+    compare_golden: bool = True
+    layouts: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One rubric item made concrete.
+
+    Attributes:
+        id: ``example:<id>`` or ``property:<name>``.
+        kind: ``"example"`` or ``"property"``.
+        title: one line.
+        statement: for properties, the spec's student-facing statement; for examples, "".
+        calls: the calls to make; a case passes when every call passes.
+        points: exact points.
+        visibility: ``"visible"`` or ``"hidden"``.
+        location: ``file:line`` in the spec.
+        tolerance: the tolerance applied.
+        property_name: the registered property's name, or "".
+        explanation: for worked examples, the spec's explanation (shown when a visible one fails).
+    """
+
+    id: str
+    kind: str
+    title: str
+    statement: str
+    calls: tuple[Call, ...]
+    points: Fraction
+    visibility: str
+    location: str
+    tolerance: Tolerance
+    property_name: str = ""
+    explanation: str = ""
+
+
+def derive_seed(*parts: object) -> int:
+    """A 32-bit seed from a SHA-256 of the parts (stable across runs and machines)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def cast(array: np.ndarray, dtype: str) -> np.ndarray:
+    """Round ``array`` to ``dtype`` (bfloat16 values come back stored as float32); bool masks stay bool."""
+    if np.asarray(array).dtype == np.bool_:
+        return np.ascontiguousarray(np.asarray(array, dtype=np.bool_))
+    t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(TORCH_DTYPES[dtype])
+    if dtype == "bfloat16":
+        t = t.to(torch.float32)
+    return np.array(t.numpy(), order="C")
+
+
+def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
+    received_args = {name: cast(args[name], dtype) for name in spec.contract.parameter_names}
+    pairs = zip(spec.contract.parameter_names, spec.parameter_names, strict=True)
+    renamed = dict(pairs)
+    received_args = {renamed[old]: value for old, value in received_args.items()}
+    if extra.get("layouts"):
+        extra["layouts"] = {renamed[old]: layout for old, layout in extra["layouts"].items()}
+    contract_args = dict(zip(spec.contract.parameter_names, received_args.values(), strict=True))
+    with np.errstate(all="ignore"):
+        golden = spec.contract.golden(contract_args)
+        d_k, scale = spec.contract.error_scale(contract_args)
+        operands = spec.contract.operand_sums(contract_args)
+        if tolerance.mode == "ratio":
+            allowed = np.maximum(
+                tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
+                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
+            )
+        else:
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands)
+    return Call(received_args, golden, allowed, **extra)
+
+
+def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np.ndarray:
+    """The reference run in ``dtype`` on the CPU (for the ``ratio`` tolerance mode)."""
+
+    out = spec.contract.reference(*[to_torch(a, dtype) for a in args.values()])
+    return out.detach().to(torch.float64).numpy()  # type: ignore[union-attr]
+
+
+def property_calls(
+    spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance
+) -> tuple[Call, ...]:
+    """Turn a property's drawn examples into calls (several per example for relational properties)."""
+    prop = get_property(use_name)
+    calls: list[Call] = []
+    for example in examples:
+        arg_list = prop.calls(spec.contract, example)
+        start = len(calls)
+        for k, args in enumerate(arg_list):
+            last = k == len(arg_list) - 1
+            extra: dict[str, Any] = {"compare_golden": prop.golden}
+            if prop.layouts is not None and last:
+                extra["layouts"] = prop.layouts(spec.contract, example)
+            if last and prop.check is not None:
+                extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)
+            calls.append(_call(spec, args, dtype, tolerance, **extra))
+    return tuple(calls)
+
+
+def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> list[Case]:
+    """Build every case of ``spec`` for ``dtype`` (default: the spec's first) and base ``seed``."""
+    dtype = dtype or spec.dtypes[0]
+    base_seed = spec.seed if seed is None else seed
+    cases = []
+    for ex in spec.worked_examples:
+        tol = ex.tolerance or spec.tolerance
+        cases.append(
+            Case(
+                id=f"example:{ex.id}",
+                kind="example",
+                title=ex.title,
+                statement="",
+                calls=(_call(spec, ex.inputs, dtype, tol),),
+                points=ex.points,
+                visibility=ex.visibility,
+                location=spec.location(ex.line),
+                tolerance=tol,
+                explanation=ex.explanation,
+            )
+        )
+    for index, use in enumerate(spec.properties):
+        prop = get_property(use.name)
+        prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
+        try:
+            examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
+        except HypothesisException as exc:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        spec.path,
+                        use.line,
+                        1,
+                        f"properties[{index}]",
+                        f"expected inputs that {use.name} can be tried on, found that none could be generated "
+                        f"({type(exc).__name__}; with max_value {use.max_value:g}, a larger max_value may help)",
+                    )
+                ]
+            ) from None
+        calls = property_calls(spec, use.name, examples, dtype, spec.tolerance)
+        cases.append(
+            Case(
+                id=f"property:{use.name}",
+                kind="property",
+                title=use.statement,
+                statement=use.statement,
+                calls=calls,
+                points=use.points,
+                visibility=use.visibility,
+                location=spec.location(use.line),
+                tolerance=spec.tolerance,
+                property_name=use.name,
+            )
+        )
+    return cases

@@ -1,0 +1,159 @@
+"""Running specs against an engineer's own implementation, in process (trusted code).
+
+``attnscore test --impl package.module:function`` and the pytest plugin
+(:mod:`attnscore.pytest_plugin`) both come through here: :func:`load_impl` imports the function,
+:func:`run_impl` builds the spec's cases for a dtype and runs them on a device with the in-process
+runner, recording the device, dtype and precision settings in the result's ``environment``.
+
+On CUDA, TF32 is pinned off for the run (``torch.backends.cuda.matmul.allow_tf32`` and
+``torch.backends.cudnn.allow_tf32``), so float32 is really float32; the previous settings are
+restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import numpy as np
+import torch
+
+from attnscore.check.cases import Case, build_cases
+from attnscore.check.judge import run_cases
+from attnscore.check.runner import InProcessRunner
+from attnscore.check.shrink import add_shrunk
+from attnscore.report.results import SubmissionResult
+from attnscore.spec.model import Spec
+
+__all__ = ["ImplError", "load_impl", "run_impl", "check_device", "pinned_precision", "environment"]
+
+
+class ImplError(ValueError):
+    """``--impl`` does not name an importable function."""
+
+
+def load_impl(target: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` (the current directory is importable too).
+
+    Raises:
+        ImplError: the text is not ``module:function``, the module does not import, or the
+            attribute is missing or not callable.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImplError(f"--impl {target!r}: expected package.module:function, e.g. examples.impl.my_attention:scores")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise ImplError(f"--impl {target!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ImplError(f"--impl {target!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ImplError(f"--impl {target!r}: {attr!r} is a {type(obj).__name__}, not a function")
+    return obj  # type: ignore[no-any-return]
+
+
+def check_device(device: str) -> None:
+    """Raise ImplError when ``device`` is not usable here (e.g. cuda without a GPU)."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ImplError(f"--device {device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ImplError(f"--device {device!r}: CUDA is not available on this machine; use --device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise ImplError(f"--device {device!r}: expected cpu or cuda[:N]")
+
+
+@contextlib.contextmanager
+def pinned_precision() -> Iterator[None]:
+    """Turn TF32 off (and float32 matmul precision to "highest") for the duration."""
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+    )
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])
+
+
+def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
+    """Versions, device and precision mode, for the report.
+
+    ``pinned``: the run happened inside :func:`pinned_precision` (TF32 off, highest float32 matmul
+    precision); otherwise the current TF32 setting is reported as it is.
+    """
+    tf32 = "off (pinned)" if pinned else ("on" if torch.backends.cuda.matmul.allow_tf32 else "off")
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "hypothesis": hypothesis.__version__,
+        "device": device,
+        "tf32": tf32,
+    }
+    if pinned:
+        env["float32_matmul_precision"] = "highest"
+    if torch.device(device).type == "cuda":
+        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    return env
+
+
+def run_impl(
+    spec: Spec,
+    function: Callable[..., Any],
+    *,
+    dtype: str,
+    device: str = "cpu",
+    seed: int | None = None,
+    name: str = "",
+    cases: list[Case] | None = None,
+    shrink: bool = True,
+) -> SubmissionResult:
+    """Run every case of ``spec`` in ``dtype`` against ``function`` on ``device``, in process.
+
+    With ``shrink``, each failing property's message also gets hypothesis's minimal failing input
+    (see :mod:`attnscore.check.shrink`).
+    """
+    check_device(device)
+    start = time.perf_counter()  # the time reported is the time spent: cases, calls, diagnosis, shrinking
+    built = cases if cases is not None else build_cases(spec, dtype, seed)
+    with pinned_precision():
+        result = run_cases(
+            spec,
+            built,
+            InProcessRunner(function, device),
+            dtype=dtype,
+            device=device,
+            submission=name or getattr(function, "__qualname__", repr(function)),
+            seed=spec.seed if seed is None else seed,
+        )
+        if shrink:
+            result = dataclasses.replace(
+                result,
+                cases=tuple(
+                    add_shrunk(spec, case, r, lambda: InProcessRunner(function, device), dtype)
+                    for case, r in zip(built, result.cases, strict=True)
+                ),
+            )
+    return dataclasses.replace(result, environment=environment(device), duration_s=time.perf_counter() - start)

@@ -1,0 +1,185 @@
+"""Turning whatever an implementation returned into plain, trustworthy data.
+
+The implementation under test may return a tensor, a numpy array, a nested list or a number.
+:func:`to_received` copies it into a fresh, plain ``numpy.ndarray`` of a known dtype (the base
+classes' methods are used, so a subclass's overrides are not consulted), and records what kind of
+object it was. Everything after this point (comparison, diagnosis, reports) only sees
+:class:`Received`, never the original object.
+
+In a sandboxed grading run this runs inside the worker process; the grader then re-validates the
+plain data it receives (see :mod:`attnscore.sandbox.wire`), so a lying object can at most choose the
+numbers it sends.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Received", "BadReturn", "CallFailure", "Outcome", "to_received", "ALLOWED_DTYPES", "MAX_ELEMENTS"]
+
+# dtypes that may cross the boundary; bfloat16 travels as float32 with dtype "bfloat16".
+ALLOWED_DTYPES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)
+MAX_ELEMENTS = 1_000_000
+
+KINDS = ("tensor", "ndarray", "list", "number")
+
+
+@dataclass(frozen=True)
+class Received:
+    """A returned value as plain data.
+
+    Attributes:
+        kind: ``"tensor"``, ``"ndarray"``, ``"list"`` or ``"number"``.
+        dtype: the returned dtype's name (``"bfloat16"`` is kept as a name; the array is float32).
+        device: ``"cpu"``, ``"cuda:0"``, ... (``"cpu"`` for non-tensors).
+        array: a plain C-contiguous numpy array holding the values.
+    """
+
+    kind: str
+    dtype: str
+    device: str
+    array: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+
+@dataclass(frozen=True)
+class BadReturn:
+    """The returned object could not be turned into numbers; ``message`` says why."""
+
+    message: str
+
+
+def _from_tensor(value: object) -> Received | BadReturn:
+    import torch
+
+    t = torch.Tensor.detach(value)  # type: ignore[arg-type]
+    device = str(torch.Tensor.device.__get__(t))
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in ALLOWED_DTYPES:
+        return BadReturn(f"returned a tensor of dtype {dtype}; expected real numbers (a float tensor)")
+    if torch.Tensor.numel(t) > MAX_ELEMENTS:
+        return BadReturn(f"returned a tensor with {torch.Tensor.numel(t)} elements (limit {MAX_ELEMENTS})")
+    t = torch.Tensor.cpu(t)
+    if dtype == "bfloat16":
+        t = torch.Tensor.float(t)
+    arr = np.array(torch.Tensor.numpy(torch.Tensor.contiguous(t)), copy=True)
+    return Received("tensor", dtype, device, np.array(arr, order="C"))
+
+
+def _item_shape(item: object) -> tuple[int, ...] | None:
+    """The shape of a tensor or ndarray item; None for anything else (numbers, nested lists)."""
+    try:
+        import torch
+
+        if isinstance(item, torch.Tensor):
+            return tuple(torch.Tensor.size(item))
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if isinstance(item, np.ndarray):
+        return tuple(np.ndarray.view(item, np.ndarray).shape)
+    return None
+
+
+def _several_results(value: list | tuple) -> BadReturn | None:
+    """Explain a tuple of arrays (``return out, weights``) or a list of arrays of different shapes.
+
+    A list of equal-shape rows (``[Q[i] @ K.T for i ...]``) and a sequence of numbers or 0-d
+    tensors are one result, and pass through.
+    """
+    shapes = [_item_shape(item) for item in value[:50]]
+    arrays = [s for s in shapes if s]
+    if not arrays:
+        return None
+    kind = type(value).__name__
+    listed = " and ".join("a number" if s is None else str(s) for s in shapes[:3]) + (" ..." if len(value) > 3 else "")
+    if kind == "tuple":
+        return BadReturn(
+            f"returned a tuple of {len(value)} values (shapes {listed}); return only the output, "
+            "one tensor (e.g. `return out`, not `return out, weights`)"
+        )
+    if len(set(shapes)) > 1:
+        return BadReturn(
+            f"returned a list of {len(value)} values with different shapes ({listed}); return only the output, "
+            "one tensor"
+        )
+    return None
+
+
+def to_received(value: object) -> Received | BadReturn:
+    """Copy ``value`` into a :class:`Received`, or explain why it is not a numeric result."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return _from_tensor(value)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if isinstance(value, np.ndarray):
+        arr = np.array(np.ndarray.view(value, np.ndarray), copy=True)
+        kind = "ndarray"
+    elif isinstance(value, (bool, np.bool_)):
+        return BadReturn(f"returned a boolean ({bool(value)}); expected numbers")
+    elif isinstance(value, numbers.Real) and not isinstance(value, np.generic):
+        try:
+            f = float(value)  # Python int/float and numbers.Real implementers
+        except OverflowError:
+            return BadReturn("returned an integer too large for a float")
+        arr, kind = np.array(f, dtype=np.float64), "number"
+    elif isinstance(value, np.generic):
+        arr, kind = np.array(value, copy=True), "number"
+    elif isinstance(value, (list, tuple)):
+        several = _several_results(value)
+        if several is not None:
+            return several
+        try:
+            arr = np.array(value, dtype=np.float64)
+        except Exception as exc:  # noqa: BLE001 - ragged lists, tensors needing grad, exotic dtypes...
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            return BadReturn(f"returned a {type(value).__name__} that is not a rectangular array of numbers ({reason})")
+        kind = "list"
+    else:
+        return BadReturn(f"returned {type(value).__name__}; expected a tensor, array, list or number")
+    name = arr.dtype.name
+    if name not in ALLOWED_DTYPES:
+        if arr.dtype.kind == "f":
+            return BadReturn(
+                f"returned values of dtype {name}, which cannot be graded; return float32 or float64 values"
+            )
+        return BadReturn(f"returned values of dtype {name}; expected real numbers")
+    if arr.size > MAX_ELEMENTS:
+        return BadReturn(f"returned {arr.size} elements (limit {MAX_ELEMENTS})")
+    return Received(kind, name, "cpu", np.array(arr, order="C"))
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """A call that produced no comparable value: the verdict it earns and a message.
+
+    ``verdict`` is a :class:`attnscore.report.results.Verdict` value (exception, timeout, crashed, ...).
+    """
+
+    verdict: str
+    message: str
+    scope: str = "call"
+    """``"call"`` for this call only; ``"submission"`` when the whole submission failed (import
+    error, missing function), so every call fails the same way."""
+
+
+Outcome = Received | CallFailure

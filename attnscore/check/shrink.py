@@ -1,0 +1,194 @@
+"""Shrinking: the smallest failing input of a property, found by hypothesis.
+
+Grading draws a fixed set of examples and stops at the first failure; that counterexample can be
+large. For trusted, in-process runs (``attnscore test``, the pytest plugin), :func:`shrink_case`
+re-runs hypothesis on the failing property with shrinking on, starting from the same seed, and
+returns the minimal failing call. Each step calls the implementation, so the work is bounded
+(``max_examples`` generated inputs, ``max_shrinks`` shrink steps and an optional wall-time
+budget); grading shrinks sandboxed submissions too, with a small budget per case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import HypothesisException
+
+from attnscore.catalogue.mistakes import get_mistake
+from attnscore.catalogue.properties import get_property
+from attnscore.check.cases import Case, derive_seed, property_calls
+from attnscore.check.diagnosis import holds
+from attnscore.check.judge import example_position, judge_case
+from attnscore.check.strategies import _without_local_constants
+from attnscore.report.results import CaseResult, Verdict
+from attnscore.spec.model import Spec
+
+__all__ = ["shrink_case", "add_shrunk"]
+
+
+def _size(counterexample: dict[str, Any] | None) -> int:
+    """How many numbers a counterexample holds (its arguments' entries together)."""
+    if not counterexample:
+        return 0
+    return sum(int(np.asarray(v, dtype=object).size) for v in counterexample.values())
+
+
+def _property_diagnosis(case: Case) -> str | None:
+    """The mistake a property names itself (a fixed id), which needs no value evidence."""
+    named = get_property(case.property_name).diagnosis if case.property_name else None
+    return named if isinstance(named, str) else None
+
+
+class _Failed(AssertionError):
+    pass
+
+
+class _OutOfBudget(BaseException):
+    """Raised inside the hypothesis run to stop it at once (hypothesis lets BaseException through)."""
+
+
+def shrink_case(
+    spec: Spec,
+    case: Case,
+    make_runner: Callable[[], Any],
+    dtype: str,
+    *,
+    max_examples: int = 50,
+    max_shrinks: int = 200,
+    max_steps: int | None = None,
+    budget_s: float | None = None,
+    verdict: Any = None,
+    function: str | None = None,
+    mistake: str | None = None,
+) -> CaseResult | None:
+    """The failing result of ``case``'s property on its shrunk minimal example, or None.
+
+    With ``mistake`` (a catalogue id), a smaller input counts as failing only when the output
+    there is still what that mistake gives (:func:`attnscore.check.diagnosis.holds`), so that the name
+    shown next to the shrunk counterexample is true of it.
+
+    ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
+    sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
+    out is not a smaller example of a wrong value). After ``max_steps`` examples tried (a count,
+    so the result is the same on every run) or, as a safety net for slow code, ``budget_s``
+    seconds, no more calls are made and the best example so far is kept. None when the property
+    passes on every input hypothesis tries, or hypothesis itself gives up.
+    """
+    if case.kind != "property" or not case.property_name:
+        return None
+
+    use = next(u for u in spec.properties if u.name == case.property_name)
+    named = get_mistake(mistake) if mistake is not None else None
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    prop = get_property(use.name)
+    last: list[CaseResult] = []
+    steps = [0]
+
+    @settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        print_blob=False,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
+    @given(prop.strategy(spec.contract, use.max_value))
+    def run_one(example: Any) -> None:
+        steps[0] += 1
+        out_of_steps = max_steps is not None and steps[0] > max_steps
+        if len(last) > max_shrinks or out_of_steps or (deadline is not None and time.monotonic() > deadline):
+            raise _OutOfBudget  # bound the work: keep the best so far
+        calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
+        one = Case(
+            id=case.id,
+            kind=case.kind,
+            title=case.title,
+            statement=case.statement,
+            calls=calls,
+            points=case.points,
+            visibility=case.visibility,
+            location=case.location,
+            tolerance=case.tolerance,
+            property_name=case.property_name,
+        )
+        observed: list[Any] = []
+        result = judge_case(spec, one, make_runner(), dtype, function, diagnose_failures=False, observe=observed)
+        if not result.passed and (verdict is None or result.verdict is verdict):
+            if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
+                return  # smaller, but no longer the diagnosed mistake: not a counterexample of it
+            last.append(result)
+            raise _Failed(result.message)
+
+    try:
+        with _without_local_constants():
+            run_one()
+    except (_Failed, _OutOfBudget):
+        return last[-1] if last else None
+    except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
+        return None
+    return None
+
+
+def add_shrunk(
+    spec: Spec,
+    case: Case,
+    result: Any,
+    make_runner: Callable[[], Any],
+    dtype: str,
+    *,
+    max_steps: int | None = None,
+    budget_s: float | None = None,
+    function: str | None = None,
+) -> Any:
+    """``result`` with its counterexample replaced by hypothesis's minimal failing input.
+
+    Only failing, visible property cases whose failure is about the returned values (or an
+    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
+    """
+
+    shrinkable = (
+        Verdict.WRONG_VALUE,
+        Verdict.WRONG_SHAPE,
+        Verdict.WRONG_DTYPE,
+        Verdict.NON_FINITE,
+        Verdict.BAD_RETURN_TYPE,
+        Verdict.EXCEPTION,
+    )
+    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
+        return result
+    mistake = None
+    if result.diagnosis and result.diagnosis["id"] != _property_diagnosis(case):
+        mistake = result.diagnosis["id"]  # named from the values: shrink within that mistake only
+    shrunk = shrink_case(
+        spec,
+        case,
+        make_runner,
+        dtype,
+        max_steps=max_steps,
+        budget_s=budget_s,
+        verdict=result.verdict,
+        function=function,
+        mistake=mistake,
+    )
+    if shrunk is None or _size(shrunk.counterexample) > _size(result.counterexample):
+        return result  # a "minimal" counterexample is never larger than the one it replaces
+    index, total = example_position(case, result.calls)
+    original = f"generated input {index} of {total}"
+    message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
+    # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
+    # holds on the shrunk input too, since shrinking kept only inputs where it does.
+    lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
+    if result.diagnosis:
+        at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))
+        lines.insert(at, f"Known mistake ({result.diagnosis['id']}): {result.diagnosis['message']}")
+    return dataclasses.replace(
+        result, message="\n".join(lines), counterexample=shrunk.counterexample, diagnosis=result.diagnosis
+    )

@@ -1,0 +1,203 @@
+"""Hypothesis strategies for score inputs, and deterministic drawing of examples.
+
+Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
+``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
+``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.spec.contracts.Contract.pack` turns the
+pair into the contract's arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+if TYPE_CHECKING:
+    from attnscore.spec.contracts import Contract
+
+__all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
+
+QK = tuple[np.ndarray, np.ndarray]
+Args = dict[str, np.ndarray]
+T = TypeVar("T")
+
+MAX_BATCH_DIMS = 2
+
+
+@st.composite
+def qk_shapes(
+    draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8
+) -> tuple[tuple[int, ...], int, int, int]:
+    """Draw ``(batch, n_q, n_k, d_k)`` that ``contract`` can express."""
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS))) if contract.batched else ()
+    n_q = 1 if contract.single_query else draw(st.integers(1, 5))
+    n_k = 1 if contract.single_key else draw(st.integers(1, 6))
+    d_k = draw(st.integers(min_d_k, max_d_k))
+    if contract.ties:  # a spec's tied symbols (e.g. n_k = n_q for a square kernel) take one size
+        sizes = {"n_q": n_q, "n_k": n_k, "d_k": d_k}
+        for symbol, same_as in contract.ties:
+            if symbol in sizes and same_as in sizes:
+                sizes[symbol] = sizes[same_as]
+        n_q, n_k, d_k = sizes["n_q"], sizes["n_k"], sizes["d_k"]
+    return batch, n_q, n_k, d_k
+
+
+def _values(max_value: float) -> st.SearchStrategy[float]:
+    """Finite float32-representable values in ``[-max_value, max_value]`` (the bound rounded inwards)."""
+    bound = np.float32(max_value)
+    if float(bound) > max_value:
+        bound = np.nextafter(bound, np.float32(0))
+    m = float(bound)
+    return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
+
+
+@st.composite
+def random_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 10.0) -> QK:
+    """Queries and keys with arbitrary finite values in ``[-max_value, max_value]``."""
+    batch, n_q, n_k, d_k = draw(qk_shapes(contract))
+    q_vals = draw(
+        st.lists(
+            _values(max_value),
+            min_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_q * d_k,
+        )
+    )
+    k_vals = draw(
+        st.lists(
+            _values(max_value),
+            min_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+            max_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
+        )
+    )
+    Q = np.array(q_vals, dtype=np.float64).reshape(*batch, n_q, d_k)
+    K = np.array(k_vals, dtype=np.float64).reshape(*batch, n_k, d_k)
+    return Q, K
+
+
+@st.composite
+def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 3.0) -> QK:
+    """Keys exactly perpendicular to every query (small integers, so ``Q Kᵀ`` is exactly 0).
+
+    Per batch item, the queries are non-zero multiples of one integer vector ``q`` and each key
+    is ``(q·q) r − (q·r) q`` for an integer vector ``r`` not parallel to ``q``: a non-zero key
+    with ``q · k = 0`` exactly, and usually with every coordinate non-zero.
+    """
+    batch, n_q, n_k, d_k = draw(qk_shapes(contract, min_d_k=2, max_d_k=6))
+    m = max(1, int(max_value))
+    coord = st.integers(-m, m)
+    vector = st.lists(coord, min_size=d_k, max_size=d_k).map(lambda v: np.array(v, dtype=np.int64))
+    Qs, Ks = [], []
+    for _ in range(int(np.prod(batch, dtype=int))):
+        q = draw(vector.filter(lambda v: bool(v.any())))
+        multiples = draw(
+            st.lists(st.integers(1, m).flatmap(lambda c: st.sampled_from([c, -c])), min_size=n_q, max_size=n_q)
+        )
+        keys = []
+        for _ in range(n_k):
+            r = draw(vector.filter(lambda v, q=q: bool(((q @ q) * v - (q @ v) * q).any())))
+            keys.append((q @ q) * r - (q @ r) * q)
+        Qs.append(np.outer(multiples, q))
+        Ks.append(np.stack(keys))
+    Q = np.stack(Qs).astype(np.float64).reshape(*batch, n_q, d_k)
+    K = np.stack(Ks).astype(np.float64).reshape(*batch, n_k, d_k)
+    return Q, K
+
+
+@contextlib.contextmanager
+def _without_local_constants() -> Iterator[None]:
+    """Stop hypothesis from mixing in literals mined from the loaded "local" modules.
+
+    Hypothesis (>= 6.13x) sometimes draws constants found in the source of modules it considers
+    local (anything outside site-packages: an editable install, the course's own files). Which
+    modules happen to be imported would then change the generated cases, so the same submission
+    could get different cases from ``attnscore grade`` and from a script. Only the global
+    constants stay. Private API, hence the guards.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - other hypothesis versions
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    if original is None or not hasattr(providers, "Constants"):  # pragma: no cover
+        yield
+        return
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None:
+        cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        if cache is not None:
+            cache.cache.clear()
+
+
+def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list[T]:
+    """Draw up to ``count`` examples from ``strategy``, the same ones for the same ``seed``.
+
+    Uses hypothesis's generation phase with a fixed seed and no example database, so grading
+    is derandomised: the same spec, property and seed always give the same inputs (for the
+    same hypothesis version, which the report records).
+    """
+    drawn: list[T] = []
+
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+        print_blob=False,
+    )
+    @hypothesis_seed(seed)
+    @given(strategy)
+    def collect(example: T) -> None:
+        drawn.append(example)
+
+    with _without_local_constants():
+        collect()
+    return drawn[:count]
+
+
+@st.composite
+def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6, min_size: int = 1) -> dict[str, Any]:
+    """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
+    symbols = {sym for _, legend in contract.parameters for sym in legend}
+    sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
+    for sym in sorted(symbols - {"..."}):
+        sizes[sym] = draw(st.integers(min_size, max(min_size, max_size)))
+    return sizes
+
+
+def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, is_bool: bool) -> np.ndarray:
+    if is_bool:
+        return draw(hnp.arrays(np.bool_, shape, elements=st.booleans()))
+    return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
+
+
+@st.composite
+def random_args(
+    draw: Callable[..., Any], contract: Contract, max_value: float = 10.0, sizes: dict[str, Any] | None = None
+) -> Args:
+    """Arguments for ``contract`` with shapes from its legend and finite values in ``±max_value``.
+
+    Bool parameters (masks) get random True/False entries (True = keep).
+    """
+    sizes = sizes if sizes is not None else draw(legend_sizes(contract))
+    args: Args = {}
+    for name, legend in contract.parameters:
+        shape: tuple[int, ...] = ()
+        for sym in legend:
+            shape += sizes["..."] if sym == "..." else (sizes[sym],)
+        args[name] = _array(draw, shape, max_value, name in contract.bool_parameters)
+    return args

@@ -1,0 +1,197 @@
+"""A grading run: one spec, one or more untrusted submissions, one result each.
+
+Cases are built once per spec (they hold golden values and stay in this process); each
+submission gets its own :class:`attnscore.sandbox.launch.SandboxRunner`. Whatever a submission does, its
+result is complete: every case has a verdict.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from attnscore.check.cases import Case, build_cases
+from attnscore.check.implementation import environment
+from attnscore.check.judge import run_cases
+from attnscore.check.outputs import CallFailure
+from attnscore.check.shrink import add_shrunk
+from attnscore.grade.submission import Submission
+from attnscore.report.results import CaseResult, SubmissionResult, Verdict
+from attnscore.sandbox.launch import Limits, SandboxRunner
+from attnscore.sandbox.untrusted import clean_text
+from attnscore.spec.load import load_spec
+from attnscore.spec.model import Spec
+
+__all__ = ["grade_submission", "grade_many", "unscored_in_sandbox", "WORKER_EVIDENCE"]
+
+
+# Properties decided from what the worker itself reports: a submission that rewrites the worker
+# could forge them, so when grading untrusted code they give feedback but no points.
+WORKER_EVIDENCE = frozenset({"output_not_aliased"})
+
+
+def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:
+    """``cases`` with the points of worker-evidenced properties set to 0 (their feedback stays)."""
+    return [
+        replace(c, points=Fraction(0), title=f"{c.title} (feedback only: the sandbox cannot verify it)")
+        if c.property_name in WORKER_EVIDENCE
+        else c
+        for c in cases
+    ]
+
+
+class _Refused:
+    """A runner for a submission that could not be taken in: every call fails the same way."""
+
+    def __init__(self, failure: CallFailure) -> None:
+        self.failure = failure
+
+    def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
+        return self.failure
+
+
+SHRINK_SAFETY_S = 10.0
+
+
+def grade_submission(
+    submission: Submission | Path,
+    spec: Spec,
+    cases: Sequence[Case],
+    *,
+    function: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    limits: Limits | None = None,
+    on_case: Callable[[CaseResult], None] | None = None,
+    source: bytes | None = None,
+    shrink_steps: int = 50,
+) -> SubmissionResult:
+    """Grade one submission (a :class:`Submission`, or the path of one ``.py`` file) against
+    ``spec`` using the prebuilt ``cases``.
+
+    ``source`` is a single file's content as read before any submission of the batch ran (so one
+    submission cannot rewrite another before it is graded); default: read the file now. A
+    :class:`Submission` already holds its files.
+    A failing visible property gets hypothesis's minimal failing input, searched with the same
+    sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
+    count keeps feedback identical run to run) and, as a safety net, at most 10 s.
+
+    Hidden cases run last, after the visible ones and their shrinking; the report keeps the
+    submission's output and import error as they were before any hidden input reached it, and a
+    hidden case's own message never carries text from the submission (:func:`attnscore.check.judge`).
+    Results are in ``cases`` order.
+    """
+    function = function or spec.function
+    dtype = dtype or spec.dtypes[0]
+    limits = limits or Limits(call_timeout_s=spec.timeout_s)
+    start = time.perf_counter()
+    cases = unscored_in_sandbox(cases)
+    if not isinstance(submission, Submission):
+        submission = Submission.from_file(Path(submission), source)
+    if submission.problem is not None:  # never run: every case says why
+        refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
+        result = run_cases(
+            spec,
+            cases,
+            _Refused(refused),
+            dtype=dtype,
+            device="cpu",
+            submission=submission.name,
+            seed=spec.seed if seed is None else seed,
+            function=function,
+        )
+        return replace(result, error=submission.problem, environment=environment("cpu", pinned=False))
+    order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
+    hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
+    judged: dict[int, CaseResult] = {}
+    options = {"dtype": dtype, "device": "cpu", "submission": submission.name, "function": function}
+    with SandboxRunner(submission, function, limits) as runner:
+        # Visible cases and their shrinking first: nothing the submission says after it has seen a
+        # hidden input (its output, a later exception, its import error) can reach the student.
+        visible = run_cases(spec, [cases[i] for i in order], runner, seed=0, on_case=on_case, **options)
+        for i, r in zip(order, visible.cases, strict=True):
+            judged[i] = r
+            if shrink_steps > 0:
+                judged[i] = add_shrunk(
+                    spec,
+                    cases[i],
+                    r,
+                    lambda: runner,
+                    dtype,
+                    max_steps=shrink_steps,
+                    budget_s=SHRINK_SAFETY_S,
+                    function=function,
+                )
+        output = clean_text(runner.captured_output(), limits.output_chars)
+        error = runner.load_failure.message if runner.load_failure else ""
+        runner.disclosed_failure = runner.load_failure  # said before any hidden input: hidden cases may repeat it
+        secret = run_cases(spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, **options)
+        judged.update(zip(hidden, secret.cases, strict=True))
+    return replace(
+        visible,
+        cases=tuple(judged[i] for i in range(len(cases))),
+        seed=spec.seed if seed is None else seed,
+        duration_s=time.perf_counter() - start,
+        error=error,
+        output=output,
+        environment={**environment("cpu", pinned=False), "sandbox": runner.protections},
+    )
+
+
+def grade_many(
+    submissions: Sequence[Submission | Path],
+    spec: Spec,
+    *,
+    function: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    limits: Limits | None = None,
+    on_result: Callable[[SubmissionResult], None] | None = None,
+    shrink_steps: int = 50,
+    jobs: int = 1,
+) -> list[SubmissionResult]:
+    """Grade every submission against ``spec``; results come back in the same order.
+
+    Every file is read before the first submission runs: a submission that rewrites files on disk
+    cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
+    (fresh interpreters, each building the same derandomised cases from the spec file) grade in
+    parallel; each submission still gets its own sandboxed worker.
+    """
+    dtype = dtype or spec.dtypes[0]
+    read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
+    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    results: list[SubmissionResult] = []
+    cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
+    if jobs > 1 and len(read) > 1:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
+            futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
+            for future in futures:
+                results.append(future.result())
+                if on_result is not None:
+                    on_result(results[-1])
+        return results
+    for submission in read:
+        results.append(grade_submission(submission, spec, cases, **options))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
+
+
+_CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
+
+
+def _grade_in_child(spec_path: str, submission: Submission, options: dict[str, Any]) -> SubmissionResult:
+    """One submission in a grader child process; the spec's cases are built once per process."""
+    key = (spec_path, options["dtype"], options["seed"])
+    if key not in _CHILD_CASES:
+        spec = load_spec(spec_path)
+        _CHILD_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
+    spec, cases = _CHILD_CASES[key]
+    return grade_submission(submission, spec, cases, **options)

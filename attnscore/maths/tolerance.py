@@ -1,0 +1,152 @@
+"""Tolerances: how far a computed value may be from the float64 golden value.
+
+Modes (a spec chooses one, and a worked example may override it):
+
+``exact``
+    bit-for-bit equality with the golden value; for integer or dyadic examples only.
+``close``
+    ``|got - golden| <= atol + rtol·|golden|`` with per-dtype defaults from
+    ``torch.testing.assert_close`` (float64 1e-7/1e-7, float32 1.3e-6/1e-5, float16 1e-3/1e-5,
+    bfloat16 1.6e-2/1e-5); for half precision atol is raised to one ulp at 1.0 so that results
+    near zero are not judged below rounding noise.
+``dot_bound``
+    ``|got - golden| <= factor · d_k · u · Σ_i |q_i k_i|``: the classical forward error bound of
+    a dot product (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1),
+    with ``u`` the unit roundoff of the tested dtype. It scales with the size of the computation
+    and stays meaningful near zero (perpendicular keys). For float16 and bfloat16 the bound is
+    that of float32 accumulation, ``factor · (u + d_k · u_fp32) · Σ_i |q_i k_i|``: each term
+    rounded once in the low precision, summed in float32 (cuBLAS, SDPA).
+``ratio``
+    the low-precision rule of FlashAttention and PyTorch's SDPA tests: the maximum error may be at
+    most ``factor`` times the maximum error of the reference run *in the same dtype* against the
+    float64 golden value, with the dtype's ``close`` atol and one ulp of each entry as floors.
+    Meant for float16/bfloat16 (on GPU), where no a-priori bound is tight. A third floor is the
+    ``dot_bound`` with factor 1 (:data:`RATIO_FLOOR`): one rounding of each term in the low
+    precision, summed in float32. Our reference accumulates in float32 and is often exact on small
+    cases, so K× its error alone would reject correct code that rounds each product in the low
+    precision (``torch.sum(q * keys, -1)``), as the naive low-precision baseline of those test
+    suites does itself; computing in a coarser dtype (bfloat16 inside a float16 run) still fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnscore.maths.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+
+__all__ = ["Tolerance", "UNIT_ROUNDOFF", "CLOSE_DEFAULTS", "allowed_error", "DTYPES", "RATIO_FLOOR"]
+
+
+# (rtol, atol) per dtype; half-precision atol floored at one ulp at 1.0 (2u).
+CLOSE_DEFAULTS = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "float16": (1e-3, 2.0**-10),
+    "bfloat16": (1.6e-2, 2.0**-7),
+}
+
+MODES = ("exact", "close", "dot_bound", "ratio")
+
+# Smallest positive subnormal per dtype: below the normal range rounding errors are absolute.
+SUBNORMAL_MIN = SMALLEST_SUBNORMAL
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A comparison mode and its parameters.
+
+    Attributes:
+        mode: ``"exact"``, ``"close"`` or ``"dot_bound"``.
+        rtol, atol: for ``close``; None means the dtype's default.
+        factor: for ``dot_bound``, the constant in front of ``d_k · u · Σ|q_i k_i|``; for
+            ``ratio``, the allowed multiple of the reference's own error.
+    """
+
+    mode: str = "dot_bound"
+    rtol: float | None = None
+    atol: float | None = None
+    factor: float = 2.0
+
+    def describe(self, dtype: str, bound_text: str = "d_k·u·Σ|q_i k_i|") -> str:
+        """One phrase naming the mode and its numbers, for feedback."""
+        if self.mode == "exact":
+            return "exact comparison"
+        if self.mode == "close":
+            rtol, atol = self._close(dtype)
+            return f"close: rtol={rtol:g}, atol={atol:g} ({dtype})"
+        if self.mode == "ratio":
+            floor = self._close(dtype)[1]
+            return (
+                f"error ratio: at most {self.factor:g}× the reference's own {dtype} error (floor atol {floor:g}, "
+                "one ulp, one rounding per term)"
+            )
+        kind = "dot-product error bound" if bound_text.startswith("d_k·") else "error bound"
+        return f"{kind} {self.factor:g}·{bound_text} (u={UNIT_ROUNDOFF[dtype]:.3g}, {dtype})"
+
+    def _close(self, dtype: str) -> tuple[float, float]:
+        rtol, atol = CLOSE_DEFAULTS[dtype]
+        return (rtol if self.rtol is None else self.rtol, atol if self.atol is None else self.atol)
+
+    def ratio_allowed(self, golden: np.ndarray, reference_output: np.ndarray, dtype: str) -> np.ndarray:
+        """``ratio`` mode: ``max(atol, factor · max|reference − golden|)`` for every entry."""
+        golden = np.asarray(golden, dtype=np.float64)
+        ref = np.asarray(reference_output, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(golden) & np.isfinite(ref)
+            err = float(np.max(np.abs(np.where(finite, ref - golden, 0.0)), initial=0.0))
+        _, atol = self._close(dtype)
+        # The floor is magnitude-aware: one ulp of each entry in the tested dtype (an entry of 19
+        # in float16 is 0.0156 apart from its neighbours, not 0.000977 as at 1.0).
+        ulp = 2 * UNIT_ROUNDOFF[dtype] * np.abs(np.where(np.isfinite(golden), golden, 0.0))
+        return np.maximum(max(atol, self.factor * err), ulp)
+
+
+def allowed_error(
+    tol: Tolerance,
+    golden: np.ndarray,
+    dtype: str,
+    d_k: int,
+    scale: np.ndarray,
+    operands: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-entry allowed absolute error, same shape as ``golden`` (float64).
+
+    Args:
+        tol: the tolerance to apply.
+        golden: the float64 golden value.
+        dtype: the tested dtype (``"float32"``, ...), which sets ``u`` and the close defaults.
+        d_k: the dot products' length.
+        scale: ``Σ_i |q_i k_i|`` per entry, same shape as ``golden``.
+        operands: ``Σ_i (|q_i| + |k_i|)`` per entry, or None. Below the normal range rounding is
+            absolute: a query scaled first (``(Q·d_k^-½) Kᵀ``) into the subnormal range is off by
+            up to half a subnormal per coordinate, and that error is multiplied by ``|k_i|``. The
+            absolute floor is ``(d_k + 1 + Σ_i (|q_i| + |k_i|))`` subnormals (tiny outside float16).
+    """
+    golden = np.asarray(golden, dtype=np.float64)
+    if tol.mode == "exact":
+        return np.zeros_like(golden)
+    if tol.mode == "close":
+        rtol, atol = tol._close(dtype)
+        return atol + rtol * np.abs(golden)
+    u = UNIT_ROUNDOFF[dtype]
+    scale = np.asarray(scale, dtype=np.float64)
+    if dtype in LOW_PRECISION:
+        # What an implementation that accumulates in float32 (as cuBLAS and SDPA do) can be off by:
+        # each term rounded once in the low precision (inputs scaled first, products), the float32
+        # sum, and the result's own rounding below. A running sum in the low precision itself
+        # (error growing as d_k·u) is not accepted.
+        bound = tol.factor * (u + max(d_k, 1) * UNIT_ROUNDOFF["float32"]) * scale
+    else:
+        bound = tol.factor * max(d_k, 1) * u * scale
+    # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
+    # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
+    floor_units = max(d_k, 1) + 1.0
+    if operands is not None:
+        floor_units = floor_units + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
+    return bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]
+
+
+# The ratio rule's a-priori floor: one rounding of each term (see the module docstring).
+RATIO_FLOOR = Tolerance("dot_bound", factor=1.0)

@@ -1,0 +1,56 @@
+"""Gradescope ``results.json`` for one submission.
+
+Format: top-level ``score``, ``execution_time``, ``output``, ``output_format``, ``visibility``,
+``stdout_visibility`` and ``tests[]`` with ``name``, ``number``, ``score``, ``max_score``,
+``status`` (passed|failed), ``output``, ``tags`` and ``visibility``. Hidden cases are shown
+only after the due date, and their messages never hold expected values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnscore.report.results import SubmissionResult, points_out
+
+__all__ = ["gradescope_results"]
+
+
+def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
+    """The Gradescope results object for ``result`` (serialise with ``allow_nan=False``)."""
+    tests = []
+    for number, case in enumerate(result.cases, start=1):
+        status = "passed" if case.passed else "failed"
+        text = case.verdict.label if case.passed else f"{case.verdict.label}: {case.message}"
+        tests.append(
+            {
+                "name": f"{case.kind} {case.id.split(':', 1)[1]}: {case.title}",
+                "number": str(number),
+                "score": points_out(case.points),
+                "max_score": points_out(case.max_points),
+                "status": status,
+                "output": text,
+                "output_format": "text",
+                "tags": [case.kind, case.verdict.value],
+                "visibility": "after_due_date" if case.visibility == "hidden" else "visible",
+            }
+        )
+    summary = (
+        f"{result.spec_id} v{result.spec_version}: {points_out(result.score)}/{points_out(result.max_score)} points"
+    )
+    if result.error:
+        summary += f"\n{result.error}"
+    return {
+        "score": points_out(result.score),
+        "execution_time": round(result.duration_s, 3),
+        "output": summary,
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {
+            "seed": result.seed,
+            "dtype": result.dtype,
+            "device": result.device,
+            "environment": dict(result.environment),
+        },
+    }

@@ -1,0 +1,125 @@
+"""Results: plain frozen data, from one case up to one submission, with exact points.
+
+Points are :class:`fractions.Fraction` throughout, so ``7 × 1/7`` is exactly 1 and a total of 0
+is a score of 0, not a missing one. Reporters turn results into text, JSON or platform files and
+round only then (see :func:`points_out`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+__all__ = ["Verdict", "CaseResult", "SubmissionResult", "points_out"]
+
+
+class Verdict(str, enum.Enum):
+    """The closed set of case verdicts."""
+
+    PASSED = "passed"
+    WRONG_VALUE = "wrong_value"
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_DTYPE = "wrong_dtype"
+    NON_FINITE = "non_finite"
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    CRASHED = "crashed"
+    FUNCTION_MISSING = "function_missing"
+    BAD_RETURN_TYPE = "bad_return_type"
+    GRADER_ERROR = "grader_error"
+
+    @property
+    def label(self) -> str:
+        """Human label, e.g. ``"wrong value"``."""
+        return self.value.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The verdict of one rubric item: a worked example or a property.
+
+    Attributes:
+        id: stable case id, e.g. ``"example:aligned_perpendicular_partial"`` or
+            ``"property:perpendicular_keys_score_zero"``.
+        kind: ``"example"`` or ``"property"``.
+        title: one line saying what the case checks.
+        verdict: one of :class:`Verdict`.
+        points, max_points: exact points earned and available.
+        message: student-facing explanation ("" when passed).
+        visibility: ``"visible"`` or ``"hidden"``; hidden cases never show inputs or expected values.
+        location: ``file:line`` of the case in its spec.
+        counterexample: for a failed visible case, the failing call's inputs as nested lists.
+        calls: how many calls were made to the implementation for this case.
+        diagnosis: the known mistake the failing output matches, ``{"id", "message"}``, or None
+            (see :mod:`attnscore.check.diagnosis`).
+    """
+
+    id: str
+    kind: str
+    title: str
+    verdict: Verdict
+    points: Fraction
+    max_points: Fraction
+    message: str
+    visibility: str
+    location: str
+    counterexample: dict[str, Any] | None = None
+    calls: int = 0
+    diagnosis: dict[str, str] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.PASSED
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """Every case of one spec run against one implementation.
+
+    Attributes:
+        submission: what was graded (a file path, or ``package.module:function``).
+        spec_id, spec_version, spec_path: the spec that was used.
+        function: the graded function's name.
+        cases: the case results, worked examples first, in spec order.
+        dtype, device: what the inputs were cast to and where they lived.
+        seed: the base seed for generated inputs (same seed, same cases, same score).
+        duration_s: wall time of the whole run, seconds.
+        error: a submission-level problem that affected every case (import failure, ...), or "".
+        output: the submission's own stdout/stderr, cleaned and truncated (for the student).
+    """
+
+    submission: str
+    spec_id: str
+    spec_version: int
+    spec_path: str
+    function: str
+    cases: tuple[CaseResult, ...]
+    dtype: str
+    device: str
+    seed: int
+    duration_s: float
+    error: str = ""
+    output: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def score(self) -> Fraction:
+        return sum((c.points for c in self.cases), Fraction(0))
+
+    @property
+    def max_score(self) -> Fraction:
+        return sum((c.max_points for c in self.cases), Fraction(0))
+
+    @property
+    def all_passed(self) -> bool:
+        return all(c.passed for c in self.cases)
+
+
+def points_out(points: Fraction, digits: int = 4) -> float | int:
+    """Round exact points once, for output: an int when whole, else a float with ``digits``."""
+    if points.denominator == 1:
+        return int(points)
+    return round(float(points), digits)

@@ -1,0 +1,95 @@
+"""Text reports for people: one submission in detail, or a table for a batch.
+
+Both return a :class:`rich` renderable; the CLI prints it with colour where the terminal allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from attnscore.report.results import SubmissionResult, Verdict, points_out
+from attnscore.sandbox.untrusted import clean_text
+
+__all__ = ["submission_text", "batch_table"]
+
+
+def _verdict_text(verdict: Verdict) -> Text:
+    if verdict is Verdict.PASSED:
+        return Text("passed", style="green")
+    return Text(verdict.label, style="yellow" if verdict is Verdict.TIMEOUT else "red")
+
+
+def _score(result: SubmissionResult) -> str:
+    return f"{points_out(result.score)}/{points_out(result.max_score)}"
+
+
+def submission_text(result: SubmissionResult) -> Group:
+    """A readable report of one submission: a line per case, then the messages of failures."""
+    header = Text.assemble(
+        (clean_text(result.submission, 500), "bold"),
+        f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
+        f"{result.dtype} on {result.device}, seed {result.seed}\n",
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("case")
+    table.add_column("verdict")
+    table.add_column("points", justify="right")
+    for case in result.cases:
+        table.add_row(case.id, _verdict_text(case.verdict), f"{points_out(case.points)}/{points_out(case.max_points)}")
+    parts: list[object] = [header, table]
+    if result.error:
+        parts.append(Text(f"\n{result.error}", style="red"))
+    for case in result.cases:
+        if not case.passed and case.message and case.message != result.error:  # the error is shown once
+            parts.append(Text(f"\n{case.id} ({case.verdict.label}, {case.location})", style="bold"))
+            parts.append(Text(case.message))
+    parts.append(Text(f"\nScore: {_score(result)}  ({result.duration_s:.1f} s)", style="bold"))
+    return Group(*parts)
+
+
+_CODES = {
+    Verdict.PASSED: "ok",
+    Verdict.WRONG_VALUE: "value",
+    Verdict.WRONG_SHAPE: "shape",
+    Verdict.WRONG_DTYPE: "dtype",
+    Verdict.NON_FINITE: "nan",
+    Verdict.EXCEPTION: "raise",
+    Verdict.TIMEOUT: "time",
+    Verdict.MEMORY_LIMIT: "mem",
+    Verdict.CRASHED: "crash",
+    Verdict.FUNCTION_MISSING: "miss",
+    Verdict.BAD_RETURN_TYPE: "type",
+    Verdict.GRADER_ERROR: "ERR",
+}
+
+
+def batch_table(results: Sequence[SubmissionResult]) -> Group:
+    """One row per submission: score, time and a short verdict code per case, then a legend."""
+    if not results:
+        return Group(Text("no submissions"))
+    table = Table(
+        title=f"{results[0].spec_id}: {len(results)} submissions",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    table.add_column("submission", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    cases = results[0].cases
+    headers = [("E" if c.kind == "example" else "P") + str(i) for i, c in enumerate(cases, start=1)]
+    for h in headers:
+        table.add_column(h, justify="center", no_wrap=True)
+    for r in results:
+        cells = [Text(_CODES[c.verdict], style="green" if c.passed else "red") for c in r.cases]
+        name = Text(clean_text(Path(r.submission).name, 200))  # plain text: a file named "[bold]x.py" stays as is
+        table.add_row(name, _score(r), f"{r.duration_s:.1f}s", *cells)
+    legend = Text("\n".join(f"{h}: {c.id}" for h, c in zip(headers, cases, strict=True)), style="dim")
+    codes = Text("codes: " + ", ".join(f"{code} = {v.label}" for v, code in _CODES.items()), style="dim")
+    return Group(table, legend, codes)

@@ -1,0 +1,1048 @@
+"""The sandbox: run an untrusted submission in a separate, limited worker process.
+
+:class:`SandboxRunner` implements the :class:`attnscore.check.runner.Runner` protocol for a student's
+file. The grading process never imports the submission. The layers, outermost first (see
+the README's "Grading untrusted code" section for the threat model and what each one stops):
+
+- **bubblewrap** (when ``bwrap`` is installed and can create namespaces): new PID, network, IPC,
+  UTS and cgroup namespaces (no network at all; killing the sandbox kills every process in it),
+  and a read-only view of only what Python and torch need (interpreter prefix, site-packages,
+  ``/usr``, ``/lib*``, a minimal ``/etc``), the submission file read-only and an empty writable
+  working directory. Specs, golden values and the grader's own code are not in that view.
+- **another user**: when the grader runs as root, the worker drops to a uid of its own (one of
+  ``Limits.uid`` to ``Limits.uid + 63``, 64000 on, held by a lock while it runs) after importing
+  torch and before importing the submission, so it cannot signal the grader or another worker,
+  write the grader's files, or fork past ``RLIMIT_NPROC``; when it ends, every process of that
+  uid is killed. Without bubblewrap, module
+  folders that user cannot read (Python under root's 0700 home) are searched through a readable
+  mirror made of hard links (:mod:`attnscore.sandbox.runtime`), so whatever the grading environment can
+  import, the worker can import too.
+- **a fresh interpreter**: ``python -I`` (no user site, no ``PYTHON*`` variables), a scrubbed
+  environment, an empty temporary working directory, stdin from /dev/null; its own session, so a
+  timeout kills its whole process group; on top, orphans that escaped the group are swept.
+- **resource limits**: address space, CPU seconds, processes, file size, open files, core dumps;
+  wall time per call, for the import and for the whole submission.
+- **plain data**: the worker gets only inputs, never expected values, and answers with strict,
+  size-capped JSON (:mod:`attnscore.sandbox.wire`) that the grader validates before comparing.
+
+Each call has a wall-time limit; a hang, crash or memory blow-up becomes that call's verdict, the
+worker is killed, and the next call starts a fresh one. A submission that fails to import fails
+every call with the same verdict, without retrying.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import site
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.check.calls import to_torch
+from attnscore.check.layouts import strided_form
+from attnscore.check.outputs import CallFailure, Outcome
+from attnscore.grade.submission import Submission
+from attnscore.report.results import Verdict
+from attnscore.sandbox import landlock, wire
+from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
+from attnscore.sandbox.untrusted import clean_text
+
+__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight", "spec_exposure"]
+
+# The only verdicts a worker may report itself; anything else it sends counts as a crash.
+_WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value})
+_ROOT = Path(__file__).resolve().parents[2]  # the folder holding attnscore/
+# The only grader modules the worker may see: copied into a private folder, so the worker's
+# `attnscore` package holds no reference implementation, specs or golden values.
+_WORKER_MODULES = (
+    "attnscore/sandbox/worker.py",
+    "attnscore/sandbox/wire.py",
+    "attnscore/sandbox/landlock.py",
+    "attnscore/sandbox/seccomp.py",
+    "attnscore/check/outputs.py",
+    "attnscore/check/calls.py",
+    "attnscore/maths/dtypes.py",
+)
+_BOOTSTRAP = "; ".join(
+    (
+        "import sys",
+        "sys.path.insert(0, sys.argv[1])",
+        "del sys.argv[1]",
+        "from attnscore.sandbox.worker import main",
+        "main(sys.argv[1:])",
+    )
+)
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,20}")
+# No user namespace when the grader is root: the worker then drops to a real unprivileged uid.
+_UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
+    () if os.geteuid() == 0 else ("--unshare-user",)
+)
+_SHARED_BYTES = 64 * 1024**2  # the call inputs' shared memory (a sparse memfd; what is written is what costs)
+_LIVE_WORKERS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one submission's worker.
+
+    Attributes:
+        call_timeout_s: wall time for one call, seconds.
+        load_timeout_s: wall time to start the worker and import the submission, seconds: one
+            budget for all the starts of one submission (restarts after a timeout or crash).
+        total_timeout_s: wall time for the whole submission; calls after it is spent time out.
+        memory_bytes: address-space limit of the worker (RLIMIT_AS).
+        cpu_s: CPU seconds for one worker process (RLIMIT_CPU).
+        processes: processes and threads of the worker's user (RLIMIT_NPROC; enforced when the
+            worker runs as another user, i.e. when the grader is root).
+        file_bytes: largest file the worker may write (RLIMIT_FSIZE).
+        open_files: open file descriptors (RLIMIT_NOFILE).
+        output_chars: how much of the submission's own output is kept for the report.
+        uid: the first of 64 unprivileged uids (``uid`` to ``uid + 63``, none owned by an
+            account) that workers run as when the grader is root: each live worker on the machine
+            holds one of its own, so workers graded at the same time cannot signal, limit, trace
+            or read one another, and killing every process of a worker's uid is safe.
+        bwrap: use bubblewrap: ``None`` when available, ``True`` required, ``False`` never.
+        landlock: the worker confines itself with Landlock (files, TCP, signals) when the
+            kernel has it: ``None`` or ``True``; ``False`` never.
+        seccomp: the worker refuses itself every socket but ``AF_UNIX`` (a seccomp filter):
+            ``None`` or ``True``; ``False`` never.
+    """
+
+    call_timeout_s: float = 5.0
+    load_timeout_s: float = 30.0
+    total_timeout_s: float = 300.0
+    memory_bytes: int = 4 * 1024**3
+    cpu_s: int = 120
+    processes: int = 256
+    file_bytes: int = 4 * 1024**2
+    open_files: int = 256
+    output_chars: int = 4000
+    uid: int = 64000
+    bwrap: bool | None = None
+    landlock: bool | None = None
+    seccomp: bool | None = None
+
+
+@functools.cache
+def _bwrap_executable() -> str | None:
+    """The absolute path of ``bwrap`` on the grader's PATH (the worker is started with a scrubbed
+    PATH, so the sandbox always runs the file it found here)."""
+    found = shutil.which("bwrap")
+    return os.path.abspath(found) if found else None
+
+
+@functools.cache
+def bwrap_available() -> bool:
+    """Whether ``bwrap`` is installed and can create the namespaces the sandbox uses."""
+    exe = _bwrap_executable()
+    if exe is None:
+        return False
+    try:
+        done = subprocess.run(
+            [exe, *_UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _use_bwrap(limits: Limits) -> bool:
+    if limits.bwrap is False:
+        return False
+    available = bwrap_available()
+    if limits.bwrap and not available:
+        raise RuntimeError("Limits(bwrap=True) but bwrap is not installed or cannot create namespaces")
+    return available
+
+
+def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
+    """Folders the worker must never read: this project and its installed packages (which hold the
+    reference, bundled specs and golden-value code), also as seen through a readable mirror."""
+    import attnscore
+
+    own = {str(_ROOT)}
+    for package in (attnscore,):
+        own |= {os.path.realpath(p) for p in package.__path__} | {os.path.abspath(p) for p in package.__path__}
+    seen = set(own)
+    for original, copy in runtime_mirrors:
+        seen |= {copy + p[len(original) :] for p in own if p.startswith(original.rstrip("/") + "/")}
+    return sorted(seen)
+
+
+def _use_landlock(limits: Limits) -> bool:
+    return limits.landlock is not False and landlock.abi_version() > 0
+
+
+def _drops_privileges() -> bool:
+    return os.geteuid() == 0
+
+
+def protections(limits: Limits | None = None) -> str:
+    """One line naming the isolation layers active on this machine, for results and the CLI."""
+    limits = limits or Limits()
+    abi = landlock.abi_version() if _use_landlock(limits) else 0
+    if _use_bwrap(limits):
+        first = "bwrap: no network, own PIDs, read-only fs without specs"
+    elif abi:
+        first = "no bwrap: shared PID namespace"
+    else:
+        first = "no bwrap and no landlock: a readable filesystem"
+    layers = [first]
+    if abi:
+        scope = ["fs without specs"] + (["no tcp"] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
+        layers.append(f"landlock v{abi}: {', '.join(scope)}")
+    if _drops_privileges():
+        layers.append(f"a uid of its own per worker ({limits.uid}-{limits.uid + _UID_SLOTS - 1})")
+    elif abi >= 6:
+        layers.append("same uid as the grader (signals to it blocked by landlock)")
+    else:
+        layers.append("same uid as the grader (not root: the worker could signal the grader)")
+    if limits.seccomp is not False:
+        layers.append("seccomp: no network sockets")
+    layers.append("rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill")
+    return "; ".join(layers)
+
+
+@functools.cache
+def _worker_lib() -> str:
+    """A private, read-only folder holding just the modules the worker runs (made once)."""
+    lib = tempfile.mkdtemp(prefix="attnscore-workerlib-")
+    atexit.register(shutil.rmtree, lib, True)
+    for relative in _WORKER_MODULES:
+        package = os.path.dirname(relative)
+        while package:  # each package folder on the way gets an empty __init__ (no package-level imports)
+            os.makedirs(os.path.join(lib, package), exist_ok=True)
+            Path(lib, package, "__init__.py").write_text('"""Worker-side subset."""\n')
+            package = os.path.dirname(package)
+        shutil.copyfile(_ROOT / relative, os.path.join(lib, relative))
+    for folder, _, files in os.walk(lib):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+    return lib
+
+
+def _readonly_roots() -> list[str]:
+    """What the interpreter and its packages need, outside /usr and /lib*."""
+    roots = {
+        os.path.realpath(p)
+        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    }
+    for entry in site.getsitepackages() + [p for p in sys.path if "site-packages" in p or "dist-packages" in p]:
+        if os.path.isdir(entry):
+            roots.add(os.path.realpath(entry))
+    roots.add(os.path.abspath(sys.prefix))
+    # Drop entries covered by another entry or by the system folders bound anyway.
+    system = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+    kept = []
+    for root in sorted(roots):
+        if any(root == s or root.startswith(s + "/") for s in system):
+            continue
+        if any(root.startswith(k + "/") for k in kept):
+            continue
+        kept.append(root)
+    return kept
+
+
+def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
+    """bwrap's arguments; ``submission`` is the private folder of the submission's files."""
+    args = [
+        _bwrap_executable() or "bwrap",
+        *_UNSHARE,
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
+    for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        args += ["--ro-bind-try", system, system]
+    for etc in (
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/localtime",
+        "/etc/passwd",
+        "/etc/group",
+    ):
+        args += ["--ro-bind-try", etc, etc]
+    roots = _readonly_roots()
+    parents = sorted({str(p) for root in roots for p in Path(root).parents if str(p) != "/"})
+    for parent in parents:  # folders bwrap creates are private unless made with --perms
+        args += ["--perms", "0755", "--dir", parent]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    for hidden in _denied([]):  # the grader's own installed packages, when inside a bound folder
+        if any(hidden.startswith(root.rstrip("/") + "/") for root in roots) and os.path.isdir(hidden):
+            args += ["--tmpfs", hidden]
+    args += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/sandbox",
+        "--ro-bind",
+        lib,
+        "/sandbox/lib",
+        "--ro-bind",
+        submission,
+        "/sandbox/submission",
+        "--bind",
+        workdir,
+        "/sandbox/work",
+        "--chdir",
+        "/sandbox/work",
+        "--setenv",
+        "HOME",
+        "/sandbox/work",
+        "--setenv",
+        "TMPDIR",
+        "/sandbox/work",
+    ]
+    return args + ["--"]
+
+
+def _limit_child(limits: Limits) -> None:  # runs in the child between fork and exec
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
+
+
+def _scrubbed_env(home: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+@functools.cache
+def _become_subreaper() -> bool:
+    """Orphans of the worker (a grandchild that left its session) become the grader's children."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+_UID_SLOTS = 64
+
+
+def _claim_uid(limits: Limits) -> tuple[int, int]:
+    """A uid no other live worker on this machine holds, and the locked file that holds it.
+
+    Locks live in a root-only folder of the temporary folder; a lock is released when its
+    grader closes the runner or dies, so a crashed grader never keeps a uid. Before use, every
+    process still running as the uid (left by a grader that was killed) is killed.
+
+    Raises:
+        RuntimeError: all uids are taken, or the lock folder is not root's own.
+    """
+    import fcntl
+    import pwd
+
+    folder = "/tmp/attnscore-uid-locks"  # one place for every grader on the machine, whatever its TMPDIR
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(folder)
+    if info.st_uid != 0 or info.st_mode & 0o077 or not os.path.isdir(folder) or os.path.islink(folder):
+        raise RuntimeError(f"{folder} must be a folder only root can use; remove it")
+    for slot in range(_UID_SLOTS):
+        uid = limits.uid + slot
+        try:
+            pwd.getpwuid(uid)
+            continue  # a real account: never run a worker as it, never kill its processes
+        except KeyError:
+            pass
+        fd = os.open(os.path.join(folder, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _kill_uid(uid)
+        return uid, fd
+    raise RuntimeError(f"all {_UID_SLOTS} sandbox uids are in use by other workers")
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
+    no chain of new sessions or forks outruns it, and no process of another uid is touched."""
+    if uid == 0:
+        return
+    for _ in range(20):
+        subprocess.run(
+            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if not _alive_as(uid):
+            return
+
+
+_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def _remove_files_of(uid: int, keep: str) -> int:
+    """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
+    present, already keep it from writing), except its working folder ``keep``; returns how many
+    entries went."""
+    removed = 0
+    for folder in _SHARED_WRITABLE:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(folder, name)
+            if os.path.realpath(path) == os.path.realpath(keep):
+                continue
+            try:
+                info = os.lstat(path)
+                if info.st_uid != uid:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
+def _alive_as(uid: int) -> bool:
+    """Whether a process (not a zombie) runs as ``uid``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _sweep_orphans(uid: int) -> int:
+    """Kill and reap processes of ``uid`` reparented to the grader (escaped grandchildren)."""
+    killed = 0
+    me = os.getpid()
+    for _ in range(100):
+        victims = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            pid = int(entry)
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                owner = os.stat(f"/proc/{pid}").st_uid
+            except (OSError, ValueError, IndexError):
+                continue
+            with _LIVE_LOCK:
+                live = pid in _LIVE_WORKERS
+            if ppid == me and owner == uid and not live:
+                victims.append(pid)
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                killed += 1
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+    return killed
+
+
+def _shared_memory() -> int:
+    """A descriptor of ``_SHARED_BYTES`` of memory-backed file (a memfd; an unlinked temporary
+    file where memfd is missing), sparse: only what is written costs memory."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("attnscore-inputs", os.MFD_CLOEXEC)
+    else:  # pragma: no cover - Linux has memfd
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    os.ftruncate(fd, _SHARED_BYTES)
+    return fd
+
+
+def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...]) -> None:
+    """Write the submission's files under ``folder``: folders 0755, files read-only (0444)."""
+    os.chmod(folder, 0o755)
+    for relative, content in files:
+        target = Path(folder, *relative.split("/"))
+        for parent in reversed(target.relative_to(folder).parents[:-1]):
+            made = Path(folder, parent)
+            if not made.is_dir():
+                made.mkdir()
+                os.chmod(made, 0o755)
+        target.write_bytes(content)
+        os.chmod(target, 0o444)
+
+
+def _installed(module: str, path: tuple[str, ...]) -> bool:
+    """Whether ``module`` can be found on ``path`` (searched as files, nothing is imported)."""
+    from importlib.machinery import PathFinder
+
+    locations: list[str] | None = list(path)
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        if locations is None:
+            return False
+        found = PathFinder.find_spec(".".join(parts[:depth]), locations)
+        if found is None:
+            return False
+        search = found.submodule_search_locations
+        locations = list(search) if search is not None else None
+    return True
+
+
+def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str | None:
+    """Why a failure the worker reports is the grading machine's, not the student's; else None.
+
+    The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a
+    ``PermissionError`` was about (``"file"``). When the worker runs as another user, a module that
+    this grader's interpreter finds, or a file inside the interpreter's own folders, is a module
+    the sandbox failed to provide: a grader error, never the student's exception.
+    """
+    path = runner.runtime.path
+    if not path or runner.bwrap:
+        return None
+    module, file = message.get("module"), message.get("file")
+    if isinstance(module, str) and _MODULE_NAME.fullmatch(module) and _installed(module, path):
+        return (
+            f"module {module!r} is installed on the grading machine but the sandbox could not load it for your code; "
+            "this is a problem of the grading machine, not of your code: please tell your instructor"
+        )
+    roots = path + tuple(copy for _, copy in runner.runtime.mirrors)
+    if isinstance(file, str) and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots):
+        return (
+            "a file of the grading machine's Python installation could not be read by the sandbox; "
+            "this is a problem of the grading machine, not of your code: please tell your instructor"
+        )
+    return None
+
+
+def preflight(limits: Limits | None = None) -> str | None:
+    """One line saying why no submission can be graded on this machine, or None when all is well.
+
+    Checks, before the first submission runs, that the unprivileged worker user can read every
+    folder the worker searches for modules (through the readable mirror where needed).
+    """
+    limits = limits or Limits()
+    if not _drops_privileges() or _use_bwrap(limits):
+        return None
+    try:
+        runtime = worker_runtime(uid=limits.uid)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the worker's interpreter {sys.executable} could not be started: {exc}"
+    if runtime.problems:
+        return runtime.problems[0]
+    mapped = tuple(_through(p, runtime.mirrors) for p in runtime.path)
+    blocked = unreadable_by(mapped, limits.uid, limits.uid)
+    if blocked:
+        return (
+            f"the sandbox user (uid {limits.uid}) cannot read {blocked[0]}, part of the Python installation; "
+            "make it readable by all users, install bubblewrap, or run attnscore as a user other than root"
+        )
+    return None
+
+
+def spec_exposure(spec_path: str, limits: Limits | None = None) -> str | None:
+    """A warning when a submission could read the spec file (and so its hidden expected values):
+    neither bubblewrap nor Landlock confines the worker, and the worker's user may read the file."""
+    limits = limits or Limits()
+    if _use_bwrap(limits) or _use_landlock(limits):
+        return None
+    if _drops_privileges() and unreadable_by((os.path.abspath(spec_path),), limits.uid, limits.uid):
+        return None
+    who = f"uid {limits.uid}" if _drops_privileges() else "the grader's own user"
+    return (
+        f"submissions can read {spec_path} (no bubblewrap, no Landlock, and {who} may read it), "
+        "so hidden cases are exposed: keep specs in a folder only the grader can read (chmod 700), "
+        "or install bubblewrap"
+    )
+
+
+def _through(path: str, mirrors: tuple[tuple[str, str], ...]) -> str:
+    for original, copy in mirrors:
+        if path == original or path.startswith(original.rstrip("/") + "/"):
+            return copy + path[len(original) :]
+    return path
+
+
+def _inspection(raw: object, names: list[str]) -> dict[str, list[str]] | None:
+    """Validate the worker's inspection report: lists of known argument names, else None."""
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for key in ("mutated", "aliased"):
+        items = raw.get(key)
+        if not isinstance(items, list) or not all(isinstance(i, str) and i in names for i in items):
+            return None
+        out[key] = list(dict.fromkeys(items))
+    return out
+
+
+class _Worker:
+    """One live worker process, its pipes, and the capped capture of its output."""
+
+    def __init__(self, runner: SandboxRunner) -> None:
+        limits = runner.limits
+        req_r, self.req_w = os.pipe()
+        self.resp_r, resp_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        os.set_blocking(self.out_r, False)
+        self.runner = runner
+        self.buffer = b""
+        self.bwrap = runner.bwrap
+        lib = _worker_lib()
+        drop = str(runner.uid) if _drops_privileges() else "-1"
+        entry = runner.entry or ""
+        if self.bwrap:
+            command = [
+                *_bwrap_prefix(runner.private, runner.workdir, lib),
+                sys.executable,
+                "-I",
+                "-u",
+                "-c",
+                _BOOTSTRAP,
+                "/sandbox/lib",
+                "/sandbox/submission",
+            ]
+            cwd, home, mirrors = "/", "/sandbox/work", []
+        else:
+            runtime = runner.runtime
+            command = [runtime.executable, "-I", "-u", "-c", _BOOTSTRAP, lib, runner.private]
+            cwd, home, mirrors = runner.workdir, runner.workdir, [list(pair) for pair in runtime.mirrors]
+        config = {
+            "mirrors": mirrors,
+            "deny": _denied(runtime_mirrors=mirrors),
+            "landlock": _use_landlock(limits),
+            "seccomp": limits.seccomp is not False,
+            "inputs_fd": runner.shared,
+            "inputs_bytes": _SHARED_BYTES,
+        }
+        command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                cwd=cwd,
+                env=_scrubbed_env(home),
+                pass_fds=(req_r, resp_w, runner.shared),
+                start_new_session=True,
+                preexec_fn=lambda: _limit_child(limits),
+                close_fds=True,
+            )
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+            os.close(out_w)
+        with _LIVE_LOCK:
+            _LIVE_WORKERS.add(self.proc.pid)
+
+    def send(self, message: dict[str, object]) -> bool:
+        try:
+            data = wire.dumps(message)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.req_w, view) :]
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def drain_output(self) -> None:
+        """Read what the submission printed so far (at most 4 MiB a time, so that a writer that
+        keeps the pipe full cannot hold the grader past a deadline); keep the first bytes."""
+        for _ in range(64):
+            try:
+                chunk = os.read(self.out_r, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.runner.keep_output(chunk)
+
+    def receive(self, deadline: float) -> dict[str, object] | str:
+        """The next message, or ``"timeout"`` / ``"eof"`` / ``"malformed: ..."``."""
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            ready, _, _ = select.select([self.resp_r, self.out_r], [], [], remaining)
+            if self.out_r in ready:
+                self.drain_output()
+            if self.resp_r not in ready:
+                continue
+            chunk = os.read(self.resp_r, 1 << 20)
+            if not chunk:
+                return "eof"
+            self.buffer += chunk
+            if len(self.buffer) > wire.MAX_MESSAGE_BYTES:
+                return f"malformed: a message longer than {wire.MAX_MESSAGE_BYTES} bytes"
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            return wire.loads(line)
+        except wire.WireError as exc:
+            return f"malformed: {exc}"
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group (and, in bwrap, its PID namespace); reap it."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            pass
+        self.drain_output()
+        with _LIVE_LOCK:
+            _LIVE_WORKERS.discard(self.proc.pid)
+        for fd in (self.req_w, self.resp_r, self.out_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def exit_description(self) -> tuple[str, str]:
+        """``(verdict, text)`` saying how the worker ended."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return Verdict.CRASHED.value, "stopped answering"
+        if self.bwrap and code > 128:  # bwrap reports a child killed by a signal as 128 + signal
+            code = -(code - 128)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            if -code == signal.SIGXCPU:
+                return (
+                    Verdict.TIMEOUT.value,
+                    f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time",
+                )
+            verdict = Verdict.MEMORY_LIMIT.value if -code == signal.SIGKILL else Verdict.CRASHED.value
+            return verdict, f"was killed by {name}"
+        return Verdict.CRASHED.value, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
+
+
+class SandboxRunner:
+    """Runs calls of ``function`` from the file ``submission`` in a sandboxed worker.
+
+    Use as a context manager; on exit it kills the worker and anything it started, and removes
+    its temporary directories.
+    """
+
+    def __init__(
+        self,
+        submission: Submission | str | Path,
+        function: str,
+        limits: Limits | None = None,
+        source: bytes | None = None,
+        runtime: WorkerRuntime | None = None,
+    ) -> None:
+        """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
+        file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
+        worker runs (default: this one, through a readable mirror when needed)."""
+        if not isinstance(submission, Submission):
+            submission = Submission.from_file(Path(submission), source)
+        self.submission = submission
+        self.entry = submission.entry
+        self.function = function
+        self.limits = limits or Limits()
+        self.bwrap = _use_bwrap(self.limits)
+        if runtime is None:
+            dropping = _drops_privileges() and not self.bwrap
+            runtime = worker_runtime(uid=self.limits.uid) if dropping else WorkerRuntime(sys.executable, ())
+        self.runtime = runtime
+        self.protections = protections(self.limits)
+        self.uid, self._uid_lock = self.limits.uid, -1
+        if _drops_privileges():  # first: nothing to clean up if every uid is taken
+            self.uid, self._uid_lock = _claim_uid(self.limits)
+        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
+        # The worker reads a private copy of the files: the folder they came from (maybe next to
+        # specs or other students' files) stays out of reach for another uid.
+        self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
+        _lay_out(self.private, submission.files)
+        # Call inputs live in memory shared with the worker: the grader reads them back after each
+        # call, so whether the submission changed them in place is the grader's finding.
+        self.shared = _shared_memory()
+        if _drops_privileges():
+            os.chown(self.workdir, self.uid, self.uid)
+            _become_subreaper()
+        os.chmod(self.workdir, 0o700)
+        self.output = bytearray()
+        self.output_dropped = 0
+        self.worker: _Worker | None = None
+        self.load_failure: CallFailure | None = None
+        self.disclosed_failure: CallFailure | None = None  # a load failure hidden cases may show in full
+        # The last call's inspection: inputs changed in place (read from the shared memory by this
+        # process) and inputs the output shares memory with (the worker's own report).
+        self.last_inspection: dict[str, list[str]] | None = None
+        self.last_names: list[str] = []
+        self.started = time.monotonic()
+        self.calls = 0
+        self.starts = 0
+        self.setup_spent = 0.0
+
+    def __enter__(self) -> SandboxRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._kill_worker()
+        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
+            os.close(self._uid_lock)
+            self._uid_lock = -1
+        if self.shared >= 0:
+            os.close(self.shared)
+            self.shared = -1
+        for folder in (self.workdir, self.private):
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def keep_output(self, chunk: bytes) -> None:
+        room = self.limits.output_chars * 4 - len(self.output)
+        if room > 0:
+            self.output += chunk[:room]
+        self.output_dropped += max(0, len(chunk) - max(room, 0))
+
+    def captured_output(self) -> bytes:
+        """The submission's own stdout/stderr (raw bytes, capped, with a note if some was dropped)."""
+        data = bytes(self.output)
+        if self.output_dropped:
+            data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
+        return data
+
+    def _kill_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        if _drops_privileges():
+            _kill_uid(self.uid)
+            _sweep_orphans(self.uid)
+            _remove_files_of(self.uid, keep=self.workdir)
+
+    def _start(self) -> CallFailure | None:
+        """Start a worker and import the submission, within what is left of the setup budget.
+
+        Every start of the submission's worker (the first, and each restart after a call that
+        timed out or crashed) spends one budget of ``load_timeout_s``: a slow import followed by
+        hanging calls cannot cost the grader a full import per case.
+        """
+        budget = self.limits.load_timeout_s - self.setup_spent
+        if budget <= 0:
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"not run: starting your code again would exceed its setup time of {self.limits.load_timeout_s:g} s "
+                f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
+            )
+        began = time.monotonic()
+        worker = _Worker(self)
+        self.worker = worker
+        self.starts += 1
+        hello = worker.receive(began + budget)
+        self.setup_spent += time.monotonic() - began
+        if isinstance(hello, dict) and hello.get("type") == "ready":
+            return None
+        if hello == "timeout":
+            failure = CallFailure(
+                Verdict.TIMEOUT.value,
+                f"importing your file took longer than {self.limits.load_timeout_s:g} s"
+                if self.starts == 1
+                else f"importing your file again used up its setup time of {self.limits.load_timeout_s:g} s",
+                "submission",
+            )
+        elif hello == "eof":
+            verdict, text = worker.exit_description()
+            if verdict == Verdict.MEMORY_LIMIT.value:
+                verdict = Verdict.CRASHED.value
+            failure = CallFailure(verdict, f"your file crashed while being imported: the process {text}", "submission")
+        elif (
+            isinstance(hello, dict)
+            and hello.get("type") == "load_error"
+            and hello.get("verdict")
+            in (
+                Verdict.EXCEPTION.value,
+                Verdict.FUNCTION_MISSING.value,
+                Verdict.MEMORY_LIMIT.value,
+                Verdict.GRADER_ERROR.value,
+            )
+        ):
+            failure = self._failure(hello, "submission")
+        else:
+            failure = CallFailure(
+                Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
+            )
+        self._kill_worker()
+        self.load_failure = failure
+        return failure
+
+    def _share_inputs(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
+    ) -> list[dict[str, Any]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
+
+        An input with a memory layout is written as its view's storage, with the strides and
+        storage offset the worker rebuilds the view with (``as_strided``)."""
+        layout, offset = [], 0
+        for name, array in args.items():
+            kind = "bool" if array.dtype == np.bool_ else dtype
+            item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
+            if name in layouts:
+                form = strided_form(array, layouts[name])
+                tensor = to_torch(form.storage, kind)
+                item.update(strides=list(form.strides), storage_offset=form.offset, count=int(form.storage.size))
+            else:
+                tensor = to_torch(array, kind).contiguous().reshape(-1)
+            raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+            offset = -(-offset // 64) * 64
+            if offset + len(raw) > _SHARED_BYTES:
+                return None
+            os.pwrite(self.shared, raw, offset)
+            item.update(offset=offset, raw=raw)
+            layout.append(item)
+            offset += len(raw)
+        return layout
+
+    def _failure(self, message: dict[str, object], scope: str) -> CallFailure:
+        """A failure the worker reported, as a verdict; the machine's faults become grader errors."""
+        text = clean_text(str(message.get("message", "")), 2000)
+        verdict = str(message["verdict"])
+        if verdict == Verdict.EXCEPTION.value:
+            fault = _environment_fault(self, message)
+            if fault is not None:
+                return CallFailure(Verdict.GRADER_ERROR.value, f"{text} ({fault})", scope)
+        return CallFailure(verdict, text, scope)
+
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        """Make one call (inputs in ``layouts``, see :mod:`attnscore.check.layouts`); never raises for
+        anything the submission does."""
+        self.calls += 1
+        if self.load_failure is not None:
+            return self.load_failure
+        if time.monotonic() - self.started > self.limits.total_timeout_s:
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
+            )
+        if self.worker is None:
+            failure = self._start()
+            if failure is not None:
+                return failure
+        worker = self.worker
+        if worker is None:  # pragma: no cover - _start set it
+            return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
+        self.last_inspection = None
+        self.last_names = list(args)
+        layout = self._share_inputs(args, dtype, layouts or {})
+        if layout is None:
+            return CallFailure(Verdict.GRADER_ERROR.value, f"the inputs exceed the sandbox's {_SHARED_BYTES} bytes")
+        request = {
+            "type": "call",
+            "id": self.calls,
+            "dtype": dtype,
+            "device": "cpu",
+            "names": list(args),
+            "inputs": [{k: v for k, v in item.items() if k != "raw"} for item in layout],
+        }
+        reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
+        outcome = self._outcome(reply, worker)
+        if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
+            claimed = self.last_inspection or {"aliased": []}
+            changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
+            self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
+        if isinstance(outcome, CallFailure) and outcome.verdict in (
+            Verdict.TIMEOUT.value,
+            Verdict.CRASHED.value,
+            Verdict.MEMORY_LIMIT.value,
+            Verdict.GRADER_ERROR.value,
+        ):
+            self._kill_worker()
+        return outcome
+
+    def _outcome(self, reply: dict[str, object] | str, worker: _Worker) -> Outcome:
+        if reply == "timeout":
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"the call took longer than {self.limits.call_timeout_s:g} s (an infinite loop, or far too slow)",
+            )
+        if reply == "eof":
+            verdict, text = worker.exit_description()
+            return CallFailure(verdict, f"the process running your code {text} during the call")
+        if isinstance(reply, str):
+            return CallFailure(Verdict.CRASHED.value, f"the process running your code sent a {reply}")
+        if reply.get("id") != self.calls:
+            return CallFailure(Verdict.CRASHED.value, "the process running your code answered out of turn")
+        if reply.get("type") == "result":
+            self.last_inspection = _inspection(reply.get("inspection"), self.last_names)
+            try:
+                return wire.decode_received(reply.get("value"))
+            except wire.WireError as exc:
+                return CallFailure(Verdict.BAD_RETURN_TYPE.value, f"the returned value could not be read back: {exc}")
+        if reply.get("type") == "failure" and reply.get("verdict") == Verdict.GRADER_ERROR.value:
+            # After the submission is imported, the worker speaks for it: a "grader error" it sends
+            # cannot be told from a forged one, so it is never taken as the machine's fault.
+            return CallFailure(
+                Verdict.CRASHED.value,
+                "the process running your code reported a failure of the grader, which is not trusted",
+            )
+        if reply.get("type") == "failure" and reply.get("verdict") in _WORKER_VERDICTS:
+            return self._failure(reply, "call")
+        return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")

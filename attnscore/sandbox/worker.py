@@ -1,0 +1,446 @@
+"""The worker: runs inside the sandboxed child process and calls the submission.
+
+Started by :mod:`attnscore.sandbox.launch` as
+``python -I -c <bootstrap> LIB FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``. ``CONFIG`` is
+JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`attnscore.sandbox.runtime`), ``deny``
+(folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
+searches for modules through the mirrors, confines itself with Landlock where the kernel has it
+(:mod:`attnscore.sandbox.landlock`: read only its module folders, the system's libraries and the
+submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
+drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every
+folder it searches for modules (else the grading machine is at fault: a grader error), puts the
+submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, then imports the
+entry file (``ENTRY``, or when empty the one top-level ``.py`` file that defines ``FUNCTION``) as
+module ``submission``, says whether the function was found, and then answers call requests one
+at a time: view the inputs as tensors backed by the grader's shared memory, call the function,
+turn whatever came back into plain data (:func:`attnscore.check.outputs.to_received`) and send it back
+with a note of which inputs the output aliases (the grader reads the shared memory itself to see
+in-place changes). It never receives expected values.
+
+The submission's own stdin is /dev/null and its stdout/stderr go to a pipe the grader drains and
+caps; the request and response pipes live on private descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any
+
+# Loaded before the privilege drop only to save each submission the time; correctness does not
+# depend on this list (everything else imports through the readable mirror after the drop).
+_PRELOAD = ("numpy", "torch.nn.functional")
+
+
+def _send(fd: int, message: dict[str, Any]) -> None:
+    from attnscore.sandbox import wire
+
+    data = wire.dumps(message)
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _failure_verdict(exc: BaseException) -> str:
+    from attnscore.check.calls import exception_text
+
+    text = exception_text(exc) or ""
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
+        return "memory_limit"
+    return "exception"
+
+
+def _environment_clues(exc: BaseException) -> dict[str, str]:
+    """The module a ``ModuleNotFoundError`` or the file a ``PermissionError`` in ``exc``'s chain
+    was about, for the grader to decide whether the machine, not the student, is at fault."""
+    clues: dict[str, str] = {}
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        try:
+            if isinstance(current, ModuleNotFoundError) and isinstance(current.name, str):
+                clues.setdefault("module", current.name[:300])
+            elif isinstance(current, PermissionError) and isinstance(current.filename, str):
+                clues.setdefault("file", current.filename[:1000])
+            current = current.__cause__ or current.__context__
+        except BaseException:  # noqa: BLE001 - attributes of a hostile exception
+            break
+        seen += 1
+    return clues
+
+
+def _describe_import_error(exc: BaseException, path: str) -> str:
+    from attnscore.check.calls import exception_text, type_name
+
+    if isinstance(exc, SyntaxError):
+        try:
+            where = f" (line {int(exc.lineno)})" if exc.lineno else ""
+            return f"your file could not be imported: SyntaxError{where}: {str(exc.msg)[:300]}"
+        except BaseException:  # noqa: BLE001 - a SyntaxError subclass with hostile attributes
+            return "your file could not be imported: SyntaxError"
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    except BaseException:  # noqa: BLE001
+        frames = []
+    where = f" (line {frames[-1].lineno})" if frames else ""
+    text = exception_text(exc)
+    return f"your file could not be imported: {type_name(exc)}{where}" + (f": {text}" if text else "")
+
+
+def _use_mirrors(mirrors: list[list[str]]) -> None:
+    """Search for modules through readable copies: rewrite ``sys.path`` and loaded packages' paths."""
+    if not mirrors:
+        return
+    pairs = [(str(a).rstrip("/"), str(b)) for a, b in mirrors]
+
+    def through(path: str) -> str:
+        for original, copy in pairs:
+            if path == original or path.startswith(original + "/"):
+                return copy + path[len(original) :]
+        return path
+
+    sys.path[:] = [through(p) if isinstance(p, str) else p for p in sys.path]
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if isinstance(search, list):
+            search[:] = [through(p) if isinstance(p, str) else p for p in search]
+    sys.path_importer_cache.clear()
+
+
+def _forget_project() -> None:
+    """Drop import hooks that editable installs add: they would map names to the project's source."""
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and p.startswith("__editable__"))]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in getattr(h, "__module__", "")]
+    sys.path_importer_cache.clear()
+
+
+def _map_inputs(config: dict[str, Any]) -> Any:
+    """The grader's shared memory of call inputs (a memfd), mapped once; None when not given."""
+    fd, size = config.get("inputs_fd"), config.get("inputs_bytes")
+    if not isinstance(fd, int) or not isinstance(size, int) or size <= 0:
+        return None
+    import mmap
+
+    return mmap.mmap(fd, size)
+
+
+def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
+    """A tensor *backed by* the shared memory at ``item``'s offset: the grader sees in-place changes."""
+    import math
+
+    import torch
+
+    from attnscore.check.calls import TORCH_DTYPES
+
+    dtype = torch.bool if item["dtype"] == "bool" else TORCH_DTYPES[item["dtype"]]
+    shape = [int(n) for n in item["shape"]]
+    count = math.prod(shape)
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.check.layouts)
+        storage = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
+        return storage.as_strided(shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
+    return torch.frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])).view(shape)
+
+
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys")
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf", "hosts")
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _granted(path: str, deny: list[str], depth: int = 0) -> list[str]:
+    """``path``, or when it holds a ``deny`` folder (the grader's own installed package inside
+    site-packages, its project on ``sys.path``), each of its entries but the denied ones."""
+    if path in deny:
+        return []
+    inside = [d for d in deny if d.startswith(path.rstrip("/") + "/")]
+    if not inside:
+        return [path]
+    if depth > 8 or not os.path.isdir(path):
+        return []
+    granted = []
+    for name in sorted(os.listdir(path)):
+        granted += _granted(os.path.join(path, name), deny, depth + 1)
+    return granted
+
+
+def _confine(folder: str, deny: list[str]) -> str:
+    """Apply Landlock: read the module folders, the system and ``folder``; write the working folder.
+
+    The ``deny`` folders (the grader's project and its installed packages) are never granted,
+    even inside a granted module folder.
+    """
+    from attnscore.sandbox import landlock
+
+    modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p) and p != "/"]
+    read = [g for p in dict.fromkeys(modules) for g in _granted(p, deny)] + list(_SYSTEM_READ) + [folder]
+    read += ["/etc/ld.so.conf.d", "/etc/fonts"]  # fonts: a leftover matplotlib import stays quiet
+    files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
+    files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
+    return landlock.confine(read, [os.getcwd()], files)
+
+
+# Names an upload's graded file usually has: they break a tie with an older attempt kept beside it.
+_CONVENTIONAL = ("solution.py", "submission.py", "main.py", "answer.py")
+
+
+def _module_level(body: list[Any]) -> list[Any]:
+    """Statements that run at module level: the body, and the blocks of top-level if/try/with."""
+    import ast
+
+    out = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, (ast.If, ast.With, ast.For, ast.While)):
+            out += _module_level(node.body) + _module_level(getattr(node, "orelse", []))
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            out += _module_level(node.body) + _module_level(node.orelse) + _module_level(node.finalbody)
+            for handler in node.handlers:
+                out += _module_level(handler.body)
+    return out
+
+
+def _binds(node: Any, name: str) -> int:
+    """How ``node`` binds ``name`` at module level: 3 def/class, 2 assignment, 1 import, 0 not."""
+    import ast
+
+    def targets(target: Any) -> list[str]:
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [n for t in target.elts for n in targets(t)]
+        return []
+
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return 3 if node.name == name else 0
+    if isinstance(node, ast.Assign):
+        return 2 if any(name in targets(t) for t in node.targets) else 0
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) or type(node).__name__ == "NamedExpr":
+        return 2 if name in targets(getattr(node, "target", None)) else 0
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return 1 if any((a.asname or a.name).split(".")[0] == name for a in node.names) else 0
+    return 0
+
+
+def _choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
+    """The one top-level ``.py`` file of ``folder`` that defines ``function_name`` (read with ``ast``,
+    nothing is run), or ``(None, why not)``."""
+    import ast
+
+    files = sorted(n for n in os.listdir(folder) if n.endswith(".py") and os.path.isfile(os.path.join(folder, n)))
+    if not files:
+        return None, "your submission has no .py file at its top level"
+    if len(files) == 1:
+        return files[0], ""
+    strength: dict[str, int] = {}  # 3: def or class, 2: assignment, 1: imported under that name
+    for name in files:
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                tree = ast.parse(f.read(), name)
+        except BaseException:  # noqa: BLE001 - a file that does not parse cannot be the chosen entry
+            continue
+        for node in _module_level(tree.body):
+            kind = _binds(node, function_name)
+            if kind:
+                strength[name] = max(strength.get(name, 0), kind)
+    best = max(strength.values(), default=0)
+    defining = sorted(n for n, k in strength.items() if k == best)
+    conventional = [n for n in defining if n in (f"{function_name}.py", *_CONVENTIONAL)]
+    if len(defining) > 1 and len(conventional) == 1:
+        defining = conventional
+    if len(defining) == 1:
+        return defining[0], ""
+    listed = ", ".join(files)
+    if not defining:
+        return None, f"none of your files defines a function named {function_name!r} (files: {listed})"
+    return None, (
+        f"more than one of your files defines {function_name!r} ({', '.join(defining)}); "
+        "keep it in one file, or ask your instructor which file is graded"
+    )
+
+
+def main(argv: list[str]) -> None:
+    folder, entry, function_name = argv[0], argv[1], argv[2]
+    req_fd, resp_fd, uid = int(argv[3]), int(argv[4]), int(argv[5])
+    import json
+
+    config = json.loads(argv[6]) if len(argv) > 6 else {}
+    _use_mirrors(config.get("mirrors", []))
+    shared = _map_inputs(config)
+    _forget_project()
+    requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
+    try:
+        if config.get("landlock"):
+            _confine(folder, config.get("deny", []))
+        if config.get("seccomp"):
+            from attnscore.sandbox.seccomp import deny_network
+
+            deny_network()
+    except OSError as exc:
+        message = f"the grading machine could not confine the worker (Landlock, seccomp): {exc}"
+        _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
+        return
+
+    import torch
+
+    from attnscore.check.calls import describe_exception, inspect_call
+    from attnscore.check.outputs import BadReturn, to_received
+    from attnscore.sandbox import wire
+
+    torch.set_num_threads(1)
+    import importlib.util
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
+    searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
+    if uid >= 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    blocked = [p for p in searched if not os.access(p, os.R_OK | os.X_OK)]
+    if blocked:
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": "grader_error",
+                "message": f"the grading machine is misconfigured: the sandbox user cannot read {blocked[0]}",
+            },
+        )
+        return
+    if not entry:
+        chosen, why = _choose_entry(folder, function_name)
+        if chosen is None:
+            _send(resp_fd, {"type": "load_error", "verdict": "function_missing", "message": why})
+            return
+        entry = chosen
+    path = os.path.join(folder, entry)
+    if not os.path.isfile(path):
+        files = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": "function_missing",
+                "message": f"your submission has no file named {entry!r} (its .py files: {', '.join(files) or 'none'})",
+            },
+        )
+        return
+    sys.path.insert(0, folder)  # the submission's own helper modules import: beside the entry first
+    if os.path.dirname(path) != folder:
+        sys.path.insert(0, os.path.dirname(path))
+
+    try:
+        module_spec = importlib.util.spec_from_file_location("submission", path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules["submission"] = module
+        stem = os.path.splitext(os.path.basename(path))[0]
+        if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
+            sys.modules[stem] = module
+        module_spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": _failure_verdict(exc),
+                "message": _describe_import_error(exc, path),
+                **_environment_clues(exc),
+            },
+        )
+        return
+    function = getattr(module, function_name, None)
+    if function is None or not callable(function):
+        defined = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == "submission"
+        )
+        found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
+        kind = type(function).__name__
+        what = "no function" if function is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
+        _send(
+            resp_fd,
+            {
+                "type": "load_error",
+                "verdict": "function_missing",
+                "message": f"your file has {what} named {function_name!r}{found}",
+            },
+        )
+        return
+    _send(resp_fd, {"type": "ready"})
+
+    while True:
+        line = requests.readline()
+        if not line:
+            return
+        request = wire.loads(line)
+        call_id = request["id"]
+        try:
+            args = [_from_shared(shared, item) for item in request["inputs"]]
+        except Exception as exc:  # noqa: BLE001 - report, do not die
+            _send(
+                resp_fd,
+                {
+                    "type": "failure",
+                    "id": call_id,
+                    "verdict": "grader_error",
+                    "message": f"the worker could not build the inputs: {exc}",
+                },
+            )
+            continue
+        try:
+            value = function(*args)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
+            _send(
+                resp_fd,
+                {
+                    "type": "failure",
+                    "id": call_id,
+                    "verdict": _failure_verdict(exc),
+                    "message": describe_exception(exc),
+                    **_environment_clues(exc),
+                },
+            )
+            continue
+        try:
+            received = to_received(value)
+        except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
+            _send(
+                resp_fd,
+                {
+                    "type": "failure",
+                    "id": call_id,
+                    "verdict": "bad_return_type",
+                    "message": f"the returned object could not be read as numbers: {describe_exception(exc)}",
+                },
+            )
+            continue
+        if isinstance(received, BadReturn):
+            _send(
+                resp_fd, {"type": "failure", "id": call_id, "verdict": "bad_return_type", "message": received.message}
+            )
+            continue
+        try:
+            names = [str(n) for n in request.get("names", [])][: len(args)]
+            # the grader reads the shared inputs itself to see mutation; only aliasing is reported
+            inspection = {"mutated": [], "aliased": inspect_call(names, args, args, value)["aliased"]}
+        except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
+            inspection = None
+        _send(
+            resp_fd,
+            {"type": "result", "id": call_id, "value": wire.encode_received(received), "inspection": inspection},
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch
+    main(sys.argv[1:])

@@ -1,0 +1,358 @@
+"""Function contracts: what a graded function takes and returns, and how its truth is computed.
+
+A contract ties a spec's ``function.contract`` name to the reference implementation
+(:mod:`attnscore.maths.reference`), the independent float64 golden path (:mod:`attnscore.maths.golden`),
+the parameters' shapes in the shape legend, the per-entry error scale used by the tolerance, and
+a hypothesis strategy for its arguments.
+
+The first three contracts (``score``, ``scores``, ``score_matrix``) are views of one
+computation, ``S = Q Kᵀ``; ``scaled_score_matrix`` is ``S/√d_k``. They also say how their
+arguments become ``(Q, K)`` (``to_qk``) and back (``pack``), so the Q Kᵀ properties reach them
+all. The others (bilinear, additive, masking, weights, attention) only have their own golden
+function, error scale and argument strategy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnscore.maths import golden, reference
+
+__all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
+
+Args = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One function contract.
+
+    Attributes:
+        name: the contract's name, as written in a spec's ``function.contract``.
+        parameters: ``(name, shape)`` pairs; a shape is a tuple of legend symbols
+            (``"..."``, ``"n_q"``, ``"n_k"``, ``"d_k"``, ``"d_v"``, ``"d_q"``, ``"d_a"``).
+        returns: the return shape in the same legend.
+        reference: the torch reference implementation.
+        golden_fn: ``args -> float64 array``, the independent numpy path.
+        error_fn: ``args -> (n, scale)``: the allowed error per entry is about
+            ``factor · n · u · scale`` (see :func:`attnscore.maths.tolerance.allowed_error`).
+        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
+            with a causal flag instead of a mask argument; which properties and mistakes apply).
+        bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
+        to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
+        batched, single_query, single_key: what shapes the Q Kᵀ views can express.
+        scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
+        ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
+        operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
+            scaled into the subnormal range first is off by up to half a subnormal per
+            coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
+    """
+
+    name: str
+    parameters: tuple[tuple[str, tuple[str, ...]], ...]
+    returns: tuple[str, ...]
+    reference: Callable[..., object]
+    golden_fn: Callable[[Args], np.ndarray]
+    error_fn: Callable[[Args], tuple[int, np.ndarray]]
+    kind: str = "scores"
+    bool_parameters: frozenset[str] = field(default_factory=frozenset)
+    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
+    from_scores: Callable[[np.ndarray], np.ndarray] | None = None
+    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
+    batched: bool = True
+    single_query: bool = False
+    single_key: bool = False
+    scale: str = "none"
+    bound_text: str = "d_k·u·Σ|q_i k_i|"
+    operand_fn: Callable[[Args], np.ndarray] | None = None
+    ties: tuple[tuple[str, str], ...] = ()
+
+    def tied(self, ties: Mapping[str, str]) -> Contract:
+        """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
+
+        Kernels often require it (FlashAttention-style kernels need ``d_v = d_k``): generated
+        inputs, worked-example checks and shapes in feedback then use one size for both.
+        """
+        if not ties:
+            return self
+
+        def sub(legend: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(ties.get(sym, sym) for sym in legend)
+
+        return dataclasses.replace(
+            self,
+            parameters=tuple((name, sub(legend)) for name, legend in self.parameters),
+            returns=sub(self.returns),
+            ties=tuple(sorted({**dict(self.ties), **ties}.items())),
+        )
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parameters)
+
+    @property
+    def is_qk_view(self) -> bool:
+        """Whether this contract is a view of ``Q Kᵀ`` (raw or scaled), reachable from ``(Q, K)``."""
+        return self.to_qk is not None
+
+    def golden(self, args: Args) -> np.ndarray:
+        """The float64 golden value for ``args`` (numpy path, independent of the reference)."""
+        return np.asarray(self.golden_fn(args), dtype=np.float64)
+
+    def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
+        """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
+        return self.error_fn(args)
+
+    def operand_sums(self, args: Args) -> np.ndarray | None:
+        """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
+        return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+
+
+def _qk_view(
+    name: str,
+    parameters: tuple[tuple[str, tuple[str, ...]], ...],
+    returns: tuple[str, ...],
+    ref: Callable[..., object],
+    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]],
+    from_scores: Callable[[np.ndarray], np.ndarray],
+    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
+    *,
+    batched: bool,
+    single_query: bool,
+    single_key: bool,
+    scaled: bool = False,
+) -> Contract:
+    def gold(a: Args) -> np.ndarray:
+        Q, K = to_qk(a)
+        S = golden.scaled_dot_products(Q, K) if scaled else golden.dot_products(Q, K)
+        return from_scores(S)
+
+    def error(a: Args) -> tuple[int, np.ndarray]:
+        Q, K = to_qk(a)
+        mags = golden.dot_magnitudes(Q, K)
+        if scaled:
+            mags = mags / np.sqrt(Q.shape[-1]) + np.abs(golden.scaled_dot_products(Q, K))
+        return int(Q.shape[-1]), from_scores(mags)
+
+    def operands(a: Args) -> np.ndarray:
+        Q, K = to_qk(a)
+        return from_scores(golden.operand_sums(Q, K))
+
+    return Contract(
+        name=name,
+        parameters=parameters,
+        returns=returns,
+        reference=ref,
+        golden_fn=gold,
+        error_fn=error,
+        to_qk=to_qk,
+        from_scores=from_scores,
+        pack=pack,
+        batched=batched,
+        single_query=single_query,
+        single_key=single_key,
+        scale="sqrt" if scaled else "none",
+        operand_fn=operands,
+    )
+
+
+def _f(a: Args, name: str) -> np.ndarray:
+    return np.asarray(a[name], dtype=np.float64)
+
+
+def _weights_error(S: np.ndarray, mask: np.ndarray | None) -> tuple[int, np.ndarray]:
+    """Softmax error scale: ``w·(1 + |s| + |max s|)`` plus a floor of one unit per row (``1/n_k``).
+
+    Rounding each score by a relative ``u`` moves ``s_i - logsumexp(s)`` by up to ``u·(|s_i| + |max s|)``,
+    so any backward-stable softmax (max subtraction, or ``exp(s - logsumexp(s))``) stays inside.
+    """
+    S = np.asarray(S, dtype=np.float64)
+    w = golden.softmax_weights(S, mask)
+    keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
+    with np.errstate(invalid="ignore"):
+        z = np.where(keep & np.isfinite(S), S, -np.inf)
+        m = np.max(z, axis=-1, keepdims=True)
+        spread = np.where(keep & np.isfinite(z - m), np.abs(z) + np.abs(m), 0.0)
+    n_k = S.shape[-1]
+    return n_k, np.nan_to_num(w) * (1.0 + spread) + 1.0 / n_k
+
+
+def _attention_error(a: Args) -> tuple[int, np.ndarray]:
+    Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
+    d_k, n_k = Q.shape[-1], K.shape[-2]
+    S = golden.scaled_dot_products(Q, K)
+    w = golden.softmax_weights(S, a["mask"])
+    kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # Masked keys contribute nothing, whatever they hold (NaN, inf); a non-finite kept key makes
+        # its row's golden value non-finite, which is compared by placement, not by this bound.
+        err_S = np.where(kept, d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S), 0.0)  # units of u
+        row = np.max(np.nan_to_num(err_S, nan=0.0, posinf=0.0), axis=-1, keepdims=True)
+        W = np.nan_to_num(w)
+        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V)[..., None, :, :]
+        per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
+    return 1, per_key.sum(axis=-2)  # (..., n_q, n_k, d_v) summed over keys -> (..., n_q, d_v)
+
+
+_MASK = ("...", "n_q", "n_k")
+
+
+def _causal(alignment: str) -> Contract:
+    def with_mask(a: Args) -> dict[str, np.ndarray]:
+        keep = golden.causal_keep(np.shape(a["Q"])[-2], np.shape(a["K"])[-2], alignment)
+        return {"Q": a["Q"], "K": a["K"], "V": a["V"], "mask": keep}
+
+    def ref(Q: Any, K: Any, V: Any) -> object:
+        return reference.causal_attention(Q, K, V, alignment)
+
+    return Contract(
+        name=f"causal_attention_{alignment}",
+        kind="causal",
+        parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_v"))),
+        returns=("...", "n_q", "d_v"),
+        reference=ref,
+        golden_fn=lambda a: golden.causal_attention(a["Q"], a["K"], a["V"], alignment),
+        error_fn=lambda a: _attention_error(with_mask(a)),
+        bound_text="u·(error of scores and weights propagated through V)",
+    )
+
+
+CONTRACTS: dict[str, Contract] = {
+    c.name: c
+    for c in (
+        _qk_view(
+            "score",
+            (("q", ("d_k",)), ("k", ("d_k",))),
+            (),
+            reference.score,
+            lambda a: (_f(a, "q")[None, :], _f(a, "k")[None, :]),
+            lambda S: S[0, 0],
+            lambda Q, K: {"q": Q[0], "k": K[0]},
+            batched=False,
+            single_query=True,
+            single_key=True,
+        ),
+        _qk_view(
+            "scores",
+            (("q", ("d_k",)), ("keys", ("n_k", "d_k"))),
+            ("n_k",),
+            reference.scores,
+            lambda a: (_f(a, "q")[None, :], _f(a, "keys")),
+            lambda S: S[0],
+            lambda Q, K: {"q": Q[0], "keys": K},
+            batched=False,
+            single_query=True,
+            single_key=False,
+        ),
+        _qk_view(
+            "score_matrix",
+            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+            ("...", "n_q", "n_k"),
+            reference.score_matrix,
+            lambda a: (_f(a, "Q"), _f(a, "K")),
+            lambda S: S,
+            lambda Q, K: {"Q": Q, "K": K},
+            batched=True,
+            single_query=False,
+            single_key=False,
+        ),
+        _qk_view(
+            "scaled_score_matrix",
+            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+            ("...", "n_q", "n_k"),
+            reference.scaled_score_matrix,
+            lambda a: (_f(a, "Q"), _f(a, "K")),
+            lambda S: S,
+            lambda Q, K: {"Q": Q, "K": K},
+            batched=True,
+            single_query=False,
+            single_key=False,
+            scaled=True,
+        ),
+        Contract(
+            name="bilinear_scores",
+            parameters=(("Q", ("...", "n_q", "d_q")), ("K", ("...", "n_k", "d_k")), ("W", ("d_q", "d_k"))),
+            returns=("...", "n_q", "n_k"),
+            reference=reference.bilinear_scores,
+            golden_fn=lambda a: golden.bilinear(a["Q"], a["K"], a["W"]),
+            error_fn=lambda a: (
+                int(np.shape(a["Q"])[-1] + np.shape(a["K"])[-1]),
+                golden.bilinear_magnitudes(a["Q"], a["K"], a["W"]),
+            ),
+            bound_text="(d_q + d_k)·u·Σ|q_a W_ab k_b|",
+        ),
+        Contract(
+            name="additive_scores",
+            parameters=(
+                ("Q", ("...", "n_q", "d_k")),
+                ("K", ("...", "n_k", "d_k")),
+                ("W_q", ("d_a", "d_k")),
+                ("W_k", ("d_a", "d_k")),
+                ("v", ("d_a",)),
+            ),
+            returns=("...", "n_q", "n_k"),
+            reference=reference.additive_scores,
+            golden_fn=lambda a: golden.additive(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"]),
+            error_fn=lambda a: (
+                int(np.shape(a["Q"])[-1] + np.shape(a["v"])[-1] + 4),
+                golden.additive_magnitudes(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"]),
+            ),
+            bound_text="(d_k + d_a + 4)·u·Σ_a |v_a|(|W_q q|_a + |W_k k|_a + 1)",
+        ),
+        Contract(
+            name="masked_scores",
+            kind="mask",
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)),
+            returns=("...", "n_q", "n_k"),
+            reference=reference.masked_scores,
+            bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.masked(a["S"], a["mask"]),
+            error_fn=lambda a: (1, np.zeros(np.shape(a["S"]))),
+            bound_text="u·|S| (masking is exact)",
+        ),
+        Contract(
+            name="attention_weights",
+            kind="weights",
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)),
+            returns=("...", "n_q", "n_k"),
+            reference=reference.attention_weights,
+            bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.softmax_weights(a["S"], a["mask"]),
+            error_fn=lambda a: _weights_error(a["S"], a["mask"]),
+            bound_text="n_k·u·(w·(1 + |s| + |max s|) + 1/n_k)",
+        ),
+        Contract(
+            name="attention",
+            kind="attention",
+            parameters=(
+                ("Q", ("...", "n_q", "d_k")),
+                ("K", ("...", "n_k", "d_k")),
+                ("V", ("...", "n_k", "d_v")),
+                ("mask", _MASK),
+            ),
+            returns=("...", "n_q", "d_v"),
+            reference=reference.attention,
+            bool_parameters=frozenset({"mask"}),
+            golden_fn=lambda a: golden.attention(a["Q"], a["K"], a["V"], a["mask"]),
+            error_fn=_attention_error,
+            bound_text="u·(error of scores and weights propagated through V)",
+        ),
+        _causal("top_left"),
+        _causal("bottom_right"),
+    )
+}
+
+QK_CONTRACTS = tuple(name for name, c in CONTRACTS.items() if c.is_qk_view)
+
+
+def get_contract(name: str) -> Contract:
+    """Return the contract called ``name``; raise KeyError naming the known ones."""
+    try:
+        return CONTRACTS[name]
+    except KeyError:
+        raise KeyError(f"unknown contract {name!r}; known: {', '.join(sorted(CONTRACTS))}") from None
