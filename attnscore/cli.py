@@ -149,12 +149,12 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
         mtable.add_column("mistake", no_wrap=True)
         for spec_id in mutations:
             mtable.add_column(spec_id.replace("_", "_\n"), justify="center")
-        style = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
+        marks = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
         for mistake_id in MISTAKES:
             if any(mistake_id in cells for cells in mutations.values()):
                 mtable.add_row(
                     mistake_id,
-                    *[style[cells[mistake_id]] if mistake_id in cells else "·" for cells in mutations.values()],
+                    *[marks[cells[mistake_id]] if mistake_id in cells else "·" for cells in mutations.values()],
                 )
         scores = []
         for cells in mutations.values():
