@@ -584,7 +584,7 @@ def bench_impl(
         keywords=keyword_map,
     )
     reference = result.candidates[1].timing
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in result.candidates:
         t = c.timing
         rows.append(
