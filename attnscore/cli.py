@@ -7,7 +7,6 @@ Errors are one clear line (or one line per spec problem) on stderr, never a trac
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import json
 import math
@@ -216,6 +215,14 @@ def _grading_progress(console: Console) -> Progress:
     )
 
 
+def _has_dask() -> bool:
+    try:
+        import distributed  # noqa: F401 - optional (attnscore[dask]); imported only for --scheduler
+    except ImportError:
+        return False
+    return True
+
+
 def _grade_batch(
     paths: list[Any], spec: Any, out: str | None, scheduler: str | None, jobs: int, err: Console, options: Any
 ) -> tuple[list[Any], Any]:
@@ -385,7 +392,7 @@ def grade(
     exposed = spec_exposure(spec_path, limits)
     if exposed is not None:
         click.echo(f"Warning: {exposed}", err=True)
-    if scheduler is not None and importlib.util.find_spec("distributed") is None:
+    if scheduler is not None and not _has_dask():
         raise click.UsageError(
             "--scheduler needs dask.distributed, which is not installed; install it with "
             "pip install 'attnscore[dask]' (here and on every worker)"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from attnscore.report.results import SubmissionResult, Verdict, points_out
 
@@ -109,6 +110,7 @@ def _histogram(fractions: list[float]) -> str:
     ax.hist([100 * f for f in fractions], bins=[i * 10 for i in range(11)], color="#4878a8", edgecolor="white")
     ax.set_xlabel("score (% of the maximum)")
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, 100)
     return _png(figure)
 
