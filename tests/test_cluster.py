@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     proc = subprocess.run(
         [str(ATTNSCORE), "grade", str(SCORES / "correct_matmul.py"), "--spec", str(SPEC), "--scheduler",
          "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")],
+        env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"},  # dask's own setting
         capture_output=True,
         text=True,
         timeout=300,

@@ -35,7 +35,7 @@ class ClusterError(RuntimeError):
     """dask.distributed is missing, the scheduler cannot be reached, or a task failed there."""
 
 
-def _client(scheduler: Any, timeout_s: float) -> Any:
+def _client(scheduler: Any, timeout_s: float | None) -> Any:
     try:
         from distributed import Client  # optional: attnscore[dask]
     except ImportError:
@@ -44,7 +44,7 @@ def _client(scheduler: Any, timeout_s: float) -> Any:
             "pip install 'attnscore[dask]' (on this machine and on every worker)"
         ) from None
     try:
-        return Client(scheduler, timeout=f"{timeout_s}s")
+        return Client(scheduler) if timeout_s is None else Client(scheduler, timeout=f"{timeout_s}s")
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"cannot reach the dask scheduler at {scheduler}: {exc}") from None
 
@@ -60,7 +60,7 @@ def grade_on_cluster(
     limits: Limits | None = None,
     shrink_steps: int = 50,
     on_result: Callable[[SubmissionResult], None] | None = None,
-    connect_timeout_s: float = 30.0,
+    connect_timeout_s: float | None = None,
 ) -> list[SubmissionResult]:
     """Grade ``submissions`` on the cluster whose scheduler is ``scheduler``; results come back in
     ``submissions`` order, and ``on_result`` sees each as soon as it arrives (in finishing order).
@@ -72,8 +72,10 @@ def grade_on_cluster(
 
     Raises:
         ClusterError: dask.distributed is not installed, the scheduler cannot be reached within
-            ``connect_timeout_s`` seconds, or a task failed on the cluster (results that arrived
-            before were already passed to ``on_result``).
+            the connect timeout, or a task failed on the cluster (results that arrived
+            before were already passed to ``on_result``). The connect timeout defaults to dask's
+            ``distributed.comm.timeouts.connect`` setting (30 s unless configured, e.g. by the
+            environment variable ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``).
     """
     client = _client(scheduler, connect_timeout_s)
     try:
