@@ -37,7 +37,16 @@ from attnscore.report.text import submission_text
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.model import Spec
 
-__all__ = ["ClassRun", "grade_class", "feedback_name", "GRADEBOOK", "GRADES_CSV", "REPORT_HTML", "FEEDBACK"]
+__all__ = [
+    "ClassRun",
+    "grade_class",
+    "feedback_name",
+    "feedback_text",
+    "GRADEBOOK",
+    "GRADES_CSV",
+    "REPORT_HTML",
+    "FEEDBACK",
+]
 
 GRADEBOOK = "gradebook.sqlite"
 GRADES_CSV = "grades.csv"
@@ -78,7 +87,8 @@ def _attnscore_version() -> str:
         return "unknown"
 
 
-def _feedback_text(result: SubmissionResult) -> str:
+def feedback_text(result: SubmissionResult) -> str:
+    """The student's feedback file: the text report of ``result`` (no colour, lines unwrapped)."""
     console = Console(file=io.StringIO(), record=True, width=100, color_system=None, highlight=False, soft_wrap=True)
     console.print(submission_text(result))
     return console.export_text()
@@ -147,7 +157,7 @@ def grade_class(
         def commit(result: SubmissionResult) -> None:
             student = by_submission[result.submission]
             book.record(run_id, student, sub_keys[student], spec_k, result)
-            write_atomic(out / FEEDBACK / feedback_name(student), _feedback_text(result).encode("utf-8"))
+            write_atomic(out / FEEDBACK / feedback_name(student), feedback_text(result).encode("utf-8"))
             done[student] = result
             if on_result is not None:
                 on_result(student, result)
@@ -164,7 +174,7 @@ def grade_class(
     for name, result in done.items():  # a run killed between commit and feedback file: write it now
         target = out / FEEDBACK / feedback_name(name)
         if result is not None and not target.exists():
-            write_atomic(target, _feedback_text(result).encode("utf-8"))
+            write_atomic(target, feedback_text(result).encode("utf-8"))
     rows = tuple((name, result) for name, result in done.items() if result is not None)
     write_atomic(out / GRADES_CSV, grades_csv(rows).encode(CSV_ENCODING))
     write_atomic(out / REPORT_HTML, class_report_html(rows, f"{spec.id} v{spec.version}").encode("utf-8"))
