@@ -127,12 +127,14 @@ def _grade_task(spec_file: tuple[str, bytes], data: dict[str, Any], options: dic
     name, spec_bytes = spec_file
     key = (hashlib.sha256(spec_bytes).hexdigest(), options["dtype"], options["seed"])
     if key not in _WORKER_CASES:
-        folder = tempfile.mkdtemp(prefix="attnscore-spec-")
-        path = os.path.join(folder, name)
-        with open(path, "wb") as fh:
-            fh.write(spec_bytes)
-        spec = load_spec(path)
-        _WORKER_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
+        # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
+        # a folder of mode 0700; the cases are kept in this process's memory.
+        with tempfile.TemporaryDirectory(prefix="attnscore-spec-") as folder:
+            path = os.path.join(folder, os.path.basename(name))
+            with open(path, "wb") as fh:
+                fh.write(spec_bytes)
+            spec = load_spec(path)
+            _WORKER_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
     spec, cases = _WORKER_CASES[key]
     submission = Submission(
         Path(data["path"]), tuple((rel, content) for rel, content in data["files"]), data["entry"], data["problem"]
