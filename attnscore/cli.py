@@ -406,7 +406,7 @@ def grade(
     if run is not None:
         click.echo(
             f"class run: {len(run.graded)} graded, {len(run.reused)} unchanged (not graded again); "
-            f"wrote {Path(out) / 'grades.csv'}, {Path(out) / 'report.html'} and feedback/",
+            f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
             err=True,
         )
     if fmt == "text":

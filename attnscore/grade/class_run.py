@@ -163,13 +163,32 @@ def grade_class(
                 on_result(student, result)
 
         batch = [names[name] for name in todo]
-        common = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
         if batch and scheduler is not None:
             from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
-            grade_on_cluster(batch, spec, scheduler, on_result=commit, **common)
+            grade_on_cluster(
+                batch,
+                spec,
+                scheduler,
+                function=function,
+                dtype=dtype,
+                seed=seed,
+                limits=limits,
+                shrink_steps=shrink_steps,
+                on_result=commit,
+            )
         elif batch:
-            grade_many(batch, spec, on_result=commit, jobs=jobs, **common)
+            grade_many(
+                batch,
+                spec,
+                function=function,
+                dtype=dtype,
+                seed=seed,
+                limits=limits,
+                shrink_steps=shrink_steps,
+                on_result=commit,
+                jobs=jobs,
+            )
         book.finish_run(run_id)
     for name, result in done.items():  # a run killed between commit and feedback file: write it now
         target = out / FEEDBACK / feedback_name(name)

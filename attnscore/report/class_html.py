@@ -16,6 +16,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -194,8 +195,8 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
     full = sum(r.all_passed for _, r in rows)
     errors = sum(bool(r.error) for _, r in rows)
     parts.append(
-        f'<p id="summary">{len(rows)} students; mean score {points_out(sum(scores) / len(scores), 2)} '
-        f"of {points_out(maximum)}; median {points_out(statistics.median(scores), 2)}; "
+        f'<p id="summary">{len(rows)} students; mean score {points_out(sum(scores, Fraction(0)) / len(scores), 2)} '
+        f"of {points_out(maximum)}; median {points_out(Fraction(statistics.median(scores)), 2)}; "
         f"{full} passed every case; {errors} could not be loaded or run.</p>"
     )
     parts.append("<h2>Score histogram</h2>")
