@@ -18,7 +18,17 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from attnscore.spec.located import SpecError
 
@@ -180,6 +190,71 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
+class _RateColumn(ProgressColumn):
+    """Submissions graded per second (rich's own speed column counts bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.2f}/s", style="progress.data.speed")
+
+
+def _grading_progress(console: Console) -> Progress:
+    """A progress bar with count, rate, elapsed time and ETA on ``console``; silent when it is not a
+    terminal (pipes, CI logs)."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def _has_dask() -> bool:
+    try:
+        import distributed  # noqa: F401 - optional (attnscore[dask]); imported only for --scheduler
+    except ImportError:
+        return False
+    return True
+
+
+def _grade_batch(
+    paths: list[Any], spec: Any, out: str | None, scheduler: str | None, jobs: int, err: Console, options: Any
+) -> tuple[list[Any], Any]:
+    """Grade ``paths`` here, as a class run into ``out``, or on a dask cluster, with a progress bar."""
+    from attnscore.grade.grading import grade_many
+
+    run = None
+    with _grading_progress(err) as bar:
+        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
+        if out is not None:
+            from attnscore.grade.class_run import grade_class
+
+            run = grade_class(
+                paths,
+                spec,
+                out,
+                jobs=jobs,
+                scheduler=scheduler,
+                on_plan=lambda _, todo: bar.update(task, total=todo),
+                on_result=lambda *_: bar.advance(task),
+                **options,
+            )
+            results = [result for _, result in run.rows]
+        elif scheduler is not None:
+            from attnscore.grade.cluster import grade_on_cluster
+
+            results = grade_on_cluster(paths, spec, scheduler, on_result=lambda _: bar.advance(task), **options)
+        else:
+            results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
+    return results, run
+
+
 @main.command()
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @click.option(
@@ -241,6 +316,23 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="Entry file of folder submissions, e.g. solution.py (default: the one top-level .py file that "
     "defines the function). A folder holding FILE is one submission.",
 )
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Class run: keep a resumable gradebook in DIR/gradebook.sqlite and write DIR/feedback/*.txt, "
+    "DIR/grades.csv and DIR/report.html; only new or changed submissions are graded.",
+)
+@click.option(
+    "--scheduler",
+    "scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="Grade on the dask.distributed cluster whose scheduler is ADDRESS (e.g. tcp://host:8786); "
+    "needs attnscore[dask].",
+)
 @handle_errors
 def grade(
     submissions: tuple[str, ...],
@@ -254,6 +346,8 @@ def grade(
     shrink_steps: int,
     jobs: int,
     entry: str | None,
+    out: str | None,
+    scheduler: str | None,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
@@ -261,10 +355,15 @@ def grade(
     helper modules). A folder of .py files and student folders is a class: each file and each
     subfolder is one submission. With --format gradescope the folder given is one submission.
 
+    With --out DIR, a class run: results are committed to DIR/gradebook.sqlite as they finish, so
+    a run killed at any moment and started again grades only what is left; unchanged submissions
+    are not graded again, changed ones (or a changed spec) are. See docs/class-grading.md.
+
     Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
     grading machine failed (a grader error; the other submissions are still graded and reported).
     """
-    from attnscore.grade.grading import grade_many
+    from attnscore.grade.cluster import ClusterError
+    from attnscore.grade.gradebook import GradebookError
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
@@ -273,6 +372,8 @@ def grade(
 
     if output:
         check_output_path(output)
+    if out is not None and fmt == "gradescope":
+        raise click.UsageError("--out (a class run) and --format gradescope (one student) cannot be combined")
     spec = load_spec(spec_path)
     paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
     if fmt == "gradescope" and len(paths) != 1:
@@ -291,19 +392,22 @@ def grade(
     exposed = spec_exposure(spec_path, limits)
     if exposed is not None:
         click.echo(f"Warning: {exposed}", err=True)
+    if scheduler is not None and not _has_dask():
+        raise click.UsageError(
+            "--scheduler needs dask.distributed, which is not installed; install it with "
+            "pip install 'attnscore[dask]' (here and on every worker)"
+        )
     err = Console(stderr=True)
-    with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
-        results = grade_many(
-            paths,
-            spec,
-            function=function,
-            dtype=dtype,
-            seed=seed,
-            limits=limits,
-            shrink_steps=shrink_steps,
-            jobs=jobs,
-            on_result=lambda _: bar.advance(task),
+    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    try:
+        results, run = _grade_batch(paths, spec, out, scheduler, jobs, err, options)
+    except (GradebookError, ClusterError) as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if run is not None:
+        click.echo(
+            f"class run: {len(run.graded)} graded, {len(run.reused)} unchanged (not graded again); "
+            f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
+            err=True,
         )
     if fmt == "text":
         from attnscore.sandbox.launch import protections
