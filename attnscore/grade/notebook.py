@@ -137,17 +137,21 @@ def _is_definition(stmt: ast.stmt) -> bool:
     return False
 
 
-def _cell_body(source: str) -> str | None:
-    """The Python text of a cell after IPython's transformer, or None for a non-Python cell magic."""
-    stripped = source.lstrip()
-    if stripped.startswith("%%"):
-        first, _, rest = stripped.partition("\n")
+def _cell_body(source: str) -> tuple[str | None, int]:
+    """The Python text of a cell after IPython's transformer (None for a non-Python cell magic),
+    and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell)."""
+    lines = source.splitlines()
+    offset = 0
+    while offset < len(lines) and not lines[offset].strip():
+        offset += 1
+    source = "\n".join(lines[offset:])
+    if source.startswith("%%"):
+        first, _, rest = source.partition("\n")
         magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
         if magic not in PYTHON_CELL_MAGICS:
-            return None
-        # Keep the line count: the magic line becomes an empty line.
-        source = "\n" + rest
-    return TransformerManager().transform_cell(source)
+            return None, offset
+        source = f"# {first}\n{rest}"  # a comment keeps the line count
+    return TransformerManager().transform_cell(source), offset
 
 
 def _first_line(text: str) -> str:
@@ -221,14 +225,14 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
     for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
-        python = _cell_body(cell.source)
+        python, offset = _cell_body(cell.source)
         if python is None:
             dropped.append((number, _first_line(cell.source)))
             continue
         try:
             tree = ast.parse(python)
         except SyntaxError as exc:
-            where = f" at line {exc.lineno} of the cell" if exc.lineno else ""
+            where = f" at line {exc.lineno + offset} of the cell" if exc.lineno else ""
             raise NotebookError(
                 f"SyntaxError: {exc.msg}{where} (the cell begins {_first_line(cell.source)!r})", number
             ) from None
