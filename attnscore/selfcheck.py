@@ -266,9 +266,12 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     value = getattr(module, function, None)
     if value is None or not callable(value):
         defined = sorted(
-            n for n, v in vars(module).items() if callable(v) and getattr(v, "__module__", None) == module_name
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
         )
-        what = "no function" if value is None else f"a {type(value).__name__}, not a function,"
+        kind = type(value).__name__
+        what = "no function" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
         listing = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
         return CallFailure(
             Verdict.FUNCTION_MISSING.value, f"your file has {what} named {function!r}{listing}", "submission"
