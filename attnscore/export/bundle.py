@@ -9,6 +9,7 @@ exporting needs the checkout.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 from pathlib import Path
 
@@ -89,8 +90,13 @@ def source_files() -> list[tuple[str, Path]]:
     """
     graders_dir("gradescope")  # the same precondition: a checkout
     files = [("pyproject.toml", _PROJECT / "pyproject.toml"), ("README.md", _PROJECT / "README.md")]
-    package = _PROJECT / "attnscore"
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json", ".yaml") and "__pycache__" not in path.parts:
-            files.append((path.relative_to(_PROJECT).as_posix(), path))
-    return files
+    found = []
+    # followlinks: attnscore/bundled_specs links to the top-level specs/ in a checkout; the copy
+    # holds the files themselves.
+    for current, dirs, names in os.walk(_PROJECT / "attnscore", followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in names:
+            path = Path(current, name)
+            if path.suffix in (".py", ".json", ".yaml") and path.is_file():
+                found.append((path.relative_to(_PROJECT).as_posix(), path))
+    return files + sorted(found)
