@@ -184,7 +184,11 @@ def test_notebook_upload(tmp_path, exported):
 @pytest.mark.parametrize(
     "files, message",
     [
-        pytest.param({}, "Your submission could not be graded: expected the entry file 'solution.py'", id="nothing"),
+        pytest.param(
+            {},
+            "Your submission could not be graded: expected a .py or .ipynb file directly in this folder",
+            id="nothing",
+        ),
         pytest.param(
             {"answer.py": b"def scores(q, keys):\n    return keys @ q\n"},
             "expected the entry file 'solution.py' in this folder, found answer.py",
