@@ -221,7 +221,7 @@ def check_function(
     return _judge(
         loaded,
         _TimedRunner(function, loaded.timeout_s),
-        name=name or getattr(function, "__qualname__", repr(function)),
+        name=name or str(getattr(function, "__qualname__", None) or repr(function)),
         function=loaded.function,
         dtype=dtype,
         seed=seed,

@@ -57,7 +57,7 @@ def pinned_requirements() -> list[str]:
     Raises:
         ExportError: attnscore or one of its dependencies is not installed.
     """
-    environment = {**default_environment(), "extra": ""}
+    environment = {**{k: str(v) for k, v in default_environment().items()}, "extra": ""}
     pins: dict[str, str] = {}
     todo = ["attnscore"]
     while todo:
