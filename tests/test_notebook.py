@@ -132,6 +132,12 @@ def test_conversion_never_executes_the_notebook(tmp_path):
             "cell 2: SyntaxError: expected ':' at line 1 of the cell (the cell begins 'def scores(q, keys)')",
             id="syntax error names the cell",
         ),
+        pytest.param(
+            notebook("x = " + "+".join(["1"] * 100_000)), 1, "cell 1: the code is too deeply nested to read", id="deep"
+        ),
+        pytest.param(
+            notebook("x = 1\x00"), 1, "cell 1: SyntaxError: source code string cannot contain null bytes", id="NUL"
+        ),
         pytest.param(notebook("%%time\nx = = 1"), 1, "cell 1: SyntaxError: invalid syntax at line 2", id="in %%time"),
         pytest.param(
             notebook("\n\nx = = 1"), 1, "cell 1: SyntaxError: invalid syntax at line 3", id="after blank lines"

@@ -137,6 +137,13 @@ def _is_definition(stmt: ast.stmt) -> bool:
     return False
 
 
+def _definition(stmt: ast.stmt, cell: int) -> bool:
+    try:
+        return _is_definition(stmt)
+    except RecursionError:
+        raise NotebookError("the code is too deeply nested to read", cell) from None
+
+
 def _cell_body(source: str) -> tuple[str | None, int]:
     """The Python text of a cell after IPython's transformer (None for a non-Python cell magic),
     and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell)."""
@@ -231,6 +238,8 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
             continue
         try:
             tree = ast.parse(python)
+        except (RecursionError, MemoryError):
+            raise NotebookError("the code is too deeply nested to read", number) from None
         except SyntaxError as exc:
             where = f" at line {exc.lineno + offset} of the cell" if exc.lineno else ""
             raise NotebookError(
@@ -247,7 +256,7 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
             if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
                 future.append(text)
                 kept.append((number, _first_line(text)))
-            elif _is_definition(stmt):
+            elif _definition(stmt, number):
                 taken.append(text)
                 kept.append((number, _first_line(text)))
             else:
