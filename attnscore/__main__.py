@@ -2,4 +2,5 @@
 
 from attnscore.cli import main
 
-main(prog_name="attnscore")
+if __name__ == "__main__":
+    main(prog_name="attnscore")

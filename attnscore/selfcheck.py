@@ -276,7 +276,7 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
         return CallFailure(
             Verdict.FUNCTION_MISSING.value, f"your file has {what} named {function!r}{listing}", "submission"
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_path(
