@@ -750,3 +750,123 @@ def bench_impl(
 from attnscore.practice.command import practice  # noqa: E402
 
 main.add_command(practice)
+
+
+@main.command("check")
+@click.argument("solution", type=click.Path())
+@click.option(
+    "--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to check against."
+)
+@click.option("--function", "function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option("--entry", "entry", default=None, metavar="FILE", help="Entry file of a folder solution.")
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+    default=None,
+    help="Dtype the inputs are cast to (default: the spec's first, as the grader).",
+)
+@click.option(
+    "--shrink-steps",
+    "shrink_steps",
+    type=click.IntRange(min=0, max=1000),
+    default=50,
+    show_default=True,
+    help="Examples tried per failing property to find a minimal counterexample (0: off).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handle_errors
+def check_solution(
+    solution: str,
+    spec_path: str,
+    function: str | None,
+    entry: str | None,
+    dtype: str | None,
+    shrink_steps: int,
+    fmt: str,
+) -> None:
+    """Self-check SOLUTION (.py, .ipynb or folder) on the spec's visible cases, on this machine.
+
+    The grader's feedback for the visible cases only (hidden cases are neither run nor shown). The
+    code runs in this process with a per-call time limit, without the grader's sandbox: use it
+    on your own code.
+
+    Exit code 0 when every visible case passed, 1 when some failed, 2 for a usage error.
+    """
+    from attnscore.selfcheck import check_path
+    from attnscore.spec.load import load_spec
+
+    spec = load_spec(spec_path)
+    if dtype is not None and dtype not in spec.dtypes:
+        raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
+    outcome = check_path(solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps)
+    if fmt == "json":
+        from attnscore.report.json_report import submission_to_json
+
+        data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
+    else:
+        from attnscore.report.text import submission_text
+
+        console = _stdout()
+        console.print(submission_text(outcome.result))
+        console.print(outcome.footer())
+    sys.exit(EXIT_OK if outcome.passed else EXIT_FAILED)
+
+
+@main.group("export")
+def export() -> None:
+    """Build deployable graders for course platforms (Gradescope, PrairieLearn)."""
+
+
+@export.command("gradescope")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True), help="The spec.")
+@click.option(
+    "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The zip to write (atomically)."
+)
+@click.option("--function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option("--entry", default=None, metavar="FILE", help="Entry file of multi-file submissions, e.g. solution.py.")
+@handle_errors
+def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None) -> None:
+    """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
+
+    Upload the zip as the assignment's autograder; each submission is graded in attnscore's
+    sandbox into /autograder/results/results.json.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.gradescope import build_gradescope_bundle
+
+    try:
+        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry)
+    except ExportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+
+
+@export.command("prairielearn")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True), help="The spec.")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False), help="The folder to write.")
+@click.option("--image", default="attnscore-grader", show_default=True, help="The grader image's name.")
+@click.option("--file-name", "file_name", default="solution.py", show_default=True, help="The file students upload.")
+@click.option("--function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option(
+    "--timeout", type=click.IntRange(min=10, max=600), default=120, show_default=True, help="Job time limit, s."
+)
+@handle_errors
+def export_prairielearn_command(
+    spec_path: str, output: str, image: str, file_name: str, function: str | None, timeout: int
+) -> None:
+    """Write the PrairieLearn grader image context (OUTPUT/image) and a question (OUTPUT/question).
+
+    Build the image with OUTPUT/image/build.sh, then copy OUTPUT/question into the course's
+    questions/ folder.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.prairielearn import export_prairielearn
+
+    try:
+        written = export_prairielearn(
+            spec_path, output, image=image, file_name=file_name, function=function, timeout_s=timeout
+        )
+    except ExportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {len(written)} files under {output}: image/ (build with image/build.sh) and question/")
