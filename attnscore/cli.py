@@ -375,6 +375,10 @@ def grade(
     if out is not None and fmt == "gradescope":
         raise click.UsageError("--out (a class run) and --format gradescope (one student) cannot be combined")
     spec = load_spec(spec_path)
+    if spec.student_copy is not None:
+        raise click.UsageError(
+            f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec"
+        )
     paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
     if fmt == "gradescope" and len(paths) != 1:
         raise click.UsageError(
@@ -840,6 +844,33 @@ def export_gradescope(spec_path: str, output: str, function: str | None, entry: 
     except ExportError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+
+
+@export.command("student-spec")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The full spec.")
+@click.option(
+    "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The YAML to write (atomically)."
+)
+@handle_errors
+def export_student_spec(spec_path: str, output: str) -> None:
+    """Write the student copy of a spec: its visible cases only, for `attnscore check`.
+
+    Same id, version, seed, points and tolerances; hidden worked examples and properties are left
+    out (only their number and points are said). Hand this file out, never the full spec.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.student_spec import write_student_spec
+
+    try:
+        text = write_student_spec(spec_path, output)
+    except ExportError as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        raise click.UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    click.echo(
+        f"wrote {output}: the visible cases of {spec_path}; {text.hidden_cases} hidden "
+        f"case{'s' * (text.hidden_cases != 1)} left out"
+    )
 
 
 @export.command("prairielearn")

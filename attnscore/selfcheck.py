@@ -80,10 +80,11 @@ class SelfCheck:
         """One line: visible cases only, and how many hidden cases the grader adds."""
         if not self.hidden:
             return "Self-check: every case of this spec is visible; the grader runs the same cases."
-        return (
-            f"Self-check: visible cases only; the grader also runs {self.hidden} hidden "
-            f"case{'s' * (self.hidden != 1)} when you submit."
-        )
+        cases = f"{self.hidden} hidden case{'s' * (self.hidden != 1)}"
+        line = f"Self-check: visible cases only; {cases} not run here. The grader also runs them when you submit."
+        if self.passed:
+            line += " Every visible case passed, which is not yet your grade."
+        return line
 
     def __repr__(self) -> str:
         return self.text()
@@ -91,10 +92,12 @@ class SelfCheck:
 
 def visible_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> tuple[list[Case], int]:
     """The spec's visible cases, built exactly as the grader builds them (points included), and
-    the number of hidden cases left out."""
+    the number of hidden cases left out (on a student copy, the full spec's hidden cases, which
+    the copy only counts)."""
     cases = unscored_in_sandbox(build_cases(spec, dtype or spec.dtypes[0], seed))
     visible = [c for c in cases if c.visibility != "hidden"]
-    return visible, len(cases) - len(visible)
+    elsewhere = spec.student_copy.hidden_cases if spec.student_copy is not None else 0
+    return visible, len(cases) - len(visible) + elsewhere
 
 
 class _CallTimeout(BaseException):

@@ -54,11 +54,12 @@ def build_gradescope_bundle(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, or ``output``'s folder does not exist.
+        ExportError: no source checkout, ``output``'s folder does not exist, or the spec is a student copy.
     """
+    from attnscore.export.student_spec import refuse_student_copy
     from attnscore.spec.load import load_spec
 
-    load_spec(spec_path)  # invalid specs stop here, located
+    refuse_student_copy(load_spec(spec_path), "a Gradescope autograder")  # invalid specs stop here, located
     target = Path(output)
     if not target.parent.is_dir():
         raise ExportError(f"cannot write {target}: the directory {target.parent} does not exist")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.export.student_spec import refuse_student_copy
 from attnscore.spec.load import load_spec
 
 __all__ = ["export_prairielearn", "ENTRYPOINT", "DEFAULT_IMAGE"]
@@ -67,10 +68,11 @@ def export_prairielearn(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, ``output``'s parent is missing, or ``file_name`` is not a
-            plain ``.py``/``.ipynb`` file name.
+        ExportError: no source checkout, the spec is a student copy, ``output``'s parent is
+            missing, or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
     spec = load_spec(spec_path)
+    refuse_student_copy(spec, "a PrairieLearn grader")
     out = Path(output)
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: the directory {out.parent} does not exist")

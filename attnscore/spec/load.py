@@ -28,7 +28,7 @@ from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.contracts import CONTRACTS, Contract
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
-from attnscore.spec.model import PropertyUse, Spec, WorkedExample
+from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
 
 __all__ = ["load_spec", "load_specs", "spec_schema", "SpecError", "SpecProblem"]
 
@@ -561,6 +561,11 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         path=doc.file,
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
+        student_copy=(
+            StudentCopy(data["student_copy"]["hidden_cases"], _fraction(data["student_copy"]["hidden_points"]))
+            if "student_copy" in data
+            else None
+        ),
     )
 
 

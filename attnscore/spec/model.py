@@ -16,7 +16,7 @@ import numpy as np
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.contracts import Contract
 
-__all__ = ["Spec", "WorkedExample", "PropertyUse"]
+__all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,20 @@ class PropertyUse:
 
 
 @dataclass(frozen=True)
+class StudentCopy:
+    """The marker of a student copy of a spec (``attnscore export student-spec``): the full
+    spec's hidden cases are left out, and only how many and their points are said.
+
+    Attributes:
+        hidden_cases: hidden worked examples and properties of the full spec, not in this copy.
+        hidden_points: their points together (exact).
+    """
+
+    hidden_cases: int
+    hidden_points: Fraction
+
+
+@dataclass(frozen=True)
 class Spec:
     """A validated spec.
 
@@ -89,6 +103,7 @@ class Spec:
             golden value has them (NaN is never a wildcard), and nowhere else.
         mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
             verify`` checks it); None means every mistake that applies to the contract.
+        student_copy: set on a student copy (hidden cases left out), else None.
     """
 
     id: str
@@ -108,6 +123,7 @@ class Spec:
     path: str
     nonfinite: str = "match"
     mistakes: tuple[str, ...] | None = None
+    student_copy: StudentCopy | None = None
 
     @property
     def shown_path(self) -> str:
