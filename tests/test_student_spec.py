@@ -17,6 +17,8 @@ from attnscore.cli import main
 from attnscore.export.bundle import ExportError
 from attnscore.export.gradescope import build_gradescope_bundle
 from attnscore.export.student_spec import student_spec_text, write_student_spec
+from attnscore.grade.grading import grade_many
+from attnscore.grade.submission import find_submissions
 from attnscore.report.results import CaseResult
 from attnscore.selfcheck import check_path, visible_cases
 from attnscore.spec.load import load_spec
@@ -212,3 +214,26 @@ def test_malformed_student_copy_marker_is_located(tmp_path):
     with pytest.raises(SpecError) as caught:
         load_spec(out)
     assert any(p.field == "student_copy.hidden_cases" for p in caught.value.problems)
+
+
+def test_check_on_the_copy_equals_the_sandboxed_grader_on_the_full_spec(tmp_path):
+    """Directly: `attnscore check` on the copy gives the grader's (full spec, sandbox) verdicts, points and messages."""
+    out = tmp_path / "student.yaml"
+    write_student_spec(DOT, out)
+    full = load_spec(DOT)
+    (graded,) = grade_many(find_submissions([str(SUBS / "keys_not_transposed.py")]), full)
+    mine = check_path(SUBS / "keys_not_transposed.py", out).result
+    by_id = {c.id: c for c in graded.cases}
+    assert [c.id for c in mine.cases] == [c.id for c in graded.cases if c.visibility == "visible"]
+    assert any(not c.passed for c in mine.cases)
+    for case in mine.cases:
+        other = by_id[case.id]
+        message = case.message.replace(case.location, other.location)
+        assert (case.verdict, case.points, message, case.counterexample, case.diagnosis) == (
+            other.verdict,
+            other.points,
+            other.message,
+            other.counterexample,
+            other.diagnosis,
+        ), case.id
+    assert mine.seed == graded.seed
