@@ -241,6 +241,14 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="Entry file of folder submissions, e.g. solution.py (default: the one top-level .py file that "
     "defines the function). A folder holding FILE is one submission.",
 )
+@click.option(
+    "--no-template",
+    "no_template",
+    is_flag=True,
+    default=False,
+    help="Start a fresh interpreter for every worker instead of forking it from the pre-started worker "
+    "template (slower; for comparison, or when the template cannot run).",
+)
 @handle_errors
 def grade(
     submissions: tuple[str, ...],
@@ -254,6 +262,7 @@ def grade(
     shrink_steps: int,
     jobs: int,
     entry: str | None,
+    no_template: bool,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
@@ -281,7 +290,7 @@ def grade(
         )
     if dtype is not None and dtype not in spec.dtypes:
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
-    limits = Limits(call_timeout_s=timeout or spec.timeout_s)
+    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None)
     # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
     # processes killed and its temporary folders removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

@@ -23,7 +23,7 @@ from attnscore.check.outputs import CallFailure
 from attnscore.check.shrink import add_shrunk
 from attnscore.grade.submission import Submission
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
-from attnscore.sandbox.launch import Limits, SandboxRunner
+from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
 from attnscore.sandbox.untrusted import clean_text
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
@@ -160,16 +160,24 @@ def grade_many(
 
     Every file is read before the first submission runs: a submission that rewrites files on disk
     cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
-    (fresh interpreters, each building the same derandomised cases from the spec file) grade in
-    parallel; each submission still gets its own sandboxed worker.
+    (forked from this one with the cases built; fresh interpreters building the same derandomised
+    cases where fork is missing) grade in parallel; each submission still gets its own sandboxed
+    worker, forked from one worker template shared by the batch (see
+    :mod:`attnscore.sandbox.template`) unless ``limits`` say otherwise.
     """
     dtype = dtype or spec.dtypes[0]
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
     options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
     results: list[SubmissionResult] = []
     cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
+    warm_template(limits)  # once, before any grader process forks: they all share it
     if jobs > 1 and len(read) > 1:
-        context = multiprocessing.get_context("spawn")
+        # Forked grader processes start with the spec's cases built here (no import, no rebuild);
+        # elsewhere, fresh interpreters build the same derandomised cases from the spec file.
+        fork = "fork" in multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if fork else "spawn")
+        if fork:
+            _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
         with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
             futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
             for future in futures:
