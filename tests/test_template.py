@@ -90,7 +90,7 @@ def scores(q, keys):
     "landlock", [pytest.param(False, id="uids and modes alone"), pytest.param(None, id="landlock")]
 )
 def test_two_children_of_one_template_cannot_signal_trace_or_read_each_other(tmp_path, landlock):
-    """Two live workers forked from one template: distinct uids, and neither kill, ptrace nor file reads reach across."""
+    """Two live workers forked from one template: distinct uids; kill, ptrace and file reads do not reach across."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "who.py").write_text(WHO_AM_I)
@@ -234,7 +234,7 @@ def scores(q, keys):
 
 @root_only
 def test_the_template_holds_no_spec_or_expected_values(tmp_path):
-    """A batch graded through the template: neither the template's memory, argv and environment nor a child's name the spec."""
+    """Neither the template (memory, argv, environment) nor a child forked from it can name the spec."""
     token = "specfolder-7f3a9c1e5b"
     folder = tmp_path / token
     folder.mkdir()
