@@ -117,7 +117,8 @@ def grade_submission(
         visible = run_cases(spec, [cases[i] for i in order], runner, seed=0, on_case=on_case, **options)
         for i, r in zip(order, visible.cases, strict=True):
             judged[i] = r
-            if shrink_steps > 0:
+            # A submission that never loaded fails every input the same way: nothing to shrink.
+            if shrink_steps > 0 and runner.load_failure is None:
                 judged[i] = add_shrunk(
                     spec,
                     cases[i],

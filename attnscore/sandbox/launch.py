@@ -17,9 +17,16 @@ the README's "Grading untrusted code" section for the threat model and what each
   folders that user cannot read (Python under root's 0700 home) are searched through a readable
   mirror made of hard links (:mod:`attnscore.sandbox.runtime`), so whatever the grading environment can
   import, the worker can import too.
-- **a fresh interpreter**: ``python -I`` (no user site, no ``PYTHON*`` variables), a scrubbed
-  environment, an empty temporary working directory, stdin from /dev/null; its own session, so a
-  timeout kills its whole process group; on top, orphans that escaped the group are swept.
+- **a clean process**: by default a fork of the **worker template**
+  (:mod:`attnscore.sandbox.template`; ``docs/sandbox-template.md``), a ``python -I`` process
+  started once per batch that has imported torch and numpy, holds no spec, case or expected value
+  and never runs submitted code, so each submission starts from a fresh copy of it and nothing
+  one submission does to its process reaches the next; the child applies every layer below
+  before the submission is read. With bubblewrap, or ``Limits(template=False)``, a fresh
+  ``python -I`` per worker instead. Either way: no user site, no ``PYTHON*`` variables, a
+  scrubbed environment, an empty temporary working directory, stdin from /dev/null; its own
+  session, so a timeout kills its whole process group; on top, orphans that escaped the group
+  are swept.
 - **resource limits**: address space, CPU seconds, processes, file size, open files, core dumps;
   wall time per call, for the import and for the whole submission.
 - **plain data**: the worker gets only inputs, never expected values, and answers with strict,
