@@ -3,6 +3,7 @@ what an earlier child did to its process, and from the spec."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -290,3 +291,21 @@ def test_the_template_is_the_default_but_not_with_bubblewrap():
         assert not use_template(Limits())
         with pytest.raises(RuntimeError, match="cannot be used with bubblewrap"):
             use_template(Limits(template=True))
+
+
+@pytest.mark.parametrize("no_template", [pytest.param(True, id="--no-template"), pytest.param(False, id="default")])
+def test_cli_grade_says_which_path_it_took(no_template):
+    """`attnscore grade` forks from the template by default (no bwrap); --no-template starts fresh interpreters."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    submission = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
+    spec = str(ROOT / "specs" / "dot_product_scores.yaml")
+    args = ["grade", str(submission), "--spec", spec, "--format", "json"] + (["--no-template"] if no_template else [])
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    sandbox = json.loads(result.stdout)["environment"]["sandbox"]
+    templated = not no_template and use_template(Limits())
+    assert ("forked from a clean worker template" in sandbox) is templated
+    assert ("python -I" in sandbox) is (not templated)

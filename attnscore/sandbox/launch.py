@@ -876,6 +876,8 @@ class _Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if isinstance(self.proc, TemplateChild):  # not yet a group of its own right after the fork
+            self.proc.kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable

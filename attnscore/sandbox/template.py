@@ -228,6 +228,26 @@ class TemplateChild:
         self.pid = pid
         self.returncode: int | None = None
         self._status = status
+        try:  # a handle on this very process: a signal through it never reaches a reused pid
+            self._pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self._pidfd = -1
+
+    def kill(self) -> None:
+        """SIGKILL the worker itself (also before it has made its own process group)."""
+        try:
+            if self._pidfd >= 0:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            elif self.returncode is None:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def _release(self) -> None:
+        self._status.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit status (negative: killed by that signal).
@@ -257,7 +277,7 @@ class TemplateChild:
                 if "code" not in message:
                     continue
                 self.returncode = int(message["code"])
-            self._status.close()
+            self._release()
             return self.returncode
 
 
