@@ -10,9 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from attnscore.check.cases import build_cases
 from attnscore.check.outputs import CallFailure
+from attnscore.cli import main
 from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import launch
@@ -296,10 +298,6 @@ def test_the_template_is_the_default_but_not_with_bubblewrap():
 @pytest.mark.parametrize("no_template", [pytest.param(True, id="--no-template"), pytest.param(False, id="default")])
 def test_cli_grade_says_which_path_it_took(no_template):
     """`attnscore grade` forks from the template by default (no bwrap); --no-template starts fresh interpreters."""
-    from click.testing import CliRunner
-
-    from attnscore.cli import main
-
     submission = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
     spec = str(ROOT / "specs" / "dot_product_scores.yaml")
     args = ["grade", str(submission), "--spec", spec, "--format", "json"] + (["--no-template"] if no_template else [])

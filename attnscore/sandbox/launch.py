@@ -553,7 +553,7 @@ def _alive_as(uid: int) -> bool:
 
     Read from ``/proc/PID/status``: the owner of ``/proc/PID`` is root for a process that made
     itself non-dumpable, so it cannot hide that way."""
-    wanted = str(uid)
+    wanted = str(uid).encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -562,12 +562,14 @@ def _alive_as(uid: int) -> bool:
             if owner not in (uid, 0):
                 continue
             with open(f"/proc/{entry}/status", "rb") as f:
-                fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
-        except (OSError, ValueError):
+                status = f.read()
+        except OSError:
             continue
-        ids = fields.get(b"Uid", b"").split()[:3]
-        state = fields.get(b"State", b"").split()[:1]
-        if wanted.encode() in ids and state not in ([b"Z"], [b"X"]):
+        at = status.find(b"\nUid:")
+        if at < 0 or wanted not in status[at + 5 : status.find(b"\n", at + 5)].split()[:3]:
+            continue
+        at = status.find(b"\nState:")
+        if status[at + 7 : at + 40].split()[:1] not in ([b"Z"], [b"X"]):
             return True
     return False
 
@@ -1012,7 +1014,8 @@ class SandboxRunner:
             self.worker = None
         if _drops_privileges():
             _kill_uid(self.uid)
-            _sweep_orphans(self.uid)
+            if self.template is None:  # a template's workers' orphans go to the template, which reaps them
+                _sweep_orphans(self.uid)
             _remove_files_of(self.uid, keep=self.workdir)
 
     def _start(self) -> CallFailure | None:
