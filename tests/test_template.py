@@ -307,3 +307,18 @@ def test_cli_grade_says_which_path_it_took(no_template):
     templated = not no_template and use_template(Limits())
     assert ("forked from a clean worker template" in sandbox) is templated
     assert ("python -I" in sandbox) is (not templated)
+
+
+def test_grader_processes_of_a_batch_share_one_template(tmp_path):
+    """grade_many(jobs=2) forks its grader processes after starting the template: every worker is a child of it."""
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    paths = []
+    for name in ("p.py", "q.py", "r.py"):
+        paths.append(tmp_path / name)
+        paths[-1].write_text("import os\nprint('PARENT', os.getppid())\n\ndef scores(q, keys):\n    return keys @ q\n")
+    template = _template_pid()
+    results = grade_many(paths, spec, limits=Limits(bwrap=False), shrink_steps=0, jobs=2)
+    parents = {int(p) for r in results for p in re.findall(r"PARENT (\d+)", r.output)}
+    assert parents == {template}
+    assert all(r.score == r.max_score for r in results)
+    assert _template_pid() == template

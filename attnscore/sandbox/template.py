@@ -339,7 +339,14 @@ class WorkerTemplate:
         return self.proc.pid
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Whether the template still runs (also asked by grader processes forked from its owner)."""
+        if os.getpid() == self.owner:
+            return self.proc.poll() is None
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
 
     def fork(self, request: dict[str, Any], fds: tuple[int, int, int, int], timeout_s: float = 30) -> TemplateChild:
         """Fork one worker: ``fds`` are its request pipe's read end, response pipe's write end,
