@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -322,3 +324,41 @@ def test_grader_processes_of_a_batch_share_one_template(tmp_path):
     assert parents == {template}
     assert all(r.score == r.max_score for r in results)
     assert _template_pid() == template
+
+
+AFTER_OPENMP = """\
+import sys
+from pathlib import Path
+
+import torch
+
+from attnscore.grade.grading import grade_many
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.load import load_spec
+
+torch.set_num_threads(2)
+matrix, vector = torch.randn(512, 512, dtype=torch.float16), torch.randn(512, dtype=torch.float16)
+for _ in range(5):
+    matrix @ vector  # GNU OpenMP starts its thread pool in this process
+spec = load_spec(sys.argv[1])
+results = grade_many(sys.argv[2:], spec, limits=Limits(bwrap=False), shrink_steps=0, jobs=2)
+print([str(r.score) for r in results])
+"""
+
+
+def test_jobs_after_the_parent_used_openmp_do_not_hang(tmp_path):
+    """A grader that already ran OpenMP work forks its grader processes safely (they use one torch thread)."""
+    script = tmp_path / "batch.py"
+    script.write_text(AFTER_OPENMP)
+    paths = []
+    for name in ("a.py", "b.py", "c.py"):
+        paths.append(str(tmp_path / name))
+        Path(paths[-1]).write_text("def scores(q, keys):\n    return keys @ q\n")
+    done = subprocess.run(
+        [sys.executable, str(script), str(ROOT / "specs" / "dot_product_scores.yaml"), *paths],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['11', '11', '11']"

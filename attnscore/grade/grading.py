@@ -16,6 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.judge import run_cases
@@ -179,7 +181,9 @@ def grade_many(
         context = multiprocessing.get_context("fork" if fork else "spawn")
         if fork:
             _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
-        with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
+        ) as pool:
             futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
             for future in futures:
                 results.append(future.result())
@@ -191,6 +195,13 @@ def grade_many(
         if on_result is not None:
             on_result(results[-1])
     return results
+
+
+def _one_torch_thread() -> None:
+    """In each grader process: one torch thread. A forked process must never enter the OpenMP
+    thread pool its parent may have started (GNU OpenMP waits forever for threads that were not
+    forked), and N grader processes want one thread each anyway."""
+    torch.set_num_threads(1)
 
 
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
