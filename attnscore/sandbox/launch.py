@@ -787,7 +787,7 @@ class _Worker:
         }
         command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
-            self.proc: subprocess.Popen[bytes] | TemplateChild | None = None
+            proc: subprocess.Popen[bytes] | TemplateChild | None = None
             if runner.template is not None:
                 request = {
                     "folder": runner.private,
@@ -800,13 +800,13 @@ class _Worker:
                     "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
                 }
                 try:
-                    self.proc = runner.template.fork(request, (req_r, resp_w, out_w, runner.shared))
+                    proc = runner.template.fork(request, (req_r, resp_w, out_w, runner.shared))
                 except TemplateError:
                     if limits.template:
                         raise
                     runner.template = None  # the template died: fresh interpreters from now on
-            if self.proc is None:
-                self.proc = subprocess.Popen(
+            if proc is None:
+                proc = subprocess.Popen(
                     command,
                     stdin=subprocess.DEVNULL,
                     stdout=out_w,
@@ -822,6 +822,7 @@ class _Worker:
             os.close(req_r)
             os.close(resp_w)
             os.close(out_w)
+        self.proc: subprocess.Popen[bytes] | TemplateChild = proc
         with _LIVE_LOCK:
             _LIVE_WORKERS.add(self.proc.pid)
 

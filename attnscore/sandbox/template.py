@@ -155,7 +155,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
     children: dict[int, int] = {}  # pid -> status socket
     while True:
         try:
-            ready, _, _ = select.select([control, wake_r], [], [])
+            ready, _, _ = select.select([control.fileno(), wake_r], [], [])
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
         if wake_r in ready:
@@ -166,7 +166,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
                 except BlockingIOError:
                     break
         _reap(children)
-        if control in ready:
+        if control.fileno() in ready:
             try:
                 data, fds, _, _ = socket.recv_fds(control, _MAX_MESSAGE, _FDS)
             except OSError:
