@@ -29,6 +29,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.installed
-	$(PY) -m pip install --quiet ruff
+	$(PY) -m pip install --quiet -e '.[dev]'
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy attnscore

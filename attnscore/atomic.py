@@ -29,6 +29,15 @@ def write_atomic(path: Path | str, data: bytes) -> None:
     Raises:
         OSError: the folder cannot be created or the file cannot be written (the temporary file
             is removed; an existing ``path`` is left as it was).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     target = Path(folder) / "reports" / "results.json"
+        ...     write_atomic(target, b"{}")
+        ...     write_atomic(target, b'{"score": 1}')  # replaces the file whole
+        ...     target.read_bytes(), sorted(p.name for p in target.parent.iterdir())
+        (b'{"score": 1}', ['results.json'])
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

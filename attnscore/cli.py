@@ -149,12 +149,12 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
         mtable.add_column("mistake", no_wrap=True)
         for spec_id in mutations:
             mtable.add_column(spec_id.replace("_", "_\n"), justify="center")
-        style = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
+        marks = {"diagnosed": "[green]✓[/]", "caught only": "[yellow]caught[/]", "MISSED": "[red]MISSED[/]"}
         for mistake_id in MISTAKES:
             if any(mistake_id in cells for cells in mutations.values()):
                 mtable.add_row(
                     mistake_id,
-                    *[style[cells[mistake_id]] if mistake_id in cells else "·" for cells in mutations.values()],
+                    *[marks[cells[mistake_id]] if mistake_id in cells else "·" for cells in mutations.values()],
                 )
         scores = []
         for cells in mutations.values():
@@ -510,6 +510,146 @@ def list_specs(markdown: bool) -> None:
     console.print("\n[bold]Registered properties[/]")
     for prop in PROPERTIES.values():
         console.print(f"  {prop.name}: {prop.summary}")
+
+
+@main.command("bench")
+@click.option("--impl", required=True, metavar="MODULE:FUNCTION", help="The implementation to time.")
+@click.option(
+    "--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec whose contract it has."
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+    default=None,
+    help="Dtype of the inputs (default: the spec's first).",
+)
+@click.option("--device", default="cpu", show_default=True, help="cpu (wall time) or cuda[:N] (CUDA events).")
+@click.option(
+    "--size",
+    "sizes",
+    multiple=True,
+    metavar="SYMBOL=N",
+    help="An input size: n_q, n_k, d_k, d_v, d_q, d_a, or batch=B,H for the batch dims "
+    "(repeatable; default batch=4,8 n_q=n_k=1024, widths 64).",
+)
+@click.option(
+    "--keyword",
+    "keywords",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A constant keyword argument for the implementation (e.g. is_causal=true) (repeatable).",
+)
+@click.option(
+    "--warmup", type=click.IntRange(min=0, max=1000), default=3, show_default=True, help="Untimed calls first."
+)
+@click.option("--repeats", type=click.IntRange(min=1, max=10000), default=20, show_default=True, help="Timed calls.")
+@click.option("--no-flush", is_flag=True, help="Do not overwrite a 256 MB buffer before each call (warm caches).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handle_errors
+def bench_impl(
+    impl: str,
+    spec_path: str,
+    dtype: str | None,
+    device: str,
+    sizes: tuple[str, ...],
+    keywords: tuple[str, ...],
+    warmup: int,
+    repeats: int,
+    no_flush: bool,
+    fmt: str,
+) -> None:
+    """Time an implementation against attnscore's reference and torch's own op, in one run.
+
+    Median and interquartile range in milliseconds over --repeats calls; CUDA events on a GPU, wall
+    time on the CPU; the cache is flushed before each call. Exit code 0 when the implementation ran
+    and agrees with the reference, 1 when it raised or its result differs, 2 for a usage error.
+    """
+    from attnscore.check.implementation import ImplError, check_device, load_impl
+    from attnscore.spec.load import load_spec
+    from attnscore.timing.benchmark import bench, parse_sizes
+    from attnscore.timing.kernel_timer import FLUSH_BYTES
+
+    try:
+        function = load_impl(impl)
+        check_device(device)
+    except ImplError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        size_map = parse_sizes(dict(_pair(text, "--size") for text in sizes))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    keyword_map = {name: _yaml_scalar(value, name) for name, value in (_pair(t, "--keyword") for t in keywords)}
+    spec = load_spec(spec_path)
+    result = bench(
+        spec.contract,
+        function,
+        impl,
+        sizes=size_map,
+        dtype=dtype or spec.dtypes[0],
+        device=device,
+        warmup=warmup,
+        repeats=repeats,
+        flush_bytes=0 if no_flush else FLUSH_BYTES,
+        keywords=keyword_map,
+    )
+    reference = result.candidates[1].timing
+    rows: list[dict[str, Any]] = []
+    for c in result.candidates:
+        t = c.timing
+        rows.append(
+            {
+                "label": c.label,
+                "median_ms": None if t is None else t.median_ms,
+                "iqr_ms": None if t is None else t.iqr_ms,
+                "min_ms": None if t is None else t.min_ms,
+                "vs_reference": None if t is None or reference is None else reference.median_ms / t.median_ms,
+                "clock": None if t is None else t.clock,
+                "error": c.error,
+            }
+        )
+    failed = bool(result.disagreement) or result.candidates[0].timing is None
+    if fmt == "json":
+        data = {
+            "contract": result.contract,
+            "sizes": {k: list(v) for k, v in result.sizes.items()},
+            "dtype": result.dtype,
+            "device": result.device,
+            "repeats": repeats,
+            "warmup": warmup,
+            "flushed": not no_flush,
+            "candidates": rows,
+            "max_abs_diff": result.max_abs_diff,
+            "disagreement": result.disagreement,
+        }
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    else:
+        from rich.table import Table
+
+        shape = ", ".join(f"{k}={','.join(map(str, v)) or '-'}" for k, v in result.sizes.items())
+        table = Table(title=f"{result.contract} in {result.dtype} on {result.device} ({shape})", title_justify="left")
+        for column in ("", "median ms", "IQR ms", "min ms", "speed-up vs reference"):
+            table.add_column(column, justify="left" if not column else "right")
+        for row in rows:
+            if row["median_ms"] is None:
+                table.add_row(row["label"], "failed", "", "", row["error"])
+                continue
+            table.add_row(
+                row["label"],
+                f"{row['median_ms']:.4g}",
+                f"{row['iqr_ms']:.2g}",
+                f"{row['min_ms']:.4g}",
+                "" if row["vs_reference"] is None else f"{row['vs_reference']:.2f}x",
+            )
+        console = _stdout()
+        console.print(table)
+        clock = next((r["clock"] for r in rows if r["clock"]), "wall")
+        console.print(
+            f"{repeats} timed calls after {warmup} warm-up calls, {clock}; caches "
+            f"{'warm' if no_flush else 'flushed before each call'}"
+        )
+        if result.disagreement:
+            console.print(f"[bold red]Warning:[/] {result.disagreement}")
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
 from attnscore.practice.command import practice  # noqa: E402

@@ -29,9 +29,12 @@ import fnmatch
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # pytest's own type for a failure's representation; only for the annotation
+    from _pytest._code.code import TerminalRepr
 
 __all__ = ["XfailEntry", "read_xfail_file", "AttnscoreXfailWarning"]
 
@@ -125,10 +128,10 @@ class SpecCaseItem(pytest.Item):
         if not result.passed:
             raise AttnscoreCaseFailure(f"{result.verdict.label}: {result.message}")
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, AttnscoreCaseFailure):
             return str(excinfo.value)
-        return super().repr_failure(excinfo)  # type: ignore[no-any-return]
+        return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         line = int(self.case.location.rsplit(":", 1)[1]) - 1 if ":" in self.case.location else 0

@@ -126,22 +126,3 @@ def test_the_right_implementation_keeps_every_promise():
     spec = load_spec(ROOT / "specs" / "scaled_score_matrix.yaml")
     result = run_impl(spec, _right, dtype="float32", shrink=False)
     assert result.score == result.max_score
-
-
-def test_readme_catalogues_match_the_code():
-    """Issue 11: the README's spec, property and mistake tables are `attnscore specs --markdown`."""
-    from click.testing import CliRunner
-
-    from attnscore.cli import main
-
-    result = CliRunner().invoke(main, ["specs", "--markdown"])
-    assert result.exit_code == 0, result.output
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    tables = result.output.strip().split("\n\n")
-    assert [t.splitlines()[0] for t in tables] == [
-        "| spec | function | worked examples | properties | points |",
-        "| property | applies to | what it checks |",
-        "| mistake | contracts | feedback |",
-    ]
-    for table in tables:
-        assert table in readme, "README is out of date: paste `attnscore specs --markdown`\n" + table

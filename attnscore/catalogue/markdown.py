@@ -1,7 +1,9 @@
 """The catalogues as Markdown tables: bundled specs, registered properties, known mistakes.
 
-``attnscore specs --markdown`` prints them; the README holds the same tables and a test checks
-that they agree, so the documentation cannot drift from the code.
+``attnscore specs --markdown`` prints them; ``docs/catalogue.md`` holds the same tables and a test
+(``tests/test_catalogue_markdown.py``) fails when they differ, so the documentation cannot drift
+from the code. A ``|`` inside a cell (``|q|·|k|``) is written ``\\|``, as GitHub-flavoured Markdown
+needs, so every row keeps its columns.
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ from attnscore.catalogue.properties import PROPERTIES
 from attnscore.spec.contracts import CONTRACTS
 from attnscore.spec.model import Spec
 
-__all__ = ["spec_table", "property_table", "mistake_table"]
+__all__ = ["spec_table", "property_table", "mistake_table", "cell"]
 
 
 def _points(points: Fraction) -> str:
     return str(points.numerator) if points.denominator == 1 else f"{float(points):g}"
+
+
+def cell(text: str) -> str:
+    r"""``text`` made safe for one table cell: pipes escaped, line breaks joined by spaces.
+
+    >>> print(cell("No score exceeds |q|·|k| in magnitude"))
+    No score exceeds \|q\|·\|k\| in magnitude
+    >>> print(cell("two" + chr(10) + "lines"))
+    two lines
+    """
+    return " ".join(text.splitlines()).replace("|", "\\|")
 
 
 def spec_table(specs: Iterable[Spec]) -> str:
@@ -40,7 +53,7 @@ def property_table() -> str:
     for prop in PROPERTIES.values():
         applies = ", ".join(name for name, c in CONTRACTS.items() if prop.applies(c))
         relational = " (relational: several calls per example)" if prop.calls.__name__ != "<lambda>" else ""
-        rows.append(f"| `{prop.name}` | {applies} | {prop.summary}{relational} |")
+        rows.append(f"| `{prop.name}` | {applies} | {cell(prop.summary)}{relational} |")
     return "\n".join(rows)
 
 
@@ -49,5 +62,5 @@ def mistake_table() -> str:
     rows = ["| mistake | contracts | feedback |", "|---|---|---|"]
     for m in MISTAKES.values():
         contracts = ", ".join(name for name in CONTRACTS if name in m.contracts)
-        rows.append(f"| `{m.id}` ({m.title}) | {contracts} | {m.message} |")
+        rows.append(f"| `{m.id}` ({cell(m.title)}) | {contracts} | {cell(m.message)} |")
     return "\n".join(rows)

@@ -116,7 +116,7 @@ def _factor(c: Contract, Q: torch.Tensor) -> float:
 
 
 def _correct(c: Contract, *args: torch.Tensor) -> torch.Tensor:
-    return c.reference(*args)  # type: ignore[return-value]
+    return c.reference(*args)
 
 
 def _attention_with(
@@ -624,7 +624,7 @@ def _causal_flag_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
 def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
     out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
-    return out.to(dtype)  # type: ignore[union-attr]
+    return out.to(dtype)
 
 
 @_add(

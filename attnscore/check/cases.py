@@ -124,7 +124,7 @@ def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np
     """The reference run in ``dtype`` on the CPU (for the ``ratio`` tolerance mode)."""
 
     out = spec.contract.reference(*[to_torch(a, dtype) for a in args.values()])
-    return out.detach().to(torch.float64).numpy()  # type: ignore[union-attr]
+    return out.detach().to(torch.float64).numpy()
 
 
 def property_calls(

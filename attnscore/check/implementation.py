@@ -64,7 +64,7 @@ def load_impl(target: str) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise ImplError(f"--impl {target!r}: {attr!r} is a {type(obj).__name__}, not a function")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def check_device(device: str) -> None:

@@ -119,7 +119,7 @@ def shrink_case(
             tolerance=case.tolerance,
             property_name=case.property_name,
         )
-        observed: list[Any] = []
+        observed: list[tuple[Any, Any]] = []
         result = judge_case(spec, one, make_runner(), dtype, function, diagnose_failures=False, observe=observed)
         if not result.passed and (verdict is None or result.verdict is verdict):
             if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):

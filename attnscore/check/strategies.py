@@ -9,6 +9,7 @@ pair into the contract's arguments.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -80,6 +81,11 @@ def random_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 1
     return Q, K
 
 
+def _not_parallel(q: np.ndarray, v: np.ndarray) -> bool:
+    """Whether ``v`` has a component perpendicular to ``q`` (integer vectors, so exactly)."""
+    return bool(((q @ q) * v - (q @ v) * q).any())
+
+
 @st.composite
 def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 3.0) -> QK:
     """Keys exactly perpendicular to every query (small integers, so ``Q Kᵀ`` is exactly 0).
@@ -100,7 +106,7 @@ def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: fl
         )
         keys = []
         for _ in range(n_k):
-            r = draw(vector.filter(lambda v, q=q: bool(((q @ q) * v - (q @ v) * q).any())))
+            r = draw(vector.filter(functools.partial(_not_parallel, q)))
             keys.append((q @ q) * r - (q @ r) * q)
         Qs.append(np.outer(multiples, q))
         Ks.append(np.stack(keys))

@@ -170,7 +170,13 @@ def grade_many(
     """
     dtype = dtype or spec.dtypes[0]
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
-    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    options: dict[str, Any] = {
+        "function": function,
+        "dtype": dtype,
+        "seed": seed,
+        "limits": limits,
+        "shrink_steps": shrink_steps,
+    }
     results: list[SubmissionResult] = []
     cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
     warm_template(limits)  # once, before any grader process forks: they all share it

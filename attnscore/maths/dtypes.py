@@ -3,6 +3,12 @@
 Names are the strings used everywhere (specs, ``--dtype``, reports): ``float64``, ``float32``,
 ``float16``, ``bfloat16``. Figures from IEEE 754-2008 (binary64, binary32, binary16) and the
 bfloat16 format (8 exponent bits like binary32, 8 significand bits).
+
+Example:
+    >>> UNIT_ROUNDOFF["float32"] == 2.0**-24, UNIT_ROUNDOFF["bfloat16"]
+    (True, 0.00390625)
+    >>> [name for name in DTYPES if name not in LOW_PRECISION]
+    ['float64', 'float32']
 """
 
 from __future__ import annotations

@@ -32,7 +32,12 @@ def _f64(x: np.ndarray) -> np.ndarray:
 
 
 def dot_products(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
-    """``Q Kᵀ`` in float64: Q (..., n_q, d_k), K (..., n_k, d_k) -> (..., n_q, n_k)."""
+    """``Q Kᵀ`` in float64: Q (..., n_q, d_k), K (..., n_k, d_k) -> (..., n_q, n_k).
+
+    Example (the worked example, one query against three keys):
+        >>> dot_products(np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])).tolist()
+        [[1.0, 0.0, 0.7]]
+    """
     return np.einsum("...id,...jd->...ij", _f64(Q), _f64(K))
 
 
@@ -92,6 +97,12 @@ def softmax_weights(S: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray
 
     Masked entries are 0 whatever ``S`` holds there; a fully masked row is all zeros; a NaN in a
     kept entry makes the row's kept entries NaN.
+
+    Example (equal scores share the weight; a fully masked row gets zeros, not NaN):
+        >>> S = np.array([[0.0, 0.0], [1.0, 2.0], [np.nan, 0.0]])
+        >>> mask = np.array([[True, True], [False, False], [True, False]])
+        >>> softmax_weights(S, mask).tolist()
+        [[0.5, 0.5], [0.0, 0.0], [nan, 0.0]]
     """
     S = _f64(S)
     keep = np.ones(S.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), S.shape)

@@ -156,6 +156,14 @@ def scores(q: Any, keys: Any) -> torch.Tensor:
     Source: Vaswani et al. (2017), section 3.2.1 (one row of ``Q Kᵀ``).
 
     Example:
+        The worked example: aligned, perpendicular and partly aligned keys (float64, so 0.7 is
+        printed as written; in float32 it is 0.699999988...):
+
+        >>> f64 = torch.float64
+        >>> q = torch.tensor([1.0, 0.0], dtype=f64)
+        >>> keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]], dtype=f64)
+        >>> scores(q, keys).tolist()
+        [1.0, 0.0, 0.7]
         >>> scores([1.0, 0.0], [[1.0, 0.0], [0.0, 1.0], [0.0, -2.0]]).tolist()
         [1.0, 0.0, 0.0]
     """

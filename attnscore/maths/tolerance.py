@@ -70,7 +70,14 @@ class Tolerance:
     factor: float = 2.0
 
     def describe(self, dtype: str, bound_text: str = "d_k·u·Σ|q_i k_i|") -> str:
-        """One phrase naming the mode and its numbers, for feedback."""
+        """One phrase naming the mode and its numbers, for feedback.
+
+        Example:
+            >>> Tolerance().describe("float32")
+            'dot-product error bound 2·d_k·u·Σ|q_i k_i| (u=5.96e-08, float32)'
+            >>> Tolerance("close").describe("float16")
+            'close: rtol=0.001, atol=0.000976562 (float16)'
+        """
         if self.mode == "exact":
             return "exact comparison"
         if self.mode == "close":
@@ -123,6 +130,20 @@ def allowed_error(
             absolute: a query scaled first (``(Q·d_k^-½) Kᵀ``) into the subnormal range is off by
             up to half a subnormal per coordinate, and that error is multiplied by ``|k_i|``. The
             absolute floor is ``(d_k + 1 + Σ_i (|q_i| + |k_i|))`` subnormals (tiny outside float16).
+
+    Example:
+        The worked example in float32 (``d_k = 2``; golden ``[1, 0, 0.7]``; ``Σ|q_i k_i|`` is
+        ``[1, 0, 0.7]`` too), in units of ``u = 2⁻²⁴``: ``2·d_k·u·Σ|q_i k_i| + u·|golden|``, and
+        for the perpendicular key only the subnormal floor, far below ``u``:
+
+        >>> golden = np.array([1.0, 0.0, 0.7])
+        >>> allowed = allowed_error(Tolerance(), golden, "float32", d_k=2, scale=golden)
+        >>> (allowed / 2**-24).round(6).tolist()
+        [5.0, 0.0, 3.5]
+        >>> allowed_error(Tolerance("close"), np.array([0.0, 100.0]), "float32", 2, np.zeros(2)).round(8).tolist()
+        [1e-05, 0.00014]
+        >>> allowed_error(Tolerance("exact"), golden, "float32", 2, golden).tolist()
+        [0.0, 0.0, 0.0]
     """
     golden = np.asarray(golden, dtype=np.float64)
     if tol.mode == "exact":
@@ -142,7 +163,7 @@ def allowed_error(
         bound = tol.factor * max(d_k, 1) * u * scale
     # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
     # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
-    floor_units = max(d_k, 1) + 1.0
+    floor_units: float | np.ndarray = max(d_k, 1) + 1.0
     if operands is not None:
         floor_units = floor_units + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
     return bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]

@@ -34,7 +34,7 @@ from attnscore.practice.problem import Problem
 from attnscore.practice.render_latex import render_key_latex, render_worksheet_latex
 from attnscore.practice.render_md import render_key_md, render_worksheet_md
 from attnscore.practice.solutions import Rejected
-from attnscore.practice.verify import verify_families
+from attnscore.practice.verify import VerifyReport, verify_families
 from attnscore.practice.worksheet import Worksheet
 from attnscore.practice.writer import write_outputs
 
@@ -189,7 +189,7 @@ def _version() -> str:
         return ""
 
 
-def _print_verify(report) -> None:  # type: ignore[no-untyped-def]
+def _print_verify(report: VerifyReport) -> None:
     click.echo(
         f"{'family':<18} {'variants':>8} {'per s':>8} {'accepted':>9} {'capacity':>9} {'dup@1000':>8} "
         f"{'dupes':>6} {'max':>5}  positions"

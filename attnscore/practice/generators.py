@@ -216,8 +216,8 @@ def _ranking_options(scores: Sequence[Fraction], crng: random.Random) -> dict[st
         for fs in itertools.combinations([c[0] for c in CONCEPTS if not c[2]], 3)
         if sum(1 for f in fs if length[f] < length[t[0]]) == target
     ]
-    true_id, falses = crng.choice(fits)
-    falses = list(falses)
+    true_id, chosen = crng.choice(fits)
+    falses = list(chosen)
     crng.shuffle(falses)
     concepts, _ = _place(true_id, falses, crng)
     return {"orderings": tuple(orderings), "concepts": tuple(concepts)}
@@ -392,10 +392,10 @@ def _draw(fam: Family, setup: dict[str, Any], rng: random.Random, crng: random.R
         sign = setup["sign"]
         k = _perpendicular(rng, grid, q) if sign == 0 else _vector(rng, grid, setup["d"])
         if sign != 0:
-            s = dot(q, k)
-            if s == 0:
+            score = dot(q, k)
+            if score == 0:
                 raise Rejected("zero answer")
-            if (s > 0) != (sign > 0):
+            if (score > 0) != (sign > 0):
                 k = tuple(-x for x in k)
                 if any(x not in grid for x in k):
                     raise Rejected("negated key off the grid")

@@ -185,4 +185,10 @@ def math_png(latex: str) -> MathImage:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, transparent=True, metadata={"Software": None})
     px = 96 / 72
-    return MathImage(buf.getvalue(), round(width * px, 1), round(height * px, 1), round((box.descent + _PAD) * px, 1))
+    # float(): matplotlib's extents are numpy floats, whose repr ("np.float64(12.3)") must not reach a page.
+    return MathImage(
+        buf.getvalue(),
+        round(float(width) * px, 1),
+        round(float(height) * px, 1),
+        round(float(box.descent + _PAD) * px, 1),
+    )

@@ -119,7 +119,12 @@ class SubmissionResult:
 
 
 def points_out(points: Fraction, digits: int = 4) -> float | int:
-    """Round exact points once, for output: an int when whole, else a float with ``digits``."""
+    """Round exact points once, for output: an int when whole, else a float with ``digits``.
+
+    Example (seven sevenths are exactly 1; 0 points stay a score of 0):
+        >>> points_out(7 * Fraction(1, 7)), points_out(Fraction(2, 3)), points_out(Fraction(0))
+        (1, 0.6667, 0)
+    """
     if points.denominator == 1:
         return int(points)
     return round(float(points), digits)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -42,7 +42,7 @@ def submission_text(result: SubmissionResult) -> Group:
     table.add_column("points", justify="right")
     for case in result.cases:
         table.add_row(case.id, _verdict_text(case.verdict), f"{points_out(case.points)}/{points_out(case.max_points)}")
-    parts: list[object] = [header, table]
+    parts: list[RenderableType] = [header, table]
     if result.error:
         parts.append(Text(f"\n{result.error}", style="red"))
     for case in result.cases:

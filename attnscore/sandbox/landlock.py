@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Sequence
 
 __all__ = ["abi_version", "confine"]
 
@@ -78,7 +79,7 @@ def abi_version() -> int:
     return max(int(version), 0)
 
 
-def confine(read: list[str], write: list[str], files: list[tuple[str, int]] = ()) -> str:
+def confine(read: list[str], write: list[str], files: Sequence[tuple[str, int]] = ()) -> str:
     """Restrict this process (and its future children) to reading beneath ``read``, writing
     beneath ``write``, the listed ``(file, rights)``, no TCP and no signals outside itself.
 

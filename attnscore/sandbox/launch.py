@@ -343,7 +343,7 @@ def _readonly_roots() -> list[str]:
     roots.add(os.path.abspath(sys.prefix))
     # Drop entries covered by another entry or by the system folders bound anyway.
     system = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
-    kept = []
+    kept: list[str] = []
     for root in sorted(roots):
         if any(root == s or root.startswith(s + "/") for s in system):
             continue
@@ -1149,7 +1149,7 @@ class SandboxRunner:
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
         if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
-            claimed = self.last_inspection or {"aliased": []}
+            claimed: dict[str, list[str]] = self.last_inspection or {"aliased": []}
             changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
             self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
         if isinstance(outcome, CallFailure) and outcome.verdict in (

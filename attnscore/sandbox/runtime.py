@@ -149,7 +149,8 @@ def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
     root = tempfile.mkdtemp(prefix="attnscore-runtime-")
     atexit.register(shutil.rmtree, root, True)
     os.chmod(root, 0o755)
-    mirrors, problems = [], []
+    mirrors: list[tuple[str, str]] = []
+    problems: list[str] = []
     for original in outermost:
         copy = os.path.join(root, str(len(mirrors)), os.path.basename(original) or "root")
         try:

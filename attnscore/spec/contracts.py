@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+import torch
 
 from attnscore.maths import golden, reference
 
@@ -56,7 +56,7 @@ class Contract:
     name: str
     parameters: tuple[tuple[str, tuple[str, ...]], ...]
     returns: tuple[str, ...]
-    reference: Callable[..., object]
+    reference: Callable[..., torch.Tensor]
     golden_fn: Callable[[Args], np.ndarray]
     error_fn: Callable[[Args], tuple[int, np.ndarray]]
     kind: str = "scores"
@@ -117,7 +117,7 @@ def _qk_view(
     name: str,
     parameters: tuple[tuple[str, tuple[str, ...]], ...],
     returns: tuple[str, ...],
-    ref: Callable[..., object],
+    ref: Callable[..., torch.Tensor],
     to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]],
     from_scores: Callable[[np.ndarray], np.ndarray],
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
@@ -207,7 +207,7 @@ def _causal(alignment: str) -> Contract:
         keep = golden.causal_keep(np.shape(a["Q"])[-2], np.shape(a["K"])[-2], alignment)
         return {"Q": a["Q"], "K": a["K"], "V": a["V"], "mask": keep}
 
-    def ref(Q: Any, K: Any, V: Any) -> object:
+    def ref(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         return reference.causal_attention(Q, K, V, alignment)
 
     return Contract(

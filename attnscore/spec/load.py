@@ -14,6 +14,7 @@ import json
 import keyword
 import math
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -44,7 +45,7 @@ def spec_schema() -> dict[str, Any]:
     """The JSON Schema of spec format v1, as a dict."""
     # Next to the bundled specs, so that their "# yaml-language-server: $schema=spec-v1.schema.json"
     # line finds it both in a checkout (specs/) and in an installed package (attnscore/bundled_specs/).
-    text = resources.files("attnscore").joinpath("bundled_specs", "spec-v1.schema.json").read_text(encoding="utf-8")
+    text = (resources.files("attnscore") / "bundled_specs" / "spec-v1.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -150,8 +151,8 @@ def _control_problems(doc: Positioned) -> list[SpecProblem]:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 walk(v, path + (i,))
-        elif isinstance(value, str) and _CONTROL.search(value):
-            code = ord(_CONTROL.search(value).group())
+        elif isinstance(value, str) and (control := _CONTROL.search(value)):
+            code = ord(control.group())
             found.append(doc.problem(path, f"expected printable text, found the control character U+{code:04X}"))
 
     walk(doc.data, ())
@@ -243,11 +244,11 @@ def _check_example_shapes(
         fixed = [s for s in legend if s != "..."]
         batched = "..." in legend
         if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
-            rank = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
+            dims = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
             problems.append(
                 doc.problem(
                     path + ("inputs", name),
-                    f"expected shape {_shape_text(legend)} ({rank}), found shape {_shape_text(arr.shape)}",
+                    f"expected shape {_shape_text(legend)} ({dims}), found shape {_shape_text(arr.shape)}",
                 )
             )
             ok = False
@@ -359,14 +360,15 @@ _TOLERANCE_FIELDS = {"exact": set(), "close": {"rtol", "atol"}, "dot_bound": {"f
 def _tolerance_problems(doc: Positioned) -> list[SpecProblem]:
     """Tolerance fields that the chosen mode would ignore (``rtol`` under ``mode: exact``)."""
     found = []
-    places = [("tolerance",)] + [("worked_examples", i, "tolerance") for i in range(len(doc.data["worked_examples"]))]
+    places: list[tuple[Any, ...]] = [("tolerance",)]
+    places += [("worked_examples", i, "tolerance") for i in range(len(doc.data["worked_examples"]))]
     for path in places:
-        raw = doc.data
+        raw: Any = doc.data
         for part in path:
             raw = raw.get(part) if isinstance(raw, dict) else raw[part] if isinstance(raw, list) else None
         if not isinstance(raw, dict):
             continue
-        mode = raw.get("mode")
+        mode: Any = raw.get("mode")
         for field in sorted(set(raw) - {"mode"} - _TOLERANCE_FIELDS.get(mode, set())):
             uses = ", ".join(sorted(_TOLERANCE_FIELDS.get(mode, set()))) or "no other field"
             found.append(
@@ -516,11 +518,11 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                 line=doc.where(("properties", i))[0],
             )
         )
-    mistakes = None
+    mistakes: tuple[str, ...] | None = None
     if "mistakes" in data:
         from attnscore.catalogue.mistakes import MISTAKES
 
-        mistakes = []
+        listed: list[str] = []
         for i, mid in enumerate(data["mistakes"]):
             if mid not in MISTAKES:
                 problems.append(
@@ -536,8 +538,8 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                     )
                 )
             else:
-                mistakes.append(mid)
-        mistakes = tuple(mistakes)
+                listed.append(mid)
+        mistakes = tuple(listed)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     if problems:
         return None
@@ -600,7 +602,7 @@ def load_spec(path: str | Path) -> Spec:
     return spec
 
 
-def load_specs(paths: list[str | Path]) -> list[Spec]:
+def load_specs(paths: Sequence[str | Path]) -> list[Spec]:
     """Load several spec files; raise one SpecError with the problems of all of them."""
     specs, problems = [], []
     for path in paths:

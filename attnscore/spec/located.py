@@ -44,7 +44,14 @@ class SpecError(ValueError):
 
 
 def field_path(path: Path) -> str:
-    """``("worked_examples", 0, "inputs", "q")`` -> ``worked_examples[0].inputs.q``."""
+    """The field path of a spec value, as problems name it.
+
+    Example:
+        >>> field_path(("worked_examples", 0, "inputs", "q"))
+        'worked_examples[0].inputs.q'
+        >>> field_path(())
+        '(top level)'
+    """
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -90,7 +97,7 @@ _EXPONENT_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

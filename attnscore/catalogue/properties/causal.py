@@ -45,7 +45,7 @@ def _future_ignored(ctx: CheckContext) -> str | None:
         )
     n_q, n_k = np.shape(args["Q"])[-2], np.shape(args["K"])[-2]
     keep = golden.causal_keep(n_q, n_k, _alignment(ctx.contract))
-    blind = ~keep[:, t:].any(axis=-1)  # queries that see none of the changed keys
+    blind = np.asarray(~keep[:, t:].any(axis=-1))  # queries that see none of the changed keys
     limits = [np.asarray(a, dtype=np.float64) for a in ctx.allowed]
     if any(a.shape != before.shape for a in limits):  # a wrong-shaped output: its largest allowed error
         limits = [np.full(before.shape, np.max(a, initial=0.0)) for a in limits]

@@ -142,6 +142,7 @@ def test_reference_matches_golden_on_random_inputs(name):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_reference_on_cuda_keeps_device():
     """On CUDA the result stays on the inputs' device."""

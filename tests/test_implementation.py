@@ -89,6 +89,7 @@ def test_cuda_without_gpu_is_a_usage_error():
     assert result.exit_code == 2 and "CUDA is not available on this machine; use --device cpu" in result.output
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_run_records_the_device():
     """On a GPU the run happens on cuda, with TF32 pinned off and the device name recorded."""
@@ -110,6 +111,7 @@ def test_cuda_run_records_the_device():
     assert data["device"] == "cuda" and data["environment"]["device_name"]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_cuda_low_precision(dtype):

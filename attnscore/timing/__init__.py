@@ -1,0 +1,1 @@
+"""Kernel timing for engineers: ``attnscore bench`` (see :mod:`attnscore.timing.benchmark`)."""
