@@ -636,10 +636,10 @@ def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...], group: int | Non
         if group is not None:
             os.chown(target, 0, group)
         os.chmod(target, file_mode)
-    for made in made_folders:
+    for made_folder in made_folders:
         if group is not None:
-            os.chown(made, 0, group)
-        os.chmod(made, folder_mode)
+            os.chown(made_folder, 0, group)
+        os.chmod(made_folder, folder_mode)
 
 
 def _installed(module: str, path: tuple[str, ...]) -> bool:
