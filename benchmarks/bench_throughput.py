@@ -45,7 +45,9 @@ def _copies(sources: list[Path], copies: int, into: Path) -> list[Path]:
 def _rate(paths: list[Path], spec, limits: Limits, jobs: int) -> tuple[float, list]:
     start = time.perf_counter()
     results = grade_many(find_submissions([str(p) for p in paths]), spec, limits=limits, jobs=jobs)
-    return len(paths) / (time.perf_counter() - start), [(r.submission.split("_", 1)[1], r.score) for r in results]
+    return len(paths) / (time.perf_counter() - start), [
+        (Path(r.submission).name.split("_", 1)[1], r.score) for r in results
+    ]
 
 
 def main() -> None:
@@ -70,7 +72,9 @@ def main() -> None:
             few = many[: len(sources) * args.fresh_copies]
             fast, fast_scores = _rate(many, spec, Limits(call_timeout_s=spec.timeout_s), args.jobs)
             slow, slow_scores = _rate(few, spec, Limits(call_timeout_s=spec.timeout_s, template=False), args.jobs)
-            same = dict(fast_scores) == dict(slow_scores)
+            fresh = dict(slow_scores)
+            differ = sorted({f"{n}: {a} vs {fresh[n]}" for n, a in fast_scores if n in fresh and a != fresh[n]})
+            same = "yes" if not differ else "no (" + "; ".join(differ) + ")"
             print(
                 f"{kind:7}: template {fast:6.2f} submissions/s ({len(many)}), "
                 f"fresh interpreters {slow:5.2f} submissions/s ({len(few)}), ratio {fast / slow:5.1f}x, "
