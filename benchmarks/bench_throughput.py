@@ -18,18 +18,21 @@ import os
 import shutil
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from attnscore.grade.grading import grade_many
 from attnscore.grade.submission import find_submissions
 from attnscore.sandbox.launch import Limits, warm_template
 from attnscore.spec.load import load_spec
+from attnscore.spec.model import Spec
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "submissions" / "scores"
 
 
 def _copies(sources: list[Path], copies: int, into: Path) -> list[Path]:
+    into.mkdir()
     paths = []
     for copy in range(copies):
         for src in sources:
@@ -42,12 +45,14 @@ def _copies(sources: list[Path], copies: int, into: Path) -> list[Path]:
     return paths
 
 
-def _rate(paths: list[Path], spec, limits: Limits, jobs: int) -> tuple[float, list]:
+def _rate(folder: Path, spec: Spec, limits: Limits, jobs: int) -> tuple[float, int, list[tuple[str, Fraction]]]:
+    """Grade every submission in ``folder`` (a class: one per file or subfolder); the rate."""
+    submissions = find_submissions([str(folder)])
     start = time.perf_counter()
-    results = grade_many(find_submissions([str(p) for p in paths]), spec, limits=limits, jobs=jobs)
-    return len(paths) / (time.perf_counter() - start), [
-        (Path(r.submission).name.split("_", 1)[1], r.score) for r in results
-    ]
+    results = grade_many(submissions, spec, limits=limits, jobs=jobs)
+    seconds = time.perf_counter() - start
+    names = [s.path.name.split("_", 1)[1] for s in submissions]
+    return len(results) / seconds, len(results), [(n, r.score) for n, r in zip(names, results, strict=True)]
 
 
 def main() -> None:
@@ -60,24 +65,27 @@ def main() -> None:
     everything = sorted(EXAMPLES.iterdir())
     correct = [p for p in everything if p.name.startswith("correct_")]
     wrong = [p for p in everything if not p.name.startswith("correct_") and "hangs" not in p.name]
-    warm_template(
-        Limits(call_timeout_s=spec.timeout_s)
-    )  # started once per batch: its second or so is not a per-submission cost
+    # The template starts once per batch (about a second): not a per-submission cost.
+    warm_template(Limits(call_timeout_s=spec.timeout_s))
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"correct: {', '.join(p.name for p in correct)}")
     print(f"wrong:   {', '.join(p.name for p in wrong)}")
     for kind, sources in (("correct", correct), ("wrong", wrong)):
         with tempfile.TemporaryDirectory() as tmp:
-            many = _copies(sources, args.copies, Path(tmp))
-            few = many[: len(sources) * args.fresh_copies]
-            fast, fast_scores = _rate(many, spec, Limits(call_timeout_s=spec.timeout_s), args.jobs)
-            slow, slow_scores = _rate(few, spec, Limits(call_timeout_s=spec.timeout_s, template=False), args.jobs)
+            _copies(sources, args.copies, Path(tmp, "template"))
+            _copies(sources, args.fresh_copies, Path(tmp, "fresh"))
+            fast, many, fast_scores = _rate(
+                Path(tmp, "template"), spec, Limits(call_timeout_s=spec.timeout_s), args.jobs
+            )
+            slow, few, slow_scores = _rate(
+                Path(tmp, "fresh"), spec, Limits(call_timeout_s=spec.timeout_s, template=False), args.jobs
+            )
             fresh = dict(slow_scores)
             differ = sorted({f"{n}: {a} vs {fresh[n]}" for n, a in fast_scores if n in fresh and a != fresh[n]})
             same = "yes" if not differ else "no (" + "; ".join(differ) + ")"
             print(
-                f"{kind:7}: template {fast:6.2f} submissions/s ({len(many)}), "
-                f"fresh interpreters {slow:5.2f} submissions/s ({len(few)}), ratio {fast / slow:5.1f}x, "
+                f"{kind:7}: template {fast:6.2f} submissions/s ({many}), "
+                f"fresh interpreters {slow:5.2f} submissions/s ({few}), ratio {fast / slow:5.1f}x, "
                 f"same scores: {same}"
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
