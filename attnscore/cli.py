@@ -277,11 +277,13 @@ def grade(
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
-    from attnscore.sandbox.launch import Limits, preflight, spec_exposure
+    from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
     from attnscore.spec.load import load_spec
 
     if output:
         check_output_path(output)
+    # The worker template loads torch while this process loads the spec and builds the cases.
+    warm_template(Limits(template=False if no_template else None), wait=False)
     spec = load_spec(spec_path)
     paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
     if fmt == "gradescope" and len(paths) != 1:

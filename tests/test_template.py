@@ -21,6 +21,7 @@ from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import launch
 from attnscore.sandbox.launch import Limits, SandboxRunner, protections, use_template, warm_template
+from attnscore.sandbox.template import TemplateError, WorkerTemplate
 from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -360,3 +361,24 @@ def test_jobs_after_the_parent_used_openmp_do_not_hang(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['11', '4', '1']"
+
+
+def _broken_template(*_: object) -> WorkerTemplate:
+    return WorkerTemplate("/bin/false", "/nonexistent", {}, {"PATH": "/usr/bin:/bin"})
+
+
+def test_a_template_that_cannot_start_falls_back_to_fresh_interpreters(tmp_path, monkeypatch):
+    """A template whose interpreter exits at once: workers start as fresh interpreters; template=True says why."""
+    with pytest.raises(TemplateError, match="the worker template did not start"):
+        _broken_template().wait_ready()
+    monkeypatch.setattr(launch, "_TEMPLATES", {})
+    monkeypatch.setattr(launch, "_start_template", _broken_template)
+    path = tmp_path / "good.py"
+    path.write_text("def scores(q, keys):\n    return keys @ q\n")
+    with SandboxRunner(path, "scores", Limits(bwrap=False)) as runner:
+        values = _values(runner.call(ARGS, "float64"))
+        assert runner.template is None and runner.starts == 1
+    assert values == [1.0, 0.0]
+    with pytest.raises(TemplateError, match="did not start"):
+        SandboxRunner(path, "scores", Limits(bwrap=False, template=True))
+    assert warm_template(Limits(bwrap=False)).startswith("the worker template did not start")

@@ -232,6 +232,13 @@ _TEMPLATES: dict[tuple[int, str, tuple[tuple[str, str], ...]], WorkerTemplate | 
 _TEMPLATES_LOCK = threading.Lock()
 
 
+def _start_template(runtime: WorkerRuntime) -> WorkerTemplate:
+    """A new worker template for ``runtime`` (it loads torch while the grader goes on)."""
+    return WorkerTemplate(
+        runtime.executable, _worker_lib(), {"mirrors": [list(m) for m in runtime.mirrors]}, _scrubbed_env("/")
+    )
+
+
 def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | None:
     """This grader process's template for ``runtime`` (started on first use; a forked grader
     process shares its parent's); None, after one failed start, when not ``required``.
@@ -243,19 +250,16 @@ def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | No
     inherited = [t for k, t in _TEMPLATES.items() if k[1:] == key[1:] and isinstance(t, WorkerTemplate)]
     with _TEMPLATES_LOCK:
         found = _TEMPLATES.get(key) or (inherited[0] if inherited else None)
-        if isinstance(found, WorkerTemplate) and not found.alive():
+        if isinstance(found, WorkerTemplate) and found.failure is not None:
+            found = found.failure  # it could not start: do not pay for a failed start per submission
+        elif isinstance(found, WorkerTemplate) and not found.alive():
             found = None
         if found is None:
             try:
-                found = WorkerTemplate(
-                    runtime.executable,
-                    _worker_lib(),
-                    {"mirrors": [list(m) for m in runtime.mirrors]},
-                    _scrubbed_env("/"),
-                )
-            except (TemplateError, OSError) as exc:
-                found = str(exc)
-            _TEMPLATES[key] = found
+                found = _start_template(runtime)
+            except OSError as exc:
+                found = f"the worker template could not be started: {exc}"
+        _TEMPLATES[key] = found
     if isinstance(found, str):
         if required:
             raise TemplateError(found)
@@ -263,15 +267,18 @@ def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | No
     return found
 
 
-def warm_template(limits: Limits | None = None) -> str | None:
+def warm_template(limits: Limits | None = None, wait: bool = True) -> str | None:
     """Start this process's worker template now (grader processes forked afterwards share it);
-    returns why it could not start, or None (also when the limits do not use a template)."""
+    with ``wait``, until it has loaded torch. Returns why it could not start, or None (also when
+    the limits do not use a template, or not ``wait``: then the first submission finds out)."""
     limits = limits or Limits()
     if not use_template(limits):
         return None
     runtime = worker_runtime(uid=limits.uid) if _drops_privileges() else WorkerRuntime(sys.executable, ())
     try:
-        _template_for(runtime, required=True)
+        template = _template_for(runtime, required=True)
+        if wait and template is not None:
+            template.wait_ready()
     except TemplateError as exc:
         return str(exc)
     return None

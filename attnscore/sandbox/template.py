@@ -44,6 +44,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -293,10 +294,11 @@ _BOOTSTRAP = "; ".join(
 
 
 class WorkerTemplate:
-    """The grader's handle on one running template (see the module docstring).
+    """The grader's handle on one template (see the module docstring): started at once, ready
+    when it has loaded torch (:meth:`wait_ready`, also called by the first :meth:`fork`).
 
     Raises:
-        TemplateError: the template could not start (it said why, or died; its stderr is quoted).
+        OSError: the interpreter could not be started at all.
     """
 
     def __init__(self, executable: str, lib: str, config: dict[str, Any], env: dict[str, str], timeout_s: float = 120):
@@ -317,22 +319,40 @@ class WorkerTemplate:
             )
         finally:
             theirs.close()
-        ready, _, _ = select.select([self.control], [], [], timeout_s)
+        self._log, self._timeout_s, self._ready = log, timeout_s, False
+        self._ready_lock = threading.Lock()
+        self.failure: str | None = None
+        self.threads = 0
+        atexit.register(self.close)
+
+    def wait_ready(self) -> None:
+        """Wait until the template has loaded torch (the grader does other work meanwhile).
+
+        Raises:
+            TemplateError: it did not start (it said why, or died), or runs more than one thread.
+        """
+        with self._ready_lock:
+            if self._ready:
+                return
+            if self.failure is None:
+                self.failure = self._read_ready()
+                self._ready = self.failure is None
+            if self.failure is not None:
+                raise TemplateError(self.failure)
+
+    def _read_ready(self) -> str | None:
+        ready, _, _ = select.select([self.control], [], [], self._timeout_s)
         data = self.control.recv(_MAX_MESSAGE) if ready else b""
+        said = os.pread(self._log, 4000, 0).decode("utf-8", "replace").strip().splitlines()
+        os.close(self._log)
         if not data:
-            self.proc.kill()
-            self.proc.wait()
-            said = os.pread(log, 4000, 0).decode("utf-8", "replace").strip().splitlines()
-            os.close(log)
-            raise TemplateError(f"the worker template did not start: {said[-1] if said else 'no answer'}")
-        os.close(log)
+            self.close()
+            return f"the worker template did not start: {said[-1] if said else 'no answer'}"
         self.threads = int(json.loads(data).get("ready", 0))
         if self.threads != 1:
             self.close()
-            raise TemplateError(
-                f"the worker template runs {self.threads} threads after importing torch; forking needs 1"
-            )
-        atexit.register(self.close)
+            return f"the worker template runs {self.threads} threads after importing torch; forking needs 1"
+        return None
 
     @property
     def pid(self) -> int:
@@ -340,6 +360,8 @@ class WorkerTemplate:
 
     def alive(self) -> bool:
         """Whether the template still runs (also asked by grader processes forked from its owner)."""
+        if self.failure is not None:
+            return False
         if os.getpid() == self.owner:
             return self.proc.poll() is None
         try:
@@ -353,8 +375,10 @@ class WorkerTemplate:
         output pipe's write end and the shared input memory (the caller closes its copies).
 
         Raises:
-            TemplateError: the template did not answer within ``timeout_s`` or could not fork.
+            TemplateError: the template did not start, did not answer within ``timeout_s`` or
+                could not fork.
         """
+        self.wait_ready()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             socket.send_fds(self.control, [json.dumps(request).encode()], [*fds, theirs.fileno()])
@@ -381,7 +405,7 @@ class WorkerTemplate:
             pass
         if self.proc.poll() is None:
             try:
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=5 if self._ready else 0)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
