@@ -18,7 +18,17 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from attnscore.spec.located import SpecError
 
@@ -180,6 +190,71 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
+class _RateColumn(ProgressColumn):
+    """Submissions graded per second (rich's own speed column counts bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.2f}/s", style="progress.data.speed")
+
+
+def _grading_progress(console: Console) -> Progress:
+    """A progress bar with count, rate, elapsed time and ETA on ``console``; silent when it is not a
+    terminal (pipes, CI logs)."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def _has_dask() -> bool:
+    try:
+        import distributed  # noqa: F401 - optional (attnscore[dask]); imported only for --scheduler
+    except ImportError:
+        return False
+    return True
+
+
+def _grade_batch(
+    paths: list[Any], spec: Any, out: str | None, scheduler: str | None, jobs: int, err: Console, options: Any
+) -> tuple[list[Any], Any]:
+    """Grade ``paths`` here, as a class run into ``out``, or on a dask cluster, with a progress bar."""
+    from attnscore.grade.grading import grade_many
+
+    run = None
+    with _grading_progress(err) as bar:
+        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
+        if out is not None:
+            from attnscore.grade.class_run import grade_class
+
+            run = grade_class(
+                paths,
+                spec,
+                out,
+                jobs=jobs,
+                scheduler=scheduler,
+                on_plan=lambda _, todo: bar.update(task, total=todo),
+                on_result=lambda *_: bar.advance(task),
+                **options,
+            )
+            results = [result for _, result in run.rows]
+        elif scheduler is not None:
+            from attnscore.grade.cluster import grade_on_cluster
+
+            results = grade_on_cluster(paths, spec, scheduler, on_result=lambda _: bar.advance(task), **options)
+        else:
+            results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
+    return results, run
+
+
 @main.command()
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @click.option(
@@ -249,6 +324,23 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     help="Start a fresh interpreter for every worker instead of forking it from the pre-started worker "
     "template (slower; for comparison, or when the template cannot run).",
 )
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Class run: keep a resumable gradebook in DIR/gradebook.sqlite and write DIR/feedback/*.txt, "
+    "DIR/grades.csv and DIR/report.html; only new or changed submissions are graded.",
+)
+@click.option(
+    "--scheduler",
+    "scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="Grade on the dask.distributed cluster whose scheduler is ADDRESS (e.g. tcp://host:8786); "
+    "needs attnscore[dask].",
+)
 @handle_errors
 def grade(
     submissions: tuple[str, ...],
@@ -262,6 +354,8 @@ def grade(
     shrink_steps: int,
     jobs: int,
     entry: str | None,
+    out: str | None,
+    scheduler: str | None,
     no_template: bool,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
@@ -270,10 +364,15 @@ def grade(
     helper modules). A folder of .py files and student folders is a class: each file and each
     subfolder is one submission. With --format gradescope the folder given is one submission.
 
+    With --out DIR, a class run: results are committed to DIR/gradebook.sqlite as they finish, so
+    a run killed at any moment and started again grades only what is left; unchanged submissions
+    are not graded again, changed ones (or a changed spec) are. See docs/class-grading.md.
+
     Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
     grading machine failed (a grader error; the other submissions are still graded and reported).
     """
-    from attnscore.grade.grading import grade_many
+    from attnscore.grade.cluster import ClusterError
+    from attnscore.grade.gradebook import GradebookError
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
@@ -282,8 +381,10 @@ def grade(
 
     if output:
         check_output_path(output)
-    # The worker template loads torch while this process loads the spec and builds the cases.
-    warm_template(Limits(template=False if no_template else None), wait=False)
+    if out is not None and fmt == "gradescope":
+        raise click.UsageError("--out (a class run) and --format gradescope (one student) cannot be combined")
+    if scheduler is None:  # the worker template loads torch while this process loads the spec
+        warm_template(Limits(template=False if no_template else None), wait=False)
     spec = load_spec(spec_path)
     paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
     if fmt == "gradescope" and len(paths) != 1:
@@ -302,19 +403,22 @@ def grade(
     exposed = spec_exposure(spec_path, limits)
     if exposed is not None:
         click.echo(f"Warning: {exposed}", err=True)
+    if scheduler is not None and not _has_dask():
+        raise click.UsageError(
+            "--scheduler needs dask.distributed, which is not installed; install it with "
+            "pip install 'attnscore[dask]' (here and on every worker)"
+        )
     err = Console(stderr=True)
-    with Progress(*Progress.get_default_columns(), console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
-        results = grade_many(
-            paths,
-            spec,
-            function=function,
-            dtype=dtype,
-            seed=seed,
-            limits=limits,
-            shrink_steps=shrink_steps,
-            jobs=jobs,
-            on_result=lambda _: bar.advance(task),
+    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    try:
+        results, run = _grade_batch(paths, spec, out, scheduler, jobs, err, options)
+    except (GradebookError, ClusterError) as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if run is not None:
+        click.echo(
+            f"class run: {len(run.graded)} graded, {len(run.reused)} unchanged (not graded again); "
+            f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
+            err=True,
         )
     if fmt == "text":
         from attnscore.sandbox.launch import protections
@@ -657,3 +761,123 @@ def bench_impl(
 from attnscore.practice.command import practice  # noqa: E402
 
 main.add_command(practice)
+
+
+@main.command("check")
+@click.argument("solution", type=click.Path())
+@click.option(
+    "--spec", "spec_path", required=True, type=click.Path(dir_okay=False), help="The spec file to check against."
+)
+@click.option("--function", "function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option("--entry", "entry", default=None, metavar="FILE", help="Entry file of a folder solution.")
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64", "float16", "bfloat16"]),
+    default=None,
+    help="Dtype the inputs are cast to (default: the spec's first, as the grader).",
+)
+@click.option(
+    "--shrink-steps",
+    "shrink_steps",
+    type=click.IntRange(min=0, max=1000),
+    default=50,
+    show_default=True,
+    help="Examples tried per failing property to find a minimal counterexample (0: off).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handle_errors
+def check_solution(
+    solution: str,
+    spec_path: str,
+    function: str | None,
+    entry: str | None,
+    dtype: str | None,
+    shrink_steps: int,
+    fmt: str,
+) -> None:
+    """Self-check SOLUTION (.py, .ipynb or folder) on the spec's visible cases, on this machine.
+
+    The grader's feedback for the visible cases only (hidden cases are neither run nor shown). The
+    code runs in this process with a per-call time limit, without the grader's sandbox: use it
+    on your own code.
+
+    Exit code 0 when every visible case passed, 1 when some failed, 2 for a usage error.
+    """
+    from attnscore.selfcheck import check_path
+    from attnscore.spec.load import load_spec
+
+    spec = load_spec(spec_path)
+    if dtype is not None and dtype not in spec.dtypes:
+        raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
+    outcome = check_path(solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps)
+    if fmt == "json":
+        from attnscore.report.json_report import submission_to_json
+
+        data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
+    else:
+        from attnscore.report.text import submission_text
+
+        console = _stdout()
+        console.print(submission_text(outcome.result))
+        console.print(outcome.footer())
+    sys.exit(EXIT_OK if outcome.passed else EXIT_FAILED)
+
+
+@main.group("export")
+def export() -> None:
+    """Build deployable graders for course platforms (Gradescope, PrairieLearn)."""
+
+
+@export.command("gradescope")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True), help="The spec.")
+@click.option(
+    "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The zip to write (atomically)."
+)
+@click.option("--function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option("--entry", default=None, metavar="FILE", help="Entry file of multi-file submissions, e.g. solution.py.")
+@handle_errors
+def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None) -> None:
+    """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
+
+    Upload the zip as the assignment's autograder; each submission is graded in attnscore's
+    sandbox into /autograder/results/results.json.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.gradescope import build_gradescope_bundle
+
+    try:
+        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry)
+    except ExportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+
+
+@export.command("prairielearn")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True), help="The spec.")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False), help="The folder to write.")
+@click.option("--image", default="attnscore-grader", show_default=True, help="The grader image's name.")
+@click.option("--file-name", "file_name", default="solution.py", show_default=True, help="The file students upload.")
+@click.option("--function", default=None, help="Name of the graded function (default: the spec's).")
+@click.option(
+    "--timeout", type=click.IntRange(min=10, max=600), default=120, show_default=True, help="Job time limit, s."
+)
+@handle_errors
+def export_prairielearn_command(
+    spec_path: str, output: str, image: str, file_name: str, function: str | None, timeout: int
+) -> None:
+    """Write the PrairieLearn grader image context (OUTPUT/image) and a question (OUTPUT/question).
+
+    Build the image with OUTPUT/image/build.sh, then copy OUTPUT/question into the course's
+    questions/ folder.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.prairielearn import export_prairielearn
+
+    try:
+        written = export_prairielearn(
+            spec_path, output, image=image, file_name=file_name, function=function, timeout_s=timeout
+        )
+    except ExportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {len(written)} files under {output}: image/ (build with image/build.sh) and question/")

@@ -250,12 +250,12 @@ def test_reports_are_valid_json_with_required_fields(scores_results):
         pytest.param(lambda d: str(d / "missing.py"), "missing.py: no such file", id="missing file"),
         pytest.param(
             lambda d: str(d),
-            "expected .py files or one folder per student in this directory, found none",
+            "expected .py or .ipynb files or one folder per student in this directory, found none",
             id="empty directory",
         ),
         pytest.param(
             lambda d: (d / "a.txt").write_text("x") and str(d / "a.txt"),
-            "expected a Python file ending in .py, found '.txt'",
+            "expected a Python file ending in .py or a notebook ending in .ipynb, found '.txt'",
             id="not a .py file",
         ),
     ],

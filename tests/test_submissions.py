@@ -148,9 +148,11 @@ def test_folder_reading_ignores_links_and_refuses_what_is_too_big(tmp_path):
 @pytest.mark.parametrize(
     "entry, text",
     [
-        pytest.param("../x.py", "--entry '../x.py': expected a relative path to a .py file", id="escapes"),
-        pytest.param("/abs.py", "--entry '/abs.py': expected a relative path to a .py file", id="absolute"),
-        pytest.param("notes.txt", "--entry 'notes.txt': expected a relative path to a .py file", id="not python"),
+        pytest.param("../x.py", "--entry '../x.py': expected a relative path to a .py or .ipynb file", id="escapes"),
+        pytest.param("/abs.py", "--entry '/abs.py': expected a relative path to a .py or .ipynb file", id="absolute"),
+        pytest.param(
+            "notes.txt", "--entry 'notes.txt': expected a relative path to a .py or .ipynb file", id="not python"
+        ),
     ],
 )
 def test_bad_entry_is_a_usage_error(tmp_path, entry, text):

@@ -1,19 +1,27 @@
 """Submissions: finding the files to grade and reading them, before anything runs.
 
-A submission is one ``.py`` file, or one folder of files (a student's upload as Gradescope and
-PrairieLearn hand it over: an entry file and the helper modules it imports). Every file is read
-into memory here, before any submission of the batch runs, so one submission cannot rewrite
-another on disk before it is graded. Files are never imported or parsed in the grading process.
+A submission is one ``.py`` file, one Jupyter notebook (``.ipynb``, converted to the Python source
+of its definitions by :mod:`attnscore.grade.notebook` here, before anything runs), or one folder
+of files (a student's upload as Gradescope and PrairieLearn hand it over: an entry file and the
+helper modules it imports). Every file is read into memory here, before any submission of the
+batch runs, so one submission cannot rewrite another on disk before it is graded. Files are never
+imported or executed in the grading process.
 
 How paths on the command line become submissions (see the README's "Batches" section):
 
-- ``alice.py``: one single-file submission.
+- ``alice.py`` or ``alice.ipynb``: one single-file submission (a notebook is graded as the file
+  ``alice.py`` holding its definitions).
 - a folder that holds the entry file named by ``--entry``: one folder submission.
 - any other folder: a class. Each ``*.py`` file directly in it is a single-file submission and
   each subfolder is one student's folder submission (entry: ``--entry``, else chosen in the
   sandbox as the one top-level ``.py`` file that defines the graded function).
 - with ``one=True`` (``--format gradescope``, which grades exactly one student), a folder is
   always one folder submission.
+
+In a folder submission, each top-level notebook ``name.ipynb`` is graded as ``name.py`` (unless the
+folder also holds a ``name.py``, which then wins). A notebook that cannot be converted (invalid
+JSON, not nbformat 4, a cell with a syntax error) is not a usage error: the submission is graded
+with every case failing with a message naming the cell (:attr:`Submission.problem`).
 """
 
 from __future__ import annotations
@@ -71,9 +79,58 @@ class Submission:
 
     @classmethod
     def from_file(cls, path: Path, source: bytes | None = None) -> Submission:
-        """A single-file submission (``source``: its bytes, default read now)."""
+        """A single-file submission (``source``: its bytes, default read now); a notebook is
+        converted to ``<stem>.py`` (a notebook that cannot be converted sets :attr:`problem`)."""
         content = _check_file(path).read_bytes() if source is None else source
+        if path.suffix == NOTEBOOK_SUFFIX:
+            return _notebook_submission(path, content)
         return cls(path, ((path.name, content),), path.name)
+
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def _convert(name: str, content: bytes) -> bytes:
+    """A notebook's definitions as Python source (heavy import: IPython, only for notebooks)."""
+    from attnscore.grade.notebook import convert_notebook
+
+    return convert_notebook(content, name).source.encode("utf-8")
+
+
+def _notebook_problem(name: str, exc: Exception) -> str:
+    return f"your notebook {name} could not be read: {exc}"
+
+
+def _notebook_submission(path: Path, content: bytes) -> Submission:
+    from attnscore.grade.notebook import NotebookError
+
+    entry = path.stem + ".py"
+    try:
+        return Submission(path, ((entry, _convert(path.name, content)),), entry)
+    except NotebookError as exc:
+        return Submission(path, (), entry, problem=_notebook_problem(path.name, exc))
+
+
+def _with_notebooks(files: list[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], str | None]:
+    """``files`` with each top-level notebook replaced by its converted ``<stem>.py`` (an existing
+    ``<stem>.py`` wins), and the first conversion problem, if any."""
+    from attnscore.grade.notebook import NotebookError
+
+    names = {rel for rel, _ in files}
+    out: list[tuple[str, bytes]] = []
+    problem = None
+    for rel, content in files:
+        if "/" in rel or not rel.endswith(NOTEBOOK_SUFFIX):
+            out.append((rel, content))
+            continue
+        target = rel[: -len(NOTEBOOK_SUFFIX)] + ".py"
+        if target in names:
+            continue
+        try:
+            out.append((target, _convert(rel, content)))
+        except NotebookError as exc:
+            problem = problem or _notebook_problem(rel, exc)
+    return out, problem
 
 
 def _check_file(path: Path) -> Path:
@@ -83,11 +140,15 @@ def _check_file(path: Path) -> Path:
         raise SubmissionError(
             f"{path}: expected a .py file, found {'a directory' if path.is_dir() else 'a special file'}"
         )
-    if path.suffix != ".py":
-        raise SubmissionError(f"{path}: expected a Python file ending in .py, found {path.suffix or 'no suffix'!r}")
+    if path.suffix not in (".py", NOTEBOOK_SUFFIX):
+        raise SubmissionError(
+            f"{path}: expected a Python file ending in .py or a notebook ending in .ipynb, "
+            f"found {path.suffix or 'no suffix'!r}"
+        )
     size = path.stat().st_size
-    if size > MAX_SUBMISSION_BYTES:
-        raise SubmissionError(f"{path}: expected at most {MAX_SUBMISSION_BYTES} bytes, found {size}")
+    limit = MAX_SUBMISSION_BYTES if path.suffix == ".py" else MAX_FOLDER_BYTES
+    if size > limit:
+        raise SubmissionError(f"{path}: expected at most {limit} bytes, found {size}")
     return path
 
 
@@ -128,10 +189,13 @@ def _read_folder(folder: Path, entry: str | None, strict: bool = True) -> Submis
             if total > MAX_FOLDER_BYTES:
                 raise SubmissionError(f"{folder}: expected at most {MAX_FOLDER_BYTES} bytes in all, found more")
             files.append((PurePosixPath(*relative.parts, name).as_posix(), content))
+    files, problem = _with_notebooks(files)
+    if problem is not None:
+        return Submission(folder, tuple(files), entry, problem=problem)
     if not strict:
         return Submission(folder, tuple(files), entry)
     if not any(rel.endswith(".py") and "/" not in rel for rel, _ in files):
-        raise SubmissionError(f"{folder}: expected a .py file directly in this folder, found none")
+        raise SubmissionError(f"{folder}: expected a .py or .ipynb file directly in this folder, found none")
     if entry is not None and entry not in dict(files):
         found = ", ".join(rel for rel, _ in files if rel.endswith(".py")) or "no .py file"
         raise SubmissionError(f"{folder}: expected the entry file {entry!r} in this folder, found {found}")
@@ -142,11 +206,12 @@ def _check_entry(entry: str | None) -> str | None:
     if entry is None:
         return None
     pure = PurePosixPath(entry)
-    if pure.is_absolute() or ".." in pure.parts or pure.suffix != ".py" or not pure.parts:
+    if pure.is_absolute() or ".." in pure.parts or pure.suffix not in (".py", NOTEBOOK_SUFFIX) or not pure.parts:
         raise SubmissionError(
-            f"--entry {entry!r}: expected a relative path to a .py file inside the submission folder, e.g. solution.py"
+            f"--entry {entry!r}: expected a relative path to a .py or .ipynb file inside the submission folder, "
+            "e.g. solution.py"
         )
-    return pure.as_posix()
+    return pure.with_suffix(".py").as_posix()  # a notebook entry is graded as its converted .py
 
 
 def _member(path: Path, entry: str | None) -> Submission:
@@ -155,8 +220,11 @@ def _member(path: Path, entry: str | None) -> Submission:
         if path.is_dir():
             return _read_folder(path, entry, strict=False)
         content = _read_no_follow(path)
-        if len(content) > MAX_SUBMISSION_BYTES:
-            raise SubmissionError(f"{path}: expected at most {MAX_SUBMISSION_BYTES} bytes, found {len(content)}")
+        limit = MAX_FOLDER_BYTES if path.suffix == NOTEBOOK_SUFFIX else MAX_SUBMISSION_BYTES
+        if len(content) > limit:
+            raise SubmissionError(f"{path}: expected at most {limit} bytes, found {len(content)}")
+        if path.suffix == NOTEBOOK_SUFFIX:
+            return _notebook_submission(path, content)
         return Submission(path, ((path.name, content),), path.name)
     except (SubmissionError, OSError) as exc:
         text = str(exc) if isinstance(exc, SubmissionError) else f"{exc.strerror or exc}"
@@ -183,7 +251,7 @@ def find_submissions(paths: list[str], entry: str | None = None, one: bool = Fal
         path = Path(raw)
         if not path.is_dir():
             found.append(Submission.from_file(path))
-        elif one or (entry is not None and (path / entry).is_file()):
+        elif one or (entry is not None and any((path / entry).with_suffix(x).is_file() for x in (".py", ".ipynb"))):
             found.append(_read_folder(path, entry))
         else:
             children = sorted(
@@ -191,10 +259,14 @@ def find_submissions(paths: list[str], entry: str | None = None, one: bool = Fal
                 for p in path.iterdir()
                 if not p.name.startswith(".") and p.name != "__pycache__" and not p.is_symlink()
             )
-            members = [_member(p, entry) for p in children if (p.suffix == ".py" and p.is_file()) or p.is_dir()]
+            members = [
+                _member(p, entry)
+                for p in children
+                if (p.suffix in (".py", NOTEBOOK_SUFFIX) and p.is_file()) or p.is_dir()
+            ]
             if not members:
                 raise SubmissionError(
-                    f"{path}: expected .py files or one folder per student in this directory, found none"
+                    f"{path}: expected .py or .ipynb files or one folder per student in this directory, found none"
                 )
             found += sorted(members, key=lambda s: s.path.name)
     return found

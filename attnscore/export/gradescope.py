@@ -1,0 +1,112 @@
+"""The Gradescope autograder bundle: ``attnscore export gradescope --spec SPEC -o autograder.zip``.
+
+The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source``):
+
+- ``setup.sh`` and ``run_autograder`` from ``graders/gradescope/`` (see their comments);
+- ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only);
+- ``requirements.txt``, every dependency pinned to the version installed here
+  (:func:`attnscore.export.bundle.pinned_requirements`), and ``python-version.txt``, the
+  Python these pins were taken with;
+- ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``);
+- ``python/``, an installable copy of attnscore's source, installed by setup.sh.
+
+Run as a module, it writes the results file ``run_autograder`` falls back on when ``attnscore
+grade`` wrote none: ``python -m attnscore.export.gradescope RESULTS EXIT_STATUS STDERR_FILE``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import sys
+import zipfile
+from pathlib import Path
+
+from attnscore.atomic import write_atomic
+from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.sandbox.untrusted import clean_text
+
+__all__ = ["build_gradescope_bundle", "failure_results"]
+
+_EXECUTABLE = stat.S_IFREG | 0o755
+_READABLE = stat.S_IFREG | 0o644
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # the same spec and versions give the same zip, byte for byte
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int = _READABLE) -> None:
+    info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)
+
+
+def build_gradescope_bundle(
+    spec_path: str | Path, output: str | Path, *, function: str | None = None, entry: str | None = None
+) -> list[str]:
+    """Write the autograder zip for ``spec_path`` to ``output`` (atomically) and return its member names.
+
+    Args:
+        spec_path: a spec file (validated first: an invalid spec builds nothing).
+        output: the ``.zip`` to write; its folder must exist.
+        function: the graded function's name, when not the spec's.
+        entry: the entry file of a multi-file submission (``--entry``), e.g. ``solution.py``.
+
+    Raises:
+        attnscore.spec.located.SpecError: the spec is invalid.
+        ExportError: no source checkout, or ``output``'s folder does not exist.
+    """
+    from attnscore.spec.load import load_spec
+
+    load_spec(spec_path)  # invalid specs stop here, located
+    target = Path(output)
+    if not target.parent.is_dir():
+        raise ExportError(f"cannot write {target}: the directory {target.parent} does not exist")
+    scripts = graders_dir("gradescope")
+    options = [*(["--function", function] if function else []), *(["--entry", entry] if entry else [])]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        _add(archive, "setup.sh", (scripts / "setup.sh").read_bytes(), _EXECUTABLE)
+        _add(archive, "run_autograder", (scripts / "run_autograder").read_bytes(), _EXECUTABLE)
+        _add(archive, "spec.yaml", Path(spec_path).read_bytes())
+        _add(archive, "requirements.txt", ("\n".join(pinned_requirements()) + "\n").encode())
+        _add(archive, "python-version.txt", f"{sys.version_info.major}.{sys.version_info.minor}\n".encode())
+        _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
+        for name, path in source_files():
+            _add(archive, f"python/{name}", path.read_bytes())
+        names = archive.namelist()
+    write_atomic(target, buffer.getvalue())
+    return names
+
+
+def failure_results(status: int, stderr: str) -> dict[str, object]:
+    """Gradescope results for a run where ``attnscore grade`` wrote nothing: score 0 and why.
+
+    ``status`` 2 is the submission's problem (nothing gradable in it); anything else is the
+    machine's, and says so.
+    """
+    lines = [line.removeprefix("Error: ") for line in stderr.splitlines() if line.strip()]
+    reason = clean_text("\n".join(lines[-5:]) or f"attnscore exited with status {status}", 2000)
+    if status == 2:
+        output = f"Your submission could not be graded: {reason}"
+    else:
+        output = f"The autograder could not grade this submission (a problem of the grading machine): {reason}"
+    return {"score": 0, "output": output, "output_format": "text", "visibility": "visible", "tests": []}
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m attnscore.export.gradescope RESULTS EXIT_STATUS STDERR_FILE", file=sys.stderr)
+        return 2
+    results, status, errors = argv
+    try:
+        stderr = Path(errors).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        stderr = ""
+    data = failure_results(int(status) if status.lstrip("-").isdigit() else -1, stderr)
+    write_atomic(results, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

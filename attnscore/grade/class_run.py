@@ -1,0 +1,201 @@
+"""A class run: grade a class into an output folder that survives being killed and rerun.
+
+``attnscore grade CLASS --spec SPEC --out DIR`` calls :func:`grade_class`, which writes
+
+- ``DIR/gradebook.sqlite``: every result, committed as it finishes (:mod:`attnscore.grade.gradebook`);
+- ``DIR/feedback/<student>.txt``: each student's feedback, written atomically as soon as the
+  result is committed;
+- ``DIR/grades.csv``: one row per student (:mod:`attnscore.report.spreadsheet`);
+- ``DIR/report.html``: the class report (:mod:`attnscore.report.class_html`).
+
+Only submissions without a current result are graded (new, changed, or graded against another
+spec key); the others are read back from the gradebook. The CSV and the report cover every
+student of this run, graded now or before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from attnscore.atomic import write_atomic
+from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
+from attnscore.grade.grading import grade_many
+from attnscore.grade.submission import Submission, SubmissionError
+from attnscore.report.class_html import class_report_html
+from attnscore.report.results import SubmissionResult
+from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
+from attnscore.report.text import submission_text
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.model import Spec
+
+__all__ = [
+    "ClassRun",
+    "grade_class",
+    "feedback_name",
+    "feedback_text",
+    "GRADEBOOK",
+    "GRADES_CSV",
+    "REPORT_HTML",
+    "FEEDBACK",
+]
+
+GRADEBOOK = "gradebook.sqlite"
+GRADES_CSV = "grades.csv"
+REPORT_HTML = "report.html"
+FEEDBACK = "feedback"
+
+
+@dataclass(frozen=True)
+class ClassRun:
+    """What a class run did.
+
+    Attributes:
+        rows: ``(student, result)`` for every submission of this run, in submission order.
+        graded: students graded in this run (new or changed).
+        reused: students whose stored result was current.
+        out: the output folder.
+    """
+
+    rows: tuple[tuple[str, SubmissionResult], ...]
+    graded: tuple[str, ...]
+    reused: tuple[str, ...]
+    out: Path
+
+
+def feedback_name(student: str) -> str:
+    """The feedback file's name for ``student``: the name with anything but letters, digits,
+    ``.``, ``_`` and ``-`` replaced, plus a short hash when it had to change (so names stay distinct)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", student).lstrip(".") or "_"
+    if safe != student:
+        safe += "-" + hashlib.sha256(student.encode("utf-8")).hexdigest()[:8]
+    return f"{safe}.txt"
+
+
+def _attnscore_version() -> str:
+    try:
+        return version("attnscore")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def feedback_text(result: SubmissionResult) -> str:
+    """The student's feedback file: the text report of ``result`` (no colour, lines unwrapped)."""
+    console = Console(file=io.StringIO(), record=True, width=100, color_system=None, highlight=False, soft_wrap=True)
+    console.print(submission_text(result))
+    return console.export_text()
+
+
+def grade_class(
+    submissions: Sequence[Submission],
+    spec: Spec,
+    out: Path | str,
+    *,
+    function: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    limits: Limits | None = None,
+    shrink_steps: int = 50,
+    jobs: int = 1,
+    scheduler: Any = None,
+    on_plan: Callable[[int, int], None] | None = None,
+    on_result: Callable[[str, SubmissionResult], None] | None = None,
+) -> ClassRun:
+    """Grade what needs grading into ``out`` and write the feedback, CSV and report.
+
+    Args:
+        submissions: from :func:`attnscore.grade.submission.find_submissions`; each is named by
+            its file or folder name (:func:`attnscore.grade.gradebook.student_name`).
+        scheduler: a dask scheduler address: grade on that cluster
+            (:func:`attnscore.grade.cluster.grade_on_cluster`) instead of here with ``jobs``.
+        on_plan: called once with (students in the run, students to grade now).
+        on_result: called with each newly graded ``(student, result)`` after it is committed.
+        function, dtype, seed, limits, shrink_steps, jobs: as for :func:`grade_many`.
+
+    Raises:
+        SubmissionError: two submissions have the same name.
+        attnscore.grade.gradebook.GradebookError: the gradebook is in use or not a gradebook.
+        attnscore.grade.cluster.ClusterError: the cluster cannot be used.
+    """
+    out = Path(out)
+    names: dict[str, Submission] = {}
+    for submission in submissions:
+        name = student_name(submission)
+        if name in names:
+            raise SubmissionError(
+                f"two submissions are both named {name!r} ({names[name].path} and {submission.path}); a class run "
+                "names students by file or folder name: grade them into different --out folders"
+            )
+        names[name] = submission
+    dtype = dtype or spec.dtypes[0]
+    limits = limits or Limits(call_timeout_s=spec.timeout_s)
+    options = {
+        "function": function or spec.function,
+        "dtype": dtype,
+        "seed": spec.seed if seed is None else seed,
+        "limits": asdict(limits),
+        "shrink_steps": shrink_steps,
+    }
+    spec_k = spec_key(Path(spec.path).read_bytes(), spec.version, _attnscore_version(), options)
+    sub_keys = {name: submission_key(s) for name, s in names.items()}
+    with Gradebook(out / GRADEBOOK) as book:
+        done = {name: book.current(name, sub_keys[name], spec_k) for name in names}
+        todo = [name for name, result in done.items() if result is None]
+        if on_plan is not None:
+            on_plan(len(names), len(todo))
+        run_id = book.start_run(spec.id, spec_k, len(names), len(todo))
+        by_submission = {names[name].name: name for name in todo}
+
+        def commit(result: SubmissionResult) -> None:
+            student = by_submission[result.submission]
+            book.record(run_id, student, sub_keys[student], spec_k, result)
+            write_atomic(out / FEEDBACK / feedback_name(student), feedback_text(result).encode("utf-8"))
+            done[student] = result
+            if on_result is not None:
+                on_result(student, result)
+
+        batch = [names[name] for name in todo]
+        if batch and scheduler is not None:
+            from attnscore.grade.cluster import grade_on_cluster  # dask is optional
+
+            grade_on_cluster(
+                batch,
+                spec,
+                scheduler,
+                function=function,
+                dtype=dtype,
+                seed=seed,
+                limits=limits,
+                shrink_steps=shrink_steps,
+                on_result=commit,
+            )
+        elif batch:
+            grade_many(
+                batch,
+                spec,
+                function=function,
+                dtype=dtype,
+                seed=seed,
+                limits=limits,
+                shrink_steps=shrink_steps,
+                on_result=commit,
+                jobs=jobs,
+            )
+        book.finish_run(run_id)
+    for name, result in done.items():  # a run killed between commit and feedback file: write it now
+        target = out / FEEDBACK / feedback_name(name)
+        if result is not None and not target.exists():
+            write_atomic(target, feedback_text(result).encode("utf-8"))
+    rows = tuple((name, result) for name, result in done.items() if result is not None)
+    write_atomic(out / GRADES_CSV, grades_csv(rows).encode(CSV_ENCODING))
+    write_atomic(out / REPORT_HTML, class_report_html(rows, f"{spec.id} v{spec.version}").encode("utf-8"))
+    reused = tuple(name for name in names if name not in todo)
+    return ClassRun(rows, tuple(todo), reused, out)

@@ -1,0 +1,268 @@
+"""Notebook submissions: a Jupyter ``.ipynb`` file turned into the Python source that is graded.
+
+The conversion reads the notebook as data and never executes it: it happens in the grader, before
+the sandbox, and the sandbox then grades the resulting ``.py`` file exactly as a file submission.
+
+What is taken, cell by cell (code cells only; markdown, raw cells and every output are ignored):
+
+1. IPython syntax is rewritten by IPython's own transformer
+   (:class:`IPython.core.inputtransformer2.TransformerManager`): ``%matplotlib inline`` and
+   ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 drops.
+   A cell that starts with the cell magic ``%%time``, ``%%timeit`` or ``%%capture`` keeps its body
+   (these run their body as Python); a cell under any other cell magic (``%%bash``,
+   ``%%writefile``, ``%%html``...) is dropped whole.
+2. The cell is parsed; a syntax error is a :class:`NotebookError` naming the cell.
+3. Only definitions are kept, as top-level statements:
+
+   - ``import`` and ``from ... import`` (``from __future__`` imports are moved to the top);
+   - ``def``, ``async def`` and ``class`` (with their decorators, bodies untouched);
+   - assignments whose targets are plain names (``d_k = 4``, ``a, b = 1, 2``, ``x: float = 0.5``)
+     and whose right side calls nothing (no ``f(...)`` outside a ``lambda``; no ``await``,
+     ``yield`` or ``:=``): constants, not results;
+   - ``if``/``try`` blocks whose test calls nothing and whose every statement is itself kept
+     (``try: import numpy`` / ``except ImportError: numpy = None``), but never
+     ``if __name__ == "__main__":``.
+
+   Everything else is dropped: calls (``print``, ``plt.plot``, ``scores(q, k)``), assignments
+   that call something (``W = torch.randn(3, 3)``, ``out = scores(q, k)``), loops, ``with``,
+   ``assert``, ``del``, attribute or item assignments (``torch.x = ...``, ``a[0] = 1``).
+   A function that reads a dropped global fails with ``NameError`` when graded, as it would
+   in a fresh file: compute such values inside the function.
+
+The source keeps each kept statement's text as written, under a ``# cell N`` comment (cells
+counted from 1 over all cells, as they appear in the notebook), so a traceback points at
+recognisable code.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import nbformat
+from IPython.core.inputtransformer2 import TransformerManager
+
+__all__ = ["NotebookError", "Notebook", "convert_notebook", "PYTHON_CELL_MAGICS", "MAX_NOTEBOOK_BYTES"]
+
+MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024
+"""Largest ``.ipynb`` file accepted, in bytes (outputs such as images count; they are ignored)."""
+
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
+"""Cell magics whose body is Python run as is: the body is kept, the magic line dropped."""
+
+
+class NotebookError(ValueError):
+    """A notebook cannot be converted: not JSON, not a valid nbformat 4 notebook, or a code cell
+    with a syntax error.
+
+    Attributes:
+        cell: the failing cell, counted from 1 over all cells (``None`` for the whole file).
+        reason: what is wrong, without the cell.
+    """
+
+    def __init__(self, reason: str, cell: int | None = None) -> None:
+        self.cell = cell
+        self.reason = reason
+        super().__init__(f"cell {cell}: {reason}" if cell is not None else reason)
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A converted notebook.
+
+    Attributes:
+        source: the Python source to grade (UTF-8 text).
+        kept: ``(cell, first line)`` of every statement taken, in order.
+        dropped: ``(cell, first line)`` of every top-level statement left out, in order (a cell
+            under a non-Python cell magic counts as one statement).
+    """
+
+    source: str
+    kept: tuple[tuple[int, str], ...]
+    dropped: tuple[tuple[int, str], ...]
+
+
+def _calls_something(node: ast.AST) -> bool:
+    """Whether evaluating ``node`` may run code: a call, await, yield or walrus outside a lambda."""
+    if isinstance(node, ast.Lambda):
+        return _calls_something(node.args)  # defaults are evaluated now; the body only when called
+    if isinstance(node, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+        return True
+    return any(_calls_something(child) for child in ast.iter_child_nodes(node))
+
+
+def _plain_target(target: ast.AST) -> bool:
+    if isinstance(target, ast.Name):
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_plain_target(t) for t in target.elts)
+    if isinstance(target, ast.Starred):
+        return _plain_target(target.value)
+    return False
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
+def _is_definition(stmt: ast.stmt) -> bool:
+    """The rule of the module docstring: is this top-level statement a definition?"""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(stmt, ast.Assign):
+        return all(_plain_target(t) for t in stmt.targets) and not _calls_something(stmt.value)
+    if isinstance(stmt, ast.AnnAssign):
+        return (
+            isinstance(stmt.target, ast.Name)
+            and not _calls_something(stmt.annotation)
+            and (stmt.value is None or not _calls_something(stmt.value))
+        )
+    if isinstance(stmt, ast.If):
+        return (
+            not _is_main_guard(stmt.test)
+            and not _calls_something(stmt.test)
+            and all(_is_definition(s) for s in stmt.body + stmt.orelse)
+        )
+    if isinstance(stmt, ast.Try):
+        body = stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
+        handlers_plain = all(h.type is None or not _calls_something(h.type) for h in stmt.handlers)
+        return handlers_plain and all(_is_definition(s) or isinstance(s, ast.Pass) for s in body)
+    return False
+
+
+def _definition(stmt: ast.stmt, cell: int) -> bool:
+    try:
+        return _is_definition(stmt)
+    except RecursionError:
+        raise NotebookError("the code is too deeply nested to read", cell) from None
+
+
+def _cell_body(source: str) -> tuple[str | None, int]:
+    """The Python text of a cell after IPython's transformer (None for a non-Python cell magic),
+    and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell)."""
+    lines = source.splitlines()
+    offset = 0
+    while offset < len(lines) and not lines[offset].strip():
+        offset += 1
+    source = "\n".join(lines[offset:])
+    if source.startswith("%%"):
+        first, _, rest = source.partition("\n")
+        magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
+        if magic not in PYTHON_CELL_MAGICS:
+            return None, offset
+        source = f"# {first}\n{rest}"  # a comment keeps the line count
+    return TransformerManager().transform_cell(source), offset
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def _statement_text(stmt: ast.stmt, lines: list[str], shared: set[int]) -> str:
+    """The statement as written (decorators included); regenerated when it shares a line with
+    another statement (``import os; print(1)``)."""
+    decorators = getattr(stmt, "decorator_list", [])
+    start = min([stmt.lineno] + [d.lineno for d in decorators])
+    end = stmt.end_lineno or stmt.lineno
+    if start in shared or end in shared:
+        return ast.unparse(stmt)
+    return "\n".join(lines[start - 1 : end])
+
+
+def _decode(content: bytes) -> nbformat.NotebookNode:
+    if len(content) > MAX_NOTEBOOK_BYTES:
+        raise NotebookError(f"expected at most {MAX_NOTEBOOK_BYTES} bytes, found {len(content)}")
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotebookError(f"not UTF-8 text (byte {exc.start}): save the notebook from Jupyter again") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(
+            f"not a notebook: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
+        ) from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("nbformat"), int):
+        raise NotebookError("not a notebook: expected a JSON object with an integer 'nbformat' field")
+    if raw["nbformat"] not in (3, 4):
+        raise NotebookError(f"expected nbformat 4 (or 3), found nbformat {raw['nbformat']}")
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+        nbformat.validate(notebook)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises several types for a malformed file
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotebookError(f"not a valid nbformat 4 notebook: {message[:300]}") from None
+    return notebook
+
+
+def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
+    """Convert a notebook's bytes into the Python source of its definitions (see the module doc).
+
+    Args:
+        content: the ``.ipynb`` file as read (JSON, UTF-8; nbformat 4, or 3 which is upgraded).
+        name: the notebook's file name, quoted in the source's first line.
+
+    Returns:
+        The :class:`Notebook`: ``source`` holds only imports, definitions and call-free constant
+        assignments; nothing of the notebook is executed.
+
+    Raises:
+        NotebookError: invalid JSON or UTF-8, an unsupported nbformat, a file that fails nbformat's
+            validation, or a code cell with a syntax error (``cell`` says which).
+
+    Example:
+        >>> import nbformat
+        >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%matplotlib inline\\nx = 1\\nprint(x)")])
+        >>> convert_notebook(nbformat.writes(nb).encode()).source.splitlines()[-2:]
+        ['# cell 1', 'x = 1']
+    """
+    notebook = _decode(content)
+    future: list[str] = []
+    body: list[str] = []
+    kept: list[tuple[int, str]] = []
+    dropped: list[tuple[int, str]] = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        python, offset = _cell_body(cell.source)
+        if python is None:
+            dropped.append((number, _first_line(cell.source)))
+            continue
+        try:
+            tree = ast.parse(python)
+        except (RecursionError, MemoryError):
+            raise NotebookError("the code is too deeply nested to read", number) from None
+        except SyntaxError as exc:
+            where = f" at line {exc.lineno + offset} of the cell" if exc.lineno else ""
+            raise NotebookError(
+                f"SyntaxError: {exc.msg}{where} (the cell begins {_first_line(cell.source)!r})", number
+            ) from None
+        lines = python.splitlines()
+        touched = Counter(
+            line for stmt in tree.body for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
+        )
+        shared = {line for line, count in touched.items() if count > 1}  # `import os; print(1)`
+        taken: list[str] = []
+        for stmt in tree.body:
+            text = _statement_text(stmt, lines, shared)
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                future.append(text)
+                kept.append((number, _first_line(text)))
+            elif _definition(stmt, number):
+                taken.append(text)
+                kept.append((number, _first_line(text)))
+            else:
+                dropped.append((number, _first_line(text)))
+        if taken:
+            body.append(f"# cell {number}\n" + "\n".join(taken))
+    header = f"# Definitions taken from the notebook {name!r} by attnscore; outputs and other statements left out."
+    source = "\n\n".join([header, *future, *body]) + "\n"
+    return Notebook(source, tuple(kept), tuple(dropped))

@@ -1,0 +1,65 @@
+"""The class's grades as a CSV file that opens in a spreadsheet.
+
+One row per student: ``student, score, max, error``, then one column per case (its id) holding
+the points earned. Points are exact in the gradebook and rounded here once
+(:func:`attnscore.report.results.points_out`).
+
+Encoding: UTF-8 *with* a byte-order mark (``utf-8-sig``). Without it Excel reads a CSV file in the
+machine's legacy code page and garbles non-ASCII student names (``José`` becomes ``JosÃ©``);
+LibreOffice, Google Sheets, pandas and Python's ``csv`` module (with ``encoding="utf-8-sig"``)
+all read the mark and drop it. Line endings are ``\\r\\n`` (RFC 4180).
+
+Text cells that a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``,
+tab or carriage return: a student can name their file ``=HYPERLINK(...)``) get a leading ``'``,
+the usual defence against CSV formula injection.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from attnscore.report.results import SubmissionResult, points_out
+
+__all__ = ["grades_csv", "CSV_ENCODING"]
+
+CSV_ENCODING = "utf-8-sig"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text_cell(text: str) -> str:
+    return f"'{text}" if text.startswith(_FORMULA_START) else text
+
+
+def grades_csv(rows: Sequence[tuple[str, SubmissionResult]]) -> str:
+    """The CSV text (without the byte-order mark: write it with :data:`CSV_ENCODING`).
+
+    Args:
+        rows: ``(student, result)`` in the order wanted; case columns follow the first result's
+            cases, then any case id only later results have.
+
+    Returns:
+        ``student,score,max,error,<case id>...`` and one line per student; a case a student's
+        result lacks is an empty cell.
+    """
+    case_ids: list[str] = []
+    for _, result in rows:
+        for case in result.cases:
+            if case.id not in case_ids:
+                case_ids.append(case.id)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(["student", "score", "max", "error", *(_text_cell(c) for c in case_ids)])
+    for student, result in rows:
+        points = {c.id: points_out(c.points) for c in result.cases}
+        writer.writerow(
+            [
+                _text_cell(student),
+                points_out(result.score),
+                points_out(result.max_score),
+                _text_cell(result.error.splitlines()[0] if result.error else ""),
+                *(points.get(c, "") for c in case_ids),
+            ]
+        )
+    return buffer.getvalue()

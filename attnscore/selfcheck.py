@@ -1,0 +1,374 @@
+"""Student self-check: the visible cases of a spec, on the student's own machine, before submitting.
+
+``attnscore check solution.py --spec SPEC`` and, in a notebook cell,
+``check("scores", spec="specs/dot_product_scores.yaml")`` run only the spec's *visible* cases
+(hidden cases are neither run nor shown) and give the grader's own feedback: the same cases (same
+seed), the same judging, the same minimal counterexamples (same shrinking budget), the same points
+(worker-evidenced properties are feedback only, as in the sandbox) and the same text rendering
+(:func:`attnscore.report.text.submission_text`).
+
+Isolation: none beyond a per-call time limit. The code is the student's own, on the student's own
+machine, so it runs in this process (a file or notebook is imported from a temporary copy; a
+function object is called as is). Each call and the import are stopped after the spec's
+``timeout_s`` with a timeout verdict where the platform has ``SIGALRM`` and this is the main thread
+(else there is no time limit: Ctrl-C stops a hang). The grader's sandbox is not involved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import io
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnscore.check.cases import Case, build_cases
+from attnscore.check.implementation import environment
+from attnscore.check.judge import run_cases
+from attnscore.check.outputs import CallFailure, Outcome
+from attnscore.check.runner import InProcessRunner
+from attnscore.check.shrink import add_shrunk
+from attnscore.grade.grading import SHRINK_SAFETY_S, unscored_in_sandbox
+from attnscore.grade.submission import Submission, find_submissions
+from attnscore.report.results import SubmissionResult, Verdict
+from attnscore.sandbox import worker
+from attnscore.spec.load import load_spec
+from attnscore.spec.model import Spec
+
+__all__ = ["SelfCheck", "check", "check_function", "check_path", "visible_cases"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfCheck:
+    """The outcome of a self-check: the result on the visible cases and how many were left out.
+
+    Its ``repr`` is the grader's text report, so a notebook cell that ends in ``check(...)`` shows it.
+
+    Attributes:
+        result: the visible cases' results (points as the grader gives them).
+        hidden: how many hidden cases the grader also runs (not run here).
+    """
+
+    result: SubmissionResult
+    hidden: int
+
+    @property
+    def passed(self) -> bool:
+        """Every visible case passed."""
+        return self.result.all_passed
+
+    def text(self, width: int = 100) -> str:
+        """The report as plain text (the grader's rendering, then a line about hidden cases)."""
+        from rich.console import Console
+
+        from attnscore.report.text import submission_text
+
+        console = Console(file=io.StringIO(), record=True, width=width, color_system=None, highlight=False)
+        console.print(submission_text(self.result))
+        return console.export_text().rstrip("\n") + "\n" + self.footer()
+
+    def footer(self) -> str:
+        """One line: visible cases only, and how many hidden cases the grader adds."""
+        if not self.hidden:
+            return "Self-check: every case of this spec is visible; the grader runs the same cases."
+        return (
+            f"Self-check: visible cases only; the grader also runs {self.hidden} hidden "
+            f"case{'s' * (self.hidden != 1)} when you submit."
+        )
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def visible_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> tuple[list[Case], int]:
+    """The spec's visible cases, built exactly as the grader builds them (points included), and
+    the number of hidden cases left out."""
+    cases = unscored_in_sandbox(build_cases(spec, dtype or spec.dtypes[0], seed))
+    visible = [c for c in cases if c.visibility != "hidden"]
+    return visible, len(cases) - len(visible)
+
+
+class _CallTimeout(BaseException):
+    """Raised by the alarm inside a call that ran too long (a BaseException: ``except Exception``
+    in the student's code does not swallow it)."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_CallTimeout` after ``seconds`` of wall time (no limit off the main thread)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _expired(signum: int, frame: object) -> None:
+        raise _CallTimeout
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _TimedRunner(InProcessRunner):
+    """The in-process runner with the spec's per-call wall-time limit."""
+
+    def __init__(self, function: Callable[..., object], timeout_s: float) -> None:
+        super().__init__(function, "cpu")
+        self.timeout_s = timeout_s
+
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        try:
+            with _time_limit(self.timeout_s):
+                return super().call(args, dtype, layouts)
+        except _CallTimeout:
+            return CallFailure(
+                Verdict.TIMEOUT.value,
+                f"the call took longer than {self.timeout_s:g} s (an infinite loop, or far too slow)",
+            )
+
+
+class _Refused:
+    """Every call fails the same way: the submission could not be loaded."""
+
+    def __init__(self, failure: CallFailure) -> None:
+        self.failure = failure
+
+    def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
+        return self.failure
+
+
+def _judge(
+    spec: Spec,
+    runner: Any,
+    *,
+    name: str,
+    function: str,
+    dtype: str | None,
+    seed: int | None,
+    shrink_steps: int,
+    error: str = "",
+) -> SelfCheck:
+    """The visible part of :func:`attnscore.grade.grading.grade_submission`, with ``runner``."""
+    start = time.perf_counter()
+    dtype = dtype or spec.dtypes[0]
+    cases, hidden = visible_cases(spec, dtype, seed)
+    result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function)
+    judged = result.cases
+    if shrink_steps > 0 and not isinstance(runner, _Refused):
+        judged = tuple(
+            add_shrunk(
+                spec,
+                case,
+                r,
+                lambda: runner,
+                dtype,
+                max_steps=shrink_steps,
+                budget_s=SHRINK_SAFETY_S,
+                function=function,
+            )
+            for case, r in zip(cases, result.cases, strict=True)
+        )
+    result = dataclasses.replace(
+        result,
+        cases=judged,
+        seed=spec.seed if seed is None else seed,
+        duration_s=time.perf_counter() - start,
+        error=error,
+        environment={**environment("cpu", pinned=False), "sandbox": "none (self-check, in process)"},
+    )
+    return SelfCheck(result, hidden)
+
+
+def _spec(spec: Spec | str | Path) -> Spec:
+    return spec if isinstance(spec, Spec) else load_spec(spec)
+
+
+def check_function(
+    function: Callable[..., object],
+    spec: Spec | str | Path,
+    *,
+    name: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    shrink_steps: int = 50,
+) -> SelfCheck:
+    """Self-check a function object (already defined, e.g. in a notebook) on ``spec``'s visible cases.
+
+    Args:
+        function: the implementation; called with torch tensors on the CPU in the spec's dtype.
+        spec: a :class:`Spec` or the path of a spec file.
+        name: what the report calls it (default: the function's qualified name).
+        dtype: the tested dtype (default: the spec's first).
+        seed: base seed of generated inputs (default: the spec's, as the grader).
+        shrink_steps: examples tried per failing property to find a minimal counterexample.
+
+    Raises:
+        attnscore.spec.located.SpecError: the spec file is invalid.
+    """
+    loaded = _spec(spec)
+    return _judge(
+        loaded,
+        _TimedRunner(function, loaded.timeout_s),
+        name=name or str(getattr(function, "__qualname__", None) or repr(function)),
+        function=loaded.function,
+        dtype=dtype,
+        seed=seed,
+        shrink_steps=shrink_steps,
+    )
+
+
+def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> Callable[..., object] | CallFailure:
+    """Import the entry file from ``folder`` as the sandbox worker does and return ``function``,
+    or the failure every call then gets (the worker's own messages)."""
+    if entry is None:
+        chosen, why = worker._choose_entry(str(folder), function)
+        if chosen is None:
+            return CallFailure(Verdict.FUNCTION_MISSING.value, why, "submission")
+        entry = chosen
+    path = folder / entry
+    if not path.is_file():
+        found = ", ".join(sorted(p.name for p in folder.glob("*.py"))) or "none"
+        return CallFailure(
+            Verdict.FUNCTION_MISSING.value,
+            f"your submission has no file named {entry!r} (its .py files: {found})",
+            "submission",
+        )
+    sys.path[:0] = [str(path.parent)] if path.parent == folder else [str(path.parent), str(folder)]
+    module_name = f"attnscore_selfcheck_{id(path):x}"
+    try:
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        if path.stem.isidentifier() and path.stem not in sys.modules:
+            sys.modules[path.stem] = module
+        with _time_limit(max(timeout_s, 10.0)):
+            module_spec.loader.exec_module(module)
+    except _CallTimeout:
+        return CallFailure(Verdict.TIMEOUT.value, "importing your file took too long (code that runs at import?)")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the student's import error (or exit()) is their verdict
+        return CallFailure(worker._failure_verdict(exc), worker._describe_import_error(exc, str(path)), "submission")
+    value = getattr(module, function, None)
+    if value is None or not callable(value):
+        defined = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
+        )
+        kind = type(value).__name__
+        what = "no function" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
+        listing = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
+        return CallFailure(
+            Verdict.FUNCTION_MISSING.value, f"your file has {what} named {function!r}{listing}", "submission"
+        )
+    return value
+
+
+def check_path(
+    path: str | Path,
+    spec: Spec | str | Path,
+    *,
+    function: str | None = None,
+    entry: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    shrink_steps: int = 50,
+) -> SelfCheck:
+    """Self-check a submission as the grader reads it (a ``.py`` file, a notebook or a folder).
+
+    The files are read and converted exactly as for grading (:func:`find_submissions`, one
+    submission), copied to a temporary folder and imported in this process.
+
+    Raises:
+        attnscore.grade.submission.SubmissionError: ``path`` is missing or not a submission.
+        attnscore.spec.located.SpecError: the spec file is invalid.
+    """
+    loaded = _spec(spec)
+    name = function or loaded.function
+    (submission,) = find_submissions([str(path)], entry=entry, one=True)
+    options = {"name": submission.name, "function": name, "dtype": dtype, "seed": seed, "shrink_steps": shrink_steps}
+    if submission.problem is not None:
+        refused = _Refused(CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission"))
+        return _judge(loaded, refused, error=submission.problem, **options)  # type: ignore[arg-type]
+    saved_path, saved_modules = list(sys.path), set(sys.modules)
+    with tempfile.TemporaryDirectory(prefix="attnscore-check-") as tmp:
+        folder = Path(tmp)
+        _lay_out(submission, folder)
+        try:
+            loaded_function = _load(folder, submission.entry, name, loaded.timeout_s)
+            if isinstance(loaded_function, CallFailure):
+                refused = _Refused(loaded_function)
+                return _judge(loaded, refused, error=loaded_function.message, **options)  # type: ignore[arg-type]
+            runner = _TimedRunner(loaded_function, loaded.timeout_s)
+            return _judge(loaded, runner, **options)  # type: ignore[arg-type]
+        finally:
+            sys.path[:] = saved_path
+            for module in set(sys.modules) - saved_modules:  # the student's modules: a later check re-imports
+                if str(getattr(sys.modules[module], "__file__", None) or "").startswith(tmp):
+                    del sys.modules[module]
+
+
+def _lay_out(submission: Submission, folder: Path) -> None:
+    for relative, content in submission.files:
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+
+
+def check(
+    function: str | Callable[..., object] | None = None,
+    spec: Spec | str | Path | None = None,
+    *,
+    dtype: str | None = None,
+    seed: int | None = None,
+    shrink_steps: int = 50,
+) -> SelfCheck:
+    """Self-check from a notebook cell or a script, like otter's ``grader.check``.
+
+    ``check("scores", spec="specs/dot_product_scores.yaml")`` looks ``scores`` up among the
+    caller's globals (the notebook's namespace); ``check(scores, spec=...)`` takes the function
+    itself; ``check(spec=...)`` looks up the spec's function name. The result's ``repr`` is the
+    grader's report of the visible cases.
+
+    Raises:
+        TypeError: ``spec`` is missing.
+        attnscore.spec.located.SpecError: the spec file is invalid.
+    """
+    if spec is None:
+        raise TypeError("check() needs spec=, e.g. check('scores', spec='specs/dot_product_scores.yaml')")
+    loaded = _spec(spec)
+    if callable(function):
+        return check_function(function, loaded, dtype=dtype, seed=seed, shrink_steps=shrink_steps)
+    name = function or loaded.function
+    namespace = sys._getframe(1).f_globals
+    found = namespace.get(name)
+    if not callable(found):
+        what = "nothing" if found is None else f"a {type(found).__name__}"
+        message = f"no function named {name!r} is defined here (found {what}); run the cell that defines it first"
+        refused = _Refused(CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission"))
+        return _judge(
+            loaded,
+            refused,
+            name=name,
+            function=name,
+            dtype=dtype,
+            seed=seed,
+            shrink_steps=0,
+            error=message,
+        )
+    return check_function(found, loaded, name=name, dtype=dtype, seed=seed, shrink_steps=shrink_steps)

@@ -1,0 +1,190 @@
+"""Tests for class runs (attnscore.grade.class_run): killed for real, resumed, regraded only when changed."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attnscore.grade.gradebook import Gradebook
+
+ROOT = Path(__file__).resolve().parent.parent
+SCORES = ROOT / "examples" / "submissions" / "scores"
+SPEC = ROOT / "specs" / "dot_product_scores.yaml"
+ATTNSCORE = Path(sys.executable).parent / "attnscore"
+CLASS = {
+    "ada.py": "correct_matmul.py",
+    "ben.py": "correct_loops.py",
+    "cy.py": "cosine_similarity.py",
+    "dee.py": "correct_numpy_einsum.py",
+    "eve.py": "syntax_error.py",
+    "fay": "correct_with_helper",
+}
+
+
+def _make_class(folder: Path) -> None:
+    folder.mkdir()
+    for name, example in CLASS.items():
+        source = SCORES / example
+        if source.is_dir():
+            shutil.copytree(source, folder / name)
+        else:
+            shutil.copy(source, folder / name)
+
+
+def _grade(klass: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: the kill below reaches its sandboxes too
+        text=True,
+    )
+
+
+def _events(out: Path) -> dict[str, int]:
+    path = out / "gradebook.sqlite"
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return dict(db.execute("SELECT student, COUNT(*) FROM events GROUP BY student").fetchall())
+    except sqlite3.OperationalError:  # tables not created yet
+        return {}
+    finally:
+        db.close()
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_class_run_killed_mid_batch_resumes_and_grades_each_submission_once(tmp_path):
+    """SIGKILL mid-batch, restart: every student graded exactly once; a third run grades nothing;
+    a changed submission and then a changed spec are graded again."""
+    klass, out = tmp_path / "class", tmp_path / "out"
+    _make_class(klass)
+    first = _grade(klass, out)
+    deadline = time.monotonic() + 180
+    while len(_events(out)) < 2 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.poll() is None, "the first run ended before it could be killed mid-batch"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    committed = _events(out)
+    assert 2 <= len(committed) < len(CLASS) and set(committed.values()) == {1}
+
+    code, stdout, stderr = _finish(_grade(klass, out))
+    assert code == 1, stderr  # cy and eve fail cases
+    assert _events(out) == dict.fromkeys(CLASS, 1)
+    assert f"class run: {len(CLASS) - len(committed)} graded, {len(committed)} unchanged" in stderr
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    runs = db.execute("SELECT to_grade, finished_at IS NOT NULL FROM runs ORDER BY id").fetchall()
+    assert runs == [(len(CLASS), 0), (len(CLASS) - len(committed), 1)]
+    db.close()
+
+    # Outputs cover the whole class, graded in either run.
+    table = list(csv.DictReader((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()))
+    scores = {row["student"]: (row["score"], row["max"]) for row in table}
+    assert scores == {
+        "ada.py": ("11", "11"), "ben.py": ("11", "11"), "cy.py": ("4", "11"),
+        "dee.py": ("11", "11"), "eve.py": ("0", "11"), "fay": ("11", "11"),
+    }  # fmt: skip
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == sorted(f"{n}.txt" for n in CLASS)
+    assert "SyntaxError" in (out / "feedback" / "eve.py.txt").read_text()
+    assert "Score: 4/11" in (out / "feedback" / "cy.py.txt").read_text()
+    assert (out / "report.html").read_text().count("<tr>") > len(CLASS)
+    for name in CLASS:  # the summary table on stdout lists everyone
+        assert name in stdout
+
+    code, _, stderr = _finish(_grade(klass, out))
+    assert "class run: 0 graded, 6 unchanged" in stderr
+    assert _events(out) == dict.fromkeys(CLASS, 1)
+
+    (klass / "ada.py").write_text((SCORES / "cosine_similarity.py").read_text())
+    code, _, stderr = _finish(_grade(klass, out))
+    assert "class run: 1 graded, 5 unchanged" in stderr
+    assert _events(out) == {**dict.fromkeys(CLASS, 1), "ada.py": 2}
+    assert "Score: 4/11" in (out / "feedback" / "ada.py.txt").read_text()
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.read_text().replace("timeout_s: 3", "timeout_s: 4"))
+    code, _, stderr = _finish(
+        subprocess.Popen(
+            [str(ATTNSCORE), "grade", str(klass), "--spec", str(spec), "--out", str(out), "--shrink-steps", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    assert "class run: 6 graded, 0 unchanged" in stderr
+    assert _events(out) == {**dict.fromkeys(CLASS, 2), "ada.py": 3}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(
+            ["--format", "gradescope"],
+            "Error: --out (a class run) and --format gradescope (one student) cannot be combined",
+            id="gradescope with out",
+        ),
+    ],
+)
+def test_class_run_usage_errors(tmp_path, args, line):
+    """Combinations that make no sense are one-line usage errors (exit 2), before any grading."""
+    klass = tmp_path / "class"
+    _make_class(klass)
+    proc = subprocess.run(
+        [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == line
+    assert not (tmp_path / "out").exists()
+
+
+def test_duplicate_student_names_are_refused(tmp_path):
+    """Two submissions with one name (from two folders) cannot share a gradebook row."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shutil.copy(SCORES / "correct_matmul.py", tmp_path / "a" / "x.py")
+    shutil.copy(SCORES / "correct_loops.py", tmp_path / "b" / "x.py")
+    proc = subprocess.run(
+        [str(ATTNSCORE), "grade", str(tmp_path / "a"), str(tmp_path / "b"), "--spec", str(SPEC), "--out",
+         str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "two submissions are both named 'x.py'" in proc.stderr
+    assert not (tmp_path / "out" / "gradebook.sqlite").exists()
+
+
+def test_a_locked_gradebook_is_a_one_line_error(tmp_path):
+    """A second run on an --out folder in use stops with one line, exit 2."""
+    klass = tmp_path / "class"
+    _make_class(klass)
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite"):
+        proc = subprocess.run(
+            [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert "another attnscore grade run is using this gradebook" in proc.stderr

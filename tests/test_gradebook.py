@@ -1,0 +1,148 @@
+"""Tests for the class-run gradebook (attnscore.grade.gradebook), records and the CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from classdata import class_rows, result
+
+from attnscore.grade.class_run import feedback_name
+from attnscore.grade.gradebook import Gradebook, GradebookError, spec_key, student_name, submission_key
+from attnscore.grade.submission import Submission
+from attnscore.report.record import RecordError, result_from_record, result_to_record
+from attnscore.report.results import Verdict
+from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
+
+
+def test_record_round_trips_exact_points_and_every_field():
+    """A result turned into a record and back is equal, with exact points (1/3 stays 1/3)."""
+    original = replace(result("bob.py", {"example:aligned": "softmax_applied"}), error="import failed")
+    data = json.loads(json.dumps(result_to_record(original)))
+    back = result_from_record(data)
+    assert back == original
+    assert back.cases[2].max_points == Fraction(1, 3)
+    assert back.score == Fraction(2) + Fraction(1, 3)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        pytest.param(lambda d: d.update(format="other/1"), "record.format: expected 'attnscore-record/1'", id="format"),
+        pytest.param(lambda d: d.pop("cases"), "record.cases: expected a value, found none", id="no cases"),
+        pytest.param(lambda d: d["cases"][0].update(verdict="great"), "record.cases[0].verdict", id="bad verdict"),
+        pytest.param(lambda d: d["cases"][1].update(points="1/0"), "record.cases[1].points", id="zero denominator"),
+        pytest.param(lambda d: d.update(seed="7"), "record.seed: expected int, found str", id="seed as text"),
+        pytest.param(lambda d: d.update(seed=True), "record.seed: expected int, found bool", id="seed as bool"),
+    ],
+)
+def test_malformed_record_is_a_located_error(mutate, message):
+    """A damaged record names the field that is wrong."""
+    data = result_to_record(result("a.py", {}))
+    mutate(data)
+    with pytest.raises(RecordError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        result_from_record(data)
+
+
+def _submission(name: str, content: bytes = b"def scores(q, k): ...\n") -> Submission:
+    return Submission(Path("class") / name, ((name, content),), name)
+
+
+def test_submission_key_changes_with_content_and_names_not_with_location():
+    """The submission key follows the files' bytes and names, not where the class folder lies."""
+    a = _submission("alice.py")
+    moved = Submission(Path("/elsewhere/alice.py"), a.files, a.entry)
+    assert submission_key(a) == submission_key(moved)
+    assert submission_key(a) != submission_key(_submission("alice.py", b"def scores(q, k): return 1\n"))
+    assert submission_key(a) != submission_key(Submission(a.path, (("other.py", a.files[0][1]),), a.entry))
+    unreadable = Submission(a.path, (), a.entry, problem="too many files")
+    assert submission_key(unreadable) != submission_key(Submission(a.path, (), a.entry))
+    assert student_name(moved) == "alice.py"
+
+
+def test_spec_key_changes_with_spec_version_attnscore_version_and_options():
+    """Each ingredient of the spec key changes it."""
+    base = spec_key(b"spec", 1, "0.1.0", {"seed": 1})
+    assert base == spec_key(b"spec", 1, "0.1.0", {"seed": 1})
+    assert len({base, spec_key(b"spec!", 1, "0.1.0", {"seed": 1}), spec_key(b"spec", 2, "0.1.0", {"seed": 1})}) == 3
+    assert base != spec_key(b"spec", 1, "0.2.0", {"seed": 1})
+    assert base != spec_key(b"spec", 1, "0.1.0", {"seed": 2})
+
+
+def test_gradebook_reuses_only_a_current_result(tmp_path):
+    """A stored result is current for the same submission and spec keys; a grader error never is."""
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        run = book.start_run("dot_product_scores", "S", 2, 2)
+        graded = result("alice.py", {})
+        book.record(run, "alice.py", "A", "S", graded)
+        assert book.current("alice.py", "A", "S") == graded
+        assert book.current("alice.py", "A2", "S") is None  # changed submission
+        assert book.current("alice.py", "A", "S2") is None  # changed spec
+        assert book.current("bob.py", "A", "S") is None
+        broken = replace(graded, cases=(replace(graded.cases[0], verdict=Verdict.GRADER_ERROR), *graded.cases[1:]))
+        book.record(run, "bob.py", "B", "S", broken)
+        assert book.current("bob.py", "B", "S") is None
+        book.record(run, "alice.py", "A2", "S", graded)  # regraded: one grade row, two events
+        book.finish_run(run)
+        assert book.events() == 3 and book.events("alice.py") == 2
+        assert set(book.results(["alice.py", "bob.py", "nobody"])) == {"alice.py", "bob.py"}
+    db = sqlite3.connect(tmp_path / "gb.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("SELECT COUNT(*) FROM grades").fetchone()[0] == 2
+    assert db.execute("SELECT finished_at IS NOT NULL FROM runs").fetchone()[0] == 1
+
+
+def test_second_run_on_the_same_gradebook_is_refused(tmp_path):
+    """Two runs cannot share a gradebook at once; the lock goes with the first."""
+    first = Gradebook(tmp_path / "gb.sqlite")
+    with pytest.raises(GradebookError, match="another attnscore grade run is using this gradebook"):
+        Gradebook(tmp_path / "gb.sqlite")
+    first.close()
+    Gradebook(tmp_path / "gb.sqlite").close()
+
+
+def test_a_file_that_is_not_a_gradebook_is_a_clear_error(tmp_path):
+    """Pointing --out at a folder whose gradebook.sqlite is something else fails with one line."""
+    path = tmp_path / "gb.sqlite"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(GradebookError, match="expected an attnscore gradebook"):
+        Gradebook(path)
+    db = sqlite3.connect(path.with_name("newer.sqlite"))
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '9');"
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(GradebookError, match="expected gradebook schema 1, found 9"):
+        Gradebook(path.with_name("newer.sqlite"))
+
+
+def test_grades_csv_opens_as_a_spreadsheet_table():
+    """The CSV has one row per student, the exact-then-rounded points, a BOM when encoded, CRLF lines."""
+    rows = class_rows()
+    text = grades_csv(rows)
+    data = text.encode(CSV_ENCODING)
+    assert data.startswith(b"\xef\xbb\xbf") and b"\r\n" in data
+    table = list(csv.reader(io.StringIO(data.decode(CSV_ENCODING))))
+    assert table[0] == [
+        "student", "score", "max", "error", "example:aligned", "example:anti_aligned", "property:equals_qk_entries"
+    ]  # fmt: skip
+    by_student = {row[0]: row for row in table[1:]}
+    assert len(by_student) == 6
+    assert by_student["alice.py"][1:] == ["5.3333", "5.3333", "", "3", "2", "0.3333"]
+    assert by_student["bob.py"][1:] == ["0.3333", "5.3333", "", "0", "0", "0.3333"]
+    assert "'=evil<script>.py" in by_student  # a formula-like name is defused
+
+
+def test_feedback_names_are_safe_and_distinct():
+    """Feedback file names keep plain names and make odd ones safe and distinct."""
+    assert feedback_name("alice.py") == "alice.py.txt"
+    odd = feedback_name("../ev il")
+    assert "/" not in odd and not odd.startswith(".") and odd.endswith(".txt")
+    assert feedback_name("a b") != feedback_name("a_b")

@@ -1,0 +1,208 @@
+"""Tests for notebook submissions: conversion of real notebooks (made with nbformat) and grading them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attnscore.grade.grading import grade_many
+from attnscore.grade.notebook import NotebookError, convert_notebook
+from attnscore.grade.submission import SubmissionError, find_submissions
+from attnscore.report.results import Verdict
+from attnscore.spec.load import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "specs" / "dot_product_scores.yaml"
+v4 = nbformat.v4
+
+CORRECT = "def scores(q, keys):\n    return keys @ q"
+
+
+def notebook(*cells: str, markdown: str | None = None) -> bytes:
+    """A real nbformat 4 notebook with these code cells (and outputs, which must be ignored)."""
+    nb = v4.new_notebook()
+    if markdown is not None:
+        nb.cells.append(v4.new_markdown_cell(markdown))
+    for i, source in enumerate(cells, start=1):
+        cell = v4.new_code_cell(source, execution_count=i)
+        cell.outputs = [v4.new_output("stream", name="stdout", text="print(1)\nx = 2\n")]
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def body(source: str) -> list[str]:
+    """The converted source without its header and cell comments."""
+    return [line for line in source.splitlines()[1:] if line and not line.startswith("# cell")]
+
+
+@pytest.mark.parametrize(
+    "cells, expected",
+    [
+        pytest.param(["import torch\n" + CORRECT], ["import torch", *CORRECT.splitlines()], id="imports and a def"),
+        pytest.param(
+            ["!pip install torch\n%matplotlib inline\nimport torch"], ["import torch"], id="shell line and line magic"
+        ),
+        pytest.param(["%%time\n" + CORRECT], CORRECT.splitlines(), id="%%time keeps its body"),
+        pytest.param(["%%capture\nimport math"], ["import math"], id="%%capture keeps its body"),
+        pytest.param(["%%bash\necho def scores", "import os"], ["import os"], id="%%bash cell dropped"),
+        pytest.param(["%%writefile x.py\nimport os"], [], id="%%writefile cell dropped"),
+        pytest.param(
+            ["D_K = 4\nNAMES: tuple = ('q', 'k')\na, b = 1, -2.5\nhalf = lambda x: x / 2"],
+            ["D_K = 4", "NAMES: tuple = ('q', 'k')", "a, b = 1, -2.5", "half = lambda x: x / 2"],
+            id="call-free assignments kept",
+        ),
+        pytest.param(
+            ["import torch\nW = torch.randn(2, 2)\nout = scores(1, 2)\nfiles = !ls\nx = (y := 3)"],
+            ["import torch"],
+            id="assignments that call something dropped",
+        ),
+        pytest.param(
+            ["import torch\nprint('hi')\nplt.plot([1])\nfor i in range(3):\n    pass\nassert True\ntorch.x = 1"],
+            ["import torch"],
+            id="calls, loops, asserts and attribute assignments dropped",
+        ),
+        pytest.param(
+            ["try:\n    import numpy as np\nexcept ImportError:\n    np = None"],
+            ["try:", "    import numpy as np", "except ImportError:", "    np = None"],
+            id="try of imports kept",
+        ),
+        pytest.param(["if __name__ == '__main__':\n    import os"], [], id="main guard dropped"),
+        pytest.param(["import os; print(os.getcwd())"], ["import os"], id="two statements on one line"),
+        pytest.param(
+            ["@functools.cache\n" + CORRECT, "class Helper:\n    size = print('runs')"],
+            ["@functools.cache", *CORRECT.splitlines(), "class Helper:", "    size = print('runs')"],
+            id="decorators and class bodies kept whole",
+        ),
+        pytest.param(
+            ["x = 1", "from __future__ import annotations"],
+            ["from __future__ import annotations", "x = 1"],
+            id="future import moved first",
+        ),
+    ],
+)
+def test_conversion_keeps_only_definitions(cells, expected):
+    """Each rule of the conversion: what a cell keeps, as written."""
+    assert body(convert_notebook(notebook(*cells)).source) == expected
+
+
+def test_conversion_marks_cells_and_reports_dropped_statements():
+    """Kept statements sit under '# cell N' (counted over all cells); dropped ones are listed."""
+    out = convert_notebook(notebook("import torch", "scores(1, 2)\n" + CORRECT, markdown="# Title"), "hw.ipynb")
+    lines = out.source.splitlines()
+    assert lines[0].startswith("# Definitions taken from the notebook 'hw.ipynb'")
+    assert "# cell 2" in lines and "# cell 3" in lines and "# cell 1" not in lines
+    assert out.dropped == ((3, "scores(1, 2)"),)
+    assert out.kept == ((2, "import torch"), (3, "def scores(q, keys):"))
+    compile(out.source, "hw.py", "exec")
+
+
+def test_conversion_never_executes_the_notebook(tmp_path):
+    """Converting a notebook whose cells would write a file runs none of them."""
+    marker = tmp_path / "ran"
+    out = convert_notebook(notebook(f"open({str(marker)!r}, 'w').write('x')", f"!touch {marker}"))
+    assert not marker.exists()
+    assert body(out.source) == []
+
+
+@pytest.mark.parametrize(
+    "content, cell, message",
+    [
+        pytest.param(b"{not json", None, "not a notebook: invalid JSON at line 1, column 2", id="bad JSON"),
+        pytest.param(b"\xff\xfe", None, "not UTF-8 text", id="not UTF-8"),
+        pytest.param(b"[1, 2]", None, "expected a JSON object with an integer 'nbformat' field", id="JSON list"),
+        pytest.param(
+            json.dumps({"nbformat": 5, "nbformat_minor": 0, "cells": [], "metadata": {}}).encode(),
+            None,
+            "expected nbformat 4 (or 3), found nbformat 5",
+            id="wrong nbformat",
+        ),
+        pytest.param(
+            json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [{"cell_type": "code"}], "metadata": {}}).encode(),
+            None,
+            "not a valid nbformat 4 notebook",
+            id="invalid cell",
+        ),
+        pytest.param(
+            notebook("import torch", "def scores(q, keys)\n    return keys @ q"),
+            2,
+            "cell 2: SyntaxError: expected ':' at line 1 of the cell (the cell begins 'def scores(q, keys)')",
+            id="syntax error names the cell",
+        ),
+        pytest.param(
+            notebook("x = " + "+".join(["1"] * 100_000)), 1, "cell 1: the code is too deeply nested to read", id="deep"
+        ),
+        pytest.param(
+            notebook("x = 1\x00"), 1, "cell 1: SyntaxError: source code string cannot contain null bytes", id="NUL"
+        ),
+        pytest.param(notebook("%%time\nx = = 1"), 1, "cell 1: SyntaxError: invalid syntax at line 2", id="in %%time"),
+        pytest.param(
+            notebook("\n\nx = = 1"), 1, "cell 1: SyntaxError: invalid syntax at line 3", id="after blank lines"
+        ),
+    ],
+)
+def test_unreadable_notebooks_raise_located_errors(content, cell, message):
+    """Bad JSON, a wrong nbformat, an invalid cell and a syntax error each say what and where."""
+    with pytest.raises(NotebookError) as info:
+        convert_notebook(content)
+    assert message in str(info.value)
+    assert info.value.cell == cell
+
+
+def test_notebook_submissions_are_read_as_python_files(tmp_path):
+    """A notebook (alone, in a class, in a folder) becomes <stem>.py; a broken one a problem naming the cell."""
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "alice.ipynb").write_bytes(notebook("import torch", CORRECT))
+    (klass / "bob.ipynb").write_bytes(notebook("def scores(q, keys)\n    pass"))
+    (klass / "carol").mkdir()
+    (klass / "carol" / "work.ipynb").write_bytes(
+        notebook("from helper import dot", "def scores(q, keys):\n    return dot(q, keys)")
+    )
+    (klass / "carol" / "helper.py").write_text("def dot(q, keys):\n    return keys @ q\n")
+    (klass / "notes.txt").write_text("ignored")
+    alice, bob, carol = find_submissions([str(klass)])
+    assert alice.entry == "alice.py" and [name for name, _ in alice.files] == ["alice.py"]
+    assert b"def scores(q, keys):" in alice.files[0][1] and alice.problem is None
+    assert bob.problem == (
+        "your notebook bob.ipynb could not be read: cell 1: SyntaxError: expected ':' at line 1 of the cell "
+        "(the cell begins 'def scores(q, keys)')"
+    )
+    assert sorted(name for name, _ in carol.files) == ["helper.py", "work.py"] and carol.problem is None
+    (single,) = find_submissions([str(klass / "alice.ipynb")])
+    assert single.files == alice.files
+    (entry,) = find_submissions([str(klass / "carol")], entry="work.ipynb")
+    assert entry.entry == "work.py"
+
+
+def test_folder_with_both_py_and_notebook_grades_the_py(tmp_path):
+    """A folder holding solution.py and solution.ipynb is graded on the .py file."""
+    (tmp_path / "solution.py").write_text(CORRECT + "\n")
+    (tmp_path / "solution.ipynb").write_bytes(notebook("def scores(q, keys):\n    return q"))
+    (sub,) = find_submissions([str(tmp_path)], one=True)
+    assert dict(sub.files) == {"solution.py": (CORRECT + "\n").encode()}
+
+
+def test_other_suffixes_are_still_refused(tmp_path):
+    """A .txt file is a usage error that names both accepted kinds."""
+    path = tmp_path / "solution.txt"
+    path.write_text("x")
+    with pytest.raises(SubmissionError, match="expected a Python file ending in .py or a notebook ending in .ipynb"):
+        find_submissions([str(path)])
+
+
+def test_notebooks_are_graded_in_the_sandbox_like_files(tmp_path):
+    """A correct notebook with magics scores full marks; a broken one gets every case failing, naming the cell."""
+    (tmp_path / "good.ipynb").write_bytes(
+        notebook("%matplotlib inline\n!pip install torch\nimport torch", "%%time\n" + CORRECT, "print(scores(1, 2))")
+    )
+    (tmp_path / "bad.ipynb").write_bytes(notebook("import torch", "def scores(q, keys)\n    return keys @ q"))
+    spec = load_spec(SPEC)
+    bad, good = grade_many(find_submissions([str(tmp_path)]), spec, shrink_steps=0)
+    assert good.all_passed and good.score == spec.max_points
+    assert bad.score == 0
+    assert {c.verdict for c in bad.cases} == {Verdict.FUNCTION_MISSING}
+    assert "cell 2: SyntaxError" in bad.error
