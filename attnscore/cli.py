@@ -317,6 +317,14 @@ def _grade_batch(
     "defines the function). A folder holding FILE is one submission.",
 )
 @click.option(
+    "--no-template",
+    "no_template",
+    is_flag=True,
+    default=False,
+    help="Start a fresh interpreter for every worker instead of forking it from the pre-started worker "
+    "template (slower; for comparison, or when the template cannot run).",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(file_okay=False),
@@ -348,6 +356,7 @@ def grade(
     entry: str | None,
     out: str | None,
     scheduler: str | None,
+    no_template: bool,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
@@ -367,13 +376,15 @@ def grade(
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
-    from attnscore.sandbox.launch import Limits, preflight, spec_exposure
+    from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
     from attnscore.spec.load import load_spec
 
     if output:
         check_output_path(output)
     if out is not None and fmt == "gradescope":
         raise click.UsageError("--out (a class run) and --format gradescope (one student) cannot be combined")
+    if scheduler is None:  # the worker template loads torch while this process loads the spec
+        warm_template(Limits(template=False if no_template else None), wait=False)
     spec = load_spec(spec_path)
     if spec.student_copy is not None:
         raise click.UsageError(
@@ -386,7 +397,7 @@ def grade(
         )
     if dtype is not None and dtype not in spec.dtypes:
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
-    limits = Limits(call_timeout_s=timeout or spec.timeout_s)
+    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None)
     # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
     # processes killed and its temporary folders removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

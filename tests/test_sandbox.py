@@ -27,7 +27,9 @@ def test_restarts_share_one_setup_budget(tmp_path):
         starts = runner.starts
     elapsed = time.monotonic() - began
     assert all(isinstance(o, CallFailure) and o.verdict == Verdict.TIMEOUT.value for o in outcomes)
-    assert 2 <= starts <= 3, starts
+    # 1.2 s per import: 3 imports fit in 4 s, the 4th runs out (a fresh interpreter adds about a
+    # second of its own per start, so that path stops after 2 or 3)
+    assert 2 <= starts <= 4, starts
     last = outcomes[-1].message
     assert last in ("importing your file again used up its setup time of 4 s",) or last.startswith(
         "not run: starting your code again would exceed its setup time of 4 s (importing it "

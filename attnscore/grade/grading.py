@@ -16,6 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.judge import run_cases
@@ -23,7 +25,7 @@ from attnscore.check.outputs import CallFailure
 from attnscore.check.shrink import add_shrunk
 from attnscore.grade.submission import Submission
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
-from attnscore.sandbox.launch import Limits, SandboxRunner
+from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
 from attnscore.sandbox.untrusted import clean_text
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
@@ -117,7 +119,8 @@ def grade_submission(
         visible = run_cases(spec, [cases[i] for i in order], runner, seed=0, on_case=on_case, **options)
         for i, r in zip(order, visible.cases, strict=True):
             judged[i] = r
-            if shrink_steps > 0:
+            # A submission that never loaded fails every input the same way: nothing to shrink.
+            if shrink_steps > 0 and runner.load_failure is None:
                 judged[i] = add_shrunk(
                     spec,
                     cases[i],
@@ -160,8 +163,10 @@ def grade_many(
 
     Every file is read before the first submission runs: a submission that rewrites files on disk
     cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
-    (fresh interpreters, each building the same derandomised cases from the spec file) grade in
-    parallel; each submission still gets its own sandboxed worker.
+    (forked from this one with the cases built; fresh interpreters building the same derandomised
+    cases where fork is missing) grade in parallel; each submission still gets its own sandboxed
+    worker, forked from one worker template shared by the batch (see
+    :mod:`attnscore.sandbox.template`) unless ``limits`` say otherwise.
     """
     dtype = dtype or spec.dtypes[0]
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
@@ -174,9 +179,17 @@ def grade_many(
     }
     results: list[SubmissionResult] = []
     cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
+    warm_template(limits)  # once, before any grader process forks: they all share it
     if jobs > 1 and len(read) > 1:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(read)), mp_context=context) as pool:
+        # Forked grader processes start with the spec's cases built here (no import, no rebuild);
+        # elsewhere, fresh interpreters build the same derandomised cases from the spec file.
+        fork = "fork" in multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if fork else "spawn")
+        if fork:
+            _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
+        ) as pool:
             futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
             for future in futures:
                 results.append(future.result())
@@ -188,6 +201,13 @@ def grade_many(
         if on_result is not None:
             on_result(results[-1])
     return results
+
+
+def _one_torch_thread() -> None:
+    """In each grader process: one torch thread. A forked process must never enter the OpenMP
+    thread pool its parent may have started (GNU OpenMP waits forever for threads that were not
+    forked), and N grader processes want one thread each anyway."""
+    torch.set_num_threads(1)
 
 
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}

@@ -17,9 +17,16 @@ the README's "Grading untrusted code" section for the threat model and what each
   folders that user cannot read (Python under root's 0700 home) are searched through a readable
   mirror made of hard links (:mod:`attnscore.sandbox.runtime`), so whatever the grading environment can
   import, the worker can import too.
-- **a fresh interpreter**: ``python -I`` (no user site, no ``PYTHON*`` variables), a scrubbed
-  environment, an empty temporary working directory, stdin from /dev/null; its own session, so a
-  timeout kills its whole process group; on top, orphans that escaped the group are swept.
+- **a clean process**: by default a fork of the **worker template**
+  (:mod:`attnscore.sandbox.template`; ``docs/sandbox-template.md``), a ``python -I`` process
+  started once per batch that has imported torch and numpy, holds no spec, case or expected value
+  and never runs submitted code, so each submission starts from a fresh copy of it and nothing
+  one submission does to its process reaches the next; the child applies every layer below
+  before the submission is read. With bubblewrap, or ``Limits(template=False)``, a fresh
+  ``python -I`` per worker instead. Either way: no user site, no ``PYTHON*`` variables, a
+  scrubbed environment, an empty temporary working directory, stdin from /dev/null; its own
+  session, so a timeout kills its whole process group; on top, orphans that escaped the group
+  are swept.
 - **resource limits**: address space, CPU seconds, processes, file size, open files, core dumps;
   wall time per call, for the import and for the whole submission.
 - **plain data**: the worker gets only inputs, never expected values, and answers with strict,
@@ -64,9 +71,19 @@ from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import landlock, wire
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
+from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate
 from attnscore.sandbox.untrusted import clean_text
 
-__all__ = ["Limits", "SandboxRunner", "protections", "bwrap_available", "preflight", "spec_exposure"]
+__all__ = [
+    "Limits",
+    "SandboxRunner",
+    "protections",
+    "bwrap_available",
+    "preflight",
+    "spec_exposure",
+    "use_template",
+    "warm_template",
+]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value})
@@ -78,6 +95,7 @@ _WORKER_MODULES = (
     "attnscore/sandbox/wire.py",
     "attnscore/sandbox/landlock.py",
     "attnscore/sandbox/seccomp.py",
+    "attnscore/sandbox/template.py",
     "attnscore/check/outputs.py",
     "attnscore/check/calls.py",
     "attnscore/maths/dtypes.py",
@@ -126,6 +144,10 @@ class Limits:
             kernel has it: ``None`` or ``True``; ``False`` never.
         seccomp: the worker refuses itself every socket but ``AF_UNIX`` (a seccomp filter):
             ``None`` or ``True``; ``False`` never.
+        template: fork each worker from the pre-started worker template
+            (:mod:`attnscore.sandbox.template`) instead of starting a fresh interpreter: ``None``
+            when bubblewrap is not used (the template falls back to fresh interpreters if it
+            cannot start), ``True`` required, ``False`` never (a fresh ``python -I`` per worker).
     """
 
     call_timeout_s: float = 5.0
@@ -141,6 +163,7 @@ class Limits:
     bwrap: bool | None = None
     landlock: bool | None = None
     seccomp: bool | None = None
+    template: bool | None = None
 
 
 @functools.cache
@@ -189,6 +212,78 @@ def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
     return sorted(seen)
 
 
+def use_template(limits: Limits) -> bool:
+    """Whether workers are forked from the worker template (see :class:`Limits`).
+
+    Raises:
+        RuntimeError: ``Limits(template=True)`` where bubblewrap is used (each bwrap worker needs
+            namespaces of its own: pass ``bwrap=False`` too).
+    """
+    if limits.template is False:
+        return False
+    if _use_bwrap(limits):
+        if limits.template:
+            raise RuntimeError("Limits(template=True) cannot be used with bubblewrap; pass bwrap=False too")
+        return False
+    return True
+
+
+_TEMPLATES: dict[tuple[int, str, tuple[tuple[str, str], ...]], WorkerTemplate | str] = {}
+_TEMPLATES_LOCK = threading.Lock()
+
+
+def _start_template(runtime: WorkerRuntime) -> WorkerTemplate:
+    """A new worker template for ``runtime`` (it loads torch while the grader goes on)."""
+    return WorkerTemplate(
+        runtime.executable, _worker_lib(), {"mirrors": [list(m) for m in runtime.mirrors]}, _scrubbed_env("/")
+    )
+
+
+def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | None:
+    """This grader process's template for ``runtime`` (started on first use; a forked grader
+    process shares its parent's); None, after one failed start, when not ``required``.
+
+    Raises:
+        TemplateError: it cannot start (or died) and ``required``.
+    """
+    key = (os.getpid(), runtime.executable, runtime.mirrors)
+    inherited = [t for k, t in _TEMPLATES.items() if k[1:] == key[1:] and isinstance(t, WorkerTemplate)]
+    with _TEMPLATES_LOCK:
+        found = _TEMPLATES.get(key) or (inherited[0] if inherited else None)
+        if isinstance(found, WorkerTemplate) and found.failure is not None:
+            found = found.failure  # it could not start: do not pay for a failed start per submission
+        elif isinstance(found, WorkerTemplate) and not found.alive():
+            found = None
+        if found is None:
+            try:
+                found = _start_template(runtime)
+            except OSError as exc:
+                found = f"the worker template could not be started: {exc}"
+        _TEMPLATES[key] = found
+    if isinstance(found, str):
+        if required:
+            raise TemplateError(found)
+        return None
+    return found
+
+
+def warm_template(limits: Limits | None = None, wait: bool = True) -> str | None:
+    """Start this process's worker template now (grader processes forked afterwards share it);
+    with ``wait``, until it has loaded torch. Returns why it could not start, or None (also when
+    the limits do not use a template, or not ``wait``: then the first submission finds out)."""
+    limits = limits or Limits()
+    if not use_template(limits):
+        return None
+    runtime = worker_runtime(uid=limits.uid) if _drops_privileges() else WorkerRuntime(sys.executable, ())
+    try:
+        template = _template_for(runtime, required=True)
+        if wait and template is not None:
+            template.wait_ready()
+    except TemplateError as exc:
+        return str(exc)
+    return None
+
+
 def _use_landlock(limits: Limits) -> bool:
     return limits.landlock is not False and landlock.abi_version() > 0
 
@@ -219,7 +314,8 @@ def protections(limits: Limits | None = None) -> str:
         layers.append("same uid as the grader (not root: the worker could signal the grader)")
     if limits.seccomp is not False:
         layers.append("seccomp: no network sockets")
-    layers.append("rlimits (cpu, memory, processes, files); scrubbed env; python -I; process group kill")
+    start = "forked from a clean worker template" if use_template(limits) else "python -I"
+    layers.append(f"rlimits (cpu, memory, processes, files); scrubbed env; {start}; process group kill")
     return "; ".join(layers)
 
 
@@ -324,13 +420,21 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
     return args + ["--"]
 
 
+def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
+    """``(resource, soft, hard)`` for every limit a worker gets (both paths)."""
+    return [
+        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 5),
+        (resource.RLIMIT_NPROC, limits.processes, limits.processes),
+        (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+
+
 def _limit_child(limits: Limits) -> None:  # runs in the child between fork and exec
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for which, soft, hard in _rlimits(limits):
+        resource.setrlimit(which, (soft, hard))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
 
 
@@ -403,7 +507,7 @@ def _claim_uid(limits: Limits) -> tuple[int, int]:
 def _kill_uid(uid: int) -> None:
     """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
     no chain of new sessions or forks outruns it, and no process of another uid is touched."""
-    if uid == 0:
+    if uid == 0 or not _alive_as(uid):  # nothing runs as it, so nothing can start as it: done
         return
     for _ in range(20):
         subprocess.run(
@@ -437,11 +541,9 @@ def _remove_files_of(uid: int, keep: str) -> int:
             continue
         for name in entries:
             path = os.path.join(folder, name)
-            if os.path.realpath(path) == os.path.realpath(keep):
-                continue
             try:
                 info = os.lstat(path)
-                if info.st_uid != uid:
+                if info.st_uid != uid or os.path.realpath(path) == os.path.realpath(keep):
                     continue
                 if stat.S_ISDIR(info.st_mode):
                     shutil.rmtree(path, ignore_errors=True)
@@ -454,18 +556,27 @@ def _remove_files_of(uid: int, keep: str) -> int:
 
 
 def _alive_as(uid: int) -> bool:
-    """Whether a process (not a zombie) runs as ``uid``."""
+    """Whether a process (not a zombie) runs as ``uid`` (real, effective or saved).
+
+    Read from ``/proc/PID/status``: the owner of ``/proc/PID`` is root for a process that made
+    itself non-dumpable, so it cannot hide that way."""
+    wanted = str(uid).encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
+            owner = os.stat(f"/proc/{entry}").st_uid
+            if owner not in (uid, 0):
                 continue
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            with open(f"/proc/{entry}/status", "rb") as f:
+                status = f.read()
+        except OSError:
             continue
-        if state not in (b"Z", b"X"):
+        at = status.find(b"\nUid:")
+        if at < 0 or wanted not in status[at + 5 : status.find(b"\n", at + 5)].split()[:3]:
+            continue
+        at = status.find(b"\nState:")
+        if status[at + 7 : at + 40].split()[:1] not in ([b"Z"], [b"X"]):
             return True
     return False
 
@@ -514,18 +625,28 @@ def _shared_memory() -> int:
     return fd
 
 
-def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...]) -> None:
-    """Write the submission's files under ``folder``: folders 0755, files read-only (0444)."""
-    os.chmod(folder, 0o755)
+def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...], group: int | None = None) -> None:
+    """Write the submission's files under ``folder``: folders 0755, files read-only (0444); with
+    ``group`` (a worker's own gid, when the grader is root), owned by root and that group only:
+    folders 0750, files 0440, so no other worker's uid can read them and the worker cannot
+    change their modes."""
+    folder_mode, file_mode = (0o755, 0o444) if group is None else (0o750, 0o440)
+    made_folders = [folder]
     for relative, content in files:
         target = Path(folder, *relative.split("/"))
         for parent in reversed(target.relative_to(folder).parents[:-1]):
             made = Path(folder, parent)
             if not made.is_dir():
                 made.mkdir()
-                os.chmod(made, 0o755)
+                made_folders.append(str(made))
         target.write_bytes(content)
-        os.chmod(target, 0o444)
+        if group is not None:
+            os.chown(target, 0, group)
+        os.chmod(target, file_mode)
+    for made_folder in made_folders:
+        if group is not None:
+            os.chown(made_folder, 0, group)
+        os.chmod(made_folder, folder_mode)
 
 
 def _installed(module: str, path: tuple[str, ...]) -> bool:
@@ -673,22 +794,42 @@ class _Worker:
         }
         command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
-            self.proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=out_w,
-                cwd=cwd,
-                env=_scrubbed_env(home),
-                pass_fds=(req_r, resp_w, runner.shared),
-                start_new_session=True,
-                preexec_fn=lambda: _limit_child(limits),
-                close_fds=True,
-            )
+            proc: subprocess.Popen[bytes] | TemplateChild | None = None
+            if runner.template is not None:
+                request = {
+                    "folder": runner.private,
+                    "entry": entry,
+                    "function": runner.function,
+                    "uid": int(drop),
+                    "workdir": runner.workdir,
+                    "env": _scrubbed_env(home),
+                    "rlimits": _rlimits(limits),
+                    "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
+                }
+                try:
+                    proc = runner.template.fork(request, (req_r, resp_w, out_w, runner.shared))
+                except TemplateError:
+                    if limits.template:
+                        raise
+                    runner.template = None  # the template died: fresh interpreters from now on
+            if proc is None:
+                proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_w,
+                    stderr=out_w,
+                    cwd=cwd,
+                    env=_scrubbed_env(home),
+                    pass_fds=(req_r, resp_w, runner.shared),
+                    start_new_session=True,
+                    preexec_fn=lambda: _limit_child(limits),
+                    close_fds=True,
+                )
         finally:
             os.close(req_r)
             os.close(resp_w)
             os.close(out_w)
+        self.proc: subprocess.Popen[bytes] | TemplateChild = proc
         with _LIVE_LOCK:
             _LIVE_WORKERS.add(self.proc.pid)
 
@@ -745,6 +886,8 @@ class _Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if isinstance(self.proc, TemplateChild):  # not yet a group of its own right after the fork
+            self.proc.kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
@@ -810,7 +953,10 @@ class SandboxRunner:
             dropping = _drops_privileges() and not self.bwrap
             runtime = worker_runtime(uid=self.limits.uid) if dropping else WorkerRuntime(sys.executable, ())
         self.runtime = runtime
+        self.template = _template_for(runtime, bool(self.limits.template)) if use_template(self.limits) else None
         self.protections = protections(self.limits)
+        if self.template is None and use_template(self.limits):
+            self.protections = self.protections.replace("forked from a clean worker template", "python -I")
         self.uid, self._uid_lock = self.limits.uid, -1
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
@@ -818,7 +964,7 @@ class SandboxRunner:
         # The worker reads a private copy of the files: the folder they came from (maybe next to
         # specs or other students' files) stays out of reach for another uid.
         self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
-        _lay_out(self.private, submission.files)
+        _lay_out(self.private, submission.files, self.uid if _drops_privileges() else None)
         # Call inputs live in memory shared with the worker: the grader reads them back after each
         # call, so whether the submission changed them in place is the grader's finding.
         self.shared = _shared_memory()
@@ -876,7 +1022,8 @@ class SandboxRunner:
             self.worker = None
         if _drops_privileges():
             _kill_uid(self.uid)
-            _sweep_orphans(self.uid)
+            if self.template is None:  # a template's workers' orphans go to the template, which reaps them
+                _sweep_orphans(self.uid)
             _remove_files_of(self.uid, keep=self.workdir)
 
     def _start(self) -> CallFailure | None:
@@ -894,7 +1041,11 @@ class SandboxRunner:
                 f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
             )
         began = time.monotonic()
-        worker = _Worker(self)
+        try:
+            worker = _Worker(self)
+        except TemplateError as exc:  # only with Limits(template=True): no fallback wanted
+            self.load_failure = CallFailure(Verdict.GRADER_ERROR.value, f"the worker could not be started: {exc}")
+            return self.load_failure
         self.worker = worker
         self.starts += 1
         hello = worker.receive(began + budget)

@@ -117,7 +117,7 @@ def _forget_project() -> None:
     sys.path_importer_cache.clear()
 
 
-def _map_inputs(config: dict[str, Any]) -> Any:
+def map_inputs(config: dict[str, Any]) -> Any:
     """The grader's shared memory of call inputs (a memfd), mapped once; None when not given."""
     fd, size = config.get("inputs_fd"), config.get("inputs_bytes")
     if not isinstance(fd, int) or not isinstance(size, int) or size <= 0:
@@ -262,16 +262,36 @@ def _choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
     )
 
 
-def main(argv: list[str]) -> None:
-    folder, entry, function_name = argv[0], argv[1], argv[2]
-    req_fd, resp_fd, uid = int(argv[3]), int(argv[4]), int(argv[5])
-    import json
-
-    config = json.loads(argv[6]) if len(argv) > 6 else {}
+def prepare(config: dict[str, Any]) -> None:
+    """Before torch is imported: search for modules through the readable mirrors and forget the
+    project's editable-install hooks (both paths: a fresh worker and the worker template)."""
     _use_mirrors(config.get("mirrors", []))
-    shared = _map_inputs(config)
     _forget_project()
-    requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
+
+
+def load_runtime() -> None:
+    """Import torch, numpy and every worker module the calls need; one torch thread."""
+    import ast  # noqa: F401 - used after the privilege drop by _choose_entry
+    import importlib.util  # noqa: F401
+    import math  # noqa: F401
+    import mmap  # noqa: F401
+
+    import torch
+
+    from attnscore.check import calls, outputs  # noqa: F401
+    from attnscore.sandbox import landlock, seccomp, wire  # noqa: F401
+
+    torch.set_num_threads(1)
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
+    """Apply Landlock and seccomp as ``config`` says (working folder: the current one); on
+    failure tell the grader (a grader error) and return False."""
     try:
         if config.get("landlock"):
             _confine(folder, config.get("deny", []))
@@ -282,23 +302,36 @@ def main(argv: list[str]) -> None:
     except OSError as exc:
         message = f"the grading machine could not confine the worker (Landlock, seccomp): {exc}"
         _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
-        return
+        return False
+    return True
 
-    import torch
+
+def main(argv: list[str]) -> None:
+    """The fresh-process worker: ``FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``."""
+    folder, entry, function_name = argv[0], argv[1], argv[2]
+    req_fd, resp_fd, uid = int(argv[3]), int(argv[4]), int(argv[5])
+    import json
+
+    config = json.loads(argv[6]) if len(argv) > 6 else {}
+    prepare(config)
+    shared = map_inputs(config)
+    requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
+    if not confine_self(folder, config, resp_fd):
+        return
+    load_runtime()
+    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
+    serve(folder, entry, function_name, requests, resp_fd, uid, shared)
+
+
+def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: int, uid: int, shared: Any) -> None:
+    """Drop to ``uid`` (when >= 0), import the submission and answer calls until the grader
+    closes ``requests``. Runs in a confined process that has loaded the runtime."""
+    import importlib.util
 
     from attnscore.check.calls import describe_exception, inspect_call
     from attnscore.check.outputs import BadReturn, to_received
     from attnscore.sandbox import wire
 
-    torch.set_num_threads(1)
-    import importlib.util
-
-    for name in _PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
         os.setgroups([])

@@ -1,0 +1,411 @@
+"""The worker template: a clean, pre-started process that forks one sandboxed worker per submission.
+
+Starting a worker as a fresh interpreter costs an interpreter start plus ``import torch`` (about
+a second); forking a process that has already imported them costs a few milliseconds. The
+template is that process:
+
+- it is started by the grader (:class:`WorkerTemplate`) like a fresh worker: ``python -I``, a
+  scrubbed environment, the private folder of worker modules only (no reference, specs, golden
+  values or grader code; its argv and environment name none of them), the readable mirrors of
+  :mod:`attnscore.sandbox.runtime`; it imports torch and numpy and the worker modules, and then
+  only waits for requests. **It never runs submitted code and never receives a spec, a case
+  or an expected value**: every request names only a submission folder, its entry file, the
+  function name, a uid, a working folder and the limits.
+- for each request it forks a child that, before the submission is read, applies everything
+  the fresh-process path applies (:func:`_become_worker`): its own session and process group,
+  every descriptor closed but its pipes, stdin ``/dev/null``, stdout/stderr to the grader's
+  capture pipe, the resource limits, a scrubbed environment, its private working folder, then
+  (:mod:`attnscore.sandbox.worker`) Landlock, seccomp, the drop to the slot's own uid, and only
+  then the import of the submission. Each submission therefore starts from a fresh copy of the
+  clean template: whatever it does to its process (patch torch, set globals, leave threads,
+  exhaust memory, exit) is gone with that child and never reaches the next one.
+- it reaps its children (it is a child subreaper, so escaped grandchildren are reaped too) and
+  reports each worker's exit status to the grader on that worker's own status socket, in the
+  form of :attr:`subprocess.Popen.returncode` (negative: killed by that signal).
+
+Protocol: the grader and the template share a ``SOCK_SEQPACKET`` socket pair; each request is one
+JSON message carrying five descriptors (request pipe, response pipe, output pipe, shared input
+memory, status socket). The answer (``{"pid": N}`` or ``{"error": "..."}``) and later
+``{"code": N}`` arrive on the status socket. Several grader processes (``--jobs``) may share one
+template: every message is one datagram, and each answer goes to the requester's own socket.
+
+With bubblewrap, every worker gets namespaces of its own from a fresh ``bwrap`` process; the
+template path is then not used (see :func:`attnscore.sandbox.launch.use_template`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+__all__ = ["WorkerTemplate", "TemplateChild", "TemplateError", "serve"]
+
+_MAX_MESSAGE = 1 << 16
+_FDS = 5  # request pipe (read end), response pipe (write end), output pipe, shared inputs, status socket
+
+
+class TemplateError(RuntimeError):
+    """The worker template could not be started or stopped answering."""
+
+
+# ---------------------------------------------------------------- inside the template process
+
+
+def _limit(rlimits: list[list[int]]) -> None:
+    for which, soft, hard in rlimits:
+        resource.setrlimit(which, (soft, hard))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
+
+
+def _become_worker(request: dict[str, Any], fds: list[int], control: socket.socket, wake: int) -> None:
+    """In the forked child: everything the fresh path applies before the submission is read,
+    then :func:`attnscore.sandbox.worker.serve`. Never returns (``os._exit``)."""
+    code = 1
+    try:
+        from attnscore.sandbox import worker
+
+        req_r, resp_w, out_w, shared_fd, status = fds
+        os.setsid()  # its own session and process group: a timeout kills the whole group
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        control.close()
+        os.close(status)
+        os.close(wake)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        keep = {0, 1, 2, req_r, resp_w, shared_fd}
+        for name in os.listdir("/proc/self/fd"):  # nothing of the template or of another worker
+            fd = int(name)
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        _limit(request["rlimits"])
+        os.chdir(request["workdir"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        config = dict(request["config"], inputs_fd=shared_fd)
+        shared = worker.map_inputs(config)
+        requests = os.fdopen(req_r, "rb", buffering=1 << 16)
+        folder = request["folder"]
+        if worker.confine_self(folder, config, resp_w):
+            worker.serve(folder, request["entry"], request["function"], requests, resp_w, request["uid"], shared)
+        code = 0
+    except BaseException:  # noqa: BLE001 - reported like a fresh worker's uncaught exception
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(code)
+
+
+def _returncode(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _send_to(sock: int, message: dict[str, Any]) -> None:
+    try:
+        os.write(sock, json.dumps(message).encode())
+    except OSError:
+        pass
+
+
+def serve(control_fd: int, config: dict[str, Any]) -> None:
+    """The template's main loop (run by the bootstrap in a ``python -I`` process).
+
+    ``config``: ``mirrors`` (see :mod:`attnscore.sandbox.runtime`). Prepares the module search,
+    loads the runtime, says ``{"ready": threads}`` on the control socket, then forks one worker
+    per request until every grader has closed its end of the control socket.
+    """
+    import ctypes
+
+    from attnscore.sandbox import worker
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the template dies with the grader
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: escaped grandchildren are reaped here
+    control = socket.socket(fileno=control_fd)
+    worker.prepare(config)
+    worker.load_runtime()
+    del sys.path[0]  # the bootstrap's folder: the worker modules stay loaded, not importable by path
+    threads = len(os.listdir("/proc/self/task"))
+    control.send(json.dumps({"ready": threads}).encode())
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, int] = {}  # pid -> status socket
+    while True:
+        try:
+            ready, _, _ = select.select([control.fileno(), wake_r], [], [])
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        if wake_r in ready:
+            while True:
+                try:
+                    if not os.read(wake_r, 512):
+                        break
+                except BlockingIOError:
+                    break
+        _reap(children)
+        if control.fileno() in ready:
+            try:
+                data, fds, _, _ = socket.recv_fds(control, _MAX_MESSAGE, _FDS)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # every grader is gone: so are its workers
+                for pid in children:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                return
+            _fork_one(data, fds, control, wake_r, children)
+
+
+def _fork_one(data: bytes, fds: list[int], control: socket.socket, wake: int, children: dict[int, int]) -> None:
+    if len(fds) != _FDS:
+        for fd in fds:
+            os.close(fd)
+        return
+    status = fds[4]
+    try:
+        request = json.loads(data)
+        pid = os.fork()
+    except (ValueError, OSError) as exc:
+        _send_to(status, {"error": f"the worker template could not fork a worker: {exc}"})
+        for fd in fds:
+            os.close(fd)
+        return
+    if pid == 0:  # pragma: no cover - the child; measured through the grader's tests
+        _become_worker(request, fds, control, wake)
+    children[pid] = status
+    _send_to(status, {"pid": pid})
+    for fd in fds[:4]:
+        os.close(fd)
+
+
+def _reap(children: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock = children.pop(pid, None)
+        if sock is not None:
+            _send_to(sock, {"code": _returncode(status)})
+            os.close(sock)
+
+
+# ---------------------------------------------------------------- on the grader's side
+
+
+class TemplateChild:
+    """A worker forked by the template, as much like :class:`subprocess.Popen` as the sandbox
+    needs: ``pid``, ``returncode`` and ``wait(timeout)`` (its exit status comes from the template)."""
+
+    def __init__(self, pid: int, status: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._status = status
+        try:  # a handle on this very process: a signal through it never reaches a reused pid
+            self._pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self._pidfd = -1
+
+    def kill(self) -> None:
+        """SIGKILL the worker itself (also before it has made its own process group)."""
+        try:
+            if self._pidfd >= 0:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            elif self.returncode is None:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def _release(self) -> None:
+        self._status.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status (negative: killed by that signal).
+
+        Raises:
+            subprocess.TimeoutExpired: not ended within ``timeout`` seconds.
+        """
+        if self.returncode is not None:
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._status], [], [], remaining)
+            if not ready:
+                raise subprocess.TimeoutExpired("worker", timeout or 0)
+            try:
+                data = self._status.recv(_MAX_MESSAGE)
+            except OSError:
+                data = b""
+            if not data:  # the template is gone (killed with the grader): the worker went with it
+                self.returncode = -signal.SIGKILL
+            else:
+                try:
+                    message = json.loads(data)
+                except ValueError:
+                    continue
+                if "code" not in message:
+                    continue
+                self.returncode = int(message["code"])
+            self._release()
+            return self.returncode
+
+
+_BOOTSTRAP = "; ".join(
+    (
+        "import sys",
+        "sys.path.insert(0, sys.argv[1])",
+        "from attnscore.sandbox.template import serve",
+        "import json",
+        "serve(int(sys.argv[2]), json.loads(sys.argv[3]))",
+    )
+)
+
+
+class WorkerTemplate:
+    """The grader's handle on one template (see the module docstring): started at once, ready
+    when it has loaded torch (:meth:`wait_ready`, also called by the first :meth:`fork`).
+
+    Raises:
+        OSError: the interpreter could not be started at all.
+    """
+
+    def __init__(self, executable: str, lib: str, config: dict[str, Any], env: dict[str, str], timeout_s: float = 120):
+        self.owner = os.getpid()
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = os.memfd_create("attnscore-template-log", os.MFD_CLOEXEC)
+        try:
+            self.proc = subprocess.Popen(
+                [executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(theirs.fileno()), json.dumps(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd="/",
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            theirs.close()
+        self._log, self._timeout_s, self._ready = log, timeout_s, False
+        self._ready_lock = threading.Lock()
+        self.failure: str | None = None
+        self.threads = 0
+        atexit.register(self.close)
+
+    def wait_ready(self) -> None:
+        """Wait until the template has loaded torch (the grader does other work meanwhile).
+
+        Raises:
+            TemplateError: it did not start (it said why, or died), or runs more than one thread.
+        """
+        with self._ready_lock:
+            if self._ready:
+                return
+            if self.failure is None:
+                self.failure = self._read_ready()
+                self._ready = self.failure is None
+            if self.failure is not None:
+                raise TemplateError(self.failure)
+
+    def _read_ready(self) -> str | None:
+        ready, _, _ = select.select([self.control], [], [], self._timeout_s)
+        data = self.control.recv(_MAX_MESSAGE) if ready else b""
+        said = os.pread(self._log, 4000, 0).decode("utf-8", "replace").strip().splitlines()
+        os.close(self._log)
+        if not data:
+            self.close()
+            return f"the worker template did not start: {said[-1] if said else 'no answer'}"
+        self.threads = int(json.loads(data).get("ready", 0))
+        if self.threads != 1:
+            self.close()
+            return f"the worker template runs {self.threads} threads after importing torch; forking needs 1"
+        return None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """Whether the template still runs (also asked by grader processes forked from its owner)."""
+        if self.failure is not None:
+            return False
+        if os.getpid() == self.owner:
+            return self.proc.poll() is None
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
+
+    def fork(self, request: dict[str, Any], fds: tuple[int, int, int, int], timeout_s: float = 30) -> TemplateChild:
+        """Fork one worker: ``fds`` are its request pipe's read end, response pipe's write end,
+        output pipe's write end and the shared input memory (the caller closes its copies).
+
+        Raises:
+            TemplateError: the template did not start, did not answer within ``timeout_s`` or
+                could not fork.
+        """
+        self.wait_ready()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(self.control, [json.dumps(request).encode()], [*fds, theirs.fileno()])
+        except OSError as exc:
+            mine.close()
+            raise TemplateError(f"the worker template is gone: {exc}") from exc
+        finally:
+            theirs.close()
+        ready, _, _ = select.select([mine], [], [], timeout_s)
+        data = mine.recv(_MAX_MESSAGE) if ready else b""
+        answer = json.loads(data) if data else {}
+        if "pid" not in answer:
+            mine.close()
+            raise TemplateError(answer.get("error", "the worker template did not answer"))
+        return TemplateChild(int(answer["pid"]), mine)
+
+    def close(self) -> None:
+        """Stop the template (only the process that started it does); workers it forked die with it."""
+        if os.getpid() != self.owner:
+            return
+        try:
+            self.control.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=5 if self._ready else 0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
