@@ -286,7 +286,7 @@ def main(argv: list[str]) -> None:
 
     import torch
 
-    from attnscore.check.calls import describe_exception, inspect_call
+    from attnscore.check.calls import describe_exception, inspect_call, type_name
     from attnscore.check.outputs import BadReturn, to_received
     from attnscore.sandbox import wire
 
@@ -408,6 +408,7 @@ def main(argv: list[str]) -> None:
                     "id": call_id,
                     "verdict": _failure_verdict(exc),
                     "message": describe_exception(exc),
+                    "exception": type_name(exc),
                     **_environment_clues(exc),
                 },
             )
