@@ -46,7 +46,14 @@ def scores_cases(scores_spec):
 def test_known_mistake_is_named(scores_spec, scores_cases, wrong, expected_id):
     """A submission written with a known mistake is diagnosed as that mistake on some failing case."""
     result = judge_cases(
-        scores_spec, scores_cases, InProcessRunner(wrong), dtype="float32", device="cpu", submission="t", seed=0, budget=NO_SHRINK
+        scores_spec,
+        scores_cases,
+        InProcessRunner(wrong),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=NO_SHRINK,
     )
     ids = {c.diagnosis["id"] for c in result.cases if c.diagnosis}
     assert expected_id in ids
@@ -292,7 +299,14 @@ def test_truncated_scaling_is_not_called_unscaled():
     6) show it divides, so not_scaled is not shown."""
     spec = load_spec("specs/scaled_score_matrix.yaml")
     result = judge_cases(
-        spec, build_cases(spec), InProcessRunner(_truncated_sqrt), dtype="float32", device="cpu", submission="t", seed=0, budget=NO_SHRINK
+        spec,
+        build_cases(spec),
+        InProcessRunner(_truncated_sqrt),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=NO_SHRINK,
     )
     assert not result.all_passed
     assert "not_scaled" not in {c.diagnosis["id"] for c in result.cases if c.diagnosis}

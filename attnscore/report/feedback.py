@@ -350,8 +350,8 @@ def failure_data(failure: Failure) -> dict[str, Any]:
 class CauseGroup:
     """Failing cases with one cause: ``lead`` is shown in full, ``others`` one line each.
 
-    ``cause`` says what the cases share: ``"known mistake <id>"``, ``"raised <type>"`` or
-    ``"the same failure"``.
+    ``cause`` says what the cases share: ``"known mistake <id>"``, ``"raised <type>"`` or a
+    verdict (``"wrong shape"``, ``"timeout"``).
     """
 
     cause: str
@@ -359,14 +359,19 @@ class CauseGroup:
     others: tuple[Failure, ...]
 
 
+_BY_VERDICT = (Verdict.WRONG_SHAPE, Verdict.WRONG_DTYPE, Verdict.BAD_RETURN_TYPE, Verdict.NON_FINITE)
+
+
 def _cause_key(failure: Failure) -> tuple[str, ...] | None:
+    """What makes two failures one cause: the same diagnosed mistake, the same exception type, or
+    the same verdict of a kind that names its cause (shape, dtype, return type, non-finite, time
+    limit, crash); None for an undiagnosed wrong value or a property's own check, which stand alone."""
     if failure.diagnosis is not None:
         return ("mistake", failure.diagnosis["id"])
-    if failure.mismatch is None and not failure.check:
-        if failure.verdict is Verdict.EXCEPTION and failure.exception:
-            # the same exception type: one cause (each case's one line keeps its own message)
-            return ("exception", failure.exception)
-        return ("text", failure.verdict.value, _reason(failure))  # the same words: a time limit, ...
+    if failure.verdict is Verdict.EXCEPTION and failure.exception:
+        return ("exception", failure.exception)
+    if (failure.mismatch is None and not failure.check) or failure.verdict in _BY_VERDICT:
+        return ("verdict", failure.verdict.value)
     return None
 
 
@@ -387,7 +392,7 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
     for key, members in keyed.items():
         visible = [f for f in members if not f.hidden]
         lead = min(visible, key=lambda f: f.size) if visible else members[0]
-        cause = "the same failure"
+        cause = members[0].verdict.label
         if isinstance(key, tuple) and key[0] == "mistake":
             cause = f"known mistake {key[1]}"
         elif isinstance(key, tuple) and key[0] == "exception":
