@@ -116,6 +116,7 @@ class SpecCaseItem(pytest.Item):
         from attnscore.check.session import judge_cases
         from attnscore.report.feedback import pytest_text
 
+        seed = self.config.getoption("attnscore_seed")
         with pinned_precision():
             result = judge_cases(
                 self.spec,
@@ -124,7 +125,7 @@ class SpecCaseItem(pytest.Item):
                 dtype=self.dtype,
                 device=self.device,
                 submission=self.nodeid,
-                seed=self.config.getoption("attnscore_seed") or self.spec.seed,
+                seed=self.spec.seed if seed is None else seed,
                 make_runner=lambda: InProcessRunner(self.function, self.device),
             ).cases[0]
         if result.failure is not None:
