@@ -10,9 +10,9 @@ import torch
 
 from attnscore.check.cases import build_cases
 from attnscore.check.diagnosis import diagnose, matches
-from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.check.outputs import to_received
 from attnscore.check.runner import InProcessRunner
+from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.check.verify import mutation_test
 from attnscore.report import submission_to_json
 from attnscore.spec.load import load_spec

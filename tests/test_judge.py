@@ -47,7 +47,7 @@ def test_wrong_value_record_holds_entries_counts_and_diagnosis(spec, cases):
     assert (failure.mismatch.wrong, failure.mismatch.total) == (2, 3)
     worst = failure.mismatch.entries[0]
     assert (worst.index, worst.got, worst.expected, worst.error) == ((0,), 2.0, 1.0, 1.0)
-    assert worst.allowed is not None and worst.allowed < 1e-5 and not worst.exact
+    assert worst.allowed is not None and worst.allowed < 1e-5 and worst.exact is False
     assert failure.mismatch.entries[1].index == (2,)  # perpendicular entry 0 is right: not listed
     assert failure.explanation.startswith("Score j is q · keys[j]")
     assert (failure.example, failure.examples, failure.call) == (1, 1, 1)

@@ -106,7 +106,9 @@ def compare(
     order = [tuple(int(i) for i in np.unravel_index(f, golden.shape)) for f in flat]
     tiny = _TINY.get(dtype, 0.0)
     entries = tuple(
-        EntryMismatch(ix, float(got[ix]), float(golden[ix]), float(err[ix]), float(allowed[ix]), allowed[ix] < tiny)
+        EntryMismatch(
+            ix, float(got[ix]), float(golden[ix]), float(err[ix]), float(allowed[ix]), bool(allowed[ix] < tiny)
+        )
         for ix in order
     )
     return Mismatch(

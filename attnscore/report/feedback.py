@@ -299,7 +299,7 @@ def _entry_data(failure: Failure) -> dict[str, Any] | None:
                 "expected": _json_number(e.expected),
                 "error": _json_number(e.error),
                 "allowed": _json_number(e.allowed),
-                "exact": e.exact,
+                "exact": bool(e.exact),
             }
             for e in m.entries
         ],
