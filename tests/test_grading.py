@@ -333,3 +333,38 @@ def test_parallel_grading_gives_the_same_results():
     assert [(r.score, [c.message for c in r.cases]) for r in parallel] == [
         (r.score, [c.message for c in r.cases]) for r in sequential
     ]
+
+
+def _example_sizes(case) -> list[int]:
+    """Input sizes (entries of all arguments) of each generated example's calls, by example number."""
+    starts = [i for i, call in enumerate(case.calls) if not call.group or call.group[0] == i]
+    ends = starts[1:] + [len(case.calls)]
+    return [
+        {sum(a.size for a in case.calls[i].args.values()) for i in range(s, e)}
+        for s, e in zip(starts, ends, strict=True)
+    ]
+
+
+def test_example_counterexamples_are_never_larger_than_the_original(scores_results, matrix_results):
+    """Over every example submission, a failing case's counterexample is no larger than the input it
+    replaced, and the "shrunk from" label names that input truthfully."""
+    checked = shrunk = 0
+    for spec_name, results in (("dot_product_scores", scores_results), ("score_matrix", matrix_results)):
+        spec = load_spec(ROOT / "specs" / f"{spec_name}.yaml")
+        cases = {c.id: c for c in build_cases(spec)}
+        for result in results.values():
+            for case in result.cases:
+                failure = case.failure
+                if failure is None or failure.scope == "submission" or failure.hidden:
+                    continue
+                checked += 1
+                sizes = _example_sizes(cases[case.id])
+                original = failure.shrunk_from
+                if original is None:
+                    assert failure.size in sizes[failure.example - 1], (result.submission, case.id)
+                    continue
+                shrunk += 1
+                assert (original.example, original.examples) == (failure.example, len(sizes))
+                assert original.size in sizes[original.example - 1], (result.submission, case.id)
+                assert failure.size <= original.size, (result.submission, case.id, failure.size, original.size)
+    assert checked > 40 and shrunk > 0

@@ -13,6 +13,7 @@ import numpy as np
 
 from attnscore.check.outputs import Received
 from attnscore.maths.dtypes import PRECISION_BITS, SMALLEST_NORMAL
+from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import EntryMismatch, Mismatch
 from attnscore.report.feedback import format_index, format_number, shape_text
 from attnscore.report.verdict import Verdict
@@ -95,7 +96,7 @@ def compare(
 
     finite = np.isfinite(golden)
     err = np.abs(np.where(finite, got, 0.0) - np.where(finite, golden, 0.0))
-    wrong = err > allowed
+    wrong = ~entries_close(got, golden, allowed)  # the one "close enough" rule
     if not wrong.any():
         return None
     count = int(wrong.sum())
