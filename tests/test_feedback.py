@@ -271,5 +271,6 @@ def test_gradescope_points_a_repeated_cause_to_its_lead():
     tests = gradescope_results(_result(failures))["tests"]
     assert tests[0]["name"] == "example:a: two keys" and "Known mistake (m): why" in tests[0]["output"]
     assert tests[1]["output"] == (
-        "wrong value: 1 of 2 entries of out are wrong\nSame cause as example:a (known mistake m): see that test."
+        "wrong value: 1 of 2 entries of out are wrong (specs/s.yaml:12)\n"
+        "Same cause as example:a (known mistake m): see that test."
     )

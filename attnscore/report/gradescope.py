@@ -23,7 +23,8 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
     for group in cause_groups([c.failure for c in result.cases if c.failure is not None]):
         for other in group.others:
             same[other.case_id] = (
-                f"{summary_line(other)}\nSame cause as {group.lead.case_id} ({group.cause}): see that test."
+                f"{summary_line(other)} ({other.location})\n"
+                f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
             )
     for number, case in enumerate(result.cases, start=1):
         status = "passed" if case.passed else "failed"
