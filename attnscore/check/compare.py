@@ -76,7 +76,7 @@ def compare(
             f"a floating {received.kind} (the inputs were {dtype})",
         )
     got = received.array.astype(np.float64)
-    common = {"name": name, "got_dtype": received.dtype, "dtype": dtype, "total": int(golden.size)}
+    total = int(golden.size)
 
     # Non-finite placement: NaN must match NaN, ±inf the same infinity.
     got_nan, gold_nan = np.isnan(got), np.isnan(golden)
@@ -90,9 +90,20 @@ def compare(
         if not (got_nan | got_inf)[first]:  # finite where the golden value is not
             order = [tuple(int(i) for i in ix) for ix in np.argwhere(bad_nonfinite)[:SHOW_WORST]]
             entries = tuple(EntryMismatch(ix, float(got[ix]), float(golden[ix])) for ix in order)
-            return Mismatch(Verdict.WRONG_VALUE, wrong=count, entries=entries, tolerance=tolerance_text, **common)
+            return Mismatch(
+                Verdict.WRONG_VALUE,
+                name,
+                wrong=count,
+                total=total,
+                entries=entries,
+                tolerance=tolerance_text,
+                got_dtype=received.dtype,
+                dtype=dtype,
+            )
         entry = EntryMismatch(first, float(got[first]), float(golden[first]))
-        return Mismatch(Verdict.NON_FINITE, wrong=count, entries=(entry,), **common)
+        return Mismatch(
+            Verdict.NON_FINITE, name, wrong=count, total=total, entries=(entry,), got_dtype=received.dtype, dtype=dtype
+        )
 
     finite = np.isfinite(golden)
     err = np.abs(np.where(finite, got, 0.0) - np.where(finite, golden, 0.0))
@@ -118,5 +129,8 @@ def compare(
         entries=entries,
         tolerance=tolerance_text,
         lower_precision=_PRECISION.get(received.dtype, 0) < _PRECISION.get(dtype, 0),
-        **common,
+        name=name,
+        total=total,
+        got_dtype=received.dtype,
+        dtype=dtype,
     )

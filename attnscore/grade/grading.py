@@ -114,7 +114,7 @@ def grade_submission(
     order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
     hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
     judged: dict[int, CaseResult] = {}
-    options = {"dtype": dtype, "device": "cpu", "submission": submission.name, "function": function}
+    options: dict[str, Any] = {"dtype": dtype, "device": "cpu", "submission": submission.name, "function": function}
     with SandboxRunner(submission, function, limits) as runner:
         # Visible cases and their shrinking first: nothing the submission says after it has seen a
         # hidden input (its output, a later exception, its import error) can reach the student.
@@ -162,7 +162,13 @@ def grade_many(
     """
     dtype = dtype or spec.dtypes[0]
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
-    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    options: dict[str, Any] = {
+        "function": function,
+        "dtype": dtype,
+        "seed": seed,
+        "limits": limits,
+        "shrink_steps": shrink_steps,
+    }
     results: list[SubmissionResult] = []
     cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
     if jobs > 1 and len(read) > 1:

@@ -389,13 +389,13 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
         key = _cause_key(failure)
         keyed.setdefault(i if key is None else key, []).append(failure)
     groups = []
-    for key, members in keyed.items():
+    for group_key, members in keyed.items():
         visible = [f for f in members if not f.hidden]
         lead = min(visible, key=lambda f: f.size) if visible else members[0]
         cause = members[0].verdict.label
-        if isinstance(key, tuple) and key[0] == "mistake":
-            cause = f"known mistake {key[1]}"
-        elif isinstance(key, tuple) and key[0] == "exception":
+        if isinstance(group_key, tuple) and group_key[0] == "mistake":
+            cause = f"known mistake {group_key[1]}"
+        elif isinstance(group_key, tuple) and group_key[0] == "exception":
             cause = (
                 f"raised {lead.exception}"
                 if not lead.hidden or lead.exception in _BUILTIN_EXCEPTIONS
