@@ -328,7 +328,7 @@ def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: i
     closes ``requests``. Runs in a confined process that has loaded the runtime."""
     import importlib.util
 
-    from attnscore.check.calls import describe_exception, inspect_call
+    from attnscore.check.calls import describe_exception, inspect_call, type_name
     from attnscore.check.outputs import BadReturn, to_received
     from attnscore.sandbox import wire
 
@@ -441,6 +441,7 @@ def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: i
                     "id": call_id,
                     "verdict": _failure_verdict(exc),
                     "message": describe_exception(exc),
+                    "exception": type_name(exc),
                     **_environment_clues(exc),
                 },
             )
