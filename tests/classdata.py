@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from attnscore.report.failure import Failure
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 
 CASES = [
@@ -15,6 +16,21 @@ CASES = [
 
 def case(cid: str, title: str, max_points: Fraction, verdict: Verdict, mistake: str | None = None) -> CaseResult:
     """One case result; ``mistake`` sets a diagnosis."""
+    failure = None
+    if verdict is not Verdict.PASSED:
+        failure = Failure(
+            verdict=verdict,
+            case_id=cid,
+            kind=cid.split(":")[0],
+            title=title,
+            location="spec.yaml:1",
+            hidden=False,
+            function="scores",
+            dtype="float32",
+            args={"q": [1.0, 0.0]},
+            check=f"wrong <b>{cid}</b>",
+            diagnosis={"id": mistake, "message": f"you made {mistake}"} if mistake else None,
+        )
     return CaseResult(
         id=cid,
         kind=cid.split(":")[0],
@@ -22,12 +38,10 @@ def case(cid: str, title: str, max_points: Fraction, verdict: Verdict, mistake: 
         verdict=verdict,
         points=max_points if verdict is Verdict.PASSED else Fraction(0),
         max_points=max_points,
-        message="" if verdict is Verdict.PASSED else f"wrong <b>{cid}</b>",
         visibility="visible",
         location="spec.yaml:1",
-        counterexample={"q": [1.0, 0.0]} if verdict is not Verdict.PASSED else None,
+        failure=failure,
         calls=1,
-        diagnosis={"id": mistake, "message": f"you made {mistake}"} if mistake else None,
     )
 
 

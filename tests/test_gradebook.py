@@ -34,7 +34,17 @@ def test_record_round_trips_exact_points_and_every_field():
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        pytest.param(lambda d: d.update(format="other/1"), "record.format: expected 'attnscore-record/1'", id="format"),
+        pytest.param(lambda d: d.update(format="other/1"), "record.format: expected 'attnscore-record/2'", id="format"),
+        pytest.param(
+            lambda d: d["cases"][2]["failure"].update(hidden="no"),
+            "record.cases[2].failure.hidden: expected bool, found str",
+            id="failure field",
+        ),
+        pytest.param(
+            lambda d: d["cases"][2]["failure"].update(mismatch={"verdict": "wrong_value"}),
+            "record.cases[2].failure.mismatch.entries: expected a value, found none",
+            id="mismatch field",
+        ),
         pytest.param(lambda d: d.pop("cases"), "record.cases: expected a value, found none", id="no cases"),
         pytest.param(lambda d: d["cases"][0].update(verdict="great"), "record.cases[0].verdict", id="bad verdict"),
         pytest.param(lambda d: d["cases"][1].update(points="1/0"), "record.cases[1].points", id="zero denominator"),
@@ -44,7 +54,7 @@ def test_record_round_trips_exact_points_and_every_field():
 )
 def test_malformed_record_is_a_located_error(mutate, message):
     """A damaged record names the field that is wrong."""
-    data = result_to_record(result("a.py", {}))
+    data = result_to_record(result("a.py", {"property:equals_qk_entries": None}))
     mutate(data)
     with pytest.raises(RecordError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
         result_from_record(data)
@@ -146,3 +156,36 @@ def test_feedback_names_are_safe_and_distinct():
     odd = feedback_name("../ev il")
     assert "/" not in odd and not odd.startswith(".") and odd.endswith(".txt")
     assert feedback_name("a b") != feedback_name("a_b")
+
+
+def test_record_keeps_the_whole_failure_and_is_strict_json():
+    """A failure with non-finite entries, a mismatch and a shrunk counterexample survives the round trip."""
+    import json
+    import math
+
+    from attnscore.report.failure import EntryMismatch, Mismatch, ShrunkFrom
+
+    base = result("nan.py", {"property:equals_qk_entries": "softmax_applied"})
+    failing = base.cases[2]
+    mismatch = Mismatch(
+        verdict=Verdict.NON_FINITE,
+        wrong=2,
+        total=3,
+        entries=(
+            EntryMismatch(index=(0, 1), got=math.nan, expected=1.5),
+            EntryMismatch(index=(2,), got=-math.inf, expected=0.0, error=math.inf, allowed=1e-7, exact=False),
+        ),
+        tolerance="close",
+        got_dtype="float32",
+        dtype="float32",
+    )
+    failure = replace(failing.failure, mismatch=mismatch, shrunk_from=ShrunkFrom(4, 25, 36))
+    original = replace(base, cases=(*base.cases[:2], replace(failing, failure=failure)))
+    text = json.dumps(result_to_record(original), allow_nan=False)  # strict JSON: no NaN tokens
+    back = result_from_record(json.loads(text))
+    got = back.cases[2].failure
+    assert got.shrunk_from == ShrunkFrom(4, 25, 36) and got.diagnosis == failure.diagnosis
+    assert math.isnan(got.mismatch.entries[0].got) and got.mismatch.entries[1].got == -math.inf
+    assert got.mismatch.entries[1].error == math.inf and got.mismatch.entries[1].allowed == 1e-7
+    assert replace(got, mismatch=None) == replace(failure, mismatch=None)
+    assert back.cases[2].message == original.cases[2].message

@@ -131,6 +131,8 @@ def _located(case: CaseResult) -> dict[str, object]:
     """The case result with its spec location (``file:line``, also quoted in messages) taken out."""
     data = dataclasses.asdict(case)
     data["message"] = case.message.replace(case.location, "LOCATION")
+    if data["failure"] is not None:
+        data["failure"]["location"] = ""
     return {**data, "location": ""}
 
 
