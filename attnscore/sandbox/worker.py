@@ -218,8 +218,8 @@ def cuda_problem(device: str) -> str | None:
         if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
             return f"CUDA is not available inside the worker (CUDA_VISIBLE_DEVICES={visible}; no device node or driver)"
-        torch.zeros(1, device=device).add_(1)
-        torch.cuda.synchronize(device)
+        warm = torch.ones(2, 2, device=device)
+        (warm @ warm).sum().item()  # CUDA context and cuBLAS start here, outside the first call's time limit
     except Exception as exc:  # noqa: BLE001 - the driver's own message says what is wrong
         return f"CUDA could not be initialised inside the worker: {type(exc).__name__}: {str(exc)[:300]}"
     torch.backends.cuda.matmul.allow_tf32 = False
