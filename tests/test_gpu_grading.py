@@ -227,6 +227,23 @@ def test_worker_maps_cuda_errors_to_verdicts(exc, verdict, start):
     assert worker._describe_failure(exc).startswith(start)
 
 
+def test_device_inputs_keep_their_layout_and_copy_back():
+    """Inputs moved to a device keep a strided layout; in-place changes there reach the shared memory."""
+    shared = bytearray(256)
+    torch.frombuffer(shared, dtype=torch.float32, count=6)[:] = torch.arange(6.0)
+    strided = {"dtype": "float32", "shape": [2, 3], "strides": [1, 2], "storage_offset": 0, "count": 6, "offset": 0}
+    plain = {"dtype": "float32", "shape": [3], "offset": 64}
+    args, pairs = worker._device_inputs(shared, [strided, plain], "meta")  # "meta": a device with no data
+    assert args[0].device.type == "meta" and args[0].stride() == (1, 2) and tuple(args[0].shape) == (2, 3)
+    assert len(pairs) == 2
+    args, pairs = worker._device_inputs(shared, [strided, plain], "cpu")
+    assert pairs == [] and args[0].tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
+    host = torch.frombuffer(shared, dtype=torch.float32, count=3, offset=64)
+    changed = host.clone().fill_(7.0)  # the device copy the submission changed in place
+    worker._copy_back([(host, changed)])
+    assert torch.frombuffer(shared, dtype=torch.float32, count=3, offset=64).tolist() == [7.0, 7.0, 7.0]
+
+
 def test_worker_cuda_problem_without_a_gpu():
     """Inside a worker that has no CUDA, the problem is named (a grader error), never a student's."""
     assert worker.cuda_problem("cpu") is None
