@@ -115,18 +115,24 @@ class SpecCaseItem(pytest.Item):
 
     def runtest(self) -> None:
         from attnscore.check.implementation import pinned_precision
-        from attnscore.check.judge import judge_case
         from attnscore.check.runner import InProcessRunner
-        from attnscore.check.shrink import add_shrunk
+        from attnscore.check.session import judge_cases
+        from attnscore.report.feedback import pytest_text
 
+        seed = self.config.getoption("attnscore_seed")
         with pinned_precision():
-            result = judge_case(self.spec, self.case, InProcessRunner(self.function, self.device), self.dtype)
-            if not result.passed:
-                result = add_shrunk(
-                    self.spec, self.case, result, lambda: InProcessRunner(self.function, self.device), self.dtype
-                )
-        if not result.passed:
-            raise AttnscoreCaseFailure(f"{result.verdict.label}: {result.message}")
+            result = judge_cases(
+                self.spec,
+                [self.case],
+                InProcessRunner(self.function, self.device),
+                dtype=self.dtype,
+                device=self.device,
+                submission=self.nodeid,
+                seed=self.spec.seed if seed is None else seed,
+                make_runner=lambda: InProcessRunner(self.function, self.device),
+            ).cases[0]
+        if result.failure is not None:
+            raise AttnscoreCaseFailure(pytest_text(result.failure))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, AttnscoreCaseFailure):
@@ -134,8 +140,7 @@ class SpecCaseItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        line = int(self.case.location.rsplit(":", 1)[1]) - 1 if ":" in self.case.location else 0
-        return Path(self.spec.path), line, f"{self.spec.id}[{self.dtype}]::{self.case.id}"
+        return Path(self.spec.path), max(self.case.line - 1, 0), f"{self.spec.id}[{self.dtype}]::{self.case.id}"
 
 
 class SpecNode(pytest.Collector):

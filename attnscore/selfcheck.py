@@ -33,10 +33,9 @@ import numpy as np
 
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.judge import run_cases
 from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.shrink import add_shrunk
+from attnscore.check.session import NO_SHRINK, Budget, judge_cases
 from attnscore.grade.grading import SHRINK_SAFETY_S, unscored_in_sandbox
 from attnscore.grade.submission import Submission, find_submissions
 from attnscore.report.results import SubmissionResult, Verdict
@@ -167,25 +166,13 @@ def _judge(
     start = time.perf_counter()
     dtype = dtype or spec.dtypes[0]
     cases, hidden = visible_cases(spec, dtype, seed)
-    result = run_cases(spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function)
-    judged = result.cases
-    if shrink_steps > 0 and not isinstance(runner, _Refused):
-        judged = tuple(
-            add_shrunk(
-                spec,
-                case,
-                r,
-                lambda: runner,
-                dtype,
-                max_steps=shrink_steps,
-                budget_s=SHRINK_SAFETY_S,
-                function=function,
-            )
-            for case, r in zip(cases, result.cases, strict=True)
-        )
+    shrinks = shrink_steps > 0 and not isinstance(runner, _Refused)
+    budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S) if shrinks else NO_SHRINK
+    result = judge_cases(
+        spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function, budget=budget
+    )
     result = dataclasses.replace(
         result,
-        cases=judged,
         seed=spec.seed if seed is None else seed,
         duration_s=time.perf_counter() - start,
         error=error,

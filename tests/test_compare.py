@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from attnscore.check.compare import compare
 from attnscore.check.outputs import BadReturn, Received, to_received
 from attnscore.maths.tolerance import Tolerance, allowed_error
+from attnscore.report.feedback import mismatch_text
 from attnscore.report.results import Verdict
 
 
@@ -64,7 +65,7 @@ def test_compare_order_and_messages(got, verdict, text):
         assert result is None
     else:
         assert result is not None and result.verdict is verdict
-        assert text in result.message
+        assert text in mismatch_text(result)
 
 
 def test_wrong_value_message_shows_worst_entries():
@@ -72,7 +73,7 @@ def test_wrong_value_message_shows_worst_entries():
     got = received([1.5, 0.0, -0.7])
     result = compare(got, GOLDEN, ALLOWED, name="scores", tolerance_text="close")
     assert result is not None
-    lines = result.message.splitlines()
+    lines = mismatch_text(result).splitlines()
     assert lines[0] == "2 of 3 entries of scores are wrong (close):"
     assert lines[1].startswith("  scores[2] = -0.7, expected 0.7 (|error| 1.4 > allowed 1e-06)")
     assert lines[2].startswith("  scores[0] = 1.5, expected 1 (|error| 0.5 > allowed 1e-06)")
@@ -80,9 +81,10 @@ def test_wrong_value_message_shows_worst_entries():
 
 def test_hidden_case_never_shows_expected_values():
     """For a hidden case the message gives no expected value."""
-    result = compare(received([1.5, 0.0, -0.7]), GOLDEN, ALLOWED, hidden=True)
+    result = compare(received([1.5, 0.0, -0.7]), GOLDEN, ALLOWED)
     assert result is not None
-    assert "0.7" not in result.message and "expected values are not shown" in result.message
+    text = mismatch_text(result, hidden=True)
+    assert "0.7" not in text and "expected values are not shown" in text
 
 
 def test_expected_infinity_needs_the_same_infinity():
@@ -98,7 +100,7 @@ def test_return_kind_must_be_accepted():
     """A list is refused when the spec demands a tensor."""
     result = compare(received([1.0, 0.0, 0.7], kind="list"), GOLDEN, ALLOWED, accept=("tensor",))
     assert result is not None and result.verdict is Verdict.BAD_RETURN_TYPE
-    assert result.message == "returned a list; this function must return a tensor"
+    assert mismatch_text(result) == "returned a list; this function must return a tensor"
 
 
 @pytest.mark.parametrize(
@@ -190,7 +192,7 @@ def test_integer_tensor_is_a_wrong_dtype():
     result = compare(got, GOLDEN, ALLOWED, dtype="float32")
     assert result is not None and result.verdict is Verdict.WRONG_DTYPE
     assert (
-        result.message
+        mismatch_text(result)
         == "out has dtype int64; scores are real numbers, so return a floating tensor (the inputs were float32)"
     )
 
@@ -201,8 +203,8 @@ def test_lower_precision_result_is_pointed_out():
     golden = np.array([1.0, 0.0, float(np.float32(0.7))])
     result = compare(got, golden, np.full(3, 1e-7), dtype="float32")
     assert result is not None and result.verdict is Verdict.WRONG_VALUE
-    assert "  out[2] = 0.7, expected 0.7 (|error|" in result.message
-    assert result.message.endswith(
+    assert "  out[2] = 0.7, expected 0.7 (|error|" in mismatch_text(result)
+    assert mismatch_text(result).endswith(
         "Note: out has dtype float16, less precise than the inputs' float32; compute and return in float32"
     )
 
@@ -274,6 +276,6 @@ def test_worst_first_is_by_error_size_and_a_subnormal_floor_reads_as_exact():
     got = Received("tensor", "float32", "cpu", np.array([0.174, 15.0], dtype=np.float32))
     result = compare(got, np.array([0.0, 10.0]), np.array([4.2e-45, 1e-5]), dtype="float32")
     assert result is not None
-    lines = result.message.splitlines()
+    lines = mismatch_text(result).splitlines()
     assert lines[1] == "  out[1] = 15, expected 10 (|error| 5 > allowed 1e-05)"
     assert lines[2] == "  out[0] = 0.174, expected 0 (|error| 0.174 > allowed 0 (exact here))"

@@ -10,9 +10,9 @@ import torch
 
 from attnscore.check.cases import build_cases
 from attnscore.check.diagnosis import diagnose, matches
-from attnscore.check.judge import run_cases
 from attnscore.check.outputs import to_received
 from attnscore.check.runner import InProcessRunner
+from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.check.verify import mutation_test
 from attnscore.report import submission_to_json
 from attnscore.spec.load import load_spec
@@ -45,8 +45,15 @@ def scores_cases(scores_spec):
 )
 def test_known_mistake_is_named(scores_spec, scores_cases, wrong, expected_id):
     """A submission written with a known mistake is diagnosed as that mistake on some failing case."""
-    result = run_cases(
-        scores_spec, scores_cases, InProcessRunner(wrong), dtype="float32", device="cpu", submission="t", seed=0
+    result = judge_cases(
+        scores_spec,
+        scores_cases,
+        InProcessRunner(wrong),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=NO_SHRINK,
     )
     ids = {c.diagnosis["id"] for c in result.cases if c.diagnosis}
     assert expected_id in ids
@@ -56,7 +63,7 @@ def test_known_mistake_is_named(scores_spec, scores_cases, wrong, expected_id):
 
 def test_unknown_wrong_output_gets_no_diagnosis(scores_spec, scores_cases):
     """An output that matches no catalogue mistake fails with diagnosis None."""
-    result = run_cases(
+    result = judge_cases(
         scores_spec,
         scores_cases,
         InProcessRunner(lambda q, k: k @ q + 0.25),
@@ -64,6 +71,7 @@ def test_unknown_wrong_output_gets_no_diagnosis(scores_spec, scores_cases):
         device="cpu",
         submission="t",
         seed=0,
+        budget=NO_SHRINK,
     )
     assert not result.all_passed
     assert all(c.diagnosis is None for c in result.cases)
@@ -99,7 +107,7 @@ def test_matches(got, want, ok):
 
 def test_json_report_carries_the_diagnosis(scores_spec, scores_cases):
     """The JSON report's case diagnosis is {id, message} when matched, else null; strict JSON."""
-    result = run_cases(
+    result = judge_cases(
         scores_spec,
         scores_cases,
         InProcessRunner(lambda q, k: torch.softmax(k @ q, dim=-1)),
@@ -107,6 +115,7 @@ def test_json_report_carries_the_diagnosis(scores_spec, scores_cases):
         device="cpu",
         submission="t",
         seed=0,
+        budget=NO_SHRINK,
     )
     data = json.loads(json.dumps(submission_to_json(result), allow_nan=False))
     diags = [c["diagnosis"] for c in data["cases"]]
@@ -117,7 +126,7 @@ def test_json_report_carries_the_diagnosis(scores_spec, scores_cases):
 def test_counterexample_with_nan_is_strict_json():
     """A failing case whose inputs hold NaN/inf reports them as strings, so JSON stays valid."""
     spec = load_spec("specs/masked_scores.yaml")
-    result = run_cases(
+    result = judge_cases(
         spec,
         build_cases(spec, "float32"),
         InProcessRunner(lambda S, m: S.clone()),
@@ -125,6 +134,7 @@ def test_counterexample_with_nan_is_strict_json():
         device="cpu",
         submission="t",
         seed=0,
+        budget=NO_SHRINK,
     )
     text = json.dumps(submission_to_json(result), allow_nan=False)
     assert '"nan"' in text and "Reproduce: masked_scores(torch.tensor([[float('nan')" in text
@@ -220,7 +230,7 @@ def test_a_name_is_shown_only_with_evidence(spec_file, function, dtype, names):
     coincidence, mask_inverted for a causal mask, mask_ignored for S - inf, uniform_weights for
     -1e9, or computed_in_float16 ("do not cast to half") for inputs that are already float16."""
     spec = load_spec(f"specs/{spec_file}")
-    result = run_cases(
+    result = judge_cases(
         spec,
         build_cases(spec, dtype),
         InProcessRunner(function),
@@ -228,6 +238,7 @@ def test_a_name_is_shown_only_with_evidence(spec_file, function, dtype, names):
         device="cpu",
         submission="t",
         seed=spec.seed,
+        budget=NO_SHRINK,
     )
     assert not result.all_passed
     assert {c.diagnosis["id"] for c in result.cases if c.diagnosis} == names
@@ -287,8 +298,15 @@ def test_truncated_scaling_is_not_called_unscaled():
     """int(√d_k) equals 1 for small d_k, where it looks unscaled; the confirmation inputs (d_k up to
     6) show it divides, so not_scaled is not shown."""
     spec = load_spec("specs/scaled_score_matrix.yaml")
-    result = run_cases(
-        spec, build_cases(spec), InProcessRunner(_truncated_sqrt), dtype="float32", device="cpu", submission="t", seed=0
+    result = judge_cases(
+        spec,
+        build_cases(spec),
+        InProcessRunner(_truncated_sqrt),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=NO_SHRINK,
     )
     assert not result.all_passed
     assert "not_scaled" not in {c.diagnosis["id"] for c in result.cases if c.diagnosis}

@@ -17,9 +17,9 @@ import torch
 from click.testing import CliRunner
 
 from attnscore.check.cases import build_cases
-from attnscore.check.judge import run_cases
 from attnscore.check.outputs import Received
 from attnscore.check.runner import InProcessRunner
+from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.cli import main
 from attnscore.grade.grading import grade_submission
 from attnscore.maths.reference import scaled_score_matrix
@@ -289,8 +289,15 @@ def test_device_contract_is_judged_as_its_own_case(reported, verdict):
     """A result moved to the CPU from cuda inputs fails dtype_device_follow_inputs, and only that case."""
     spec = load_spec(SPEC)
     cases = [c for c in build_cases(spec) if c.property_name in ("dtype_device_follow_inputs", "matches_reference")]
-    result = run_cases(
-        spec, cases, _DeviceReporting(reported), dtype="float32", device="cuda:1", submission="s", seed=0
+    result = judge_cases(
+        spec,
+        cases,
+        _DeviceReporting(reported),
+        dtype="float32",
+        device="cuda:1",
+        submission="s",
+        seed=0,
+        budget=NO_SHRINK,
     )
     by_name = {c.id.split(":", 1)[1]: c for c in result.cases}
     device_case = by_name["dtype_device_follow_inputs"]

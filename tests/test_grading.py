@@ -165,9 +165,18 @@ def test_submission_level_errors_are_one_clear_line(scores_results, name, text):
 def test_wrong_value_feedback_says_which_entries(matrix_results):
     """Feedback for Q K instead of Q Kᵀ shows the inputs and expected vs got per entry."""
     case = next(c for c in matrix_results["keys_not_transposed.py"].cases if c.id == "example:two_by_two")
-    assert "Inputs: score_matrix(Q=[[1, 2], [3, 4]], K=[[5, 6], [7, 8]])" in case.message
+    failure = case.failure
+    assert failure.args == {"Q": [[1, 2], [3, 4]], "K": [[5, 6], [7, 8]]}
+    assert (failure.mismatch.wrong, failure.mismatch.total, failure.mismatch.tolerance) == (4, 4, "exact comparison")
+    assert (failure.mismatch.entries[0].index, failure.mismatch.entries[0].expected) == ((1, 0), 39.0)
     assert "4 of 4 entries of out are wrong (exact comparison):" in case.message
     assert "= 50, expected 53" in case.message
+    # the inputs are printed once, in the paste-ready reproduction
+    assert case.message.count("[[1, 2], [3, 4]]") == 1
+    assert (
+        "Reproduce: score_matrix(torch.tensor([[1, 2], [3, 4]], dtype=torch.float32), "
+        "torch.tensor([[5, 6], [7, 8]], dtype=torch.float32))" in case.message
+    )
 
 
 def test_property_feedback_has_counterexample_and_hint(scores_results):
@@ -175,10 +184,13 @@ def test_property_feedback_has_counterexample_and_hint(scores_results):
     case = next(c for c in scores_results["softmax_applied.py"].cases if c.id == "property:scores_not_normalised")
     assert case.message.startswith("Property: Raw scores are not normalised")
     # shrunk when 50 sandboxed steps find a smaller failing input; never replaced by a larger one
-    assert re.search(
-        r"Counterexample \((shrunk by hypothesis from )?generated input 1 of 20\): scores\(q=\[", case.message
-    )
+    assert (case.failure.example, case.failure.examples) == (1, 20)
+    shrunk = case.failure.shrunk_from
+    assert shrunk is None or (shrunk.example, shrunk.examples) == (1, 20) and case.failure.size <= shrunk.size
+    assert re.search(r"Counterexample: (shrunk by hypothesis from )?generated input 1 of 20", case.message)
+    assert case.failure.hint.startswith("your scores sum to 1")
     assert "Likely cause: your scores sum to 1" in case.message
+    assert "Reproduce: scores(torch.tensor([" in case.message
     assert set(case.counterexample) == {"q", "keys"}
 
 
@@ -287,7 +299,7 @@ def test_feedback_uses_the_function_name_given(tmp_path):
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     result = grade_submission(path, spec, build_cases(spec), function="my_scores", limits=LIMITS)
     case = next(c for c in result.cases if c.id == "example:anti_aligned")
-    assert "Inputs: my_scores(q=[0, 1], keys=[[0, -1]])" in case.message
+    assert case.failure.function == "my_scores" and case.failure.args == {"q": [0, 1], "keys": [[0, -1]]}
     assert "Reproduce: my_scores(torch.tensor([0, 1], dtype=torch.float32)" in case.message
     assert "Why: q · k = 0·0 + 1·(-1) = -1." in case.message
 
@@ -300,7 +312,8 @@ def test_hidden_case_exception_message_is_not_shown(tmp_path):
     result = grade_submission(path, spec, build_cases(spec), limits=LIMITS)
     hidden = next(c for c in result.cases if c.id == "example:three_dims_mixed_signs")
     visible = next(c for c in result.cases if c.id == "example:anti_aligned")
-    assert hidden.message == "raised ValueError (its message is not shown for a hidden case)"
+    assert hidden.message.splitlines()[1:] == ["raised ValueError (its message is not shown for a hidden case)"]
+    assert hidden.failure.exception == "ValueError"
     assert "raised ValueError: q=[0.0, 1.0] keys=[[0.0, -1.0]]" in visible.message
 
 
@@ -320,3 +333,38 @@ def test_parallel_grading_gives_the_same_results():
     assert [(r.score, [c.message for c in r.cases]) for r in parallel] == [
         (r.score, [c.message for c in r.cases]) for r in sequential
     ]
+
+
+def _example_sizes(case) -> list[int]:
+    """Input sizes (entries of all arguments) of each generated example's calls, by example number."""
+    starts = [i for i, call in enumerate(case.calls) if not call.group or call.group[0] == i]
+    ends = starts[1:] + [len(case.calls)]
+    return [
+        {sum(a.size for a in case.calls[i].args.values()) for i in range(s, e)}
+        for s, e in zip(starts, ends, strict=True)
+    ]
+
+
+def test_example_counterexamples_are_never_larger_than_the_original(scores_results, matrix_results):
+    """Over every example submission, a failing case's counterexample is no larger than the input it
+    replaced, and the "shrunk from" label names that input truthfully."""
+    checked = shrunk = 0
+    for spec_name, results in (("dot_product_scores", scores_results), ("score_matrix", matrix_results)):
+        spec = load_spec(ROOT / "specs" / f"{spec_name}.yaml")
+        cases = {c.id: c for c in build_cases(spec)}
+        for result in results.values():
+            for case in result.cases:
+                failure = case.failure
+                if failure is None or failure.scope == "submission" or failure.hidden:
+                    continue
+                checked += 1
+                sizes = _example_sizes(cases[case.id])
+                original = failure.shrunk_from
+                if original is None:
+                    assert failure.size in sizes[failure.example - 1], (result.submission, case.id)
+                    continue
+                shrunk += 1
+                assert (original.example, original.examples) == (failure.example, len(sizes))
+                assert original.size in sizes[original.example - 1], (result.submission, case.id)
+                assert failure.size <= original.size, (result.submission, case.id, failure.size, original.size)
+    assert checked > 40 and shrunk > 0

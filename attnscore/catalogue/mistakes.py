@@ -96,19 +96,13 @@ def mistakes_for(contract_name: str) -> list[Mistake]:
 
 
 def _qk(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    if c.name == "score":
-        return args[0][None, :], args[1][None, :]
-    if c.name == "scores":
-        return args[0][None, :], args[1]
-    return args[0], args[1]
+    """``(Q, K)`` of the arguments: the contract's own geometry for Q Kᵀ views, else the first two."""
+    return c.qk_operands(*args) if c.qk_operands is not None else (args[0], args[1])
 
 
 def _out(c: Contract, S: torch.Tensor) -> torch.Tensor:
-    if c.name == "score":
-        return S[0, 0]
-    if c.name == "scores":
-        return S[0]
-    return S
+    """Scores ``S`` (..., n_q, n_k) back in the contract's output shape."""
+    return c.from_scores(S) if c.from_scores is not None else S  # type: ignore[arg-type, return-value]
 
 
 def _factor(c: Contract, Q: torch.Tensor) -> float:

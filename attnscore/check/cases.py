@@ -67,6 +67,7 @@ class Case:
         tolerance: the tolerance applied.
         property_name: the registered property's name, or "".
         explanation: for worked examples, the spec's explanation (shown when a visible one fails).
+        line: the case's line in the spec file (1-based; 0 when unknown), as in ``location``.
     """
 
     id: str
@@ -80,6 +81,7 @@ class Case:
     tolerance: Tolerance
     property_name: str = ""
     explanation: str = ""
+    line: int = 0
 
 
 def derive_seed(*parts: object) -> int:
@@ -164,6 +166,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 points=ex.points,
                 visibility=ex.visibility,
                 location=spec.location(ex.line),
+                line=ex.line,
                 tolerance=tol,
                 explanation=ex.explanation,
             )
@@ -197,6 +200,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 points=use.points,
                 visibility=use.visibility,
                 location=spec.location(use.line),
+                line=use.line,
                 tolerance=spec.tolerance,
                 property_name=use.name,
             )

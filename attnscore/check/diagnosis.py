@@ -36,7 +36,7 @@ from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call, derive_seed
 from attnscore.check.outputs import CallFailure, Received, to_received
 from attnscore.check.strategies import draw_examples, legend_sizes, random_args
-from attnscore.maths.tolerance import CLOSE_DEFAULTS
+from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
 
 __all__ = ["diagnose", "recompute", "matches", "holds", "CONFIRMATIONS", "MIN_EVIDENCE"]
 
@@ -76,29 +76,18 @@ def _tolerance(allowed: np.ndarray | float, want: np.ndarray, shape: tuple[int, 
 
 
 def matches(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, dtype: str) -> bool:
-    """Same shape, same NaN/±inf placement, finite entries within ``allowed`` + close(dtype)."""
+    """Same shape, same NaN/±inf placement, finite entries within ``allowed`` + close(dtype)
+    (:func:`attnscore.maths.tolerance.close_enough` with the widened tolerance)."""
     if got.shape != want.shape:
         return False
-    with np.errstate(invalid="ignore", over="ignore"):
-        if not np.array_equal(np.isnan(got), np.isnan(want)):
-            return False
-        inf_g, inf_w = np.isinf(got), np.isinf(want)
-        if not np.array_equal(inf_g, inf_w) or not np.all(np.where(inf_g, got == want, True)):
-            return False
-        tol = _tolerance(allowed, want, got.shape, dtype)
-        fin = np.isfinite(got)
-        return bool(np.all(np.abs(np.where(fin, got - want, 0.0)) <= tol))
+    return close_enough(got, want, _tolerance(allowed, want, got.shape, dtype))
 
 
 def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str) -> int:
     """How many entries of the mistake's value are not the golden value (all of them if shapes differ)."""
     if want.shape != golden.shape:
         return max(int(want.size), 1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        same_nan = np.isnan(want) & np.isnan(golden)
-        same_inf = np.isinf(want) & (want == golden)
-        close = np.abs(np.nan_to_num(want - golden, nan=np.inf)) <= _tolerance(allowed, golden, want.shape, dtype)
-        return int(np.count_nonzero(~(same_nan | same_inf | close)))
+    return int(np.count_nonzero(~entries_close(want, golden, _tolerance(allowed, golden, want.shape, dtype))))
 
 
 def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> tuple[bool, int]:

@@ -27,9 +27,8 @@ import numpy as np
 import torch
 
 from attnscore.check.cases import Case, build_cases
-from attnscore.check.judge import run_cases
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.shrink import add_shrunk
+from attnscore.check.session import NO_SHRINK, Budget, judge_cases
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -129,17 +128,20 @@ def run_impl(
     name: str = "",
     cases: list[Case] | None = None,
     shrink: bool = True,
+    budget: Budget | None = None,
 ) -> SubmissionResult:
     """Run every case of ``spec`` in ``dtype`` against ``function`` on ``device``, in process.
 
-    With ``shrink``, each failing property's message also gets hypothesis's minimal failing input
-    (see :mod:`attnscore.check.shrink`).
+    With ``shrink``, each failing property's counterexample is replaced by hypothesis's minimal
+    failing input (see :mod:`attnscore.check.shrink`), within ``budget`` (default
+    :class:`attnscore.check.session.Budget`\\ ()). The result's ``duration_s`` is the time spent:
+    building cases, calls, diagnosis and shrinking.
     """
     check_device(device)
-    start = time.perf_counter()  # the time reported is the time spent: cases, calls, diagnosis, shrinking
+    start = time.perf_counter()
     built = cases if cases is not None else build_cases(spec, dtype, seed)
     with pinned_precision():
-        result = run_cases(
+        result = judge_cases(
             spec,
             built,
             InProcessRunner(function, device),
@@ -147,13 +149,7 @@ def run_impl(
             device=device,
             submission=name or getattr(function, "__qualname__", repr(function)),
             seed=spec.seed if seed is None else seed,
+            budget=(budget or Budget()) if shrink else NO_SHRINK,
+            make_runner=lambda: InProcessRunner(function, device),
         )
-        if shrink:
-            result = dataclasses.replace(
-                result,
-                cases=tuple(
-                    add_shrunk(spec, case, r, lambda: InProcessRunner(function, device), dtype)
-                    for case, r in zip(built, result.cases, strict=True)
-                ),
-            )
     return dataclasses.replace(result, environment=environment(device), duration_s=time.perf_counter() - start)

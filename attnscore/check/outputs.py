@@ -180,6 +180,8 @@ class CallFailure:
     scope: str = "call"
     """``"call"`` for this call only; ``"submission"`` when the whole submission failed (import
     error, missing function), so every call fails the same way."""
+    exception: str = ""
+    """For an exception verdict, the exception's type name (``"ValueError"``), else ""."""
 
 
 Outcome = Received | CallFailure

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from attnscore.check.calls import describe_exception, inspect_call, to_torch
+from attnscore.check.calls import describe_exception, inspect_call, to_torch, type_name
 from attnscore.check.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -49,7 +49,7 @@ class InProcessRunner:
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
-            return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc))
+            return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc), exception=type_name(exc))
         self.last_inspection = inspect_call(names, tensors, copies, value)
         received = to_received(value)
         if isinstance(received, BadReturn):

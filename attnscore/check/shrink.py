@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
@@ -24,19 +23,13 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, derive_seed, property_calls
 from attnscore.check.diagnosis import holds
-from attnscore.check.judge import example_position, judge_case
+from attnscore.check.judge import judge_case
 from attnscore.check.strategies import _without_local_constants
+from attnscore.report.failure import ShrunkFrom
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
 __all__ = ["shrink_case", "add_shrunk"]
-
-
-def _size(counterexample: dict[str, Any] | None) -> int:
-    """How many numbers a counterexample holds (its arguments' entries together)."""
-    if not counterexample:
-        return 0
-    return sum(int(np.asarray(v, dtype=object).size) for v in counterexample.values())
 
 
 def _property_diagnosis(case: Case) -> str | None:
@@ -107,25 +100,14 @@ def shrink_case(
         if len(last) > max_shrinks or out_of_steps or (deadline is not None and time.monotonic() > deadline):
             raise _OutOfBudget  # bound the work: keep the best so far
         calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
-        one = Case(
-            id=case.id,
-            kind=case.kind,
-            title=case.title,
-            statement=case.statement,
-            calls=calls,
-            points=case.points,
-            visibility=case.visibility,
-            location=case.location,
-            tolerance=case.tolerance,
-            property_name=case.property_name,
-        )
+        one = dataclasses.replace(case, calls=calls)
         observed: list[tuple[Any, Any]] = []
         result = judge_case(spec, one, make_runner(), dtype, function, diagnose_failures=False, observe=observed)
         if not result.passed and (verdict is None or result.verdict is verdict):
             if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
                 return  # smaller, but no longer the diagnosed mistake: not a counterexample of it
             last.append(result)
-            raise _Failed(result.message)
+            raise _Failed(result.verdict.label)
 
     try:
         with _without_local_constants():
@@ -178,17 +160,18 @@ def add_shrunk(
         function=function,
         mistake=mistake,
     )
-    if shrunk is None or _size(shrunk.counterexample) > _size(result.counterexample):
+    if shrunk is None or shrunk.failure is None or result.failure is None:
+        return result
+    original = result.failure
+    if shrunk.failure.size > original.size or shrunk.failure.args == original.args:
         return result  # a "minimal" counterexample is never larger than the one it replaces
-    index, total = example_position(case, result.calls)
-    original = f"generated input {index} of {total}"
-    message = shrunk.message.replace("(generated input 1 of 1)", f"(shrunk by hypothesis from {original})", 1)
     # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
     # holds on the shrunk input too, since shrinking kept only inputs where it does.
-    lines = [line for line in message.splitlines() if not line.startswith("Known mistake (")]
-    if result.diagnosis:
-        at = next((i for i, line in enumerate(lines) if line.startswith("Reproduce: ")), len(lines))
-        lines.insert(at, f"Known mistake ({result.diagnosis['id']}): {result.diagnosis['message']}")
-    return dataclasses.replace(
-        result, message="\n".join(lines), counterexample=shrunk.counterexample, diagnosis=result.diagnosis
+    failure = dataclasses.replace(
+        shrunk.failure,
+        example=original.example,
+        examples=original.examples,
+        diagnosis=original.diagnosis,
+        shrunk_from=ShrunkFrom(original.example, original.examples, original.size),
     )
+    return dataclasses.replace(result, failure=failure)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
-from attnscore.check.judge import run_cases
 from attnscore.check.runner import InProcessRunner
+from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -53,7 +53,7 @@ def verify_spec(
         runner = InProcessRunner(spec.contract.reference)
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
         results.append(
-            run_cases(
+            judge_cases(
                 spec,
                 built,
                 runner,
@@ -61,6 +61,7 @@ def verify_spec(
                 device="cpu",
                 submission=f"reference:{spec.contract.name}",
                 seed=spec.seed,
+                budget=NO_SHRINK,
             )
         )
     return results
@@ -109,8 +110,15 @@ def mutation_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None
     out = []
     for mistake in targeted_mistakes(spec):
         runner = InProcessRunner(mistake.bind(spec.contract, spec))
-        result = run_cases(
-            spec, cases, runner, dtype=dtype, device="cpu", submission=f"mistake:{mistake.id}", seed=spec.seed
+        result = judge_cases(
+            spec,
+            cases,
+            runner,
+            dtype=dtype,
+            device="cpu",
+            submission=f"mistake:{mistake.id}",
+            seed=spec.seed,
+            budget=NO_SHRINK,
         )
         failed = tuple(c.id for c in result.cases if not c.passed)
         diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)

@@ -20,9 +20,8 @@ import torch
 
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.judge import run_cases
 from attnscore.check.outputs import CallFailure
-from attnscore.check.shrink import add_shrunk
+from attnscore.check.session import NO_SHRINK, Budget, judge_cases
 from attnscore.grade.submission import Submission
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
@@ -59,6 +58,7 @@ class _Refused:
 
 
 SHRINK_SAFETY_S = 10.0
+"""Wall-time safety net, seconds, for all shrinking of one submission together."""
 
 
 def grade_submission(
@@ -82,7 +82,10 @@ def grade_submission(
     :class:`Submission` already holds its files.
     A failing visible property gets hypothesis's minimal failing input, searched with the same
     sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
-    count keeps feedback identical run to run) and, as a safety net, at most 10 s.
+    count keeps feedback identical run to run) and, as a safety net, at most
+    :data:`SHRINK_SAFETY_S` seconds for the whole submission
+    (:class:`attnscore.check.session.Budget`). The reported ``duration_s`` includes shrinking and
+    diagnosis.
 
     Hidden cases run last, after the visible ones and their shrinking; the report keeps the
     submission's output and import error as they were before any hidden input reached it, and a
@@ -98,7 +101,7 @@ def grade_submission(
         submission = Submission.from_file(Path(submission), source)
     if submission.problem is not None:  # never run: every case says why
         refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
-        result = run_cases(
+        result = judge_cases(
             spec,
             cases,
             _Refused(refused),
@@ -107,34 +110,39 @@ def grade_submission(
             submission=submission.name,
             seed=spec.seed if seed is None else seed,
             function=function,
+            budget=NO_SHRINK,
         )
         return replace(result, error=submission.problem, environment=_environment(limits.device))
     order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
     hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
     judged: dict[int, CaseResult] = {}
-    options = {"dtype": dtype, "device": limits.device, "submission": submission.name, "function": function}
+    options: dict[str, Any] = {
+        "dtype": dtype,
+        "device": limits.device,
+        "submission": submission.name,
+        "function": function,
+    }
     with SandboxRunner(submission, function, limits) as runner:
         # Visible cases and their shrinking first: nothing the submission says after it has seen a
         # hidden input (its output, a later exception, its import error) can reach the student.
-        visible = run_cases(spec, [cases[i] for i in order], runner, seed=0, on_case=on_case, **options)
-        for i, r in zip(order, visible.cases, strict=True):
-            judged[i] = r
-            # A submission that never loaded fails every input the same way: nothing to shrink.
-            if shrink_steps > 0 and runner.load_failure is None:
-                judged[i] = add_shrunk(
-                    spec,
-                    cases[i],
-                    r,
-                    lambda: runner,
-                    dtype,
-                    max_steps=shrink_steps,
-                    budget_s=SHRINK_SAFETY_S,
-                    function=function,
-                )
+        budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S)
+        visible = judge_cases(
+            spec,
+            [cases[i] for i in order],
+            runner,
+            seed=0,
+            on_case=on_case,
+            budget=budget,
+            worth_shrinking=lambda: runner.load_failure is None,
+            **options,
+        )
+        judged.update(zip(order, visible.cases, strict=True))
         output = clean_text(runner.captured_output(), limits.output_chars)
         error = runner.load_failure.message if runner.load_failure else ""
         runner.disclosed_failure = runner.load_failure  # said before any hidden input: hidden cases may repeat it
-        secret = run_cases(spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, **options)
+        secret = judge_cases(
+            spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, budget=NO_SHRINK, **options
+        )
         judged.update(zip(hidden, secret.cases, strict=True))
     return replace(
         visible,

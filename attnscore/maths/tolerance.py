@@ -36,7 +36,41 @@ import numpy as np
 
 from attnscore.maths.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 
-__all__ = ["Tolerance", "UNIT_ROUNDOFF", "CLOSE_DEFAULTS", "allowed_error", "DTYPES", "RATIO_FLOOR"]
+__all__ = [
+    "Tolerance",
+    "UNIT_ROUNDOFF",
+    "CLOSE_DEFAULTS",
+    "allowed_error",
+    "DTYPES",
+    "RATIO_FLOOR",
+    "entries_close",
+    "close_enough",
+]
+
+
+def entries_close(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float) -> np.ndarray:
+    """Entry by entry, whether ``got`` is close enough to ``want``: the one "close enough" rule.
+
+    NaN matches only NaN (it is never a wildcard), an infinity only the same infinity, and a
+    finite entry is close when ``|got - want| <= allowed`` there (absolute error; ``allowed``
+    broadcasts). Shapes must already be equal.
+
+    >>> entries_close(np.array([1.0, np.nan, np.inf]), np.array([1.1, np.nan, -np.inf]), 0.2).tolist()
+    [True, True, False]
+    """
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        both_nan = np.isnan(got) & np.isnan(want)
+        same_inf = np.isinf(got) & (got == want)
+        finite = np.isfinite(got) & np.isfinite(want)
+        diff = np.abs(np.where(finite, got - want, 0.0))
+        return both_nan | same_inf | (finite & (diff <= allowed))
+
+
+def close_enough(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float) -> bool:
+    """Same shape and every entry close (:func:`entries_close`)."""
+    return np.shape(got) == np.shape(want) and bool(entries_close(got, want, allowed).all())
 
 
 # (rtol, atol) per dtype; half-precision atol floored at one ulp at 1.0 (2u).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnscore.report.feedback import cause_groups, failure_text, summary_line
 from attnscore.report.results import SubmissionResult, points_out
 
 __all__ = ["gradescope_results"]
@@ -18,12 +19,21 @@ __all__ = ["gradescope_results"]
 def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
     """The Gradescope results object for ``result`` (serialise with ``allow_nan=False``)."""
     tests = []
+    same: dict[str, str] = {}  # a case explained under another case's test: one line and a pointer
+    for group in cause_groups([c.failure for c in result.cases if c.failure is not None]):
+        for other in group.others:
+            same[other.case_id] = (
+                f"{summary_line(other)} ({other.location})\n"
+                f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
+            )
     for number, case in enumerate(result.cases, start=1):
         status = "passed" if case.passed else "failed"
-        text = case.verdict.label if case.passed else f"{case.verdict.label}: {case.message}"
+        text = case.verdict.label
+        if case.failure is not None:
+            text += f": {same.get(case.id) or failure_text(case.failure)}"
         tests.append(
             {
-                "name": f"{case.kind} {case.id.split(':', 1)[1]}: {case.title}",
+                "name": f"{case.id}: {case.title}",
                 "number": str(number),
                 "score": points_out(case.points),
                 "max_score": points_out(case.max_points),

@@ -5,15 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from attnscore.report.feedback import failure_data
 from attnscore.report.results import CaseResult, SubmissionResult, points_out
 
 __all__ = ["case_to_json", "submission_to_json", "batch_to_json", "REPORT_FORMAT"]
 
-REPORT_FORMAT = "attnscore-result/1"
+REPORT_FORMAT = "attnscore-result/2"
 
 
 def case_to_json(case: CaseResult) -> dict[str, Any]:
-    """One case as JSON data; ``diagnosis`` is null until a known mistake matches."""
+    """One case as JSON data; ``diagnosis`` is null until a known mistake matches.
+
+    ``message`` is the rendered feedback; ``failure`` holds the record's fields (verdict, the
+    call's arguments, worst entries with index/got/expected/error/allowed, counts, tolerance,
+    hint, diagnosis, explanation, shrunk-from, reproduction), null when passed, under the
+    hidden-case rules (:func:`attnscore.report.feedback.failure_data`).
+    """
     return {
         "id": case.id,
         "kind": case.kind,
@@ -27,6 +34,7 @@ def case_to_json(case: CaseResult) -> dict[str, Any]:
         "counterexample": case.counterexample,
         "calls": case.calls,
         "diagnosis": dict(case.diagnosis) if case.diagnosis else None,
+        "failure": failure_data(case.failure) if case.failure is not None else None,
     }
 
 

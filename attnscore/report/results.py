@@ -7,34 +7,15 @@ round only then (see :func:`points_out`).
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from attnscore.report.failure import Failure
+from attnscore.report.feedback import failure_text
+from attnscore.report.verdict import Verdict
+
 __all__ = ["Verdict", "CaseResult", "SubmissionResult", "points_out"]
-
-
-class Verdict(str, enum.Enum):
-    """The closed set of case verdicts."""
-
-    PASSED = "passed"
-    WRONG_VALUE = "wrong_value"
-    WRONG_SHAPE = "wrong_shape"
-    WRONG_DTYPE = "wrong_dtype"
-    NON_FINITE = "non_finite"
-    EXCEPTION = "exception"
-    TIMEOUT = "timeout"
-    MEMORY_LIMIT = "memory_limit"
-    CRASHED = "crashed"
-    FUNCTION_MISSING = "function_missing"
-    BAD_RETURN_TYPE = "bad_return_type"
-    GRADER_ERROR = "grader_error"
-
-    @property
-    def label(self) -> str:
-        """Human label, e.g. ``"wrong value"``."""
-        return self.value.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -48,13 +29,11 @@ class CaseResult:
         title: one line saying what the case checks.
         verdict: one of :class:`Verdict`.
         points, max_points: exact points earned and available.
-        message: student-facing explanation ("" when passed).
         visibility: ``"visible"`` or ``"hidden"``; hidden cases never show inputs or expected values.
         location: ``file:line`` of the case in its spec.
-        counterexample: for a failed visible case, the failing call's inputs as nested lists.
+        failure: for a failed case, what judging found, as data (:class:`attnscore.report.failure.Failure`);
+            None when passed.
         calls: how many calls were made to the implementation for this case.
-        diagnosis: the known mistake the failing output matches, ``{"id", "message"}``, or None
-            (see :mod:`attnscore.check.diagnosis`).
     """
 
     id: str
@@ -63,16 +42,32 @@ class CaseResult:
     verdict: Verdict
     points: Fraction
     max_points: Fraction
-    message: str
     visibility: str
     location: str
-    counterexample: dict[str, Any] | None = None
+    failure: Failure | None = None
     calls: int = 0
-    diagnosis: dict[str, str] | None = None
 
     @property
     def passed(self) -> bool:
         return self.verdict is Verdict.PASSED
+
+    @property
+    def message(self) -> str:
+        """The case's full feedback text, rendered from :attr:`failure` ("" when passed)."""
+        return failure_text(self.failure) if self.failure is not None else ""
+
+    @property
+    def counterexample(self) -> dict[str, Any] | None:
+        """A failed visible case's failing call's inputs as nested lists; None for hidden cases."""
+        if self.failure is None or self.failure.hidden:
+            return None
+        return self.failure.args
+
+    @property
+    def diagnosis(self) -> dict[str, str] | None:
+        """The known mistake the failing output matches, ``{"id", "message"}``, or None
+        (see :mod:`attnscore.check.diagnosis`)."""
+        return self.failure.diagnosis if self.failure is not None else None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attnscore.report.feedback import cause_groups, failure_text, summary_line
 from attnscore.report.results import SubmissionResult, Verdict, points_out
 from attnscore.sandbox.untrusted import clean_text
 
@@ -30,7 +31,12 @@ def _score(result: SubmissionResult) -> str:
 
 
 def submission_text(result: SubmissionResult) -> Group:
-    """A readable report of one submission: a line per case, then the messages of failures."""
+    """A readable report of one submission: a line per case (verdict, points), then the feedback.
+
+    Failing cases with one cause (:func:`attnscore.report.feedback.cause_groups`) are explained
+    once, in full for the smallest visible counterexample, and in one line each for the others;
+    a submission-wide error (an import failure) is shown once.
+    """
     header = Text.assemble(
         (clean_text(result.submission, 500), "bold"),
         f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
@@ -45,10 +51,17 @@ def submission_text(result: SubmissionResult) -> Group:
     parts: list[RenderableType] = [header, table]
     if result.error:
         parts.append(Text(f"\n{result.error}", style="red"))
-    for case in result.cases:
-        if not case.passed and case.message and case.message != result.error:  # the error is shown once
-            parts.append(Text(f"\n{case.id} ({case.verdict.label}, {case.location})", style="bold"))
-            parts.append(Text(case.message))
+    for group in cause_groups([c.failure for c in result.cases if c.failure is not None]):
+        lead = group.lead
+        parts.append(Text(f"\n{lead.case_id} ({lead.verdict.label})", style="bold"))
+        parts.append(Text(failure_text(lead)))
+        if group.others:
+            many = "case" if len(group.others) == 1 else "cases"
+            parts.append(Text(f"Same cause ({group.cause}) in {len(group.others)} more {many}:", style="bold"))
+            for other in group.others:
+                parts.append(
+                    Text(f"  {other.case_id} ({other.verdict.label}, {other.location}): {summary_line(other)}")
+                )
     parts.append(Text(f"\nScore: {_score(result)}  ({result.duration_s:.1f} s)", style="bold"))
     return Group(*parts)
 

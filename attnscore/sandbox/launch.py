@@ -1145,6 +1145,9 @@ class SandboxRunner:
             fault = _environment_fault(self, message)
             if fault is not None:
                 return CallFailure(Verdict.GRADER_ERROR.value, f"{text} ({fault})", scope)
+            name = message.get("exception")
+            exception = name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else ""
+            return CallFailure(verdict, text, scope, exception)
         return CallFailure(verdict, text, scope)
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:

@@ -423,7 +423,7 @@ def serve(
     the inputs on ``device``. Runs in a confined process that has loaded the runtime."""
     import importlib.util
 
-    from attnscore.check.calls import describe_exception, inspect_call
+    from attnscore.check.calls import describe_exception, inspect_call, type_name
     from attnscore.check.outputs import BadReturn, to_received
     from attnscore.sandbox import wire
 
@@ -546,6 +546,7 @@ def serve(
                     "id": call_id,
                     "verdict": _failure_verdict(exc),
                     "message": _describe_failure(exc),
+                    "exception": type_name(exc),
                     **_environment_clues(exc),
                 },
             )

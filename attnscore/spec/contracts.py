@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,6 +46,10 @@ class Contract:
             with a causal flag instead of a mask argument; which properties and mistakes apply).
         bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
         to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
+        qk_operands: for Q Kᵀ views, the positional arguments (numpy arrays or torch tensors, in
+            parameter order) as ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` →
+            ``(q[None, :], k[None, :])``: the one home of this geometry (``to_qk`` is built on it,
+            and the mistake catalogue uses it on tensors); None otherwise.
         batched, single_query, single_key: what shapes the Q Kᵀ views can express.
         scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
@@ -62,6 +67,7 @@ class Contract:
     kind: str = "scores"
     bool_parameters: frozenset[str] = field(default_factory=frozenset)
     to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
+    qk_operands: Callable[..., tuple[Any, Any]] | None = None
     from_scores: Callable[[np.ndarray], np.ndarray] | None = None
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
     batched: bool = True
@@ -118,7 +124,7 @@ def _qk_view(
     parameters: tuple[tuple[str, tuple[str, ...]], ...],
     returns: tuple[str, ...],
     ref: Callable[..., torch.Tensor],
-    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]],
+    qk_operands: Callable[..., tuple[Any, Any]],
     from_scores: Callable[[np.ndarray], np.ndarray],
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
     *,
@@ -127,6 +133,10 @@ def _qk_view(
     single_key: bool,
     scaled: bool = False,
 ) -> Contract:
+    def to_qk(a: Args) -> tuple[np.ndarray, np.ndarray]:
+        Q, K = qk_operands(*(_f(a, n) for n, _ in parameters))
+        return np.asarray(Q), np.asarray(K)
+
     def gold(a: Args) -> np.ndarray:
         Q, K = to_qk(a)
         S = golden.scaled_dot_products(Q, K) if scaled else golden.dot_products(Q, K)
@@ -151,6 +161,7 @@ def _qk_view(
         golden_fn=gold,
         error_fn=error,
         to_qk=to_qk,
+        qk_operands=qk_operands,
         from_scores=from_scores,
         pack=pack,
         batched=batched,
@@ -230,7 +241,7 @@ CONTRACTS: dict[str, Contract] = {
             (("q", ("d_k",)), ("k", ("d_k",))),
             (),
             reference.score,
-            lambda a: (_f(a, "q")[None, :], _f(a, "k")[None, :]),
+            lambda q, k: (q[None, :], k[None, :]),
             lambda S: S[0, 0],
             lambda Q, K: {"q": Q[0], "k": K[0]},
             batched=False,
@@ -242,7 +253,7 @@ CONTRACTS: dict[str, Contract] = {
             (("q", ("d_k",)), ("keys", ("n_k", "d_k"))),
             ("n_k",),
             reference.scores,
-            lambda a: (_f(a, "q")[None, :], _f(a, "keys")),
+            lambda q, keys: (q[None, :], keys),
             lambda S: S[0],
             lambda Q, K: {"q": Q[0], "keys": K},
             batched=False,
@@ -254,7 +265,7 @@ CONTRACTS: dict[str, Contract] = {
             (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
             ("...", "n_q", "n_k"),
             reference.score_matrix,
-            lambda a: (_f(a, "Q"), _f(a, "K")),
+            lambda Q, K: (Q, K),
             lambda S: S,
             lambda Q, K: {"Q": Q, "K": K},
             batched=True,
@@ -266,7 +277,7 @@ CONTRACTS: dict[str, Contract] = {
             (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
             ("...", "n_q", "n_k"),
             reference.scaled_score_matrix,
-            lambda a: (_f(a, "Q"), _f(a, "K")),
+            lambda Q, K: (Q, K),
             lambda S: S,
             lambda Q, K: {"Q": Q, "K": K},
             batched=True,

@@ -10,8 +10,8 @@ import threading
 import pytest
 from rich.console import Console
 
-from attnscore.check.judge import format_array
 from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
+from attnscore.report.feedback import format_array
 from attnscore.sandbox import landlock
 from attnscore.sandbox.launch import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.catalogue.properties.registry import CheckContext, Property, close_enough, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, register
 from attnscore.check.layouts import LAYOUTS, expand_values
 from attnscore.check.strategies import legend_sizes, random_args
+from attnscore.maths.tolerance import close_enough, entries_close
 
 register(
     Property(
@@ -137,8 +138,7 @@ def _same_for_views(ctx: CheckContext) -> str | None:
     allowed = 2 * (allowed if allowed.shape == a.shape else np.full(a.shape, np.max(allowed, initial=0.0)))
     if close_enough(b, a, allowed):
         return None
-    with np.errstate(invalid="ignore"):
-        differs = ~((np.isnan(a) & np.isnan(b)) | (a == b) | (np.abs(a - b) <= allowed))
+    differs = ~entries_close(b, a, allowed)
     index = tuple(int(i) for i in np.argwhere(differs)[0]) if differs.any() else ()
     where = f"out[{', '.join(map(str, index))}]" if index else "out"
     return (

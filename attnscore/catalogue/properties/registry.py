@@ -112,16 +112,3 @@ def get_property(name: str) -> Property:
 def applicable_properties(contract: Contract) -> list[str]:
     """Names of the registered properties that apply to ``contract``."""
     return [p.name for p in PROPERTIES.values() if p.applies(contract)]
-
-
-def close_enough(a: np.ndarray, b: np.ndarray, allowed: np.ndarray) -> bool:
-    """Equal shapes, same NaN/inf placement, finite entries within ``allowed``."""
-    if a.shape != b.shape:
-        return False
-    with np.errstate(invalid="ignore"):
-        same_nonfinite = (np.isnan(a) == np.isnan(b)) & (np.isinf(a) == np.isinf(b))
-        if not same_nonfinite.all():
-            return False
-        fin = np.isfinite(a) & np.isfinite(b)
-        inf_ok = np.where(np.isinf(a), a == b, True)
-        return bool(inf_ok.all() and (np.abs(np.where(fin, a - b, 0.0)) <= allowed).all())

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.catalogue.properties.registry import Args, CheckContext, Property, close_enough, register
+from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.check.strategies import perpendicular_qk, random_qk
+from attnscore.maths.tolerance import close_enough
 from attnscore.spec.contracts import Contract
 
 

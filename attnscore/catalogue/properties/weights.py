@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.catalogue.properties.registry import Args, CheckContext, Property, close_enough, register
+from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.check.compare import format_number
 from attnscore.check.strategies import legend_sizes, random_args
 from attnscore.maths.dtypes import UNIT_ROUNDOFF
+from attnscore.maths.tolerance import close_enough
 from attnscore.spec.contracts import Contract
 
 

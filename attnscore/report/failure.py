@@ -1,0 +1,182 @@
+"""A failure as a value: everything judging found out about one failing case, as plain data.
+
+Judging (:mod:`attnscore.check.judge`) produces a :class:`Failure`; shrinking
+(:mod:`attnscore.check.shrink`) replaces its call with a smaller one; the feedback module
+(:mod:`attnscore.report.feedback`) renders it, once and late, for every output (terminal, JSON,
+Gradescope, pytest). Nothing here is text meant to be patched or parsed: the record holds the
+call's arguments, the worst entries, counts, the tolerance, hint, diagnosis and explanation as
+fields.
+
+A hidden case's record holds its inputs and expected values too (they are needed to shrink or
+diagnose); the hidden-case rules (never show inputs, expected values or text the submission
+wrote) are applied by the renderer, :func:`attnscore.report.feedback.failure_data` and
+:func:`attnscore.report.feedback.failure_text`, which every reporter goes through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnscore.report.verdict import Verdict
+
+__all__ = ["EntryMismatch", "Mismatch", "ShrunkFrom", "Failure", "json_array", "array_of", "size_of"]
+
+
+@dataclass(frozen=True)
+class EntryMismatch:
+    """One wrong entry of the output.
+
+    Attributes:
+        index: the entry's index into the output (``()`` for a scalar).
+        got: the returned value (float64; NaN/±inf kept).
+        expected: the golden value (float64).
+        error: ``|got - expected|``, or None when the entry is a non-finite placement mismatch.
+        allowed: the allowed absolute error there, or None (non-finite placement).
+        exact: the allowed error is below the dtype's smallest normal number: exact there.
+    """
+
+    index: tuple[int, ...]
+    got: float
+    expected: float
+    error: float | None = None
+    allowed: float | None = None
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why a returned value does not match its golden value (:func:`attnscore.check.compare.compare`).
+
+    Attributes:
+        verdict: wrong value, wrong shape, wrong dtype, non-finite or bad return type.
+        name: what the output is called in feedback (``"out"``).
+        detail: the one-sentence reason for return-kind, shape and dtype mismatches ("" otherwise).
+        wrong, total: how many entries are wrong, of how many.
+        entries: the worst wrong entries, worst first (at most three).
+        tolerance: the tolerance in words (``"exact comparison"``, ``"close: rtol=..."``).
+        got_dtype: the returned dtype; dtype: the dtype the inputs were cast to.
+        lower_precision: the result's dtype is less precise than the inputs'.
+    """
+
+    verdict: Verdict
+    name: str = "out"
+    detail: str = ""
+    wrong: int = 0
+    total: int = 0
+    entries: tuple[EntryMismatch, ...] = ()
+    tolerance: str = ""
+    got_dtype: str = ""
+    dtype: str = ""
+    lower_precision: bool = False
+
+
+@dataclass(frozen=True)
+class ShrunkFrom:
+    """Where a shrunk counterexample came from: the original generated input and its size.
+
+    Attributes:
+        example, examples: the original failing input was generated input ``example`` of ``examples``.
+        size: how many entries the original input's arguments held together.
+    """
+
+    example: int
+    examples: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Everything known about one failing case, as data.
+
+    Attributes:
+        verdict: the case's verdict (never ``passed``).
+        case_id, kind, title, statement: the case (``statement``: a property's student-facing text).
+        location: ``file:line`` of the case in its spec.
+        hidden: a hidden case (the renderer shows no inputs, expected values or submission text).
+        function: the graded function's name as shown in feedback.
+        dtype: the dtype the inputs were cast to.
+        call: the failing call's number in the case (1-based).
+        example, examples: the failing call's position among the case's examples (generated
+            inputs of a property, usually 1 of 1 for a worked example).
+        args: the failing call's arguments by name, as nested lists (bools stay bools; NaN and
+            ±inf are the strings ``"nan"``, ``"inf"``, ``"-inf"``); None for a submission-wide failure.
+        layouts: the memory layout each argument was handed over in (``{"K": "transposed"}``), or None.
+        layout_text: those layouts in words ("K was a transposed view ..."), or "".
+        keywords: keyword arguments fixed on the function (``attnscore test --keyword``).
+        mismatch: the comparison's findings (:class:`Mismatch`), or None.
+        check: a property check's own failure text (it may quote values), or "".
+        detail: a failed call's text ("raised ValueError: ...", "exceeded the time limit ...") or "".
+        exception: the exception's type name for an exception verdict, else "".
+        scope: ``"call"``, or ``"submission"`` when every call fails the same way (import error).
+        disclosed: the detail was already shown before any hidden input ran (a load failure), so a
+            hidden case may repeat it.
+        hint: a likely cause named by the property (visible cases), or "".
+        diagnosis: the known mistake the output matches, ``{"id", "message"}``, or None.
+        explanation: a worked example's explanation ("Why: ..."), or "".
+        shrunk_from: for a shrunk counterexample, the original input's position and size, or None.
+    """
+
+    verdict: Verdict
+    case_id: str
+    kind: str
+    title: str
+    location: str
+    hidden: bool
+    function: str
+    dtype: str
+    statement: str = ""
+    call: int = 1
+    example: int = 1
+    examples: int = 1
+    args: dict[str, Any] | None = None
+    layouts: dict[str, str] | None = None
+    layout_text: str = ""
+    keywords: dict[str, Any] | None = None
+    mismatch: Mismatch | None = None
+    check: str = ""
+    detail: str = ""
+    exception: str = ""
+    scope: str = "call"
+    disclosed: bool = False
+    hint: str = ""
+    diagnosis: dict[str, str] | None = None
+    explanation: str = ""
+    shrunk_from: ShrunkFrom | None = None
+
+    @property
+    def size(self) -> int:
+        """How many entries the failing call's arguments hold together (0 without arguments)."""
+        return size_of(self.args)
+
+
+def json_array(a: Any) -> Any:
+    """Nested lists for JSON: bools stay bools, non-finite floats become "nan", "inf", "-inf"."""
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_:
+        return arr.tolist()
+    arr = arr.astype(np.float64)
+    if np.isfinite(arr).all():
+        return arr.tolist()
+    obj = arr.astype(object)
+    obj[np.isnan(arr)] = "nan"
+    obj[np.isposinf(arr)] = "inf"
+    obj[np.isneginf(arr)] = "-inf"
+    return obj.tolist()
+
+
+def array_of(value: Any) -> np.ndarray:
+    """The array behind :func:`json_array`'s nested lists (bool, or float64 with NaN/±inf back)."""
+    arr = np.asarray(value, dtype=object)
+    if arr.size and all(isinstance(v, bool | np.bool_) for v in arr.flat):
+        return arr.astype(bool)
+    return np.vectorize(float, otypes=[np.float64])(arr) if arr.size else np.zeros(arr.shape)
+
+
+def size_of(args: dict[str, Any] | None) -> int:
+    """How many entries the arguments hold together: ``{"q": [1, 0], "keys": [[1, 0]]}`` → 4."""
+    if not args:
+        return 0
+    return sum(int(np.asarray(v, dtype=object).size) for v in args.values())

@@ -1,0 +1,29 @@
+"""Verdicts: the closed set of what can happen to one case."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Verdict"]
+
+
+class Verdict(str, enum.Enum):
+    """The closed set of case verdicts."""
+
+    PASSED = "passed"
+    WRONG_VALUE = "wrong_value"
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_DTYPE = "wrong_dtype"
+    NON_FINITE = "non_finite"
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    CRASHED = "crashed"
+    FUNCTION_MISSING = "function_missing"
+    BAD_RETURN_TYPE = "bad_return_type"
+    GRADER_ERROR = "grader_error"
+
+    @property
+    def label(self) -> str:
+        """Human label, e.g. ``"wrong value"``."""
+        return self.value.replace("_", " ")

@@ -1,0 +1,138 @@
+"""Shrinking and the one judge-and-shrink entry point with its budget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnscore.check.cases import build_cases
+from attnscore.check.judge import judge_case
+from attnscore.check.runner import InProcessRunner
+from attnscore.check.session import NO_SHRINK, Budget, judge_cases
+from attnscore.check.shrink import add_shrunk
+from attnscore.spec.load import load_spec
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec("specs/dot_product_scores.yaml")
+
+
+@pytest.fixture(scope="module")
+def cases(spec):
+    return build_cases(spec, "float32")
+
+
+def _softmaxed(q, keys):
+    return torch.softmax(keys @ q, dim=-1)
+
+
+class _Counting:
+    """An implementation that counts its calls."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.fn(*args)
+
+
+def test_shrunk_counterexample_is_no_larger_and_keeps_its_name(spec, cases):
+    """Shrinking replaces a counterexample only by a smaller or equal one, records where it came
+    from, and keeps the diagnosis (which holds on the shrunk input)."""
+    case = next(c for c in cases if c.id == "property:scores_not_normalised")
+    original = judge_case(spec, case, InProcessRunner(_softmaxed), "float32")
+    shrunk = add_shrunk(spec, case, original, lambda: InProcessRunner(_softmaxed), "float32", max_steps=200)
+    assert shrunk.failure.shrunk_from is not None
+    assert shrunk.failure.shrunk_from.size == original.failure.size
+    assert (shrunk.failure.shrunk_from.example, shrunk.failure.shrunk_from.examples) == (
+        original.failure.example,
+        original.failure.examples,
+    )
+    assert shrunk.failure.size < original.failure.size
+    assert shrunk.diagnosis == original.diagnosis and shrunk.diagnosis["id"] == "softmax_applied"
+    assert "Counterexample: shrunk by hypothesis from generated input 1 of 20" in shrunk.message
+
+
+def test_worked_examples_and_passes_are_not_shrunk(spec, cases):
+    """Only failing visible properties are shrunk; a worked example keeps its inputs."""
+    example = cases[0]
+    result = judge_case(spec, example, InProcessRunner(_softmaxed), "float32")
+    assert add_shrunk(spec, example, result, lambda: InProcessRunner(_softmaxed), "float32") is result
+    passing = judge_case(spec, cases[-1], InProcessRunner(lambda q, k: k @ q), "float32")
+    assert add_shrunk(spec, cases[-1], passing, lambda: InProcessRunner(_softmaxed), "float32") is passing
+
+
+def test_budget_steps_bound_the_calls(spec, cases):
+    """No shrinking makes no extra calls; a small step budget makes fewer calls than a larger one."""
+    counts = {}
+    for steps in (0, 3, 40):
+        fn = _Counting(_softmaxed)
+        result = judge_cases(
+            spec,
+            cases,
+            InProcessRunner(fn),
+            dtype="float32",
+            device="cpu",
+            submission="t",
+            seed=0,
+            budget=Budget(shrink_steps=steps, shrink_s=None),
+            make_runner=lambda fn=fn: InProcessRunner(fn),
+        )
+        counts[steps] = fn.calls
+        shrunk = [c for c in result.cases if c.failure is not None and c.failure.shrunk_from is not None]
+        assert (steps == 0) == (not shrunk)
+        for c in shrunk:
+            assert c.failure.size <= c.failure.shrunk_from.size
+    assert counts[0] < counts[3] < counts[40]
+
+
+def test_budget_time_of_zero_shrinks_nothing(spec, cases):
+    """A spent time budget stops shrinking; the cases are still all judged."""
+    result = judge_cases(
+        spec,
+        cases,
+        InProcessRunner(_softmaxed),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=Budget(shrink_steps=50, shrink_s=0.0),
+    )
+    assert len(result.cases) == len(cases)
+    assert all(c.failure is None or c.failure.shrunk_from is None for c in result.cases)
+
+
+def test_no_shrink_is_judging_only(spec, cases):
+    """NO_SHRINK judges every case and shrinks none."""
+    result = judge_cases(
+        spec,
+        cases,
+        InProcessRunner(_softmaxed),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=NO_SHRINK,
+    )
+    assert not result.all_passed
+    assert all(c.failure is None or c.failure.shrunk_from is None for c in result.cases)
+
+
+@pytest.mark.parametrize(
+    "fields, text",
+    [
+        pytest.param({"shrink_steps": -1}, "Budget.shrink_steps must be >= 0, found -1", id="negative steps"),
+        pytest.param(
+            {"shrink_s": -2.0}, "Budget.shrink_s must be >= 0 seconds or None, found -2.0", id="negative time"
+        ),
+        pytest.param(
+            {"shrink_s": float("nan")}, "Budget.shrink_s must be >= 0 seconds or None, found nan", id="nan time"
+        ),
+    ],
+)
+def test_budget_rejects_bad_values(fields, text):
+    """A budget that cannot be respected is refused with the argument, its value and the rule."""
+    with pytest.raises(ValueError, match="^" + text.replace("(", r"\(").replace(")", r"\)") + "$"):
+        Budget(**fields)
