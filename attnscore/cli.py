@@ -325,6 +325,13 @@ def _grade_batch(
     "template (slower; for comparison, or when the template cannot run).",
 )
 @click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="cpu, cuda or cuda:N: the inputs are built on this device; each worker sees only that GPU "
+    "(see docs/gpu-and-kernel-timing.md).",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(file_okay=False),
@@ -357,6 +364,7 @@ def grade(
     out: str | None,
     scheduler: str | None,
     no_template: bool,
+    device: str,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
@@ -376,11 +384,19 @@ def grade(
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
+    from attnscore.sandbox.gpu import device_problem
     from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
     from attnscore.spec.load import load_spec
 
     if output:
         check_output_path(output)
+    if device != "cpu":  # never touch CUDA in the grader for a CPU run
+        import torch
+
+        available = torch.cuda.is_available()
+        wrong = device_problem(device, available, torch.cuda.device_count() if available else 0)
+        if wrong is not None:
+            raise click.UsageError(wrong)
     if out is not None and fmt == "gradescope":
         raise click.UsageError("--out (a class run) and --format gradescope (one student) cannot be combined")
     if scheduler is None:  # the worker template loads torch while this process loads the spec
@@ -397,7 +413,7 @@ def grade(
         )
     if dtype is not None and dtype not in spec.dtypes:
         raise click.UsageError(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
-    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None)
+    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None, device=device)
     # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
     # processes killed and its temporary folders removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

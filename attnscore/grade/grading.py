@@ -106,17 +106,22 @@ def grade_submission(
             cases,
             _Refused(refused),
             dtype=dtype,
-            device="cpu",
+            device=limits.device,
             submission=submission.name,
             seed=spec.seed if seed is None else seed,
             function=function,
             budget=NO_SHRINK,
         )
-        return replace(result, error=submission.problem, environment=environment("cpu", pinned=False))
+        return replace(result, error=submission.problem, environment=_environment(limits.device))
     order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
     hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
     judged: dict[int, CaseResult] = {}
-    options: dict[str, Any] = {"dtype": dtype, "device": "cpu", "submission": submission.name, "function": function}
+    options: dict[str, Any] = {
+        "dtype": dtype,
+        "device": limits.device,
+        "submission": submission.name,
+        "function": function,
+    }
     with SandboxRunner(submission, function, limits) as runner:
         # Visible cases and their shrinking first: nothing the submission says after it has seen a
         # hidden input (its output, a later exception, its import error) can reach the student.
@@ -146,8 +151,17 @@ def grade_submission(
         duration_s=time.perf_counter() - start,
         error=error,
         output=output,
-        environment={**environment("cpu", pinned=False), "sandbox": runner.protections},
+        environment={**_environment(limits.device), "sandbox": runner.protections},
     )
+
+
+def _environment(device: str) -> dict[str, str]:
+    """The report's environment for a grading run on ``device``: the grader's versions; on a GPU,
+    the precision the worker pins (TF32 off, float32 matmul precision "highest"). The grader
+    never initialises CUDA itself (its forked grader processes could not use it afterwards)."""
+    if device == "cpu":
+        return {**environment("cpu", pinned=False), "device": device}
+    return {**environment("cpu", pinned=True), "device": device, "tf32": "off (pinned in the worker)"}
 
 
 def grade_many(

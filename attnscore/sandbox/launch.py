@@ -69,7 +69,7 @@ from attnscore.check.layouts import strided_form
 from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
-from attnscore.sandbox import landlock, wire
+from attnscore.sandbox import gpu, landlock, wire
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate
 from attnscore.sandbox.untrusted import clean_text
@@ -148,6 +148,10 @@ class Limits:
             (:mod:`attnscore.sandbox.template`) instead of starting a fresh interpreter: ``None``
             when bubblewrap is not used (the template falls back to fresh interpreters if it
             cannot start), ``True`` required, ``False`` never (a fresh ``python -I`` per worker).
+        device: where the submission's calls run: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. A GPU
+            worker sees only GPU N (``CUDA_VISIBLE_DEVICES``; inside it the device is ``cuda:0``)
+            and runs without ``memory_bytes`` (CUDA needs far more address space than it uses;
+            see :mod:`attnscore.sandbox.gpu`). Check it first with :func:`attnscore.sandbox.gpu.device_problem`.
     """
 
     call_timeout_s: float = 5.0
@@ -164,6 +168,7 @@ class Limits:
     landlock: bool | None = None
     seccomp: bool | None = None
     template: bool | None = None
+    device: str = "cpu"
 
 
 @functools.cache
@@ -315,7 +320,15 @@ def protections(limits: Limits | None = None) -> str:
     if limits.seccomp is not False:
         layers.append("seccomp: no network sockets")
     start = "forked from a clean worker template" if use_template(limits) else "python -I"
-    layers.append(f"rlimits (cpu, memory, processes, files); scrubbed env; {start}; process group kill")
+    if gpu.keeps_address_limit(limits.device):
+        layers.append(f"rlimits (cpu, memory, processes, files); scrubbed env; {start}; process group kill")
+    else:
+        _, index = gpu.parse_device(limits.device)
+        layers.append(f"GPU {index or 0} only (CUDA_VISIBLE_DEVICES; TF32 off)")
+        layers.append(
+            f"rlimits (cpu, processes, files; no address-space limit on a GPU worker); scrubbed env; {start}; "
+            "process group kill"
+        )
     return "; ".join(layers)
 
 
@@ -360,8 +373,9 @@ def _readonly_roots() -> list[str]:
     return kept
 
 
-def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
-    """bwrap's arguments; ``submission`` is the private folder of the submission's files."""
+def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") -> list[str]:
+    """bwrap's arguments; ``submission`` is the private folder of the submission's files; the
+    device nodes of ``device``'s GPU (none for the CPU) are bound in."""
     args = [
         _bwrap_executable() or "bwrap",
         *_UNSHARE,
@@ -373,6 +387,7 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
         "/dev",
         "--tmpfs",
         "/tmp",
+        *gpu.bwrap_device_args(gpu.device_nodes(device)),
     ]
     for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         args += ["--ro-bind-try", system, system]
@@ -421,9 +436,11 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str) -> list[str]:
 
 
 def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
-    """``(resource, soft, hard)`` for every limit a worker gets (both paths)."""
+    """``(resource, soft, hard)`` for every limit a worker gets (both paths); a GPU worker gets no
+    address-space limit (:func:`attnscore.sandbox.gpu.keeps_address_limit`)."""
+    memory = [(resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes)]
     return [
-        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        *(memory if gpu.keeps_address_limit(limits.device) else []),
         (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 5),
         (resource.RLIMIT_NPROC, limits.processes, limits.processes),
         (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
@@ -438,8 +455,10 @@ def _limit_child(limits: Limits) -> None:  # runs in the child between fork and 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
 
 
-def _scrubbed_env(home: str) -> dict[str, str]:
+def _scrubbed_env(home: str, device: str | None = None) -> dict[str, str]:
+    """The worker's whole environment; with ``device``, the GPU it may see (:func:`gpu.worker_env`)."""
     return {
+        **(gpu.worker_env(device) if device is not None else {}),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
         "TMPDIR": home,
@@ -695,10 +714,13 @@ def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str
 def preflight(limits: Limits | None = None) -> str | None:
     """One line saying why no submission can be graded on this machine, or None when all is well.
 
-    Checks, before the first submission runs, that the unprivileged worker user can read every
-    folder the worker searches for modules (through the readable mirror where needed).
+    Checks, before the first submission runs, that a GPU worker's device nodes exist and that the
+    unprivileged worker user can read every folder the worker searches for modules (through the
+    readable mirror where needed).
     """
     limits = limits or Limits()
+    if not gpu.keeps_address_limit(limits.device) and not gpu.device_nodes(limits.device):
+        return f"--device {limits.device}: no NVIDIA device node (/dev/nvidiactl, /dev/nvidiaN) to give the worker"
     if not _drops_privileges() or _use_bwrap(limits):
         return None
     try:
@@ -770,7 +792,7 @@ class _Worker:
         entry = runner.entry or ""
         if self.bwrap:
             command = [
-                *_bwrap_prefix(runner.private, runner.workdir, lib),
+                *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device),
                 sys.executable,
                 "-I",
                 "-u",
@@ -791,6 +813,8 @@ class _Worker:
             "seccomp": limits.seccomp is not False,
             "inputs_fd": runner.shared,
             "inputs_bytes": _SHARED_BYTES,
+            "device": gpu.worker_device(limits.device),
+            "device_files": gpu.device_nodes(limits.device),
         }
         command += [entry, runner.function, str(req_r), str(resp_w), drop, json.dumps(config)]
         try:
@@ -802,7 +826,7 @@ class _Worker:
                     "function": runner.function,
                     "uid": int(drop),
                     "workdir": runner.workdir,
-                    "env": _scrubbed_env(home),
+                    "env": _scrubbed_env(home, limits.device),
                     "rlimits": _rlimits(limits),
                     "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
                 }
@@ -819,7 +843,7 @@ class _Worker:
                     stdout=out_w,
                     stderr=out_w,
                     cwd=cwd,
-                    env=_scrubbed_env(home),
+                    env=_scrubbed_env(home, limits.device),
                     pass_fds=(req_r, resp_w, runner.shared),
                     start_new_session=True,
                     preexec_fn=lambda: _limit_child(limits),
@@ -948,6 +972,7 @@ class SandboxRunner:
         self.entry = submission.entry
         self.function = function
         self.limits = limits or Limits()
+        self.device = self.limits.device  # the device the calls' inputs are on, for judging
         self.bwrap = _use_bwrap(self.limits)
         if runtime is None:
             dropping = _drops_privileges() and not self.bwrap
@@ -1152,7 +1177,7 @@ class SandboxRunner:
             "type": "call",
             "id": self.calls,
             "dtype": dtype,
-            "device": "cpu",
+            "device": gpu.worker_device(self.limits.device),
             "names": list(args),
             "inputs": [{k: v for k, v in item.items() if k != "raw"} for item in layout],
         }
@@ -1162,13 +1187,18 @@ class SandboxRunner:
             claimed: dict[str, list[str]] = self.last_inspection or {"aliased": []}
             changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
             self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
-        if isinstance(outcome, CallFailure) and outcome.verdict in (
-            Verdict.TIMEOUT.value,
-            Verdict.CRASHED.value,
-            Verdict.MEMORY_LIMIT.value,
-            Verdict.GRADER_ERROR.value,
+        if (
+            isinstance(outcome, CallFailure)
+            and outcome.verdict
+            in (
+                Verdict.TIMEOUT.value,
+                Verdict.CRASHED.value,
+                Verdict.MEMORY_LIMIT.value,
+                Verdict.GRADER_ERROR.value,
+            )
+            or (isinstance(outcome, CallFailure) and gpu.restart_after(self.device, outcome.verdict, outcome.message))
         ):
-            self._kill_worker()
+            self._kill_worker()  # the next call starts a fresh worker (and a clean CUDA context)
         return outcome
 
     def _outcome(self, reply: dict[str, object] | str, worker: _Worker) -> Outcome:

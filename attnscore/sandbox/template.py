@@ -103,7 +103,16 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
         requests = os.fdopen(req_r, "rb", buffering=1 << 16)
         folder = request["folder"]
         if worker.confine_self(folder, config, resp_w):
-            worker.serve(folder, request["entry"], request["function"], requests, resp_w, request["uid"], shared)
+            worker.serve(
+                folder,
+                request["entry"],
+                request["function"],
+                requests,
+                resp_w,
+                request["uid"],
+                shared,
+                str(config.get("device", "cpu")),
+            )
         code = 0
     except BaseException:  # noqa: BLE001 - reported like a fresh worker's uncaught exception
         try:

@@ -44,12 +44,35 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 
 def _failure_verdict(exc: BaseException) -> str:
-    from attnscore.check.calls import exception_text
+    from attnscore.check.calls import exception_text, type_name
 
     text = exception_text(exc) or ""
+    if gpu_out_of_memory(type_name(exc), text):
+        return "memory_limit"
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
         return "memory_limit"
     return "exception"
+
+
+def gpu_out_of_memory(type_name: str, text: str) -> bool:
+    """Whether an exception of class ``type_name`` with message ``text`` says the GPU ran out of
+    memory (``torch.cuda.OutOfMemoryError``, or a CUDA/cuBLAS allocation failure)."""
+    return (
+        type_name == "OutOfMemoryError"
+        or "CUDA out of memory" in text
+        or "CUBLAS_STATUS_ALLOC_FAILED" in text
+        or "cudaErrorMemoryAllocation" in text
+    )
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """How a call's exception reads in feedback; GPU memory exhaustion says so first."""
+    from attnscore.check.calls import describe_exception, exception_text, type_name
+
+    text = describe_exception(exc)
+    if gpu_out_of_memory(type_name(exc), exception_text(exc) or ""):
+        return f"ran out of GPU memory (it allocated more than the GPU holds): {text}"
+    return text
 
 
 def _environment_clues(exc: BaseException) -> dict[str, str]:
@@ -146,6 +169,65 @@ def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
     return torch.frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])).view(shape)
 
 
+def _device_inputs(shared: Any, items: list[dict[str, Any]], device: str) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """The call's inputs on ``device``, and ``(shared tensor, device tensor)`` pairs to copy back
+    after the call, so that the grader still sees in-place changes in the shared memory. A strided
+    input keeps its layout on the device (its whole storage is copied, then viewed the same way)."""
+    import torch
+
+    from attnscore.check.calls import TORCH_DTYPES
+
+    args, pairs = [], []
+    for item in items:
+        host = _from_shared(shared, item)
+        if device == "cpu":
+            args.append(host)
+        elif "strides" in item:
+            dtype = torch.bool if item["dtype"] == "bool" else TORCH_DTYPES[item["dtype"]]
+            base = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
+            on_device = base.to(device)
+            args.append(on_device.as_strided(host.shape, host.stride(), int(item["storage_offset"])))
+            pairs.append((base, on_device))
+        else:
+            on_device = host.to(device)
+            args.append(on_device)
+            pairs.append((host, on_device))
+    return args, pairs
+
+
+def _copy_back(pairs: list[tuple[Any, Any]]) -> None:
+    """Write the device inputs back to the shared memory (skipped when the GPU is broken: the call
+    failed anyway, and mutation is judged only for calls that returned)."""
+    for host, on_device in pairs:
+        try:
+            host.copy_(on_device.cpu())
+        except Exception:  # noqa: BLE001 - a CUDA error left by the call
+            return
+
+
+def cuda_problem(device: str) -> str | None:
+    """Why the worker cannot use ``device`` (a cuda device), or None after initialising CUDA on it
+    and pinning float32 precision: TF32 off for matmul and cuDNN, matmul precision "highest"."""
+    import torch
+
+    if device == "cpu":
+        return None
+    if torch.cuda._is_in_bad_fork():
+        return "CUDA was initialised before the worker was forked"
+    try:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+            return f"CUDA is not available inside the worker (CUDA_VISIBLE_DEVICES={visible}; no device node or driver)"
+        warm = torch.ones(2, 2, device=device)
+        (warm @ warm).sum().item()  # CUDA context and cuBLAS start here, outside the first call's time limit
+    except Exception as exc:  # noqa: BLE001 - the driver's own message says what is wrong
+        return f"CUDA could not be initialised inside the worker: {type(exc).__name__}: {str(exc)[:300]}"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return None
+
+
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys")
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf", "hosts")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -167,8 +249,9 @@ def _granted(path: str, deny: list[str], depth: int = 0) -> list[str]:
     return granted
 
 
-def _confine(folder: str, deny: list[str]) -> str:
-    """Apply Landlock: read the module folders, the system and ``folder``; write the working folder.
+def _confine(folder: str, deny: list[str], device_files: list[str] | None = None) -> str:
+    """Apply Landlock: read the module folders, the system and ``folder``; write the working folder;
+    read, write and ioctl the GPU's ``device_files`` (``/dev/nvidia*``, for a GPU worker).
 
     The ``deny`` folders (the grader's project and its installed packages) are never granted,
     even inside a granted module folder.
@@ -180,6 +263,8 @@ def _confine(folder: str, deny: list[str]) -> str:
     read += ["/etc/ld.so.conf.d", "/etc/fonts"]  # fonts: a leftover matplotlib import stays quiet
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
+    rights = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV
+    files += [(node, rights) for node in device_files or [] if isinstance(node, str) and node.startswith("/dev/nvidia")]
     return landlock.confine(read, [os.getcwd()], files)
 
 
@@ -294,7 +379,7 @@ def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
     failure tell the grader (a grader error) and return False."""
     try:
         if config.get("landlock"):
-            _confine(folder, config.get("deny", []))
+            _confine(folder, config.get("deny", []), list(config.get("device_files", [])))
         if config.get("seccomp"):
             from attnscore.sandbox.seccomp import deny_network
 
@@ -320,12 +405,22 @@ def main(argv: list[str]) -> None:
         return
     load_runtime()
     del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
-    serve(folder, entry, function_name, requests, resp_fd, uid, shared)
+    serve(folder, entry, function_name, requests, resp_fd, uid, shared, str(config.get("device", "cpu")))
 
 
-def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: int, uid: int, shared: Any) -> None:
-    """Drop to ``uid`` (when >= 0), import the submission and answer calls until the grader
-    closes ``requests``. Runs in a confined process that has loaded the runtime."""
+def serve(
+    folder: str,
+    entry: str,
+    function_name: str,
+    requests: Any,
+    resp_fd: int,
+    uid: int,
+    shared: Any,
+    device: str = "cpu",
+) -> None:
+    """Drop to ``uid`` (when >= 0), set up ``device`` (``"cpu"`` or ``"cuda:0"``, the one GPU the
+    worker sees), import the submission and answer calls until the grader closes ``requests``, with
+    the inputs on ``device``. Runs in a confined process that has loaded the runtime."""
     import importlib.util
 
     from attnscore.check.calls import describe_exception, inspect_call, type_name
@@ -347,6 +442,11 @@ def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: i
                 "message": f"the grading machine is misconfigured: the sandbox user cannot read {blocked[0]}",
             },
         )
+        return
+    problem = cuda_problem(device)
+    if problem is not None:  # before the submission is read: the machine's fault, never the student's
+        message = f"the grading machine could not give the worker its GPU: {problem}"
+        _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
         return
     if not entry:
         chosen, why = _choose_entry(folder, function_name)
@@ -419,7 +519,7 @@ def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: i
         request = wire.loads(line)
         call_id = request["id"]
         try:
-            args = [_from_shared(shared, item) for item in request["inputs"]]
+            args, pairs = _device_inputs(shared, request["inputs"], device)
         except Exception as exc:  # noqa: BLE001 - report, do not die
             _send(
                 resp_fd,
@@ -433,19 +533,25 @@ def serve(folder: str, entry: str, function_name: str, requests: Any, resp_fd: i
             continue
         try:
             value = function(*args)
+            if device != "cpu":  # an asynchronous CUDA error is this call's
+                import torch
+
+                torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
+            _copy_back(pairs)
             _send(
                 resp_fd,
                 {
                     "type": "failure",
                     "id": call_id,
                     "verdict": _failure_verdict(exc),
-                    "message": describe_exception(exc),
+                    "message": _describe_failure(exc),
                     "exception": type_name(exc),
                     **_environment_clues(exc),
                 },
             )
             continue
+        _copy_back(pairs)
         try:
             received = to_received(value)
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise

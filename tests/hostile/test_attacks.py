@@ -152,6 +152,8 @@ def test_environment_is_scrubbed(graded):
         "PYTHONDONTWRITEBYTECODE",
         "PYTHONHASHSEED",
         "PWD",
+        "CUDA_VISIBLE_DEVICES",  # empty on the CPU: the worker sees no GPU (attnscore.sandbox.gpu)
+        "CUDA_DEVICE_ORDER",
     }
 
 
