@@ -167,7 +167,9 @@ def _judge(
     dtype = dtype or spec.dtypes[0]
     cases, hidden = visible_cases(spec, dtype, seed)
     shrinks = shrink_steps > 0 and not isinstance(runner, _Refused)
-    budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S) if shrinks else NO_SHRINK
+    budget = (
+        Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True) if shrinks else NO_SHRINK
+    )
     result = judge_cases(
         spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function, budget=budget
     )

@@ -67,11 +67,12 @@ def test_worked_examples_and_passes_are_not_shrunk(spec, cases):
 def test_budget_steps_bound_the_calls(spec, cases):
     """No shrinking makes no extra calls; a small step budget makes fewer calls than a larger one."""
     counts = {}
+    properties = [c for c in cases if c.kind == "property"]  # no worked example shows the cause first
     for steps in (0, 3, 40):
         fn = _Counting(_softmaxed)
         result = judge_cases(
             spec,
-            cases,
+            properties,
             InProcessRunner(fn),
             dtype="float32",
             device="cpu",
@@ -86,6 +87,43 @@ def test_budget_steps_bound_the_calls(spec, cases):
         for c in shrunk:
             assert c.failure.size <= c.failure.shrunk_from.size
     assert counts[0] < counts[3] < counts[40]
+
+
+def test_a_cause_a_worked_example_shows_is_not_shrunk_again(spec, cases):
+    """With skip_shown_causes (grading): when a failing worked example already shows the diagnosed
+    mistake, the properties failing the same way are judged, not shrunk (feedback explains a cause
+    once). Without it (attnscore test, pytest) they are shrunk."""
+    calls = {}
+    for steps in (0, 40):
+        fn = _Counting(_softmaxed)
+        result = judge_cases(
+            spec,
+            cases,
+            InProcessRunner(fn),
+            dtype="float32",
+            device="cpu",
+            submission="t",
+            seed=0,
+            budget=Budget(shrink_steps=steps, shrink_s=None, skip_shown_causes=True),
+            make_runner=lambda fn=fn: InProcessRunner(fn),
+        )
+        calls[steps] = fn.calls
+        failing = [c for c in result.cases if not c.passed]
+        assert any(c.kind == "example" for c in failing) and any(c.kind == "property" for c in failing)
+        assert {c.diagnosis["id"] for c in failing if c.diagnosis} == {"softmax_applied"}
+        assert all(c.failure.shrunk_from is None for c in failing)
+    assert calls[0] == calls[40]
+    result = judge_cases(
+        spec,
+        cases,
+        InProcessRunner(_softmaxed),
+        dtype="float32",
+        device="cpu",
+        submission="t",
+        seed=0,
+        budget=Budget(shrink_steps=40, shrink_s=None),
+    )
+    assert any(c.kind == "property" and c.failure is not None and c.failure.shrunk_from for c in result.cases)
 
 
 def test_budget_time_of_zero_shrinks_nothing(spec, cases):

@@ -19,6 +19,7 @@ from attnscore.check.cases import Case
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import Runner
 from attnscore.check.shrink import add_shrunk
+from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -35,6 +36,9 @@ class Budget:
         shrink_s: wall-time seconds for all shrinking of the session together, a safety net for
             slow code (None: no time limit). A case shrunk when the time runs out keeps the best
             counterexample found so far; later cases keep their original one.
+        skip_shown_causes: do not shrink a failing property whose cause (same diagnosed mistake,
+            exception type, ...) a failing visible worked example already shows; its feedback is
+            one line pointing at that example either way.
 
     Diagnosis is not budgeted here: it makes at most
     :data:`attnscore.check.diagnosis.CONFIRMATIONS` extra calls per runner, spec and dtype.
@@ -42,6 +46,14 @@ class Budget:
 
     shrink_steps: int = 50
     shrink_s: float | None = 10.0
+    skip_shown_causes: bool = False
+
+    # skip_shown_causes: a property whose failure has the same cause
+    # (attnscore.report.feedback.cause_key: the same diagnosed mistake, exception type, ...) as a
+    # failing visible worked example is judged but not shrunk. Feedback explains each cause once, on
+    # its smallest visible case, and a worked example is already a small, hand-made counterexample
+    # with its own explanation, so a generated one would not be shown. Grading sets it (throughput
+    # of a class); `attnscore test` and pytest shrink every failing property.
 
     def __post_init__(self) -> None:
         if self.shrink_steps < 0:
@@ -89,11 +101,16 @@ def judge_cases(
     budget = budget or Budget()
     start = time.perf_counter()
     shrinking_s = 0.0  # time spent shrinking so far
+    on_examples: set[tuple[str, ...]] = set()  # causes a failing visible worked example already shows
     results = []
     for case in cases:
         result = judge_case(spec, case, runner, dtype, function)
+        key = cause_key(result.failure) if result.failure is not None else None
+        if key is not None and case.kind == "example" and case.visibility != "hidden":
+            on_examples.add(key)
         left = None if budget.shrink_s is None else budget.shrink_s - shrinking_s
-        wanted = worth_shrinking is None or worth_shrinking()
+        shown = budget.skip_shown_causes and key in on_examples
+        wanted = (worth_shrinking is None or worth_shrinking()) and not shown
         if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
             started = time.perf_counter()
             result = add_shrunk(

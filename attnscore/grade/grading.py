@@ -125,7 +125,7 @@ def grade_submission(
     with SandboxRunner(submission, function, limits) as runner:
         # Visible cases and their shrinking first: nothing the submission says after it has seen a
         # hidden input (its output, a later exception, its import error) can reach the student.
-        budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S)
+        budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True)
         visible = judge_cases(
             spec,
             [cases[i] for i in order],

@@ -38,6 +38,7 @@ __all__ = [
     "pytest_text",
     "CauseGroup",
     "cause_groups",
+    "cause_key",
 ]
 
 
@@ -362,7 +363,7 @@ class CauseGroup:
 _BY_VERDICT = (Verdict.WRONG_SHAPE, Verdict.WRONG_DTYPE, Verdict.BAD_RETURN_TYPE, Verdict.NON_FINITE)
 
 
-def _cause_key(failure: Failure) -> tuple[str, ...] | None:
+def cause_key(failure: Failure) -> tuple[str, ...] | None:
     """What makes two failures one cause: the same diagnosed mistake, the same exception type, or
     the same verdict of a kind that names its cause (shape, dtype, return type, non-finite, time
     limit, crash); None for an undiagnosed wrong value or a property's own check, which stand alone."""
@@ -386,7 +387,7 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
     for i, failure in enumerate(failures):
         if failure.scope == "submission":
             continue
-        key = _cause_key(failure)
+        key = cause_key(failure)
         keyed.setdefault(i if key is None else key, []).append(failure)
     groups = []
     for group_key, members in keyed.items():
