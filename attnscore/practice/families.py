@@ -51,6 +51,8 @@ _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 # Field names of located.py's file-level problems, as family files name them.
 _FILE_FIELDS = {"(yaml)": "(YAML syntax)"}
+# How located.py's messages about a number's written form begin.
+_NUMBER_FORM = ("expected a decimal number, found", "expected a plain decimal number, found")
 
 P = tuple[Any, ...]
 
@@ -424,9 +426,12 @@ def parse_family_text(source: str, path: str) -> list[Family]:
         families = [_family(c, ("families", i), item) for i, item in enumerate(items)]
     else:
         families = [_family(c, (), root)]
-    # A value both readers refuse (octal 010) is reported once, in the family's words.
+    # A number form both readers refuse (octal 010, 0x10) is reported once, in the family's words
+    # (which give the allowed range); located.py's other problems (tags, cycles) are all kept.
     checked = {(p.line, p.col) for p in c.problems}
-    problems = c.problems + [p for p in read_problems if (p.line, p.col) not in checked]
+    problems = c.problems + [
+        p for p in read_problems if (p.line, p.col) not in checked or not p.message.startswith(_NUMBER_FORM)
+    ]
     if problems:
         raise FamilyFileError([str(p) for p in sorted(problems, key=lambda p: (p.line, p.col))])
     return [f for f in families if f is not None]

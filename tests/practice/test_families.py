@@ -62,6 +62,27 @@ def test_a_problem_both_readers_find_is_reported_once():
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("&a [*a]\n", "x.yaml:1:1: [0]: expected an anchor (&name) that does not contain", id="cycle"),
+        pytest.param(
+            "!!set {a, b}\n", "x.yaml:1:1: (top level): expected a plain mapping or list, found the tag", id="tag"
+        ),
+        pytest.param(
+            HEAD.replace("id: demo", "id: !!python/name:os.system x"),
+            "x.yaml:1:5: id: expected a plain YAML value",
+            id="python tag",
+        ),
+    ],
+)
+def test_located_problems_are_kept(text, message):
+    """located.py's own problems (cycles, tags) reach the user beside the family's."""
+    with pytest.raises(FamilyFileError) as info:
+        parse_family_text(text, "x.yaml")
+    assert any(p.startswith(message) for p in info.value.problems), info.value.problems
+
+
 def test_alias_bomb_is_refused_located():
     """Aliases expanding past located.py's value limit give one located problem, not a hang or a traceback."""
     lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
