@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from attnscore.practice.families import Family
+from attnscore.practice.family import Family
 from attnscore.practice.numbers import format_exact
 from attnscore.practice.prairielearn_server import answers_name
 from attnscore.practice.problem import Problem
@@ -225,7 +225,7 @@ with the answer key's tolerance.
 
 from fractions import Fraction
 
-from {package}.families import Family
+from {package}.family import Family
 from {package}.prairielearn_server import fill_data
 
 FAMILY = {_family_literal(embedded)}

@@ -1,9 +1,10 @@
 """Problem families: YAML files in ``specs/practice/``, validated on load.
 
 A family file holds one family (a mapping) or several (``families: [...]``). Every problem in a
-file is reported at once, each as ``file:line:col: field.path: expected ..., found ...``; types
-are read from the YAML node tags (YAML 1.1: ``1e-3`` is a string, ``no`` a boolean, ``010`` an
-octal integer), never guessed.
+file is reported at once, each as ``file:line:col: field.path: expected ..., found ...``. Files
+are read as spec files are (:mod:`attnscore.spec.located`: duplicate keys, merge keys, tags and
+YAML 1.1 traps such as octal ``010`` are refused; ``no`` is a boolean; ``1e-3`` is a number, as
+in YAML 1.2), and numbers are read exactly from their source text (``0.7`` is 7/10).
 
 Fields (defaults in brackets):
 
@@ -27,17 +28,18 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import yaml
+from attnscore.practice.family import KINDS, MC_TEMPLATES, SCALED_WIDTHS, Family
+from attnscore.spec.located import Positioned, SpecProblem, read_yaml
 
 __all__ = [
     "KINDS",
     "MC_TEMPLATES",
+    "SCALED_WIDTHS",
     "Family",
     "FamilyFileError",
     "parse_family_text",
@@ -45,11 +47,14 @@ __all__ = [
     "load_families",
 ]
 
-KINDS = ("one_score", "score_vector", "score_matrix", "scaled_score", "softmax", "multiple_choice")
-MC_TEMPLATES = ("highest_key", "true_statement", "scaled_value")
-SCALED_WIDTHS = (1, 4, 16, 64)
-
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+# Field names of located.py's file-level problems, as family files name them.
+_FILE_FIELDS = {"(yaml)": "(YAML syntax)"}
+# How located.py's messages about a number's written form begin.
+_NUMBER_FORM = ("expected a decimal number, found", "expected a plain decimal number, found")
+
+P = tuple[Any, ...]
 
 
 class FamilyFileError(ValueError):
@@ -65,144 +70,107 @@ class FamilyFileError(ValueError):
         super().__init__(f"{problems[0]}{more}")
 
 
-@dataclass(frozen=True)
-class Family:
-    """One validated problem family (see the module docstring for the fields)."""
-
-    id: str
-    version: int
-    kind: str
-    title: str
-    path: str
-    intro: str = ""
-    values: tuple[Fraction, Fraction, Fraction] = (Fraction(-4), Fraction(4), Fraction(1))
-    d_k: tuple[int, ...] = (2,)
-    n_k: tuple[int, ...] = (3,)
-    shapes: tuple[tuple[int, int, int], ...] = ((2, 2, 2),)
-    places: int = 3
-    max_attempts: int = 200
-    max_duplicate_rate: float = 0.05
-    mode: str = "exact"
-    multipliers: tuple[int, ...] = (1, 2, 3, 4)
-    templates: tuple[str, ...] = MC_TEMPLATES
-    featured: tuple[dict[str, Any], ...] = field(default=())
-
-    def grid(self) -> tuple[Fraction, ...]:
-        """The entries students see: ``min, min + step, ..., max`` (exact)."""
-        lo, hi, step = self.values
-        count = int((hi - lo) / step)
-        return tuple(lo + i * step for i in range(count + 1))
-
-
 class _Checker:
-    """Collects problems while reading one file's nodes."""
+    """Collects located problems while checking one file's values (each given with its path)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[str] = []
+    def __init__(self, positioned: Positioned) -> None:
+        self.pos = positioned
+        self.path = positioned.file
+        self.problems: list[SpecProblem] = []
 
-    def fail(self, node: yaml.Node | None, where: str, expected: str, found: str) -> None:
-        if node is not None:
-            pos = f"{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-        else:
-            pos = "1:1"
-        self.problems.append(f"{self.path}:{pos}: {where}: expected {expected}, found {found}")
+    def fail(self, path: P, expected: str, found: str, *, key: bool = False) -> None:
+        self.problems.append(self.pos.problem(path, f"expected {expected}, found {found}", key=key))
 
-    @staticmethod
-    def describe(node: yaml.Node) -> str:
-        if isinstance(node, yaml.MappingNode):
+    def describe(self, path: P, value: Any) -> str:
+        if isinstance(value, dict):
             return "a mapping"
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(value, list):
             return "a list"
-        kind = node.tag.rsplit(":", 1)[-1]
-        names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "null": "null"}
-        return f"{names.get(kind, kind)} {node.value!r}"
+        names = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null"}
+        text = self.pos.text(path)
+        return f"{names.get(type(value), type(value).__name__)} {text if text is not None else str(value)!r}"
 
-    def string(self, node: yaml.Node, where: str) -> str | None:
-        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and node.value.strip():
-            return node.value
-        self.fail(node, where, "a non-empty string", self.describe(node))
+    def string(self, path: P, value: Any) -> str | None:
+        if isinstance(value, str) and value.strip():
+            return value
+        self.fail(path, "a non-empty string", self.describe(path, value))
         return None
 
-    def integer(self, node: yaml.Node, where: str, lo: int, hi: int) -> int | None:
-        if not (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":int")):
-            self.fail(node, where, f"an integer from {lo} to {hi}", self.describe(node))
+    def integer(self, path: P, value: Any, lo: int, hi: int) -> int | None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(path, f"an integer from {lo} to {hi}", self.describe(path, value))
             return None
-        raw = node.value.lstrip("+-")
-        if not re.fullmatch(r"0|[1-9][0-9]*", raw):
+        text = self.pos.text(path) or ""
+        if not _PLAIN_INT.fullmatch(text):
             self.fail(
-                node,
-                where,
+                path,
                 f"a plain decimal integer from {lo} to {hi} (YAML 1.1 reads leading zeros as octal and 0x as hex)",
-                repr(node.value),
+                repr(text),
             )
             return None
-        value = int(node.value)
         if not lo <= value <= hi:
-            self.fail(node, where, f"an integer from {lo} to {hi}", str(value))
+            self.fail(path, f"an integer from {lo} to {hi}", str(value))
             return None
         return value
 
-    def number(self, node: yaml.Node, where: str) -> Fraction | None:
-        ok = isinstance(node, yaml.ScalarNode) and (node.tag.endswith(":int") or node.tag.endswith(":float"))
-        if ok:
+    def number(self, path: P, value: Any) -> Fraction | None:
+        """The number at ``path``, exactly as written (``0.7`` is 7/10, not the float's value)."""
+        exact: Decimal | None = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = self.pos.text(path) or ""
             try:
-                value = Decimal(node.value.replace("_", ""))
+                exact = Decimal(text)
             except InvalidOperation:
-                ok = False
-            else:
-                if node.tag.endswith(":int") and not re.fullmatch(r"[-+]?(0|[1-9][0-9]*)", node.value):
-                    ok = False
-                elif not value.is_finite():
-                    ok = False
-        if not ok:
-            hint = " (YAML 1.1 reads 1e-3 as a string: write 0.001)" if isinstance(node, yaml.ScalarNode) else ""
-            self.fail(node, where, f"a finite decimal number{hint}", self.describe(node))
+                exact = None
+            if exact is not None and (
+                not exact.is_finite() or (isinstance(value, int) and not _PLAIN_INT.fullmatch(text))
+            ):
+                exact = None
+        if exact is None:
+            self.fail(path, "a finite decimal number", self.describe(path, value))
             return None
-        return Fraction(value)
+        return Fraction(exact)
 
-    def seq(self, node: yaml.Node, where: str, min_len: int = 1) -> list[yaml.Node] | None:
-        if isinstance(node, yaml.SequenceNode) and len(node.value) >= min_len:
-            return list(node.value)
-        self.fail(node, where, f"a list of at least {min_len} item(s)", self.describe(node))
+    def seq(self, path: P, value: Any, min_len: int = 1) -> list[Any] | None:
+        if isinstance(value, list) and len(value) >= min_len:
+            return value
+        self.fail(path, f"a list of at least {min_len} item(s)", self.describe(path, value))
         return None
 
-    def mapping(self, node: yaml.Node, where: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        if not isinstance(node, yaml.MappingNode):
-            self.fail(node, where, "a mapping", self.describe(node))
+    def mapping(self, path: P, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+        """The fields of the mapping at ``path``; an unknown field is a problem (duplicates are located.py's)."""
+        if not isinstance(value, dict):
+            self.fail(path, "a mapping", self.describe(path, value))
             return {}
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            sub = f"{where}.{key}" if where else str(key)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
             if key not in allowed:
-                self.fail(key_node, sub, f"one of the fields {', '.join(allowed)}", f"unknown field {key!r}")
-            elif key in out:
-                self.fail(key_node, sub, "each field once", "a repeated field")
+                self.fail(path + (key,), f"one of the fields {', '.join(allowed)}", f"unknown field {key!r}", key=True)
             else:
-                out[key] = (key_node, value_node)
+                out[key] = item
         return out
 
-    def vector(self, node: yaml.Node, where: str) -> tuple[Fraction, ...] | None:
-        items = self.seq(node, where)
+    def vector(self, path: P, value: Any) -> tuple[Fraction, ...] | None:
+        items = self.seq(path, value)
         if items is None:
             return None
-        values = [self.number(item, f"{where}[{i}]") for i, item in enumerate(items)]
+        values = [self.number(path + (i,), item) for i, item in enumerate(items)]
         exact = [v for v in values if v is not None]
         return tuple(exact) if len(exact) == len(values) else None
 
-    def matrix(self, node: yaml.Node, where: str) -> tuple[tuple[Fraction, ...], ...] | None:
-        rows = self.seq(node, where)
+    def matrix(self, path: P, value: Any) -> tuple[tuple[Fraction, ...], ...] | None:
+        rows = self.seq(path, value)
         if rows is None:
             return None
-        out = [self.vector(row, f"{where}[{i}]") for i, row in enumerate(rows)]
-        if any(r is None for r in out):
+        out = [self.vector(path + (i,), row) for i, row in enumerate(rows)]
+        exact = [r for r in out if r is not None]
+        if len(exact) != len(out):
             return None
-        widths = {len(r) for r in out}  # type: ignore[arg-type]
+        widths = {len(r) for r in exact}
         if len(widths) != 1:
-            self.fail(node, where, "rows of one width", f"widths {sorted(widths)}")
+            self.fail(path, "rows of one width", f"widths {sorted(widths)}")
             return None
-        return tuple(out)  # type: ignore[arg-type]
+        return tuple(exact)
 
 
 _FIELDS = (
@@ -233,28 +201,26 @@ _FEATURED_FIELDS = {
 }
 
 
-def _int_list(
-    c: _Checker, node: yaml.Node, where: str, allowed: tuple[int, ...], why: str = ""
-) -> tuple[int, ...] | None:
-    items = c.seq(node, where)
+def _int_list(c: _Checker, path: P, value: Any, allowed: tuple[int, ...], why: str = "") -> tuple[int, ...] | None:
+    items = c.seq(path, value)
     if items is None:
         return None
     out = []
     for i, item in enumerate(items):
-        value = c.integer(item, f"{where}[{i}]", min(allowed), max(allowed))
-        if value is not None and value not in allowed:
-            c.fail(item, f"{where}[{i}]", f"one of {list(allowed)}{why}", str(value))
-            value = None
-        if value is None:
+        number = c.integer(path + (i,), item, min(allowed), max(allowed))
+        if number is not None and number not in allowed:
+            c.fail(path + (i,), f"one of {list(allowed)}{why}", str(number))
+            number = None
+        if number is None:
             return None
-        out.append(value)
+        out.append(number)
     return tuple(out)
 
 
-def _featured(c: _Checker, node: yaml.Node, where: str, kind: str, mode: str) -> dict[str, Any] | None:
+def _featured(c: _Checker, path: P, value: Any, kind: str, mode: str) -> dict[str, Any] | None:
     fields = _FEATURED_FIELDS[kind]
-    m = c.mapping(node, where, fields)
-    if not isinstance(node, yaml.MappingNode):
+    m = c.mapping(path, value, fields)
+    if not isinstance(value, dict):
         return None
     out: dict[str, Any] = {}
     need: tuple[str, ...]
@@ -265,54 +231,46 @@ def _featured(c: _Checker, node: yaml.Node, where: str, kind: str, mode: str) ->
     for name in need:
         if name not in m:
             c.fail(
-                node,
-                f"{where}.{name}",
+                path + (name,),
                 f"a value for {name!r} ({kind}, mode {mode})" if kind == "softmax" else f"a value for {name!r}",
                 "nothing",
             )
-    for name, (_, value_node) in m.items():
-        sub = f"{where}.{name}"
+    for name, item in m.items():
+        sub = path + (name,)
         if name in ("q", "k", "scores"):
-            out[name] = c.vector(value_node, sub)
+            out[name] = c.vector(sub, item)
         elif name in ("keys", "Q", "K"):
-            out[name] = c.matrix(value_node, sub)
+            out[name] = c.matrix(sub, item)
         elif name == "base":
-            out[name] = c.integer(value_node, sub, -9, 9)
+            out[name] = c.integer(sub, item, -9, 9)
         elif name == "multipliers":
-            out[name] = _int_list(c, value_node, sub, tuple(range(1, 21)))
+            out[name] = _int_list(c, sub, item, tuple(range(1, 21)))
         if out[name] is None:
             return None
     if kind == "softmax" and mode == "exact" and "scores" in out:
-        c.fail(node, f"{where}.scores", "base and multipliers in mode exact", "scores")
+        c.fail(path + ("scores",), "base and multipliers in mode exact", "scores")
         return None
     if kind == "softmax" and mode == "ranking" and ("base" in out or "multipliers" in out):
-        c.fail(node, f"{where}.base", "scores in mode ranking", "base/multipliers")
+        c.fail(path + ("base",), "scores in mode ranking", "base/multipliers")
         return None
     if any(name not in out for name in need):
         return None
     if kind in ("one_score", "scaled_score") and len(out["q"]) != len(out["k"]):
-        c.fail(node, f"{where}.k", f"{len(out['q'])} entries (the width of q)", f"{len(out['k'])}")
+        c.fail(path + ("k",), f"{len(out['q'])} entries (the width of q)", f"{len(out['k'])}")
         return None
     if kind == "scaled_score" and len(out["q"]) not in SCALED_WIDTHS:
         c.fail(
-            node,
-            f"{where}.q",
+            path + ("q",),
             f"d_k in {list(SCALED_WIDTHS)} (so that sqrt(d_k) is an integer)",
             f"d_k={len(out['q'])}",
         )
         return None
     if kind == "score_vector" and len(out["keys"][0]) != len(out["q"]):
-        c.fail(
-            node,
-            f"{where}.keys",
-            f"keys of width {len(out['q'])} (the width of q)",
-            f"width {len(out['keys'][0])}",
-        )
+        c.fail(path + ("keys",), f"keys of width {len(out['q'])} (the width of q)", f"width {len(out['keys'][0])}")
         return None
     if kind == "score_matrix" and len(out["Q"][0]) != len(out["K"][0]):
         c.fail(
-            node,
-            f"{where}.K",
+            path + ("K",),
             f"rows of width d_k={len(out['Q'][0])} (the width of Q)",
             f"width {len(out['K'][0])}",
         )
@@ -320,135 +278,115 @@ def _featured(c: _Checker, node: yaml.Node, where: str, kind: str, mode: str) ->
     return out
 
 
-def _family(c: _Checker, node: yaml.Node, where: str) -> Family | None:
-    m = c.mapping(node, where, _FIELDS)
-    if not isinstance(node, yaml.MappingNode):
+def _values(c: _Checker, path: P, value: Any) -> tuple[Fraction, Fraction, Fraction] | None:
+    """The ``values`` grid ``(min, max, step)``, exact, or None after reporting what is wrong."""
+    v = c.mapping(path, value, ("min", "max", "step"))
+    nums = {k: c.number(path + (k,), v[k]) for k in v}
+    if set(nums) != {"min", "max", "step"}:
+        c.fail(path, "min, max and step", ", ".join(sorted(nums)) or "nothing")
+        return None
+    lo, hi, step = nums["min"], nums["max"], nums["step"]
+    if lo is None or hi is None or step is None:
+        return None
+    if step <= 0 or (step * 10).denominator != 1:
+        c.fail(path + ("step",), "a positive step with at most one decimal (1, 0.5)", str(float(step)))
+    elif lo >= hi or ((hi - lo) / step).denominator != 1:
+        c.fail(
+            path,
+            "min < max with max - min a multiple of step",
+            f"min={float(lo)}, max={float(hi)}, step={float(step)}",
+        )
+    elif (lo * 10).denominator != 1 or max(abs(lo), abs(hi)) > 20:
+        c.fail(path, "hand-friendly bounds: one decimal, |value| <= 20", f"min={float(lo)}, max={float(hi)}")
+    else:
+        return (lo, hi, step)
+    return None
+
+
+def _family(c: _Checker, path: P, value: Any) -> Family | None:
+    m = c.mapping(path, value, _FIELDS)
+    if not isinstance(value, dict):
         return None
     before = len(c.problems)
-    prefix = f"{where}." if where else ""
     kw: dict[str, Any] = {}
     for name in ("id", "version", "kind", "title"):
         if name not in m:
-            c.fail(node, prefix + name, f"a value for the required field {name!r}", "nothing")
+            c.fail(path + (name,), f"a value for the required field {name!r}", "nothing")
     if "id" in m:
-        value = c.string(m["id"][1], prefix + "id")
-        if value is not None and not _ID.fullmatch(value):
-            c.fail(m["id"][1], prefix + "id", "a slug of lowercase letters, digits and '-'", repr(value))
-        kw["id"] = value
+        ident = c.string(path + ("id",), m["id"])
+        if ident is not None and not _ID.fullmatch(ident):
+            c.fail(path + ("id",), "a slug of lowercase letters, digits and '-'", repr(ident))
+        kw["id"] = ident
     if "version" in m:
-        kw["version"] = c.integer(m["version"][1], prefix + "version", 1, 10**6)
+        kw["version"] = c.integer(path + ("version",), m["version"], 1, 10**6)
     kind = None
     if "kind" in m:
-        kind = c.string(m["kind"][1], prefix + "kind")
+        kind = c.string(path + ("kind",), m["kind"])
         if kind is not None and kind not in KINDS:
-            c.fail(m["kind"][1], prefix + "kind", f"one of {', '.join(KINDS)}", repr(kind))
+            c.fail(path + ("kind",), f"one of {', '.join(KINDS)}", repr(kind))
             kind = None
         kw["kind"] = kind
     for name in ("title", "intro"):
         if name in m:
-            kw[name] = c.string(m[name][1], prefix + name)
+            kw[name] = c.string(path + (name,), m[name])
     if "values" in m:
-        v = c.mapping(m["values"][1], prefix + "values", ("min", "max", "step"))
-        nums = {k: c.number(v[k][1], f"{prefix}values.{k}") for k in v}
-        if set(nums) != {"min", "max", "step"}:
-            c.fail(m["values"][1], prefix + "values", "min, max and step", ", ".join(sorted(nums)) or "nothing")
-        elif (
-            (lo_ := nums["min"]) is not None
-            and (hi_ := nums["max"]) is not None
-            and (step_ := nums["step"]) is not None
-        ):
-            lo, hi, step = lo_, hi_, step_
-            if step <= 0 or (step * 10).denominator != 1:
-                c.fail(
-                    v["step"][1],
-                    prefix + "values.step",
-                    "a positive step with at most one decimal (1, 0.5)",
-                    str(float(step)),
-                )
-            elif lo >= hi or ((hi - lo) / step).denominator != 1:
-                c.fail(
-                    m["values"][1],
-                    prefix + "values",
-                    "min < max with max - min a multiple of step",
-                    f"min={float(lo)}, max={float(hi)}, step={float(step)}",
-                )
-            elif (lo * 10).denominator != 1 or max(abs(lo), abs(hi)) > 20:
-                c.fail(
-                    m["values"][1],
-                    prefix + "values",
-                    "hand-friendly bounds: one decimal, |value| <= 20",
-                    f"min={float(lo)}, max={float(hi)}",
-                )
-            else:
-                kw["values"] = (lo, hi, step)
+        kw["values"] = _values(c, path + ("values",), m["values"])
     widths = (
         SCALED_WIDTHS if kind == "scaled_score" else (1, 2, 3, 4) if kind != "multiple_choice" else (1, 2, 3, 4, 16, 64)
     )
     if "d_k" in m:
         why = " (perfect squares, so that sqrt(d_k) is an integer)" if kind == "scaled_score" else ""
-        kw["d_k"] = _int_list(c, m["d_k"][1], prefix + "d_k", widths, why)
+        kw["d_k"] = _int_list(c, path + ("d_k",), m["d_k"], widths, why)
     elif kind == "scaled_score":
         kw["d_k"] = SCALED_WIDTHS
     if "n_k" in m:
-        kw["n_k"] = _int_list(c, m["n_k"][1], prefix + "n_k", (2, 3, 4))
+        kw["n_k"] = _int_list(c, path + ("n_k",), m["n_k"], (2, 3, 4))
     if "shapes" in m:
-        items = c.seq(m["shapes"][1], prefix + "shapes")
+        items = c.seq(path + ("shapes",), m["shapes"])
         shapes = []
         for i, item in enumerate(items or []):
-            sm = c.mapping(item, f"{prefix}shapes[{i}]", ("n_q", "d_k", "n_k"))
-            dims = [
-                c.integer(sm[k][1], f"{prefix}shapes[{i}].{k}", 1, 3) if k in sm else None
-                for k in ("n_q", "d_k", "n_k")
-            ]
-            if len(sm) != 3 and isinstance(item, yaml.MappingNode):
-                c.fail(item, f"{prefix}shapes[{i}]", "n_q, d_k and n_k", ", ".join(sorted(sm)) or "nothing")
+            where = path + ("shapes", i)
+            sm = c.mapping(where, item, ("n_q", "d_k", "n_k"))
+            dims = [c.integer(where + (k,), sm[k], 1, 3) if k in sm else None for k in ("n_q", "d_k", "n_k")]
+            if len(sm) != 3 and isinstance(item, dict):
+                c.fail(where, "n_q, d_k and n_k", ", ".join(sorted(sm)) or "nothing")
             if None not in dims:
                 shapes.append(tuple(dims))
         kw["shapes"] = tuple(shapes)
     if "places" in m:
-        kw["places"] = c.integer(m["places"][1], prefix + "places", 0, 6)
+        kw["places"] = c.integer(path + ("places",), m["places"], 0, 6)
     if "max_attempts" in m:
-        kw["max_attempts"] = c.integer(m["max_attempts"][1], prefix + "max_attempts", 1, 100_000)
+        kw["max_attempts"] = c.integer(path + ("max_attempts",), m["max_attempts"], 1, 100_000)
     if "max_duplicate_rate" in m:
-        rate = c.number(m["max_duplicate_rate"][1], prefix + "max_duplicate_rate")
+        rate = c.number(path + ("max_duplicate_rate",), m["max_duplicate_rate"])
         if rate is not None and not 0 <= rate <= 1:
-            c.fail(
-                m["max_duplicate_rate"][1],
-                prefix + "max_duplicate_rate",
-                "a rate from 0 to 1",
-                str(float(rate)),
-            )
+            c.fail(path + ("max_duplicate_rate",), "a rate from 0 to 1", str(float(rate)))
         elif rate is not None:
             kw["max_duplicate_rate"] = float(rate)
     if "mode" in m:
-        mode = c.string(m["mode"][1], prefix + "mode")
+        mode = c.string(path + ("mode",), m["mode"])
         if kind != "softmax":
-            c.fail(m["mode"][1], prefix + "mode", "no mode (only kind softmax has one)", repr(mode))
+            c.fail(path + ("mode",), "no mode (only kind softmax has one)", repr(mode))
         elif mode not in ("exact", "ranking"):
-            c.fail(m["mode"][1], prefix + "mode", "exact or ranking", repr(mode))
+            c.fail(path + ("mode",), "exact or ranking", repr(mode))
         kw["mode"] = mode
     if "multipliers" in m:
-        kw["multipliers"] = _int_list(c, m["multipliers"][1], prefix + "multipliers", tuple(range(1, 21)))
+        kw["multipliers"] = _int_list(c, path + ("multipliers",), m["multipliers"], tuple(range(1, 21)))
     if "templates" in m:
-        items = c.seq(m["templates"][1], prefix + "templates")
-        names = tuple(c.string(item, f"{prefix}templates[{i}]") for i, item in enumerate(items or []))
-        for i, (template, item) in enumerate(zip(names, items or [], strict=True)):
+        items = c.seq(path + ("templates",), m["templates"])
+        names = tuple(c.string(path + ("templates", i), item) for i, item in enumerate(items or []))
+        for i, template in enumerate(names):
             if template is not None and template not in MC_TEMPLATES:
-                c.fail(item, f"{prefix}templates[{i}]", f"one of {', '.join(MC_TEMPLATES)}", repr(template))
+                c.fail(path + ("templates", i), f"one of {', '.join(MC_TEMPLATES)}", repr(template))
         kw["templates"] = names
     if "featured" in m and kind is not None:
-        items = c.seq(m["featured"][1], prefix + "featured")
+        items = c.seq(path + ("featured",), m["featured"])
         if items and kind == "multiple_choice":
-            c.fail(
-                m["featured"][1],
-                prefix + "featured",
-                "no featured examples for kind multiple_choice",
-                f"{len(items)} item(s)",
-            )
+            c.fail(path + ("featured",), "no featured examples for kind multiple_choice", f"{len(items)} item(s)")
         else:
             mode = kw.get("mode") or "exact"
             kw["featured"] = tuple(
-                _featured(c, item, f"{prefix}featured[{i}]", kind, mode) for i, item in enumerate(items or [])
+                _featured(c, path + ("featured", i), item, kind, mode) for i, item in enumerate(items or [])
             )
     if len(c.problems) > before:
         return None
@@ -467,35 +405,36 @@ def parse_family_text(source: str, path: str) -> list[Family]:
         The families it declares, in file order.
 
     Raises:
-        FamilyFileError: the YAML is malformed or any field is invalid (all problems at once).
+        FamilyFileError: the YAML is malformed or any field is invalid (all problems at once, in line order).
     """
-    c = _Checker(path)
-    try:
-        root = yaml.compose(source, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
-        raise FamilyFileError([f"{path}:{pos}: (YAML syntax): expected valid YAML, found {exc.problem}"]) from None
-    except yaml.YAMLError as exc:
-        raise FamilyFileError([f"{path}:1:1: (YAML syntax): expected valid YAML, found {exc}"]) from None
-    if root is None:
-        raise FamilyFileError([f"{path}:1:1: (file): expected a family mapping, found an empty document"])
+    positioned, read_problems = read_yaml(source, path)
+    if positioned is None:
+        if any(p.field == "(top level)" for p in read_problems):  # located.py: nothing but comments or space
+            raise FamilyFileError([f"{path}:1:1: (file): expected a family mapping, found an empty document"])
+        raise FamilyFileError(
+            [
+                str(SpecProblem(p.file, p.line, p.col, _FILE_FIELDS.get(p.field, p.field), p.message))
+                for p in read_problems
+            ]
+        )
+    c = _Checker(positioned)
+    root = positioned.data
     families: list[Family | None]
-    if isinstance(root, yaml.MappingNode) and any(k.value == "families" for k, _ in root.value):
-        m = c.mapping(root, "", ("families",))
-        items = c.seq(m["families"][1], "families") or []
-        families = [_family(c, item, f"families[{i}]") for i, item in enumerate(items)]
+    if isinstance(root, dict) and "families" in root:
+        m = c.mapping((), root, ("families",))
+        items = c.seq(("families",), m["families"]) or []
+        families = [_family(c, ("families", i), item) for i, item in enumerate(items)]
     else:
-        families = [_family(c, root, "")]
-    if c.problems:
-        raise FamilyFileError(sorted(c.problems, key=_position))
+        families = [_family(c, (), root)]
+    # A number form both readers refuse (octal 010, 0x10) is reported once, in the family's words
+    # (which give the allowed range); located.py's other problems (tags, cycles) are all kept.
+    checked = {(p.line, p.col) for p in c.problems}
+    problems = c.problems + [
+        p for p in read_problems if (p.line, p.col) not in checked or not p.message.startswith(_NUMBER_FORM)
+    ]
+    if problems:
+        raise FamilyFileError([str(p) for p in sorted(problems, key=lambda p: (p.line, p.col))])
     return [f for f in families if f is not None]
-
-
-def _position(problem: str) -> tuple[int, int]:
-    """(line, column) of a ``file:line:col: ...`` problem, for sorting."""
-    match = re.search(r":(\d+):(\d+): ", problem)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def load_family_file(path: str | Path) -> list[Family]:

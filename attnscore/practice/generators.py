@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from attnscore.practice.families import Family
+from attnscore.practice.family import Family
 from attnscore.practice.problem import Problem
 from attnscore.practice.seeds import variant_rng, variant_seed
 from attnscore.practice.solutions import CONCEPTS, Rejected, build_problem, dot

@@ -31,7 +31,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from attnscore.practice.families import Family
+from attnscore.practice.family import Family
 from attnscore.practice.generators import generate_variant
 from attnscore.practice.numbers import format_exact
 from attnscore.practice.problem import Problem

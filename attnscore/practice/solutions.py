@@ -17,7 +17,7 @@ from fractions import Fraction
 from math import isqrt
 from typing import Any
 
-from attnscore.practice.families import Family
+from attnscore.practice.family import Family
 from attnscore.practice.numbers import format_exact, is_halfway, is_terminating
 from attnscore.practice.problem import Arrow, ChoiceAnswer, NumericAnswer, Problem, Question
 from attnscore.practice.richtext import Rich, answer_form, display, math, plain, text

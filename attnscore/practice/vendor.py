@@ -5,10 +5,10 @@ installed. :func:`vendor_package` copies the import closure of a few ``attnscore
 modules, as they are installed now, into a package that needs only the standard library:
 
 - ``from attnscore.practice.X import ...`` becomes ``from .X import ...`` (and X is copied too);
-- a module-level import of a third-party package (``import yaml`` in the family-file parser) is
-  wrapped in ``try``/``except ImportError`` binding the names to ``None``: the vendored code never
-  calls it (the family is passed in as a :class:`~attnscore.practice.families.Family`), and
-  PrairieLearn's tests for ``server.py`` would show at once if it did;
+- a module-level import of a third-party package is wrapped in ``try``/``except ImportError``
+  binding the names to ``None``: the vendored code must never call it (the family is passed in as
+  a :class:`~attnscore.practice.family.Family`, a standard-library record; the YAML reader,
+  ``families.py``, is not copied), and PrairieLearn's tests for ``server.py`` would show at once if it did;
 - importing anything else of attnscore (``attnscore.maths.reference``) is refused.
 
 The package name carries a hash of the copied sources (``attnscore_practice_1a2b3c4d5e``): a

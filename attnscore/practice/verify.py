@@ -45,7 +45,7 @@ from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml, read_moodle_numeric
 from attnscore.practice.export_prairielearn import prairielearn_files, read_prairielearn_numeric
 from attnscore.practice.export_qti import qti_assessment_xml, read_qti_numeric
-from attnscore.practice.families import Family
+from attnscore.practice.family import Family
 from attnscore.practice.generators import GenerationError, capacity, generate_family, givens_key
 from attnscore.practice.numbers import is_well_formed
 from attnscore.practice.problem import ChoiceAnswer, Problem

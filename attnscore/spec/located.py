@@ -11,7 +11,7 @@ not as the text PyYAML's YAML 1.1 makes of it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -63,12 +63,28 @@ def field_path(path: Path) -> str:
 
 @dataclass
 class Positioned:
-    """Parsed YAML data plus the 1-based ``(line, col)`` of every value and mapping key."""
+    """Parsed YAML data plus the 1-based ``(line, col)`` of every value and mapping key.
+
+    ``texts`` holds the source text of every scalar value as written (without quotes), so that a
+    number can be read exactly: ``Fraction(Decimal(positioned.text(path)))`` is 7/10 for ``0.7``,
+    where ``data`` holds the nearest float.
+    """
 
     file: str
     data: Any
     values: dict[Path, tuple[int, int]]
     keys: dict[Path, tuple[int, int]]
+    texts: dict[Path, str] = field(default_factory=dict)
+
+    def text(self, path: Path) -> str | None:
+        """Source text of the scalar at ``path`` (``'0.7'``, ``'1e-3'``, ``'no'``); None for a mapping or list.
+
+        Example:
+            >>> positioned, _ = read_yaml("step: 0.70\\nflag: no\\n", "f.yaml")
+            >>> positioned.text(("step",)), positioned.data["step"], positioned.text(("flag",))
+            ('0.70', 0.7, 'no')
+        """
+        return self.texts.get(tuple(path))
 
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         """Position of the value (or key) at ``path``, else of its nearest located ancestor."""
@@ -130,6 +146,7 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
     constructor = yaml.SafeLoader("")
     values: dict[Path, tuple[int, int]] = {}
     keys: dict[Path, tuple[int, int]] = {}
+    texts: dict[Path, str] = {}
     problems: list[SpecProblem] = []
     active: set[int] = set()  # nodes being built on the current path: an alias back to one is a cycle
 
@@ -207,6 +224,7 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         return [build(item, path + (i,)) for i, item in enumerate(node.value)]
 
     def build_scalar(node: yaml.Node, path: Path) -> Any:
+        texts[path] = node.value
         if node.tag == "tag:yaml.org,2002:str" and node.style is None and _EXPONENT_FLOAT.match(node.value):
             return float(node.value)  # 1e-3: a number in YAML 1.2 (and for editors using the schema), as here
         try:
@@ -259,7 +277,7 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
         ]
     except RecursionError:
         return None, [SpecProblem(file, 1, 1, "(yaml)", "expected valid YAML, found nesting too deep")]
-    return Positioned(file, data, values, keys), problems
+    return Positioned(file, data, values, keys, texts), problems
 
 
 def line_col(text: str, position: int) -> tuple[int, int]:

@@ -370,14 +370,14 @@ def test_course_errors(families, make, message):
 
 
 def test_vendored_package(families):
-    """The vendored closure: stdlib-only imports (yaml guarded), relative imports, a content-hashed name."""
+    """The vendored closure: stdlib-only imports (no YAML reader), relative imports, a content-hashed name."""
     files = vendor_package(["prairielearn_server"], "9.9")
     package = {name.split("/")[0] for name in files}
     assert len(package) == 1 and next(iter(package)).startswith(PACKAGE_PREFIX)
     modules = sorted(name.split("/")[1] for name in files)
     assert modules == [
         "__init__.py",
-        "families.py",
+        "family.py",
         "generators.py",
         "numbers.py",
         "prairielearn_server.py",
@@ -395,10 +395,18 @@ def test_vendored_package(families):
             for alias in node.names
         ]
         assert not [m for m in imported if m.startswith("attnscore")], name
-    families_py = files[f"{next(iter(package))}/families.py"].decode()
-    assert "try:\n    import yaml\nexcept ImportError:" in families_py
-    assert "(attnscore 9.9)" in families_py
+        assert not [m for m in imported if m.split(".")[0] in ("yaml", "torch", "numpy", "matplotlib")], name
+    family_py = files[f"{next(iter(package))}/family.py"].decode()
+    assert "(attnscore 9.9)" in family_py
     assert vendor_package(["prairielearn_server"], "other").keys() == files.keys()  # name hashes the code only
+
+
+def test_vendor_guards_third_party_imports():
+    """A module-level third-party import is wrapped in try/except ImportError binding the name to None."""
+    files = vendor_package(["math_images"], "9.9")
+    text = next(data.decode() for name, data in files.items() if name.endswith("/math_images.py"))
+    assert "try:\n    from matplotlib.figure import Figure\nexcept ImportError:" in text
+    assert "    Figure = None  # type: ignore[assignment]\n" in text
 
 
 @pytest.mark.parametrize(
@@ -408,6 +416,11 @@ def test_vendored_package(families):
             ["verify"],
             "it imports attnscore.maths, which is not part of attnscore.practice",
             id="imports attnscore.maths.reference",
+        ),
+        pytest.param(
+            ["families"],
+            "it imports attnscore.spec.located, which is not part of attnscore.practice",
+            id="the family-file reader (located YAML) stays out",
         ),
         pytest.param(["no_such_module"], "no such pure-Python module in attnscore.practice", id="missing module"),
     ],
