@@ -17,7 +17,7 @@ register(
     Property(
         name="matches_reference",
         summary="The output matches the reference (float64 golden value) on random inputs.",
-        strategy=lambda c, m: random_args(c, m),
+        strategy=random_args,
     )
 )
 
@@ -67,7 +67,7 @@ register(
     Property(
         name="inputs_not_mutated",
         summary="The function does not change its inputs in place (the runner compares them after the call).",
-        strategy=lambda c, m: random_args(c, m),
+        strategy=random_args,
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_not_mutated,
         diagnosis="inputs_mutated",
@@ -77,7 +77,7 @@ register(
     Property(
         name="output_not_aliased",
         summary="The output is a new tensor that shares no memory with an input.",
-        strategy=lambda c, m: random_args(c, m),
+        strategy=random_args,
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_not_aliased,
     )
@@ -86,7 +86,7 @@ register(
     Property(
         name="dtype_device_follow_inputs",
         summary="The output is a tensor with the inputs' dtype and on the inputs' device.",
-        strategy=lambda c, m: random_args(c, m),
+        strategy=random_args,
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_dtype_device,
         diagnosis=_float64_result,
@@ -96,7 +96,7 @@ register(
     Property(
         name="deterministic",
         summary="Calling twice with the same inputs gives bit-for-bit the same output.",
-        strategy=lambda c, m: random_args(c, m),
+        strategy=random_args,
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         calls=lambda c, ex: [ex, ex],
         check=_deterministic,
