@@ -1,6 +1,6 @@
 """``python -m attnscore``: the same as the ``attnscore`` command."""
 
-from attnscore.cli import main
+from attnscore.cli import run
 
 if __name__ == "__main__":
-    main(prog_name="attnscore")
+    run()

@@ -7,6 +7,8 @@ Errors are one clear line (or one line per spec problem) on stderr, never a trac
 from __future__ import annotations
 
 import functools
+import gc
+import importlib
 import io
 import json
 import math
@@ -18,17 +20,6 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from attnscore.spec.located import SpecError
 
@@ -93,10 +84,45 @@ def write_atomically(path: str, text: str) -> None:
     write_atomic(path, text.encode("utf-8"))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A command group whose ``lazy`` subcommands are imported only when named (or listed by
+    ``--help``), so that a command does not pay for the imports of the others."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, _, name = self.lazy[cmd_name].partition(":")
+            command: click.Command = getattr(importlib.import_module(module), name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=_LazyGroup,
+    lazy={"practice": "attnscore.practice.command:practice"},
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(package_name="attnscore")
 def main() -> None:
     """Verify, grade and practise attention scores against YAML specs."""
+
+
+def run() -> None:
+    """The ``attnscore`` console script: :func:`main` in a process of its own.
+
+    Before parsing, it moves every object the imports made (torch's alone are over a million) into
+    the collector's permanent generation (:func:`gc.freeze`), so that no full collection in this
+    short-lived process scans them again; each would cost about 0.1 s. Code that calls :func:`main`
+    inside a longer-lived process (tests, notebooks) leaves its collector as it is.
+    """
+    gc.freeze()
+    main(prog_name="attnscore")
 
 
 def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
@@ -190,31 +216,6 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-class _RateColumn(ProgressColumn):
-    """Submissions graded per second (rich's own speed column counts bytes)."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:.2f}/s", style="progress.data.speed")
-
-
-def _grading_progress(console: Console) -> Progress:
-    """A progress bar with count, rate, elapsed time and ETA on ``console``; silent when it is not a
-    terminal (pipes, CI logs)."""
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-
-
 def _has_dask() -> bool:
     try:
         import distributed  # noqa: F401 - optional (attnscore[dask]); imported only for --scheduler
@@ -228,9 +229,10 @@ def _grade_batch(
 ) -> tuple[list[Any], Any]:
     """Grade ``paths`` here, as a class run into ``out``, or on a dask cluster, with a progress bar."""
     from attnscore.grade.grading import grade_many
+    from attnscore.report.progress import grading_progress
 
     run = None
-    with _grading_progress(err) as bar:
+    with grading_progress(err) as bar:
         task = bar.add_task(f"grading against {spec.id}", total=len(paths))
         if out is not None:
             from attnscore.grade.class_run import grade_class
@@ -776,11 +778,6 @@ def bench_impl(
         if result.disagreement:
             console.print(f"[bold red]Warning:[/] {result.disagreement}")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
-
-
-from attnscore.practice.command import practice  # noqa: E402
-
-main.add_command(practice)
 
 
 @main.command("check")

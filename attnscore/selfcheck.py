@@ -35,8 +35,8 @@ from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.session import NO_SHRINK, Budget, judge_cases
-from attnscore.grade.grading import SHRINK_SAFETY_S, unscored_in_sandbox
+from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.submission import Submission, find_submissions
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox import worker
@@ -167,9 +167,7 @@ def _judge(
     dtype = dtype or spec.dtypes[0]
     cases, hidden = visible_cases(spec, dtype, seed)
     shrinks = shrink_steps > 0 and not isinstance(runner, _Refused)
-    budget = (
-        Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True) if shrinks else NO_SHRINK
-    )
+    budget = grading_budget(shrink_steps) if shrinks else NO_SHRINK
     result = judge_cases(
         spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function, budget=budget
     )

@@ -163,3 +163,46 @@ def test_schema_prints_the_published_schema():
         "const": "attnscore-spec/1",
         "description": "Format marker; must be attnscore-spec/1.",
     }
+
+
+def test_the_command_freezes_the_imports_objects_before_it_runs(monkeypatch):
+    """`attnscore` (the console script and `python -m attnscore`) is `run`: gc.freeze, then main."""
+    import gc
+
+    from attnscore import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "main", lambda **kw: seen.update(frozen=gc.get_freeze_count(), **kw))
+    try:
+        cli.run()
+    finally:
+        gc.unfreeze()
+    assert seen["frozen"] > 10_000  # torch's objects, at least
+    assert seen["prog_name"] == "attnscore"
+    text = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert 'attnscore = "attnscore.cli:run"' in text
+
+
+def test_check_does_not_import_the_other_commands():
+    """A lazy subcommand (practice) is imported only when named or listed."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+    code = (
+        "import sys\n"
+        "from attnscore.cli import main\n"
+        "try:\n"
+        "    main(['check', 'examples/submissions/scores/correct_matmul.py', '--spec',"
+        " 'specs/dot_product_scores.yaml'], prog_name='attnscore')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('attnscore.practice') or m == 'rich.progress'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    listed = CliRunner().invoke(main, ["--help"])
+    assert "practice  Generate practice problems" in listed.output
+    assert CliRunner().invoke(main, ["practice", "--help"]).exit_code == 0
+    assert CliRunner().invoke(main, ["no-such-command"]).exit_code == 2

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import torch
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.outputs import CallFailure
-from attnscore.check.session import NO_SHRINK, Budget, judge_cases
+from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.submission import Submission
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
@@ -29,22 +29,7 @@ from attnscore.sandbox.untrusted import clean_text
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
-__all__ = ["grade_submission", "grade_many", "unscored_in_sandbox", "WORKER_EVIDENCE"]
-
-
-# Properties decided from what the worker itself reports: a submission that rewrites the worker
-# could forge them, so when grading untrusted code they give feedback but no points.
-WORKER_EVIDENCE = frozenset({"output_not_aliased"})
-
-
-def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:
-    """``cases`` with the points of worker-evidenced properties set to 0 (their feedback stays)."""
-    return [
-        replace(c, points=Fraction(0), title=f"{c.title} (feedback only: the sandbox cannot verify it)")
-        if c.property_name in WORKER_EVIDENCE
-        else c
-        for c in cases
-    ]
+__all__ = ["grade_submission", "grade_many"]
 
 
 class _Refused:
@@ -55,10 +40,6 @@ class _Refused:
 
     def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
         return self.failure
-
-
-SHRINK_SAFETY_S = 10.0
-"""Wall-time safety net, seconds, for all shrinking of one submission together."""
 
 
 def grade_submission(
@@ -83,7 +64,7 @@ def grade_submission(
     A failing visible property gets hypothesis's minimal failing input, searched with the same
     sandboxed worker, trying at most ``shrink_steps`` examples per case (0 turns shrinking off; a
     count keeps feedback identical run to run) and, as a safety net, at most
-    :data:`SHRINK_SAFETY_S` seconds for the whole submission
+    :data:`attnscore.grade.policy.SHRINK_SAFETY_S` seconds for the whole submission
     (:class:`attnscore.check.session.Budget`). The reported ``duration_s`` includes shrinking and
     diagnosis.
 
@@ -125,7 +106,7 @@ def grade_submission(
     with SandboxRunner(submission, function, limits) as runner:
         # Visible cases and their shrinking first: nothing the submission says after it has seen a
         # hidden input (its output, a later exception, its import error) can reach the student.
-        budget = Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True)
+        budget = grading_budget(shrink_steps)
         visible = judge_cases(
             spec,
             [cases[i] for i in order],

@@ -1,0 +1,41 @@
+"""What grading counts and how much work it does, shared by the grader and the student self-check
+so that both give the same points and the same feedback.
+
+- Points: a property decided from what the worker itself reports could be forged by a submission
+  that rewrites the worker, so when grading untrusted code it gives feedback but no points.
+- Shrinking: :func:`grading_budget`, the same for every submission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+
+from attnscore.check.cases import Case
+from attnscore.check.session import Budget
+
+__all__ = ["WORKER_EVIDENCE", "SHRINK_SAFETY_S", "unscored_in_sandbox", "grading_budget"]
+
+WORKER_EVIDENCE = frozenset({"output_not_aliased"})
+"""Properties decided from the worker's own report: feedback only when grading."""
+
+SHRINK_SAFETY_S = 10.0
+"""Wall-time safety net, seconds, for all shrinking of one submission together."""
+
+
+def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:
+    """``cases`` with the points of worker-evidenced properties set to 0 (their feedback stays)."""
+    return [
+        replace(c, points=Fraction(0), title=f"{c.title} (feedback only: the sandbox cannot verify it)")
+        if c.property_name in WORKER_EVIDENCE
+        else c
+        for c in cases
+    ]
+
+
+def grading_budget(shrink_steps: int) -> Budget:
+    """The grader's shrinking budget: ``shrink_steps`` examples per failing property (0: off),
+    :data:`SHRINK_SAFETY_S` seconds for the whole submission, and no shrinking of a property whose
+    cause a failing worked example already shows (:class:`attnscore.check.session.Budget`)."""
+    return Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True)
