@@ -1,6 +1,6 @@
 """Grading throughput: the worker template against a fresh interpreter per submission, in one run.
 
-Usage: ``.venv/bin/python benchmarks/bench_throughput.py [--copies N] [--jobs J] [--fresh-copies M]``.
+Usage: ``.venv/bin/python benchmarks/bench_throughput.py [--copies N] [--jobs J] [--fresh-copies M] [--no-bwrap]``.
 
 Grades ``N`` copies of the bundled correct ``dot_product_scores`` submissions
 (``examples/submissions/scores/correct_*``) and ``N`` copies of its wrong ones (every mistake
@@ -8,6 +8,9 @@ but the one that hangs: wrong values, wrong shapes, import errors; shrinking inc
 settings) with ``grade_many(jobs=J)``, once through the worker template (the default) and once
 through today's fresh-process path (``Limits(template=False)``, ``M`` copies: it is slow), and
 prints submissions per second for each and the ratio. Scores must agree between the two paths.
+Where bubblewrap is installed, both paths use it (the template inside one bwrap when the grader
+is root; a fresh bwrap per worker otherwise); ``--no-bwrap`` measures both without it. The line
+``sandbox:`` names the layers measured.
 The machine's load average is printed with the figures: other work on the machine slows both.
 """
 
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from attnscore.grade.grading import grade_many
 from attnscore.grade.submission import find_submissions
-from attnscore.sandbox.launch import Limits, warm_template
+from attnscore.sandbox.launch import Limits, protections, warm_template
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
@@ -60,13 +63,16 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=10, help="copies of each example through the template")
     parser.add_argument("--fresh-copies", type=int, default=2, help="copies of each example on the fresh path")
     parser.add_argument("--jobs", type=int, default=2, help="grader processes")
+    parser.add_argument("--no-bwrap", action="store_true", help="grade without bubblewrap even where it works")
     args = parser.parse_args()
+    bwrap = False if args.no_bwrap else None
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     everything = sorted(EXAMPLES.iterdir())
     correct = [p for p in everything if p.name.startswith("correct_")]
     wrong = [p for p in everything if not p.name.startswith("correct_") and "hangs" not in p.name]
     # The template starts once per batch (about a second): not a per-submission cost.
-    warm_template(Limits(call_timeout_s=spec.timeout_s))
+    warm_template(Limits(call_timeout_s=spec.timeout_s, bwrap=bwrap))
+    print(f"sandbox: {protections(Limits(bwrap=bwrap))}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"correct: {', '.join(p.name for p in correct)}")
     print(f"wrong:   {', '.join(p.name for p in wrong)}")
@@ -75,10 +81,10 @@ def main() -> None:
             _copies(sources, args.copies, Path(tmp, "template"))
             _copies(sources, args.fresh_copies, Path(tmp, "fresh"))
             fast, many, fast_scores = _rate(
-                Path(tmp, "template"), spec, Limits(call_timeout_s=spec.timeout_s), args.jobs
+                Path(tmp, "template"), spec, Limits(call_timeout_s=spec.timeout_s, bwrap=bwrap), args.jobs
             )
             slow, few, slow_scores = _rate(
-                Path(tmp, "fresh"), spec, Limits(call_timeout_s=spec.timeout_s, template=False), args.jobs
+                Path(tmp, "fresh"), spec, Limits(call_timeout_s=spec.timeout_s, bwrap=bwrap, template=False), args.jobs
             )
             fresh = dict(slow_scores)
             differ = sorted({f"{n}: {a} vs {fresh[n]}" for n, a in fast_scores if n in fresh and a != fresh[n]})

@@ -26,7 +26,7 @@ from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
-# No bwrap (the template is not used with it); no Landlock where a test is about the uid layer.
+# No bwrap (the template inside bwrap has a test of its own); no Landlock where a test is about the uid layer.
 LIMITS = Limits(call_timeout_s=10.0, bwrap=False, template=True)
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="workers get uids of their own only when the grader is root")
 
@@ -288,14 +288,90 @@ def test_template_and_fresh_interpreters_grade_alike(tmp_path):
         assert "python -I" in results[1].environment["sandbox"]
 
 
-def test_the_template_is_the_default_but_not_with_bubblewrap():
-    """Limits() forks from the template unless bubblewrap is used; template=True with bwrap is refused clearly."""
+def test_the_template_is_the_default_and_with_bubblewrap_only_for_a_root_grader_on_the_cpu(monkeypatch):
+    """Limits() forks from the template; with bubblewrap the template runs inside one bwrap when the
+    grader is root and grades on the CPU, else each worker is a fresh bwrap (template=True refused)."""
     assert use_template(Limits(bwrap=False)) and not use_template(Limits(bwrap=False, template=False))
     assert "forked from a clean worker template" in protections(Limits(bwrap=False))
-    if launch.bwrap_available():
-        assert not use_template(Limits())
-        with pytest.raises(RuntimeError, match="cannot be used with bubblewrap"):
-            use_template(Limits(template=True))
+    monkeypatch.setattr(launch, "bwrap_available", lambda: True)
+    monkeypatch.setattr(launch, "_drops_privileges", lambda: True)
+    assert use_template(Limits())
+    assert protections(Limits()).startswith("bwrap around the worker template: no network")
+    assert not use_template(Limits(device="cuda:0"))
+    with pytest.raises(RuntimeError, match="needs a grader running as root and device cpu"):
+        use_template(Limits(template=True, device="cuda:0"))
+    monkeypatch.setattr(launch, "_drops_privileges", lambda: False)
+    assert not use_template(Limits())
+    assert protections(Limits()).startswith("bwrap: no network, own PIDs")
+    with pytest.raises(RuntimeError, match="needs a grader running as root"):
+        use_template(Limits(template=True))
+
+
+NAMESPACES = """import os
+import torch
+
+
+def scores(q, keys):
+    seen = []
+    for path in ("/proc/self/ns/net", "/proc/self/ns/uts", "/proc/self/ns/mnt"):
+        seen.append(float(os.stat(path).st_ino))
+    try:
+        os.listdir(os.path.dirname(os.getcwd()))  # the staging folder: every slot's folders
+        listed = 1.0
+    except OSError:
+        listed = 0.0
+    writable = 0.0
+    for folder in ("/tmp", "/dev/shm"):
+        try:
+            open(os.path.join(folder, "left-behind"), "w").close()
+            writable += 1
+        except OSError:
+            pass
+    return torch.tensor(seen + [listed, writable, float(os.getuid())], dtype=torch.float64)
+"""
+
+
+@root_only
+@pytest.mark.skipif(not launch.bwrap_available(), reason="bubblewrap is not installed or cannot create namespaces")
+@pytest.mark.parametrize(
+    "landlock", [pytest.param(False, id="bwrap and uids alone"), pytest.param(None, id="landlock")]
+)
+def test_a_template_inside_bubblewrap_keeps_every_layer(tmp_path, landlock):
+    """Root grader with bwrap: the workers are forked inside the template's bwrap (no network,
+    UTS or mount namespace of the machine's), cannot list the staging folder or write /tmp or
+    /dev/shm, and two of them still cannot signal, trace or read each other."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "a" / "who.py").write_text(WHO_AM_I)
+    (tmp_path / "b" / "neighbour.py").write_text(NEIGHBOUR)
+    (tmp_path / "c" / "spaces.py").write_text(NAMESPACES)
+    limits = Limits(call_timeout_s=10.0, template=True, landlock=landlock)
+    assert "bwrap around the worker template" in protections(limits)
+    with (
+        SandboxRunner(tmp_path / "a" / "who.py", "scores", limits) as victim,
+        SandboxRunner(tmp_path / "b" / "neighbour.py", "scores", limits) as attacker,
+        SandboxRunner(tmp_path / "c" / "spaces.py", "scores", limits) as looker,
+    ):
+        stage = victim.template.stage
+        assert stage and victim.private.startswith(stage + "/") and victim.workdir.startswith(stage + "/")
+        assert os.stat(stage).st_mode & 0o777 == 0o711 and os.stat(stage).st_uid == 0
+        uid_a, pid_a, parent_a = _values(victim.call(ARGS, "float64"))
+        assert parent_a != os.getpid() and victim.worker.bwrap is False  # forked by the template
+        targets = "|".join([victim.private, f"{victim.private}/who.py", victim.workdir, f"{victim.workdir}/secret.txt"])
+        codes = np.array([[float(ord(c)) for c in targets]])
+        uid_b, killed, traced, environ, read = _values(
+            attacker.call({"q": np.array([pid_a, 0.0]), "keys": codes}, "float64")
+        )
+        *inodes, listed, writable, uid_c = _values(looker.call(ARGS, "float64"))
+        after = _values(victim.call(ARGS, "float64"))
+    ours = [float(os.stat(p).st_ino) for p in ("/proc/self/ns/net", "/proc/self/ns/uts", "/proc/self/ns/mnt")]
+    assert all(a != b for a, b in zip(inodes, ours, strict=True)), (inodes, ours)
+    assert (listed, writable) == (0.0, 0.0)
+    assert len({uid_a, uid_b, uid_c}) == 3 and min(uid_a, uid_b, uid_c) >= limits.uid
+    assert (killed, traced, environ, read) == (1.0, -1.0, 0.0, 0.0)
+    assert after[:2] == [uid_a, pid_a]  # the victim still runs, unharmed
+    assert not os.path.exists(victim.private) and not os.path.exists(victim.workdir)
 
 
 @pytest.mark.parametrize("no_template", [pytest.param(True, id="--no-template"), pytest.param(False, id="default")])

@@ -114,6 +114,9 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2
 _UNSHARE = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try") + (
     () if os.geteuid() == 0 else ("--unshare-user",)
 )
+# Around the worker template (root graders only): no PID namespace, so that the pids the template
+# reports are the grader's, which it signals, waits for and sweeps by uid.
+_UNSHARE_TEMPLATE = ("--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 _SHARED_BYTES = 64 * 1024**2  # the call inputs' shared memory (a sparse memfd; what is written is what costs)
 _LIVE_WORKERS: set[int] = set()
 _LIVE_LOCK = threading.Lock()
@@ -220,38 +223,64 @@ def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
 def use_template(limits: Limits) -> bool:
     """Whether workers are forked from the worker template (see :class:`Limits`).
 
+    With bubblewrap the template runs inside one ``bwrap`` when the grader is root and grades on
+    the CPU (each worker then still drops to a uid of its own); otherwise each worker is a fresh
+    ``bwrap``: without root every worker would share one uid, and a GPU worker needs its own
+    device nodes.
+
     Raises:
-        RuntimeError: ``Limits(template=True)`` where bubblewrap is used (each bwrap worker needs
-            namespaces of its own: pass ``bwrap=False`` too).
+        RuntimeError: ``Limits(template=True)`` where bubblewrap is used and the template cannot
+            be (a grader that is not root, or a GPU): pass ``bwrap=False`` too.
     """
     if limits.template is False:
         return False
-    if _use_bwrap(limits):
+    if _use_bwrap(limits) and not (_drops_privileges() and gpu.keeps_address_limit(limits.device)):
         if limits.template:
-            raise RuntimeError("Limits(template=True) cannot be used with bubblewrap; pass bwrap=False too")
+            raise RuntimeError(
+                "Limits(template=True) with bubblewrap needs a grader running as root and device cpu; "
+                "pass bwrap=False too"
+            )
         return False
     return True
 
 
-_TEMPLATES: dict[tuple[int, str, tuple[tuple[str, str], ...]], WorkerTemplate | str] = {}
+def _runtime(limits: Limits) -> WorkerRuntime:
+    """The interpreter workers run: through a readable mirror when they drop to another uid
+    outside bubblewrap (inside it, the view's own folders are readable)."""
+    if _drops_privileges() and not _use_bwrap(limits):
+        return worker_runtime(uid=limits.uid)
+    return WorkerRuntime(sys.executable, ())
+
+
+_TEMPLATES: dict[tuple[int, str, tuple[tuple[str, str], ...], bool], WorkerTemplate | str] = {}
 _TEMPLATES_LOCK = threading.Lock()
 
 
-def _start_template(runtime: WorkerRuntime) -> WorkerTemplate:
-    """A new worker template for ``runtime`` (it loads torch while the grader goes on)."""
-    return WorkerTemplate(
-        runtime.executable, _worker_lib(), {"mirrors": [list(m) for m in runtime.mirrors]}, _scrubbed_env("/")
-    )
+def _start_template(runtime: WorkerRuntime, bwrap: bool) -> WorkerTemplate:
+    """A new worker template for ``runtime`` (it loads torch while the grader goes on); with
+    ``bwrap``, inside one bubblewrap sandbox with a staging folder for the submissions."""
+    lib, config, env = _worker_lib(), {"mirrors": [list(m) for m in runtime.mirrors]}, _scrubbed_env("/")
+    if not bwrap:
+        return WorkerTemplate(runtime.executable, lib, config, env)
+    stage = tempfile.mkdtemp(prefix="attnscore-stage-")
+    os.chmod(stage, 0o711)  # slots reach their own folders in it, and list nothing
+    try:
+        return WorkerTemplate(
+            runtime.executable, lib, config, env, prefix=tuple(_bwrap_template_prefix(stage, lib)), stage=stage
+        )
+    except OSError:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
 
 
-def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | None:
+def _template_for(runtime: WorkerRuntime, required: bool, bwrap: bool = False) -> WorkerTemplate | None:
     """This grader process's template for ``runtime`` (started on first use; a forked grader
     process shares its parent's); None, after one failed start, when not ``required``.
 
     Raises:
         TemplateError: it cannot start (or died) and ``required``.
     """
-    key = (os.getpid(), runtime.executable, runtime.mirrors)
+    key = (os.getpid(), runtime.executable, runtime.mirrors, bwrap)
     inherited = [t for k, t in _TEMPLATES.items() if k[1:] == key[1:] and isinstance(t, WorkerTemplate)]
     with _TEMPLATES_LOCK:
         found = _TEMPLATES.get(key) or (inherited[0] if inherited else None)
@@ -261,7 +290,7 @@ def _template_for(runtime: WorkerRuntime, required: bool) -> WorkerTemplate | No
             found = None
         if found is None:
             try:
-                found = _start_template(runtime)
+                found = _start_template(runtime, bwrap)
             except OSError as exc:
                 found = f"the worker template could not be started: {exc}"
         _TEMPLATES[key] = found
@@ -279,9 +308,8 @@ def warm_template(limits: Limits | None = None, wait: bool = True) -> str | None
     limits = limits or Limits()
     if not use_template(limits):
         return None
-    runtime = worker_runtime(uid=limits.uid) if _drops_privileges() else WorkerRuntime(sys.executable, ())
     try:
-        template = _template_for(runtime, required=True)
+        template = _template_for(_runtime(limits), required=True, bwrap=_use_bwrap(limits))
         if wait and template is not None:
             template.wait_ready()
     except TemplateError as exc:
@@ -301,7 +329,9 @@ def protections(limits: Limits | None = None) -> str:
     """One line naming the isolation layers active on this machine, for results and the CLI."""
     limits = limits or Limits()
     abi = landlock.abi_version() if _use_landlock(limits) else 0
-    if _use_bwrap(limits):
+    if _use_bwrap(limits) and use_template(limits):
+        first = "bwrap around the worker template: no network, read-only fs without specs, PIDs of the machine"
+    elif _use_bwrap(limits):
         first = "bwrap: no network, own PIDs, read-only fs without specs"
     elif abi:
         first = "no bwrap: shared PID namespace"
@@ -373,12 +403,13 @@ def _readonly_roots() -> list[str]:
     return kept
 
 
-def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") -> list[str]:
-    """bwrap's arguments; ``submission`` is the private folder of the submission's files; the
-    device nodes of ``device``'s GPU (none for the CPU) are bound in."""
+def _bwrap_view(unshare: tuple[str, ...], device: str) -> list[str]:
+    """bwrap's arguments for the namespaces ``unshare`` and the view every worker gets: a new
+    ``/proc``, ``/dev`` (with ``device``'s GPU nodes, none for the CPU) and ``/tmp``, the system
+    folders and the interpreter's folders read-only, attnscore's own installed files hidden."""
     args = [
         _bwrap_executable() or "bwrap",
-        *_UNSHARE,
+        *unshare,
         "--die-with-parent",
         "--new-session",
         "--proc",
@@ -409,6 +440,13 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") 
     for hidden in _denied([]):  # the grader's own installed packages, when inside a bound folder
         if any(hidden.startswith(root.rstrip("/") + "/") for root in roots) and os.path.isdir(hidden):
             args += ["--tmpfs", hidden]
+    return args
+
+
+def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") -> list[str]:
+    """bwrap's arguments for one fresh worker; ``submission`` is the private folder of the
+    submission's files, ``workdir`` its working folder, ``lib`` the worker modules."""
+    args = _bwrap_view(_UNSHARE, device)
     args += [
         "--perms",
         "0755",
@@ -433,6 +471,29 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") 
         "/sandbox/work",
     ]
     return args + ["--"]
+
+
+def _bwrap_template_prefix(stage: str, lib: str) -> list[str]:
+    """bwrap's arguments around the worker template (root graders, CPU): the view of
+    :func:`_bwrap_view` without a PID namespace, ``/dev/shm`` and ``/tmp`` only root may write,
+    the worker modules ``lib`` read-only and the staging folder ``stage`` (each submission's
+    private copy and working folder, made by the grader) at their own paths."""
+    return [
+        *_bwrap_view(_UNSHARE_TEMPLATE, "cpu"),
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/dev/shm",
+        "--ro-bind",
+        lib,
+        lib,
+        "--bind",
+        stage,
+        stage,
+        "--chdir",
+        "/",
+        "--",
+    ]
 
 
 def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
@@ -786,11 +847,10 @@ class _Worker:
         os.set_blocking(self.out_r, False)
         self.runner = runner
         self.buffer = b""
-        self.bwrap = runner.bwrap
         lib = _worker_lib()
         drop = str(runner.uid) if _drops_privileges() else "-1"
         entry = runner.entry or ""
-        if self.bwrap:
+        if runner.bwrap:
             command = [
                 *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device),
                 sys.executable,
@@ -826,7 +886,7 @@ class _Worker:
                     "function": runner.function,
                     "uid": int(drop),
                     "workdir": runner.workdir,
-                    "env": _scrubbed_env(home, limits.device),
+                    "env": _scrubbed_env(runner.workdir, limits.device),
                     "rlimits": _rlimits(limits),
                     "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
                 }
@@ -854,6 +914,9 @@ class _Worker:
             os.close(resp_w)
             os.close(out_w)
         self.proc: subprocess.Popen[bytes] | TemplateChild = proc
+        # bwrap reports a child killed by a signal as an exit code of 128 + signal; the template
+        # reports the worker's own status
+        self.bwrap = runner.bwrap and not isinstance(proc, TemplateChild)
         with _LIVE_LOCK:
             _LIVE_WORKERS.add(self.proc.pid)
 
@@ -974,21 +1037,23 @@ class SandboxRunner:
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
         self.bwrap = _use_bwrap(self.limits)
-        if runtime is None:
-            dropping = _drops_privileges() and not self.bwrap
-            runtime = worker_runtime(uid=self.limits.uid) if dropping else WorkerRuntime(sys.executable, ())
-        self.runtime = runtime
-        self.template = _template_for(runtime, bool(self.limits.template)) if use_template(self.limits) else None
+        self.runtime = runtime or _runtime(self.limits)
+        self.template = (
+            _template_for(self.runtime, bool(self.limits.template), bwrap=self.bwrap)
+            if use_template(self.limits)
+            else None
+        )
         self.protections = protections(self.limits)
         if self.template is None and use_template(self.limits):
             self.protections = self.protections.replace("forked from a clean worker template", "python -I")
         self.uid, self._uid_lock = self.limits.uid, -1
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
-        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-")
+        stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
+        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-", dir=stage)
         # The worker reads a private copy of the files: the folder they came from (maybe next to
         # specs or other students' files) stays out of reach for another uid.
-        self.private = tempfile.mkdtemp(prefix="attnscore-submission-")
+        self.private = tempfile.mkdtemp(prefix="attnscore-submission-", dir=stage)
         _lay_out(self.private, submission.files, self.uid if _drops_privileges() else None)
         # Call inputs live in memory shared with the worker: the grader reads them back after each
         # call, so whether the submission changed them in place is the grader's finding.

@@ -29,17 +29,24 @@ memory, status socket). The answer (``{"pid": N}`` or ``{"error": "..."}``) and 
 ``{"code": N}`` arrive on the status socket. Several grader processes (``--jobs``) may share one
 template: every message is one datagram, and each answer goes to the requester's own socket.
 
-With bubblewrap, every worker gets namespaces of its own from a fresh ``bwrap`` process; the
-template path is then not used (see :func:`attnscore.sandbox.launch.use_template`).
+With bubblewrap, a root grader starts the template itself inside one ``bwrap`` (``prefix``): no
+network, IPC or UTS of the machine's, and a read-only filesystem view without specs, golden
+values or grader code, holding the worker modules and one staging folder (``stage``) where the
+grader lays out each submission's private copy and working folder. The workers it forks share
+that view, and still each get everything above (a uid of their own, Landlock, seccomp). A
+grader that is not root, or grades on a GPU, starts a fresh ``bwrap`` per worker instead (see
+:func:`attnscore.sandbox.launch.use_template`).
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,6 +165,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
     worker.load_runtime()
     del sys.path[0]  # the bootstrap's folder: the worker modules stay loaded, not importable by path
     threads = len(os.listdir("/proc/self/task"))
+    gc.freeze()  # children never rescan (nor copy, by touching them) the objects torch's import made
     control.send(json.dumps({"ready": threads}).encode())
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
@@ -306,17 +314,32 @@ class WorkerTemplate:
     """The grader's handle on one template (see the module docstring): started at once, ready
     when it has loaded torch (:meth:`wait_ready`, also called by the first :meth:`fork`).
 
+    ``prefix`` is put before the interpreter's command line (a ``bwrap ... --`` that confines the
+    template and every worker it forks); ``stage`` is the folder, visible at the same path inside
+    it, where the grader lays out the submissions and working folders (the template removes it
+    when it stops).
+
     Raises:
         OSError: the interpreter could not be started at all.
     """
 
-    def __init__(self, executable: str, lib: str, config: dict[str, Any], env: dict[str, str], timeout_s: float = 120):
+    def __init__(
+        self,
+        executable: str,
+        lib: str,
+        config: dict[str, Any],
+        env: dict[str, str],
+        timeout_s: float = 120,
+        prefix: tuple[str, ...] = (),
+        stage: str | None = None,
+    ):
         self.owner = os.getpid()
+        self.stage = stage
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = os.memfd_create("attnscore-template-log", os.MFD_CLOEXEC)
         try:
             self.proc = subprocess.Popen(
-                [executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(theirs.fileno()), json.dumps(config)],
+                [*prefix, executable, "-I", "-u", "-c", _BOOTSTRAP, lib, str(theirs.fileno()), json.dumps(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -418,3 +441,5 @@ class WorkerTemplate:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.stage is not None:
+            shutil.rmtree(self.stage, ignore_errors=True)

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import threading
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -15,14 +16,25 @@ from attnscore.report.feedback import format_array
 from attnscore.sandbox import landlock
 from attnscore.sandbox.launch import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS
-from hostile.harness import attack_paths, grade_attacks
+from hostile.harness import LIMITS, attack_paths, grade_attacks
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-@pytest.fixture(scope="module")
-def graded():
-    """Every attack graded once (two at a time), with a listener on 127.0.0.1:47123 for the network attack."""
+def _modes() -> list:
+    """The sandbox's shapes this machine can run: the default, and where bubblewrap is installed
+    also a fresh bwrap per worker (graders that are not root, GPUs) and no bwrap at all."""
+    modes = [pytest.param(LIMITS, id="default")]
+    if bwrap_available():
+        modes.append(pytest.param(replace(LIMITS, template=False), id="fresh-bwrap"))
+        modes.append(pytest.param(replace(LIMITS, bwrap=False), id="no-bwrap"))
+    return modes
+
+
+@pytest.fixture(scope="module", params=_modes())
+def graded(request):
+    """Every attack graded once (two at a time) with the mode's limits, with a listener on
+    127.0.0.1:47123 for the network attack; ``(results, seconds, limits)``."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.settimeout(0.2)
@@ -42,16 +54,20 @@ def graded():
     except OSError:
         pass
     try:
-        results, seconds = grade_attacks()
+        results, seconds = grade_attacks(limits=request.param)
     finally:
         done.set()
         listener.close()
-    return results, seconds
+    return results, seconds, request.param
 
 
-def _confined() -> bool:
+def _bwrap(limits: Limits) -> bool:
+    return limits.bwrap is not False and bwrap_available()
+
+
+def _confined(limits: Limits) -> bool:
     """Whether the worker's filesystem view leaves out the specs (bubblewrap or Landlock)."""
-    return bwrap_available() or landlock.abi_version() > 0
+    return _bwrap(limits) or landlock.abi_version() > 0
 
 
 def test_every_attack_file_has_an_expectation():
@@ -64,11 +80,11 @@ def test_every_attack_file_has_an_expectation():
 @pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(EXPECTATIONS)])
 def test_attack_gets_its_score_and_verdicts(graded, name):
     """Each attack gets exactly its expected score and only its allowed verdicts, for every case."""
-    if name == "kills_parent" and os.geteuid() != 0 and not bwrap_available() and landlock.abi_version() < 6:
+    results, _, limits = graded
+    if name == "kills_parent" and os.geteuid() != 0 and not _bwrap(limits) and landlock.abi_version() < 6:
         pytest.skip("not root, no bwrap, no landlock v6: the worker runs as the grader's user and could signal it")
-    if name == "reads_spec_files" and not _confined():
+    if name == "reads_spec_files" and not _confined(limits):
         pytest.skip("no bwrap and no landlock: specs readable by every user are readable by the worker")
-    results, _ = graded
     result = results[name]
     assert not isinstance(result, BaseException), f"the grader raised {result!r}"
     score, allowed, first = EXPECTATIONS[name]
@@ -83,7 +99,7 @@ def test_attack_gets_its_score_and_verdicts(graded, name):
 
 def test_suite_is_fast_and_loses_nothing(graded):
     """Every attack gets a complete result that serialises as strict JSON, with its sandbox layers."""
-    results, _ = graded
+    results = graded[0]
     for name, result in results.items():
         assert not isinstance(result, BaseException), name
         json.loads(json.dumps(batch_to_json([result]), allow_nan=False))
@@ -127,7 +143,7 @@ def _owner(pid: str) -> int:
 
 def test_output_is_capped_and_clean(graded):
     """Flooded and non-UTF-8 output is truncated and cleaned: no escapes, NULs or surrogates."""
-    results, _ = graded
+    results = graded[0]
     flood = results["flood_output"].output
     assert len(flood) < 4000 + 200
     assert "more" in flood
@@ -138,7 +154,7 @@ def test_output_is_capped_and_clean(graded):
 
 def test_environment_is_scrubbed(graded):
     """The worker sees only the scrubbed environment variables."""
-    results, _ = graded
+    results = graded[0]
     line = next(x for x in results["reads_environment"].output.splitlines() if x.startswith("env:"))
     names = set(line.removeprefix("env: ").split(","))
     assert names <= {
@@ -159,9 +175,9 @@ def test_environment_is_scrubbed(graded):
 
 def test_bwrap_blocks_network_and_spec_files(graded):
     """With bwrap the worker cannot reach 127.0.0.1 of the grader, nor see spec files."""
-    if not bwrap_available():
-        pytest.skip("bwrap is not installed or cannot create namespaces here")
-    results, _ = graded
+    results, _, limits = graded
+    if not _bwrap(limits):
+        pytest.skip("bwrap is not installed or cannot create namespaces here, or not used in this mode")
     assert "network: connected" not in results["network_connect"].output
     assert "network:" in results["network_connect"].output
     assert "found 0 expected values" in results["reads_spec_files"].output
@@ -170,9 +186,9 @@ def test_bwrap_blocks_network_and_spec_files(graded):
 
 def test_landlock_blocks_tcp_and_spec_files(graded):
     """Without bwrap, Landlock keeps the worker from TCP connections and from spec files readable by all."""
-    if bwrap_available() or landlock.abi_version() < 4:
+    results, _, limits = graded
+    if _bwrap(limits) or landlock.abi_version() < 4:
         pytest.skip("bwrap is in use, or the kernel has no Landlock with TCP rules (ABI 4)")
-    results, _ = graded
     assert "network: EACCES" in results["network_connect"].output
     assert "found 0 expected values" in results["reads_spec_files"].output
     assert "landlock" in results["network_connect"].environment["sandbox"]
@@ -180,7 +196,7 @@ def test_landlock_blocks_tcp_and_spec_files(graded):
 
 def test_grader_not_importable_in_worker(graded):
     """The worker cannot import the grader's comparison, scoring or reference code."""
-    if not _confined():
+    if not _confined(graded[2]):
         pytest.skip("without bwrap or landlock the installed package is readable by the worker")
     output = graded[0]["imports_grader"].output
     for name in (
@@ -213,7 +229,7 @@ def _hidden_texts() -> list[str]:
 @pytest.mark.parametrize("fmt", [pytest.param(f, id=f) for f in ("text", "batch_text", "json", "gradescope")])
 def test_hidden_values_never_reported(graded, fmt):
     """No report format shows a hidden case's golden values or inputs, for any attack."""
-    results, _ = graded
+    results = graded[0]
     graded_results = [r for r in results.values() if not isinstance(r, BaseException)]
     texts = _hidden_texts()
     assert "[1.5, -2, -4, 6]" in texts
