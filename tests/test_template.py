@@ -32,8 +32,14 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="workers get uids of th
 
 
 def _template_pid() -> int:
+    """The pid of this process's template without bwrap (the one LIMITS uses; a template inside
+    bwrap, started by other tests of the session, is another process)."""
     warm_template(LIMITS)
-    found = [t for t in launch._TEMPLATES.values() if not isinstance(t, str) and t.alive()]
+    found = [
+        t
+        for (_, _, _, bwrap), t in launch._TEMPLATES.items()
+        if not bwrap and not isinstance(t, str) and t.alive() and t.owner == os.getpid()
+    ]
     assert found, "no live worker template"
     return found[0].pid
 
@@ -443,18 +449,31 @@ def _broken_template(*_: object) -> WorkerTemplate:
     return WorkerTemplate("/bin/false", "/nonexistent", {}, {"PATH": "/usr/bin:/bin"})
 
 
-def test_a_template_that_cannot_start_falls_back_to_fresh_interpreters(tmp_path, monkeypatch):
-    """A template whose interpreter exits at once: workers start as fresh interpreters; template=True says why."""
+_BWRAP_TEMPLATE = os.geteuid() == 0 and launch.bwrap_available()
+
+
+@pytest.mark.parametrize(
+    "bwrap",
+    [
+        pytest.param(False, id="no bwrap"),
+        pytest.param(None, id="bwrap", marks=pytest.mark.skipif(not _BWRAP_TEMPLATE, reason="needs root and bwrap")),
+    ],
+)
+def test_a_template_that_cannot_start_falls_back_to_fresh_interpreters(tmp_path, monkeypatch, bwrap):
+    """A template whose interpreter exits at once: workers start as fresh interpreters (a fresh
+    bwrap each, with bwrap), the sandbox line says so; template=True says why."""
     with pytest.raises(TemplateError, match="the worker template did not start"):
         _broken_template().wait_ready()
     monkeypatch.setattr(launch, "_TEMPLATES", {})
     monkeypatch.setattr(launch, "_start_template", _broken_template)
     path = tmp_path / "good.py"
     path.write_text("def scores(q, keys):\n    return keys @ q\n")
-    with SandboxRunner(path, "scores", Limits(bwrap=False)) as runner:
+    with SandboxRunner(path, "scores", Limits(bwrap=bwrap)) as runner:
         values = _values(runner.call(ARGS, "float64"))
         assert runner.template is None and runner.starts == 1
+        assert "python -I" in runner.protections and "template" not in runner.protections
+        assert runner.protections.startswith("bwrap: no network, own PIDs") is (bwrap is None)
     assert values == [1.0, 0.0]
     with pytest.raises(TemplateError, match="did not start"):
-        SandboxRunner(path, "scores", Limits(bwrap=False, template=True))
-    assert warm_template(Limits(bwrap=False)).startswith("the worker template did not start")
+        SandboxRunner(path, "scores", Limits(bwrap=bwrap, template=True))
+    assert warm_template(Limits(bwrap=bwrap)).startswith("the worker template did not start")

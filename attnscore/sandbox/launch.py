@@ -57,7 +57,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -896,6 +896,7 @@ class _Worker:
                     if limits.template:
                         raise
                     runner.template = None  # the template died: fresh interpreters from now on
+                    runner.protections = protections(replace(limits, template=False))
             if proc is None:
                 proc = subprocess.Popen(
                     command,
@@ -1043,9 +1044,9 @@ class SandboxRunner:
             if use_template(self.limits)
             else None
         )
-        self.protections = protections(self.limits)
-        if self.template is None and use_template(self.limits):
-            self.protections = self.protections.replace("forked from a clean worker template", "python -I")
+        # A template that could not start means fresh workers (a fresh bwrap each, with bwrap)
+        started = self.template is not None or not use_template(self.limits)
+        self.protections = protections(self.limits if started else replace(self.limits, template=False))
         self.uid, self._uid_lock = self.limits.uid, -1
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
