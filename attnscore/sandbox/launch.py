@@ -1039,14 +1039,12 @@ class SandboxRunner:
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
         self.bwrap = _use_bwrap(self.limits)
         self.runtime = runtime or _runtime(self.limits)
-        self.template = (
-            _template_for(self.runtime, bool(self.limits.template), bwrap=self.bwrap)
-            if use_template(self.limits)
-            else None
-        )
+        templated = use_template(self.limits)
+        required = bool(self.limits.template)
+        self.template = _template_for(self.runtime, required, bwrap=self.bwrap) if templated else None
         # A template that could not start means fresh workers (a fresh bwrap each, with bwrap)
-        started = self.template is not None or not use_template(self.limits)
-        self.protections = protections(self.limits if started else replace(self.limits, template=False))
+        fresh = templated and self.template is None
+        self.protections = protections(replace(self.limits, template=False) if fresh else self.limits)
         self.uid, self._uid_lock = self.limits.uid, -1
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
