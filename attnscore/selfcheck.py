@@ -40,6 +40,7 @@ from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.submission import Submission, find_submissions
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox import worker
+from attnscore.sandbox.removal import remove_tree
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
@@ -296,7 +297,8 @@ def check_path(
         refused = _Refused(CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission"))
         return _judge(loaded, refused, error=submission.problem, **options)  # type: ignore[arg-type]
     saved_path, saved_modules = list(sys.path), set(sys.modules)
-    with tempfile.TemporaryDirectory(prefix="attnscore-check-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="attnscore-check-")
+    try:  # removed without recursion: the student's code may have built a folder chain of any depth in it
         folder = Path(tmp)
         _lay_out(submission, folder)
         try:
@@ -311,6 +313,8 @@ def check_path(
             for module in set(sys.modules) - saved_modules:  # the student's modules: a later check re-imports
                 if str(getattr(sys.modules[module], "__file__", None) or "").startswith(tmp):
                     del sys.modules[module]
+    finally:
+        remove_tree(tmp)
 
 
 def _lay_out(submission: Submission, folder: Path) -> None:

@@ -125,6 +125,10 @@ def grade_submission(
             spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, budget=NO_SHRINK, **options
         )
         judged.update(zip(hidden, secret.cases, strict=True))
+    if runner.cleanup_problem is not None:  # this student's own note; the batch goes on
+        note = f"the grader could not remove what your code left in its folders: {runner.cleanup_problem}"
+        note = clean_text(note, 600)
+        error = f"{error}\n{note}" if error else note
     return replace(
         visible,
         cases=tuple(judged[i] for i in range(len(cases))),

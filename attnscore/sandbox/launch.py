@@ -70,6 +70,7 @@ from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import gpu, landlock, wire
+from attnscore.sandbox.removal import remove_tree, run_prefix, sweep_stale
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate
 from attnscore.sandbox.untrusted import clean_text
@@ -262,14 +263,15 @@ def _start_template(runtime: WorkerRuntime, bwrap: bool) -> WorkerTemplate:
     lib, config, env = _worker_lib(), {"mirrors": [list(m) for m in runtime.mirrors]}, _scrubbed_env("/")
     if not bwrap:
         return WorkerTemplate(runtime.executable, lib, config, env)
-    stage = tempfile.mkdtemp(prefix="attnscore-stage-")
+    _sweep_dead_runs()
+    stage = tempfile.mkdtemp(prefix=run_prefix("stage"))
     os.chmod(stage, 0o711)  # slots reach their own folders in it, and list nothing
     try:
         return WorkerTemplate(
             runtime.executable, lib, config, env, prefix=tuple(_bwrap_template_prefix(stage, lib)), stage=stage
         )
     except OSError:
-        shutil.rmtree(stage, ignore_errors=True)
+        remove_tree(stage)
         raise
 
 
@@ -365,8 +367,9 @@ def protections(limits: Limits | None = None) -> str:
 @functools.cache
 def _worker_lib() -> str:
     """A private, read-only folder holding just the modules the worker runs (made once)."""
-    lib = tempfile.mkdtemp(prefix="attnscore-workerlib-")
-    atexit.register(shutil.rmtree, lib, True)
+    _sweep_dead_runs()
+    lib = tempfile.mkdtemp(prefix=run_prefix("workerlib"))
+    atexit.register(remove_tree, lib)
     for relative in _WORKER_MODULES:
         package = os.path.dirname(relative)
         while package:  # each package folder on the way gets an empty __init__ (no package-level imports)
@@ -607,6 +610,30 @@ def _kill_uid(uid: int) -> None:
 
 
 _SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+# the run_prefix kinds of the sandbox's folders
+_RUN_FOLDERS = ("stage", "worker", "submission", "workerlib", "runtime")
+
+
+def _sweep_dead_runs(first_uid: int = Limits.uid) -> None:
+    """Remove the staging, working and submission folders that grader runs which are gone left in
+    this process's temporary folder (once per folder and process): a grader killed before its
+    cleanup, or one whose cleanup a submission defeated, never leaves them for good. A live
+    run's folder is never touched (:func:`attnscore.sandbox.removal.sweep_stale`)."""
+    folder = tempfile.gettempdir()
+    if folder in _SWEPT:
+        return
+    _SWEPT.add(folder)
+    if _drops_privileges():
+
+        def owned(uid: int) -> bool:
+            return uid == 0 or first_uid <= uid < first_uid + _UID_SLOTS
+
+        sweep_stale(folder, _RUN_FOLDERS, owned)
+    else:
+        sweep_stale(folder, _RUN_FOLDERS)
+
+
+_SWEPT: set[str] = set()
 
 
 def _remove_files_of(uid: int, keep: str) -> int:
@@ -626,7 +653,7 @@ def _remove_files_of(uid: int, keep: str) -> int:
                 if info.st_uid != uid or os.path.realpath(path) == os.path.realpath(keep):
                     continue
                 if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(path, ignore_errors=True)
+                    remove_tree(path)  # no recursion, no links followed: any depth a worker built
                 else:
                     os.unlink(path)
                 removed += 1
@@ -1049,10 +1076,12 @@ class SandboxRunner:
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
         stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
-        self.workdir = tempfile.mkdtemp(prefix="attnscore-worker-", dir=stage)
+        _sweep_dead_runs(self.limits.uid)
+        self.workdir = tempfile.mkdtemp(prefix=run_prefix("worker"), dir=stage)
         # The worker reads a private copy of the files: the folder they came from (maybe next to
         # specs or other students' files) stays out of reach for another uid.
-        self.private = tempfile.mkdtemp(prefix="attnscore-submission-", dir=stage)
+        self.private = tempfile.mkdtemp(prefix=run_prefix("submission"), dir=stage)
+        self.cleanup_problem: str | None = None  # what close() could not remove: the student's note
         _lay_out(self.private, submission.files, self.uid if _drops_privileges() else None)
         # Call inputs live in memory shared with the worker: the grader reads them back after each
         # call, so whether the submission changed them in place is the grader's finding.
@@ -1089,8 +1118,9 @@ class SandboxRunner:
         if self.shared >= 0:
             os.close(self.shared)
             self.shared = -1
-        for folder in (self.workdir, self.private):
-            shutil.rmtree(folder, ignore_errors=True)
+        problems = [p for p in (remove_tree(self.workdir), remove_tree(self.private)) if p is not None]
+        if problems and self.cleanup_problem is None:
+            self.cleanup_problem = "; ".join(problems)
 
     def keep_output(self, chunk: bytes) -> None:
         room = self.limits.output_chars * 4 - len(self.output)

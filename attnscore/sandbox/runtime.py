@@ -30,6 +30,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from attnscore.sandbox.removal import remove_tree, run_prefix
+
 __all__ = ["WorkerRuntime", "worker_runtime", "unreadable_by"]
 
 # Directories that hold another environment's packages: mirrored only when they are themselves
@@ -146,8 +148,8 @@ def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
         return WorkerRuntime(executable, path)
     # Mirror only the outermost blocked entries; nested ones come along (when kept).
     outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
-    root = tempfile.mkdtemp(prefix="attnscore-runtime-")
-    atexit.register(shutil.rmtree, root, True)
+    root = tempfile.mkdtemp(prefix=run_prefix("runtime"))
+    atexit.register(remove_tree, root)
     os.chmod(root, 0o755)
     mirrors: list[tuple[str, str]] = []
     problems: list[str] = []

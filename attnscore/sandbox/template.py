@@ -46,7 +46,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -442,4 +441,6 @@ class WorkerTemplate:
                 self.proc.kill()
                 self.proc.wait()
         if self.stage is not None:
-            shutil.rmtree(self.stage, ignore_errors=True)
+            from attnscore.sandbox.removal import remove_tree  # grader side only: not a worker module
+
+            remove_tree(self.stage)
