@@ -583,6 +583,7 @@ def _claim_uid(limits: Limits) -> tuple[int, int]:
             os.close(fd)
             continue
         _kill_uid(uid)
+        _remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
         return uid, fd
     raise RuntimeError(f"all {_UID_SLOTS} sandbox uids are in use by other workers")
 
@@ -636,11 +637,13 @@ def _sweep_dead_runs(first_uid: int = Limits.uid) -> None:
 _SWEPT: set[str] = set()
 
 
-def _remove_files_of(uid: int, keep: str) -> int:
+def _remove_files_of(uid: int, keep: str | None) -> int:
     """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
     present, already keep it from writing), except its working folder ``keep``; returns how many
-    entries went."""
+    entries went. Folders of any depth go without recursion and links are never followed
+    (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
     removed = 0
+    kept = os.path.realpath(keep) if keep is not None else None
     for folder in _SHARED_WRITABLE:
         try:
             entries = os.listdir(folder)
@@ -650,7 +653,7 @@ def _remove_files_of(uid: int, keep: str) -> int:
             path = os.path.join(folder, name)
             try:
                 info = os.lstat(path)
-                if info.st_uid != uid or os.path.realpath(path) == os.path.realpath(keep):
+                if info.st_uid != uid or os.path.realpath(path) == kept:
                     continue
                 if stat.S_ISDIR(info.st_mode):
                     remove_tree(path)  # no recursion, no links followed: any depth a worker built

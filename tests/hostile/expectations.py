@@ -68,4 +68,6 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
     # Right values for the visible examples only: their 5 points, and non_contiguous_inputs (same values either way).
     "hardcoded_visible": (6, frozenset({P, VALUE}), P),
+    # A 3,000-deep folder chain at import (shutil.rmtree raised RecursionError): full marks, nothing left.
+    "deep_folder_chain": (11, frozenset({P}), P),
 }
