@@ -477,3 +477,58 @@ def test_a_template_that_cannot_start_falls_back_to_fresh_interpreters(tmp_path,
     with pytest.raises(TemplateError, match="did not start"):
         SandboxRunner(path, "scores", Limits(bwrap=bwrap, template=True))
     assert warm_template(Limits(bwrap=bwrap)).startswith("the worker template did not start")
+
+
+_SHAPE_SCRIPT = """\
+import json, os, sys, tempfile
+from pathlib import Path
+from attnscore.check.cases import build_cases
+from attnscore.grade.grading import grade_submission
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.load import load_spec
+spec = load_spec(sys.argv[2])
+limits = Limits(call_timeout_s=10.0, **json.loads(sys.argv[1]))
+result = grade_submission(Path(sys.argv[3]), spec, build_cases(spec), limits=limits, shrink_steps=0)
+print(json.dumps({"score": str(result.score), "error": result.error, "sandbox": result.environment["sandbox"]}))
+"""
+
+
+def _shapes() -> list:
+    """Every sandbox shape this machine can run, as Limits keywords."""
+    shapes = [pytest.param({"bwrap": False}, id="no-bwrap")]
+    if launch.bwrap_available():
+        shapes.append(pytest.param({}, id="bwrap-default"))
+        shapes.append(pytest.param({"template": False}, id="fresh-bwrap"))
+    return shapes
+
+
+@pytest.mark.parametrize("shape", _shapes())
+def test_every_shape_grades_right_code_with_a_private_tmpdir(tmp_path, shape):
+    """TMPDIR in a private (0700) folder elsewhere: right code gets full marks in every shape (the
+    template's bwrap made the folders above its staging folder 0700, so every worker failed), and
+    nothing is left in TMPDIR; as root without bwrap, where the worker uid could not enter the
+    folder at all, the grader says so instead."""
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    tmpdir = private / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    submission = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
+    spec = ROOT / "specs" / "dot_product_scores.yaml"
+    done = subprocess.run(
+        [sys.executable, "-c", _SHAPE_SCRIPT, json.dumps(shape), str(spec), str(submission)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if os.geteuid() == 0 and shape.get("bwrap") is False:
+        assert found["score"] == "0"
+        assert found["error"].startswith("the grading machine is misconfigured: the sandbox user cannot read ")
+    else:
+        assert (found["score"], found["error"]) == ("11", ""), found
+        assert ("bwrap" in found["sandbox"].split(";")[0]) is (shape.get("bwrap") is not False)
+    assert os.listdir(tmpdir) == []

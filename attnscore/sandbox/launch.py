@@ -480,13 +480,19 @@ def _bwrap_template_prefix(stage: str, lib: str) -> list[str]:
     """bwrap's arguments around the worker template (root graders, CPU): the view of
     :func:`_bwrap_view` without a PID namespace, ``/dev/shm`` and ``/tmp`` only root may write,
     the worker modules ``lib`` read-only and the staging folder ``stage`` (each submission's
-    private copy and working folder, made by the grader) at their own paths."""
+    private copy and working folder, made by the grader) at their own paths. The folders above
+    them (the temporary folder, maybe a private one such as ``TMPDIR=$HOME/tmp``) are made 0755
+    in the view, where bwrap would make them 0700 and no worker uid could reach its folders."""
+    view = _bwrap_view(_UNSHARE_TEMPLATE, "cpu")
+    made = set(view[i + 1] for i, arg in enumerate(view[:-1]) if arg in ("--dir", "--tmpfs", "--ro-bind-try"))
+    parents = sorted({str(p) for folder in (lib, stage) for p in Path(folder).parents if str(p) != "/"} - made)
     return [
-        *_bwrap_view(_UNSHARE_TEMPLATE, "cpu"),
+        *view,
         "--perms",
         "0755",
         "--tmpfs",
         "/dev/shm",
+        *(arg for parent in parents for arg in ("--perms", "0755", "--dir", parent)),
         "--ro-bind",
         lib,
         lib,
