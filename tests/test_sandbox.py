@@ -178,3 +178,48 @@ def test_files_left_in_shared_folders_are_removed(tmp_path):
             for d in ("/tmp", "/dev/shm", "/var/tmp")
         )
     assert not any(os.path.exists(f"{d}/attnscore-test-litter") for d in ("/tmp", "/dev/shm", "/var/tmp"))
+
+
+CLOSES_OUTPUT = """\
+import os
+import time
+
+os.close(1)
+os.close(2)
+
+
+def scores(q, keys):
+    time.sleep(0.3)
+    return keys @ q
+"""
+
+
+def _shapes() -> list:
+    """The sandbox shapes this machine can run, as Limits keywords."""
+    from attnscore.sandbox.launch import bwrap_available
+
+    shapes = [pytest.param({"bwrap": False}, id="no-bwrap")]
+    if bwrap_available():
+        shapes += [pytest.param({}, id="bwrap-default"), pytest.param({"template": False}, id="fresh-bwrap")]
+    return shapes
+
+
+@pytest.mark.parametrize("shape", _shapes())
+def test_a_worker_that_closes_its_output_does_not_spin_the_grader(tmp_path, shape):
+    """A worker that closes its stdout and stderr: the grader stops polling the pipe at its end of
+    file and sleeps until the answer (it polled the closed pipe in a loop: 28.8 s of CPU); counted
+    as wake-ups, not timed."""
+    import resource
+
+    path = tmp_path / "closer.py"
+    path.write_text(CLOSES_OUTPUT)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    with SandboxRunner(path, "scores", Limits(call_timeout_s=30.0, **shape)) as runner:
+        outcomes = [runner.call(ARGS, "float32") for _ in range(3)]
+        wakeups = runner.worker.wakeups
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert all(not isinstance(o, CallFailure) and o.array.tolist() == [1.0, 0.0] for o in outcomes), outcomes
+    # the import's "ready", the pipe's end of file and one answer per call (each maybe in two reads)
+    assert wakeups <= 10, wakeups
+    spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(f"grader CPU during 3 calls of 0.3 s: {spent:.2f} s")

@@ -881,6 +881,8 @@ class _Worker:
         self.resp_r, resp_w = os.pipe()
         self.out_r, out_w = os.pipe()
         os.set_blocking(self.out_r, False)
+        self.out_open = True  # until the output pipe's end of file: a closed pipe is never polled again
+        self.wakeups = 0  # times receive() woke up: a worker that closed its output must not spin the grader
         self.runner = runner
         self.buffer = b""
         lib = _worker_lib()
@@ -971,13 +973,16 @@ class _Worker:
         """Read what the submission printed so far (at most 4 MiB a time, so that a writer that
         keeps the pipe full cannot hold the grader past a deadline); keep the first bytes."""
         for _ in range(64):
+            if not self.out_open:
+                return
             try:
                 chunk = os.read(self.out_r, 1 << 16)
             except BlockingIOError:
                 return
             except OSError:
-                return
-            if not chunk:
+                chunk = b""
+            if not chunk:  # every writer closed it (the worker closed its stdout and stderr): done with it
+                self.out_open = False
                 return
             self.runner.keep_output(chunk)
 
@@ -987,7 +992,9 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            ready, _, _ = select.select([self.resp_r, self.out_r], [], [], remaining)
+            watched = [self.resp_r, self.out_r] if self.out_open else [self.resp_r]
+            ready, _, _ = select.select(watched, [], [], remaining)
+            self.wakeups += 1
             if self.out_r in ready:
                 self.drain_output()
             if self.resp_r not in ready:

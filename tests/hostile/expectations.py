@@ -70,4 +70,6 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "hardcoded_visible": (6, frozenset({P, VALUE}), P),
     # A 3,000-deep folder chain at import (shutil.rmtree raised RecursionError): full marks, nothing left.
     "deep_folder_chain": (11, frozenset({P}), P),
+    # Closes its stdout and stderr: right answers, and the grader sleeps until they come.
+    "closes_its_output": (11, frozenset({P}), P),
 }
