@@ -188,3 +188,39 @@ def test_a_locked_gradebook_is_a_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "another attnscore grade run is using this gradebook" in proc.stderr
+
+
+def test_a_deep_folder_chain_does_not_stop_the_class_and_leaves_nothing(tmp_path):
+    """A student whose code builds a 3,000-deep folder chain (shutil.rmtree raised RecursionError:
+    exit 3, nothing reported) is graded with the rest of the class; nothing is left in the
+    temporary folder; a rerun is clean."""
+    import tempfile
+
+    klass, out = tmp_path / "class", tmp_path / "out"
+    klass.mkdir()
+    shutil.copy(ROOT / "tests" / "hostile" / "submissions" / "deep_folder_chain.py", klass / "deep.py")
+    shutil.copy(SCORES / "correct_matmul.py", klass / "ada.py")
+    tmpdir = Path(tempfile.mkdtemp(prefix="deep-class-"))  # one the worker's uid may enter, all to this test
+    os.chmod(tmpdir, 0o755)
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    try:
+        first = subprocess.run(
+            [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        assert "class run: 2 graded, 0 unchanged" in first.stderr
+        table = list(csv.DictReader((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()))
+        assert {row["student"]: row["score"] for row in table} == {"ada.py": "11", "deep.py": "11"}
+        assert os.listdir(tmpdir) == []
+        again = subprocess.run(
+            [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "class run: 0 graded, 2 unchanged" in again.stderr
+        assert os.listdir(tmpdir) == []
+    finally:
+        from attnscore.sandbox.removal import remove_tree
+
+        remove_tree(tmpdir)
