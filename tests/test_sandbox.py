@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -182,6 +183,7 @@ def test_files_left_in_shared_folders_are_removed(tmp_path):
 
 CLOSES_OUTPUT = """\
 import os
+import os
 import time
 
 os.close(1)
@@ -198,7 +200,10 @@ def _shapes() -> list:
     """The sandbox shapes this machine can run, as Limits keywords."""
     from attnscore.sandbox.launch import bwrap_available
 
-    shapes = [pytest.param({"bwrap": False}, id="no-bwrap")]
+    shapes = [
+        pytest.param({"bwrap": False}, id="no-bwrap"),
+        pytest.param({"bwrap": False, "template": False}, id="no-bwrap-fresh"),
+    ]
     if bwrap_available():
         shapes += [pytest.param({}, id="bwrap-default"), pytest.param({"template": False}, id="fresh-bwrap")]
     return shapes
@@ -223,3 +228,73 @@ def test_a_worker_that_closes_its_output_does_not_spin_the_grader(tmp_path, shap
     assert wakeups <= 10, wakeups
     spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     print(f"grader CPU during 3 calls of 0.3 s: {spent:.2f} s")
+
+
+DISK_FILLER = """\
+import os
+
+TARGET = {target}
+
+
+def scores(q, keys):
+    written, index = 0, 0
+    block = b"x" * (1 << 20)
+    try:
+        while written < TARGET:
+            with open(f"fill-{{index}}", "wb") as f:
+                for _ in range(4):  # 4 MiB a file: the per-file limit
+                    f.write(block)
+                    f.flush()
+                    written += len(block)
+            index += 1
+    except OSError as exc:
+        print(f"stopped: {{type(exc).__name__}}")
+    print(f"wrote {{written >> 20}} MiB")
+    return keys @ q
+"""
+
+
+@pytest.mark.parametrize("shape", _shapes())
+def test_a_worker_cannot_fill_the_disk(tmp_path, shape):
+    """A correct submission that writes 1 GiB into its working folder is stopped at disk_bytes:
+    a tmpfs of that size where a mount namespace can be had (bubblewrap, or a root grader)."""
+    from attnscore.sandbox import launch
+    from attnscore.sandbox.removal import tree_usage
+
+    limits = Limits(call_timeout_s=60.0, disk_bytes=32 * 1024**2, **shape)
+    if launch._disk_bound(limits) != "tmpfs":
+        pytest.skip("no mount namespace for the worker here: the folder is checked after each call (tested below)")
+    assert "disk: a 32 MiB tmpfs working folder" in launch.protections(limits)
+    path = tmp_path / "filler.py"
+    path.write_text(DISK_FILLER.format(target=1 << 30))
+    with SandboxRunner(path, "scores", limits) as runner:
+        outcome = runner.call(ARGS, "float32")
+        on_the_machine = tree_usage(runner.workdir)
+        output = runner.captured_output().decode()
+    assert not isinstance(outcome, CallFailure) and outcome.array.tolist() == [1.0, 0.0], outcome
+    assert "stopped: OSError" in output, output
+    wrote = int(output.split("wrote ")[1].split(" MiB")[0])
+    assert 16 <= wrote <= 32, output
+    assert on_the_machine < 1024**2  # nothing of it reached the grader's disk
+
+
+def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call(tmp_path, monkeypatch):
+    """Where no tmpfs can bound it, a folder over disk_bytes after a call stops the submission with
+    a memory-limit verdict that says why; its files are removed; later calls fail the same way."""
+    from attnscore.sandbox import launch
+
+    monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
+    limits = Limits(call_timeout_s=60.0, disk_bytes=8 * 1024**2, bwrap=False)
+    assert "disk: working folder checked after each call (8 MiB; files 4 MiB each)" in launch.protections(limits)
+    path = tmp_path / "filler.py"
+    path.write_text(DISK_FILLER.format(target=32 << 20))
+    with SandboxRunner(path, "scores", limits) as runner:
+        first = runner.call(ARGS, "float32")
+        left = os.listdir(runner.workdir)
+        second = runner.call(ARGS, "float32")
+        starts = runner.starts
+    message = "your code wrote more than 8 MiB into its working folder (the limit for all its files together)"
+    assert isinstance(first, CallFailure) and first.verdict == Verdict.MEMORY_LIMIT.value
+    assert first.message.startswith(message), first.message
+    assert second == first and starts == 1
+    assert left == []

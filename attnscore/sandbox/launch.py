@@ -70,9 +70,9 @@ from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import gpu, landlock, wire
-from attnscore.sandbox.removal import remove_tree, run_prefix, sweep_stale
+from attnscore.sandbox.removal import remove_tree, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
-from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate
+from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate, bound_folder
 from attnscore.sandbox.untrusted import clean_text
 
 __all__ = [
@@ -137,6 +137,9 @@ class Limits:
         processes: processes and threads of the worker's user (RLIMIT_NPROC; enforced when the
             worker runs as another user, i.e. when the grader is root).
         file_bytes: largest file the worker may write (RLIMIT_FSIZE).
+        disk_bytes: all the worker may hold in its working folder together: a tmpfs of that size
+            where a mount namespace can be had (bubblewrap, or a root grader), else the folder's
+            usage checked after the import and after each call (see :func:`protections`).
         open_files: open file descriptors (RLIMIT_NOFILE).
         output_chars: how much of the submission's own output is kept for the report.
         uid: the first of 64 unprivileged uids (``uid`` to ``uid + 63``, none owned by an
@@ -165,6 +168,7 @@ class Limits:
     cpu_s: int = 120
     processes: int = 256
     file_bytes: int = 4 * 1024**2
+    disk_bytes: int = 64 * 1024**2
     open_files: int = 256
     output_chars: int = 4000
     uid: int = 64000
@@ -352,6 +356,7 @@ def protections(limits: Limits | None = None) -> str:
     if limits.seccomp is not False:
         layers.append("seccomp: no network sockets")
     start = "forked from a clean worker template" if use_template(limits) else "python -I"
+    layers.append(_resource_layers(limits))
     if gpu.keeps_address_limit(limits.device):
         layers.append(f"rlimits (cpu, memory, processes, files); scrubbed env; {start}; process group kill")
     else:
@@ -446,10 +451,21 @@ def _bwrap_view(unshare: tuple[str, ...], device: str) -> list[str]:
     return args
 
 
-def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") -> list[str]:
+def _bwrap_prefix(
+    submission: str, workdir: str, lib: str, device: str = "cpu", disk_bytes: int | None = None
+) -> list[str]:
     """bwrap's arguments for one fresh worker; ``submission`` is the private folder of the
-    submission's files, ``workdir`` its working folder, ``lib`` the worker modules."""
+    submission's files, ``workdir`` its working folder, ``lib`` the worker modules. With
+    ``disk_bytes``, the working folder (and ``/tmp``) is a tmpfs of that size instead of
+    ``workdir``."""
     args = _bwrap_view(_UNSHARE, device)
+    if disk_bytes:
+        # a root grader's worker drops to its own uid inside: the folder must let it write
+        perms = "1777" if _drops_privileges() else "0700"
+        args += ["--size", str(disk_bytes), "--tmpfs", "/tmp"]
+        work = ["--perms", perms, "--size", str(disk_bytes), "--tmpfs", "/sandbox/work"]
+    else:
+        work = ["--bind", workdir, "/sandbox/work"]
     args += [
         "--perms",
         "0755",
@@ -461,9 +477,7 @@ def _bwrap_prefix(submission: str, workdir: str, lib: str, device: str = "cpu") 
         "--ro-bind",
         submission,
         "/sandbox/submission",
-        "--bind",
-        workdir,
-        "/sandbox/work",
+        *work,
         "--chdir",
         "/sandbox/work",
         "--setenv",
@@ -519,10 +533,63 @@ def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
     ]
 
 
-def _limit_child(limits: Limits) -> None:  # runs in the child between fork and exec
+def _limit_child(limits: Limits, bound: tuple[str, int, Any] | None = None) -> None:  # between fork and exec
+    """Set the worker's rlimits; with ``bound`` (``(workdir, uid, libc)``, a root grader), put a
+    tmpfs of ``limits.disk_bytes`` at its working folder first (:func:`template.bound_folder`)."""
+    if bound is not None:
+        workdir, uid, libc = bound
+        if bound_folder(workdir, uid, limits.disk_bytes, libc):
+            os.chdir(workdir)  # Popen entered the folder below the mount
     for which, soft, hard in _rlimits(limits):
         resource.setrlimit(which, (soft, hard))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
+
+
+@functools.cache
+def _libc() -> Any:
+    """libc, loaded in the grader (never first in a forked child)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def _mounts_work_folder() -> bool:
+    """Whether a worker of this root grader can get a tmpfs working folder of its own (a mount
+    namespace): tried once in a throwaway process."""
+    if not _drops_privileges():
+        return False
+    probe = (
+        "import sys, tempfile; sys.path.insert(0, sys.argv[1]); "
+        "from attnscore.sandbox.template import bound_folder; "
+        "sys.exit(0 if bound_folder(tempfile.mkdtemp(), 0, 1 << 20) else 1)"
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", probe, _worker_lib()],
+                env={"TMPDIR": scratch, "PATH": "/usr/bin:/bin"},
+                capture_output=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return done.returncode == 0
+
+
+def _resource_layers(limits: Limits) -> str:
+    """The protections line's part on shares of the machine: how the working folder's size holds."""
+    disk = f"{limits.disk_bytes / 1024**2:g} MiB"
+    if _disk_bound(limits) == "tmpfs":
+        return f"disk: a {disk} tmpfs working folder"
+    return f"disk: working folder checked after each call ({disk}; files {limits.file_bytes / 1024**2:g} MiB each)"
+
+
+def _disk_bound(limits: Limits) -> str:
+    """How ``limits.disk_bytes`` holds: ``"tmpfs"`` (a size-bound tmpfs working folder: bwrap's
+    own per worker, or a mount namespace a root grader's worker makes) or ``"checked"`` (the
+    folder's usage measured after the import and each call)."""
+    if _use_bwrap(limits) and not use_template(limits):
+        return "tmpfs"
+    return "tmpfs" if _mounts_work_folder() else "checked"
 
 
 def _scrubbed_env(home: str, device: str | None = None) -> dict[str, str]:
@@ -890,7 +957,7 @@ class _Worker:
         entry = runner.entry or ""
         if runner.bwrap:
             command = [
-                *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device),
+                *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device, limits.disk_bytes),
                 sys.executable,
                 "-I",
                 "-u",
@@ -924,6 +991,7 @@ class _Worker:
                     "function": runner.function,
                     "uid": int(drop),
                     "workdir": runner.workdir,
+                    "disk_bytes": limits.disk_bytes if _disk_bound(limits) == "tmpfs" else 0,
                     "env": _scrubbed_env(runner.workdir, limits.device),
                     "rlimits": _rlimits(limits),
                     "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
@@ -936,6 +1004,9 @@ class _Worker:
                     runner.template = None  # the template died: fresh interpreters from now on
                     runner.protections = protections(replace(limits, template=False))
             if proc is None:
+                bound = None
+                if not runner.bwrap and _drops_privileges() and _disk_bound(limits) == "tmpfs":
+                    bound = (runner.workdir, runner.uid, _libc())
                 proc = subprocess.Popen(
                     command,
                     stdin=subprocess.DEVNULL,
@@ -945,7 +1016,7 @@ class _Worker:
                     env=_scrubbed_env(home, limits.device),
                     pass_fds=(req_r, resp_w, runner.shared),
                     start_new_session=True,
-                    preexec_fn=lambda: _limit_child(limits),
+                    preexec_fn=lambda: _limit_child(limits, bound),
                     close_fds=True,
                 )
         finally:
@@ -1186,7 +1257,7 @@ class SandboxRunner:
         hello = worker.receive(began + budget)
         self.setup_spent += time.monotonic() - began
         if isinstance(hello, dict) and hello.get("type") == "ready":
-            return None
+            return self._disk_failure()
         if hello == "timeout":
             failure = CallFailure(
                 Verdict.TIMEOUT.value,
@@ -1219,6 +1290,27 @@ class SandboxRunner:
         self._kill_worker()
         self.load_failure = failure
         return failure
+
+    def _disk_failure(self) -> CallFailure | None:
+        """The working folder holds more than ``disk_bytes`` (where no tmpfs bounds it, the worker
+        writes the grader's own disk): the worker is killed, its files removed, and this and every
+        later call fail with a memory-limit verdict that says so; else None."""
+        limit = self.limits.disk_bytes
+        if tree_usage(self.workdir, stop_above=limit) <= limit:
+            return None
+        self._kill_worker()
+        try:
+            for entry in os.listdir(self.workdir):
+                remove_tree(os.path.join(self.workdir, entry))
+        except OSError:
+            pass
+        self.load_failure = CallFailure(
+            Verdict.MEMORY_LIMIT.value,
+            f"your code wrote more than {limit / 1024**2:g} MiB into its working folder (the limit for all its "
+            "files together), so it was stopped",
+            "submission",
+        )
+        return self.load_failure
 
     def _share_inputs(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
@@ -1293,6 +1385,9 @@ class SandboxRunner:
         }
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
+        disk = self._disk_failure()
+        if disk is not None:
+            return disk
         if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
             claimed: dict[str, list[str]] = self.last_inspection or {"aliased": []}
             changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]

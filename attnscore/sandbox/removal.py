@@ -18,7 +18,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable
 
-__all__ = ["remove_tree", "run_prefix", "run_is_alive", "sweep_stale"]
+__all__ = ["remove_tree", "tree_usage", "run_prefix", "run_is_alive", "sweep_stale"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_REPORTED = 3  # problems named in the returned text; the count is always complete
@@ -202,6 +202,86 @@ def _rmdir(parent_fd: int, name: str, problems: list[str]) -> None:
         pass
     except OSError as exc:
         problems.append(f"{name}: {exc.strerror or exc}")
+
+
+def tree_usage(path: str | os.PathLike[str], stop_above: int | None = None) -> int:
+    """The bytes of disk that ``path`` and everything below it hold (allocated blocks, so sparse
+    files count what they use, plus each folder's own blocks), walked like :func:`remove_tree`:
+    without recursion, one folder open at a time, links not followed, one file system. With
+    ``stop_above``, the walk ends as soon as the total exceeds it (the total returned is then
+    only known to be larger). Entries that vanish or cannot be read count 0; never raises.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> top = pathlib.Path(tempfile.mkdtemp()); _ = (top / "f").write_bytes(b"x" * 100_000)
+        >>> tree_usage(top) >= 100_000, remove_tree(top)
+        (True, None)
+    """
+    try:
+        fd = _open_dir(os.fspath(path), None)
+    except OSError:
+        try:
+            return os.stat(path, follow_symlinks=False).st_blocks * 512
+        except OSError:
+            return 0
+    total = 0
+    try:
+        info = os.fstat(fd)
+        device = info.st_dev
+        files, folders = _usage_of_files(fd)
+        total += info.st_blocks * 512 + files
+        stack = [_Level(info, os.fspath(path), folders)]
+        while stack:
+            if stop_above is not None and total > stop_above:
+                return total
+            level = stack[-1]
+            if level.folders:
+                name = level.folders.pop()
+                try:
+                    child = _open_dir(name, fd)
+                except OSError:
+                    continue
+                child_info = os.fstat(child)
+                if child_info.st_dev != device:
+                    os.close(child)
+                    continue
+                os.close(fd)
+                fd = child
+                total += child_info.st_blocks * 512
+                files, folders = _usage_of_files(fd)
+                total += files
+                stack.append(_Level(child_info, name, folders))
+                continue
+            stack.pop()
+            if not stack:
+                return total
+            up = _open_dir("..", fd)
+            up_info = os.fstat(up)
+            os.close(fd)
+            fd = up
+            if (up_info.st_dev, up_info.st_ino) != (stack[-1].dev, stack[-1].ino):
+                return total  # moved while it was walked: what was counted so far
+    except OSError:
+        return total
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return total
+
+
+def _usage_of_files(fd: int) -> tuple[int, list[str]]:
+    """``(bytes the files of the open folder fd hold, the names of its subfolders)``."""
+    used, folders = 0, []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                else:
+                    used += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+    return used, folders
 
 
 # ---------------------------------------------------------------- folders of runs that are gone

@@ -74,6 +74,26 @@ def _limit(rlimits: list[list[int]]) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
 
 
+_CLONE_NEWNS, _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x20000, 2, 4, 1 << 14, 1 << 18
+
+
+def bound_folder(path: str, uid: int, size: int, libc: Any = None) -> bool:
+    """Give the calling process a mount namespace of its own and, in it, a tmpfs of at most
+    ``size`` bytes (and ``size // 4096`` entries) at ``path``, owned by ``uid``, mode 0700: all
+    a worker writes in its working folder then fits in ``size``, and goes when it does. Needs
+    root (``CAP_SYS_ADMIN``); returns False, changing nothing the worker depends on, where that
+    cannot be had. ``libc``: a ``ctypes.CDLL(None, use_errno=True)`` loaded before a fork."""
+    import ctypes
+
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        return False
+    if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:  # nothing propagates to the machine
+        return False
+    options = f"size={size},nr_inodes={max(1024, size // 4096)},mode=0700,uid={uid},gid={uid}".encode()
+    return libc.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
+
+
 def _become_worker(request: dict[str, Any], fds: list[int], control: socket.socket, wake: int) -> None:
     """In the forked child: everything the fresh path applies before the submission is read,
     then :func:`attnscore.sandbox.worker.serve`. Never returns (``os._exit``)."""
@@ -101,6 +121,8 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
                 except OSError:
                     pass
         _limit(request["rlimits"])
+        if request.get("disk_bytes"):  # root: a size-bound tmpfs working folder of its own
+            bound_folder(request["workdir"], request["uid"], int(request["disk_bytes"]))
         os.chdir(request["workdir"])
         os.environ.clear()
         os.environ.update(request["env"])
