@@ -42,6 +42,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import itertools
 import json
 import os
 import re
@@ -69,10 +70,17 @@ from attnscore.check.layouts import strided_form
 from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
-from attnscore.sandbox import gpu, landlock, wire
-from attnscore.sandbox.removal import remove_tree, run_prefix, sweep_stale, tree_usage
+from attnscore.sandbox import cgroup, gpu, landlock, wire
+from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
-from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate, bound_folder
+from attnscore.sandbox.template import (
+    WORKER_NICE,
+    TemplateChild,
+    TemplateError,
+    WorkerTemplate,
+    bound_folder,
+    lower_priority,
+)
 from attnscore.sandbox.untrusted import clean_text
 
 __all__ = [
@@ -498,6 +506,9 @@ def _bwrap_template_prefix(stage: str, lib: str) -> list[str]:
     them (the temporary folder, maybe a private one such as ``TMPDIR=$HOME/tmp``) are made 0755
     in the view, where bwrap would make them 0700 and no worker uid could reach its folders."""
     view = _bwrap_view(_UNSHARE_TEMPLATE, "cpu")
+    base = _cgroup_base()
+    if isinstance(base, cgroup.Base):  # its workers join their cgroups (made by the grader) before they drop to a uid
+        view += ["--bind", base.path, base.path]
     made = set(view[i + 1] for i, arg in enumerate(view[:-1]) if arg in ("--dir", "--tmpfs", "--ro-bind-try"))
     parents = sorted({str(p) for folder in (lib, stage) for p in Path(folder).parents if str(p) != "/"} - made)
     return [
@@ -533,9 +544,16 @@ def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
     ]
 
 
-def _limit_child(limits: Limits, bound: tuple[str, int, Any] | None = None) -> None:  # between fork and exec
-    """Set the worker's rlimits; with ``bound`` (``(workdir, uid, libc)``, a root grader), put a
-    tmpfs of ``limits.disk_bytes`` at its working folder first (:func:`template.bound_folder`)."""
+def _limit_child(
+    limits: Limits, bound: tuple[str, int, Any] | None = None, group: str | None = None
+) -> None:  # between fork and exec
+    """Set the worker's rlimits and CPU share; with ``group``, join that cgroup first; with
+    ``bound`` (``(workdir, uid, libc)``, a root grader), put a tmpfs of ``limits.disk_bytes`` at
+    its working folder (:func:`template.bound_folder`)."""
+    if group:
+        cgroup.join(group)
+    else:
+        lower_priority()
     if bound is not None:
         workdir, uid, libc = bound
         if bound_folder(workdir, uid, limits.disk_bytes, libc):
@@ -575,12 +593,49 @@ def _mounts_work_folder() -> bool:
     return done.returncode == 0
 
 
+_CGROUP_NUMBERS = itertools.count()
+
+
+@functools.cache
+def _cgroup_base() -> cgroup.Base | str:
+    """Where this grader makes its workers' cgroups, or why it cannot (:func:`cgroup.find_base`);
+    a root grader also removes the groups of grader runs that are gone."""
+    base = cgroup.find_base()
+    if isinstance(base, cgroup.Base):
+        try:
+            names = os.listdir(base.path)
+        except OSError:
+            names = []
+        for name in names:
+            if name.startswith("attnscore-cgroup-") and run_is_alive(name) is False:
+                cgroup.remove(os.path.join(base.path, name))
+    return base
+
+
+def _autogroups() -> bool:
+    """Whether the kernel gives each session its own CPU share (autogroup), as each worker has one."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
 def _resource_layers(limits: Limits) -> str:
-    """The protections line's part on shares of the machine: how the working folder's size holds."""
+    """The protections line's part on shares of the machine: the CPU share and memory (a cgroup
+    v2 group per worker, else the fallbacks) and how the working folder's size holds."""
+    base = _cgroup_base()
+    if isinstance(base, cgroup.Base):
+        memory = f", memory {limits.memory_bytes / 1024**3:g} GiB" if gpu.keeps_address_limit(limits.device) else ""
+        share = f"cgroup v2 per worker: 1 CPU{memory} (memfds and tmpfs too), {limits.processes} processes"
+    else:
+        session = "its own session's CPU share (autogroup), " if _autogroups() else ""
+        share = f"cpu: {session}nice {WORKER_NICE} (no cgroup: {base}; memfds outside the memory limit)"
     disk = f"{limits.disk_bytes / 1024**2:g} MiB"
     if _disk_bound(limits) == "tmpfs":
-        return f"disk: a {disk} tmpfs working folder"
-    return f"disk: working folder checked after each call ({disk}; files {limits.file_bytes / 1024**2:g} MiB each)"
+        return f"{share}; disk: a {disk} tmpfs working folder"
+    files = f"files {limits.file_bytes / 1024**2:g} MiB each"
+    return f"{share}; disk: working folder checked after each call ({disk}; {files})"
 
 
 def _disk_bound(limits: Limits) -> str:
@@ -994,6 +1049,7 @@ class _Worker:
                     "disk_bytes": limits.disk_bytes if _disk_bound(limits) == "tmpfs" else 0,
                     "env": _scrubbed_env(runner.workdir, limits.device),
                     "rlimits": _rlimits(limits),
+                    "cgroup": runner.cgroup or "",
                     "config": {k: v for k, v in config.items() if k not in ("mirrors", "inputs_fd")},
                 }
                 try:
@@ -1007,6 +1063,7 @@ class _Worker:
                 bound = None
                 if not runner.bwrap and _drops_privileges() and _disk_bound(limits) == "tmpfs":
                     bound = (runner.workdir, runner.uid, _libc())
+                group = runner.cgroup
                 proc = subprocess.Popen(
                     command,
                     stdin=subprocess.DEVNULL,
@@ -1016,7 +1073,7 @@ class _Worker:
                     env=_scrubbed_env(home, limits.device),
                     pass_fds=(req_r, resp_w, runner.shared),
                     start_new_session=True,
-                    preexec_fn=lambda: _limit_child(limits, bound),
+                    preexec_fn=lambda: _limit_child(limits, bound, group),
                     close_fds=True,
                 )
         finally:
@@ -1162,6 +1219,7 @@ class SandboxRunner:
         self.uid, self._uid_lock = self.limits.uid, -1
         if _drops_privileges():  # first: nothing to clean up if every uid is taken
             self.uid, self._uid_lock = _claim_uid(self.limits)
+        self.cgroup = self._make_cgroup()
         stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
         _sweep_dead_runs(self.limits.uid)
         self.workdir = tempfile.mkdtemp(prefix=run_prefix("worker"), dir=stage)
@@ -1205,6 +1263,9 @@ class SandboxRunner:
         if self.shared >= 0:
             os.close(self.shared)
             self.shared = -1
+        if self.cgroup is not None:
+            cgroup.remove(self.cgroup)
+            self.cgroup = None
         problems = [p for p in (remove_tree(self.workdir), remove_tree(self.private)) if p is not None]
         if problems and self.cleanup_problem is None:
             self.cleanup_problem = "; ".join(problems)
@@ -1221,6 +1282,16 @@ class SandboxRunner:
         if self.output_dropped:
             data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
         return data
+
+    def _make_cgroup(self) -> str | None:
+        """This submission's cgroup v2 group (one CPU, memory, processes), or None where there is
+        none to be had (:func:`_cgroup_base`)."""
+        base = _cgroup_base()
+        if not isinstance(base, cgroup.Base):
+            return None
+        memory = self.limits.memory_bytes if gpu.keeps_address_limit(self.limits.device) else None
+        name = f"{run_prefix('cgroup')}{next(_CGROUP_NUMBERS)}"
+        return cgroup.make(base, name, memory, self.limits.processes)
 
     def _kill_worker(self) -> None:
         if self.worker is not None:

@@ -49,7 +49,8 @@ def _make_writable(fd: int) -> None:
 
 def _listing(fd: int) -> tuple[list[str], list[str]]:
     """``(files, folders)`` of the open folder ``fd``; symbolic links are files here."""
-    files, folders = [], []
+    files: list[str] = []
+    folders: list[str] = []
     with os.scandir(fd) as entries:
         for entry in entries:
             try:

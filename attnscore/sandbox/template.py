@@ -94,6 +94,28 @@ def bound_folder(path: str, uid: int, size: int, libc: Any = None) -> bool:
     return libc.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
 
 
+WORKER_NICE = 5  # where no cgroup bounds a worker's CPU share
+
+
+def lower_priority() -> None:
+    """A worker's CPU priority where no cgroup bounds its share: nice :data:`WORKER_NICE` for its
+    process and all it starts. (With autogroup, the kernel gives each worker's session one share
+    of the machine whatever its thread count; the nice value orders its own threads.)"""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, max(WORKER_NICE, os.getpriority(os.PRIO_PROCESS, 0)))
+    except OSError:
+        pass
+
+
+def _join_cgroup(path: str) -> None:
+    """Move this process into the worker cgroup ``path`` (:mod:`attnscore.sandbox.cgroup`)."""
+    fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, b"0\n")
+    finally:
+        os.close(fd)
+
+
 def _become_worker(request: dict[str, Any], fds: list[int], control: socket.socket, wake: int) -> None:
     """In the forked child: everything the fresh path applies before the submission is read,
     then :func:`attnscore.sandbox.worker.serve`. Never returns (``os._exit``)."""
@@ -103,6 +125,10 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
 
         req_r, resp_w, out_w, shared_fd, status = fds
         os.setsid()  # its own session and process group: a timeout kills the whole group
+        if request.get("cgroup"):  # its own CPU share, memory and process count, before anything else runs
+            _join_cgroup(request["cgroup"])
+        else:
+            lower_priority()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
