@@ -210,6 +210,19 @@ def bwrap_available() -> bool:
     return done.returncode == 0
 
 
+@functools.cache
+def _bwrap_sizes_tmpfs() -> bool:
+    """Whether this ``bwrap`` knows ``--size`` (0.5 on; before it, a tmpfs cannot be bounded)."""
+    exe = _bwrap_executable()
+    if exe is None:
+        return False
+    try:
+        done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout + done.stderr
+
+
 def _use_bwrap(limits: Limits) -> bool:
     if limits.bwrap is False:
         return False
@@ -643,7 +656,7 @@ def _disk_bound(limits: Limits) -> str:
     own per worker, or a mount namespace a root grader's worker makes) or ``"checked"`` (the
     folder's usage measured after the import and each call)."""
     if _use_bwrap(limits) and not use_template(limits):
-        return "tmpfs"
+        return "tmpfs" if _bwrap_sizes_tmpfs() else "checked"
     return "tmpfs" if _mounts_work_folder() else "checked"
 
 
@@ -1011,8 +1024,9 @@ class _Worker:
         drop = str(runner.uid) if _drops_privileges() else "-1"
         entry = runner.entry or ""
         if runner.bwrap:
+            disk = limits.disk_bytes if _bwrap_sizes_tmpfs() else None  # else checked after each call
             command = [
-                *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device, limits.disk_bytes),
+                *_bwrap_prefix(runner.private, runner.workdir, lib, limits.device, disk),
                 sys.executable,
                 "-I",
                 "-u",
