@@ -532,3 +532,15 @@ def test_every_shape_grades_right_code_with_a_private_tmpdir(tmp_path, shape):
         assert (found["score"], found["error"]) == ("11", ""), found
         assert ("bwrap" in found["sandbox"].split(";")[0]) is (shape.get("bwrap") is not False)
     assert os.listdir(tmpdir) == []
+
+
+def test_the_template_view_makes_the_folders_above_its_staging_folder_enterable():
+    """bwrap makes the missing parents of a bound folder 0700: each folder above the staging
+    folder and the worker modules (a private TMPDIR's) is made 0755 first, /tmp is left as it is."""
+    args = launch._bwrap_template_prefix("/home/ta/private/tmp/attnscore-stage-x", "/home/ta/private/tmp/lib-y")
+    made = [args[i + 3] for i in range(len(args) - 3) if args[i : i + 3] == ["--perms", "0755", "--dir"]]
+    for parent in ("/home", "/home/ta", "/home/ta/private", "/home/ta/private/tmp"):
+        assert parent in made
+        assert args.index(parent) < args.index("/home/ta/private/tmp/attnscore-stage-x")
+    plain = launch._bwrap_template_prefix("/tmp/attnscore-stage-x", "/tmp/lib-y")
+    assert "/tmp" not in [plain[i + 3] for i in range(len(plain) - 3) if plain[i : i + 3] == ["--perms", "0755", "--dir"]]
