@@ -543,4 +543,5 @@ def test_the_template_view_makes_the_folders_above_its_staging_folder_enterable(
         assert parent in made
         assert args.index(parent) < args.index("/home/ta/private/tmp/attnscore-stage-x")
     plain = launch._bwrap_template_prefix("/tmp/attnscore-stage-x", "/tmp/lib-y")
-    assert "/tmp" not in [plain[i + 3] for i in range(len(plain) - 3) if plain[i : i + 3] == ["--perms", "0755", "--dir"]]
+    dirs = [plain[i + 3] for i in range(len(plain) - 3) if plain[i : i + 3] == ["--perms", "0755", "--dir"]]
+    assert "/tmp" not in dirs
