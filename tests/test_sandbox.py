@@ -298,3 +298,46 @@ def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call
     assert first.message.startswith(message), first.message
     assert second == first and starts == 1
     assert left == []
+
+
+@pytest.mark.parametrize(
+    "shape", [pytest.param({"bwrap": False}, id="template"), pytest.param({"bwrap": False, "template": False}, id="fresh")]
+)
+def test_a_deep_folder_chain_on_the_graders_disk_is_removed(tmp_path, monkeypatch, shape):
+    """Where the working folder is the grader's own (no tmpfs), the 3,000-deep chain a submission
+    builds there is removed with the runner (shutil.rmtree raised RecursionError on it)."""
+    from attnscore.sandbox import launch
+
+    monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
+    source = ROOT / "tests" / "hostile" / "submissions" / "deep_folder_chain.py"
+    with SandboxRunner(source, "scores", Limits(call_timeout_s=30.0, **shape)) as runner:
+        outcome = runner.call(ARGS, "float32")
+        workdir = runner.workdir
+        built = os.listdir(workdir)
+    assert not isinstance(outcome, CallFailure), outcome
+    assert "d" in built
+    assert not os.path.exists(workdir) and runner.cleanup_problem is None
+
+
+def test_what_the_grader_cannot_remove_is_that_students_note(tmp_path, monkeypatch):
+    """A cleanup failure is noted in the student's result (error), never raised: the score stands."""
+    from attnscore.check.cases import build_cases
+    from attnscore.grade.grading import grade_submission
+    from attnscore.sandbox import launch
+    from attnscore.spec.load import load_spec
+
+    real = launch.remove_tree
+    calls = []
+
+    def failing(path):
+        calls.append(path)
+        real(path)
+        return f"could not remove 1 entries of {path}: d: Operation not permitted\x1b[31m"
+
+    monkeypatch.setattr(launch, "remove_tree", failing)
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    path = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
+    result = grade_submission(path, spec, build_cases(spec), limits=Limits(bwrap=False), shrink_steps=0)
+    assert result.score == result.max_score == 11
+    assert result.error.startswith("the grader could not remove what your code left in its folders: could not remove")
+    assert "\x1b" not in result.error and calls
