@@ -193,3 +193,26 @@ def test_a_deep_chain_of_a_worker_uid_in_tmp_is_removed_when_that_uid_is_drawn(t
     finally:
         os.close(lock)
         remove_tree(litter)
+
+
+def test_the_sandbox_sweeps_its_temporary_folder_once_per_process(tmp_path, monkeypatch):
+    """A grader's first runner removes the stage, worker and submission folders of dead graders
+    (a 2,000-deep chain in one of them) from its TMPDIR; a live grader's folder stays."""
+    import tempfile
+
+    from attnscore.sandbox import launch
+
+    dead = [tmp_path / (_dead_prefix(kind) + "q") for kind in ("stage", "worker", "submission")]
+    for folder in dead:
+        folder.mkdir()
+    _chain(dead[1], 2000)
+    live = tmp_path / (run_prefix("stage") + "q")
+    live.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(launch, "_SWEPT", set())
+    launch._sweep_dead_runs()
+    assert os.listdir(tmp_path) == [live.name]
+    again = tmp_path / (_dead_prefix("worker") + "later")
+    again.mkdir()
+    launch._sweep_dead_runs()  # once per folder and process: a later leftover waits for the next grader
+    assert again.exists()
