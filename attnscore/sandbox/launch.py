@@ -563,9 +563,11 @@ def _limit_child(
     """Set the worker's rlimits and CPU share; with ``group``, join that cgroup first; with
     ``bound`` (``(workdir, uid, libc)``, a root grader), put a tmpfs of ``limits.disk_bytes`` at
     its working folder (:func:`template.bound_folder`)."""
-    if group:
+    try:
+        if not group:
+            raise FileNotFoundError
         cgroup.join(group)
-    else:
+    except OSError:  # no group (or it vanished): the fallback share, never a failed start
         lower_priority()
     if bound is not None:
         workdir, uid, libc = bound

@@ -125,9 +125,11 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
 
         req_r, resp_w, out_w, shared_fd, status = fds
         os.setsid()  # its own session and process group: a timeout kills the whole group
-        if request.get("cgroup"):  # its own CPU share, memory and process count, before anything else runs
+        try:  # its own CPU share, memory and process count, before anything else runs
+            if not request.get("cgroup"):
+                raise FileNotFoundError
             _join_cgroup(request["cgroup"])
-        else:
+        except OSError:  # no group (or it vanished): the fallback share
             lower_priority()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
