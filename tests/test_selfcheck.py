@@ -149,3 +149,33 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert missing.output.strip() == f"Error: {tmp_path / 'nope.py'}: no such file"
     bad_dtype = run("check", str(SUBS / "correct_matmul.py"), "--spec", str(SPEC), "--dtype", "float16")
     assert bad_dtype.exit_code == 2 and "is not one of this spec's dtypes" in bad_dtype.output
+
+
+def test_a_solution_that_builds_a_deep_folder_chain_beside_itself_is_checked(tmp_path, spec, monkeypatch):
+    """The self-check's copy of the solution is removed without recursion: a 3,000-deep chain built
+    next to it at import (tempfile's cleanup raised RecursionError) leaves a normal result and no folder."""
+    import tempfile
+
+    source = textwrap.dedent(
+        """
+        import os
+
+        start = os.open(".", os.O_RDONLY)
+        os.chdir(os.path.dirname(os.path.abspath(__file__)))
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        os.fchdir(start)
+
+
+        def scores(q, keys):
+            return keys @ q
+        """
+    )
+    (tmp_path / "solution.py").write_text(source)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    result = check_path(tmp_path / "solution.py", spec, shrink_steps=0).result
+    assert result.score == result.max_score
+    assert list(scratch.iterdir()) == []
