@@ -86,7 +86,7 @@ def remove_tree(path: str | os.PathLike[str]) -> str | None:
     Example:
         >>> import tempfile, pathlib
         >>> top = pathlib.Path(tempfile.mkdtemp())
-        >>> deep = top.joinpath(*["d"] * 50); deep.mkdir(parents=True); (deep / "f").write_text("x")
+        >>> deep = top.joinpath(*["d"] * 50); deep.mkdir(parents=True); _ = (deep / "f").write_text("x")
         >>> remove_tree(top), top.exists()
         (None, False)
     """
