@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -183,7 +182,6 @@ def test_files_left_in_shared_folders_are_removed(tmp_path):
 
 CLOSES_OUTPUT = """\
 import os
-import os
 import time
 
 os.close(1)
@@ -281,6 +279,8 @@ def test_a_worker_cannot_fill_the_disk(tmp_path, shape):
 def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call(tmp_path, monkeypatch):
     """Where no tmpfs can bound it, a folder over disk_bytes after a call stops the submission with
     a memory-limit verdict that says why; its files are removed; later calls fail the same way."""
+    import os
+
     from attnscore.sandbox import launch
 
     monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
@@ -306,6 +306,8 @@ def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call
 def test_a_deep_folder_chain_on_the_graders_disk_is_removed(tmp_path, monkeypatch, shape):
     """Where the working folder is the grader's own (no tmpfs), the 3,000-deep chain a submission
     builds there is removed with the runner (shutil.rmtree raised RecursionError on it)."""
+    import os
+
     from attnscore.sandbox import launch
 
     monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
