@@ -301,7 +301,8 @@ def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call
 
 
 @pytest.mark.parametrize(
-    "shape", [pytest.param({"bwrap": False}, id="template"), pytest.param({"bwrap": False, "template": False}, id="fresh")]
+    "shape",
+    [pytest.param({"bwrap": False}, id="template"), pytest.param({"bwrap": False, "template": False}, id="fresh")],
 )
 def test_a_deep_folder_chain_on_the_graders_disk_is_removed(tmp_path, monkeypatch, shape):
     """Where the working folder is the grader's own (no tmpfs), the 3,000-deep chain a submission
