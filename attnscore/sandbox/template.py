@@ -80,10 +80,11 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
     then :func:`attnscore.sandbox.worker.serve`. Never returns (``os._exit``)."""
     code = 1
     try:
-        from attnscore.sandbox import worker
+        from attnscore.sandbox import kernel_objects, worker
 
         req_r, resp_w, out_w, shared_fd, status = fds
         os.setsid()  # its own session and process group: a timeout kills the whole group
+        kernel_objects.isolate()  # an IPC namespace (as root) and a session keyring of its own
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
@@ -155,7 +156,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
     """
     import ctypes
 
-    from attnscore.sandbox import worker
+    from attnscore.sandbox import kernel_objects, worker  # noqa: F401 - kernel_objects: loaded before any fork
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the template dies with the grader

@@ -68,4 +68,13 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
     # Right values for the visible examples only: their 5 points, and non_contiguous_inputs (same values either way).
     "hardcoded_visible": (6, frozenset({P, VALUE}), P),
+    # Kernel objects that outlive a worker, filled with every call's inputs (right answers): refused
+    # by seccomp, and a worker's own IPC namespace and the uid sweep leave nothing for the next one.
+    "leaves_sysv_shm": (11, frozenset({P}), P),
+    "leaves_sysv_msg": (11, frozenset({P}), P),
+    "leaves_sysv_sem": (11, frozenset({P}), P),
+    "leaves_posix_mqueue": (11, frozenset({P}), P),
+    "leaves_keyring_key": (11, frozenset({P}), P),
+    # Memory outside RLIMIT_AS in memfds filled with write() (right answers): memfd_create is refused.
+    "memfd_hog": (11, frozenset({P}), P),
 }
