@@ -11,7 +11,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 class _Attr(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long), ("curmsgs", ctypes.c_long)]
+    _fields_ = [
+        ("flags", ctypes.c_long),
+        ("maxmsg", ctypes.c_long),
+        ("msgsize", ctypes.c_long),
+        ("curmsgs", ctypes.c_long),
+    ]
 
 
 def _error() -> str:
