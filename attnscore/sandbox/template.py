@@ -13,6 +13,7 @@ template is that process:
   function name, a uid, a working folder and the limits.
 - for each request it forks a child that, before the submission is read, applies everything
   the fresh-process path applies (:func:`_become_worker`): its own session and process group,
+  its own IPC namespace and session keyring (:func:`attnscore.sandbox.kernel_objects.isolate`),
   every descriptor closed but its pipes, stdin ``/dev/null``, stdout/stderr to the grader's
   capture pipe, the resource limits, a scrubbed environment, its private working folder, then
   (:mod:`attnscore.sandbox.worker`) Landlock, seccomp, the drop to the slot's own uid, and only
