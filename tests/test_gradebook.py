@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sqlite3
+import subprocess
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -189,3 +191,84 @@ def test_record_keeps_the_whole_failure_and_is_strict_json():
     assert got.mismatch.entries[1].error == math.inf and got.mismatch.entries[1].allowed == 1e-7
     assert replace(got, mismatch=None) == replace(failure, mismatch=None)
     assert back.cases[2].message == original.cases[2].message
+
+
+def _mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022])
+def test_gradebook_and_its_journal_are_private_whatever_the_umask(tmp_path, umask):
+    """The gradebook (hidden inputs and expected values), its WAL, shared-memory and lock files are
+    0600 and the folders it makes 0700, from creation on; a folder that existed keeps its mode."""
+    os.chmod(tmp_path, 0o755)
+    folder = tmp_path / "class" / "out"
+    saved = os.umask(umask)
+    try:
+        with Gradebook(folder / "gb.sqlite") as book:
+            run = book.start_run("dot_product_scores", "S", 1, 1)
+            book.record(run, "alice.py", "A", "S", result("alice.py", {}))
+            made = sorted(p.name for p in folder.iterdir())
+            modes = {name: _mode(folder / name) for name in made}
+    finally:
+        os.umask(saved)
+    assert made == ["gb.sqlite", "gb.sqlite-shm", "gb.sqlite-wal", "gb.sqlite.lock"]
+    assert modes == dict.fromkeys(made, 0o600)
+    assert _mode(folder) == _mode(tmp_path / "class") == 0o700
+    assert _mode(tmp_path) == 0o755
+
+
+def test_a_gradebook_left_readable_by_an_older_version_is_made_private(tmp_path):
+    """A 0644 gradebook and journal from before are 0600 once opened, and keep their rows."""
+    path = tmp_path / "gb.sqlite"
+    with Gradebook(path) as book:
+        book.record(book.start_run("s", "S", 1, 1), "alice.py", "A", "S", result("alice.py", {}))
+    for name in ("gb.sqlite", "gb.sqlite-wal"):
+        if (tmp_path / name).exists():
+            os.chmod(tmp_path / name, 0o644)
+    (tmp_path / "gb.sqlite-journal").write_bytes(b"")
+    os.chmod(tmp_path / "gb.sqlite-journal", 0o644)
+    with Gradebook(path) as book:
+        assert book.current("alice.py", "A", "S") is not None
+        assert {p.name: _mode(p) for p in tmp_path.iterdir() if p.name.startswith("gb")} == {
+            p.name: 0o600 for p in tmp_path.iterdir() if p.name.startswith("gb")
+        }
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reading as a worker's uid needs root")
+def test_a_worker_uid_cannot_read_the_gradebook_or_the_folder_it_made(tmp_path):
+    """As a worker uid: EACCES on the gradebook in a world-readable folder, and on any file (even
+    0644) in the folder the gradebook made."""
+    os.chmod(tmp_path, 0o755)
+    with Gradebook(tmp_path / "gb.sqlite"), Gradebook(tmp_path / "out" / "gb.sqlite"):
+        (tmp_path / "out" / "feedback.txt").write_text("x")
+        os.chmod(tmp_path / "out" / "feedback.txt", 0o644)
+    reader = (
+        "import sys\ntry:\n    open(sys.argv[1], 'rb').read()\n    print('read')\n"
+        "except OSError as e:\n    print(type(e).__name__)\n"
+    )
+    for target in (tmp_path / "gb.sqlite", tmp_path / "out" / "feedback.txt"):
+        done = subprocess.run(
+            ["/usr/bin/python3", "-c", reader, str(target)],
+            user=64450,
+            group=64450,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+        )
+        assert done.stdout.strip() == "PermissionError", done
+
+
+def test_a_gradebook_path_that_is_a_folder_or_a_link_is_a_clear_error(tmp_path):
+    """A folder or symbolic link where the gradebook should be: one line saying what was found."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "gb.sqlite").mkdir()
+    with pytest.raises(GradebookError, match=r"gb.sqlite: expected a gradebook file, found: Is a directory"):
+        Gradebook(tmp_path / "a" / "gb.sqlite")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "elsewhere").write_bytes(b"")
+    (tmp_path / "b" / "gb.sqlite").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(GradebookError, match="found: a symbolic link"):
+        Gradebook(tmp_path / "b" / "gb.sqlite")

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -101,8 +104,47 @@ def student_name(submission: Submission) -> str:
     return submission.path.name or str(submission.path)
 
 
+# SQLite's own files beside the gradebook: it makes them with the gradebook's mode.
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _private_folders(folder: Path) -> None:
+    """Make ``folder`` and its missing parents, each made one ``0700`` (folders that exist keep
+    their mode): a worker running as another uid cannot list or read what is inside."""
+    missing = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _private_file(path: Path, create: bool) -> None:
+    """Create ``path`` as ``0600`` (before SQLite opens it, so its journal files get that mode too);
+    an existing one readable by others (an older attnscore made it ``0644``) loses those bits."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:
+            os.fchmod(fd, stat.S_IMODE(mode) & 0o700)
+    finally:
+        os.close(fd)
+
+
 class Gradebook:
     """One class's gradebook file (see the module docstring).
+
+    The gradebook holds every case's inputs and expected values, hidden ones included: it and
+    SQLite's journal files are ``0600``, and folders it creates are ``0700``, so a worker running as
+    another uid cannot read them even where no Landlock or bubblewrap confines it.
 
     Args:
         path: the SQLite file; created with its folder when missing.
@@ -114,8 +156,12 @@ class Gradebook:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(f"{self.path}.lock", "a+b")  # held for the gradebook's lifetime
+        try:
+            _private_folders(self.path.parent)
+            lock = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise GradebookError(f"{self.path}: the gradebook cannot be created there: {exc.strerror}") from None
+        self._lock = os.fdopen(lock, "r+b")  # held for the gradebook's lifetime
         try:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -123,6 +169,18 @@ class Gradebook:
             raise GradebookError(
                 f"{self.path}: another attnscore grade run is using this gradebook; wait for it to finish"
             ) from None
+        try:
+            _private_file(self.path, create=True)
+            for suffix in _COMPANIONS:  # left by an older run: made before the gradebook was private
+                _private_file(Path(f"{self.path}{suffix}"), create=False)
+        except OSError as exc:
+            self.close()
+            found = (
+                "a symbolic link (give the folder of the real file as --out)"
+                if exc.errno == errno.ELOOP
+                else exc.strerror
+            )
+            raise GradebookError(f"{self.path}: expected a gradebook file, found: {found}") from None
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)  # transactions are explicit
             self._db.execute("PRAGMA journal_mode=WAL")

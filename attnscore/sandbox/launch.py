@@ -70,7 +70,7 @@ from attnscore.check.layouts import strided_form
 from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
-from attnscore.sandbox import cgroup, gpu, landlock, wire
+from attnscore.sandbox import cgroup, gpu, kernel_objects, landlock, wire
 from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from attnscore.sandbox.template import (
@@ -105,6 +105,7 @@ _WORKER_MODULES = (
     "attnscore/sandbox/landlock.py",
     "attnscore/sandbox/seccomp.py",
     "attnscore/sandbox/template.py",
+    "attnscore/sandbox/kernel_objects.py",
     "attnscore/check/outputs.py",
     "attnscore/check/calls.py",
     "attnscore/maths/dtypes.py",
@@ -370,16 +371,19 @@ def protections(limits: Limits | None = None) -> str:
         layers.append(f"landlock v{abi}: {', '.join(scope)}")
     if _drops_privileges():
         layers.append(f"a uid of its own per worker ({limits.uid}-{limits.uid + _UID_SLOTS - 1})")
+        layers.append(_kernel_objects_layer(limits))
     elif abi >= 6:
         layers.append("same uid as the grader (signals to it blocked by landlock)")
     else:
         layers.append("same uid as the grader (not root: the worker could signal the grader)")
     if limits.seccomp is not False:
-        layers.append("seccomp: no network sockets")
+        memfds = ", memfds" if gpu.keeps_address_limit(limits.device) else ""
+        layers.append(f"seccomp: no network sockets, SysV/POSIX IPC, keyrings{memfds}")
     start = "forked from a clean worker template" if use_template(limits) else "python -I"
     layers.append(_resource_layers(limits))
     if gpu.keeps_address_limit(limits.device):
-        layers.append(f"rlimits (cpu, memory, processes, files); scrubbed env; {start}; process group kill")
+        memory = "memory (address space; memfds refused)" if limits.seccomp is not False else "memory (address space)"
+        layers.append(f"rlimits (cpu, {memory}, processes, files); scrubbed env; {start}; process group kill")
     else:
         _, index = gpu.parse_device(limits.device)
         layers.append(f"GPU {index or 0} only (CUDA_VISIBLE_DEVICES; TF32 off)")
@@ -388,6 +392,14 @@ def protections(limits: Limits | None = None) -> str:
             "process group kill"
         )
     return "; ".join(layers)
+
+
+def _kernel_objects_layer(limits: Limits) -> str:
+    """What keeps the kernel objects of one worker (System V IPC, POSIX queues, keyrings) from the
+    next one (:mod:`attnscore.sandbox.kernel_objects`); the grader is root."""
+    fresh_bwrap = _use_bwrap(limits) and not use_template(limits)
+    own = "an IPC namespace per worker" if fresh_bwrap or kernel_objects.ipc_namespaces_available() else ""
+    return ", ".join(filter(None, (own, "its IPC objects and keys removed with its uid's processes")))
 
 
 @functools.cache
@@ -563,6 +575,7 @@ def _limit_child(
     """Set the worker's rlimits and CPU share; with ``group``, join that cgroup first; with
     ``bound`` (``(workdir, uid, libc)``, a root grader), put a tmpfs of ``limits.disk_bytes`` at
     its working folder (:func:`template.bound_folder`)."""
+    kernel_objects.isolate()  # an IPC namespace (as root) and a session keyring of its own
     try:
         if not group:
             raise FileNotFoundError
@@ -727,6 +740,7 @@ def _claim_uid(limits: Limits) -> tuple[int, int]:
             continue
         _kill_uid(uid)
         _remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
         return uid, fd
     raise RuntimeError(f"all {_UID_SLOTS} sandbox uids are in use by other workers")
 
@@ -1315,6 +1329,7 @@ class SandboxRunner:
             self.worker = None
         if _drops_privileges():
             _kill_uid(self.uid)
+            kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
             if self.template is None:  # a template's workers' orphans go to the template, which reaps them
                 _sweep_orphans(self.uid)
             _remove_files_of(self.uid, keep=self.workdir)

@@ -13,6 +13,7 @@ template is that process:
   function name, a uid, a working folder and the limits.
 - for each request it forks a child that, before the submission is read, applies everything
   the fresh-process path applies (:func:`_become_worker`): its own session and process group,
+  its own IPC namespace and session keyring (:func:`attnscore.sandbox.kernel_objects.isolate`),
   every descriptor closed but its pipes, stdin ``/dev/null``, stdout/stderr to the grader's
   capture pipe, the resource limits, a scrubbed environment, its private working folder, then
   (:mod:`attnscore.sandbox.worker`) Landlock, seccomp, the drop to the slot's own uid, and only
@@ -121,7 +122,7 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
     then :func:`attnscore.sandbox.worker.serve`. Never returns (``os._exit``)."""
     code = 1
     try:
-        from attnscore.sandbox import worker
+        from attnscore.sandbox import kernel_objects, worker
 
         req_r, resp_w, out_w, shared_fd, status = fds
         os.setsid()  # its own session and process group: a timeout kills the whole group
@@ -131,6 +132,7 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
             _join_cgroup(request["cgroup"])
         except OSError:  # no group (or it vanished): the fallback share
             lower_priority()
+        kernel_objects.isolate()  # an IPC namespace (as root) and a session keyring of its own
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
@@ -204,7 +206,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
     """
     import ctypes
 
-    from attnscore.sandbox import worker
+    from attnscore.sandbox import kernel_objects, worker  # noqa: F401 - kernel_objects: loaded before any fork
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the template dies with the grader

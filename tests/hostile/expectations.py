@@ -72,4 +72,13 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "deep_folder_chain": (11, frozenset({P}), P),
     # Closes its stdout and stderr: right answers, and the grader sleeps until they come.
     "closes_its_output": (11, frozenset({P}), P),
+    # Kernel objects that outlive a worker, filled with every call's inputs (right answers): refused
+    # by seccomp, and a worker's own IPC namespace and the uid sweep leave nothing for the next one.
+    "leaves_sysv_shm": (11, frozenset({P}), P),
+    "leaves_sysv_msg": (11, frozenset({P}), P),
+    "leaves_sysv_sem": (11, frozenset({P}), P),
+    "leaves_posix_mqueue": (11, frozenset({P}), P),
+    "leaves_keyring_key": (11, frozenset({P}), P),
+    # Memory outside RLIMIT_AS in memfds filled with write() (right answers): memfd_create is refused.
+    "memfd_hog": (11, frozenset({P}), P),
 }

@@ -248,3 +248,14 @@ def test_hidden_values_never_reported(graded, fmt):
             report = json.dumps(gradescope_results(result), allow_nan=False, ensure_ascii=False)
         for text in texts:
             assert text not in report, (result.submission, fmt, text)
+
+
+def test_kernel_objects_and_memfds_are_refused(graded):
+    """System V IPC, POSIX queues, keys and memfds are refused to the worker by seccomp, in every
+    shape (each attack still scores its right answers), so none can outlive it or dodge RLIMIT_AS."""
+    results = graded[0]
+    kinds = {"leaves_sysv_shm": "shm", "leaves_sysv_msg": "msg", "leaves_sysv_sem": "sem"}
+    kinds |= {"leaves_posix_mqueue": "mqueue", "leaves_keyring_key": "keyring"}
+    for name, kind in kinds.items():
+        assert f"{kind}: EPERM" in results[name].output.splitlines(), (name, results[name].output)
+    assert "memfd: refused (PermissionError)" in results["memfd_hog"].output.splitlines()
