@@ -87,6 +87,13 @@ __all__ = [
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value})
+# The verdicts a load_error may carry, by protocol state: before the worker says "importing" (only
+# the worker has run: the machine's faults, or no file to import) and after it (the submission may
+# have written the message itself: only verdicts that are the submission's own).
+_LOAD_VERDICTS = {
+    False: frozenset({Verdict.GRADER_ERROR.value, Verdict.FUNCTION_MISSING.value}),
+    True: frozenset({Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value}),
+}
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding attnscore/
 # The only grader modules the worker may see: copied into a private folder, so the worker's
 # `attnscore` package holds no reference implementation, specs or golden values.
@@ -1138,8 +1145,13 @@ class SandboxRunner:
         self.worker = worker
         self.starts += 1
         hello = worker.receive(began + budget)
+        # Before "importing" only the worker has run: it alone may report the machine's faults.
+        # From "importing" on the submission runs in the worker and may write replies itself.
+        importing = isinstance(hello, dict) and hello.get("type") == "importing"
+        if importing:
+            hello = worker.receive(began + budget)
         self.setup_spent += time.monotonic() - began
-        if isinstance(hello, dict) and hello.get("type") == "ready":
+        if importing and isinstance(hello, dict) and hello.get("type") == "ready":
             return None
         if hello == "timeout":
             failure = CallFailure(
@@ -1157,15 +1169,16 @@ class SandboxRunner:
         elif (
             isinstance(hello, dict)
             and hello.get("type") == "load_error"
-            and hello.get("verdict")
-            in (
-                Verdict.EXCEPTION.value,
-                Verdict.FUNCTION_MISSING.value,
-                Verdict.MEMORY_LIMIT.value,
-                Verdict.GRADER_ERROR.value,
-            )
+            and hello.get("verdict") in _LOAD_VERDICTS[importing]
         ):
             failure = self._failure(hello, "submission")
+        elif importing and isinstance(hello, dict) and hello.get("type") == "load_error":
+            failure = CallFailure(
+                Verdict.CRASHED.value,
+                "the process running your file reported a failure of the grading machine while your file was being "
+                "imported, which is not trusted (only the worker speaks before your code runs)",
+                "submission",
+            )
         else:
             failure = CallFailure(
                 Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
@@ -1247,9 +1260,13 @@ class SandboxRunner:
         }
         reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
         outcome = self._outcome(reply, worker)
-        if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
-            claimed: dict[str, list[str]] = self.last_inspection or {"aliased": []}
-            changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
+        if not isinstance(outcome, CallFailure):
+            # mutation: the grader's own reading of the shared memory, or the worker's inspection
+            # at the moment the call returned (values, shape, strides; a claim of mutation only
+            # costs the submission itself, a claim of none is never taken on the worker's word)
+            claimed: dict[str, list[str]] = self.last_inspection or {"mutated": [], "aliased": []}
+            seen = {i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]}
+            changed = [n for n in self.last_names if n in seen or n in claimed["mutated"]]
             self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
         if (
             isinstance(outcome, CallFailure)
