@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nbformat
-from IPython.core.inputtransformer2 import TransformerManager, make_tokens_by_line
+from IPython.core.inputtransformer2 import HelpEnd, TokenTransformBase, TransformerManager, make_tokens_by_line
 
 __all__ = [
     "NotebookError",
@@ -77,6 +77,10 @@ MAX_IPYTHON_LINES = 2000
 
 _MAX_TRANSFORMS_PER_LINE = 8
 """Most IPython transforms one logical line may need (one escape at its start, one help at its end)."""
+
+_MAX_RETOKENISE = 50
+"""Most lines with IPython syntax whose quotes or brackets stay open, each of which makes the rest
+of its cell be tokenised again."""
 
 # A line that may hold IPython syntax: an escape (% ! ?) first, a help ? last, or `x = !cmd` / `x = %magic`.
 _MAYBE_IPYTHON = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.MULTILINE)
@@ -208,36 +212,72 @@ def _ipython_to_python(cell: str, budget: list[int] | None = None) -> str:
     """
     budget = budget if budget is not None else [MAX_IPYTHON_LINES]
     lines = (cell if cell.endswith("\n") else cell + "\n").splitlines(keepends=True)
-    for transform in _TRANSFORMS.cleanup_transforms + _TRANSFORMS.line_transforms:
+    transforms: list[Any] = [*_TRANSFORMS.cleanup_transforms, *_TRANSFORMS.line_transforms]
+    finders: list[Any] = list(_TRANSFORMS.token_transformers)
+    for transform in transforms:
         lines = transform(lines)
     if not _MAYBE_IPYTHON.search("".join(lines)):
         return "".join(lines)
     out: list[str] = []
     done = 0  # physical lines of `lines` already in `out`
-    for group in make_tokens_by_line(lines):
-        if not group:
-            continue
-        first = min(t.start[0] for t in group) - 1
-        last = max(t.end[0] for t in group)  # exclusive, 0-based
-        if first < done or last > len(lines) or last <= first:
-            continue
-        out += lines[done:first]
-        part = lines[first:last]
-        if any(finder.find([group]) for finder in _TRANSFORMS.token_transformers):
+    restarts = 0
+    while done < len(lines):
+        base, restart, changed = done, None, False
+        for group in make_tokens_by_line(lines[base:]):
+            if not group:
+                continue
+            first = base + min(t.start[0] for t in group) - 1
+            last = base + max(t.end[0] for t in group)  # exclusive, 0-based
+            if first < done or last > len(lines) or last <= first:
+                continue
+            found = [f for f in (finder.find([group]) for finder in finders) if f]
+            changed = bool(found)  # whether the last logical line read in this pass was transformed
+            if not found:
+                out += lines[done:last]
+                done = last
+                continue
             budget[0] -= 1
             if budget[0] < 0:
                 raise NotebookError(
                     f"expected at most {MAX_IPYTHON_LINES} lines of IPython syntax (magics, ! commands, ? help) "
                     "in the notebook, found more"
                 )
-            part = _transform_line(part, first + 1)
-        out += part
-        done = last
+            # An escape takes its line and the lines a backslash continues it onto; a help `?` the
+            # whole logical line. Tokens after that are read again (a quote in a shell command
+            # does not open a string over the lines that follow).
+            chosen = min(found, key=TokenTransformBase.sortby)  # the one IPython would apply first
+            start = min(max(base + int(chosen.start_line), first), last - 1)
+            start, end = (first, last) if isinstance(chosen, HelpEnd) else (start, start + 1)
+            while end < len(lines) and lines[end - 1].rstrip("\r\n").endswith("\\"):
+                end += 1
+            out += lines[done:start] + _transform_line(chosen, lines[start:end], start - base, start + 1)
+            done = end
+            if end < last:
+                restart = end
+                break
+        if restart is None and changed and done < len(lines):
+            restart = done  # the tokeniser stopped in a transformed line (an open quote): read on after it
+        if restart is None:
+            break
+        restarts += 1
+        if restarts > _MAX_RETOKENISE:
+            raise NotebookError(
+                f"expected at most {_MAX_RETOKENISE} lines of IPython syntax with unclosed quotes or brackets, "
+                "found more"
+            )
     return "".join(out + lines[done:])
 
 
-def _transform_line(part: list[str], line: int) -> list[str]:
-    """One logical line's physical lines after IPython's token transforms (at most a few of them)."""
+def _transform_line(chosen: Any, part: list[str], shift: int, line: int) -> list[str]:
+    """One logical line's physical lines ``part`` after the transform ``chosen`` (found ``shift``
+    lines further down the text it was found in) and any IPython's loop would apply after it."""
+    for name in ("start_line", "q_line"):
+        if isinstance(getattr(chosen, name, None), int):
+            setattr(chosen, name, getattr(chosen, name) - shift)
+    try:
+        part = chosen.transform(part)
+    except SyntaxError:  # IPython skips a transform that cannot apply
+        pass
     for _ in range(_MAX_TRANSFORMS_PER_LINE):
         changed, part = _TRANSFORMS.do_one_token_transform(part)
         if not changed:

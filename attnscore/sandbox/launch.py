@@ -738,19 +738,30 @@ def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...], group: int | Non
 
 def _installed(module: str, path: tuple[str, ...]) -> bool:
     """Whether ``module`` can be found on ``path`` (searched as files, nothing is imported)."""
+    return _module_files(module, path) is not None
+
+
+def _module_files(module: str, path: tuple[str, ...]) -> list[str] | None:
+    """The files and package folders that make up ``module`` on ``path`` (each package on the way,
+    then the module itself), or None when it is not found there (searched as files, nothing is
+    imported)."""
     from importlib.machinery import PathFinder
 
     locations: list[str] | None = list(path)
+    files: list[str] = []
     parts = module.split(".")
     for depth in range(1, len(parts) + 1):
         if locations is None:
-            return False
+            return None
         found = PathFinder.find_spec(".".join(parts[:depth]), locations)
         if found is None:
-            return False
+            return None
         search = found.submodule_search_locations
         locations = list(search) if search is not None else None
-    return True
+        files += [p for p in (locations or []) if isinstance(p, str)]
+        if isinstance(found.origin, str) and os.path.isabs(found.origin):
+            files.append(found.origin)
+    return files
 
 
 def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str | None:
@@ -758,20 +769,30 @@ def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str
 
     The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a
     ``PermissionError`` was about (``"file"``). When the worker runs as another user, a module that
-    this grader's interpreter finds, or a file inside the interpreter's own folders, is a module
-    the sandbox failed to provide: a grader error, never the student's exception.
+    this grader's interpreter finds, or a file inside the interpreter's own folders, may be one the
+    sandbox failed to provide. These clues come from the submission's process (it can raise
+    ``ModuleNotFoundError(name="torch")`` itself), so they are never taken on its word: the grader
+    asks the kernel itself whether the worker's user can read those files (through the readable
+    mirror), and only files it cannot read make a grader error; else the student's exception.
     """
     path = runner.runtime.path
     if not path or runner.bwrap:
         return None
+    mirrors = runner.runtime.mirrors
     module, file = message.get("module"), message.get("file")
-    if isinstance(module, str) and _MODULE_NAME.fullmatch(module) and _installed(module, path):
+    files = _module_files(module, path) if isinstance(module, str) and _MODULE_NAME.fullmatch(module) else None
+    if files and unreadable_by(tuple(dict.fromkeys(_through(f, mirrors) for f in files)), runner.uid, runner.uid):
         return (
             f"module {module!r} is installed on the grading machine but the sandbox could not load it for your code; "
             "this is a problem of the grading machine, not of your code: please tell your instructor"
         )
-    roots = path + tuple(copy for _, copy in runner.runtime.mirrors)
-    if isinstance(file, str) and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots):
+    roots = path + tuple(copy for _, copy in mirrors)
+    if (
+        isinstance(file, str)
+        and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots)
+        and os.path.lexists(file)
+        and unreadable_by((file,), runner.uid, runner.uid)
+    ):
         return (
             "a file of the grading machine's Python installation could not be read by the sandbox; "
             "this is a problem of the grading machine, not of your code: please tell your instructor"

@@ -105,7 +105,7 @@ def bound_inspector(shared: Any) -> Any:
         """``(value, indices of the arguments changed in place)``; raises what ``function`` raises."""
         n = length(args)
         shared_at = [i for i in ranged(n) if spans[i] is not None and read is not None]
-        regions = [spans[i] for i in shared_at]
+        regions = [span for span in spans if span is not None] if read is not None else []
         before = listed(chain(*snapshot(args, regions)))[1:]
         set_trace(None)
         set_profile(None)

@@ -64,8 +64,11 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "slow_import_then_hang": (0, frozenset({TIME}), TIME),
     # Remembers hidden inputs and repeats them in later messages, class names and output.
     "leaks_hidden_inputs": (0, frozenset({RAISE}), RAISE),
-    # A forged "module not found" for an installed module: never points (a grader error as root).
-    "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
+    # A forged "module not found" for an installed module the worker can read: its own exception,
+    # never a grader error (the grader checks the claim against the files itself).
+    "spoofs_missing_module": (0, frozenset({RAISE}), RAISE),
+    # The same with a PermissionError naming a readable file of the installation (torch/__init__.py).
+    "spoofs_unreadable_file": (0, frozenset({RAISE}), RAISE),
     # Right values for the visible examples only: their 5 points, and non_contiguous_inputs (same values either way).
     "hardcoded_visible": (6, frozenset({P, VALUE}), P),
 }
