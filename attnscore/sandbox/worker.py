@@ -9,13 +9,16 @@ searches for modules through the mirrors, confines itself with Landlock where th
 submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
 drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every
 folder it searches for modules (else the grading machine is at fault: a grader error), puts the
-submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, then imports the
-entry file (``ENTRY``, or when empty the one top-level ``.py`` file that defines ``FUNCTION``) as
-module ``submission``, says whether the function was found, and then answers call requests one
-at a time: view the inputs as tensors backed by the grader's shared memory, call the function,
-turn whatever came back into plain data (:func:`attnscore.check.outputs.to_received`) and send it back
-with a note of which inputs the output aliases (the grader reads the shared memory itself to see
-in-place changes). It never receives expected values.
+submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, says ``importing``
+(after this message the submission's code runs here, so the grader takes no grader-side verdict
+from this process), imports the entry file (``ENTRY``, or when empty the one top-level ``.py``
+file that defines ``FUNCTION``) as module ``submission``, says whether the function was found,
+and then answers call requests one at a time: view the inputs as tensors backed by the grader's
+shared memory, call the function, inspect every argument the moment it returns (values, shape,
+strides, class: :func:`bound_inspector`), turn whatever came back into plain data
+(:func:`attnscore.check.outputs.to_received`) and send it back with the inputs it saw changed and
+the inputs the output aliases (the grader also reads the shared memory itself after the reply).
+It never receives expected values.
 
 The submission's own stdin is /dev/null and its stdout/stderr go to a pipe the grader drains and
 caps; the request and response pipes live on private descriptors.
