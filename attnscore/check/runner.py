@@ -45,13 +45,13 @@ class InProcessRunner:
         layouts = layouts or {}
         tensors = [to_torch(a, dtype, self.device, layouts.get(n)) for n, a in args.items()]
         copies = [t.clone() for t in tensors]
-        layouts = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
+        before = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
         self.last_inspection = None
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc), exception=type_name(exc))
-        self.last_inspection = inspect_call(names, tensors, copies, value, layouts)
+        self.last_inspection = inspect_call(names, tensors, copies, value, before)
         received = to_received(value)
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)
