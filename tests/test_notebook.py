@@ -292,7 +292,7 @@ def test_any_reader_failure_is_a_notebook_error(monkeypatch, reader, error):
 
 
 def test_too_much_ipython_syntax_names_the_cell():
-    """More lines of IPython syntax than MAX_IPYTHON_LINES is a NotebookError naming the cell where the limit was hit."""
+    """More lines of IPython syntax than MAX_IPYTHON_LINES is a NotebookError naming the cell that went over."""
     from attnscore.grade.notebook import MAX_IPYTHON_LINES
 
     with pytest.raises(NotebookError) as info:

@@ -7,11 +7,11 @@ import io
 from dataclasses import replace
 
 import pytest
+from classdata import class_rows
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
-from classdata import class_rows
 
 _STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 

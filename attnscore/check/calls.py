@@ -13,7 +13,15 @@ import torch
 
 from attnscore.maths.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
 
-__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call", "tensor_layout"]
+__all__ = [
+    "TORCH_DTYPES",
+    "to_torch",
+    "describe_exception",
+    "exception_text",
+    "type_name",
+    "inspect_call",
+    "tensor_layout",
+]
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:

@@ -93,12 +93,13 @@ def bound_inspector(shared: Any) -> Any:
     plain = torch._C.DisableTorchFunction()
     enter, leave = plain.__enter__, plain.__exit__
     read = shared.__getitem__ if shared is not None else None
-    set_trace, set_profile, gc_off, gc_on = sys.settrace, sys.setprofile, gc.disable, gc.enable
+    set_trace, set_profile, gc_off, gc_on, gc_state = sys.settrace, sys.setprofile, gc.disable, gc.enable, gc.isenabled
 
     def snapshot(args: list[Any], regions: list[tuple[int, int]]) -> list[Any]:
-        """Lazy iterators: the collector off (no finalizer runs), region bytes, classes, then
-        (overrides off) the metadata fields, then overrides and the collector back on."""
-        parts: list[Any] = [starmap(gc_off, [()])]
+        """Lazy iterators: whether the collector runs, then the collector off (no finalizer runs),
+        region bytes, classes, then (overrides off) the metadata fields, then overrides and the
+        collector back on."""
+        parts: list[Any] = [starmap(gc_state, [()]), starmap(gc_off, [()])]
         parts += [starmap(read, [(cut(a, b),) for a, b in regions])] if read is not None else []
         parts += [each(kind, args), starmap(enter, [()])]
         parts += [each(field, args) for field in metadata]
@@ -109,7 +110,7 @@ def bound_inspector(shared: Any) -> Any:
         n = length(args)
         shared_at = [i for i in ranged(n) if spans[i] is not None and read is not None]
         regions = [span for span in spans if span is not None] if read is not None else []
-        before = listed(chain(*snapshot(args, regions)))[1:]
+        before = listed(chain(*snapshot(args, regions)))[2:]
         set_trace(None)
         set_profile(None)
         got: list[Any] = listed()
@@ -122,9 +123,12 @@ def bound_inspector(shared: Any) -> Any:
                 leave(None, None, None)
             except BaseException:  # noqa: BLE001 - never entered
                 pass
-            gc_on()
+            if length(got) > 1 and got[1]:
+                gc_on()
             return got[0], listed(ranged(n))  # its inputs could not even be inspected: changed
-        after, k = got[2:], length(regions)  # after the value and gc_off's None
+        if not got[1]:
+            gc_off()  # the collector stays as the call left it
+        after, k = got[3:], length(regions)  # after the value, the collector's state and gc_off's None
         changed = {i for i, j in pairs(shared_at, ranged(k)) if before[j] != after[j]}
         changed |= {i for i in ranged(n) if after[k + i] is not tensor}
         for f in ranged(length(metadata)):
