@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -295,3 +296,23 @@ def test_a_forged_load_error_is_never_a_grader_error(mutation_graded, name):
         assert "HYPERLINK" not in text and "cmd|" not in text
     for line in grades_csv([("=evil.py", result)]).splitlines()[1:]:
         assert not any(cell.lstrip().startswith(("=", "+", "-", "@")) for cell in line.split(","))
+
+
+def test_a_forged_grader_error_does_not_stop_the_batch(tmp_path):
+    """`attnscore grade` on a forged load_error and a correct file: exit 1 (a failing submission), not 3."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+    from hostile.harness import ROOT
+
+    good = tmp_path / "good.py"
+    good.write_text("def scaled_score_matrix(Q, K):\n    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5\n")
+    spec = str(ROOT / "specs" / "scaled_score_matrix.yaml")
+    args = ["grade", str(MUTATIONS / "forges_load_error.py"), str(good), "--spec", spec, "--format", "json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert "grader error" not in result.output
+    batch = json.loads(result.stdout)
+    scores = {Path(s["submission"]).name: (s["score"], s["max_score"]) for s in batch["submissions"]}
+    assert scores["forges_load_error.py"][0] == 0
+    assert scores["good.py"][0] == scores["good.py"][1] > 0
