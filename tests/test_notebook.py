@@ -343,3 +343,14 @@ def test_line_by_line_transform_matches_ipython(lines):
     except Exception:  # noqa: BLE001 - IPython cannot read it, or it is no Python (a SyntaxError either way)
         return
     assert _ipython_to_python(cell) == expected
+
+
+def test_open_brackets_in_shell_lines_cannot_make_reading_quadratic():
+    """Lines like `!echo (it` make the rest of the cell be read again; past a budget, a NotebookError."""
+    filler = "x = 1\n" * 2000  # 12 KB after each of them, 234 KiB in all
+    cell = ("!echo (it\n" + filler) * 20
+    with pytest.raises(NotebookError, match="leaves too many quotes or brackets open to read") as info:
+        convert_notebook(_raw_notebook(CORRECT, cell))
+    assert info.value.cell == 2
+    few = convert_notebook(_raw_notebook(CORRECT, "!echo (it\nimport os\n!echo '''it\nd_k = 4\n"))
+    assert body(few.source) == [*CORRECT.splitlines(), "import os", "d_k = 4"]

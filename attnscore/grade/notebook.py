@@ -78,9 +78,9 @@ MAX_IPYTHON_LINES = 2000
 _MAX_TRANSFORMS_PER_LINE = 8
 """Most IPython transforms one logical line may need (one escape at its start, one help at its end)."""
 
-_MAX_RETOKENISE = 50
-"""Most lines with IPython syntax whose quotes or brackets stay open, each of which makes the rest
-of its cell be tokenised again."""
+_MAX_TOKENISED = 2 * MAX_CODE_CHARS
+"""Most characters tokenised for one notebook: each cell once, and again after a line with IPython
+syntax whose quotes or brackets stay open (the rest of its cell is read again)."""
 
 # A line that may hold IPython syntax: an escape (% ! ?) first, a help ? last, or `x = !cmd` / `x = %magic`.
 _MAYBE_IPYTHON = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.MULTILINE)
@@ -184,7 +184,8 @@ def _definition(stmt: ast.stmt, cell: int) -> bool:
 def _cell_body(source: str, budget: list[int] | None = None) -> tuple[str | None, int]:
     """The Python text of a cell after IPython's transformer (None for a non-Python cell magic),
     and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell).
-    ``budget``: ``[lines with IPython syntax still allowed]``, shared by the notebook's cells."""
+    ``budget``: ``[lines with IPython syntax, characters to tokenise]`` still allowed, shared by
+    the notebook's cells."""
     lines = source.splitlines()
     offset = 0
     while offset < len(lines) and not lines[offset].strip():
@@ -208,9 +209,10 @@ def _ipython_to_python(cell: str, budget: list[int] | None = None) -> str:
 
     Raises:
         NotebookError: a logical line that needs more than a handful of transforms, or more
-            lines with IPython syntax than ``budget`` (``[count]``, decreased) allows (no cell).
+            lines with IPython syntax or characters to tokenise than ``budget`` (``[lines,
+            characters]``, decreased) allows (no cell).
     """
-    budget = budget if budget is not None else [MAX_IPYTHON_LINES]
+    budget = budget if budget is not None else [MAX_IPYTHON_LINES, _MAX_TOKENISED]
     lines = (cell if cell.endswith("\n") else cell + "\n").splitlines(keepends=True)
     transforms: list[Any] = [*_TRANSFORMS.cleanup_transforms, *_TRANSFORMS.line_transforms]
     finders: list[Any] = list(_TRANSFORMS.token_transformers)
@@ -220,9 +222,14 @@ def _ipython_to_python(cell: str, budget: list[int] | None = None) -> str:
         return "".join(lines)
     out: list[str] = []
     done = 0  # physical lines of `lines` already in `out`
-    restarts = 0
     while done < len(lines):
         base, restart, changed = done, None, False
+        budget[1] -= sum(len(line) for line in lines[base:])
+        if budget[1] < 0:
+            raise NotebookError(
+                "its IPython syntax leaves too many quotes or brackets open to read "
+                f"(more than {_MAX_TOKENISED} characters to tokenise in the notebook)"
+            )
         for group in make_tokens_by_line(lines[base:]):
             if not group:
                 continue
@@ -259,12 +266,6 @@ def _ipython_to_python(cell: str, budget: list[int] | None = None) -> str:
             restart = done  # the tokeniser stopped in a transformed line (an open quote): read on after it
         if restart is None:
             break
-        restarts += 1
-        if restarts > _MAX_RETOKENISE:
-            raise NotebookError(
-                f"expected at most {_MAX_RETOKENISE} lines of IPython syntax with unclosed quotes or brackets, "
-                "found more"
-            )
     return "".join(out + lines[done:])
 
 
@@ -407,7 +408,7 @@ def _convert(content: bytes, name: str) -> Notebook:
     body: list[str] = []
     kept: list[tuple[int, str]] = []
     dropped: list[tuple[int, str]] = []
-    budget = [MAX_IPYTHON_LINES]
+    budget = [MAX_IPYTHON_LINES, _MAX_TOKENISED]
     for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
