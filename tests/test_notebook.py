@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnscore.grade.grading import grade_many
 from attnscore.grade.notebook import NotebookError, convert_notebook
@@ -206,3 +210,147 @@ def test_notebooks_are_graded_in_the_sandbox_like_files(tmp_path):
     assert bad.score == 0
     assert {c.verdict for c in bad.cases} == {Verdict.FUNCTION_MISSING}
     assert "cell 2: SyntaxError" in bad.error
+
+
+def _raw_notebook(*sources: str, **extra: str) -> bytes:
+    """A notebook written as JSON text by hand (``extra``: more top-level fields, as raw JSON text)."""
+    cells = [
+        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+        for i, s in enumerate(sources)
+    ]
+    text = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells})
+    for key, value in extra.items():
+        text = text[:-1] + f", {json.dumps(key)}: {value}}}"
+    return text.encode()
+
+
+HOSTILE_NOTEBOOKS = {
+    # name: (notebook bytes, the problem it must be, or None when it is graded as usual)
+    "deep_metadata": (_raw_notebook(CORRECT, deep="[" * 100_000 + "]" * 100_000), "nested too deeply to read"),
+    "huge_integer": (_raw_notebook(CORRECT, big="9" * 5000), "an integer of 5000 digits (at most 4000 are read)"),
+    "echo_600": (_raw_notebook("\n".join(["!echo hi"] * 600) + "\n" + CORRECT), None),
+    "help_3x499": (_raw_notebook(*["\n".join(["x?"] * 499)] * 3, CORRECT), None),
+    "code_15_mib": (
+        _raw_notebook(CORRECT + "\n" + ("s = '" + "a" * 1000 + "'\n") * (15 * 1024)),
+        "expected at most 0.2 MiB of code in the code cells, found 14.8 MiB",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_NOTEBOOKS))
+def test_hostile_notebooks_convert_or_fail_as_a_notebook_error(name):
+    """Deep JSON, huge integers, huge code and many escapes convert, or raise NotebookError with a clear line."""
+    content, problem = HOSTILE_NOTEBOOKS[name]
+    if problem is None:
+        converted = convert_notebook(content)
+        assert body(converted.source) == CORRECT.splitlines()
+        assert len(converted.dropped) in (600, 3 * 499)
+    else:
+        with pytest.raises(NotebookError, match=re.escape(problem)):
+            convert_notebook(content)
+
+
+def test_hostile_notebooks_are_their_students_verdicts_and_the_class_is_graded(tmp_path):
+    """In one class, each hostile notebook is its own student's problem; everyone else is graded."""
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "alice.ipynb").write_bytes(notebook("import torch", CORRECT))
+    for name, (content, _) in HOSTILE_NOTEBOOKS.items():
+        (klass / f"{name}.ipynb").write_bytes(content)
+    submissions = find_submissions([str(klass)])
+    problems = {Path(s.path).stem: s.problem for s in submissions}
+    for name, (_, problem) in HOSTILE_NOTEBOOKS.items():
+        if problem is None:
+            assert problems[name] is None
+        else:
+            assert problems[name].startswith(f"your notebook {name}.ipynb could not be read: ")
+            assert problem in problems[name] and "\n" not in problems[name]
+    spec = load_spec(SPEC)
+    results = {Path(r.submission).stem: r for r in grade_many(submissions, spec, shrink_steps=0)}
+    for name in ("alice", "echo_600", "help_3x499"):
+        assert results[name].all_passed and results[name].score == spec.max_points, name
+    for name in ("deep_metadata", "huge_integer", "code_15_mib"):
+        assert results[name].score == 0 and {c.verdict for c in results[name].cases} == {Verdict.FUNCTION_MISSING}
+        assert results[name].error == problems[name]
+
+
+@pytest.mark.parametrize("error", [RecursionError("deep"), MemoryError(), RuntimeError("loop"), ValueError("x")])
+@pytest.mark.parametrize("reader", ["_ipython_to_python", "_statement_text", "_decode"])
+def test_any_reader_failure_is_a_notebook_error(monkeypatch, reader, error):
+    """Whatever a reader raises on student data (IPython's transforms, ast, nbformat) is a NotebookError."""
+    import attnscore.grade.notebook as module
+
+    def broken(*args, **kwargs):
+        raise error
+
+    content = notebook(CORRECT)
+    monkeypatch.setattr(module, reader, broken)
+    with pytest.raises(NotebookError) as info:
+        convert_notebook(content)
+    assert str(info.value).count("\n") == 0
+    assert type(error).__name__ in str(info.value) or "too deeply or too large" in str(info.value)
+
+
+def test_too_much_ipython_syntax_names_the_cell():
+    """More lines of IPython syntax than MAX_IPYTHON_LINES is a NotebookError naming the cell that went over."""
+    from attnscore.grade.notebook import MAX_IPYTHON_LINES
+
+    with pytest.raises(NotebookError) as info:
+        convert_notebook(_raw_notebook(CORRECT, "\n".join(f"x{i}?" for i in range(MAX_IPYTHON_LINES + 1))))
+    assert info.value.cell == 2
+    assert f"expected at most {MAX_IPYTHON_LINES} lines of IPython syntax" in str(info.value)
+
+
+_FRAGMENTS = [
+    "x = 1",
+    "!echo hi",
+    "!echo 'it",
+    "x = (1,",
+    "%time f(\\",
+    "%matplotlib inline",
+    "x?",
+    "obj.attr??",
+    "y = !ls",
+    "z = %time 1",
+    "def f(a):",
+    "    !pip install torch",
+    "    a?",
+    "    return a",
+    "s = '''",
+    "!inside a string",
+    "'''",
+    "v = [1,",
+    "  2]",
+    "# a question?",
+    "print(1)  # why?",
+    "",
+    "    ",
+]
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=12))
+@settings(max_examples=150, deadline=None)
+def test_line_by_line_transform_matches_ipython(lines):
+    """The bounded transform gives exactly what IPython's own transform_cell gives, where that is Python."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from attnscore.grade.notebook import _ipython_to_python
+
+    cell = "\n".join(lines)
+    try:
+        expected = TransformerManager().transform_cell(cell)
+        ast.parse(expected)
+    except Exception:  # noqa: BLE001 - IPython cannot read it, or it is no Python (a SyntaxError either way)
+        return
+    assert _ipython_to_python(cell) == expected
+
+
+def test_open_brackets_in_shell_lines_cannot_make_reading_quadratic():
+    """Lines like `!echo (it` make the rest of the cell be read again; past a budget, a NotebookError."""
+    filler = "x = 1\n" * 2000  # 12 KB after each of them, 234 KiB in all
+    cell = ("!echo (it\n" + filler) * 20
+    with pytest.raises(NotebookError, match="leaves too many quotes or brackets open to read") as info:
+        convert_notebook(_raw_notebook(CORRECT, cell))
+    assert info.value.cell == 2
+    few = convert_notebook(_raw_notebook(CORRECT, "!echo (it\nimport os\n!echo '''it\nd_k = 4\n"))
+    assert body(few.source) == [*CORRECT.splitlines(), "import os", "d_k = 4"]

@@ -13,7 +13,15 @@ import torch
 
 from attnscore.maths.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
 
-__all__ = ["TORCH_DTYPES", "to_torch", "describe_exception", "exception_text", "type_name", "inspect_call"]
+__all__ = [
+    "TORCH_DTYPES",
+    "to_torch",
+    "describe_exception",
+    "exception_text",
+    "type_name",
+    "inspect_call",
+    "tensor_layout",
+]
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
@@ -99,12 +107,28 @@ def _shares_memory(out: object, t: torch.Tensor) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
 
+def tensor_layout(t: torch.Tensor) -> tuple[object, ...]:
+    """What an in-place metadata change alters: ``(shape, strides, storage offset, dtype, data
+    pointer)`` (``K.transpose_()``, ``v.unsqueeze_()``, ``x.set_(...)`` change it, values or not)."""
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.data_ptr())
+
+
 def inspect_call(
-    names: list[str], tensors: list[torch.Tensor], copies: list[torch.Tensor], value: object
+    names: list[str],
+    tensors: list[torch.Tensor],
+    copies: list[torch.Tensor],
+    value: object,
+    layouts: list[tuple[object, ...]] | None = None,
 ) -> dict[str, list[str]]:
-    """Which inputs a call changed in place (``"mutated"``) and which the output shares memory with
-    (``"aliased"``), given the input tensors and copies made before the call."""
+    """Which inputs a call changed in place (``"mutated"``: values, or with ``layouts`` taken by
+    :func:`tensor_layout` before the call also shape and strides) and which the output shares
+    memory with (``"aliased"``), given the input tensors and copies made before the call."""
+    before = layouts if layouts is not None else [None] * len(tensors)
     return {
-        "mutated": [n for n, t, c in zip(names, tensors, copies, strict=False) if not _same_bits(t, c)],
+        "mutated": [
+            n
+            for n, t, c, lay in zip(names, tensors, copies, before, strict=False)
+            if not _same_bits(t, c) or (lay is not None and tensor_layout(t) != lay)
+        ],
         "aliased": [n for n, t in zip(names, tensors, strict=False) if _shares_memory(value, t)],
     }

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from attnscore.check.calls import describe_exception, inspect_call, to_torch, type_name
+from attnscore.check.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
 from attnscore.check.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -45,12 +45,13 @@ class InProcessRunner:
         layouts = layouts or {}
         tensors = [to_torch(a, dtype, self.device, layouts.get(n)) for n, a in args.items()]
         copies = [t.clone() for t in tensors]
+        before = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
         self.last_inspection = None
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc), exception=type_name(exc))
-        self.last_inspection = inspect_call(names, tensors, copies, value)
+        self.last_inspection = inspect_call(names, tensors, copies, value, before)
         received = to_received(value)
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)

@@ -5,8 +5,10 @@ the sandbox, and the sandbox then grades the resulting ``.py`` file exactly as a
 
 What is taken, cell by cell (code cells only; markdown, raw cells and every output are ignored):
 
-1. IPython syntax is rewritten by IPython's own transformer
-   (:class:`IPython.core.inputtransformer2.TransformerManager`): ``%matplotlib inline`` and
+1. IPython syntax is rewritten by IPython's own transforms
+   (:class:`IPython.core.inputtransformer2.TransformerManager`), one logical line at a time (the
+   cell is tokenised once; only lines that hold IPython syntax are transformed, each on its own, so
+   the work grows with the cell's length, never with its square): ``%matplotlib inline`` and
    ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 drops.
    A cell that starts with the cell magic ``%%time``, ``%%timeit`` or ``%%capture`` keeps its body
    (these run their body as Python); a cell under any other cell magic (``%%bash``,
@@ -32,22 +34,57 @@ What is taken, cell by cell (code cells only; markdown, raw cells and every outp
 The source keeps each kept statement's text as written, under a ``# cell N`` comment (cells
 counted from 1 over all cells, as they appear in the notebook), so a traceback points at
 recognisable code.
+
+Bounds: a notebook is student data read by the grader, so reading it is bounded and can only fail
+as a :class:`NotebookError` (that student's problem, never the class's): at most
+:data:`MAX_NOTEBOOK_BYTES` in the file and :data:`MAX_CODE_CHARS` in its code cells (checked before
+nbformat validates anything), JSON nested too deeply or integers too long to read are errors with
+their own message, and any other failure of the readers (``RecursionError``, ``MemoryError``, a
+``RuntimeError`` of IPython...) is caught at :func:`convert_notebook` and reported as one line.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import nbformat
-from IPython.core.inputtransformer2 import TransformerManager
+from IPython.core.inputtransformer2 import HelpEnd, TokenTransformBase, TransformerManager, make_tokens_by_line
 
-__all__ = ["NotebookError", "Notebook", "convert_notebook", "PYTHON_CELL_MAGICS", "MAX_NOTEBOOK_BYTES"]
+__all__ = [
+    "NotebookError",
+    "Notebook",
+    "convert_notebook",
+    "PYTHON_CELL_MAGICS",
+    "MAX_NOTEBOOK_BYTES",
+    "MAX_CODE_CHARS",
+    "MAX_IPYTHON_LINES",
+]
 
 MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024
 """Largest ``.ipynb`` file accepted, in bytes (outputs such as images count; they are ignored)."""
+
+MAX_CODE_CHARS = 256 * 1024
+"""Most characters of source over all code cells (a graded notebook holds definitions, not data;
+reading this much, IPython syntax included, takes the grader a few seconds at most)."""
+
+MAX_IPYTHON_LINES = 2000
+"""Most logical lines with IPython syntax (magics, ``!`` commands, ``?`` help) in one notebook."""
+
+_MAX_TRANSFORMS_PER_LINE = 8
+"""Most IPython transforms one logical line may need (one escape at its start, one help at its end)."""
+
+_MAX_TOKENISED = 2 * MAX_CODE_CHARS
+"""Most characters tokenised for one notebook: each cell once, and again after a line with IPython
+syntax whose quotes or brackets stay open (the rest of its cell is read again)."""
+
+# A line that may hold IPython syntax: an escape (% ! ?) first, a help ? last, or `x = !cmd` / `x = %magic`.
+_MAYBE_IPYTHON = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.MULTILINE)
+_TRANSFORMS = TransformerManager()
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 """Cell magics whose body is Python run as is: the body is kept, the magic line dropped."""
@@ -144,9 +181,11 @@ def _definition(stmt: ast.stmt, cell: int) -> bool:
         raise NotebookError("the code is too deeply nested to read", cell) from None
 
 
-def _cell_body(source: str) -> tuple[str | None, int]:
+def _cell_body(source: str, budget: list[int] | None = None) -> tuple[str | None, int]:
     """The Python text of a cell after IPython's transformer (None for a non-Python cell magic),
-    and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell)."""
+    and how many leading blank lines it lost (line ``n`` of the text is line ``n + offset`` of the cell).
+    ``budget``: ``[lines with IPython syntax, characters to tokenise]`` still allowed, shared by
+    the notebook's cells."""
     lines = source.splitlines()
     offset = 0
     while offset < len(lines) and not lines[offset].strip():
@@ -158,7 +197,95 @@ def _cell_body(source: str) -> tuple[str | None, int]:
         if magic not in PYTHON_CELL_MAGICS:
             return None, offset
         source = f"# {first}\n{rest}"  # a comment keeps the line count
-    return TransformerManager().transform_cell(source), offset
+    return _ipython_to_python(source, budget), offset
+
+
+def _ipython_to_python(cell: str, budget: list[int] | None = None) -> str:
+    """``cell`` with IPython syntax rewritten as Python, in time linear in its length.
+
+    The result is what ``TransformerManager().transform_cell`` gives, but the cell is tokenised once
+    and each logical line that holds IPython syntax is transformed on its own (IPython's own loop
+    tokenises the whole cell again after every transform, and gives up after 500 of them).
+
+    Raises:
+        NotebookError: a logical line that needs more than a handful of transforms, or more
+            lines with IPython syntax or characters to tokenise than ``budget`` (``[lines,
+            characters]``, decreased) allows (no cell).
+    """
+    budget = budget if budget is not None else [MAX_IPYTHON_LINES, _MAX_TOKENISED]
+    lines = (cell if cell.endswith("\n") else cell + "\n").splitlines(keepends=True)
+    transforms: list[Any] = [*_TRANSFORMS.cleanup_transforms, *_TRANSFORMS.line_transforms]
+    finders: list[Any] = list(_TRANSFORMS.token_transformers)
+    for transform in transforms:
+        lines = transform(lines)
+    if not _MAYBE_IPYTHON.search("".join(lines)):
+        return "".join(lines)
+    out: list[str] = []
+    done = 0  # physical lines of `lines` already in `out`
+    while done < len(lines):
+        base, restart, changed = done, None, False
+        budget[1] -= sum(len(line) for line in lines[base:])
+        if budget[1] < 0:
+            raise NotebookError(
+                "its IPython syntax leaves too many quotes or brackets open to read "
+                f"(more than {_MAX_TOKENISED} characters to tokenise in the notebook)"
+            )
+        for group in make_tokens_by_line(lines[base:]):
+            if not group:
+                continue
+            first = base + min(t.start[0] for t in group) - 1
+            last = base + max(t.end[0] for t in group)  # exclusive, 0-based
+            if first < done or last > len(lines) or last <= first:
+                continue
+            found = [f for f in (finder.find([group]) for finder in finders) if f]
+            changed = bool(found)  # whether the last logical line read in this pass was transformed
+            if not found:
+                out += lines[done:last]
+                done = last
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise NotebookError(
+                    f"expected at most {MAX_IPYTHON_LINES} lines of IPython syntax (magics, ! commands, ? help) "
+                    "in the notebook, found more"
+                )
+            # An escape takes its line and the lines a backslash continues it onto; a help `?` the
+            # whole logical line. Tokens after that are read again (a quote in a shell command
+            # does not open a string over the lines that follow).
+            chosen = min(found, key=TokenTransformBase.sortby)  # the one IPython would apply first
+            start = min(max(base + int(chosen.start_line), first), last - 1)
+            start, end = (first, last) if isinstance(chosen, HelpEnd) else (start, start + 1)
+            while end < len(lines) and lines[end - 1].rstrip("\r\n").endswith("\\"):
+                end += 1
+            out += lines[done:start] + _transform_line(chosen, lines[start:end], start - base, start + 1)
+            done = end
+            if end < last:
+                restart = end
+                break
+        if restart is None and changed and done < len(lines):
+            restart = done  # the tokeniser stopped in a transformed line (an open quote): read on after it
+        if restart is None:
+            break
+    return "".join(out + lines[done:])
+
+
+def _transform_line(chosen: Any, part: list[str], shift: int, line: int) -> list[str]:
+    """One logical line's physical lines ``part`` after the transform ``chosen`` (found ``shift``
+    lines further down the text it was found in) and any IPython's loop would apply after it."""
+    for name in ("start_line", "q_line"):
+        if isinstance(getattr(chosen, name, None), int):
+            setattr(chosen, name, getattr(chosen, name) - shift)
+    try:
+        part = chosen.transform(part)
+    except SyntaxError:  # IPython skips a transform that cannot apply
+        pass
+    for _ in range(_MAX_TRANSFORMS_PER_LINE):
+        changed, part = _TRANSFORMS.do_one_token_transform(part)
+        if not changed:
+            return part
+    raise NotebookError(
+        f"line {line} holds more IPython syntax than can be read (more than {_MAX_TRANSFORMS_PER_LINE} escapes)"
+    )
 
 
 def _first_line(text: str) -> str:
@@ -177,23 +304,62 @@ def _statement_text(stmt: ast.stmt, lines: list[str], shared: set[int]) -> str:
     return "\n".join(lines[start - 1 : end])
 
 
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def _code_chars(raw: dict[str, Any]) -> int:
+    """Characters of source in the code cells of a parsed notebook (nbformat 4 ``cells``, or the
+    ``worksheets`` of nbformat 3; ``source``/``input`` a string or a list of strings)."""
+    cells = raw.get("cells")
+    if not isinstance(cells, list):
+        sheets = raw.get("worksheets")
+        sheets = sheets if isinstance(sheets, list) else []
+        cells = [c for w in sheets if isinstance(w, dict) and isinstance(w.get("cells"), list) for c in w["cells"]]
+    total = 0
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", cell.get("input", ""))
+        parts = source if isinstance(source, list) else [source]
+        total += sum(len(p) for p in parts if isinstance(p, str))
+    return total
+
+
+def _long_int(text: str) -> int:
+    if len(text) > 4000:
+        raise NotebookError(f"not a notebook: it holds an integer of {len(text)} digits (at most 4000 are read)")
+    return int(text)
+
+
 def _decode(content: bytes) -> nbformat.NotebookNode:
     if len(content) > MAX_NOTEBOOK_BYTES:
-        raise NotebookError(f"expected at most {MAX_NOTEBOOK_BYTES} bytes, found {len(content)}")
+        raise NotebookError(
+            f"expected a notebook of at most {_mib(MAX_NOTEBOOK_BYTES)}, found {_mib(len(content))} "
+            "(clear large outputs, such as images, before submitting)"
+        )
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise NotebookError(f"not UTF-8 text (byte {exc.start}): save the notebook from Jupyter again") from None
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_int=_long_int)
     except json.JSONDecodeError as exc:
         raise NotebookError(
             f"not a notebook: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
         ) from None
+    except RecursionError:
+        raise NotebookError("not a notebook: its JSON is nested too deeply to read") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("nbformat"), int):
         raise NotebookError("not a notebook: expected a JSON object with an integer 'nbformat' field")
     if raw["nbformat"] not in (3, 4):
         raise NotebookError(f"expected nbformat 4 (or 3), found nbformat {raw['nbformat']}")
+    code = _code_chars(raw)
+    if code > MAX_CODE_CHARS:
+        raise NotebookError(
+            f"expected at most {_mib(MAX_CODE_CHARS)} of code in the code cells, found {_mib(code)} "
+            "(keep data out of code cells: compute or load it in your function)"
+        )
     try:
         notebook = nbformat.reads(text, as_version=4)
         nbformat.validate(notebook)
@@ -224,15 +390,34 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
         >>> convert_notebook(nbformat.writes(nb).encode()).source.splitlines()[-2:]
         ['# cell 1', 'x = 1']
     """
+    try:
+        return _convert(content, name)
+    except NotebookError:
+        raise
+    except (RecursionError, MemoryError):
+        raise NotebookError("the notebook is nested too deeply or too large to read") from None
+    except Exception as exc:  # noqa: BLE001 - any failure of a reader on student data is that notebook's
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        raise NotebookError(f"the notebook could not be read ({detail})") from None
+
+
+def _convert(content: bytes, name: str) -> Notebook:
     notebook = _decode(content)
     future: list[str] = []
     body: list[str] = []
     kept: list[tuple[int, str]] = []
     dropped: list[tuple[int, str]] = []
+    budget = [MAX_IPYTHON_LINES, _MAX_TOKENISED]
     for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
-        python, offset = _cell_body(cell.source)
+        try:
+            python, offset = _cell_body(cell.source, budget)
+        except NotebookError as exc:
+            raise NotebookError(exc.reason, number) from None
+        except (RecursionError, MemoryError, RuntimeError, ValueError) as exc:
+            raise NotebookError(f"its IPython syntax could not be read ({type(exc).__name__})", number) from None
         if python is None:
             dropped.append((number, _first_line(cell.source)))
             continue

@@ -101,6 +101,15 @@ def _notebook_problem(name: str, exc: Exception) -> str:
     return f"your notebook {name} could not be read: {exc}"
 
 
+def _unexpected(exc: BaseException) -> Exception:
+    """A reader's failure that :func:`attnscore.grade.notebook.convert_notebook` did not name, as one line."""
+    try:
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    except Exception:  # noqa: BLE001 - an exception whose text cannot be shown
+        text = ""
+    return ValueError(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
 def _notebook_submission(path: Path, content: bytes) -> Submission:
     from attnscore.grade.notebook import NotebookError
 
@@ -109,6 +118,8 @@ def _notebook_submission(path: Path, content: bytes) -> Submission:
         return Submission(path, ((entry, _convert(path.name, content)),), entry)
     except NotebookError as exc:
         return Submission(path, (), entry, problem=_notebook_problem(path.name, exc))
+    except Exception as exc:  # noqa: BLE001 - never the class's failure: convert_notebook should say NotebookError
+        return Submission(path, (), entry, problem=_notebook_problem(path.name, _unexpected(exc)))
 
 
 def _with_notebooks(files: list[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], str | None]:
@@ -130,6 +141,8 @@ def _with_notebooks(files: list[tuple[str, bytes]]) -> tuple[list[tuple[str, byt
             out.append((target, _convert(rel, content)))
         except NotebookError as exc:
             problem = problem or _notebook_problem(rel, exc)
+        except Exception as exc:  # noqa: BLE001 - never the class's failure
+            problem = problem or _notebook_problem(rel, _unexpected(exc))
     return out, problem
 
 

@@ -9,9 +9,12 @@ machine's legacy code page and garbles non-ASCII student names (``José`` become
 LibreOffice, Google Sheets, pandas and Python's ``csv`` module (with ``encoding="utf-8-sig"``)
 all read the mark and drop it. Line endings are ``\\r\\n`` (RFC 4180).
 
-Text cells that a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``,
-tab or carriage return: a student can name their file ``=HYPERLINK(...)``) get a leading ``'``,
-the usual defence against CSV formula injection.
+Text cells that a spreadsheet would run as a formula get a leading ``'``, the usual defence
+against CSV formula injection: every text cell (student names, and the error column, whose text
+may come from the submission) whose first character after any leading spaces, tabs or line breaks
+is ``=``, ``+``, ``-``, ``@``, tab or carriage return, or their full-width forms (``＝``, ``＋``,
+``－``, ``＠``, which some spreadsheets read as the ASCII ones): a student can name their file
+``=HYPERLINK(...)``, or raise an exception whose message is one.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from attnscore.report.results import SubmissionResult, points_out
 __all__ = ["grades_csv", "CSV_ENCODING"]
 
 CSV_ENCODING = "utf-8-sig"
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def _text_cell(text: str) -> str:
-    return f"'{text}" if text.startswith(_FORMULA_START) else text
+    """``text`` as a cell no spreadsheet runs as a formula (a leading ``'`` where it would)."""
+    return f"'{text}" if text.startswith(_FORMULA_START) or text.lstrip(" \t\r\n").startswith(_FORMULA_START) else text
 
 
 def grades_csv(rows: Sequence[tuple[str, SubmissionResult]]) -> str:

@@ -96,6 +96,13 @@ __all__ = [
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 _WORKER_VERDICTS = frozenset({Verdict.EXCEPTION.value, Verdict.BAD_RETURN_TYPE.value, Verdict.MEMORY_LIMIT.value})
+# The verdicts a load_error may carry, by protocol state: before the worker says "importing" (only
+# the worker has run: the machine's faults, or no file to import) and after it (the submission may
+# have written the message itself: only verdicts that are the submission's own).
+_LOAD_VERDICTS = {
+    False: frozenset({Verdict.GRADER_ERROR.value, Verdict.FUNCTION_MISSING.value}),
+    True: frozenset({Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value}),
+}
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding attnscore/
 # The only grader modules the worker may see: copied into a private folder, so the worker's
 # `attnscore` package holds no reference implementation, specs or golden values.
@@ -918,19 +925,30 @@ def _lay_out(folder: str, files: tuple[tuple[str, bytes], ...], group: int | Non
 
 def _installed(module: str, path: tuple[str, ...]) -> bool:
     """Whether ``module`` can be found on ``path`` (searched as files, nothing is imported)."""
+    return _module_files(module, path) is not None
+
+
+def _module_files(module: str, path: tuple[str, ...]) -> list[str] | None:
+    """The files and package folders that make up ``module`` on ``path`` (each package on the way,
+    then the module itself), or None when it is not found there (searched as files, nothing is
+    imported)."""
     from importlib.machinery import PathFinder
 
     locations: list[str] | None = list(path)
+    files: list[str] = []
     parts = module.split(".")
     for depth in range(1, len(parts) + 1):
         if locations is None:
-            return False
+            return None
         found = PathFinder.find_spec(".".join(parts[:depth]), locations)
         if found is None:
-            return False
+            return None
         search = found.submodule_search_locations
         locations = list(search) if search is not None else None
-    return True
+        files += [p for p in (locations or []) if isinstance(p, str)]
+        if isinstance(found.origin, str) and os.path.isabs(found.origin):
+            files.append(found.origin)
+    return files
 
 
 def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str | None:
@@ -938,20 +956,30 @@ def _environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str
 
     The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a
     ``PermissionError`` was about (``"file"``). When the worker runs as another user, a module that
-    this grader's interpreter finds, or a file inside the interpreter's own folders, is a module
-    the sandbox failed to provide: a grader error, never the student's exception.
+    this grader's interpreter finds, or a file inside the interpreter's own folders, may be one the
+    sandbox failed to provide. These clues come from the submission's process (it can raise
+    ``ModuleNotFoundError(name="torch")`` itself), so they are never taken on its word: the grader
+    asks the kernel itself whether the worker's user can read those files (through the readable
+    mirror), and only files it cannot read make a grader error; else the student's exception.
     """
     path = runner.runtime.path
     if not path or runner.bwrap:
         return None
+    mirrors = runner.runtime.mirrors
     module, file = message.get("module"), message.get("file")
-    if isinstance(module, str) and _MODULE_NAME.fullmatch(module) and _installed(module, path):
+    files = _module_files(module, path) if isinstance(module, str) and _MODULE_NAME.fullmatch(module) else None
+    if files and unreadable_by(tuple(dict.fromkeys(_through(f, mirrors) for f in files)), runner.uid, runner.uid):
         return (
             f"module {module!r} is installed on the grading machine but the sandbox could not load it for your code; "
             "this is a problem of the grading machine, not of your code: please tell your instructor"
         )
-    roots = path + tuple(copy for _, copy in runner.runtime.mirrors)
-    if isinstance(file, str) and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots):
+    roots = path + tuple(copy for _, copy in mirrors)
+    if (
+        isinstance(file, str)
+        and any(file == r or file.startswith(r.rstrip("/") + "/") for r in roots)
+        and os.path.lexists(file)
+        and unreadable_by((file,), runner.uid, runner.uid)
+    ):
         return (
             "a file of the grading machine's Python installation could not be read by the sandbox; "
             "this is a problem of the grading machine, not of your code: please tell your instructor"
@@ -1357,8 +1385,13 @@ class SandboxRunner:
         self.worker = worker
         self.starts += 1
         hello = worker.receive(began + budget)
+        # Before "importing" only the worker has run: it alone may report the machine's faults.
+        # From "importing" on the submission runs in the worker and may write replies itself.
+        importing = isinstance(hello, dict) and hello.get("type") == "importing"
+        if importing:
+            hello = worker.receive(began + budget)
         self.setup_spent += time.monotonic() - began
-        if isinstance(hello, dict) and hello.get("type") == "ready":
+        if importing and isinstance(hello, dict) and hello.get("type") == "ready":
             return self._disk_failure()
         if hello == "timeout":
             failure = CallFailure(
@@ -1376,15 +1409,16 @@ class SandboxRunner:
         elif (
             isinstance(hello, dict)
             and hello.get("type") == "load_error"
-            and hello.get("verdict")
-            in (
-                Verdict.EXCEPTION.value,
-                Verdict.FUNCTION_MISSING.value,
-                Verdict.MEMORY_LIMIT.value,
-                Verdict.GRADER_ERROR.value,
-            )
+            and hello.get("verdict") in _LOAD_VERDICTS[importing]
         ):
             failure = self._failure(hello, "submission")
+        elif importing and isinstance(hello, dict) and hello.get("type") == "load_error":
+            failure = CallFailure(
+                Verdict.CRASHED.value,
+                "the process running your file reported a failure of the grading machine while your file was being "
+                "imported, which is not trusted (only the worker speaks before your code runs)",
+                "submission",
+            )
         else:
             failure = CallFailure(
                 Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
@@ -1490,9 +1524,13 @@ class SandboxRunner:
         disk = self._disk_failure()
         if disk is not None:
             return disk
-        if not isinstance(outcome, CallFailure):  # mutation: from the shared memory, never the worker's word
-            claimed: dict[str, list[str]] = self.last_inspection or {"aliased": []}
-            changed = [i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]]
+        if not isinstance(outcome, CallFailure):
+            # mutation: the grader's own reading of the shared memory, or the worker's inspection
+            # at the moment the call returned (values, shape, strides; a claim of mutation only
+            # costs the submission itself, a claim of none is never taken on the worker's word)
+            claimed: dict[str, list[str]] = self.last_inspection or {"mutated": [], "aliased": []}
+            seen = {i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]}
+            changed = [n for n in self.last_names if n in seen or n in claimed["mutated"]]
             self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
         if (
             isinstance(outcome, CallFailure)

@@ -9,13 +9,16 @@ searches for modules through the mirrors, confines itself with Landlock where th
 submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
 drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every
 folder it searches for modules (else the grading machine is at fault: a grader error), puts the
-submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, then imports the
-entry file (``ENTRY``, or when empty the one top-level ``.py`` file that defines ``FUNCTION``) as
-module ``submission``, says whether the function was found, and then answers call requests one
-at a time: view the inputs as tensors backed by the grader's shared memory, call the function,
-turn whatever came back into plain data (:func:`attnscore.check.outputs.to_received`) and send it back
-with a note of which inputs the output aliases (the grader reads the shared memory itself to see
-in-place changes). It never receives expected values.
+submission's ``FOLDER`` first on ``sys.path`` so its helper modules import, says ``importing``
+(after this message the submission's code runs here, so the grader takes no grader-side verdict
+from this process), imports the entry file (``ENTRY``, or when empty the one top-level ``.py``
+file that defines ``FUNCTION``) as module ``submission``, says whether the function was found,
+and then answers call requests one at a time: view the inputs as tensors backed by the grader's
+shared memory, call the function, inspect every argument the moment it returns (values, shape,
+strides, class: :func:`bound_inspector`), turn whatever came back into plain data
+(:func:`attnscore.check.outputs.to_received`) and send it back with the inputs it saw changed and
+the inputs the output aliases (the grader also reads the shared memory itself after the reply).
+It never receives expected values.
 
 The submission's own stdin is /dev/null and its stdout/stderr go to a pipe the grader drains and
 caps; the request and response pipes live on private descriptors.
@@ -41,6 +44,99 @@ def _send(fd: int, message: dict[str, Any]) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def bound_sender(fd: int) -> Any:
+    """A ``send(message)`` for the reply pipe ``fd`` that holds everything it uses in its closure:
+    the C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
+    that patching this module's globals, ``json``, ``os`` or ``attnscore.sandbox.wire`` afterwards
+    cannot change what the worker itself says (see :func:`serve`)."""
+    import _json
+
+    from attnscore.sandbox import wire
+
+    def refuse(obj: object) -> Any:
+        raise TypeError(f"not JSON data: {type(obj).__name__}")
+
+    encode = _json.make_encoder(None, refuse, _json.encode_basestring_ascii, None, ":", ", ", False, False, False)
+    join, write, view_of, version = "".join, os.write, memoryview, wire.VERSION
+
+    def send(message: dict[str, Any]) -> None:
+        view = view_of(join(encode({"v": version, **message}, 0)).encode("ascii") + b"\n")
+        while view:
+            view = view[write(fd, view) :]
+
+    return send
+
+
+def bound_inspector(shared: Any) -> Any:
+    """``call(function, args, regions) -> (value, mutated indices)``, built before the submission
+    is imported (every function it uses is held in its closure).
+
+    It calls ``function(*args)`` and, in the same C-level iteration (no Python bytecode of the
+    worker runs in between, so no thread of the submission is switched in, no patched global is
+    looked up and no trace or profile hook of the worker fires), snapshots each argument: the
+    bytes of its ``regions`` of the shared memory (``(start, end)`` or None), its class, and,
+    with every ``__torch_function__`` override and mode disabled, its shape, strides, data
+    pointer, dtype and negation/conjugation bits. An argument whose snapshot differs from the one
+    taken before the call was changed in place (values or metadata: ``K.transpose_()``,
+    ``v.unsqueeze_()``, ``W.t_()``, ``x.set_(...)``), whatever the submission restores later."""
+    import gc
+    import itertools
+
+    import torch
+
+    base = torch._C.TensorBase
+    chain, starmap, each, listed, kind, cut = itertools.chain, itertools.starmap, map, list, type, slice
+    tensor, length, ranged, pairs, ordered = torch.Tensor, len, range, zip, sorted
+    metadata = (base.size, base.stride, base.data_ptr, base.__dict__["dtype"].__get__, base.is_neg, base.is_conj)
+    plain = torch._C.DisableTorchFunction()
+    enter, leave = plain.__enter__, plain.__exit__
+    read = shared.__getitem__ if shared is not None else None
+    set_trace, set_profile, gc_off, gc_on, gc_state = sys.settrace, sys.setprofile, gc.disable, gc.enable, gc.isenabled
+
+    def snapshot(args: list[Any], regions: list[tuple[int, int]]) -> list[Any]:
+        """Lazy iterators: whether the collector runs, then the collector off (no finalizer runs),
+        region bytes, classes, then (overrides off) the metadata fields, then overrides and the
+        collector back on."""
+        parts: list[Any] = [starmap(gc_state, [()]), starmap(gc_off, [()])]
+        parts += [starmap(read, [(cut(a, b),) for a, b in regions])] if read is not None else []
+        parts += [each(kind, args), starmap(enter, [()])]
+        parts += [each(field, args) for field in metadata]
+        return parts + [starmap(leave, [(None, None, None)]), starmap(gc_on, [()])]
+
+    def call(function: Any, args: list[Any], spans: list[tuple[int, int] | None]) -> tuple[Any, list[int]]:
+        """``(value, indices of the arguments changed in place)``; raises what ``function`` raises."""
+        n = length(args)
+        shared_at = [i for i in ranged(n) if spans[i] is not None and read is not None]
+        regions = [span for span in spans if span is not None] if read is not None else []
+        before = listed(chain(*snapshot(args, regions)))[2:]
+        set_trace(None)
+        set_profile(None)
+        got: list[Any] = listed()
+        try:
+            got.extend(chain(starmap(function, [args]), *snapshot(args, regions)))
+        except BaseException:
+            if not got:
+                raise  # the function's own exception
+            try:
+                leave(None, None, None)
+            except BaseException:  # noqa: BLE001 - never entered
+                pass
+            if length(got) > 1 and got[1]:
+                gc_on()
+            return got[0], listed(ranged(n))  # its inputs could not even be inspected: changed
+        if not got[1]:
+            gc_off()  # the collector stays as the call left it
+        after, k = got[3:], length(regions)  # after the value, the collector's state and gc_off's None
+        changed = {i for i, j in pairs(shared_at, ranged(k)) if before[j] != after[j]}
+        changed |= {i for i in ranged(n) if after[k + i] is not tensor}
+        for f in ranged(length(metadata)):
+            at = k + n + 1 + f * n
+            changed |= {i for i in ranged(n) if before[at + i] != after[at + i]}
+        return got[0], ordered(changed)
+
+    return call
 
 
 def _failure_verdict(exc: BaseException) -> str:
@@ -195,14 +291,31 @@ def _device_inputs(shared: Any, items: list[dict[str, Any]], device: str) -> tup
     return args, pairs
 
 
-def _copy_back(pairs: list[tuple[Any, Any]]) -> None:
-    """Write the device inputs back to the shared memory (skipped when the GPU is broken: the call
-    failed anyway, and mutation is judged only for calls that returned)."""
-    for host, on_device in pairs:
-        try:
-            host.copy_(on_device.cpu())
-        except Exception:  # noqa: BLE001 - a CUDA error left by the call
-            return
+def bound_copy_back() -> Any:
+    """``copy_back(pairs)``: write the device inputs back to the shared memory (skipped when the GPU
+    is broken: the call failed anyway, and mutation is judged only for calls that returned). Uses
+    torch's own methods, held before the submission is imported (a patched ``Tensor.copy_`` or
+    ``Tensor.cpu`` cannot stop it)."""
+    import torch
+
+    copy, to_host = torch._C.TensorBase.copy_, torch._C.TensorBase.cpu
+
+    def copy_back(pairs: list[tuple[Any, Any]]) -> None:
+        for host, on_device in pairs:
+            try:
+                copy(host, to_host(on_device))
+            except Exception:  # noqa: BLE001 - a CUDA error left by the call
+                return
+
+    return copy_back
+
+
+def _span(item: dict[str, Any], arg: Any) -> tuple[int, int] | None:
+    """The bytes ``(start, end)`` of the shared memory behind one CPU input (None when empty)."""
+    if not arg.numel():
+        return None
+    start = int(item["offset"])
+    return start, start + int(arg.untyped_storage().nbytes())
 
 
 def cuda_problem(device: str) -> str | None:
@@ -356,6 +469,7 @@ def prepare(config: dict[str, Any]) -> None:
 
 def load_runtime() -> None:
     """Import torch, numpy and every worker module the calls need; one torch thread."""
+    import _json  # noqa: F401 - the worker's own sender (bound_sender)
     import ast  # noqa: F401 - used after the privilege drop by _choose_entry
     import importlib.util  # noqa: F401
     import math  # noqa: F401
@@ -420,12 +534,25 @@ def serve(
 ) -> None:
     """Drop to ``uid`` (when >= 0), set up ``device`` (``"cpu"`` or ``"cuda:0"``, the one GPU the
     worker sees), import the submission and answer calls until the grader closes ``requests``, with
-    the inputs on ``device``. Runs in a confined process that has loaded the runtime."""
+    the inputs on ``device``. Runs in a confined process that has loaded the runtime.
+
+    Protocol state: every message sent before ``{"type": "importing"}`` comes from the worker
+    alone (only these may say ``grader_error``: the machine could not confine, provide modules or
+    a GPU); from ``importing`` on, the submission's code runs in this process and may write to the
+    reply pipe itself, so the grader trusts no grader-side verdict after it. Everything the worker
+    uses once the submission is imported (the sender, the call inspector, the input builders) is
+    bound here, before the import: patching this module's globals cannot change them.
+    """
     import importlib.util
 
     from attnscore.check.calls import describe_exception, inspect_call, type_name
     from attnscore.check.outputs import BadReturn, to_received
     from attnscore.sandbox import wire
+
+    send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    device_inputs, copy_back, loads, encode = _device_inputs, bound_copy_back(), wire.loads, wire.encode_received
+    failure_verdict, describe_failure, clues, span = _failure_verdict, _describe_failure, _environment_clues, _span
+    text, size_of = str, len
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -434,8 +561,7 @@ def serve(
         os.setuid(uid)
     blocked = [p for p in searched if not os.access(p, os.R_OK | os.X_OK)]
     if blocked:
-        _send(
-            resp_fd,
+        send(
             {
                 "type": "load_error",
                 "verdict": "grader_error",
@@ -446,19 +572,18 @@ def serve(
     problem = cuda_problem(device)
     if problem is not None:  # before the submission is read: the machine's fault, never the student's
         message = f"the grading machine could not give the worker its GPU: {problem}"
-        _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
+        send({"type": "load_error", "verdict": "grader_error", "message": message})
         return
     if not entry:
         chosen, why = _choose_entry(folder, function_name)
         if chosen is None:
-            _send(resp_fd, {"type": "load_error", "verdict": "function_missing", "message": why})
+            send({"type": "load_error", "verdict": "function_missing", "message": why})
             return
         entry = chosen
     path = os.path.join(folder, entry)
     if not os.path.isfile(path):
         files = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-        _send(
-            resp_fd,
+        send(
             {
                 "type": "load_error",
                 "verdict": "function_missing",
@@ -479,15 +604,15 @@ def serve(
         stem = os.path.splitext(os.path.basename(path))[0]
         if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
             sys.modules[stem] = module
+        send({"type": "importing"})  # the last message the worker alone can have written
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
-        _send(
-            resp_fd,
+        send(
             {
                 "type": "load_error",
-                "verdict": _failure_verdict(exc),
+                "verdict": failure_verdict(exc),
                 "message": _describe_import_error(exc, path),
-                **_environment_clues(exc),
+                **clues(exc),
             },
         )
         return
@@ -501,8 +626,7 @@ def serve(
         found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
         kind = type(function).__name__
         what = "no function" if function is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
-        _send(
-            resp_fd,
+        send(
             {
                 "type": "load_error",
                 "verdict": "function_missing",
@@ -510,19 +634,21 @@ def serve(
             },
         )
         return
-    _send(resp_fd, {"type": "ready"})
+    send({"type": "ready"})
 
     while True:
         line = requests.readline()
         if not line:
             return
-        request = wire.loads(line)
+        request = loads(line)
         call_id = request["id"]
+        names = [text(n) for n in request.get("names", [])]
+        count = size_of(names)
         try:
-            args, pairs = _device_inputs(shared, request["inputs"], device)
+            args, pairs = device_inputs(shared, request["inputs"], device)
+            spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(request["inputs"], args)]
         except Exception as exc:  # noqa: BLE001 - report, do not die
-            _send(
-                resp_fd,
+            send(
                 {
                     "type": "failure",
                     "id": call_id,
@@ -532,31 +658,29 @@ def serve(
             )
             continue
         try:
-            value = function(*args)
+            value, changed = inspected(function, args, spans)
             if device != "cpu":  # an asynchronous CUDA error is this call's
                 import torch
 
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
-            _copy_back(pairs)
-            _send(
-                resp_fd,
+            copy_back(pairs)
+            send(
                 {
                     "type": "failure",
                     "id": call_id,
-                    "verdict": _failure_verdict(exc),
-                    "message": _describe_failure(exc),
+                    "verdict": failure_verdict(exc),
+                    "message": describe_failure(exc),
                     "exception": type_name(exc),
-                    **_environment_clues(exc),
+                    **clues(exc),
                 },
             )
             continue
-        _copy_back(pairs)
+        copy_back(pairs)
         try:
             received = to_received(value)
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
-            _send(
-                resp_fd,
+            send(
                 {
                     "type": "failure",
                     "id": call_id,
@@ -566,20 +690,16 @@ def serve(
             )
             continue
         if isinstance(received, BadReturn):
-            _send(
-                resp_fd, {"type": "failure", "id": call_id, "verdict": "bad_return_type", "message": received.message}
-            )
+            send({"type": "failure", "id": call_id, "verdict": "bad_return_type", "message": received.message})
             continue
+        # what the inspector saw when the call returned; the grader also reads the shared inputs
+        # itself after this reply and counts an input changed when either saw it changed
+        inspection: dict[str, list[str]] = {"mutated": [names[i] for i in changed if i < count], "aliased": []}
         try:
-            names = [str(n) for n in request.get("names", [])][: len(args)]
-            # the grader reads the shared inputs itself to see mutation; only aliasing is reported
-            inspection = {"mutated": [], "aliased": inspect_call(names, args, args, value)["aliased"]}
+            inspection["aliased"] = inspect_call(names, args, args, value)["aliased"]
         except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
-            inspection = None
-        _send(
-            resp_fd,
-            {"type": "result", "id": call_id, "value": wire.encode_received(received), "inspection": inspection},
-        )
+            pass
+        send({"type": "result", "id": call_id, "value": encode(received), "inspection": inspection})
 
 
 if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch

@@ -64,8 +64,11 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "slow_import_then_hang": (0, frozenset({TIME}), TIME),
     # Remembers hidden inputs and repeats them in later messages, class names and output.
     "leaks_hidden_inputs": (0, frozenset({RAISE}), RAISE),
-    # A forged "module not found" for an installed module: never points (a grader error as root).
-    "spoofs_missing_module": (0, frozenset({RAISE, ERR}), None),
+    # A forged "module not found" for an installed module the worker can read: its own exception,
+    # never a grader error (the grader checks the claim against the files itself).
+    "spoofs_missing_module": (0, frozenset({RAISE}), RAISE),
+    # The same with a PermissionError naming a readable file of the installation (torch/__init__.py).
+    "spoofs_unreadable_file": (0, frozenset({RAISE}), RAISE),
     # Right values for the visible examples only: their 5 points, and non_contiguous_inputs (same values either way).
     "hardcoded_visible": (6, frozenset({P, VALUE}), P),
     # A 3,000-deep folder chain at import (shutil.rmtree raised RecursionError): full marks, nothing left.
@@ -81,4 +84,28 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "leaves_keyring_key": (11, frozenset({P}), P),
     # Memory outside RLIMIT_AS in memfds filled with write() (right answers): memfd_create is refused.
     "memfd_hog": (11, frozenset({P}), P),
+}
+
+
+# Attacks on how in-place mutation and load failures are judged (tests/hostile/mutation/), each
+# graded against its own spec (they need the inputs_not_mutated property):
+# name: (spec file, the inputs the inputs_not_mutated message must name, exact score lost or None)
+# The first three are held-out mistakes that change only metadata (shape, strides): before the
+# grader judged mutation by value, shape and strides they lost exactly the property's point.
+MUTATION_ATTACKS: dict[str, tuple[str, str, int | None]] = {
+    "transposes_keys_in_place": ("scaled_score_matrix.yaml", "K", 1),
+    "transposes_weight_in_place": ("bilinear_scores.yaml", "W", 1),
+    "unsqueezes_v_in_place": ("additive_scores.yaml", "v", 1),
+    # restores Q before the reply through every patched path the worker could use to send it
+    "patches_send_to_restore": ("scaled_score_matrix.yaml", "Q", None),
+    # a thread restores Q the moment the call's frame is gone
+    "thread_restores_later": ("scaled_score_matrix.yaml", "Q", None),
+    # a finalizer run by the collector after the call restores Q and K
+    "finalizer_restores": ("scaled_score_matrix.yaml", "Q, K", None),
+}
+# Correct files that forge a load_error with verdict grader_error while imported: never a grader
+# error (no exit 3, nothing graded again), every case the submission's own crash.
+FORGED_LOAD_ERRORS: dict[str, str] = {
+    "forges_load_error": "scaled_score_matrix.yaml",
+    "forges_load_error_late": "scaled_score_matrix.yaml",
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from attnscore.check.cases import build_cases
@@ -46,3 +47,26 @@ def grade_attacks(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = dict(zip((p.stem for p in paths), pool.map(one, paths), strict=True))
     return results, time.perf_counter() - start
+
+
+MUTATIONS = Path(__file__).resolve().parent / "mutation"
+
+
+def grade_mutation_attacks(
+    specs: dict[str, str], workers: int = 2, limits: Limits = LIMITS
+) -> dict[str, SubmissionResult | BaseException]:
+    """Grade each ``tests/hostile/mutation/<name>.py`` against ``specs/<specs[name]>``;
+    ``{name: result or the grader's exception}``."""
+    loaded = {file: load_spec(str(ROOT / "specs" / file)) for file in set(specs.values())}
+    roomy = replace(limits, total_timeout_s=120)  # these specs have 20 to 30 cases, not 7
+    cases = {file: build_cases(spec) for file, spec in loaded.items()}
+
+    def one(name: str) -> SubmissionResult | BaseException:
+        file = specs[name]
+        try:
+            return grade_submission(MUTATIONS / f"{name}.py", loaded[file], cases[file], limits=roomy, shrink_steps=0)
+        except BaseException as exc:  # noqa: BLE001 - a grader crash is a finding, not a test abort
+            return exc
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(zip(specs, pool.map(one, specs), strict=True))

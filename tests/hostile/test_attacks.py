@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -15,8 +16,8 @@ from attnscore.report import batch_table, batch_to_json, gradescope_results, sub
 from attnscore.report.feedback import format_array
 from attnscore.sandbox import landlock
 from attnscore.sandbox.launch import Limits, bwrap_available
-from hostile.expectations import EXPECTATIONS
-from hostile.harness import LIMITS, attack_paths, grade_attacks
+from hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
+from hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -259,3 +260,70 @@ def test_kernel_objects_and_memfds_are_refused(graded):
     for name, kind in kinds.items():
         assert f"{kind}: EPERM" in results[name].output.splitlines(), (name, results[name].output)
     assert "memfd: refused (PermissionError)" in results["memfd_hog"].output.splitlines()
+
+
+@pytest.fixture(scope="module", params=_modes())
+def mutation_graded(request):
+    """The mutation and forged-load-error attacks graded once with the mode's limits."""
+    specs = {name: spec for name, (spec, _, _) in MUTATION_ATTACKS.items()} | FORGED_LOAD_ERRORS
+    return grade_mutation_attacks(specs, limits=request.param)
+
+
+def test_every_mutation_attack_file_has_an_expectation():
+    """The tables and tests/hostile/mutation name the same attacks."""
+    assert {p.stem for p in MUTATIONS.glob("*.py")} == set(MUTATION_ATTACKS) | set(FORGED_LOAD_ERRORS)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(MUTATION_ATTACKS)])
+def test_mutation_is_judged_by_value_shape_and_strides(mutation_graded, name):
+    """In-place changes of values or metadata, and restores after the call returns (patched replies,
+    threads, finalizers), lose inputs_not_mutated, named inputs_mutated with the changed inputs."""
+    result = mutation_graded[name]
+    assert not isinstance(result, BaseException), f"the grader raised {result!r}"
+    _, names, lost = MUTATION_ATTACKS[name]
+    by_id = {c.id: c for c in result.cases}
+    case = by_id["property:inputs_not_mutated"]
+    assert case.verdict.value == "wrong_value", case.message
+    assert f"your function changed its input(s) {names} in place" in case.message
+    assert case.diagnosis is not None and case.diagnosis["id"] == "inputs_mutated"
+    assert all(c.verdict.value != "grader_error" for c in result.cases)
+    if lost is not None:  # right values everywhere else: exactly the property's point is lost
+        assert [c.id for c in result.cases if not c.passed] == ["property:inputs_not_mutated"]
+        assert result.score == result.max_score - lost
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(FORGED_LOAD_ERRORS)])
+def test_a_forged_load_error_is_never_a_grader_error(mutation_graded, name):
+    """A load_error the submission writes while imported is its own crash, never the machine's:
+    no grader error (no exit 3), no forged text, and nothing in the CSV a spreadsheet would run."""
+    from attnscore.report.spreadsheet import grades_csv
+
+    result = mutation_graded[name]
+    assert not isinstance(result, BaseException), f"the grader raised {result!r}"
+    verdicts = {c.verdict.value for c in result.cases}
+    assert verdicts <= {"crashed", "timeout"}, verdicts
+    assert result.score == 0
+    for text in [result.error, *(c.message for c in result.cases)]:
+        assert "HYPERLINK" not in text and "cmd|" not in text
+    for line in grades_csv([("=evil.py", result)]).splitlines()[1:]:
+        assert not any(cell.lstrip().startswith(("=", "+", "-", "@")) for cell in line.split(","))
+
+
+def test_a_forged_grader_error_does_not_stop_the_batch(tmp_path):
+    """`attnscore grade` on a forged load_error and a correct file: exit 1 (a failing submission), not 3."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+    from hostile.harness import ROOT
+
+    good = tmp_path / "good.py"
+    good.write_text("def scaled_score_matrix(Q, K):\n    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5\n")
+    spec = str(ROOT / "specs" / "scaled_score_matrix.yaml")
+    args = ["grade", str(MUTATIONS / "forges_load_error.py"), str(good), "--spec", spec, "--format", "json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert "grader error" not in result.output
+    batch = json.loads(result.stdout)
+    scores = {Path(s["submission"]).name: (s["score"], s["max_score"]) for s in batch["submissions"]}
+    assert scores["forges_load_error.py"][0] == 0
+    assert scores["good.py"][0] == scores["good.py"][1] > 0
