@@ -379,7 +379,8 @@ def grade(
     are not graded again, changed ones (or a changed spec) are. See docs/class-grading.md.
 
     Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
-    grading machine failed (a grader error; the other submissions are still graded and reported).
+    grading machine failed (a grader error, or a class run could not store or write some student's
+    outputs; the other submissions are still graded and reported).
     """
     from attnscore.grade.cluster import ClusterError
     from attnscore.grade.gradebook import GradebookError
@@ -408,7 +409,8 @@ def grade(
         raise click.UsageError(
             f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec"
         )
-    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
+    ours = [p for p in (out, output) if p is not None]  # never graded as a student on the next run
+    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope", exclude=ours)
     if fmt == "gradescope" and len(paths) != 1:
         raise click.UsageError(
             f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}"
@@ -442,6 +444,8 @@ def grade(
             f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
             err=True,
         )
+        for student, problem in run.problems:
+            click.echo(f"Error: {student}: {problem}", err=True)
     if fmt == "text":
         from attnscore.sandbox.launch import protections
 
@@ -463,6 +467,8 @@ def grade(
     broken = [r for r in results if any(c.verdict is Verdict.GRADER_ERROR for c in r.cases)]
     if broken:
         click.echo(f"Error: grader error while grading {', '.join(r.submission for r in broken)}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    if run is not None and run.problems:  # every other student's outputs were written
         sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
 
