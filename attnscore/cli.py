@@ -245,13 +245,21 @@ def _grade_batch(
                 scheduler=scheduler,
                 on_plan=lambda _, todo: bar.update(task, total=todo),
                 on_result=lambda *_: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
                 **options,
             )
             results = [result for _, result in run.rows]
         elif scheduler is not None:
             from attnscore.grade.cluster import grade_on_cluster
 
-            results = grade_on_cluster(paths, spec, scheduler, on_result=lambda _: bar.advance(task), **options)
+            results = grade_on_cluster(
+                paths,
+                spec,
+                scheduler,
+                on_result=lambda _: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
+                **options,
+            )
         else:
             results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
     return results, run
@@ -382,7 +390,7 @@ def grade(
     grading machine failed (a grader error, or a class run could not store or write some student's
     outputs; the other submissions are still graded and reported).
     """
-    from attnscore.grade.cluster import ClusterError
+    from attnscore.grade.cluster import ClusterError, check_scheduler_address
     from attnscore.grade.gradebook import GradebookError
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
@@ -393,6 +401,11 @@ def grade(
 
     if output:
         check_output_path(output)
+    if scheduler is not None:
+        try:
+            scheduler = check_scheduler_address(scheduler)
+        except ClusterError as exc:
+            _fail(f"--scheduler: {exc}", EXIT_USAGE)
     if device != "cpu":  # never touch CUDA in the grader for a CPU run
         import torch
 

@@ -133,6 +133,7 @@ def grade_class(
     scheduler: Any = None,
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[str, SubmissionResult], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> ClassRun:
     """Grade what needs grading into ``out`` and write the feedback, CSV and report.
 
@@ -143,6 +144,8 @@ def grade_class(
             (:func:`attnscore.grade.cluster.grade_on_cluster`) instead of here with ``jobs``.
         on_plan: called once with (students in the run, students to grade now).
         on_result: called with each newly graded ``(student, result)`` after it is committed.
+        on_notice: with ``scheduler``, called with a line naming each dask worker lost during the
+            run (its submissions are graded again elsewhere).
         function, dtype, seed, limits, shrink_steps, jobs: as for :func:`grade_many`.
 
     Raises:
@@ -212,6 +215,7 @@ def grade_class(
                 limits=limits,
                 shrink_steps=shrink_steps,
                 on_result=commit,
+                on_notice=on_notice,
             )
         elif batch:
             grade_many(
