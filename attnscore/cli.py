@@ -245,13 +245,21 @@ def _grade_batch(
                 scheduler=scheduler,
                 on_plan=lambda _, todo: bar.update(task, total=todo),
                 on_result=lambda *_: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
                 **options,
             )
             results = [result for _, result in run.rows]
         elif scheduler is not None:
             from attnscore.grade.cluster import grade_on_cluster
 
-            results = grade_on_cluster(paths, spec, scheduler, on_result=lambda _: bar.advance(task), **options)
+            results = grade_on_cluster(
+                paths,
+                spec,
+                scheduler,
+                on_result=lambda _: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
+                **options,
+            )
         else:
             results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
     return results, run
@@ -379,9 +387,10 @@ def grade(
     are not graded again, changed ones (or a changed spec) are. See docs/class-grading.md.
 
     Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
-    grading machine failed (a grader error; the other submissions are still graded and reported).
+    grading machine failed (a grader error, or a class run could not store or write some student's
+    outputs; the other submissions are still graded and reported).
     """
-    from attnscore.grade.cluster import ClusterError
+    from attnscore.grade.cluster import ClusterError, check_scheduler_address
     from attnscore.grade.gradebook import GradebookError
     from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
@@ -392,6 +401,11 @@ def grade(
 
     if output:
         check_output_path(output)
+    if scheduler is not None:
+        try:
+            scheduler = check_scheduler_address(scheduler)
+        except ClusterError as exc:
+            _fail(f"--scheduler: {exc}", EXIT_USAGE)
     if device != "cpu":  # never touch CUDA in the grader for a CPU run
         import torch
 
@@ -408,7 +422,8 @@ def grade(
         raise click.UsageError(
             f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec"
         )
-    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope")
+    ours = [p for p in (out, output) if p is not None]  # never graded as a student on the next run
+    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope", exclude=ours)
     if fmt == "gradescope" and len(paths) != 1:
         raise click.UsageError(
             f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}"
@@ -442,6 +457,8 @@ def grade(
             f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
             err=True,
         )
+        for student, problem in run.problems:
+            click.echo(f"Error: {student}: {problem}", err=True)
     if fmt == "text":
         from attnscore.sandbox.launch import protections
 
@@ -463,6 +480,8 @@ def grade(
     broken = [r for r in results if any(c.verdict is Verdict.GRADER_ERROR for c in r.cases)]
     if broken:
         click.echo(f"Error: grader error while grading {', '.join(r.submission for r in broken)}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    if run is not None and run.problems:  # every other student's outputs were written
         sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_OK if all(r.all_passed for r in results) else EXIT_FAILED)
 

@@ -217,3 +217,185 @@ def test_ambiguous_mask_rank_in_a_worked_example_is_located(tmp_path):
     assert "worked_examples[" in text
     assert "inputs.mask: expected a mask of shape (n_q, n_k) or of the scores' full " in text
     assert "rank 4 (1 for broadcast dims), found the ambiguous shape (2, 1, 2)" in text
+
+
+# --- issue 21: what the spec path is, what the spec asks the loader to compute, tolerances ---
+
+MATRIX = (ROOT / "specs" / "score_matrix.yaml").read_text(encoding="utf-8")
+
+
+def _one_problem(path) -> str:
+    """The single located problem of ``path``."""
+    found = problems(path)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    """A named pipe as spec is refused at once (opened non-blocking), never waited on."""
+    import os
+
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    assert _one_problem(fifo) == "1:1: (file): expected a regular spec file, found a FIFO (named pipe)"
+
+
+@pytest.mark.parametrize(("target", "kind"), [("/dev/zero", "a character device"), ("/dev/null", "a character device")])
+def test_a_device_is_refused_before_anything_is_read(target, kind):
+    """`/dev/zero` would be read forever: it is refused for what it is."""
+    [line] = problems(Path(target))
+    assert line == f"1:1: (file): expected a regular spec file, found {kind}"
+
+
+def test_a_symlink_to_a_device_and_a_symlink_loop_are_refused(tmp_path):
+    """Links are followed to what they name: a device is refused, a loop is one clear line."""
+    import os
+
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    assert problems(tmp_path / "zero.yaml") == ["1:1: (file): expected a regular spec file, found a character device"]
+    os.symlink(tmp_path / "b.yaml", tmp_path / "a.yaml")
+    os.symlink(tmp_path / "a.yaml", tmp_path / "b.yaml")
+    assert problems(tmp_path / "a.yaml") == [
+        "1:1: (file): expected a readable spec file, found: Too many levels of symbolic links"
+    ]
+    (tmp_path / "good.yaml").write_text(BASE, encoding="utf-8")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "good.yaml")
+    assert load_spec(tmp_path / "link.yaml").id == "dot_product_scores"
+
+
+def test_a_directory_and_an_unreadable_file_are_refused(tmp_path):
+    """A folder, and a file the process may not read (when not root), are one line each."""
+    import os
+
+    assert problems(tmp_path) == ["1:1: (file): expected a regular spec file, found a directory"]
+    secret = variant(tmp_path, BASE, "secret.yaml")
+    secret.chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        assert problems(secret) == ["1:1: (file): expected a readable spec file, found: Permission denied"]
+
+
+def test_a_spec_file_larger_than_the_bound_is_refused_without_reading_it_all(tmp_path):
+    """A 5 MiB spec (a comment) is refused for its size."""
+    from attnscore.spec.load import MAX_SPEC_BYTES
+
+    path = variant(tmp_path, BASE + "#" + "x" * MAX_SPEC_BYTES + "\n")
+    assert problems(path) == [f"1:1: (file): expected a spec file of at most {MAX_SPEC_BYTES} bytes, found more"]
+
+
+def _example_inputs(Q: str, K: str, expected: str) -> str:
+    start = MATRIX.index("      Q: [[1, 2], [3, 4]]")
+    end = MATRIX.index("    explanation:", start)
+    return MATRIX[:start] + f"      Q: {Q}\n      K: {K}\n    expected: {expected}\n" + MATRIX[end:]
+
+
+def test_inputs_whose_batch_dims_broadcast_to_a_huge_tensor_are_refused_before_computing(tmp_path, monkeypatch):
+    """Q of batch (40, 1, 40, 1) against K of batch (1, 40, 1, 40): 1,600 values each, 2.6
+    million scores once broadcast (and the same with six batch axes would be 32 GB): a located
+    problem, and the golden value is never computed."""
+    from attnscore.spec.contracts import Contract
+
+    real = Contract.golden
+
+    def small_only(self, args):
+        assert sum(a.size for a in args.values()) < 1000, "the golden value of the huge example was computed"
+        return real(self, args)
+
+    monkeypatch.setattr(Contract, "golden", small_only)
+    q = _nested([40, 1, 40, 1, 1, 1])
+    k = _nested([1, 40, 1, 40, 1, 1])
+    line = _one_problem(variant(tmp_path, _example_inputs(q, k, "[[1]]")))
+    assert line.startswith("38:7: worked_examples[0].inputs: expected at most 1,000,000 index combinations")
+    assert "found 2,560,000 (batch (40, 40, 40, 40) · n_q=1 · d_k=1 · n_k=1)" in line
+
+
+def test_batch_dims_that_do_not_broadcast_are_a_located_problem(tmp_path):
+    """Q batch (2,) against K batch (3,): one line, not numpy's error."""
+    path = variant(tmp_path, _example_inputs(_nested([2, 1, 1]), _nested([3, 1, 1]), "[[[1]], [[1]]]"))
+    assert _one_problem(path) == "38:7: worked_examples[0].inputs: expected batch dims that broadcast, found (2,), (3,)"
+
+
+def _nested(shape: list[int]) -> str:
+    if not shape:
+        return "1"
+    return "[" + ", ".join([_nested(shape[1:])] * shape[0]) + "]"
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "field"),
+    [
+        ("{mode: close, atol: 1e300}", "atol"),
+        ("{mode: close, rtol: 1}", "rtol"),
+        ("{mode: close, rtol: 1e300, atol: 0}", "rtol"),
+        ("{mode: dot_bound, factor: 1e300}", "factor"),
+        ("{mode: ratio, factor: 1e300}", "factor"),
+        ("{mode: close, atol: 60}", "atol"),
+    ],
+)
+def test_a_per_example_tolerance_that_accepts_anything_is_refused(tmp_path, tolerance, field):
+    """`atol: 1e300` (or rtol 1, a huge factor) on a worked example lets an all-zero output pass:
+    a located problem at that field, so `attnscore verify` fails the spec (exit 2)."""
+    text = MATRIX.replace("    tolerance: {mode: exact}\n", f"    tolerance: {tolerance}\n", 1)
+    line = _one_problem(variant(tmp_path, text))
+    assert re.match(rf"46:\d+: worked_examples\[0\]\.tolerance\.{field}: expected a tolerance under which an", line)
+    assert "all-zero output fails worked example 'two_by_two' (largest |expected| 53), found one that accepts" in line
+
+
+def test_verify_fails_a_spec_whose_tolerance_accepts_anything(tmp_path):
+    """`attnscore verify` on a spec with `atol: 1e300`: the located line, exit 2."""
+    import subprocess
+    import sys
+
+    text = MATRIX.replace("    tolerance: {mode: exact}\n", "    tolerance: {mode: close, atol: 1e300}\n", 1)
+    path = variant(tmp_path, text)
+    attnscore = Path(sys.executable).parent / "attnscore"
+    proc = subprocess.run([str(attnscore), "verify", str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert f"{path}:46:36: worked_examples[0].tolerance.atol: expected a tolerance under which" in said
+
+
+def test_a_spec_tolerance_that_accepts_anything_is_refused_even_when_examples_override_it(tmp_path):
+    """The spec's tolerance also grades every property: it must fail the trivial answers too."""
+    text = MATRIX.replace("  mode: dot_bound\n  factor: 2\n", "  mode: close\n  atol: 1.0e+300\n", 1)
+    assert _one_problem(variant(tmp_path, text)).startswith(
+        "29:9: tolerance.atol: expected a tolerance under which an all-zero output fails worked example 'two_by_two'"
+    )
+
+
+def test_an_all_zero_example_needs_a_tolerance_that_rejects_being_off_by_one(tmp_path):
+    """Where the answer is 0 (a perpendicular key), zeros are right: the tolerance must still
+    reject an output off by 1."""
+    text = _example_inputs("[[1, 0]]", "[[0, 1]]", "[[0]]").replace(
+        "    tolerance: {mode: exact}\n", "    tolerance: {mode: close, atol: 1}\n", 1
+    )
+    line = _one_problem(variant(tmp_path, text))
+    assert "an output off by 1 in every entry fails worked example 'two_by_two' (largest |expected| 0)" in line
+
+
+def test_sensible_tolerances_still_load(tmp_path):
+    """The field notes' tolerances (torch's float32 defaults, KernelBench's 1e-2) load."""
+    for tolerance in ("{mode: close, rtol: 1.3e-6, atol: 1e-5}", "{mode: close, rtol: 0.01, atol: 0.01}"):
+        text = MATRIX.replace("    tolerance: {mode: exact}\n", f"    tolerance: {tolerance}\n", 1)
+        assert load_spec(variant(tmp_path, text)).worked_examples[0].tolerance.mode == "close"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("seed: " + "9" * 5000, "seed: expected a plain YAML value"),
+        ("timeout_s: 1e999", "timeout_s"),
+    ],
+)
+def test_huge_numbers_are_located_problems(tmp_path, line, expected):
+    """Numbers too large to read or to use are problems, not crashes."""
+    key = line.split(":")[0]
+    found = problems(variant(tmp_path, replace_line(f"{key}:", line)))
+    assert any(expected in p for p in found), found
+
+
+def test_deep_nesting_and_alias_bombs_are_bounded(tmp_path):
+    """100,000-deep flow nesting and a billion-laughs alias chain: one line each."""
+    deep = variant(tmp_path, BASE + "extra: " + "[" * 100_000 + "]" * 100_000 + "\n", "deep.yaml")
+    assert any("nesting" in p for p in problems(deep))
+    bomb = variant(tmp_path, LAUGHS, "bomb.yaml")
+    assert any("alias" in p for p in problems(bomb))

@@ -4,13 +4,17 @@
 
 - ``DIR/gradebook.sqlite``: every result, committed as it finishes (:mod:`attnscore.grade.gradebook`);
 - ``DIR/feedback/<student>.txt``: each student's feedback, written atomically as soon as the
-  result is committed;
+  result is committed (named by :func:`feedback_name`: bounded and distinct for distinct students);
 - ``DIR/grades.csv``: one row per student (:mod:`attnscore.report.spreadsheet`);
 - ``DIR/report.html``: the class report (:mod:`attnscore.report.class_html`).
 
 Only submissions without a current result are graded (new, changed, or graded against another
 spec key); the others are read back from the gradebook. The CSV and the report cover every
 student of this run, graded now or before.
+
+One student never stops the class: when a student's result cannot be stored or their feedback
+file cannot be written, the run goes on, and the problem is recorded for that student
+(:attr:`ClassRun.problems`, and the ``error`` column of the CSV).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -63,21 +68,41 @@ class ClassRun:
         graded: students graded in this run (new or changed).
         reused: students whose stored result was current.
         out: the output folder.
+        problems: ``(student, what went wrong)`` for each student whose result could not be
+            stored in the gradebook or whose feedback file could not be written (the others are
+            unaffected; a result that was not stored is graded again by the next run).
     """
 
     rows: tuple[tuple[str, SubmissionResult], ...]
     graded: tuple[str, ...]
     reused: tuple[str, ...]
     out: Path
+    problems: tuple[tuple[str, str], ...] = ()
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+_MAX_KEPT_CHARS = 120
 
 
 def feedback_name(student: str) -> str:
-    """The feedback file's name for ``student``: the name with anything but letters, digits,
-    ``.``, ``_`` and ``-`` replaced, plus a short hash when it had to change (so names stay distinct)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", student).lstrip(".") or "_"
-    if safe != student:
-        safe += "-" + hashlib.sha256(student.encode("utf-8")).hexdigest()[:8]
-    return f"{safe}.txt"
+    """The feedback file's name for ``student``: at most 141 bytes, and distinct for distinct students.
+
+    A plain name (letters, digits, ``.``, ``_`` and ``-``, not starting with ``.``, at most 120
+    characters) is kept: ``alice.py`` -> ``alice.py.txt``. Any other name has each other
+    character replaced by ``_``, is cut to 120 characters, and gets ``~`` and 16 hex digits of
+    its SHA-256: ``a b.py`` -> ``a_b.py~<hash>.txt``. A kept name never holds ``~``, so a changed
+    name cannot collide with a kept one, and two changed names collide only if their 64-bit
+    hashes do. (Names that differ only in case are distinct files on case-sensitive file systems.)
+
+    Example:
+        >>> feedback_name("alice.py"), feedback_name("a b.py") != feedback_name("a_b.py")
+        ('alice.py.txt', True)
+    """
+    if _PLAIN_NAME.fullmatch(student) and len(student) <= _MAX_KEPT_CHARS:
+        return f"{student}.txt"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", student).lstrip(".")[:_MAX_KEPT_CHARS]
+    digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{safe}~{digest}.txt"
 
 
 def _attnscore_version() -> str:
@@ -108,6 +133,7 @@ def grade_class(
     scheduler: Any = None,
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[str, SubmissionResult], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> ClassRun:
     """Grade what needs grading into ``out`` and write the feedback, CSV and report.
 
@@ -118,6 +144,8 @@ def grade_class(
             (:func:`attnscore.grade.cluster.grade_on_cluster`) instead of here with ``jobs``.
         on_plan: called once with (students in the run, students to grade now).
         on_result: called with each newly graded ``(student, result)`` after it is committed.
+        on_notice: with ``scheduler``, called with a line naming each dask worker lost during the
+            run (its submissions are graded again elsewhere).
         function, dtype, seed, limits, shrink_steps, jobs: as for :func:`grade_many`.
 
     Raises:
@@ -146,6 +174,14 @@ def grade_class(
     }
     spec_k = spec_key(Path(spec.path).read_bytes(), spec.version, _attnscore_version(), options)
     sub_keys = {name: submission_key(s) for name, s in names.items()}
+    problems: dict[str, str] = {}
+
+    def write_feedback(student: str, result: SubmissionResult) -> None:
+        try:
+            write_atomic(out / FEEDBACK / feedback_name(student), feedback_text(result).encode("utf-8"))
+        except Exception as exc:  # noqa: BLE001 - one student's output never stops the class
+            problems.setdefault(student, f"feedback file not written: {_reason(exc)}")
+
     with Gradebook(out / GRADEBOOK) as book:
         done = {name: book.current(name, sub_keys[name], spec_k) for name in names}
         todo = [name for name, result in done.items() if result is None]
@@ -156,9 +192,12 @@ def grade_class(
 
         def commit(result: SubmissionResult) -> None:
             student = by_submission[result.submission]
-            book.record(run_id, student, sub_keys[student], spec_k, result)
-            write_atomic(out / FEEDBACK / feedback_name(student), feedback_text(result).encode("utf-8"))
+            try:
+                book.record(run_id, student, sub_keys[student], spec_k, result)
+            except (sqlite3.Error, ValueError) as exc:  # the result is kept for this run's CSV and report
+                problems.setdefault(student, f"result not stored in the gradebook (graded again next run): {exc}")
             done[student] = result
+            write_feedback(student, result)
             if on_result is not None:
                 on_result(student, result)
 
@@ -176,6 +215,7 @@ def grade_class(
                 limits=limits,
                 shrink_steps=shrink_steps,
                 on_result=commit,
+                on_notice=on_notice,
             )
         elif batch:
             grade_many(
@@ -191,11 +231,16 @@ def grade_class(
             )
         book.finish_run(run_id)
     for name, result in done.items():  # a run killed between commit and feedback file: write it now
-        target = out / FEEDBACK / feedback_name(name)
-        if result is not None and not target.exists():
-            write_atomic(target, feedback_text(result).encode("utf-8"))
+        if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():
+            write_feedback(name, result)
     rows = tuple((name, result) for name, result in done.items() if result is not None)
-    write_atomic(out / GRADES_CSV, grades_csv(rows).encode(CSV_ENCODING))
+    write_atomic(out / GRADES_CSV, grades_csv(rows, notes=problems).encode(CSV_ENCODING))
     write_atomic(out / REPORT_HTML, class_report_html(rows, f"{spec.id} v{spec.version}").encode("utf-8"))
     reused = tuple(name for name in names if name not in todo)
-    return ClassRun(rows, tuple(todo), reused, out)
+    return ClassRun(rows, tuple(todo), reused, out, tuple(problems.items()))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__}: {exc}"

@@ -2,37 +2,97 @@
 
 Each submission becomes one dask task that calls :func:`attnscore.grade.grading.grade_submission`
 on a worker machine, in that machine's own sandbox (:class:`attnscore.sandbox.launch.SandboxRunner`),
-with cases built there from the spec file's bytes sent along (once per worker process). What
-travels is plain data: the submission's files as ``(path, bytes)``, the options, and back a
-record (:mod:`attnscore.report.record`); the gradebook stays with the client, which commits each
-result as it arrives. dask is optional: ``pip install 'attnscore[dask]'`` on the client and on
-every worker (see docs/class-grading.md).
+with cases built there from the spec file's bytes sent along with each task (built once per
+worker process). What travels is plain data: the spec's bytes, the submission's files as
+``(path, bytes)``, the options, and back a record (:mod:`attnscore.report.record`); the gradebook
+stays with the client, which commits each result as it arrives. dask is optional:
+``pip install 'attnscore[dask]'`` on the client and on every worker (see docs/class-grading.md).
+
+A worker that is lost mid-run (killed, out of memory, its machine gone) costs nothing graded:
+dask's scheduler runs its tasks again on the other workers, and a submission whose task is still
+lost (dask's ``KilledWorker`` after ``distributed.scheduler.allowed-failures`` deaths, or a
+cancelled future) is submitted again, at most :data:`MAX_TRIES` times in all; after that it gets
+a grader-error result (every case ``grader_error``: the grading machine failed, not the student)
+and the others are graded as usual. Every lost worker is named through ``on_notice``. Nothing is
+scattered to the cluster ahead of the tasks: scattered data lives only on the workers that hold
+it and cannot be recomputed when they are lost.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import os
 import tempfile
+import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from attnscore.check.cases import Case, build_cases
-from attnscore.grade.grading import grade_submission
+from attnscore.check.outputs import CallFailure
+from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.grade.grading import _Refused, grade_submission
 from attnscore.grade.submission import Submission
 from attnscore.report.record import result_from_record, result_to_record
-from attnscore.report.results import SubmissionResult
+from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
-__all__ = ["ClusterError", "grade_on_cluster"]
+__all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "MAX_TRIES"]
+
+MAX_TRIES = 3
+"""Most times one submission is submitted to the cluster when its worker is lost (1 + 2 retries)."""
+
+_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_EXPECTED = "expected [scheme://]host[:port] such as tcp://host:8786 (scheme tcp, tls, ws, wss or ucx)"
 
 
 class ClusterError(RuntimeError):
-    """dask.distributed is missing, the scheduler cannot be reached, or a task failed there."""
+    """dask.distributed is missing, the scheduler address is malformed or cannot be reached, or
+    a task failed there."""
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` as dask will use it, once it is well formed: ``[scheme://]host[:port]``.
+
+    A missing scheme is ``tcp`` and a missing port dask's 8786, as for ``distributed.Client``.
+
+    Raises:
+        ClusterError: one line naming the address, what was expected and what was found (an
+            unknown scheme, no host, a port that is not a number in 1..65535, spaces or control
+            characters, a path or query after the port).
+
+    Example:
+        >>> check_scheduler_address("tcp://127.0.0.1:8786"), check_scheduler_address("host:8786")
+        ('tcp://127.0.0.1:8786', 'tcp://host:8786')
+    """
+    shown = repr(address)
+    if not isinstance(address, str) or not address or any(c.isspace() or not c.isprintable() for c in address):
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found an empty or unprintable text")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in _SCHEMES:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found the scheme {scheme!r}")
+    try:
+        parts = urllib.parse.urlsplit(f"//{rest}")
+        port = parts.port
+    except ValueError as exc:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found a bad port ({exc})") from None
+    if not parts.hostname:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found no host")
+    if parts.username is not None:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found a user name before the host")
+    if parts.path or parts.query or parts.fragment:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found more after the port")
+    if port == 0:
+        raise ClusterError(f"dask scheduler address {shown}: {_EXPECTED}, found a bad port (0)")
+    return f"{scheme}://{parts.netloc if port is not None else parts.netloc + ':8786'}"
 
 
 def _client(scheduler: Any, timeout_s: float | None) -> Any:
@@ -43,10 +103,16 @@ def _client(scheduler: Any, timeout_s: float | None) -> Any:
             "--scheduler needs dask.distributed, which is not installed; install it with "
             "pip install 'attnscore[dask]' (on this machine and on every worker)"
         ) from None
+    if isinstance(scheduler, str):
+        scheduler = check_scheduler_address(scheduler)
     try:
         return Client(scheduler) if timeout_s is None else Client(scheduler, timeout=f"{timeout_s}s")
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot reach the dask scheduler at {scheduler}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever dask raises here, the address did not lead to a scheduler
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ClusterError(
+            f"cannot reach the dask scheduler at {scheduler}: {reason} (expected a running dask scheduler "
+            "there, e.g. started with `dask scheduler`)"
+        ) from None
 
 
 def grade_on_cluster(
@@ -61,27 +127,37 @@ def grade_on_cluster(
     shrink_steps: int = 50,
     on_result: Callable[[SubmissionResult], None] | None = None,
     connect_timeout_s: float | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> list[SubmissionResult]:
     """Grade ``submissions`` on the cluster whose scheduler is ``scheduler``; results come back in
     ``submissions`` order, and ``on_result`` sees each as soon as it arrives (in finishing order).
 
     Args:
-        scheduler: the scheduler's address (``tcp://host:8786``) or anything
-            ``distributed.Client`` accepts (a ``LocalCluster``).
+        scheduler: the scheduler's address (``tcp://host:8786``, checked by
+            :func:`check_scheduler_address`) or anything ``distributed.Client`` accepts (a
+            ``LocalCluster``).
+        on_notice: called with one line for each worker lost during the run, e.g.
+            ``dask worker tcp://10.0.0.7:40123 was lost during grading; its submissions were
+            graded again on other workers``.
         function, dtype, seed, limits, shrink_steps: as for :func:`attnscore.grade.grading.grade_many`.
 
+    A submission whose worker was lost is graded again (see the module docstring); one lost
+    :data:`MAX_TRIES` times gets a grader-error result and the run goes on.
+
     Raises:
-        ClusterError: dask.distributed is not installed, the scheduler cannot be reached within
-            the connect timeout, or a task failed on the cluster (results that arrived
-            before were already passed to ``on_result``). The connect timeout defaults to dask's
-            ``distributed.comm.timeouts.connect`` setting (30 s unless configured, e.g. by the
-            environment variable ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``).
+        ClusterError: dask.distributed is not installed, the address is malformed, the scheduler
+            cannot be reached within the connect timeout, or a task raised on the cluster
+            (results that arrived before were already passed to ``on_result``). The connect
+            timeout defaults to dask's ``distributed.comm.timeouts.connect`` setting (30 s unless
+            configured, e.g. by the environment variable
+            ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``).
     """
     client = _client(scheduler, connect_timeout_s)
     try:
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
-        spec_bytes = Path(spec.path).read_bytes()
+        started = time.time()
+        spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
         options = {
             "function": function,
             "dtype": dtype or spec.dtypes[0],
@@ -89,25 +165,94 @@ def grade_on_cluster(
             "limits": asdict(limits or Limits(call_timeout_s=spec.timeout_s)),
             "shrink_steps": shrink_steps,
         }
-        spec_file = client.scatter((Path(spec.path).name, spec_bytes), broadcast=True)
-        futures = {
-            client.submit(_grade_task, spec_file, _submission_data(s), options, pure=False): i
-            for i, s in enumerate(submissions)
-        }
+        data = [_submission_data(s) for s in submissions]
+
+        def submit(i: int) -> Any:
+            return client.submit(_grade_task, spec_file, data[i], options, pure=False)
+
+        futures = {submit(i): (i, 1) for i in range(len(submissions))}
+        pending = as_completed(list(futures))
         results: list[SubmissionResult | None] = [None] * len(submissions)
-        for future in as_completed(futures):
-            i = futures[future]
+        lost: list[str] = []
+        for future in pending:
+            i, tries = futures.pop(future)
             try:
                 record = future.result()
+            except (KilledWorker, concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
+                worker = _worker_of(exc)
+                if worker is not None and worker not in lost:
+                    lost.append(worker)
+                if tries < MAX_TRIES:
+                    again = submit(i)
+                    futures[again] = (i, tries + 1)
+                    pending.add(again)
+                    continue
+                result = _lost_result(submissions[i], spec, options, tries, exc)
             except Exception as exc:  # noqa: BLE001 - any failure on a worker is reported, located
                 raise ClusterError(f"grading {submissions[i].name} on the cluster failed: {exc}") from None
-            result = replace(result_from_record(record), spec_path=spec.path)
+            else:
+                result = replace(result_from_record(record), spec_path=spec.path)
             results[i] = result
             if on_result is not None:
                 on_result(result)
+        for worker in _lost_workers(client, started, lost):
+            if on_notice is not None:
+                on_notice(
+                    f"dask worker {worker} was lost during grading; its submissions were graded again on other workers"
+                )
         return [r for r in results if r is not None]
     finally:
         client.close()
+
+
+def _worker_of(exc: BaseException) -> str | None:
+    """The worker a ``KilledWorker`` names (its last worker), if any."""
+    last = getattr(exc, "last_worker", None)
+    address = getattr(last, "address", last)
+    return address if isinstance(address, str) else None
+
+
+def _lost_workers(client: Any, since: float, seen: list[str]) -> list[str]:
+    """Workers that left the cluster unexpectedly since ``since`` (the scheduler's ``remove-worker``
+    events), then any other worker a lost task named, in order."""
+    found: list[str] = []
+    try:
+        events = client.get_events("all")
+    except Exception:  # noqa: BLE001 - naming lost workers is a courtesy; grading already finished
+        events = ()
+    for at, event in events:
+        if not isinstance(event, dict) or event.get("action") != "remove-worker" or at < since:
+            continue
+        worker = event.get("worker")
+        if isinstance(worker, str) and not event.get("expected") and worker not in found:
+            found.append(worker)
+    return found + [w for w in seen if w not in found]
+
+
+def _lost_result(
+    submission: Submission, spec: Spec, options: dict[str, Any], tries: int, exc: BaseException
+) -> SubmissionResult:
+    """A grader-error result for a submission whose task was lost ``tries`` times."""
+    worker = _worker_of(exc)
+    where = f" (last on dask worker {worker})" if worker else ""
+    message = (
+        f"the cluster lost this submission's task {tries} times{where}: {type(exc).__name__}; the grading "
+        "machine failed, not the submission: grade it again"
+    )
+    cases = build_cases(spec, options["dtype"], options["seed"])
+    limits = Limits(**options["limits"])
+    result = judge_cases(
+        spec,
+        cases,
+        _Refused(CallFailure(Verdict.GRADER_ERROR.value, message, "submission")),
+        dtype=options["dtype"],
+        device=limits.device,
+        submission=submission.name,
+        seed=spec.seed if options["seed"] is None else options["seed"],
+        function=options["function"] or spec.function,
+        budget=NO_SHRINK,
+    )
+    return replace(result, error=message, spec_path=spec.path)
 
 
 def _submission_data(submission: Submission) -> dict[str, Any]:

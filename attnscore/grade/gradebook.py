@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnscore.grade.submission import Submission
+from attnscore.grade.submission import Submission, printable_name
 from attnscore.report.record import RecordError, result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
 
@@ -83,7 +83,7 @@ def submission_key(submission: Submission) -> str:
     any read problem. Renaming, editing, adding or removing a file changes it; touching does not."""
     digest = hashlib.sha256()
     for rel, content in sorted(submission.files):
-        for part in (rel.encode("utf-8"), content):
+        for part in (rel.encode("utf-8", "surrogateescape"), content):
             digest.update(len(part).to_bytes(8, "big"))
             digest.update(part)
     digest.update(json.dumps([submission.entry, submission.problem]).encode("utf-8"))
@@ -100,8 +100,10 @@ def spec_key(spec_bytes: bytes, spec_version: int, attnscore_version: str, optio
 
 def student_name(submission: Submission) -> str:
     """The gradebook's name for a submission: its file or folder name (``alice.py``, ``bob``), so
-    the same class graded from another working folder or by another path keeps its rows."""
-    return submission.path.name or str(submission.path)
+    the same class graded from another working folder or by another path keeps its rows. Control
+    characters, non-UTF-8 bytes and backslashes are escaped (:func:`attnscore.grade.submission.printable_name`),
+    so every reporter gets one printable line and distinct files keep distinct names."""
+    return printable_name(submission.path.name or str(submission.path))
 
 
 # SQLite's own files beside the gradebook: it makes them with the gradebook's mode.

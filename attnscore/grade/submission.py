@@ -27,7 +27,10 @@ with every case failing with a message naming the cell (:attr:`Submission.proble
 from __future__ import annotations
 
 import os
+import re
 import stat
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -38,6 +41,7 @@ __all__ = [
     "MAX_FOLDER_FILES",
     "MAX_FOLDER_BYTES",
     "find_submissions",
+    "printable_name",
 ]
 
 MAX_SUBMISSION_BYTES = 1024 * 1024
@@ -47,6 +51,44 @@ MAX_FOLDER_FILES = 200
 MAX_FOLDER_BYTES = 16 * 1024 * 1024
 """Most bytes read from one folder submission, all files together."""
 _MAX_DEPTH = 8
+
+
+_PLAIN_ASCII = re.compile(r"[ -\[\]-~]*")  # printable ASCII but the backslash
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # controls, format, surrogates, line breaks
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char == "\\":
+        return "\\\\"
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode gives it
+        return f"\\x{code - 0xDC00:02x}"
+    if unicodedata.category(char) not in _ESCAPED_CATEGORIES:
+        return char
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable_name(raw: str) -> str:
+    """A submission's path or name as one printable line, the same way for every reporter.
+
+    File names are untrusted text: a newline in one would forge a row of a text table, a bidi
+    override would reorder it, and bytes that are not UTF-8 (``os.fsdecode`` gives them as lone
+    surrogates) cannot be stored or written. Each such character is escaped, Python-style:
+    control characters (C0, DEL) and non-UTF-8 bytes as ``\\xNN``, the other characters of
+    Unicode categories Cc, Cf, Cs, Zl and Zp (C1 controls, invisible and direction-changing
+    format characters, line and paragraph separators) as ``\\uNNNN``, and a backslash as ``\\\\``, so
+    the mapping is injective (two different names never print the same). Anything else, including
+    ``$``, ``<`` or ``=`` (each reporter escapes for its own format), is kept.
+
+    Example:
+        >>> printable_name("ada.py"), printable_name("a\\nb.py"), printable_name("a\\\\nb.py")
+        ('ada.py', 'a\\\\x0ab.py', 'a\\\\\\\\nb.py')
+    """
+    if _PLAIN_ASCII.fullmatch(raw):
+        return raw
+    return "".join(_escape(c) if c == "\\" or ord(c) < 0x20 or ord(c) >= 0x7F else c for c in raw)
 
 
 class SubmissionError(ValueError):
@@ -74,8 +116,8 @@ class Submission:
 
     @property
     def name(self) -> str:
-        """What reports call it: the path as given."""
-        return str(self.path)
+        """What reports call it: the path as given, as one printable line (:func:`printable_name`)."""
+        return printable_name(str(self.path))
 
     @classmethod
     def from_file(cls, path: Path, source: bytes | None = None) -> Submission:
@@ -176,7 +218,7 @@ def _read_no_follow(path: Path) -> bytes:
         os.close(fd)
 
 
-def _read_folder(folder: Path, entry: str | None, strict: bool = True) -> Submission:
+def _read_folder(folder: Path, entry: str | None, strict: bool = True, outputs: tuple[Path, ...] = ()) -> Submission:
     """Every regular file under ``folder`` (no symbolic links followed, hidden files skipped).
 
     ``strict``: a folder named on the command line must hold a top-level ``.py`` file and the
@@ -186,12 +228,16 @@ def _read_folder(folder: Path, entry: str | None, strict: bool = True) -> Submis
     total = 0
     for current, dirs, names in os.walk(folder, followlinks=False):
         relative = Path(current).relative_to(folder)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and d != "__pycache__" and not _is_output(Path(current, d), outputs)
+        )
         if len(relative.parts) >= _MAX_DEPTH:
             dirs[:] = []
         for name in sorted(names):
             full = Path(current, name)
-            if name.startswith(".") or not stat.S_ISREG(os.lstat(full).st_mode):
+            if name.startswith(".") or not stat.S_ISREG(os.lstat(full).st_mode) or _is_output(full, outputs):
                 continue  # symbolic links, sockets, fifos... are not part of a submission
             if len(files) >= MAX_FOLDER_FILES:
                 raise SubmissionError(f"{folder}: expected at most {MAX_FOLDER_FILES} files, found more")
@@ -227,11 +273,11 @@ def _check_entry(entry: str | None) -> str | None:
     return pure.with_suffix(".py").as_posix()  # a notebook entry is graded as its converted .py
 
 
-def _member(path: Path, entry: str | None) -> Submission:
+def _member(path: Path, entry: str | None, outputs: tuple[Path, ...] = ()) -> Submission:
     """One student's file or folder in a class: what cannot be read becomes that student's problem."""
     try:
         if path.is_dir():
-            return _read_folder(path, entry, strict=False)
+            return _read_folder(path, entry, strict=False, outputs=outputs)
         content = _read_no_follow(path)
         limit = MAX_FOLDER_BYTES if path.suffix == NOTEBOOK_SUFFIX else MAX_SUBMISSION_BYTES
         if len(content) > limit:
@@ -246,34 +292,64 @@ def _member(path: Path, entry: str | None) -> Submission:
         return Submission(path, (), entry, problem=f"your submission could not be read: {text}")
 
 
-def find_submissions(paths: list[str], entry: str | None = None, one: bool = False) -> list[Submission]:
+_OUTPUT_MARKERS = ("gradebook.sqlite", "gradebook.sqlite.lock")  # attnscore.grade.class_run's own outputs
+
+
+def _is_output(path: Path, exclude: tuple[Path, ...]) -> bool:
+    """Whether ``path`` (in a class folder) is one of attnscore's outputs: a path in ``exclude``
+    or below one, or a class run's output folder (it holds a gradebook)."""
+    try:
+        resolved = path.resolve()
+        if any(resolved == e or e in resolved.parents for e in exclude):
+            return True
+        return path.is_dir() and any((path / marker).exists() for marker in _OUTPUT_MARKERS)
+    except (OSError, RuntimeError):  # a symbolic link loop: not ours
+        return False
+
+
+def find_submissions(
+    paths: list[str], entry: str | None = None, one: bool = False, exclude: Sequence[str | Path] | None = None
+) -> list[Submission]:
     """Expand ``paths`` into submissions (sorted by name within a folder) and read every file.
 
     Args:
         paths: files and folders, as given on the command line.
         entry: the entry file of folder submissions (a relative path such as ``solution.py``).
         one: every folder is one submission (a single student's upload).
+        exclude: attnscore's own outputs (``--out`` folder, ``--output`` file): a class folder's
+            member that is one of them is not a submission, and no folder submission takes in
+            their files. A folder that holds a class run's gradebook (``gradebook.sqlite``) is
+            never a submission or part of one either.
 
     Raises:
         SubmissionError: a path is missing, not a .py file or folder, too large, a folder holds
             nothing to grade, or ``entry`` is not a relative ``.py`` path.
     """
     entry = _check_entry(entry)
+    outputs: tuple[Path, ...] = ()
+    for raw_output in exclude or ():
+        try:
+            outputs += (Path(raw_output).resolve(),)
+        except OSError:
+            continue
     found: list[Submission] = []
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
             found.append(Submission.from_file(path))
         elif one or (entry is not None and any((path / entry).with_suffix(x).is_file() for x in (".py", ".ipynb"))):
-            found.append(_read_folder(path, entry))
+            found.append(_read_folder(path, entry, outputs=outputs))
         else:
             children = sorted(
                 p
                 for p in path.iterdir()
-                if not p.name.startswith(".") and p.name != "__pycache__" and not p.is_symlink()
+                if not p.name.startswith(".")
+                and p.name != "__pycache__"
+                and not p.is_symlink()
+                and not _is_output(p, outputs)
             )
             members = [
-                _member(p, entry)
+                _member(p, entry, outputs)
                 for p in children
                 if (p.suffix in (".py", NOTEBOOK_SUFFIX) and p.is_file()) or p.is_dir()
             ]

@@ -4,7 +4,10 @@ Sections: a summary, the score histogram, per-case pass rates, the class's diagn
 ranked by how many students made them (with one example each), a student × case heatmap of the
 fraction of points earned, and timing outliers. Plots are drawn with matplotlib (Agg, no pyplot
 state) and embedded as base64 PNG ``data:`` URIs; the page loads nothing from anywhere else and
-runs no script. Every piece of text from a result is HTML-escaped.
+runs no script. Every piece of text from a result is HTML-escaped, and every label drawn in a
+plot is plain text (matplotlib's mathtext and TeX are off, whatever the user's matplotlibrc says:
+a student named ``$\\undefinedcmd$.py`` is drawn as those characters). A plot that cannot be
+drawn anyway is replaced by a note saying why; the rest of the page is written.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import html
 import io
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -101,7 +106,17 @@ def _png(figure: Figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _img(data: str, alt: str, id_: str) -> str:
+_PLAIN_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False}
+
+
+def _img(draw: Callable[[], str], alt: str, id_: str) -> str:
+    """The plot ``draw`` makes, as an inline image; a note instead when it cannot be drawn."""
+    try:
+        with rc_context(_PLAIN_TEXT):  # untrusted labels: never mathtext or TeX
+            data = draw()
+    except Exception as exc:  # noqa: BLE001 - a plot is never worth the whole report
+        reason = html.escape(f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        return f'<p class="note" id="{id_}-missing">This plot could not be drawn ({reason}).</p>'
     return f'<img id="{id_}" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
@@ -200,11 +215,13 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
         f"{full} passed every case; {errors} could not be loaded or run.</p>"
     )
     parts.append("<h2>Score histogram</h2>")
-    parts.append(_img(_histogram(fractions), "histogram of scores as a percentage of the maximum", "histogram"))
+    parts.append(_img(lambda: _histogram(fractions), "histogram of scores as a percentage of the maximum", "histogram"))
 
     rates = pass_rates(rows)
     parts.append("<h2>Per-case pass rates</h2>")
-    parts.append(_img(_pass_rate_plot(rates), "bar chart of the share of students passing each case", "pass-rates"))
+    parts.append(
+        _img(lambda: _pass_rate_plot(rates), "bar chart of the share of students passing each case", "pass-rates")
+    )
     parts.append(
         _table(
             ["case", "what it checks", "passed", "graded", "pass rate"],
@@ -247,7 +264,9 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
 
     parts.append("<h2>Students × cases</h2>")
     case_ids = [r[0] for r in rates]
-    parts.append(_img(_heatmap(rows, case_ids), "heatmap of the fraction of points per student and case", "heatmap"))
+    parts.append(
+        _img(lambda: _heatmap(rows, case_ids), "heatmap of the fraction of points per student and case", "heatmap")
+    )
 
     parts.append("<h2>Timing outliers</h2>")
     outliers = timing_outliers(rows)

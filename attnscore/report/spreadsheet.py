@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from attnscore.report.results import SubmissionResult, points_out
 
@@ -36,12 +36,14 @@ def _text_cell(text: str) -> str:
     return f"'{text}" if text.startswith(_FORMULA_START) or text.lstrip(" \t\r\n").startswith(_FORMULA_START) else text
 
 
-def grades_csv(rows: Sequence[tuple[str, SubmissionResult]]) -> str:
+def grades_csv(rows: Sequence[tuple[str, SubmissionResult]], notes: Mapping[str, str] | None = None) -> str:
     """The CSV text (without the byte-order mark: write it with :data:`CSV_ENCODING`).
 
     Args:
         rows: ``(student, result)`` in the order wanted; case columns follow the first result's
             cases, then any case id only later results have.
+        notes: student -> a problem of the class run with that student's outputs (e.g. the
+            feedback file could not be written), added to the ``error`` cell.
 
     Returns:
         ``student,score,max,error,<case id>...`` and one line per student; a case a student's
@@ -55,14 +57,18 @@ def grades_csv(rows: Sequence[tuple[str, SubmissionResult]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(["student", "score", "max", "error", *(_text_cell(c) for c in case_ids)])
+    notes = notes or {}
     for student, result in rows:
         points = {c.id: points_out(c.points) for c in result.cases}
+        error = result.error.splitlines()[0] if result.error else ""
+        if student in notes:
+            error = f"{error}; {notes[student]}" if error else notes[student]
         writer.writerow(
             [
                 _text_cell(student),
                 points_out(result.score),
                 points_out(result.max_score),
-                _text_cell(result.error.splitlines()[0] if result.error else ""),
+                _text_cell(error),
                 *(points.get(c, "") for c in case_ids),
             ]
         )

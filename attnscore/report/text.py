@@ -26,6 +26,13 @@ def _verdict_text(verdict: Verdict) -> Text:
     return Text(verdict.label, style="yellow" if verdict is Verdict.TIMEOUT else "red")
 
 
+def _one_line(name: str, limit: int) -> str:
+    """A submission's name on one line: names are escaped at the boundary
+    (:func:`attnscore.grade.submission.printable_name`); this keeps a stored older name's newline
+    or tab from breaking a row too."""
+    return clean_text(name, limit).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def _score(result: SubmissionResult) -> str:
     return f"{points_out(result.score)}/{points_out(result.max_score)}"
 
@@ -38,7 +45,7 @@ def submission_text(result: SubmissionResult) -> Group:
     a submission-wide error (an import failure) is shown once.
     """
     header = Text.assemble(
-        (clean_text(result.submission, 500), "bold"),
+        (_one_line(result.submission, 500), "bold"),
         f"  {result.spec_id} v{result.spec_version}, function {result.function}, ",
         f"{result.dtype} on {result.device}, seed {result.seed}\n",
     )
@@ -101,7 +108,7 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
         table.add_column(h, justify="center", no_wrap=True)
     for r in results:
         cells = [Text(_CODES[c.verdict], style="green" if c.passed else "red") for c in r.cases]
-        name = Text(clean_text(Path(r.submission).name, 200))  # plain text: a file named "[bold]x.py" stays as is
+        name = Text(_one_line(Path(r.submission).name, 200))  # plain text: a file named "[bold]x.py" stays as is
         table.add_row(name, _score(r), f"{r.duration_s:.1f}s", *cells)
     legend = Text("\n".join(f"{h}: {c.id}" for h, c in zip(headers, cases, strict=True)), style="dim")
     codes = Text("codes: " + ", ".join(f"{code} = {v.label}" for v, code in _CODES.items()), style="dim")

@@ -6,6 +6,19 @@ Validation happens in two passes and reports every problem at once, each located
 1. structure, against the published JSON Schema (``specs/spec-v1.schema.json``, next to the bundled specs);
 2. meaning: the contract and properties exist, worked-example inputs have the declared shapes
    with consistent sizes, and each expected value agrees with the golden value of its inputs.
+
+Bounds on the loader's own work: only a regular file of at most :data:`MAX_SPEC_BYTES` is read
+(a FIFO, a device such as ``/dev/zero`` or a directory is refused before anything is read, and a
+FIFO is never waited on); a worked example may ask for at most :data:`MAX_EXAMPLE_WORK` index
+combinations (its broadcast batch times every size of its shape legend), so inputs whose batch
+dims broadcast to a huge tensor are refused before anything is computed.
+
+Tolerances must be able to fail a wrong answer. The rule, for the spec's tolerance and each
+worked example's own, on every worked example and in every dtype of the spec: where the
+expected value is not all zero, the all-zero output must fail; where it is all zero, an output off
+by 1 in every entry must fail (worked examples are written in units where 1 is a meaningful
+score). A tolerance that lets such an output pass (``atol: 1e300``, ``rtol: 1`` or more, a huge
+``factor``) accepts the trivial answers the field notes warn about, and is a located problem.
 """
 
 from __future__ import annotations
@@ -13,7 +26,9 @@ from __future__ import annotations
 import json
 import keyword
 import math
+import os
 import re
+import stat
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -25,7 +40,7 @@ import jsonschema
 import numpy as np
 
 from attnscore.catalogue.properties import PROPERTIES
-from attnscore.maths.tolerance import Tolerance
+from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.contracts import CONTRACTS, Contract
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -36,6 +51,12 @@ DEFAULT_ACCEPT = ("tensor", "ndarray", "list", "number")
 DEFAULT_EXAMPLES = 25
 DEFAULT_TIMEOUT_S = 5.0
 MAX_ARRAY_DIMS = 8
+MAX_SPEC_BYTES = 1024 * 1024
+"""Largest spec file read, in bytes (the bundled specs are under 8 KiB)."""
+MAX_EXAMPLE_WORK = 1_000_000
+"""Most index combinations one worked example may ask for: the product of its inputs' broadcast
+batch shape and of every symbol's size (``n_q · n_k · d_k · d_v``...), which bounds every
+intermediate the golden and reference paths compute (8 MB of float64 at most)."""
 _FLOAT_LIKE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false"}
 
@@ -269,6 +290,8 @@ def _check_example_shapes(
                 ok = False
             else:
                 sizes.setdefault(symbol, (size, name))
+    if ok:
+        ok = _work_within_bounds(doc, path, contract, inputs, {s: n for s, (n, _) in sizes.items()}, problems)
     full = max((inputs[n].ndim for n, legend in contract.parameters if "..." in legend), default=0)
     for name in sorted(contract.bool_parameters):
         rank = inputs[name].ndim
@@ -282,6 +305,40 @@ def _check_example_shapes(
             )
             ok = False
     return ok
+
+
+def _work_within_bounds(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    sizes: dict[str, int],
+    problems: list[SpecProblem],
+) -> bool:
+    """The example's batch dims broadcast, and batch × every symbol's size is at most MAX_EXAMPLE_WORK."""
+    batches = []
+    for name, legend in contract.parameters:
+        fixed = len([s for s in legend if s != "..."])
+        if "..." in legend:
+            batches.append(inputs[name].shape[: inputs[name].ndim - fixed])
+    try:
+        batch = np.broadcast_shapes(*batches) if batches else ()
+    except ValueError:
+        shown = ", ".join(_shape_text(b) for b in batches)
+        problems.append(doc.problem(path + ("inputs",), f"expected batch dims that broadcast, found {shown}"))
+        return False
+    work = math.prod(batch) * math.prod(sizes.values())
+    if work > MAX_EXAMPLE_WORK:
+        symbols = " · ".join(f"{s}={n}" for s, n in sizes.items())
+        problems.append(
+            doc.problem(
+                path + ("inputs",),
+                f"expected at most {MAX_EXAMPLE_WORK:,} index combinations in a worked example, found {work:,} "
+                f"(batch {_shape_text(batch)} · {symbols}); use smaller inputs",
+            )
+        )
+        return False
+    return True
 
 
 def _worked_example(
@@ -351,6 +408,73 @@ def _worked_example(
         tolerance=_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
         line=doc.where(path)[0],
     )
+
+
+def _weakest_field(raw: Any) -> str | None:
+    """The field of a tolerance mapping that a problem with its strength points at."""
+    if not isinstance(raw, dict):
+        return None
+    rtol = raw.get("rtol")
+    if isinstance(rtol, (int, float)) and rtol >= 1:  # rtol >= 1 alone accepts 0 for every value
+        return "rtol"
+    return next((f for f in ("atol", "rtol", "factor") if f in raw), "mode")
+
+
+def _tolerance_strength_problems(
+    doc: Positioned, contract: Contract, examples: list[WorkedExample], default_tol: Tolerance, dtypes: Sequence[str]
+) -> list[SpecProblem]:
+    """Tolerances under which a trivial answer passes a worked example (the rule in the module docstring)."""
+    found: list[SpecProblem] = []
+    spec_raw = doc.data.get("tolerance")
+    raws = doc.data["worked_examples"]
+    index = {raw.get("id"): i for i, raw in reversed(list(enumerate(raws))) if isinstance(raw, dict)}
+    reported: set[tuple[Any, ...]] = set()
+    for ex in examples:
+        i = index.get(ex.id, 0)
+        candidates: list[tuple[Tolerance, tuple[Any, ...], Any]] = []
+        if ex.tolerance is not None:
+            candidates.append((ex.tolerance, ("worked_examples", i, "tolerance"), raws[i].get("tolerance")))
+        if spec_raw is not None:
+            candidates.append((default_tol, ("tolerance",), spec_raw))
+        if not candidates:
+            continue
+        with np.errstate(all="ignore"):
+            golden = contract.golden(ex.inputs)
+            d_k, scale = contract.error_scale(ex.inputs)
+            operands = contract.operand_sums(ex.inputs)
+        finite = np.isfinite(golden)
+        nonzero = finite & (golden != 0)
+        wrong = np.zeros_like(golden) if nonzero.any() else np.where(finite, golden + 1.0, golden)
+        what = "an all-zero output" if nonzero.any() else "an output off by 1 in every entry"
+        for tol, where, raw in candidates:
+            if where in reported or tol.mode == "exact":
+                continue
+            for dtype in dtypes:
+                with np.errstate(all="ignore"):
+                    if tol.mode == "ratio":  # the reference's own error is at most the dot-product bound
+                        allowed = np.maximum(
+                            allowed_error(
+                                Tolerance("dot_bound", factor=tol.factor), golden, dtype, d_k, scale, operands
+                            ),
+                            allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
+                        )
+                    else:
+                        allowed = allowed_error(tol, golden, dtype, d_k, scale, operands)
+                    passes = bool(np.all(~finite | (np.abs(wrong - golden) <= allowed)))
+                if passes:
+                    field = _weakest_field(raw)
+                    found.append(
+                        doc.problem(
+                            where + ((field,) if field else ()),
+                            f"expected a tolerance under which {what} fails worked example {ex.id!r} (largest "
+                            f"|expected| {float(np.max(np.abs(np.where(finite, golden, 0)), initial=0)):g}), found one "
+                            f"that accepts it in {dtype} (allowed error up to "
+                            f"{float(np.max(np.where(finite, allowed, 0), initial=0)):.3g})",
+                        )
+                    )
+                    reported.add(where)
+                    break
+    return found
 
 
 # Which tolerance fields each mode reads; any other field would be silently ignored.
@@ -481,6 +605,9 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         ex = _worked_example(doc, i, raw, contract, default_tol, problems)
         if ex is not None:
             examples.append(ex)
+    problems += _tolerance_strength_problems(
+        doc, contract, examples, default_tol, tuple(data.get("dtypes", ["float32"]))
+    )
     props = []
     seen_props: dict[str, int] = {}
     for i, raw in enumerate(data.get("properties", [])):
@@ -569,20 +696,63 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     )
 
 
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _read_spec_file(name: str) -> bytes:
+    """The bytes of the regular file ``name`` (symbolic links followed), at most MAX_SPEC_BYTES.
+
+    Opened non-blocking, so a FIFO is refused at once instead of waited on."""
+
+    def fail(message: str) -> SpecError:
+        return SpecError([SpecProblem(name, 1, 1, "(file)", message)])
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise fail("expected a spec file, found no such file") from None
+    except OSError as exc:
+        raise fail(f"expected a readable spec file, found: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+            raise fail(f"expected a regular spec file, found {kind}")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MAX_SPEC_BYTES:
+            chunk = os.read(fd, MAX_SPEC_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SPEC_BYTES:
+            raise fail(f"expected a spec file of at most {MAX_SPEC_BYTES} bytes, found more")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise fail(f"expected a readable spec file, found: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def load_spec(path: str | Path) -> Spec:
     """Load and validate one spec file.
 
     Raises:
-        SpecError: the file is missing, unreadable, not YAML, or invalid; ``.problems`` lists
+        SpecError: the file is missing, unreadable, not a regular file, larger than
+            :data:`MAX_SPEC_BYTES`, not UTF-8, not YAML, or invalid (including a worked example
+            asking for more than :data:`MAX_EXAMPLE_WORK` index combinations and a tolerance
+            that lets the trivial answers pass, see the module docstring); ``.problems`` lists
             every problem, each with file, line, column and field path.
     """
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise SpecError([SpecProblem(name, 1, 1, "(file)", "expected a spec file, found no such file")]) from None
-    except OSError as exc:
-        raise SpecError([SpecProblem(name, 1, 1, "(file)", f"expected a readable file, found: {exc}")]) from None
+    raw = _read_spec_file(name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
