@@ -31,6 +31,7 @@ __all__ = [
     "format_array",
     "shape_text",
     "mismatch_text",
+    "hidden_mismatch_text",
     "reproduction",
     "summary_line",
     "failure_text",
@@ -110,6 +111,33 @@ def _hidden_detail(failure: Failure) -> str:
     return failure.detail  # timeouts and crashes: the grader's own words
 
 
+_HIDDEN_NOTE = "hidden case: its inputs, expected values, shape and dtype are not shown"
+_HIDDEN_MISMATCH = {
+    Verdict.WRONG_VALUE: "{name} has wrong values",
+    Verdict.WRONG_SHAPE: "{name} has the wrong shape",
+    Verdict.WRONG_DTYPE: "{name} has the wrong dtype: scores are real numbers, so return a floating result",
+    Verdict.NON_FINITE: (
+        "{name} has NaN or infinite entries where it should not; look for a division by zero, an overflow or "
+        "a log/sqrt of a bad value"
+    ),
+    Verdict.BAD_RETURN_TYPE: "returned something that is not one numeric result",
+}
+
+
+def hidden_mismatch_text(m: Mismatch) -> str:
+    """What a hidden case may say about a comparison: its verdict in generic words, nothing more.
+
+    A hidden case's feedback never holds its inputs, expected values, expected shape or dtype,
+    nor anything derived from them (entry counts and indices give the shape away, the returned
+    shape follows from the inputs): only the output's name and the kind of mismatch.
+
+    >>> hidden_mismatch_text(Mismatch(Verdict.WRONG_SHAPE, detail="out has shape (2,), expected shape (3,)"))
+    'out has the wrong shape (hidden case: its inputs, expected values, shape and dtype are not shown)'
+    """
+    text = _HIDDEN_MISMATCH.get(m.verdict, "{name} does not match")
+    return f"{text.format(name=m.name)} ({_HIDDEN_NOTE})"
+
+
 def _head(m: Mismatch) -> str:
     if m.verdict is Verdict.NON_FINITE:
         return f"{m.wrong} of {m.total} entries of {m.name} are non-finite where they should not be"
@@ -125,19 +153,18 @@ def mismatch_text(m: Mismatch, *, hidden: bool = False) -> str:
     1 of 3 entries of out are wrong (exact comparison):
       out[1] = 0.5, expected 0 (|error| 0.5 > allowed 0 (exact here))
     """
+    if hidden:
+        return hidden_mismatch_text(m)
     if m.detail:
         return m.detail
     if m.verdict is Verdict.NON_FINITE:
         first = m.entries[0]
         text = f"{format_index(m.name, first.index)} is {format_number(first.got)}"
-        if not hidden:
-            text += f", expected {format_number(first.expected, m.dtype)}"
+        text += f", expected {format_number(first.expected, m.dtype)}"
         if m.wrong > 1:
             text += f" ({m.wrong} non-finite entries in all)"
         return text + "; look for a division by zero, an overflow or a log/sqrt of a bad value"
     head = _head(m)
-    if hidden:
-        return head + " (hidden case: expected values are not shown)"
     lines = [head + (f" ({m.tolerance})" if m.tolerance else "") + ":"]
     for e in m.entries:
         line = (
@@ -213,6 +240,8 @@ def _reason(failure: Failure) -> str:
 
 def summary_line(failure: Failure) -> str:
     """The first line of the reason: ``"6 of 8 entries of out are wrong"``, ``"raised ValueError: ..."``."""
+    if failure.mismatch is not None and failure.hidden:
+        return _reason(failure).split(" (hidden case:", 1)[0]
     if failure.mismatch is not None and not failure.mismatch.detail:
         if failure.mismatch.verdict is Verdict.NON_FINITE:
             return _reason(failure).split(";", 1)[0]
@@ -280,7 +309,8 @@ def _entry_data(failure: Failure) -> dict[str, Any] | None:
     m = failure.mismatch
     if m is None:
         return None
-    hidden = failure.hidden
+    if failure.hidden:  # the verdict and the output's name only (hidden_mismatch_text)
+        return {"verdict": m.verdict.value, "name": m.name, "detail": hidden_mismatch_text(m)}
     return {
         "verdict": m.verdict.value,
         "name": m.name,
@@ -292,9 +322,7 @@ def _entry_data(failure: Failure) -> dict[str, Any] | None:
         "dtype": m.dtype,
         "lower_precision": m.lower_precision,
         "entries": [
-            {"index": list(e.index)}
-            if hidden
-            else {
+            {
                 "index": list(e.index),
                 "got": _json_number(e.got),
                 "expected": _json_number(e.expected),
@@ -324,7 +352,7 @@ def failure_data(failure: Failure) -> dict[str, Any]:
         "location": failure.location,
         "hidden": hidden,
         "function": failure.function,
-        "dtype": failure.dtype,
+        "dtype": None if hidden else failure.dtype,
         "example": failure.example,
         "examples": failure.examples,
         "scope": failure.scope,
