@@ -93,7 +93,7 @@ def shrink_case(
         report_multiple_bugs=False,
     )
     @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
-    @given(prop.strategy(spec.contract, use.max_value))
+    @given(prop.examples(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
         steps[0] += 1
         out_of_steps = max_steps is not None and steps[0] > max_steps
