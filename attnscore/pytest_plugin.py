@@ -2,6 +2,7 @@
 
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
+           [--attnscore-where='n_q<=n_k' ...]
 
 The spec files are collected like test files, so items have ordinary node ids,
 ``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
@@ -100,6 +101,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--attnscore-xfail", metavar="FILE", default=None, help="file of expected failures and skips by case id"
     )
+    group.addoption(
+        "--attnscore-where",
+        metavar="BOUND",
+        action="append",
+        default=[],
+        help="bound the shapes to the kernel's domain, e.g. n_q<=n_k (repeatable): generated inputs are drawn "
+        "inside it; worked examples outside it are skipped by constraint",
+    )
 
 
 class AttnscoreCaseFailure(AssertionError):
@@ -157,22 +166,30 @@ class SpecNode(pytest.Collector):
         function = config._attnscore_function  # type: ignore[attr-defined]
         device = config.getoption("attnscore_device")
         items: list[pytest.Item] = []
+        bounds = config._attnscore_bounds  # type: ignore[attr-defined]
+        spec, skipped = self.spec.bounded(bounds) if bounds else (self.spec, [])
+        reasons = {text.split(" ", 1)[0]: text.split(" ", 1)[1].strip("()") for text in skipped}
         for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
-            for case in build_cases(self.spec, dtype, config.getoption("attnscore_seed")):
-                items.append(
-                    SpecCaseItem.from_parent(
-                        self,
-                        name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
-                        # given as a string, so pytest parses "[dtype]" as the parameter, as in the
-                        # ids it stores for --lf and reads back from the command line
-                        nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
-                        spec=self.spec,
-                        case=case,
-                        dtype=dtype,
-                        function=function,
-                        device=device,
-                    )
+            cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
+            if reasons:  # skipped by constraint: listed as skipped items, in the spec's order
+                kept = {c.id: c for c in cases}
+                cases = [kept.get(c.id, c) for c in build_cases(self.spec, dtype, config.getoption("attnscore_seed"))]
+            for case in cases:
+                item = SpecCaseItem.from_parent(
+                    self,
+                    name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
+                    # given as a string, so pytest parses "[dtype]" as the parameter, as in the
+                    # ids it stores for --lf and reads back from the command line
+                    nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
+                    spec=spec,
+                    case=case,
+                    dtype=dtype,
+                    function=function,
+                    device=device,
                 )
+                if case.id in reasons:
+                    item.add_marker(pytest.mark.skip(reason=f"skipped by constraint: {reasons[case.id]}"))
+                items.append(item)
         return items
 
 
@@ -187,6 +204,10 @@ class SpecFile(pytest.File):
             spec = load_spec(self.path)
         except SpecError as exc:
             raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
+        try:
+            spec.contract.bounded(self.config._attnscore_bounds)  # type: ignore[attr-defined]
+        except ValueError as exc:
+            raise pytest.UsageError(f"--attnscore-where: {exc}") from None
         return [SpecNode.from_parent(self, name=spec.id, spec=spec)]
 
 
@@ -212,6 +233,12 @@ def pytest_configure(config: pytest.Config) -> None:
         check_device(config.getoption("attnscore_device"))
     except ImplError as exc:
         raise pytest.UsageError(str(exc)) from None
+    from attnscore.spec.bounds import parse_bound
+
+    try:
+        config._attnscore_bounds = tuple(parse_bound(t) for t in config.getoption("attnscore_where"))  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise pytest.UsageError(f"--attnscore-where: {exc}") from None
     xfail = config.getoption("attnscore_xfail")
     config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
     # The spec files are collected like test files: pytest counts, selects (-k, --lf) and reruns

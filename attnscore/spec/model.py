@@ -287,9 +287,7 @@ def _resize(contract: Contract, inputs: dict[str, np.ndarray], symbol: str, size
     return out
 
 
-def _adapted(
-    original: Contract, tied: Contract, ex: WorkedExample, ties: dict[str, str]
-) -> WorkedExample | None:
+def _adapted(original: Contract, tied: Contract, ex: WorkedExample, ties: dict[str, str]) -> WorkedExample | None:
     """``ex`` rebuilt so that its inputs fit ``ties`` (``d_v = d_k``: V padded with zero columns or
     cut), with its expected value recomputed from the float64 golden path; None when a tied symbol
     cannot be resized without changing what the example checks."""
