@@ -140,3 +140,40 @@ def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
     subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     last = subprocess.run([*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "12 failed, 7 deselected" in last.stdout, last.stdout
+
+
+def test_where_skips_examples_outside_the_bound_and_draws_inside(tmp_path):
+    """--attnscore-where n_q<=n_k: the worked example with more queries than keys is a skipped item
+    (skipped by constraint, with the sizes), and no other item fails by the kernel's refusal."""
+    (tmp_path / "decode.py").write_text(
+        "import torch\n\n"
+        "def causal_attention(Q, K, V):\n"
+        "    if Q.shape[-2] > K.shape[-2]:\n"
+        "        raise ValueError('needs n_q <= n_k')\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True)\n",
+        encoding="utf-8",
+    )
+    args = ["--attnscore-impl=decode:causal_attention", f"--attnscore-spec={ROOT / 'specs/causal_attention.yaml'}"]
+    args += ["--attnscore-dtype=float64", f"--rootdir={tmp_path}"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args, "--attnscore-where=n_q<=n_k"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "skipped by constraint: n_q = 3, n_k = 2 break n_q <= n_k" in out
+    assert "9 passed, 1 skipped" in out
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--attnscore-where=n_q<<n_k"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 4 and "--attnscore-where: expected SYMBOL OP SYMBOL" in bad.stderr

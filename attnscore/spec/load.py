@@ -26,6 +26,7 @@ import numpy as np
 
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.spec.contracts import CONTRACTS, Contract
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -466,6 +467,16 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
     else:
         contract = contract.tied(ties)
+    bounds = []
+    for j, text in enumerate(fn.get("where", [])):
+        try:
+            bound = parse_bound(text)
+            check_symbols([bound], contract)
+        except ValueError as exc:
+            problems.append(doc.problem(("function", "where", j), str(exc)))
+        else:
+            bounds.append(bound)
+    contract = contract.bounded(tuple(bounds))
     default_tol = _tolerance(data.get("tolerance"), Tolerance())
     examples = []
     seen: dict[str, int] = {}
@@ -479,7 +490,14 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             )
         seen.setdefault(raw["id"], i)
         ex = _worked_example(doc, i, raw, contract, default_tol, problems)
-        if ex is not None:
+        if ex is not None and (broken := broken_bounds(contract, ex.inputs)):
+            problems.append(
+                doc.problem(
+                    ("worked_examples", i, "inputs"),
+                    f"expected shapes inside function.where, found {'; '.join(broken)}",
+                )
+            )
+        elif ex is not None:
             examples.append(ex)
     props = []
     seen_props: dict[str, int] = {}
