@@ -9,6 +9,7 @@ never stops the others.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from fractions import Fraction
 
@@ -18,10 +19,12 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
+from attnscore.check.conventions import applicable_corners, corner_region, set_aside
 from attnscore.check.diagnosis import diagnose
 from attnscore.check.layouts import describe_layout
 from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
+from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
@@ -79,6 +82,25 @@ def _failed(case: Case, failure: Failure, calls: int) -> CaseResult:
     )
 
 
+def _contract_args(spec: Spec, call: Call) -> dict[str, np.ndarray]:
+    """The call's arguments keyed by the contract's parameter names (the spec may rename them)."""
+    return dict(zip(spec.contract.parameter_names, call.args.values(), strict=True))
+
+
+def _wrong_corner(spec: Spec, call: Call, outcome: Received) -> str:
+    """The first convention corner, not set aside, where ``outcome`` is wrong (``""`` if none)."""
+    if outcome.shape != np.shape(call.golden):
+        return ""
+    got = outcome.array.astype(np.float64)
+    for name in applicable_corners(spec.contract):
+        if name in spec.set_aside:
+            continue
+        region = corner_region(name, spec.contract, _contract_args(spec, call), outcome.shape)
+        if region is not None and not entries_close(got[region], call.golden[region], call.allowed[region]).all():
+            return name
+    return ""
+
+
 def judge_case(
     spec: Spec,
     case: Case,
@@ -91,6 +113,14 @@ def judge_case(
 ) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
+    Convention corners (:mod:`attnscore.check.conventions`): the entries of the corners in
+    ``spec.set_aside`` are taken as right, everything else is judged. When the failing output is
+    wrong in a corner that is judged (``Failure.corner``, e.g. a fully masked row that is NaN),
+    the case is judged again with that corner set aside, and a failure found then is a second
+    cause (``Failure.other_causes``, diagnosed on its own), so one convention never hides another
+    bug. The verdict and points are the first failure's. Not with ``diagnose_failures`` False
+    (shrink steps judge one cause).
+
     Each call is compared with its golden value; a call that closes a relational example also
     runs the property's check over the example's outputs. A failing output is matched against the
     mistake catalogue (:mod:`attnscore.check.diagnosis`, which may call ``runner`` on its confirmation
@@ -101,6 +131,32 @@ def judge_case(
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
+    result = _judge_once(spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe)
+    failure = result.failure
+    if failure is None or not failure.corner or not diagnose_failures:
+        return result
+    aside = dataclasses.replace(spec, set_aside=(*spec.set_aside, failure.corner))
+    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True)
+    if again.failure is None:
+        return result
+    second = again.failure
+    if again.failure.corner:  # a further corner: its own second cause, found the same way
+        second = judge_case(aside, case, runner, dtype, function).failure or second
+    causes = (dataclasses.replace(second, other_causes=()), *second.other_causes)
+    return dataclasses.replace(result, failure=dataclasses.replace(failure, other_causes=causes))
+
+
+def _judge_once(
+    spec: Spec,
+    case: Case,
+    runner: Runner,
+    dtype: str,
+    function: str | None,
+    *,
+    diagnose_failures: bool,
+    observe: list[tuple[Call, Received]] | None = None,
+) -> CaseResult:
+    """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`)."""
 
     device = str(getattr(runner, "device", "cpu"))
     outputs: dict[int, Received] = {}
@@ -126,6 +182,8 @@ def judge_case(
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
+        if spec.set_aside:  # set-aside corners are taken as right; all else is judged
+            outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
         outputs[number - 1] = outcome
         inspections[number - 1] = getattr(runner, "last_inspection", None)
         mismatch: Mismatch | None = None
@@ -180,6 +238,8 @@ def judge_case(
             check=check_text,
             hint=hint,
             diagnosis=diagnosis,
+            corner=_wrong_corner(spec, call, outcome) if diagnose_failures else "",
+            set_aside=tuple(spec.set_aside),
         )
         return _failed(case, failure, number)
     return CaseResult(

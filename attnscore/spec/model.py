@@ -106,6 +106,9 @@ class Spec:
         mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
             verify`` checks it); None means every mistake that applies to the contract.
         student_copy: set on a student copy (hidden cases left out), else None.
+        set_aside: convention corners whose entries are taken as right (``conventions:
+            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.check.conventions`); every other
+            entry of a case is still compared.
     """
 
     id: str
@@ -126,6 +129,25 @@ class Spec:
     nonfinite: str = "match"
     mistakes: tuple[str, ...] | None = None
     student_copy: StudentCopy | None = None
+    set_aside: tuple[str, ...] = ()
+
+    def allowing(self, corners: tuple[str, ...]) -> Spec:
+        """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).
+
+        Raises:
+            ValueError: an unknown corner, or one that does not apply to the spec's contract.
+        """
+        from attnscore.check.conventions import applicable_corners, get_corner
+
+        for name in corners:
+            get_corner(name)
+            if name not in applicable_corners(self.contract):
+                known = ", ".join(applicable_corners(self.contract)) or "none"
+                raise ValueError(
+                    f"expected a convention corner of contract {self.contract.name} ({known}), found {name!r}"
+                )
+        added = tuple(c for c in corners if c not in self.set_aside)
+        return dataclasses.replace(self, set_aside=self.set_aside + added) if added else self
 
     @property
     def shown_path(self) -> str:
