@@ -65,7 +65,7 @@ def _rows_without_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> np
         if not masks:
             return None
         keep = np.asarray(args[masks[0]], dtype=bool)
-    return ~keep.any(axis=-1, keepdims=True)
+    return np.asarray(~keep.any(axis=-1, keepdims=True))
 
 
 CORNERS: dict[str, Corner] = {

@@ -29,7 +29,7 @@ from attnscore.report.failure import Failure, Mismatch, json_array
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
-__all__ = ["judge_case", "example_position"]
+__all__ = ["judge_case", "example_position", "wrong_corner"]
 
 
 def _bound_keywords(runner: object) -> dict[str, object]:
@@ -87,7 +87,7 @@ def _contract_args(spec: Spec, call: Call) -> dict[str, np.ndarray]:
     return dict(zip(spec.contract.parameter_names, call.args.values(), strict=True))
 
 
-def _wrong_corner(spec: Spec, call: Call, outcome: Received) -> str:
+def wrong_corner(spec: Spec, call: Call, outcome: Received) -> str:
     """The first convention corner, not set aside, where ``outcome`` is wrong (``""`` if none)."""
     if outcome.shape != np.shape(call.golden):
         return ""
@@ -142,7 +142,10 @@ def judge_case(
     second = again.failure
     if again.failure.corner:  # a further corner: its own second cause, found the same way
         second = judge_case(aside, case, runner, dtype, function).failure or second
-    causes = (dataclasses.replace(second, other_causes=()), *second.other_causes)
+    causes = tuple(
+        dataclasses.replace(c, other_causes=(), beside=c.beside or failure.corner)
+        for c in (second, *second.other_causes)
+    )
     return dataclasses.replace(result, failure=dataclasses.replace(failure, other_causes=causes))
 
 
@@ -238,7 +241,7 @@ def _judge_once(
             check=check_text,
             hint=hint,
             diagnosis=diagnosis,
-            corner=_wrong_corner(spec, call, outcome) if diagnose_failures else "",
+            corner=wrong_corner(spec, call, outcome) if diagnose_failures else "",
             set_aside=tuple(spec.set_aside),
         )
         return _failed(case, failure, number)

@@ -122,6 +122,7 @@ class Failure:
         set_aside: the convention corners taken as right when this failure was found.
         other_causes: failures of the same case found with ``corner`` set aside: a second cause,
             never hidden behind the first (each with its own diagnosis and counterexample).
+        beside: on a second cause, the corner of the first failure that was set aside to find it.
     """
 
     verdict: Verdict
@@ -153,6 +154,7 @@ class Failure:
     corner: str = ""
     set_aside: tuple[str, ...] = ()
     other_causes: tuple[Failure, ...] = ()
+    beside: str = ""
 
     @property
     def size(self) -> int:

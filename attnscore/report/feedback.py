@@ -15,6 +15,7 @@ smallest visible counterexample, and as one line per other case.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,8 @@ __all__ = [
     "CauseGroup",
     "cause_groups",
     "cause_key",
+    "convention_text",
+    "second_cause_text",
 ]
 
 
@@ -292,12 +295,44 @@ def failure_text(failure: Failure) -> str:
         lines.append(f"Likely cause: {failure.hint}.")
     if failure.diagnosis is not None:
         lines.append(f"Known mistake ({failure.diagnosis['id']}): {failure.diagnosis['message']}")
+    if failure.corner:
+        lines.append(convention_text(failure.corner))
     if not hidden:
         if failure.explanation:
             lines.append(f"Why: {' '.join(failure.explanation.split())}")
         if failure.args is not None:
             lines.append(f"Reproduce: {reproduction(failure)}")
+    for other in failure.other_causes:
+        lines.extend(second_cause_text(other).splitlines())
     return "\n".join(lines)
+
+
+def convention_text(corner: str) -> str:
+    """The line that says a failure lies in a convention corner, and how to set the corner aside.
+
+    >>> print(convention_text("fully_masked_row"))  # doctest: +NORMALIZE_WHITESPACE
+    Convention (fully_masked_row): out is wrong in rows whose every key is masked (no key to attend
+    to), where this spec states weights 0, so the output row is 0; if another convention there is
+    deliberate, set the corner aside (spec: conventions: {fully_masked_row: any}; attnscore test
+    --allow fully_masked_row; pytest xfail file: allow:fully_masked_row)
+    """
+    from attnscore.check.conventions import get_corner
+
+    c = get_corner(corner)
+    return (
+        f"Convention ({corner}): out is wrong in {c.summary}, where this spec states {c.stated}; if another "
+        f"convention there is deliberate, set the corner aside (spec: conventions: {{{corner}: any}}; "
+        f"attnscore test --allow {corner}; pytest xfail file: allow:{corner})"
+    )
+
+
+def second_cause_text(failure: Failure) -> str:
+    """A second cause (found with the first failure's corner set aside), as indented lines under a
+    heading: the case's feedback for it without repeating the case's title line."""
+    aside = failure.beside or ", ".join(failure.set_aside)
+    lines = failure_text(failure).splitlines()
+    body = lines[1:] if failure.scope != "submission" and len(lines) > 1 else lines
+    return "\n".join([f"Second cause, outside {aside} (set aside to find it):", *(f"  {line}" for line in body)])
 
 
 def pytest_text(failure: Failure) -> str:
@@ -372,6 +407,10 @@ def failure_data(failure: Failure) -> dict[str, Any]:
         else {"example": shrunk.example, "examples": shrunk.examples, "size": shrunk.size},
         "size": None if hidden else failure.size,
         "reproduce": None if hidden or failure.args is None else reproduction(failure),
+        "corner": failure.corner or None,
+        "set_aside": list(failure.set_aside),
+        "beside": failure.beside or None,
+        "other_causes": [failure_data(o) for o in failure.other_causes],
     }
 
 
@@ -397,6 +436,8 @@ def cause_key(failure: Failure) -> tuple[str, ...] | None:
     limit, crash); None for an undiagnosed wrong value or a property's own check, which stand alone."""
     if failure.diagnosis is not None:
         return ("mistake", failure.diagnosis["id"])
+    if failure.corner:
+        return ("corner", failure.corner)
     if failure.verdict is Verdict.EXCEPTION and failure.exception:
         return ("exception", failure.exception)
     if (failure.mismatch is None and not failure.check) or failure.verdict in _BY_VERDICT:
@@ -409,10 +450,17 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
 
     The lead of a group is its visible case with the smallest counterexample (fewest input
     entries; the first such case on ties), or its first case when all are hidden. Submission-wide
-    failures (an import error) are left out: a report shows that error once.
+    failures (an import error) are left out: a report shows that error once. A failure's second
+    causes (``other_causes``, found with a convention corner set aside) are causes of their own:
+    each joins its own group, and a failure leads without them (its group says the first cause).
     """
+    flat = [
+        member
+        for failure in failures
+        for member in (dataclasses.replace(failure, other_causes=()), *failure.other_causes)
+    ]
     keyed: dict[tuple[str, ...] | int, list[Failure]] = {}
-    for i, failure in enumerate(failures):
+    for i, failure in enumerate(flat):
         if failure.scope == "submission":
             continue
         key = cause_key(failure)
@@ -424,6 +472,8 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
         cause = members[0].verdict.label
         if isinstance(group_key, tuple) and group_key[0] == "mistake":
             cause = f"known mistake {group_key[1]}"
+        elif isinstance(group_key, tuple) and group_key[0] == "corner":
+            cause = f"convention corner {group_key[1]}"
         elif isinstance(group_key, tuple) and group_key[0] == "exception":
             cause = (
                 f"raised {lead.exception}"
