@@ -518,6 +518,14 @@ def grade(
     "worked examples outside it are skipped by constraint and listed (repeatable).",
 )
 @click.option(
+    "--allow",
+    "allows",
+    multiple=True,
+    metavar="CORNER",
+    help="Set a convention corner aside, e.g. fully_masked_row (rows whose every key is masked: "
+    "NaN or the mean of V accepted there); every other entry is still compared (repeatable).",
+)
+@click.option(
     "--keyword",
     "keywords",
     multiple=True,
@@ -536,6 +544,7 @@ def test_impl(
     ratio: float | None,
     ties: tuple[str, ...],
     wheres: tuple[str, ...],
+    allows: tuple[str, ...],
     keywords: tuple[str, ...],
     fmt: str,
 ) -> None:
@@ -597,6 +606,11 @@ def test_impl(
                     f"{spec.id}: skipped by constraint {', '.join(map(str, bounds))}: {'; '.join(skipped)}",
                     err=True,
                 )
+        if allows:
+            try:
+                spec = spec.allowing(tuple(a.replace("-", "_") for a in allows))
+            except ValueError as exc:
+                raise click.UsageError(f"--allow: {exc}") from None
         if ratio is not None:
             import dataclasses
 

@@ -18,6 +18,11 @@ The xfail file lists expected failures and skips, one per line, ``#`` starts a c
     attention[float16]::property:matches_reference   xfail   fp16 kernel is approximate
     *::property:deterministic                        skip    atomics on GPU
 
+An ``allow:<corner>`` line sets a convention corner aside for the items it matches (any value is
+taken as right there, every other entry is still compared; :mod:`attnscore.check.conventions`)::
+
+    attention[float64]::*   allow:fully_masked_row   finfo.min masking: the mean of V by design
+
 The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``,
 the end of the node id ``<spec id>::<case id>[<dtype>]``, or just ``<case id>``. An entry that
 matches no item is reported as a warning (when whole spec files are collected), so stale entries do
@@ -71,8 +76,18 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
         if not line:
             continue
         parts = line.split(None, 2)
-        if len(parts) < 2 or parts[1] not in ("xfail", "skip"):
-            raise pytest.UsageError(f"{path}:{number}: expected '<case id> xfail|skip [reason]', found {raw.strip()!r}")
+        if len(parts) < 2 or not (parts[1] in ("xfail", "skip") or parts[1].startswith("allow:")):
+            raise pytest.UsageError(
+                f"{path}:{number}: expected '<case id> xfail|skip|allow:<corner> [reason]', found {raw.strip()!r}"
+            )
+        if parts[1].startswith("allow:"):
+            from attnscore.check.conventions import CORNERS
+
+            if parts[1][len("allow:") :] not in CORNERS:
+                raise pytest.UsageError(
+                    f"{path}:{number}: expected allow:<corner> with a corner of {', '.join(sorted(CORNERS))}, "
+                    f"found {parts[1]!r}"
+                )
         entries.append(XfailEntry(parts[0], parts[1], parts[2] if len(parts) > 2 else "", number))
     return entries
 
@@ -100,6 +115,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnscore-seed", metavar="N", type=int, default=None, help="base seed (default: the spec's)")
     group.addoption(
         "--attnscore-xfail", metavar="FILE", default=None, help="file of expected failures and skips by case id"
+    )
+    group.addoption(
+        "--attnscore-allow",
+        metavar="CORNER",
+        action="append",
+        default=[],
+        help="set a convention corner aside, e.g. fully_masked_row (repeatable): any value is taken as right "
+        "there and every other entry is still compared",
     )
     group.addoption(
         "--attnscore-where",
@@ -168,6 +191,10 @@ class SpecNode(pytest.Collector):
         items: list[pytest.Item] = []
         bounds = config._attnscore_bounds  # type: ignore[attr-defined]
         spec, skipped = self.spec.bounded(bounds) if bounds else (self.spec, [])
+        try:
+            spec = spec.allowing(tuple(config.getoption("attnscore_allow")))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--attnscore-allow: {exc}") from None
         reasons = {text.split(" ", 1)[0]: text.split(" ", 1)[1].strip("()") for text in skipped}
         for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
             cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
@@ -273,7 +300,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(pytest.mark.attnscore)
         key = f"{item.spec.id}[{item.dtype}]::{item.case.id}"
         node_key = f"{item.spec.id}::{item.case.id}[{item.dtype}]"  # the end of the item's node id
+        for entry in entries:  # allow:<corner> entries: every matching one sets its corner aside
+            if entry.action.startswith("allow:") and (
+                entry.matches(key, item.case.id) or entry.matches(node_key, item.case.id)
+            ):
+                used.add(entry.line)
+                try:
+                    item.spec = item.spec.allowing((entry.action[len("allow:") :],))
+                except ValueError as exc:
+                    raise pytest.UsageError(f"{config.getoption('attnscore_xfail')}:{entry.line}: {exc}") from None
         for entry in entries:
+            if entry.action.startswith("allow:"):
+                continue
             if entry.matches(key, item.case.id) or entry.matches(node_key, item.case.id):
                 used.add(entry.line)
                 marker = (

@@ -25,6 +25,7 @@ import jsonschema
 import numpy as np
 
 from attnscore.catalogue.properties import PROPERTIES
+from attnscore.check.conventions import applicable_corners
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.spec.contracts import CONTRACTS, Contract
@@ -558,6 +559,18 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             else:
                 listed.append(mid)
         mistakes = tuple(listed)
+    set_aside = []
+    for corner, choice in (data.get("conventions") or {}).items():
+        if corner not in applicable_corners(contract):
+            known = ", ".join(applicable_corners(contract)) or "none"
+            problems.append(
+                doc.problem(
+                    ("conventions", corner),
+                    f"expected a convention corner of contract {contract.name} ({known}), found {corner!r}",
+                )
+            )
+        elif choice == "any":
+            set_aside.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     if problems:
         return None
@@ -579,6 +592,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         path=doc.file,
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
+        set_aside=tuple(set_aside),
         student_copy=(
             StudentCopy(data["student_copy"]["hidden_cases"], _fraction(data["student_copy"]["hidden_points"]))
             if "student_copy" in data
