@@ -15,17 +15,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from attnscore.catalogue.mistakes import get_mistake
+from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
 from attnscore.check.conventions import applicable_corners, corner_region, set_aside
-from attnscore.check.diagnosis import diagnose
+from attnscore.check.diagnosis import diagnose, holds
 from attnscore.check.layouts import describe_layout
 from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
+from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
@@ -118,7 +119,9 @@ def judge_case(
     wrong in a corner that is judged (``Failure.corner``, e.g. a fully masked row that is NaN),
     the case is judged again with that corner set aside, and a failure found then is a second
     cause (``Failure.other_causes``, diagnosed on its own), so one convention never hides another
-    bug. The verdict and points are the first failure's. Not with ``diagnose_failures`` False
+    bug; when it has the first failure's cause (the same diagnosed mistake, or an undiagnosed
+    failure of the same call), the bug is not the corner's and neither is reported. The verdict
+    and points are the first failure's. Not with ``diagnose_failures`` False
     (shrink steps judge one cause).
 
     Each call is compared with its golden value; a call that closes a relational example also
@@ -136,10 +139,20 @@ def judge_case(
     if failure is None or not failure.corner or not diagnose_failures:
         return result
     aside = dataclasses.replace(spec, set_aside=(*spec.set_aside, failure.corner))
-    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True)
+    raw: list[tuple[Call, Received]] = []
+    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True, raw=raw)
     if again.failure is None:
-        return result
+        return result  # the corner explains the whole failure
     second = again.failure
+    key = cause_key(failure)
+    same = cause_key(second) == key and (key is not None or second.call == failure.call)
+    if not same and failure.diagnosis is not None and raw and failure.diagnosis["id"] in MISTAKES:
+        # the first failure's mistake also gives the second one's output as returned (its corner included)
+        same = holds(get_mistake(failure.diagnosis["id"]), spec, *raw[-1], dtype)
+    if same:
+        # the same cause outside the corner too (mask_ignored is wrong everywhere): not a
+        # convention, and not a second cause
+        return dataclasses.replace(result, failure=dataclasses.replace(failure, corner=""))
     if again.failure.corner:  # a further corner: its own second cause, found the same way
         second = judge_case(aside, case, runner, dtype, function).failure or second
     causes = tuple(
@@ -158,8 +171,10 @@ def _judge_once(
     *,
     diagnose_failures: bool,
     observe: list[tuple[Call, Received]] | None = None,
+    raw: list[tuple[Call, Received]] | None = None,
 ) -> CaseResult:
-    """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`)."""
+    """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`);
+    ``raw``, when given, receives the failing call and its output as returned (no corner set aside)."""
 
     device = str(getattr(runner, "device", "cpu"))
     outputs: dict[int, Received] = {}
@@ -185,6 +200,7 @@ def _judge_once(
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
+        returned = outcome
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged
             outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
         outputs[number - 1] = outcome
@@ -224,6 +240,8 @@ def _judge_once(
         verdict = mismatch.verdict if mismatch is not None else Verdict.WRONG_VALUE
         if observe is not None:
             observe.append((call, outcome))
+        if raw is not None:
+            raw.append((call, returned))
         if diagnosis is None and diagnose_failures:
             diagnosis = diagnose(spec, call, outcome, dtype, runner)
         hint = ""
