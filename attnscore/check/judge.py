@@ -119,8 +119,8 @@ def judge_case(
     wrong in a corner that is judged (``Failure.corner``, e.g. a fully masked row that is NaN),
     the case is judged again with that corner set aside, and a failure found then is a second
     cause (``Failure.other_causes``, diagnosed on its own), so one convention never hides another
-    bug; when it has the first failure's cause (the same diagnosed mistake, or an undiagnosed
-    failure of the same call), the bug is not the corner's and neither is reported. The verdict
+    bug; when it has the first failure's cause (the same diagnosed mistake, or the first mistake
+    also gives its output), the bug is not the corner's and neither is reported. The verdict
     and points are the first failure's. Not with ``diagnose_failures`` False
     (shrink steps judge one cause).
 
@@ -145,7 +145,7 @@ def judge_case(
         return result  # the corner explains the whole failure
     second = again.failure
     key = cause_key(failure)
-    same = cause_key(second) == key and (key is not None or second.call == failure.call)
+    same = key is not None and cause_key(second) == key
     if not same and failure.diagnosis is not None and raw and failure.diagnosis["id"] in MISTAKES:
         # the first failure's mistake also gives the second one's output as returned (its corner included)
         same = holds(get_mistake(failure.diagnosis["id"]), spec, *raw[-1], dtype)

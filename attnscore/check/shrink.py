@@ -65,10 +65,10 @@ def shrink_case(
 
     With ``mistake`` (a catalogue id), a smaller input counts as failing only when the output
     there is still what that mistake gives (:func:`attnscore.check.diagnosis.holds`), so that the name
-    shown next to the shrunk counterexample is true of it. With ``corner`` (a convention corner,
-    :mod:`attnscore.check.conventions`), likewise only inputs where the output is still wrong in
-    that corner count; the corners in ``spec.set_aside`` are taken as right throughout, so a second
-    cause never shrinks into the corner that was set aside to find it.
+    shown next to the shrunk counterexample is true of it. Likewise a smaller input counts only
+    when the convention corners (:mod:`attnscore.check.conventions`) where its output is wrong are
+    the original's: ``corner`` (``"fully_masked_row"``) or none, so that a value bug never shrinks
+    into a fully masked row; the corners in ``spec.set_aside`` are taken as right throughout.
 
     ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
     sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
@@ -110,8 +110,8 @@ def shrink_case(
         if not result.passed and (verdict is None or result.verdict is verdict):
             if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
                 return  # smaller, but no longer the diagnosed mistake: not a counterexample of it
-            if corner and not (observed and wrong_corner(spec, *observed[-1]) == corner):
-                return  # smaller, but no longer wrong in the convention corner it was shown for
+            if observed and wrong_corner(spec, *observed[-1]) != corner:
+                return  # smaller, but wrong in another convention corner (or no longer in its own)
             last.append(result)
             raise _Failed(result.verdict.label)
 

@@ -277,6 +277,8 @@ def failure_text(failure: Failure) -> str:
         return _reason(failure)
     hidden = failure.hidden
     lines = []
+    if failure.beside:
+        lines.append(f"Second cause, outside {failure.beside} (set aside to find it):")
     if failure.kind == "property":
         lines.append(f"Property: {failure.statement} ({failure.location})")
         lines.append(
@@ -329,10 +331,10 @@ def convention_text(corner: str) -> str:
 def second_cause_text(failure: Failure) -> str:
     """A second cause (found with the first failure's corner set aside), as indented lines under a
     heading: the case's feedback for it without repeating the case's title line."""
-    aside = failure.beside or ", ".join(failure.set_aside)
     lines = failure_text(failure).splitlines()
-    body = lines[1:] if failure.scope != "submission" and len(lines) > 1 else lines
-    return "\n".join([f"Second cause, outside {aside} (set aside to find it):", *(f"  {line}" for line in body)])
+    if failure.scope == "submission" or not failure.beside or len(lines) < 2:
+        return "\n".join(lines)
+    return "\n".join([lines[0], *(f"  {line}" for line in lines[2:])])  # no second title line
 
 
 def pytest_text(failure: Failure) -> str:
