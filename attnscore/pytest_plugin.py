@@ -21,7 +21,7 @@ The xfail file lists expected failures and skips, one per line, ``#`` starts a c
 An ``allow:<corner>`` line sets a convention corner aside for the items it matches (any value is
 taken as right there, every other entry is still compared; :mod:`attnscore.check.conventions`)::
 
-    attention[float64]::*   allow:fully_masked_row   finfo.min masking: the mean of V by design
+    *::*   allow:fully_masked_row   finfo.min masking: the mean of V by design
 
 The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``,
 the end of the node id ``<spec id>::<case id>[<dtype>]``, or just ``<case id>``. An entry that

@@ -63,7 +63,12 @@ def _has_fully_masked_row(args) -> bool:
 def test_fully_masked_row_region():
     """The corner is the output rows whose every key is masked, broadcast over the value width."""
     spec = load_spec("specs/attention.yaml")
-    args = {"Q": np.zeros((2, 1)), "K": np.zeros((3, 1)), "V": np.zeros((3, 2)), "mask": np.array([[1, 1, 0], [0, 0, 0]], bool)}
+    args = {
+        "Q": np.zeros((2, 1)),
+        "K": np.zeros((3, 1)),
+        "V": np.zeros((3, 2)),
+        "mask": np.array([[1, 1, 0], [0, 0, 0]], bool),
+    }
     region = corner_region("fully_masked_row", spec.contract, args, (2, 2))
     assert region.tolist() == [[False, False], [True, True]]
     got = Received("tensor", "float64", "cpu", np.array([[1.0, 2.0], [np.nan, np.nan]]))
