@@ -85,7 +85,7 @@ def test_hidden_case_never_shows_expected_values():
     assert result is not None
     text = mismatch_text(result, hidden=True)
     assert "0.7" not in text and "3" not in text
-    assert text == "out has wrong values (hidden case: its inputs, expected values, shape and dtype are not shown)"
+    assert text == "out has wrong values (hidden case: its inputs and expected values, shape and dtype are not shown)"
 
 
 def test_expected_infinity_needs_the_same_infinity():

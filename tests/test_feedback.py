@@ -140,7 +140,7 @@ def test_hidden_case_keeps_what_is_safe():
     a, b, c, d, e = (failure_text(f) for f in _hidden_failures())
     assert a.splitlines() == [
         "Hidden worked example: two keys (specs/s.yaml:12)",
-        "out has wrong values (hidden case: its inputs, expected values, shape and dtype are not shown)",
+        "out has wrong values (hidden case: its inputs and expected values, shape and dtype are not shown)",
     ]
     assert b.splitlines()[1] == (
         "raised an exception of its own class (its type and message are not shown for a hidden case)"
@@ -155,7 +155,7 @@ def test_hidden_case_keeps_what_is_safe():
     ]
     assert d.splitlines()[1] == (
         "out has NaN or infinite entries where it should not; look for a division by zero, an overflow or "
-        "a log/sqrt of a bad value (hidden case: its inputs, expected values, shape and dtype are not shown)"
+        "a log/sqrt of a bad value (hidden case: its inputs and expected values, shape and dtype are not shown)"
     )
     assert "returned something that is not one numeric result" in e
 

@@ -114,7 +114,7 @@ def _hidden_detail(failure: Failure) -> str:
     return failure.detail  # timeouts and crashes: the grader's own words
 
 
-_HIDDEN_NOTE = "hidden case: its inputs, expected values, shape and dtype are not shown"
+_HIDDEN_NOTE = "hidden case: its inputs and expected values, shape and dtype are not shown"
 _HIDDEN_MISMATCH = {
     Verdict.WRONG_VALUE: "{name} has wrong values",
     Verdict.WRONG_SHAPE: "{name} has the wrong shape",
@@ -135,7 +135,7 @@ def hidden_mismatch_text(m: Mismatch) -> str:
     shape follows from the inputs): only the output's name and the kind of mismatch.
 
     >>> hidden_mismatch_text(Mismatch(Verdict.WRONG_SHAPE, detail="out has shape (2,), expected shape (3,)"))
-    'out has the wrong shape (hidden case: its inputs, expected values, shape and dtype are not shown)'
+    'out has the wrong shape (hidden case: its inputs and expected values, shape and dtype are not shown)'
     """
     text = _HIDDEN_MISMATCH.get(m.verdict, "{name} does not match")
     return f"{text.format(name=m.name)} ({_HIDDEN_NOTE})"
