@@ -524,7 +524,25 @@ def grade(
     multiple=True,
     metavar="SYMBOL=SAME_AS",
     help="Give two shape symbols one size, as a kernel requires (e.g. d_v=d_k); worked examples "
-    "that break it are left out and listed (repeatable).",
+    "that break it are adapted (V padded with zero columns or cut, expected values recomputed) "
+    "where that keeps what they check, else left out and listed (repeatable).",
+)
+@click.option(
+    "--where",
+    "wheres",
+    multiple=True,
+    metavar="BOUND",
+    help="Bound the shapes to the kernel's domain, e.g. 'n_q<=n_k' or 'd_k<=128' (SYMBOL OP SYMBOL "
+    "or SYMBOL OP INTEGER; OP one of <=, <, >=, >, ==, !=): generated inputs are drawn inside it, "
+    "worked examples outside it are skipped by constraint and listed (repeatable).",
+)
+@click.option(
+    "--allow",
+    "allows",
+    multiple=True,
+    metavar="CORNER",
+    help="Set a convention corner aside, e.g. fully_masked_row (rows whose every key is masked: "
+    "NaN or the mean of V accepted there); every other entry is still compared (repeatable).",
 )
 @click.option(
     "--keyword",
@@ -544,6 +562,8 @@ def test_impl(
     seed: int | None,
     ratio: float | None,
     ties: tuple[str, ...],
+    wheres: tuple[str, ...],
+    allows: tuple[str, ...],
     keywords: tuple[str, ...],
     fmt: str,
 ) -> None:
@@ -565,6 +585,12 @@ def test_impl(
     if ratio is not None and not math.isfinite(ratio):
         raise click.UsageError(f"--ratio: expected a finite number >= 1, found {ratio}")
     tie_map = dict(_pair(text, "--tie") for text in ties)
+    from attnscore.spec.bounds import parse_bound
+
+    try:
+        bounds = tuple(parse_bound(text) for text in wheres)
+    except ValueError as exc:
+        raise click.UsageError(f"--where: {exc}") from None
     keyword_map = {name: _yaml_scalar(value, name) for name, value in (_pair(t, "--keyword") for t in keywords)}
     if keyword_map:
         function = functools.partial(function, **keyword_map)
@@ -575,12 +601,35 @@ def test_impl(
                 spec, dropped = spec.tied(tie_map)
             except ValueError as exc:
                 raise click.UsageError(f"--tie: {exc}") from None
+            tie_text = ", ".join(f"{a}={b}" for a, b in tie_map.items())
+            adapted = spec.adapted_examples()
+            if adapted:
+                click.echo(
+                    f"{spec.id}: adapted {len(adapted)} worked example(s) to {tie_text} "
+                    f"(expected values recomputed): {', '.join(adapted)}",
+                    err=True,
+                )
             if dropped:
                 click.echo(
                     f"{spec.id}: left out {len(dropped)} worked example(s) whose shapes break "
-                    f"{', '.join(f'{a}={b}' for a, b in tie_map.items())}: {', '.join(dropped)}",
+                    f"{tie_text}: {', '.join(dropped)}",
                     err=True,
                 )
+        if bounds:
+            try:
+                spec, skipped = spec.bounded(bounds)
+            except ValueError as exc:
+                raise click.UsageError(f"--where: {exc}") from None
+            if skipped:
+                click.echo(
+                    f"{spec.id}: skipped by constraint {', '.join(map(str, bounds))}: {'; '.join(skipped)}",
+                    err=True,
+                )
+        if allows:
+            try:
+                spec = spec.allowing(tuple(a.replace("-", "_") for a in allows))
+            except ValueError as exc:
+                raise click.UsageError(f"--allow: {exc}") from None
         if ratio is not None:
             import dataclasses
 

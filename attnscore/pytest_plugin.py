@@ -2,6 +2,7 @@
 
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
+           [--attnscore-where='n_q<=n_k' ...]
 
 The spec files are collected like test files, so items have ordinary node ids,
 ``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
@@ -16,6 +17,11 @@ The xfail file lists expected failures and skips, one per line, ``#`` starts a c
 
     attention[float16]::property:matches_reference   xfail   fp16 kernel is approximate
     *::property:deterministic                        skip    atomics on GPU
+
+An ``allow:<corner>`` line sets a convention corner aside for the items it matches (any value is
+taken as right there, every other entry is still compared; :mod:`attnscore.check.conventions`)::
+
+    *::*   allow:fully_masked_row   finfo.min masking: the mean of V by design
 
 The first column is matched (fnmatch, so ``*`` works) against ``<spec id>[<dtype>]::<case id>``,
 the end of the node id ``<spec id>::<case id>[<dtype>]``, or just ``<case id>``. An entry that
@@ -70,8 +76,18 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
         if not line:
             continue
         parts = line.split(None, 2)
-        if len(parts) < 2 or parts[1] not in ("xfail", "skip"):
-            raise pytest.UsageError(f"{path}:{number}: expected '<case id> xfail|skip [reason]', found {raw.strip()!r}")
+        if len(parts) < 2 or not (parts[1] in ("xfail", "skip") or parts[1].startswith("allow:")):
+            raise pytest.UsageError(
+                f"{path}:{number}: expected '<case id> xfail|skip|allow:<corner> [reason]', found {raw.strip()!r}"
+            )
+        if parts[1].startswith("allow:"):
+            from attnscore.check.conventions import CORNERS
+
+            if parts[1][len("allow:") :] not in CORNERS:
+                raise pytest.UsageError(
+                    f"{path}:{number}: expected allow:<corner> with a corner of {', '.join(sorted(CORNERS))}, "
+                    f"found {parts[1]!r}"
+                )
         entries.append(XfailEntry(parts[0], parts[1], parts[2] if len(parts) > 2 else "", number))
     return entries
 
@@ -99,6 +115,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attnscore-seed", metavar="N", type=int, default=None, help="base seed (default: the spec's)")
     group.addoption(
         "--attnscore-xfail", metavar="FILE", default=None, help="file of expected failures and skips by case id"
+    )
+    group.addoption(
+        "--attnscore-allow",
+        metavar="CORNER",
+        action="append",
+        default=[],
+        help="set a convention corner aside, e.g. fully_masked_row (repeatable): any value is taken as right "
+        "there and every other entry is still compared",
+    )
+    group.addoption(
+        "--attnscore-where",
+        metavar="BOUND",
+        action="append",
+        default=[],
+        help="bound the shapes to the kernel's domain, e.g. n_q<=n_k (repeatable): generated inputs are drawn "
+        "inside it; worked examples outside it are skipped by constraint",
     )
 
 
@@ -157,22 +189,34 @@ class SpecNode(pytest.Collector):
         function = config._attnscore_function  # type: ignore[attr-defined]
         device = config.getoption("attnscore_device")
         items: list[pytest.Item] = []
+        bounds = config._attnscore_bounds  # type: ignore[attr-defined]
+        spec, skipped = self.spec.bounded(bounds) if bounds else (self.spec, [])
+        try:
+            spec = spec.allowing(tuple(config.getoption("attnscore_allow")))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--attnscore-allow: {exc}") from None
+        reasons = {text.split(" ", 1)[0]: text.split(" ", 1)[1].strip("()") for text in skipped}
         for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
-            for case in build_cases(self.spec, dtype, config.getoption("attnscore_seed")):
-                items.append(
-                    SpecCaseItem.from_parent(
-                        self,
-                        name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
-                        # given as a string, so pytest parses "[dtype]" as the parameter, as in the
-                        # ids it stores for --lf and reads back from the command line
-                        nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
-                        spec=self.spec,
-                        case=case,
-                        dtype=dtype,
-                        function=function,
-                        device=device,
-                    )
+            cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
+            if reasons:  # skipped by constraint: listed as skipped items, in the spec's order
+                kept = {c.id: c for c in cases}
+                cases = [kept.get(c.id, c) for c in build_cases(self.spec, dtype, config.getoption("attnscore_seed"))]
+            for case in cases:
+                item = SpecCaseItem.from_parent(
+                    self,
+                    name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
+                    # given as a string, so pytest parses "[dtype]" as the parameter, as in the
+                    # ids it stores for --lf and reads back from the command line
+                    nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
+                    spec=spec,
+                    case=case,
+                    dtype=dtype,
+                    function=function,
+                    device=device,
                 )
+                if case.id in reasons:
+                    item.add_marker(pytest.mark.skip(reason=f"skipped by constraint: {reasons[case.id]}"))
+                items.append(item)
         return items
 
 
@@ -187,6 +231,10 @@ class SpecFile(pytest.File):
             spec = load_spec(self.path)
         except SpecError as exc:
             raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
+        try:
+            spec.contract.bounded(self.config._attnscore_bounds)  # type: ignore[attr-defined]
+        except ValueError as exc:
+            raise pytest.UsageError(f"--attnscore-where: {exc}") from None
         return [SpecNode.from_parent(self, name=spec.id, spec=spec)]
 
 
@@ -212,6 +260,12 @@ def pytest_configure(config: pytest.Config) -> None:
         check_device(config.getoption("attnscore_device"))
     except ImplError as exc:
         raise pytest.UsageError(str(exc)) from None
+    from attnscore.spec.bounds import parse_bound
+
+    try:
+        config._attnscore_bounds = tuple(parse_bound(t) for t in config.getoption("attnscore_where"))  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise pytest.UsageError(f"--attnscore-where: {exc}") from None
     xfail = config.getoption("attnscore_xfail")
     config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
     # The spec files are collected like test files: pytest counts, selects (-k, --lf) and reruns
@@ -246,7 +300,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(pytest.mark.attnscore)
         key = f"{item.spec.id}[{item.dtype}]::{item.case.id}"
         node_key = f"{item.spec.id}::{item.case.id}[{item.dtype}]"  # the end of the item's node id
+        for entry in entries:  # allow:<corner> entries: every matching one sets its corner aside
+            if entry.action.startswith("allow:") and (
+                entry.matches(key, item.case.id) or entry.matches(node_key, item.case.id)
+            ):
+                used.add(entry.line)
+                try:
+                    item.spec = item.spec.allowing((entry.action[len("allow:") :],))
+                except ValueError as exc:
+                    raise pytest.UsageError(f"{config.getoption('attnscore_xfail')}:{entry.line}: {exc}") from None
         for entry in entries:
+            if entry.action.startswith("allow:"):
+                continue
             if entry.matches(key, item.case.id) or entry.matches(node_key, item.case.id):
                 used.add(entry.line)
                 marker = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -23,10 +24,16 @@ def _needs_equal_widths(Q, K, V, mask):
 
 
 def test_tied_spec_draws_one_size_for_both_symbols():
-    spec, dropped = load_spec("specs/attention.yaml").tied({"d_v": "d_k"})
+    """--tie d_v=d_k keeps all 8 worked examples (20 points): each is adapted (V padded with zero
+    columns or cut), with expected values recomputed from the float64 golden path."""
+    original = load_spec("specs/attention.yaml")
+    spec, dropped = original.tied({"d_v": "d_k"})
     assert spec.contract.parameters[2] == ("V", ("...", "n_k", "d_k"))
     assert spec.contract.returns == ("...", "n_q", "d_k")
-    assert dropped == [
+    assert dropped == []
+    assert [e.id for e in spec.worked_examples] == [e.id for e in original.worked_examples]
+    assert spec.max_points == original.max_points == 20
+    assert spec.adapted_examples() == [
         "two_keys",
         "masked_key",
         "nonfinite_masked_key",
@@ -34,11 +41,49 @@ def test_tied_spec_draws_one_size_for_both_symbols():
         "masked_key_with_huge_score",
         "two_heads",
     ]
+    by_id = {e.id: e for e in spec.worked_examples}
+    before = {e.id: e for e in original.worked_examples}
+    # two_heads (the scaling check, d_k = 4, d_v = 2): V gains two zero columns, out keeps its values
+    heads = by_id["two_heads"]
+    assert heads.inputs["V"].shape == (2, 2, 4)
+    assert np.array_equal(heads.inputs["V"][..., :2], before["two_heads"].inputs["V"])
+    assert not heads.inputs["V"][..., 2:].any()
+    assert np.allclose(heads.expected[..., :2], before["two_heads"].expected) and not heads.expected[..., 2:].any()
+    assert heads.title.endswith("(adapted to d_v = d_k)")
+    assert heads.explanation.endswith("Adapted to d_v = d_k: d_v padded to 4; the expected value was recomputed.")
+    # masked_key_with_huge_score (d_k = 1, d_v = 2): V is cut to its first column
+    huge = by_id["masked_key_with_huge_score"]
+    assert huge.inputs["V"].shape == (3, 1)
+    assert np.allclose(huge.expected, before["masked_key_with_huge_score"].expected[..., :1])
     from attnscore.check.cases import build_cases
 
     for case in build_cases(spec):
         for call in case.calls:
             assert call.args["V"].shape[-1] == call.args["Q"].shape[-1], case.id
+
+
+def test_tie_adaptation_keeps_the_scaling_check():
+    """A kernel that needs d_v = d_k and forgets the 1/√d_k scale still fails the adapted two_heads."""
+    from attnscore.check.cases import build_cases
+    from attnscore.check.judge import judge_case
+    from attnscore.check.runner import InProcessRunner
+
+    def unscaled(Q, K, V, mask):
+        weights = torch.softmax((Q @ K.transpose(-2, -1)).masked_fill(~mask, float("-inf")), dim=-1)
+        return torch.where(mask.any(-1, keepdim=True), weights, 0.0) @ V
+
+    spec, _ = load_spec("specs/attention.yaml").tied({"d_v": "d_k"})
+    case = next(c for c in build_cases(spec, "float64") if c.id == "example:two_heads")
+    assert not judge_case(spec, case, InProcessRunner(unscaled), "float64").passed
+    assert judge_case(spec, case, InProcessRunner(_needs_equal_widths), "float64").passed
+
+
+def test_a_tie_that_no_inert_change_can_meet_still_drops_the_example():
+    """n_k = n_q under a causal flag: neither rows nor keys can be added without changing what the
+    example checks, so a worked example with n_q != n_k is left out and listed."""
+    spec, dropped = load_spec("specs/causal_attention.yaml").tied({"n_k": "n_q"})
+    assert dropped == ["more_keys_than_queries", "more_queries_than_keys"]
+    assert [e.id for e in spec.worked_examples] == ["square_lower_triangle", "scores_decide_the_weights"]
 
 
 def test_a_kernel_that_needs_equal_widths_passes_with_the_tie(tmp_path, monkeypatch):
@@ -60,11 +105,12 @@ def test_a_kernel_that_needs_equal_widths_passes_with_the_tie(tmp_path, monkeypa
         main, ["test", "--spec", "specs/attention.yaml", "--impl", "kernel:attention", "--tie", "d_v=d_k"]
     )
     assert tied.exit_code == 0, tied.output
-    assert tied.output.count("Score: 11/11") == 2
+    assert tied.output.count("Score: 20/20") == 2
     assert (
-        "attention: left out 6 worked example(s) whose shapes break d_v=d_k: two_keys, masked_key, "
+        "attention: adapted 6 worked example(s) to d_v=d_k (expected values recomputed): two_keys, masked_key, "
         "nonfinite_masked_key, padding_mask_per_batch, masked_key_with_huge_score, two_heads" in tied.output
     )
+    assert "left out" not in tied.output
 
 
 @pytest.mark.parametrize(

@@ -164,7 +164,9 @@ def test_wrong_submission_gets_partial_score_and_feedback(tmp_path, exported):
     assert len(failing) == 6
     assert any("Known mistake (softmax_applied)" in t["message"] for t in failing)
     hidden = [t for t in results["tests"] if t["name"].endswith("(hidden)")]
-    assert hidden and all("expected values are not shown" in t["message"] for t in hidden)
+    assert hidden and all(
+        "inputs and expected values, shape and dtype are not shown" in t["message"] for t in hidden
+    ), hidden
     assert all("Inputs:" not in t["message"] and ", expected " not in t["message"] for t in hidden)
 
 

@@ -198,7 +198,7 @@ def test_hidden_case_feedback_has_no_inputs_or_expected_values(scores_results):
     """A hidden worked example's feedback shows neither inputs nor expected values."""
     case = next(c for c in scores_results["hardcoded_examples.py"].cases if c.id == "example:three_dims_mixed_signs")
     assert case.visibility == "hidden" and case.counterexample is None
-    assert "expected values are not shown" in case.message
+    assert "inputs and expected values, shape and dtype are not shown" in case.message
     for secret in ("1.5", "-2", "-4", "6", "[2, -1, 0.5]"):
         assert secret not in case.message
 

@@ -95,7 +95,9 @@ def test_malformed_xfail_line_names_the_line(tmp_path):
     """An entry without xfail/skip is a usage error naming file and line."""
     path = tmp_path / "x.txt"
     path.write_text("ok xfail\nbroken maybe\n", encoding="utf-8")
-    with pytest.raises(pytest.UsageError, match=r"x.txt:2: expected '<case id> xfail\|skip \[reason\]'"):
+    with pytest.raises(
+        pytest.UsageError, match=r"x.txt:2: expected '<case id> xfail\|skip\|allow:<corner> \[reason\]'"
+    ):
         read_xfail_file(path)
 
 
@@ -140,3 +142,75 @@ def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
     subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     last = subprocess.run([*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "12 failed, 7 deselected" in last.stdout, last.stdout
+
+
+def test_where_skips_examples_outside_the_bound_and_draws_inside(tmp_path):
+    """--attnscore-where n_q<=n_k: the worked example with more queries than keys is a skipped item
+    (skipped by constraint, with the sizes), and no other item fails by the kernel's refusal."""
+    (tmp_path / "decode.py").write_text(
+        "import torch\n\n"
+        "def causal_attention(Q, K, V):\n"
+        "    if Q.shape[-2] > K.shape[-2]:\n"
+        "        raise ValueError('needs n_q <= n_k')\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True)\n",
+        encoding="utf-8",
+    )
+    args = ["--attnscore-impl=decode:causal_attention", f"--attnscore-spec={ROOT / 'specs/causal_attention.yaml'}"]
+    args += ["--attnscore-dtype=float64", f"--rootdir={tmp_path}"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args, "--attnscore-where=n_q<=n_k"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "skipped by constraint: n_q = 3, n_k = 2 break n_q <= n_k" in out
+    assert "9 passed, 1 skipped" in out
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--attnscore-where=n_q<<n_k"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 4 and "--attnscore-where: expected SYMBOL OP SYMBOL" in bad.stderr
+
+
+def test_allow_line_sets_a_convention_aside(tmp_path):
+    """An allow:fully_masked_row line sets the corner aside for the items it matches (the finfo.min
+    convention then passes them); --attnscore-allow does it for every item; a bad corner is named."""
+    (tmp_path / "bert.py").write_text(
+        "import torch\n\n"
+        "def attention(Q, K, V, mask):\n"
+        "    S = (Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5).masked_fill(~mask, torch.finfo(Q.dtype).min)\n"
+        "    return torch.softmax(S, dim=-1) @ V\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}"]
+    base += ["--attnscore-impl=bert:attention", f"--attnscore-spec={ROOT / 'specs/attention.yaml'}"]
+    base += ["--attnscore-dtype=float64"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    plain = run()
+    assert plain.returncode == 1 and "Convention (fully_masked_row)" in plain.stdout
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("*  allow:fully_masked_row  finfo.min masking by design\n", encoding="utf-8")
+    allowed = run(f"--attnscore-xfail={xfail}")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "15 passed" in allowed.stdout
+    option = run("--attnscore-allow=fully_masked_row")
+    assert option.returncode == 0 and "15 passed" in option.stdout
+    xfail.write_text("*  allow:fully_masked_col\n", encoding="utf-8")
+    bad = run(f"--attnscore-xfail={xfail}")
+    assert bad.returncode == 4
+    assert "xfail.txt:1: expected allow:<corner> with a corner of fully_masked_row, found 'allow:fully_masked_col'" in (
+        bad.stderr
+    )

@@ -175,7 +175,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
         prop = get_property(use.name)
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
         try:
-            examples = draw_examples(prop.strategy(spec.contract, use.max_value), use.examples, prop_seed)
+            examples = draw_examples(prop.examples(spec.contract, use.max_value), use.examples, prop_seed)
         except HypothesisException as exc:
             raise SpecError(
                 [

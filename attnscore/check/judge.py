@@ -9,24 +9,28 @@ never stops the others.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from fractions import Fraction
 
 import numpy as np
 
-from attnscore.catalogue.mistakes import get_mistake
+from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
-from attnscore.check.diagnosis import diagnose
+from attnscore.check.conventions import applicable_corners, corner_region, set_aside
+from attnscore.check.diagnosis import diagnose, holds
 from attnscore.check.layouts import describe_layout
 from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
+from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
+from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
-__all__ = ["judge_case", "example_position"]
+__all__ = ["judge_case", "example_position", "wrong_corner"]
 
 
 def _bound_keywords(runner: object) -> dict[str, object]:
@@ -79,6 +83,25 @@ def _failed(case: Case, failure: Failure, calls: int) -> CaseResult:
     )
 
 
+def _contract_args(spec: Spec, call: Call) -> dict[str, np.ndarray]:
+    """The call's arguments keyed by the contract's parameter names (the spec may rename them)."""
+    return dict(zip(spec.contract.parameter_names, call.args.values(), strict=True))
+
+
+def wrong_corner(spec: Spec, call: Call, outcome: Received) -> str:
+    """The first convention corner, not set aside, where ``outcome`` is wrong (``""`` if none)."""
+    if outcome.shape != np.shape(call.golden):
+        return ""
+    got = outcome.array.astype(np.float64)
+    for name in applicable_corners(spec.contract):
+        if name in spec.set_aside:
+            continue
+        region = corner_region(name, spec.contract, _contract_args(spec, call), outcome.shape)
+        if region is not None and not entries_close(got[region], call.golden[region], call.allowed[region]).all():
+            return name
+    return ""
+
+
 def judge_case(
     spec: Spec,
     case: Case,
@@ -91,6 +114,16 @@ def judge_case(
 ) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
+    Convention corners (:mod:`attnscore.check.conventions`): the entries of the corners in
+    ``spec.set_aside`` are taken as right, everything else is judged. When the failing output is
+    wrong in a corner that is judged (``Failure.corner``, e.g. a fully masked row that is NaN),
+    the case is judged again with that corner set aside, and a failure found then is a second
+    cause (``Failure.other_causes``, diagnosed on its own), so one convention never hides another
+    bug; when it has the first failure's cause (the same diagnosed mistake, or the first mistake
+    also gives its output), the bug is not the corner's and neither is reported. The verdict
+    and points are the first failure's. Not with ``diagnose_failures`` False
+    (shrink steps judge one cause).
+
     Each call is compared with its golden value; a call that closes a relational example also
     runs the property's check over the example's outputs. A failing output is matched against the
     mistake catalogue (:mod:`attnscore.check.diagnosis`, which may call ``runner`` on its confirmation
@@ -101,6 +134,47 @@ def judge_case(
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
+    result = _judge_once(spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe)
+    failure = result.failure
+    if failure is None or not failure.corner or not diagnose_failures:
+        return result
+    aside = dataclasses.replace(spec, set_aside=(*spec.set_aside, failure.corner))
+    raw: list[tuple[Call, Received]] = []
+    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True, raw=raw)
+    if again.failure is None:
+        return result  # the corner explains the whole failure
+    second = again.failure
+    key = cause_key(failure)
+    same = key is not None and cause_key(second) == key
+    if not same and failure.diagnosis is not None and raw and failure.diagnosis["id"] in MISTAKES:
+        # the first failure's mistake also gives the second one's output as returned (its corner included)
+        same = holds(get_mistake(failure.diagnosis["id"]), spec, *raw[-1], dtype)
+    if same:
+        # the same cause outside the corner too (mask_ignored is wrong everywhere): not a
+        # convention, and not a second cause
+        return dataclasses.replace(result, failure=dataclasses.replace(failure, corner=""))
+    if again.failure.corner:  # a further corner: its own second cause, found the same way
+        second = judge_case(aside, case, runner, dtype, function).failure or second
+    causes = tuple(
+        dataclasses.replace(c, other_causes=(), beside=c.beside or failure.corner)
+        for c in (second, *second.other_causes)
+    )
+    return dataclasses.replace(result, failure=dataclasses.replace(failure, other_causes=causes))
+
+
+def _judge_once(
+    spec: Spec,
+    case: Case,
+    runner: Runner,
+    dtype: str,
+    function: str | None,
+    *,
+    diagnose_failures: bool,
+    observe: list[tuple[Call, Received]] | None = None,
+    raw: list[tuple[Call, Received]] | None = None,
+) -> CaseResult:
+    """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`);
+    ``raw``, when given, receives the failing call and its output as returned (no corner set aside)."""
 
     device = str(getattr(runner, "device", "cpu"))
     outputs: dict[int, Received] = {}
@@ -126,6 +200,9 @@ def judge_case(
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
+        returned = outcome
+        if spec.set_aside:  # set-aside corners are taken as right; all else is judged
+            outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
         outputs[number - 1] = outcome
         inspections[number - 1] = getattr(runner, "last_inspection", None)
         mismatch: Mismatch | None = None
@@ -163,6 +240,8 @@ def judge_case(
         verdict = mismatch.verdict if mismatch is not None else Verdict.WRONG_VALUE
         if observe is not None:
             observe.append((call, outcome))
+        if raw is not None:
+            raw.append((call, returned))
         if diagnosis is None and diagnose_failures:
             diagnosis = diagnose(spec, call, outcome, dtype, runner)
         hint = ""
@@ -180,6 +259,8 @@ def judge_case(
             check=check_text,
             hint=hint,
             diagnosis=diagnosis,
+            corner=wrong_corner(spec, call, outcome) if diagnose_failures else "",
+            set_aside=tuple(spec.set_aside),
         )
         return _failed(case, failure, number)
     return CaseResult(

@@ -23,7 +23,7 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, derive_seed, property_calls
 from attnscore.check.diagnosis import holds
-from attnscore.check.judge import judge_case
+from attnscore.check.judge import judge_case, wrong_corner
 from attnscore.check.strategies import _without_local_constants
 from attnscore.report.failure import ShrunkFrom
 from attnscore.report.results import CaseResult, Verdict
@@ -59,12 +59,16 @@ def shrink_case(
     verdict: Any = None,
     function: str | None = None,
     mistake: str | None = None,
+    corner: str = "",
 ) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
 
     With ``mistake`` (a catalogue id), a smaller input counts as failing only when the output
     there is still what that mistake gives (:func:`attnscore.check.diagnosis.holds`), so that the name
-    shown next to the shrunk counterexample is true of it.
+    shown next to the shrunk counterexample is true of it. Likewise a smaller input counts only
+    when the convention corners (:mod:`attnscore.check.conventions`) where its output is wrong are
+    the original's: ``corner`` (``"fully_masked_row"``) or none, so that a value bug never shrinks
+    into a fully masked row; the corners in ``spec.set_aside`` are taken as right throughout.
 
     ``make_runner()`` gives the runner to call (a fresh in-process one, or the submission's
     sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
@@ -93,7 +97,7 @@ def shrink_case(
         report_multiple_bugs=False,
     )
     @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
-    @given(prop.strategy(spec.contract, use.max_value))
+    @given(prop.examples(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
         steps[0] += 1
         out_of_steps = max_steps is not None and steps[0] > max_steps
@@ -106,6 +110,8 @@ def shrink_case(
         if not result.passed and (verdict is None or result.verdict is verdict):
             if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
                 return  # smaller, but no longer the diagnosed mistake: not a counterexample of it
+            if observed and wrong_corner(spec, *observed[-1]) != corner:
+                return  # smaller, but wrong in another convention corner (or no longer in its own)
             last.append(result)
             raise _Failed(result.verdict.label)
 
@@ -117,6 +123,16 @@ def shrink_case(
     except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
         return None
     return None
+
+
+_SHRINKABLE = (
+    Verdict.WRONG_VALUE,
+    Verdict.WRONG_SHAPE,
+    Verdict.WRONG_DTYPE,
+    Verdict.NON_FINITE,
+    Verdict.BAD_RETURN_TYPE,
+    Verdict.EXCEPTION,
+)
 
 
 def add_shrunk(
@@ -133,45 +149,46 @@ def add_shrunk(
     """``result`` with its counterexample replaced by hypothesis's minimal failing input.
 
     Only failing, visible property cases whose failure is about the returned values (or an
-    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls.
+    exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls. A second
+    cause (``Failure.other_causes``) is shrunk too, with the corner it was found beside set aside.
     """
-
-    shrinkable = (
-        Verdict.WRONG_VALUE,
-        Verdict.WRONG_SHAPE,
-        Verdict.WRONG_DTYPE,
-        Verdict.NON_FINITE,
-        Verdict.BAD_RETURN_TYPE,
-        Verdict.EXCEPTION,
-    )
-    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.verdict not in shrinkable:
-        return result
-    mistake = None
-    if result.diagnosis and result.diagnosis["id"] != _property_diagnosis(case):
-        mistake = result.diagnosis["id"]  # named from the values: shrink within that mistake only
-    shrunk = shrink_case(
-        spec,
-        case,
-        make_runner,
-        dtype,
-        max_steps=max_steps,
-        budget_s=budget_s,
-        verdict=result.verdict,
-        function=function,
-        mistake=mistake,
-    )
-    if shrunk is None or shrunk.failure is None or result.failure is None:
+    if result.passed or case.kind != "property" or case.visibility == "hidden" or result.failure is None:
         return result
     original = result.failure
+    kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function}
+    first = _shrunk(spec, case, original, make_runner, dtype, **kwargs)
+    others = tuple(
+        _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, **kwargs)
+        for o in original.other_causes
+    )
+    if first is original and all(a is b for a, b in zip(others, original.other_causes, strict=True)):
+        return result
+    return dataclasses.replace(result, failure=dataclasses.replace(first, other_causes=others))
+
+
+def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Any], dtype: str, **kwargs: Any) -> Any:
+    """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
+    if original.verdict not in _SHRINKABLE:
+        return original
+    mistake = None
+    if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
+        mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
+    shrunk = shrink_case(
+        spec, case, make_runner, dtype, verdict=original.verdict, mistake=mistake, corner=original.corner, **kwargs
+    )
+    if shrunk is None or shrunk.failure is None:
+        return original
     if shrunk.failure.size > original.size or shrunk.failure.args == original.args:
-        return result  # a "minimal" counterexample is never larger than the one it replaces
+        return original  # a "minimal" counterexample is never larger than the one it replaces
     # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
-    # holds on the shrunk input too, since shrinking kept only inputs where it does.
-    failure = dataclasses.replace(
+    # (and corner) holds on the shrunk input too, since shrinking kept only inputs where it does.
+    return dataclasses.replace(
         shrunk.failure,
         example=original.example,
         examples=original.examples,
         diagnosis=original.diagnosis,
         shrunk_from=ShrunkFrom(original.example, original.examples, original.size),
+        corner=original.corner,
+        beside=original.beside,
+        other_causes=original.other_causes,
     )
-    return dataclasses.replace(result, failure=failure)

@@ -117,6 +117,12 @@ class Failure:
         diagnosis: the known mistake the output matches, ``{"id", "message"}``, or None.
         explanation: a worked example's explanation ("Why: ..."), or "".
         shrunk_from: for a shrunk counterexample, the original input's position and size, or None.
+        corner: a convention corner (:mod:`attnscore.check.conventions`, ``"fully_masked_row"``)
+            where the failing output is wrong, or "".
+        set_aside: the convention corners taken as right when this failure was found.
+        other_causes: failures of the same case found with ``corner`` set aside: a second cause,
+            never hidden behind the first (each with its own diagnosis and counterexample).
+        beside: on a second cause, the corner of the first failure that was set aside to find it.
     """
 
     verdict: Verdict
@@ -145,6 +151,10 @@ class Failure:
     diagnosis: dict[str, str] | None = None
     explanation: str = ""
     shrunk_from: ShrunkFrom | None = None
+    corner: str = ""
+    set_aside: tuple[str, ...] = ()
+    other_causes: tuple[Failure, ...] = ()
+    beside: str = ""
 
     @property
     def size(self) -> int:

@@ -15,6 +15,7 @@ smallest visible counterexample, and as one line per other case.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "format_array",
     "shape_text",
     "mismatch_text",
+    "hidden_mismatch_text",
     "reproduction",
     "summary_line",
     "failure_text",
@@ -39,6 +41,8 @@ __all__ = [
     "CauseGroup",
     "cause_groups",
     "cause_key",
+    "convention_text",
+    "second_cause_text",
 ]
 
 
@@ -110,6 +114,33 @@ def _hidden_detail(failure: Failure) -> str:
     return failure.detail  # timeouts and crashes: the grader's own words
 
 
+_HIDDEN_NOTE = "hidden case: its inputs and expected values, shape and dtype are not shown"
+_HIDDEN_MISMATCH = {
+    Verdict.WRONG_VALUE: "{name} has wrong values",
+    Verdict.WRONG_SHAPE: "{name} has the wrong shape",
+    Verdict.WRONG_DTYPE: "{name} has the wrong dtype: scores are real numbers, so return a floating result",
+    Verdict.NON_FINITE: (
+        "{name} has NaN or infinite entries where it should not; look for a division by zero, an overflow or "
+        "a log/sqrt of a bad value"
+    ),
+    Verdict.BAD_RETURN_TYPE: "returned something that is not one numeric result",
+}
+
+
+def hidden_mismatch_text(m: Mismatch) -> str:
+    """What a hidden case may say about a comparison: its verdict in generic words, nothing more.
+
+    A hidden case's feedback never holds its inputs, expected values, expected shape or dtype,
+    nor anything derived from them (entry counts and indices give the shape away, the returned
+    shape follows from the inputs): only the output's name and the kind of mismatch.
+
+    >>> hidden_mismatch_text(Mismatch(Verdict.WRONG_SHAPE, detail="out has shape (2,), expected shape (3,)"))
+    'out has the wrong shape (hidden case: its inputs and expected values, shape and dtype are not shown)'
+    """
+    text = _HIDDEN_MISMATCH.get(m.verdict, "{name} does not match")
+    return f"{text.format(name=m.name)} ({_HIDDEN_NOTE})"
+
+
 def _head(m: Mismatch) -> str:
     if m.verdict is Verdict.NON_FINITE:
         return f"{m.wrong} of {m.total} entries of {m.name} are non-finite where they should not be"
@@ -125,19 +156,18 @@ def mismatch_text(m: Mismatch, *, hidden: bool = False) -> str:
     1 of 3 entries of out are wrong (exact comparison):
       out[1] = 0.5, expected 0 (|error| 0.5 > allowed 0 (exact here))
     """
+    if hidden:
+        return hidden_mismatch_text(m)
     if m.detail:
         return m.detail
     if m.verdict is Verdict.NON_FINITE:
         first = m.entries[0]
         text = f"{format_index(m.name, first.index)} is {format_number(first.got)}"
-        if not hidden:
-            text += f", expected {format_number(first.expected, m.dtype)}"
+        text += f", expected {format_number(first.expected, m.dtype)}"
         if m.wrong > 1:
             text += f" ({m.wrong} non-finite entries in all)"
         return text + "; look for a division by zero, an overflow or a log/sqrt of a bad value"
     head = _head(m)
-    if hidden:
-        return head + " (hidden case: expected values are not shown)"
     lines = [head + (f" ({m.tolerance})" if m.tolerance else "") + ":"]
     for e in m.entries:
         line = (
@@ -213,6 +243,8 @@ def _reason(failure: Failure) -> str:
 
 def summary_line(failure: Failure) -> str:
     """The first line of the reason: ``"6 of 8 entries of out are wrong"``, ``"raised ValueError: ..."``."""
+    if failure.mismatch is not None and failure.hidden:
+        return _reason(failure).split(" (hidden case:", 1)[0]
     if failure.mismatch is not None and not failure.mismatch.detail:
         if failure.mismatch.verdict is Verdict.NON_FINITE:
             return _reason(failure).split(";", 1)[0]
@@ -245,6 +277,8 @@ def failure_text(failure: Failure) -> str:
         return _reason(failure)
     hidden = failure.hidden
     lines = []
+    if failure.beside:
+        lines.append(f"Second cause, outside {failure.beside} (set aside to find it):")
     if failure.kind == "property":
         lines.append(f"Property: {failure.statement} ({failure.location})")
         lines.append(
@@ -263,12 +297,44 @@ def failure_text(failure: Failure) -> str:
         lines.append(f"Likely cause: {failure.hint}.")
     if failure.diagnosis is not None:
         lines.append(f"Known mistake ({failure.diagnosis['id']}): {failure.diagnosis['message']}")
+    if failure.corner:
+        lines.append(convention_text(failure.corner))
     if not hidden:
         if failure.explanation:
             lines.append(f"Why: {' '.join(failure.explanation.split())}")
         if failure.args is not None:
             lines.append(f"Reproduce: {reproduction(failure)}")
+    for other in failure.other_causes:
+        lines.extend(second_cause_text(other).splitlines())
     return "\n".join(lines)
+
+
+def convention_text(corner: str) -> str:
+    """The line that says a failure lies in a convention corner, and how to set the corner aside.
+
+    >>> print(convention_text("fully_masked_row"))  # doctest: +NORMALIZE_WHITESPACE
+    Convention (fully_masked_row): out is wrong in rows whose every key is masked (no key to attend
+    to), where this spec states weights 0, so the output row is 0; if another convention there is
+    deliberate, set the corner aside (spec: conventions: {fully_masked_row: any}; attnscore test
+    --allow fully_masked_row; pytest xfail file: allow:fully_masked_row)
+    """
+    from attnscore.check.conventions import get_corner
+
+    c = get_corner(corner)
+    return (
+        f"Convention ({corner}): out is wrong in {c.summary}, where this spec states {c.stated}; if another "
+        f"convention there is deliberate, set the corner aside (spec: conventions: {{{corner}: any}}; "
+        f"attnscore test --allow {corner}; pytest xfail file: allow:{corner})"
+    )
+
+
+def second_cause_text(failure: Failure) -> str:
+    """A second cause (found with the first failure's corner set aside), as indented lines under a
+    heading: the case's feedback for it without repeating the case's title line."""
+    lines = failure_text(failure).splitlines()
+    if failure.scope == "submission" or not failure.beside or len(lines) < 2:
+        return "\n".join(lines)
+    return "\n".join([lines[0], *(f"  {line}" for line in lines[2:])])  # no second title line
 
 
 def pytest_text(failure: Failure) -> str:
@@ -280,7 +346,8 @@ def _entry_data(failure: Failure) -> dict[str, Any] | None:
     m = failure.mismatch
     if m is None:
         return None
-    hidden = failure.hidden
+    if failure.hidden:  # the verdict and the output's name only (hidden_mismatch_text)
+        return {"verdict": m.verdict.value, "name": m.name, "detail": hidden_mismatch_text(m)}
     return {
         "verdict": m.verdict.value,
         "name": m.name,
@@ -292,9 +359,7 @@ def _entry_data(failure: Failure) -> dict[str, Any] | None:
         "dtype": m.dtype,
         "lower_precision": m.lower_precision,
         "entries": [
-            {"index": list(e.index)}
-            if hidden
-            else {
+            {
                 "index": list(e.index),
                 "got": _json_number(e.got),
                 "expected": _json_number(e.expected),
@@ -324,7 +389,7 @@ def failure_data(failure: Failure) -> dict[str, Any]:
         "location": failure.location,
         "hidden": hidden,
         "function": failure.function,
-        "dtype": failure.dtype,
+        "dtype": None if hidden else failure.dtype,
         "example": failure.example,
         "examples": failure.examples,
         "scope": failure.scope,
@@ -344,6 +409,10 @@ def failure_data(failure: Failure) -> dict[str, Any]:
         else {"example": shrunk.example, "examples": shrunk.examples, "size": shrunk.size},
         "size": None if hidden else failure.size,
         "reproduce": None if hidden or failure.args is None else reproduction(failure),
+        "corner": failure.corner or None,
+        "set_aside": list(failure.set_aside),
+        "beside": failure.beside or None,
+        "other_causes": [failure_data(o) for o in failure.other_causes],
     }
 
 
@@ -369,6 +438,8 @@ def cause_key(failure: Failure) -> tuple[str, ...] | None:
     limit, crash); None for an undiagnosed wrong value or a property's own check, which stand alone."""
     if failure.diagnosis is not None:
         return ("mistake", failure.diagnosis["id"])
+    if failure.corner:
+        return ("corner", failure.corner)
     if failure.verdict is Verdict.EXCEPTION and failure.exception:
         return ("exception", failure.exception)
     if (failure.mismatch is None and not failure.check) or failure.verdict in _BY_VERDICT:
@@ -381,10 +452,17 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
 
     The lead of a group is its visible case with the smallest counterexample (fewest input
     entries; the first such case on ties), or its first case when all are hidden. Submission-wide
-    failures (an import error) are left out: a report shows that error once.
+    failures (an import error) are left out: a report shows that error once. A failure's second
+    causes (``other_causes``, found with a convention corner set aside) are causes of their own:
+    each joins its own group, and a failure leads without them (its group says the first cause).
     """
+    flat = [
+        member
+        for failure in failures
+        for member in (dataclasses.replace(failure, other_causes=()), *failure.other_causes)
+    ]
     keyed: dict[tuple[str, ...] | int, list[Failure]] = {}
-    for i, failure in enumerate(failures):
+    for i, failure in enumerate(flat):
         if failure.scope == "submission":
             continue
         key = cause_key(failure)
@@ -396,6 +474,8 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
         cause = members[0].verdict.label
         if isinstance(group_key, tuple) and group_key[0] == "mistake":
             cause = f"known mistake {group_key[1]}"
+        elif isinstance(group_key, tuple) and group_key[0] == "corner":
+            cause = f"convention corner {group_key[1]}"
         elif isinstance(group_key, tuple) and group_key[0] == "exception":
             cause = (
                 f"raised {lead.exception}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnscore.report.feedback import cause_groups, failure_text, summary_line
+from attnscore.report.feedback import cause_groups, failure_text, second_cause_text, summary_line
 from attnscore.report.results import SubmissionResult, points_out
 
 __all__ = ["gradescope_results"]
@@ -22,6 +22,8 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
     same: dict[str, str] = {}  # a case explained under another case's test: one line and a pointer
     for group in cause_groups([c.failure for c in result.cases if c.failure is not None]):
         for other in group.others:
+            if other.beside:  # a second cause: shown in its own case's test, under the first
+                continue
             same[other.case_id] = (
                 f"{summary_line(other)} ({other.location})\n"
                 f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
@@ -31,6 +33,8 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
         text = case.verdict.label
         if case.failure is not None:
             text += f": {same.get(case.id) or failure_text(case.failure)}"
+            if case.id in same:  # the pointer covers the first cause; a second one is its own
+                text += "".join(f"\n{second_cause_text(o)}" for o in case.failure.other_causes)
         tests.append(
             {
                 "name": f"{case.id}: {case.title}",

@@ -88,6 +88,10 @@ def _failure_record(f: Failure) -> dict[str, Any]:
         "shrunk_from": None
         if f.shrunk_from is None
         else {"example": f.shrunk_from.example, "examples": f.shrunk_from.examples, "size": f.shrunk_from.size},
+        "corner": f.corner,
+        "set_aside": list(f.set_aside),
+        "beside": f.beside,
+        "other_causes": [_failure_record(o) for o in f.other_causes],
     }
 
 
@@ -133,6 +137,11 @@ def _get(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: s
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise RecordError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, found {type(value).__name__}")
     return value
+
+
+def _optional(data: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
+    """``data[key]`` checked like :func:`_get`, or ``default`` when the key is absent."""
+    return _get(data, key, kind, where) if key in data else default
 
 
 def _fraction(data: dict[str, Any], key: str, where: str) -> Fraction:
@@ -237,6 +246,14 @@ def _failure_from(data: Any, where: str) -> Failure:
             example=_get(shrunk, "example", int, f"{where}.shrunk_from"),
             examples=_get(shrunk, "examples", int, f"{where}.shrunk_from"),
             size=_get(shrunk, "size", int, f"{where}.shrunk_from"),
+        ),
+        # convention corners (absent from records written before them: the defaults)
+        corner=_optional(data, "corner", str, "", where),
+        set_aside=tuple(_optional(data, "set_aside", list, [], where)),
+        beside=_optional(data, "beside", str, "", where),
+        other_causes=tuple(
+            _failure_from(o, f"{where}.other_causes[{i}]")
+            for i, o in enumerate(_optional(data, "other_causes", list, [], where))
         ),
     )
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from attnscore.maths import golden, reference
+from attnscore.spec.bounds import Bound
 
 __all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
 
@@ -53,6 +54,8 @@ class Contract:
         batched, single_query, single_key: what shapes the Q Kᵀ views can express.
         scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
+        bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.spec.bounds`): the kernel's domain;
+            generated inputs are drawn inside it (see :meth:`bounded`).
         operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
             scaled into the subnormal range first is off by up to half a subnormal per
             coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
@@ -77,6 +80,19 @@ class Contract:
     bound_text: str = "d_k·u·Σ|q_i k_i|"
     operand_fn: Callable[[Args], np.ndarray] | None = None
     ties: tuple[tuple[str, str], ...] = ()
+    bounds: tuple[Bound, ...] = ()
+
+    def bounded(self, bounds: tuple[Bound, ...]) -> Contract:
+        """This contract with shape bounds added (``n_q <= n_k``): generated inputs lie inside them.
+
+        Raises:
+            ValueError: a bound names a symbol this contract's legend does not use.
+        """
+        from attnscore.spec.bounds import check_symbols
+
+        check_symbols(bounds, self)
+        added = tuple(b for b in bounds if b not in self.bounds)
+        return dataclasses.replace(self, bounds=self.bounds + added) if added else self
 
     def tied(self, ties: Mapping[str, str]) -> Contract:
         """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).

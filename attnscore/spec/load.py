@@ -40,7 +40,9 @@ import jsonschema
 import numpy as np
 
 from attnscore.catalogue.properties import PROPERTIES
+from attnscore.check.conventions import applicable_corners
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
+from attnscore.spec.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.spec.contracts import CONTRACTS, Contract
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -590,6 +592,16 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
     else:
         contract = contract.tied(ties)
+    bounds = []
+    for j, text in enumerate(fn.get("where", [])):
+        try:
+            bound = parse_bound(text)
+            check_symbols([bound], contract)
+        except ValueError as exc:
+            problems.append(doc.problem(("function", "where", j), str(exc)))
+        else:
+            bounds.append(bound)
+    contract = contract.bounded(tuple(bounds))
     default_tol = _tolerance(data.get("tolerance"), Tolerance())
     examples = []
     seen: dict[str, int] = {}
@@ -603,7 +615,14 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             )
         seen.setdefault(raw["id"], i)
         ex = _worked_example(doc, i, raw, contract, default_tol, problems)
-        if ex is not None:
+        if ex is not None and (broken := broken_bounds(contract, ex.inputs)):
+            problems.append(
+                doc.problem(
+                    ("worked_examples", i, "inputs"),
+                    f"expected shapes inside function.where, found {'; '.join(broken)}",
+                )
+            )
+        elif ex is not None:
             examples.append(ex)
     problems += _tolerance_strength_problems(
         doc, contract, examples, default_tol, tuple(data.get("dtypes", ["float32"]))
@@ -667,6 +686,18 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             else:
                 listed.append(mid)
         mistakes = tuple(listed)
+    set_aside = []
+    for corner, choice in (data.get("conventions") or {}).items():
+        if corner not in applicable_corners(contract):
+            known = ", ".join(applicable_corners(contract)) or "none"
+            problems.append(
+                doc.problem(
+                    ("conventions", corner),
+                    f"expected a convention corner of contract {contract.name} ({known}), found {corner!r}",
+                )
+            )
+        elif choice == "any":
+            set_aside.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     if problems:
         return None
@@ -688,6 +719,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         path=doc.file,
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
+        set_aside=tuple(set_aside),
         student_copy=(
             StudentCopy(data["student_copy"]["hidden_cases"], _fraction(data["student_copy"]["hidden_points"]))
             if "student_copy" in data

@@ -12,8 +12,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from hypothesis.errors import HypothesisException
 
 from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.bounds import Bound, broken_bounds, legend_of
 from attnscore.spec.contracts import Contract
 
 __all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
@@ -104,6 +106,9 @@ class Spec:
         mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
             verify`` checks it); None means every mistake that applies to the contract.
         student_copy: set on a student copy (hidden cases left out), else None.
+        set_aside: convention corners whose entries are taken as right (``conventions:
+            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.check.conventions`); every other
+            entry of a case is still compared.
     """
 
     id: str
@@ -124,6 +129,25 @@ class Spec:
     nonfinite: str = "match"
     mistakes: tuple[str, ...] | None = None
     student_copy: StudentCopy | None = None
+    set_aside: tuple[str, ...] = ()
+
+    def allowing(self, corners: tuple[str, ...]) -> Spec:
+        """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).
+
+        Raises:
+            ValueError: an unknown corner, or one that does not apply to the spec's contract.
+        """
+        from attnscore.check.conventions import applicable_corners, get_corner
+
+        for name in corners:
+            get_corner(name)
+            if name not in applicable_corners(self.contract):
+                known = ", ".join(applicable_corners(self.contract)) or "none"
+                raise ValueError(
+                    f"expected a convention corner of contract {self.contract.name} ({known}), found {name!r}"
+                )
+        added = tuple(c for c in corners if c not in self.set_aside)
+        return dataclasses.replace(self, set_aside=self.set_aside + added) if added else self
 
     @property
     def shown_path(self) -> str:
@@ -164,9 +188,59 @@ class Spec:
             if symbol == same_as or same_as in ties:
                 raise ValueError(f"expected SYMBOL=OTHER with OTHER not tied itself, found {symbol}={same_as}")
         contract = self.contract.tied(ties)
-        kept = tuple(ex for ex in self.worked_examples if _fits(contract, ex.inputs))
-        dropped = [ex.id for ex in self.worked_examples if not _fits(contract, ex.inputs)]
-        return dataclasses.replace(self, contract=contract, worked_examples=kept), dropped
+        kept: list[WorkedExample] = []
+        dropped: list[str] = []
+        for ex in self.worked_examples:
+            adapted = ex if _fits(contract, ex.inputs) else _adapted(self.contract, contract, ex, ties)
+            if adapted is None:
+                dropped.append(ex.id)
+            else:
+                kept.append(adapted)
+        return dataclasses.replace(self, contract=contract, worked_examples=tuple(kept)), dropped
+
+    def adapted_examples(self) -> list[str]:
+        """Ids of the worked examples that :meth:`tied` rebuilt to fit a tie (their title says so)."""
+        return [ex.id for ex in self.worked_examples if _ADAPTED in ex.title]
+
+    def bounded(self, bounds: tuple[Bound, ...]) -> tuple[Spec, list[str]]:
+        """This spec inside shape bounds (``n_q <= n_k``, :mod:`attnscore.spec.bounds`), and what
+        was skipped by constraint, each as ``"example:<id> (n_q = 3, n_k = 2 break n_q <= n_k)"``.
+
+        Generated inputs are drawn inside the bounds; a worked example outside them is skipped (not
+        failed), and so is a property that cannot draw any input inside them.
+
+        Raises:
+            ValueError: a bound names a symbol the contract's legend does not use.
+        """
+        from attnscore.check.cases import derive_seed
+        from attnscore.check.strategies import draw_examples
+
+        contract = self.contract.bounded(bounds)
+        skipped: list[str] = []
+        kept_examples = []
+        for ex in self.worked_examples:
+            broken = broken_bounds(contract, ex.inputs)
+            if broken:
+                skipped.append(f"example:{ex.id} ({'; '.join(broken)})")
+            else:
+                kept_examples.append(ex)
+        kept_properties = []
+        for use in self.properties:
+            from attnscore.catalogue.properties import get_property
+
+            seed = derive_seed(self.id, self.version, self.seed, use.name, "bounds")
+            try:
+                drawn = draw_examples(get_property(use.name).examples(contract, use.max_value), 1, seed)
+            except HypothesisException:
+                drawn = []
+            if drawn:
+                kept_properties.append(use)
+            else:
+                skipped.append(f"property:{use.name} (no input it draws lies inside {', '.join(map(str, bounds))})")
+        spec = dataclasses.replace(
+            self, contract=contract, worked_examples=tuple(kept_examples), properties=tuple(kept_properties)
+        )
+        return spec, skipped
 
 
 def _fits(contract: Contract, inputs: dict[str, np.ndarray]) -> bool:
@@ -179,3 +253,91 @@ def _fits(contract: Contract, inputs: dict[str, np.ndarray]) -> bool:
             if sizes.setdefault(sym, int(size)) != int(size):
                 return False
     return True
+
+
+_ADAPTED = "(adapted to "
+
+
+def _inert_resizes(contract: Contract) -> dict[str, tuple[bool, bool]]:
+    """Legend symbols whose size a worked example can change without changing what it checks:
+    symbol -> (may grow, may shrink). Growing pads with inert entries (zeros; True in a mask);
+    shrinking drops trailing entries whose outputs nothing else depends on.
+
+    - ``d_v``: each output column is weights @ one column of V: zero columns of V give zero output
+      columns, and dropping a column drops only its output column.
+    - ``n_q``: query rows are independent, except under a causal flag (the rows' alignment).
+    - ``d_k``: zero coordinates leave every dot product alone, but a scale by √d_k would change:
+      raw scores only.
+    - ``n_k``: an extra key changes every softmax, unless it is masked out (a mask parameter);
+      raw scores get an extra column only.
+    """
+    raw = contract.kind == "scores" and contract.scale == "none"
+    masked = bool(contract.bool_parameters)
+    resizes = {"d_v": (True, True)}
+    if contract.kind != "causal":
+        resizes["n_q"] = (True, True)
+    if raw:
+        resizes["d_k"] = (True, False)
+    if raw or (masked and contract.kind in ("mask", "weights", "attention")):
+        resizes["n_k"] = (True, False)
+    return resizes
+
+
+def _resize(contract: Contract, inputs: dict[str, np.ndarray], symbol: str, size: int) -> dict[str, np.ndarray]:
+    """``inputs`` with every axis of ``symbol`` padded (zeros, or True in a mask) or cut to ``size``."""
+    out = {}
+    for name, legend in contract.parameters:
+        arr = np.asarray(inputs[name])
+        fixed = [sym for sym in legend if sym != "..."]
+        for position, sym in enumerate(fixed):
+            if sym != symbol:
+                continue
+            axis = arr.ndim - len(fixed) + position
+            have = arr.shape[axis]
+            if have == 1 and name in contract.bool_parameters and size > 1:
+                continue  # a broadcast mask axis stays broadcast
+            if size < have:
+                arr = np.take(arr, range(size), axis=axis)
+            elif size > have:
+                pad = [(0, 0)] * arr.ndim
+                pad[axis] = (0, size - have)
+                fill = name in contract.bool_parameters
+                if fill and symbol == "n_k":
+                    fill = False  # an added key is masked out: no row's weights change
+                arr = np.pad(arr, pad, constant_values=fill)
+        out[name] = arr
+    return out
+
+
+def _adapted(original: Contract, tied: Contract, ex: WorkedExample, ties: dict[str, str]) -> WorkedExample | None:
+    """``ex`` rebuilt so that its inputs fit ``ties`` (``d_v = d_k``: V padded with zero columns or
+    cut), with its expected value recomputed from the float64 golden path; None when a tied symbol
+    cannot be resized without changing what the example checks."""
+    inputs = {k: np.asarray(v) for k, v in ex.inputs.items()}
+    resizes = _inert_resizes(original)
+    notes = []
+    for symbol, same_as in ties.items():
+        sizes = legend_of(original, inputs)
+        if symbol not in sizes or same_as not in sizes or sizes[symbol] == sizes[same_as]:
+            continue
+        for change, target in ((symbol, sizes[same_as]), (same_as, sizes[symbol])):
+            grow, shrink = resizes.get(change, (False, False))
+            if (target > sizes[change] and grow) or (target < sizes[change] and shrink):
+                inputs = _resize(original, inputs, change, target)
+                notes.append(f"{change} {'padded' if target > sizes[change] else 'cut'} to {target}")
+                break
+        else:
+            return None
+    if not _fits(tied, inputs):
+        return None
+    with np.errstate(all="ignore"):
+        expected = original.golden(inputs)
+    tie_text = ", ".join(f"{a} = {b}" for a, b in ties.items())
+    note = f"Adapted to {tie_text}: {', '.join(notes)}; the expected value was recomputed."
+    return dataclasses.replace(
+        ex,
+        inputs=inputs,
+        expected=expected,
+        title=f"{ex.title} {_ADAPTED}{tie_text})",
+        explanation=f"{ex.explanation.rstrip()} {note}".strip(),
+    )

@@ -85,6 +85,20 @@ class Property:
     tags: tuple[str, ...] = field(default_factory=tuple)
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
 
+    def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
+        """The strategy of this property's examples for ``contract``, inside its shape bounds.
+
+        Without bounds this is ``strategy(contract, max_value)``; with bounds (``n_q <= n_k``,
+        :mod:`attnscore.spec.bounds`) an example is kept only when every call it makes lies inside
+        them, so a kernel that refuses other shapes is only tried on its domain.
+        """
+        drawn = self.strategy(contract, max_value)
+        if not contract.bounds:
+            return drawn
+        from attnscore.spec.bounds import admits
+
+        return drawn.filter(lambda ex: all(admits(contract, args) for args in self.calls(contract, ex)))
+
     def diagnosis_for(self, ctx: CheckContext) -> str | None:
         """The mistake id to report for this failing example, or None (see ``diagnosis``)."""
         return self.diagnosis(ctx) if callable(self.diagnosis) else self.diagnosis
