@@ -51,9 +51,14 @@ def _dtype_device(ctx: CheckContext) -> str | None:
 
 
 def _float64_result(ctx: CheckContext) -> str | None:
-    """``returned_float64`` when the output is a float64 tensor for inputs of another dtype."""
+    """``returned_float64`` when the output is a float64 tensor for inputs of another dtype *and* its
+    values are right (the mistake's message says so): what the check observed, not a guess."""
     out = ctx.outputs[0]
-    return "returned_float64" if out.kind == "tensor" and out.dtype == "float64" and ctx.dtype != "float64" else None
+    if out.kind != "tensor" or out.dtype != "float64" or ctx.dtype == "float64":
+        return None
+    got, golden = ctx.values(0), np.asarray(ctx.goldens[0], dtype=np.float64)
+    allowed = np.asarray(ctx.allowed[0], dtype=np.float64)
+    return "returned_float64" if got.shape == golden.shape and close_enough(got, golden, allowed) else None
 
 
 def _deterministic(ctx: CheckContext) -> str | None:
