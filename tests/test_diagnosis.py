@@ -524,3 +524,62 @@ def test_non_contiguous_inputs_names_the_argument():
     assert not case.passed
     assert "when K was a" in case.message and "when Q was" not in case.message
     assert "every input a view at once" not in case.message
+
+
+# Issue 20 item 5: feedback leads with the most specific cause.
+
+
+def _half_temperature_weights(S, mask):
+    weights = torch.softmax((S / 2).masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask, weights, torch.zeros_like(weights))
+
+
+def _bias_weights(S, mask):
+    return torch.softmax(S + torch.zeros_like(S).masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def test_a_plain_value_bug_is_not_presented_as_the_property():
+    """Weights that are all >= 0 but wrong fail weights_non_negative on values: the header says the
+    values differ and the property holds, not "Property: Every weight is >= 0" above them."""
+    _, result = _named("attention_weights.yaml", _half_temperature_weights)
+    case = next(c for c in result.cases if c.id == "property:weights_non_negative")
+    assert not case.passed and case.failure.property_held
+    first = case.message.splitlines()[0]
+    assert first.startswith("Wrong values on an input drawn for the property: Every weight is >= 0.")
+    assert "the property itself holds on this output" in first
+    assert case.message.splitlines()[1].startswith("Counterexample: ")
+    # an output that breaks the property itself keeps the property header
+    _, result = _named("attention_weights.yaml", lambda S, m: _half_temperature_weights(S, m) - 0.5)
+    case = next(c for c in result.cases if c.id == "property:weights_non_negative")
+    assert case.message.startswith("Property: Every weight is >= 0.") and not case.failure.property_held
+
+
+def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
+    """NaN in a row with no kept key says so (0/0 of all -inf), not "look for a division by zero";
+    NaN in a row with a masked +inf says to replace masked scores; other NaN keep the generic hint."""
+    _, result = _named("attention_weights.yaml", _bias_weights)
+    case = next(c for c in result.cases if c.id == "example:fully_masked_row")
+    assert "this query keeps no key: softmax over scores that are all -inf is 0/0 = NaN" in case.message
+    assert "look for a division by zero" not in case.message
+    _, result = _named("attention.yaml", xformers_style)
+    case = next(c for c in result.cases if c.id == "example:nonfinite_masked_key")
+    assert "this query has masked keys: a masked score that is +inf or NaN" in case.message
+    _, result = _named("scaled_score_matrix.yaml", lambda Q, K: torch.log(-(Q @ K.transpose(-2, -1)).abs() - 1))
+    case = next(c for c in result.cases if not c.passed and c.failure.mismatch is not None)
+    assert "look for a division by zero, an overflow or a log/sqrt of a bad value" in case.message
+
+
+def test_property_held_survives_the_record():
+    """The record keeps property_held, and old records without it read as False."""
+    from attnscore.report.failure import Failure
+    from attnscore.report.record import _failure_from, _failure_record
+    from attnscore.report.verdict import Verdict
+
+    failure = Failure(
+        verdict=Verdict.WRONG_VALUE, case_id="property:p", kind="property", title="t", location="s.yaml:1",
+        hidden=False, function="f", dtype="float32", statement="s", property_held=True,
+    )
+    data = _failure_record(failure)
+    assert _failure_from(data, "f").property_held is True
+    data.pop("property_held")
+    assert _failure_from(data, "f").property_held is False

@@ -18,7 +18,7 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
-from attnscore.check.diagnosis import diagnose
+from attnscore.check.diagnosis import diagnose, nonfinite_hint
 from attnscore.check.layouts import describe_layout
 from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
@@ -140,7 +140,8 @@ def judge_case(
                 tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
                 dtype=dtype,
             )
-        if mismatch is None and call.check is not None:
+        property_held = False
+        if call.check is not None and (mismatch is None or mismatch.verdict is Verdict.WRONG_VALUE):
             group = call.group or (number - 1,)
             ctx = CheckContext(
                 outputs=[outputs[i] for i in group],
@@ -153,7 +154,13 @@ def judge_case(
                 contract=spec.contract,
                 example=call.example,
             )
-            check_text = call.check(ctx) or ""
+            if mismatch is None:
+                check_text = call.check(ctx) or ""
+            else:  # wrong values: does the property itself hold on them? (the header says which)
+                try:
+                    property_held = not call.check(ctx)
+                except Exception:  # noqa: BLE001 - a check that cannot read these values does not hold
+                    property_held = False
             if check_text:
                 prop_diag = get_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
                 if prop_diag:
@@ -168,6 +175,8 @@ def judge_case(
         hint = ""
         if case.property_name and verdict is Verdict.WRONG_VALUE:
             hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
+        if verdict is Verdict.NON_FINITE:
+            hint = nonfinite_hint(spec, call, outcome) or ""
         failure = _failure(
             spec,
             case,
@@ -180,6 +189,7 @@ def judge_case(
             check=check_text,
             hint=hint,
             diagnosis=diagnosis,
+            property_held=property_held,
         )
         return _failed(case, failure, number)
     return CaseResult(

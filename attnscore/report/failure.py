@@ -117,6 +117,8 @@ class Failure:
         diagnosis: the known mistake the output matches, ``{"id", "message"}``, or None.
         explanation: a worked example's explanation ("Why: ..."), or "".
         shrunk_from: for a shrunk counterexample, the original input's position and size, or None.
+        property_held: a property case whose values differ from the reference while the property's
+            own check holds on the same output (the header then says so: the property is not the cause).
     """
 
     verdict: Verdict
@@ -145,6 +147,7 @@ class Failure:
     diagnosis: dict[str, str] | None = None
     explanation: str = ""
     shrunk_from: ShrunkFrom | None = None
+    property_held: bool = False
 
     @property
     def size(self) -> int:

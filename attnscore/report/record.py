@@ -88,6 +88,7 @@ def _failure_record(f: Failure) -> dict[str, Any]:
         "shrunk_from": None
         if f.shrunk_from is None
         else {"example": f.shrunk_from.example, "examples": f.shrunk_from.examples, "size": f.shrunk_from.size},
+        "property_held": f.property_held,
     }
 
 
@@ -238,6 +239,7 @@ def _failure_from(data: Any, where: str) -> Failure:
             examples=_get(shrunk, "examples", int, f"{where}.shrunk_from"),
             size=_get(shrunk, "size", int, f"{where}.shrunk_from"),
         ),
+        property_held=bool(data.get("property_held", False)),
     )
 
 
