@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -380,8 +381,6 @@ def temperature_student(Q, K, V, mask):  # 1/√(2·d_k): a constant factor 1/�
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     return torch.where(mask, weights, torch.zeros_like(weights)) @ V
 
-
-import math  # noqa: E402 - used by the student-style functions above
 
 
 def test_additive_neg_inf_bias_is_named_for_what_it_does():

@@ -136,10 +136,11 @@ def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype:
     """
     if want.shape != golden.shape:
         return max(int(want.size), 1)
-    tol = np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), want.shape) if strict else None
-    return int(
-        np.count_nonzero(~entries_close(want, golden, tol if strict else _tolerance(allowed, golden, want.shape, dtype)))
-    )
+    if strict:
+        tol = np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), want.shape)
+    else:
+        tol = _tolerance(allowed, golden, want.shape, dtype)
+    return int(np.count_nonzero(~entries_close(want, golden, tol)))
 
 
 def _right(mistake: Mistake, want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str) -> bool:
