@@ -524,3 +524,25 @@ def test_no_property_names_a_value_mistake():
 
     hooked = {name for name, p in PROPERTIES.items() if p.diagnosis is not None}
     assert hooked == {"inputs_not_mutated", "dtype_device_follow_inputs"}
+
+
+def test_other_causal_corner_has_the_conventions_real_code_has():
+    """For a query with no key at the other corner, the forms give zeros (reference), NaN
+    (masked_fill(-inf)) and the mean of V (finfo.min fill)."""
+    m, c = get_mistake("causal_wrong_alignment"), CONTRACTS["causal_attention_top_left"]
+    Q = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    K = torch.tensor([[1.0], [0.5]], dtype=torch.float64)
+    V = torch.tensor([[2.0], [6.0]], dtype=torch.float64)
+    rows = [m.bind(c, None, form)(Q, K, V)[0].item() for form in range(m.form_count)]
+    assert rows[0] == 0.0 and math.isnan(rows[1]) and rows[2] == pytest.approx(4.0)
+
+
+def test_fit_refuses_outputs_too_large_to_search():
+    """A scale-ratio fit over more score entries than it can afford returns None (no name)."""
+    from attnscore.catalogue import mistakes
+
+    m, c = get_mistake("scaled_by_constant_factor"), CONTRACTS["attention"]
+    n = int(mistakes._FIT_ENTRIES**0.5) + 1
+    Q = torch.ones(n, 1, dtype=torch.float64)
+    mask = torch.ones(n, n, dtype=torch.bool)
+    assert m.fit(c, (Q, Q, Q, mask), np.ones((n, 1))) is None

@@ -251,6 +251,9 @@ def _scaled_by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torc
     return _scaled_by(c, args, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1))))
 
 
+_FIT_ENTRIES = 2_000_000  # score entries evaluated at once while fitting a scale ratio
+
+
 def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> dict[str, float] | None:
     """The constant ``r`` for which scores scaled by ``r/√d_k`` give ``got`` (least squares), or None.
 
@@ -276,10 +279,17 @@ def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarra
 
     keep = torch.broadcast_to(m, S0.shape).unsqueeze(0)  # (1, ..., n_q, n_k): one rank above S0
 
-    def error(log_r: torch.Tensor) -> torch.Tensor:  # (G,) -> (G,)
-        r = torch.exp2(log_r).reshape(-1, *[1] * S0.ndim)
-        out = reference.attention_weights(r * S0, keep) @ V  # (G, ..., n_q, d_v)
-        return ((out - target) ** 2).flatten(1).sum(dim=1)
+    if S0.numel() > _FIT_ENTRIES:
+        return None  # too large to fit here; a name needs evidence we cannot afford to gather
+    chunk = max(1, _FIT_ENTRIES // max(1, S0.numel()))
+
+    def error(log_r: torch.Tensor) -> torch.Tensor:  # (G,) -> (G,), a few grid points at a time
+        parts = []
+        for part in log_r.split(chunk):
+            r = torch.exp2(part).reshape(-1, *[1] * S0.ndim)
+            out = reference.attention_weights(r * S0, keep) @ V  # (g, ..., n_q, d_v)
+            parts.append(((out - target) ** 2).flatten(1).sum(dim=1))
+        return torch.cat(parts)
 
     grid = torch.linspace(-6.0, 6.0, 193, dtype=S0.dtype)
     best = int(torch.argmin(error(grid)))
