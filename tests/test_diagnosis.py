@@ -431,7 +431,9 @@ def test_constant_scale_ratio_is_fitted_and_confirmed():
     assert set(named.values()) == {"scaled_by_constant_factor"}, named
     message = next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
     assert "r = 0.707 times the right scale" in message
-    named, result = _named("scaled_score_matrix.yaml", lambda Q, K: Q @ K.transpose(-2, -1) * 0.5 / Q.shape[-1] ** 0.5)
+    named, result = _named(
+        "scaled_score_matrix.yaml", lambda Q, K: Q @ K.transpose(-2, -1) * 0.5 / Q.shape[-1] ** 0.5
+    )
     assert set(named.values()) == {"scaled_by_constant_factor"}
     assert "r = 0.5 times" in next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
 
@@ -575,8 +577,16 @@ def test_property_held_survives_the_record():
     from attnscore.report.verdict import Verdict
 
     failure = Failure(
-        verdict=Verdict.WRONG_VALUE, case_id="property:p", kind="property", title="t", location="s.yaml:1",
-        hidden=False, function="f", dtype="float32", statement="s", property_held=True,
+        verdict=Verdict.WRONG_VALUE,
+        case_id="property:p",
+        kind="property",
+        title="t",
+        location="s.yaml:1",
+        hidden=False,
+        function="f",
+        dtype="float32",
+        statement="s",
+        property_held=True,
     )
     data = _failure_record(failure)
     assert _failure_from(data, "f").property_held is True

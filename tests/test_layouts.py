@@ -130,7 +130,9 @@ def test_code_that_assumes_contiguous_inputs_fails_with_the_layout_shown():
     result = judge_case(spec, case, InProcessRunner(_storage_reader), "float32")
     assert result.verdict is Verdict.WRONG_VALUE
     assert "as contiguous tensors but " in result.message
-    assert re.search(r"when (q|keys) was a \w+ view .*; your code reads that input as if it were contiguous", result.message)
+    assert re.search(
+        r"when (q|keys) was a \w+ view .*; your code reads that input as if it were contiguous", result.message
+    )
 
     # the same implementations are right on fresh contiguous tensors
     for fn in (_view_user, _storage_reader):

@@ -447,7 +447,9 @@ def fill_minus_1e30(S, mask):
 
 
 @pytest.mark.parametrize(
-    "student", [bert_additive_minus_1e4, fill_finfo_min, fill_minus_1e30, masked_scores_minus_1e9], ids=lambda f: f.__name__
+    "student",
+    [bert_additive_minus_1e4, fill_finfo_min, fill_minus_1e30, masked_scores_minus_1e9],
+    ids=lambda f: f.__name__,
 )
 def test_any_large_negative_fill_is_named(student):
     """-1e4 added, finfo.min, -1e30 and -1e9 are one kind: masked_with_large_negative, fill read from the output."""
