@@ -620,7 +620,8 @@ def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fil
     "the mask added as a -inf bias: S + where(mask, 0, -inf)",
     MASKED,
     "you mask by adding -inf to the masked scores (S + where(mask, 0, -inf), a float mask of 0 and -inf, or "
-    "where(mask, S, S - inf)): that is right for a finite masked score, but a masked score of +inf or NaN gives inf + (-inf) = NaN instead of -inf, and after "
+    "where(mask, S, S - inf)): that is right for a finite masked score, but a masked score of +inf or NaN "
+    "gives inf + (-inf) = NaN instead of -inf, and after "
     "softmax a query whose keys are all masked gets NaN (softmax of all -inf); replace the masked scores instead "
     "of adding to them, scores.masked_fill(~mask, float('-inf')), and give a query with no kept key zero "
     "weights (e.g. torch.where(mask, weights, 0))",
