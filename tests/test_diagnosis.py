@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -220,7 +221,13 @@ def _scaled_by_dk(Q, K):
         ),
         pytest.param("attention.yaml", _own_causal_mask(0), "float32", set(), id="own causal mask, top-left"),
         pytest.param("attention.yaml", _own_causal_mask(-1), "float32", set(), id="own causal mask, no diagonal"),
-        pytest.param("masked_scores.yaml", _where_minus_inf, "float32", set(), id="where(mask, S, S - inf)"),
+        pytest.param(
+            "masked_scores.yaml",
+            _where_minus_inf,
+            "float32",
+            {"mask_added_as_neg_inf_bias"},  # S - inf at masked entries is adding a -inf bias: NaN for +inf
+            id="where(mask, S, S - inf)",
+        ),
         pytest.param("attention.yaml", _minus_1e9, "float32", {"masked_with_large_negative"}, id="-1e9"),
         pytest.param("scaled_score_matrix.yaml", _scaled_by_dk, "float16", {"scaled_by_dk"}, id="float16 inputs"),
     ],
@@ -310,3 +317,278 @@ def test_truncated_scaling_is_not_called_unscaled():
     )
     assert not result.all_passed
     assert "not_scaled" not in {c.diagnosis["id"] for c in result.cases if c.diagnosis}
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 20 item 2: names from evidence only, for code written the ways public implementations and
+# students write it.
+
+
+def _named(spec_file, function, dtype="float32"):
+    """``{case id: diagnosis id}`` of the failing cases that name a mistake, and the result."""
+    from attnscore.check.implementation import run_impl
+
+    spec = load_spec(f"specs/{spec_file}")
+    result = run_impl(spec, function, dtype=dtype, shrink=False)
+    return {c.id: c.diagnosis["id"] for c in result.cases if c.diagnosis}, result
+
+
+def xformers_style(Q, K, V, mask):
+    """xformers' ref_attention / flash-attn's reference: the mask as an additive float bias."""
+    q = Q * Q.shape[-1] ** -0.5
+    attn = q @ K.transpose(-2, -1)
+    attn_bias = torch.zeros_like(attn).masked_fill(~mask, float("-inf"))
+    attn = (attn + attn_bias).softmax(-1)
+    return attn @ V
+
+
+def fairseq_style(Q, K, V, mask):
+    """fairseq's MultiheadAttention: -inf fill, softmax in float32 (utils.softmax), type_as back."""
+    attn_weights = torch.matmul(Q * Q.shape[-1] ** -0.5, K.transpose(-2, -1))
+    attn_weights = attn_weights.masked_fill(~mask, float("-inf"))
+    attn_probs = torch.softmax(attn_weights.float(), dim=-1).type_as(attn_weights)
+    attn_probs = torch.where(mask, attn_probs, torch.zeros_like(attn_probs))
+    return attn_probs @ V
+
+
+def hf_eager_style(Q, K, V, mask):
+    """Hugging Face eager attention: an additive finfo.min mask, softmax in float32."""
+    attn_weights = torch.matmul(Q, K.transpose(-1, -2)) / math.sqrt(Q.shape[-1])
+    causal_mask = torch.where(mask, 0.0, torch.finfo(Q.dtype).min).to(Q.dtype)
+    attn_weights = torch.nn.functional.softmax(attn_weights + causal_mask, dim=-1, dtype=torch.float32).to(Q.dtype)
+    return torch.matmul(attn_weights, V)
+
+
+def wrong_axis_student(Q, K, V, mask):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    weights = torch.softmax(scores.masked_fill(mask == 0, float("-inf")), dim=-2)  # over the queries
+    return weights @ V
+
+
+def masked_fill_student(Q, K, V, mask):  # the Annotated Transformer, with -inf
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    return torch.softmax(scores.masked_fill(mask == 0, float("-inf")), dim=-1) @ V
+
+
+def sqrt_dv_student(Q, K, V, mask):  # scales by the value width
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(V.shape[-1])
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask, weights, torch.zeros_like(weights)) @ V
+
+
+def temperature_student(Q, K, V, mask):  # 1/√(2·d_k): a constant factor 1/√2 off
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(2 * Q.shape[-1])
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask, weights, torch.zeros_like(weights)) @ V
+
+
+
+def test_additive_neg_inf_bias_is_named_for_what_it_does():
+    """The -inf bias idiom (xformers/flash-attn references) is right on rows with a kept key and
+    finite scores, so those cases pass and get no name; the NaN rows (every key masked, a masked
+    +inf) are named mask_added_as_neg_inf_bias, never mask_applied_after_exp or nan_fully_masked."""
+    named, result = _named("attention.yaml", xformers_style)
+    passed = {c.id for c in result.cases if c.passed}
+    assert {"example:two_keys", "example:masked_key", "example:two_heads", "example:padding_mask_per_batch"} <= passed
+    assert set(named.values()) == {"mask_added_as_neg_inf_bias"}, named
+    assert {"example:fully_masked_query", "example:nonfinite_masked_key"} <= set(named)
+    assert "property:attention_fully_masked_row_zero" in named
+
+
+def test_nan_in_a_fully_masked_row_is_named_by_evidence_not_by_the_property():
+    """masked_fill(-inf) + softmax leaves NaN only where every key is masked: nan_fully_masked.
+    Softmax over the queries also puts NaN in that row, but it is named softmax_wrong_axis."""
+    named, _ = _named("attention.yaml", masked_fill_student)
+    assert set(named.values()) == {"nan_fully_masked"} and "property:attention_fully_masked_row_zero" in named
+    named, _ = _named("attention.yaml", wrong_axis_student)
+    assert set(named.values()) == {"softmax_wrong_axis"}, named
+    assert named["property:attention_fully_masked_row_zero"] == "softmax_wrong_axis"
+
+
+def test_finfo_min_masking_is_a_large_negative_fill():
+    """Hugging Face's finfo.min bias gives a fully masked row the mean of V: masked_with_large_negative."""
+    named, _ = _named("attention.yaml", hf_eager_style)
+    assert set(named.values()) == {"masked_with_large_negative"}, named
+    assert "example:fully_masked_query" in named
+
+
+def test_float32_softmax_in_a_float64_run_is_computed_in_float32():
+    """fairseq's float32 softmax in a float64 run is named computed_in_float32, and the layouts
+    property does not blame contiguity for float32 rounding."""
+    named, result = _named("attention.yaml", fairseq_style, dtype="float64")
+    assert set(named.values()) == {"computed_in_float32"}, named
+    assert "example:two_keys" in named
+    assert next(c for c in result.cases if c.id == "property:non_contiguous_inputs").passed
+    # in a float32 run the same code is right and nothing is named
+    named32, result32 = _named("attention.yaml", fairseq_style, dtype="float32")
+    assert "computed_in_float32" not in named32.values()
+    assert next(c for c in result32.cases if c.id == "example:two_keys").passed
+
+
+def test_constant_scale_ratio_is_fitted_and_confirmed():
+    """1/√(2·d_k) is named scaled_by_constant_factor with its ratio r = 1/√2 in the message."""
+    named, result = _named("attention.yaml", temperature_student)
+    assert set(named.values()) == {"scaled_by_constant_factor"}, named
+    message = next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
+    assert "r = 0.707 times the right scale" in message
+    named, result = _named(
+        "scaled_score_matrix.yaml", lambda Q, K: Q @ K.transpose(-2, -1) * 0.5 / Q.shape[-1] ** 0.5
+    )
+    assert set(named.values()) == {"scaled_by_constant_factor"}
+    assert "r = 0.5 times" in next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
+
+
+def test_sqrt_dv_scale_is_not_called_half_dk():
+    """A √d_v scale matches d_k/2 on a worked example where d_v = 2 = d_k/2, but the confirmation
+    inputs (d_v != d_k, √d_k != d_k/2) refute every scale rule: no name, never scaled_by_half_dk."""
+    named, result = _named("attention.yaml", sqrt_dv_student)
+    assert not result.all_passed
+    assert not {"scaled_by_half_dk", "scaled_by_constant_factor", "not_scaled"} & set(named.values()), named
+
+
+def test_an_unexplained_second_fault_gets_no_name():
+    """NaN in fully masked rows plus a small shift everywhere matches no mistake: nothing is named."""
+    named, result = _named("attention.yaml", lambda Q, K, V, m: masked_fill_student(Q, K, V, m) + 0.01)
+    assert not result.all_passed and named == {}
+
+
+def test_confirmation_inputs_are_not_degenerate():
+    """Random non-zero values; d_k differs between inputs and √d_k, d_k/2, 2·d_k, √d_v and
+    √(heads·d_k) differ on each; d_v != d_k; every query keeps a key and masks one."""
+    from attnscore.check.diagnosis import CONFIRMATIONS, confirmation_args
+
+    spec = load_spec("specs/attention.yaml")
+    inputs = confirmation_args(spec)
+    assert len(inputs) == CONFIRMATIONS == 3
+    widths = [a["Q"].shape[-1] for a in inputs]
+    assert len(set(widths)) == 3
+    for a in inputs:
+        Q, V, mask = a["Q"], a["V"], a["mask"]
+        d_k, d_v, heads = Q.shape[-1], V.shape[-1], Q.shape[-3]
+        assert heads >= 2 and d_v != d_k and np.all(np.abs(Q) >= 0.25)
+        scales = [math.sqrt(d_k), d_k / 2, 2 * d_k, d_k, math.sqrt(d_v), math.sqrt(heads * d_k)]
+        assert len({round(s, 9) for s in scales}) == len(scales)
+        assert mask.any(axis=-1).all() and (~mask).any(axis=-1).all()
+
+
+def test_causal_catalogue_has_the_attention_mistakes():
+    """SDPA with scale=1.0, the weights returned, softmax over the queries and the bottom-right
+    corner written with masked_fill(-inf) (NaN for a query with no key) are each named on the
+    causal spec."""
+
+    def returns_weights(Q, K, V):
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        keep = torch.ones(Q.shape[-2], K.shape[-2], dtype=torch.bool).tril()
+        return torch.softmax(S.masked_fill(~keep, float("-inf")), dim=-1)
+
+    def causal_wrong_axis(Q, K, V):
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        keep = torch.ones(Q.shape[-2], K.shape[-2], dtype=torch.bool).tril()
+        return torch.softmax(S.masked_fill(~keep, float("-inf")), dim=-2) @ V
+
+    def bottom_right_nan(Q, K, V):
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        keep = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)
+        return torch.softmax(S.masked_fill(~keep, float("-inf")), dim=-1) @ V
+
+    def sdpa_unscaled(Q, K, V):
+        return torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True, scale=1.0)
+
+    for function, mistake in [
+        (returns_weights, "returned_weights"),
+        (causal_wrong_axis, "softmax_wrong_axis"),
+        (bottom_right_nan, "causal_wrong_alignment"),
+        (sdpa_unscaled, "not_scaled"),
+    ]:
+        named, _ = _named("causal_attention.yaml", function)
+        assert set(named.values()) == {mistake}, (function.__name__, named)
+    named, _ = _named("causal_attention.yaml", bottom_right_nan)
+    assert named["example:more_queries_than_keys"] == "causal_wrong_alignment"  # query 0 has no key: NaN
+
+
+def _row_major(shape):
+    return torch.empty(shape).stride()
+
+
+def reads_k_storage_as_row_major(Q, K):
+    """Reads K's storage with row-major strides (a stand-in for raw storage indexing)."""
+    if not K.is_contiguous() and K.untyped_storage().nbytes() >= K.numel() * K.element_size() + K.storage_offset():
+        K = torch.as_strided(K, K.shape, _row_major(K.shape), K.storage_offset())
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+
+
+def test_non_contiguous_inputs_names_the_argument():
+    """Each argument is handed over as a view alone: the failure names K, not every input."""
+    _, result = _named("scaled_score_matrix.yaml", reads_k_storage_as_row_major)
+    case = next(c for c in result.cases if c.id == "property:non_contiguous_inputs")
+    assert not case.passed
+    assert "when K was a" in case.message and "when Q was" not in case.message
+    assert "every input a view at once" not in case.message
+
+
+# Issue 20 item 5: feedback leads with the most specific cause.
+
+
+def _half_temperature_weights(S, mask):
+    weights = torch.softmax((S / 2).masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask, weights, torch.zeros_like(weights))
+
+
+def _bias_weights(S, mask):
+    return torch.softmax(S + torch.zeros_like(S).masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def test_a_plain_value_bug_is_not_presented_as_the_property():
+    """Weights that are all >= 0 but wrong fail weights_non_negative on values: the header says the
+    values differ and the property holds, not "Property: Every weight is >= 0" above them."""
+    _, result = _named("attention_weights.yaml", _half_temperature_weights)
+    case = next(c for c in result.cases if c.id == "property:weights_non_negative")
+    assert not case.passed and case.failure.property_held
+    first = case.message.splitlines()[0]
+    assert first.startswith("Wrong values on an input drawn for the property: Every weight is >= 0.")
+    assert "the property itself holds on this output" in first
+    assert case.message.splitlines()[1].startswith("Counterexample: ")
+    # an output that breaks the property itself keeps the property header
+    _, result = _named("attention_weights.yaml", lambda S, m: _half_temperature_weights(S, m) - 0.5)
+    case = next(c for c in result.cases if c.id == "property:weights_non_negative")
+    assert case.message.startswith("Property: Every weight is >= 0.") and not case.failure.property_held
+
+
+def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
+    """NaN in a row with no kept key says so (0/0 of all -inf), not "look for a division by zero";
+    NaN in a row with a masked +inf says to replace masked scores; other NaN keep the generic hint."""
+    _, result = _named("attention_weights.yaml", _bias_weights)
+    case = next(c for c in result.cases if c.id == "example:fully_masked_row")
+    assert "this query keeps no key: softmax over scores that are all -inf is 0/0 = NaN" in case.message
+    assert "look for a division by zero" not in case.message
+    _, result = _named("attention.yaml", xformers_style)
+    case = next(c for c in result.cases if c.id == "example:nonfinite_masked_key")
+    assert "this query has masked keys: a masked score that is +inf or NaN" in case.message
+    _, result = _named("scaled_score_matrix.yaml", lambda Q, K: torch.log(-(Q @ K.transpose(-2, -1)).abs() - 1))
+    case = next(c for c in result.cases if not c.passed and c.failure.mismatch is not None)
+    assert "look for a division by zero, an overflow or a log/sqrt of a bad value" in case.message
+
+
+def test_property_held_survives_the_record():
+    """The record keeps property_held, and old records without it read as False."""
+    from attnscore.report.failure import Failure
+    from attnscore.report.record import _failure_from, _failure_record
+    from attnscore.report.verdict import Verdict
+
+    failure = Failure(
+        verdict=Verdict.WRONG_VALUE,
+        case_id="property:p",
+        kind="property",
+        title="t",
+        location="s.yaml:1",
+        hidden=False,
+        function="f",
+        dtype="float32",
+        statement="s",
+        property_held=True,
+    )
+    data = _failure_record(failure)
+    assert _failure_from(data, "f").property_held is True
+    data.pop("property_held")
+    assert _failure_from(data, "f").property_held is False

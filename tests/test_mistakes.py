@@ -83,8 +83,11 @@ def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inp
             "computed_in_float16",
             "elementwise_not_summed",
             "returned_float64",
+            "computed_in_float32",
         ):
             continue  # side effects, dtype only, or wrong only on generated/batched/large inputs (see verify)
+        if spec.id == "causal_attention" and mistake.id == "scaled_by_half_dk":
+            continue  # its worked examples have d_k = 1 (scores 0) and d_k = 4 (d_k/2 = √d_k): verify catches it
         differs = False
         for ex in spec.worked_examples:
             got = recompute(mistake, spec, ex.inputs)
@@ -425,3 +428,125 @@ def test_attention_returning_output_and_weights_is_a_bad_return_type():
         "(e.g. `return out`, not `return out, weights`)"
     ) in first.message
     assert all(c.verdict is Verdict.BAD_RETURN_TYPE for c in result.cases if c.id.startswith("example:"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 20 items 2 and 5: kinds, not single values.
+
+
+def bert_additive_minus_1e4(S, mask):  # the old BERT idiom: (1 - mask) * -10000 added to the scores
+    return S + (1.0 - mask.to(S.dtype)) * -10000.0
+
+
+def fill_finfo_min(S, mask):
+    return S.masked_fill(~mask, torch.finfo(S.dtype).min)
+
+
+def fill_minus_1e30(S, mask):
+    return S.masked_fill(~mask, -1e30)
+
+
+@pytest.mark.parametrize(
+    "student",
+    [bert_additive_minus_1e4, fill_finfo_min, fill_minus_1e30, masked_scores_minus_1e9],
+    ids=lambda f: f.__name__,
+)
+def test_any_large_negative_fill_is_named(student):
+    """-1e4 added, finfo.min, -1e30 and -1e9 are one kind: masked_with_large_negative, fill read from the output."""
+    named = _diagnoses("masked_scores", student)
+    assert set(named.values()) == {"masked_with_large_negative"}, named
+
+
+def test_fill_is_read_from_the_output():
+    """The fit reads F from masked entries (filled or added), and refuses a small or uneven fill."""
+    m = get_mistake("masked_with_large_negative")
+    c = CONTRACTS["masked_scores"]
+    S = torch.tensor([[1.0, 2.0, -3.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, False, False]])
+    assert m.fit(c, (S, mask), np.array([[1.0, -1e4, -1e4]])) == {"fill": -1e4}
+    assert m.fit(c, (S, mask), np.array([[1.0, 2.0 - 1e4, -3.0 - 1e4]])) == {"fill": -1e4}
+    assert m.fit(c, (S, mask), np.array([[1.0, -5.0, -5.0]])) is None  # not a large negative number
+    assert m.fit(c, (S, mask), np.array([[1.0, -1e4, -2e9]])) is None  # not one fill
+    assert m.bind(c, None, 1, fill=-1e4)(S, mask).tolist() == [[1.0, 2.0 - 1e4, -3.0 - 1e4]]
+
+
+def test_parameters_fill_the_message_and_dtypes_limit_a_mistake():
+    """describe() fills the fitted ratio; computed_in_float32 applies to float64 inputs only and
+    computed_in_float16 never to float16 inputs."""
+    m = get_mistake("scaled_by_constant_factor")
+    assert "r = 0.707 times the right scale" in m.describe({"r": 0.7071067811865476})
+    assert "r = 0.5 times" in m.describe()
+    f32, f16 = get_mistake("computed_in_float32"), get_mistake("computed_in_float16")
+    assert [f32.applies_in(d) for d in ("float64", "float32", "float16")] == [True, False, False]
+    assert [f16.applies_in(d) for d in ("float64", "float32", "float16")] == [True, True, False]
+
+
+def test_constant_factor_fit_recovers_the_ratio_in_attention():
+    """The ratio of a 0.3/√d_k attention is recovered from its output to 1e-6."""
+    m, c = get_mistake("scaled_by_constant_factor"), CONTRACTS["attention"]
+    g = torch.Generator().manual_seed(0)
+    Q, K, V = (torch.randn(2, 3, 5, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.rand(2, 3, 3, generator=g) < 0.7
+    got = m.bind(c, None, r=0.3)(Q, K, V, mask).numpy()
+    assert abs(m.fit(c, (Q, K, V, mask), got)["r"] - 0.3) < 1e-6
+
+
+def test_softmax_wrong_axis_is_what_real_code_does():
+    """Softmax over the queries, as written, leaves masked entries non-zero and a key no query keeps
+    NaN (the old zeroed version is one of its forms)."""
+    m, c = get_mistake("softmax_wrong_axis"), CONTRACTS["attention_weights"]
+    S = torch.tensor([[1.0, 2.0], [3.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, False], [True, False]])
+    out = m.bind(c)(S, mask)
+    assert torch.isnan(out[:, 1]).all() and torch.allclose(out[:, 0], torch.softmax(S[:, 0], 0))
+    assert m.bind(c, None, 1)(S, mask)[:, 1].tolist() == [0.0, 0.0]
+
+
+def test_causal_catalogue_includes_the_attention_mistakes():
+    """Raw scores as weights, returned weights, the wrong axis, float16 and the scale mistakes
+    apply to causal attention; fully-masked-row conventions only where a query can lack a key."""
+    causal = {m.id for m in mistakes_for("causal_attention_top_left")}
+    assert {
+        "scores_used_as_weights",
+        "returned_weights",
+        "softmax_wrong_axis",
+        "computed_in_float16",
+        "not_scaled",
+        "scaled_by_dk",
+        "scaled_by_half_dk",
+        "scaled_by_sqrt_d_model",
+        "scaled_by_constant_factor",
+    } <= causal
+    assert "nan_fully_masked" not in causal  # top-left: every query keeps key 0
+    assert "nan_fully_masked" in {m.id for m in mistakes_for("causal_attention_bottom_right")}
+
+
+def test_no_property_names_a_value_mistake():
+    """Property hooks name only what the check observes (a mutation, a float64 result with right
+    values): the fully-masked-row properties leave naming to the value diagnosis."""
+    from attnscore.catalogue.properties import PROPERTIES
+
+    hooked = {name for name, p in PROPERTIES.items() if p.diagnosis is not None}
+    assert hooked == {"inputs_not_mutated", "dtype_device_follow_inputs"}
+
+
+def test_other_causal_corner_has_the_conventions_real_code_has():
+    """For a query with no key at the other corner, the forms give zeros (reference), NaN
+    (masked_fill(-inf)) and the mean of V (finfo.min fill)."""
+    m, c = get_mistake("causal_wrong_alignment"), CONTRACTS["causal_attention_top_left"]
+    Q = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    K = torch.tensor([[1.0], [0.5]], dtype=torch.float64)
+    V = torch.tensor([[2.0], [6.0]], dtype=torch.float64)
+    rows = [m.bind(c, None, form)(Q, K, V)[0].item() for form in range(m.form_count)]
+    assert rows[0] == 0.0 and math.isnan(rows[1]) and rows[2] == pytest.approx(4.0)
+
+
+def test_fit_refuses_outputs_too_large_to_search():
+    """A scale-ratio fit over more score entries than it can afford returns None (no name)."""
+    from attnscore.catalogue import mistakes
+
+    m, c = get_mistake("scaled_by_constant_factor"), CONTRACTS["attention"]
+    n = int(mistakes._FIT_ENTRIES**0.5) + 1
+    Q = torch.ones(n, 1, dtype=torch.float64)
+    mask = torch.ones(n, n, dtype=torch.bool)
+    assert m.fit(c, (Q, Q, Q, mask), np.ones((n, 1))) is None

@@ -33,6 +33,8 @@ QK = RAW + SCALED
 MASKED = ("masked_scores", "attention_weights", "attention")
 CAUSAL = ("causal_attention_top_left", "causal_attention_bottom_right")
 ALL = QK + ("bilinear_scores", "additive_scores") + MASKED + CAUSAL
+ATTENTION = ("attention",) + CAUSAL  # softmax(Q Kᵀ / √d_k) V, with a mask argument or the causal flag
+SCALE = SCALED + ATTENTION  # the contracts whose scores are scaled by 1/√d_k
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,21 @@ class Mistake:
         id: stable snake_case id.
         title: a few words.
         contracts: names of the contracts it applies to.
-        fn: ``(contract, spec, *args) -> result``, the wrong implementation.
-        message: feedback for a student whose output matches it (what and how to fix).
+        fn: ``(contract, spec, *args, **params) -> result``, the wrong implementation.
+        message: feedback for a student whose output matches it (what and how to fix); it may hold
+            ``{name}`` fields filled from the mistake's parameters (:meth:`describe`).
+        forms: other ways real code makes the same mistake, each like ``fn``; they differ only
+            where conventions differ (a query with no kept key: zeros, NaN or the mean of the
+            values). The diagnosis accepts any form that holds on every input it sees.
+        fit: ``(contract, args, got) -> params | None``: the mistake's parameters read from a
+            failing output (a constant scale ratio, a fill value), or None when no parameter
+            explains it; the diagnosis then confirms the fitted mistake on further inputs.
+        defaults: the parameters ``bind`` uses when none are given (as ``(name, value)`` pairs).
+        computes_in: the precision the mistake computes in: its output is matched within that
+            precision's rounding error, not the tested dtype's (``"float32"`` for float64 work done
+            in float32).
+        dtypes: the tested dtypes in which the mistake can happen (empty: every dtype).
+        not_dtypes: the tested dtypes in which it cannot (its message would be false there).
     """
 
     id: str
@@ -52,27 +67,52 @@ class Mistake:
     contracts: tuple[str, ...]
     fn: Callable[..., Any]
     message: str
+    forms: tuple[Callable[..., Any], ...] = ()
+    fit: Callable[[Contract, tuple[torch.Tensor, ...], np.ndarray], dict[str, float] | None] | None = None
+    defaults: tuple[tuple[str, float], ...] = ()
+    computes_in: str | None = None
+    dtypes: tuple[str, ...] = ()
+    not_dtypes: tuple[str, ...] = ()
 
-    def bind(self, contract: Contract, spec: Any = None) -> Callable[..., Any]:
-        """The wrong implementation as a plain function of the contract's arguments."""
+    def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
+        """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of
+        the contract's arguments, with ``params`` over :attr:`defaults`."""
+        fn = (self.fn, *self.forms)[form]
+        values = {**dict(self.defaults), **params}
 
         def wrong(*args: Any) -> Any:
-            return self.fn(contract, spec, *args)
+            return fn(contract, spec, *args, **values)
 
         wrong.__name__ = f"mistake_{self.id}"
         return wrong
+
+    @property
+    def form_count(self) -> int:
+        """How many forms the mistake has (``fn`` and :attr:`forms`)."""
+        return 1 + len(self.forms)
+
+    def applies_in(self, dtype: str) -> bool:
+        """Whether the mistake can happen when the inputs have ``dtype``."""
+        return (not self.dtypes or dtype in self.dtypes) and dtype not in self.not_dtypes
+
+    def describe(self, params: dict[str, float] | None = None) -> str:
+        """The message with its ``{name}`` fields filled (numbers to 3 significant digits)."""
+        values = {**dict(self.defaults), **(params or {})}
+        if not values:
+            return self.message
+        return self.message.format(**{k: f"{float(v):.3g}" for k, v in values.items()})
 
 
 MISTAKES: dict[str, Mistake] = {}
 
 
 def _add(
-    id: str, title: str, contracts: tuple[str, ...], message: str
+    id: str, title: str, contracts: tuple[str, ...], message: str, **extra: Any
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if id in MISTAKES:
             raise ValueError(f"mistake {id!r} is already registered")
-        MISTAKES[id] = Mistake(id, title, contracts, fn, message)
+        MISTAKES[id] = Mistake(id, title, contracts, fn, message, **extra)
         return fn
 
     return deco
@@ -106,7 +146,26 @@ def _out(c: Contract, S: torch.Tensor) -> torch.Tensor:
 
 
 def _factor(c: Contract, Q: torch.Tensor) -> float:
-    return 1.0 / float(np.sqrt(Q.shape[-1])) if c.name in SCALED + ("attention",) else 1.0
+    return 1.0 / float(np.sqrt(Q.shape[-1])) if c.name in SCALE else 1.0
+
+
+def _causal_keep(Q: torch.Tensor, K: torch.Tensor, alignment: str) -> torch.Tensor:
+    """The causal mask (True = keep), ``(n_q, n_k)``: ``j <= i`` top-left, ``j <= i + n_k - n_q`` bottom-right."""
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=Q.device)
+    return keep.tril() if alignment == "top_left" else keep.tril(n_k - n_q)
+
+
+def _alignment(c: Contract) -> str:
+    return "top_left" if c.name.endswith("top_left") else "bottom_right"
+
+
+def _qkvm(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """``(Q, K, V, mask)`` of an attention contract; the causal flag form gets its causal mask."""
+    if c.name in CAUSAL:
+        Q, K, V = args
+        return Q, K, V, _causal_keep(Q, K, _alignment(c))
+    return args
 
 
 def _correct(c: Contract, *args: torch.Tensor) -> torch.Tensor:
@@ -134,8 +193,8 @@ def _weights(S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[torch.Tensor], float]) -> torch.Tensor:
-    if c.name == "attention":
-        return _attention_with(_weights, scale, *args)
+    if c.name in ATTENTION:
+        return _attention_with(_weights, scale, *_qkvm(c, args))
     Q, K = _qk(c, args)
     return _out(c, (Q @ K.transpose(-2, -1)) * scale(Q))
 
@@ -143,7 +202,7 @@ def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[tor
 @_add(
     "not_scaled",
     "scores not divided by √d_k",
-    SCALED + ("attention",),
+    SCALE,
     "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)",
 )
 def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -153,7 +212,7 @@ def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @_add(
     "scaled_by_dk",
     "divided by d_k (or by √d_k twice)",
-    SCALED + ("attention",),
+    SCALE,
     "your scores equal Q Kᵀ / d_k: divide by √d_k once (not by d_k, and not by √d_k twice)",
 )
 def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -163,7 +222,7 @@ def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @_add(
     "scaled_by_half_dk",
     "d_k ** 1/2 (divided by d_k/2)",
-    SCALED + ("attention",),
+    SCALE,
     "your scores equal Q Kᵀ / (d_k / 2): d_k ** 1/2 is read as (d_k ** 1) / 2 because ** binds tighter than /; "
     "write d_k ** 0.5 or math.sqrt(d_k)",
 )
@@ -174,7 +233,7 @@ def _scaled_by_half_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @_add(
     "scaled_by_two_dk",
     "S / d_k ** 1/2 inline (divided by 2·d_k)",
-    SCALED + ("attention",),
+    SCALE,
     "your scores equal Q Kᵀ / (2·d_k): in S / d_k ** 1/2, ** binds tighter than / and the divisions run left to "
     "right, so it is (S / d_k) / 2; write S / d_k ** 0.5 or S / math.sqrt(d_k)",
 )
@@ -185,11 +244,76 @@ def _scaled_by_two_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
 @_add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
-    SCALED + ("attention",),
+    SCALE,
     "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k",
 )
 def _scaled_by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _scaled_by(c, args, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1))))
+
+
+_FIT_ENTRIES = 2_000_000  # score entries evaluated at once while fitting a scale ratio
+
+
+def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> dict[str, float] | None:
+    """The constant ``r`` for which scores scaled by ``r/√d_k`` give ``got`` (least squares), or None.
+
+    Scores are linear in ``r``; attention is fitted on a grid of ``log2 r`` in [-6, 6], refined by
+    golden-section search. The fitted ``r`` is only a candidate: the diagnosis confirms it.
+    """
+    if not np.isfinite(got).all():
+        return None
+    if c.name in SCALED:
+        Q, K = _qk(c, args)
+        g = _out(c, (Q @ K.transpose(-2, -1)) * _factor(c, Q)).double().numpy()
+        if g.shape != got.shape or not np.isfinite(g).all() or not (g * g).sum() > 0:
+            return None
+        r = float((got * g).sum() / (g * g).sum())
+        return {"r": r} if np.isfinite(r) and r > 0 else None
+    Q, K, V, m = _qkvm(c, args)
+    S0 = (Q @ K.transpose(-2, -1)) * _factor(c, Q)  # (..., n_q, n_k)
+    target = torch.as_tensor(got, dtype=S0.dtype)
+    if not torch.isfinite(S0).all() or target.shape != torch.broadcast_shapes(S0.shape[:-1], V.shape[:-2] + (1,)) + (
+        V.shape[-1],
+    ):
+        return None
+
+    keep = torch.broadcast_to(m, S0.shape).unsqueeze(0)  # (1, ..., n_q, n_k): one rank above S0
+
+    if S0.numel() > _FIT_ENTRIES:
+        return None  # too large to fit here; a name needs evidence we cannot afford to gather
+    chunk = max(1, _FIT_ENTRIES // max(1, S0.numel()))
+
+    def error(log_r: torch.Tensor) -> torch.Tensor:  # (G,) -> (G,), a few grid points at a time
+        parts = []
+        for part in log_r.split(chunk):
+            r = torch.exp2(part).reshape(-1, *[1] * S0.ndim)
+            out = reference.attention_weights(r * S0, keep) @ V  # (g, ..., n_q, d_v)
+            parts.append(((out - target) ** 2).flatten(1).sum(dim=1))
+        return torch.cat(parts)
+
+    grid = torch.linspace(-6.0, 6.0, 193, dtype=S0.dtype)
+    best = int(torch.argmin(error(grid)))
+    lo, hi = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, len(grid) - 1)])
+    golden = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(60):
+        a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+        ea, eb = error(torch.tensor([a, b], dtype=S0.dtype)).tolist()
+        lo, hi = (lo, b) if ea <= eb else (a, hi)
+    return {"r": float(2.0 ** ((lo + hi) / 2.0))}
+
+
+@_add(
+    "scaled_by_constant_factor",
+    "scores scaled by a constant factor times 1/√d_k",
+    SCALE,
+    "your scores are scaled by a constant factor r = {r} times the right scale 1/√d_k, for every d_k (an extra "
+    "constant in the scale, a temperature, or a factor applied to Q and to K): multiply Q Kᵀ by exactly 1/√d_k "
+    "(math.sqrt(d_k) with d_k = Q.shape[-1])",
+    fit=_fit_scale_ratio,
+    defaults=(("r", 0.5),),
+)
+def _scaled_by_constant_factor(c: Contract, spec: Any, *args: torch.Tensor, r: float = 0.5) -> torch.Tensor:
+    return _scaled_by(c, args, lambda Q: r / float(np.sqrt(Q.shape[-1])))
 
 
 @_add(
@@ -381,7 +505,7 @@ def _masked_variant(
         return logits_fn(*args)
     if c.name == "attention_weights":
         return weights(*args)
-    Q, K, V, mask = args
+    Q, K, V, mask = _qkvm(c, args)
     return _attention_with(weights, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1])), Q, K, V, mask)
 
 
@@ -433,17 +557,80 @@ def _additive_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(c, args, lambda S, m: S + (1 - m.to(S.dtype)) * float("-inf"))
 
 
+LARGE_NEGATIVE = -100.0  # a fill value at or below this is "a large negative number", not a score
+
+
+def _fit_fill(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> dict[str, float] | None:
+    """The large finite negative fill ``F`` read from the output: masked scores hold ``F`` (filled) or
+    ``S + F`` (added as a bias), the same ``F`` at every masked entry with a finite score.
+
+    Weights hide ``F`` (any large ``F`` gives a masked key weight 0), so there it is -1e9, and
+    the forms tell filling (a query with no kept key gets 1/n_k each) from adding (softmax of the
+    row's raw scores) apart.
+    """
+    if c.name != "masked_scores":
+        return {"fill": -1e9}
+    S, mask = (np.asarray(a.double().numpy() if a.dtype != torch.bool else a.numpy()) for a in args)
+    S, mask = np.broadcast_arrays(S, mask)
+    if got.shape != S.shape:
+        return None
+    spots = ~mask & np.isfinite(S)
+    if not spots.any():
+        return None
+    for values in (got[spots], got[spots] - S[spots]):
+        fill = float(np.median(values))
+        if np.isfinite(fill) and fill <= LARGE_NEGATIVE and np.allclose(values, fill, rtol=1e-6, atol=0.0):
+            return {"fill": fill}
+    return None
+
+
+def _fill_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, fill))
+
+
+def _add_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S + torch.where(m, torch.zeros((), dtype=S.dtype), torch.full((), fill, dtype=S.dtype))
+
+    return _masked_variant(c, args, rule)
+
+
+_LARGE_NEGATIVE_CONTRACTS = MASKED + ("causal_attention_bottom_right",)
+
+
 @_add(
     "masked_with_large_negative",
-    "-1e9 instead of -inf for masked scores",
-    MASKED,
-    "you set masked scores to -1e9 (or another large negative number) instead of -inf: a masked score must be "
-    "exactly -inf, and a query whose keys are all masked then gets equal weights 1/n_k (the mean of the values) "
+    "a large negative number instead of -inf for masked scores",
+    _LARGE_NEGATIVE_CONTRACTS,
+    "you set masked scores to a large finite negative number (-1e9, -1e4, torch.finfo(dtype).min, or such a "
+    "number added to the scores) instead of -inf: a masked score must be exactly -inf, and a query whose keys "
+    "are all masked then gets weights from the masked scores (equal weights 1/n_k: the mean of the values) "
     "instead of zeros; use scores.masked_fill(~mask, float('-inf')) and give the fully masked rows zero weights "
     "(e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0))",
+    forms=(_add_large_negative,),
+    fit=_fit_fill,
+    defaults=(("fill", -1e9),),
 )
-def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, -1e9))
+def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    return _fill_large_negative(c, spec, *args, fill=fill)
+
+
+@_add(
+    "mask_added_as_neg_inf_bias",
+    "the mask added as a -inf bias: S + where(mask, 0, -inf)",
+    MASKED,
+    "you mask by adding -inf to the masked scores (S + where(mask, 0, -inf), a float mask of 0 and -inf, or "
+    "where(mask, S, S - inf)): that is right for a finite masked score, but a masked score of +inf or NaN "
+    "gives inf + (-inf) = NaN instead of -inf, and after "
+    "softmax a query whose keys are all masked gets NaN (softmax of all -inf); replace the masked scores instead "
+    "of adding to them, scores.masked_fill(~mask, float('-inf')), and give a query with no kept key zero "
+    "weights (e.g. torch.where(mask, weights, 0))",
+)
+def _neg_inf_bias(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S + torch.where(m, torch.zeros((), dtype=S.dtype), torch.full((), float("-inf"), dtype=S.dtype))
+
+    return _masked_variant(c, args, rule, lambda S, m: torch.softmax(rule(S, m), dim=-1))
 
 
 @_add(
@@ -481,7 +668,7 @@ def _mask_applied_after_exp(c: Contract, spec: Any, *args: torch.Tensor) -> torc
 @_add(
     "nan_fully_masked",
     "NaN for fully masked rows",
-    ("attention_weights", "attention"),
+    ("attention_weights", "attention", "causal_attention_bottom_right"),
     "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
     "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
 )
@@ -494,16 +681,25 @@ def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
     )
 
 
-@_add(
-    "softmax_wrong_axis",
-    "softmax over the queries axis",
-    ("attention_weights", "attention"),
-    "your softmax runs over the queries (dim=-2): each query's weights over the keys must sum to 1, so use dim=-1",
-)
-def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+def _wrong_axis_zeroed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         out = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
         return torch.where(m, out, torch.zeros((), dtype=S.dtype))
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@_add(
+    "softmax_wrong_axis",
+    "softmax over the queries axis",
+    ("attention_weights",) + ATTENTION,
+    "your softmax runs over the queries (dim=-2, or dim=1 of a (batch, n_q, n_k) tensor): each query's weights "
+    "over the keys must sum to 1, so use dim=-1",
+    forms=(_wrong_axis_zeroed,),
+)
+def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # as written: a key no query keeps is NaN
+        return torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
 
     return _masked_variant(c, args, lambda S, m: S, w)
 
@@ -525,13 +721,12 @@ def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @_add(
     "returned_weights",
     "attention weights returned instead of weights @ V",
-    ("attention",),
+    ATTENTION,
     "your result is the attention weights softmax(Q Kᵀ / √d_k), shape (..., n_q, n_k), not the output: multiply "
     "them by the values and return weights @ V, shape (..., n_q, d_v) (only the output, not (output, weights))",
 )
-def _returned_weights(
-    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
+def _returned_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    Q, K, V, mask = _qkvm(c, args)
     S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))  # (..., n_q, n_k)
     return reference.attention_weights(S, mask)  # missing: @ V
 
@@ -545,7 +740,7 @@ _NOT_WEIGHTS = (
 @_add(
     "scores_used_as_weights",
     "raw scores used as weights (no softmax)",
-    ("attention_weights", "attention"),
+    ("attention_weights",) + ATTENTION,
     f"your weights are the raw scores themselves: {_NOT_WEIGHTS}; apply torch.softmax over the keys (dim=-1)",
 )
 def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -558,7 +753,7 @@ def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @_add(
     "scores_divided_by_their_sum",
     "scores divided by their sum instead of softmax",
-    ("attention_weights", "attention"),
+    ("attention_weights",) + ATTENTION,
     f"your weights are the scores divided by their row's sum: {_NOT_WEIGHTS}; a negative score stays "
     "negative and a row summing to 0 divides by 0: use torch.softmax over the keys (dim=-1)",
 )
@@ -581,6 +776,26 @@ def _causal_with(c: Contract, args: tuple[torch.Tensor, ...], alignment: str | N
     return reference.causal_attention(Q, K, V, alignment)
 
 
+def _other_alignment(c: Contract) -> str:
+    return "bottom_right" if c.name.endswith("top_left") else "top_left"
+
+
+def _other_alignment_nan(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """The other corner written with masked_fill(-inf) and softmax: a query with no key gets NaN."""
+    keep = _causal_keep(Q, K, _other_alignment(c))
+    S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))
+    return torch.softmax(S.masked_fill(~keep, float("-inf")), dim=-1) @ V
+
+
+def _other_alignment_uniform(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor
+) -> torch.Tensor:
+    """The other corner written with a large negative fill: a query with no key gets the mean of V."""
+    keep = _causal_keep(Q, K, _other_alignment(c))
+    S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))
+    return torch.softmax(S.masked_fill(~keep, torch.finfo(S.dtype).min), dim=-1) @ V
+
+
 @_add(
     "causal_wrong_alignment",
     "causal mask aligned at the other corner",
@@ -588,10 +803,10 @@ def _causal_with(c: Contract, args: tuple[torch.Tensor, ...], alignment: str | N
     "your causal mask is aligned at the other corner: with n_q != n_k, top-left keeps key j for query i when "
     "j <= i (torch.ones(n_q, n_k).tril(), PyTorch's is_causal=True) and bottom-right when j <= i + (n_k - n_q) "
     "(.tril(n_k - n_q)); use the alignment the spec states",
+    forms=(_other_alignment_nan, _other_alignment_uniform),
 )
 def _causal_wrong_alignment(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    other = "bottom_right" if c.name.endswith("top_left") else "top_left"
-    return _causal_with(c, args, other)
+    return _causal_with(c, args, _other_alignment(c))
 
 
 @_add(
@@ -612,12 +827,29 @@ def _causal_flag_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
 @_add(
     "computed_in_float16",
     "computed in float16",
-    QK + ("bilinear_scores", "additive_scores", "attention_weights", "attention"),
+    QK + ("bilinear_scores", "additive_scores", "attention_weights") + ATTENTION,
     "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
+    not_dtypes=("float16",),
 )
 def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
     out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
+    return out.to(dtype)
+
+
+@_add(
+    "computed_in_float32",
+    "float64 inputs computed in float32",
+    ALL,
+    "your result has float32 rounding errors although the inputs are float64: part of your computation runs in "
+    "float32 (e.g. .float(), softmax(x.float()).type_as(x), a float32 buffer or numpy array); compute in the "
+    "inputs' dtype",
+    computes_in="float32",
+    dtypes=("float64",),
+)
+def _float32(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
+    out = c.reference(*[a.float() if a.dtype.is_floating_point else a for a in args])
     return out.to(dtype)
 
 

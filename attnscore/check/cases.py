@@ -141,7 +141,9 @@ def property_calls(
         for k, args in enumerate(arg_list):
             last = k == len(arg_list) - 1
             extra: dict[str, Any] = {"compare_golden": prop.golden}
-            if prop.layouts is not None and last:
+            if prop.call_layouts is not None:
+                extra["layouts"] = prop.call_layouts(spec.contract, example)[k] or None
+            elif prop.layouts is not None and last:
                 extra["layouts"] = prop.layouts(spec.contract, example)
             if last and prop.check is not None:
                 extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)

@@ -1,32 +1,43 @@
 """Diagnosis: which known mistake does a failing output match, with evidence beyond coincidence?
 
-For a failing call, every catalogue mistake that applies to the spec's contract
-(:mod:`attnscore.catalogue.mistakes`) is recomputed on the same inputs (as the implementation received
-them, promoted to float64; bool masks stay bool) and compared with the output under the case's
-allowed error, widened by the close tolerance of the tested dtype. A mistake that agrees with the
-golden value on these inputs cannot explain a failure and is skipped. The ones that match are
-*candidates*; a name is shown only when evidence rules it in:
+For a failing call, every catalogue mistake that applies to the spec's contract and the tested
+dtype (:mod:`attnscore.catalogue.mistakes`) is recomputed on the same inputs (as the implementation
+received them, promoted to float64; bool masks stay bool) and compared with the output under the
+case's allowed error, widened by the close tolerance of the tested dtype (of the precision the
+mistake computes in, for ``computed_in_float32``). A mistake with parameters (a constant scale
+ratio, a fill value) first fits them to the output; a mistake with several forms (real code that
+differs only where conventions differ, such as a query with no kept key) matches when one of its
+forms does. A mistake that agrees with the golden value on these inputs cannot explain a failure
+and is skipped. The ones that match are *candidates*; a name is shown only when evidence rules it
+in (the evidence rule):
 
 1. **Agreement on other inputs.** With a runner (always, when grading or testing), the
    implementation is also called on :data:`CONFIRMATIONS` fixed random inputs of the contract
-   (every size >= 2, drawn once per spec and dtype, the same for every submission). A candidate
-   survives only if, on each of them, the implementation's output matches the mistake
-   recomputed there (or both raise). A 1×1 output that happens to equal a worked example's
-   answer, or a NaN that several wrong rules share on one edge case, does not survive.
+   (random non-zero values; every size >= 2; ``d_k`` differs between them, and on each of them
+   √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads;
+   every query keeps a key and masks one; the same for every submission). A candidate survives
+   only if, on each of them, the implementation's output matches the mistake recomputed there,
+   with the parameters fitted on the failing call and the same form throughout (or both raise).
 2. **Enough entries.** Over the failing call and the confirmation inputs together, the
    mistake must differ from the golden value in at least :data:`MIN_EVIDENCE` entries: one
    scalar that matches is a coincidence, not a diagnosis.
-3. **One name.** Exactly one candidate must survive; otherwise the diagnosis is None and the
-   feedback says nothing more: a wrong name is worse than none.
+3. **One name.** When several candidates survive, or one lacks evidence, the implementation is
+   called on probe inputs where they disagree or where the short one is not golden (the spec's
+   worked examples, and corners of the first confirmation input: a query with every key masked,
+   a masked key holding +inf, NaN or a huge score, more queries than keys); a candidate that does
+   not match there is dropped, one that does gains its evidence. Exactly one must remain, with
+   enough evidence; otherwise the diagnosis is None and the feedback says nothing more: a wrong
+   name is worse than none.
 
-A mistake that does not apply to the tested dtype (``computed_in_float16`` for float16 inputs,
-whose message says "do not cast to half") is never a candidate.
+A mistake that cannot happen in the tested dtype (``computed_in_float16`` for float16 inputs,
+``computed_in_float32`` for anything but float64; :meth:`Mistake.applies_in`) is never a candidate.
 """
 
 from __future__ import annotations
 
 import warnings
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,38 +46,72 @@ import torch
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call, derive_seed
 from attnscore.check.outputs import CallFailure, Received, to_received
-from attnscore.check.strategies import draw_examples, legend_sizes, random_args
+from attnscore.maths.dtypes import UNIT_ROUNDOFF
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
 
-__all__ = ["diagnose", "recompute", "matches", "holds", "CONFIRMATIONS", "MIN_EVIDENCE"]
+__all__ = [
+    "diagnose",
+    "recompute",
+    "matches",
+    "holds",
+    "confirmation_args",
+    "nonfinite_hint",
+    "CONFIRMATIONS",
+    "MIN_EVIDENCE",
+]
 
 CONFIRMATIONS = 3
 MIN_EVIDENCE = 2
 
-# Which mistakes cannot be what happened in a dtype: their message would be false there.
-_NOT_IN_DTYPE = {"computed_in_float16": ("float16",)}
+# The legend sizes of the confirmation inputs. d_k differs from one to the next, so that no
+# per-d_k scale rule (√d_k, d_k/2, 2·d_k, √(heads·d_k)) is a constant factor of the right one over
+# all three, and on each of them those scales and √d_v all differ (d_k = 4, where d_k/2 = √d_k, is
+# avoided); d_v != d_k; two to four heads; n_q <= n_k, so no query lacks a key under either
+# causal alignment; d_a = d_k once (for the additive projection mistake that needs it).
+_CONFIRMATION_SIZES: tuple[dict[str, Any], ...] = (
+    {"...": (2,), "n_q": 3, "n_k": 5, "d_k": 3, "d_v": 5, "d_q": 4, "d_a": 2},
+    {"...": (3,), "n_q": 4, "n_k": 4, "d_k": 6, "d_v": 4, "d_q": 3, "d_a": 5},
+    {"...": (2, 4), "n_q": 2, "n_k": 6, "d_k": 10, "d_v": 7, "d_q": 5, "d_a": 10},
+)
 
-# The confirmation inputs per (spec, dtype), and each runner's outputs on them.
-_INPUTS: dict[tuple[str, int, str, str], list[Any]] = {}
-_OUTPUTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, str], list[Any]]] = weakref.WeakKeyDictionary()
+# The confirmation and probe inputs per (spec, dtype), and each runner's outputs on them.
+_INPUTS: dict[tuple[str, ...], list[Any]] = {}
+_OUTPUTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], list[Any]]] = weakref.WeakKeyDictionary()
 
 
-def recompute(mistake: Mistake, spec: Any, args: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The mistake's output on ``args`` in float64 (None when it raises or returns no numbers)."""
-    tensors = [
-        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
-        for a in args.values()
-    ]
+@dataclass
+class _Candidate:
+    """A mistake that explains the failing output: its fitted parameters, the forms that held on
+    every input seen so far, and how many entries of those inputs it gets wrong (the evidence)."""
+
+    mistake: Mistake
+    params: dict[str, float]
+    forms: set[int] = field(default_factory=set)
+    evidence: int = 0
+
+
+def recompute(
+    mistake: Mistake, spec: Any, args: dict[str, np.ndarray], form: int = 0, params: dict[str, float] | None = None
+) -> np.ndarray | None:
+    """The mistake's output (its ``form``, with ``params``) on ``args`` in float64 (None when it
+    raises or returns no numbers)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            value = mistake.bind(spec.contract, spec)(*tensors)
+            value = mistake.bind(spec.contract, spec, form, **(params or {}))(*_tensors(args))
     except Exception:  # noqa: BLE001 - a mistake that cannot run on these inputs does not match
         return None
     received = to_received(value)
     if not isinstance(received, Received):
         return None
     return received.array.astype(np.float64)
+
+
+def _tensors(args: dict[str, np.ndarray]) -> list[torch.Tensor]:
+    return [
+        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
+        for a in args.values()
+    ]
 
 
 def _tolerance(allowed: np.ndarray | float, want: np.ndarray, shape: tuple[int, ...], dtype: str) -> Any:
@@ -83,100 +128,336 @@ def matches(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, dtyp
     return close_enough(got, want, _tolerance(allowed, want, got.shape, dtype))
 
 
-def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str) -> int:
-    """How many entries of the mistake's value are not the golden value (all of them if shapes differ)."""
+def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str, strict: bool = False) -> int:
+    """How many entries of the mistake's value are not the golden value (all of them if shapes differ).
+
+    ``strict``: within the case's allowed error only, not widened by close(dtype) (whose float64
+    rtol of 1e-7 is coarser than float32 rounding), for a mistake that is only a precision.
+    """
     if want.shape != golden.shape:
         return max(int(want.size), 1)
-    return int(np.count_nonzero(~entries_close(want, golden, _tolerance(allowed, golden, want.shape, dtype))))
+    if strict:
+        tol = np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), want.shape)
+    else:
+        tol = _tolerance(allowed, golden, want.shape, dtype)
+    return int(np.count_nonzero(~entries_close(want, golden, tol)))
 
 
-def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> tuple[bool, int]:
-    """Whether ``mistake`` explains ``got`` on ``call``, and in how many entries it differs from golden."""
-    want = recompute(mistake, spec, call.args)
+def _right(mistake: Mistake, want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str) -> bool:
+    """Whether the mistake's value is the golden value here (so it cannot explain a failure)."""
+    if mistake.computes_in:
+        return _differing(want, golden, allowed, dtype, strict=True) == 0
+    return matches(want, golden, allowed, dtype)
+
+
+def _holds_on(
+    cand: _Candidate, spec: Any, call: Any, got: np.ndarray | None, dtype: str, skip_right: bool
+) -> tuple[set[int], int]:
+    """The forms of ``cand`` whose output on ``call`` is ``got`` (None: the implementation raised,
+    so the forms that raise too), and the evidence: entries where the first of them is not golden.
+
+    ``skip_right``: a form that gives the golden value here cannot explain a failure (the failing
+    call itself), so it does not count.
+    """
     golden = np.asarray(call.golden, dtype=np.float64)
     allowed = np.asarray(call.allowed, dtype=np.float64)
-    if want is None:
-        return False, 0
-    if want.shape == golden.shape and matches(want, golden, allowed, dtype):
-        return False, 0  # the mistake gives the right answer here: it cannot explain a failure
-    tol = allowed if want.shape == golden.shape else 0.0
-    return matches(got, want, tol, dtype), _differing(want, golden, allowed, dtype)
+    mistake = cand.mistake
+    level = mistake.computes_in or dtype
+    held: set[int] = set()
+    evidence = -1
+    for form in sorted(cand.forms):
+        want = recompute(mistake, spec, call.args, form, cand.params)
+        if want is None or got is None:
+            if want is None and got is None:
+                held.add(form)  # both raise here: consistent, but no evidence
+                evidence = max(evidence, 0)
+            continue
+        if skip_right and want.shape == golden.shape and _right(mistake, want, golden, allowed, dtype):
+            continue
+        tol: np.ndarray | float = allowed if want.shape == golden.shape else 0.0
+        if mistake.computes_in:  # rounding errors of the precision the mistake computes in
+            tol = np.asarray(tol) * (UNIT_ROUNDOFF[level] / UNIT_ROUNDOFF[dtype])
+        if matches(got, want, tol, level):
+            held.add(form)
+            if evidence < 0:
+                evidence = _differing(want, golden, allowed, dtype, strict=bool(mistake.computes_in))
+    return held, max(evidence, 0)
+
+
+def _candidate(mistake: Mistake, spec: Any, call: Any, got: np.ndarray) -> _Candidate | None:
+    """``mistake`` as a candidate for ``got`` on ``call`` (parameters fitted first), or None."""
+    params: dict[str, float] = {}
+    if mistake.fit is not None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fitted = mistake.fit(spec.contract, tuple(_tensors(call.args)), got)
+        except Exception:  # noqa: BLE001 - a fit that cannot run on these inputs explains nothing
+            fitted = None
+        if fitted is None:
+            return None
+        params = dict(fitted)
+    cand = _Candidate(mistake, params, set(range(mistake.form_count)))
+    return cand
+
+
+def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> _Candidate | None:
+    """``mistake`` as a candidate that explains ``got`` on ``call``, or None."""
+    cand = _candidate(mistake, spec, call, got)
+    if cand is None:
+        return None
+    cand.forms, cand.evidence = _holds_on(cand, spec, call, got, dtype, skip_right=True)
+    return cand if cand.forms else None
 
 
 def holds(mistake: Mistake, spec: Any, call: Any, received: Received, dtype: str) -> bool:
     """Whether the output ``received`` of ``call`` is what ``mistake`` gives (and not the golden value)."""
-    return _explains(mistake, spec, call, received.array.astype(np.float64), dtype)[0]
+    return _explains(mistake, spec, call, received.array.astype(np.float64), dtype) is not None
 
 
-def _confirmation_calls(spec: Any, dtype: str) -> list[Any]:
-    """:data:`CONFIRMATIONS` fixed random calls of the spec's contract (every size >= 2)."""
-    key = (spec.id, spec.version, str(getattr(spec, "path", "")), dtype)
+def _random_array(rng: np.random.Generator, shape: tuple[int, ...], is_bool: bool) -> np.ndarray:
+    """Random non-zero values in ±[0.25, 2] (no ties, no zeros); a mask keeps about 60% of the
+    keys, and in every row at least one key and (with two or more keys) masks at least one."""
+    if not is_bool:
+        return rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.25, 2.0, size=shape)
+    mask = rng.random(shape) < 0.6
+    if len(shape) >= 1 and shape[-1] >= 1:
+        rows = mask.reshape(-1, shape[-1])
+        for row in rows:
+            row[rng.integers(shape[-1])] = True
+            if shape[-1] >= 2 and row.all():
+                row[rng.integers(shape[-1])] = False
+                if not row.any():
+                    row[0] = True
+        mask = rows.reshape(shape)
+    return mask
+
+
+def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
+    """The :data:`CONFIRMATIONS` argument sets (by contract parameter name, float64 or bool) the
+    implementation is also called on, drawn once per spec from its seed (see ``_CONFIRMATION_SIZES``)."""
+    contract = spec.contract
+    out = []
+    for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
+        rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
+        args = {}
+        for name, legend in contract.parameters:
+            shape: tuple[int, ...] = ()
+            for sym in legend:
+                shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)
+            args[name] = _random_array(rng, shape, name in contract.bool_parameters)
+        out.append(args)
+    return out
+
+
+def _corners(spec: Any, base: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inputs where conventions and masking rules part: from ``base``, a query with every key
+    masked; a masked key holding +inf, NaN or a huge score; more queries than keys."""
+    contract = spec.contract
+    names = set(contract.parameter_names)
+    out: list[dict[str, np.ndarray]] = []
+    if "mask" in names:
+        mask = np.array(base["mask"], dtype=bool)
+        full = dict(base, mask=mask.copy())
+        full["mask"][..., 0, :] = False
+        out.append(full)
+        first = mask[..., 0, :].reshape(-1, mask.shape[-1])[0]
+        j = int(np.argmin(first))  # a masked key of query 0 (every row masks one)
+        if "S" in names:
+            for value in (np.inf, np.nan, 1e4):
+                S = np.array(base["S"], dtype=np.float64)
+                S[..., 0, j] = value
+                out.append(dict(base, S=S))
+        elif {"Q", "K"} <= names:
+            Q, K = np.asarray(base["Q"], dtype=np.float64), np.array(base["K"], dtype=np.float64)
+            q0 = Q[..., 0, :]
+            K[..., j, :] = q0 * (1e4 * np.sqrt(Q.shape[-1]) / np.sum(q0 * q0, axis=-1, keepdims=True))
+            out.append(dict(base, K=K))  # query 0's masked key j scores 1e4
+            K = np.array(base["K"], dtype=np.float64)
+            K[..., j, :] = np.inf * np.sign(q0)  # query 0's masked key j scores +inf
+            out.append(dict(base, K=K))
+    if contract.name.startswith("causal_attention") and {"Q", "K", "V"} <= names:
+        Q, K, V = (np.asarray(base[n]) for n in ("Q", "K", "V"))
+        n = min(K.shape[-2], Q.shape[-2])
+        out.append({"Q": np.concatenate([Q, Q[..., :1, :]], axis=-2), "K": K[..., : n - 1, :], "V": V[..., : n - 1, :]})
+    return out
+
+
+def _calls(spec: Any, dtype: str, which: str) -> list[Any]:
+    """The confirmation calls (``which="confirm"``) or the probe calls (``"probe"``: the worked
+    examples and the corners), made once per spec and dtype."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, which)
     if key not in _INPUTS:
-        contract = spec.contract
-        strategy = legend_sizes(contract, max_size=6, min_size=2).flatmap(
-            lambda sizes: random_args(contract, 5.0, sizes)
-        )
-        examples = draw_examples(strategy, CONFIRMATIONS, derive_seed(spec.id, spec.version, "diagnosis", dtype))
-        _INPUTS[key] = [_call(spec, args, dtype, spec.tolerance) for args in examples]
+        confirm = confirmation_args(spec)
+        if which == "confirm":
+            _INPUTS[key] = [_call(spec, args, dtype, spec.tolerance) for args in confirm]
+        else:
+            calls = []
+            for ex in getattr(spec, "worked_examples", ()):
+                try:
+                    calls.append(_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
+                except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
+                    continue
+            calls.extend(_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
+            _INPUTS[key] = calls
     return _INPUTS[key]
 
 
-def _confirmation_outputs(spec: Any, runner: Any, dtype: str) -> list[tuple[Any, Any]]:
-    """The runner's outputs on the confirmation calls, made once per runner, spec and dtype."""
-    calls = _confirmation_calls(spec, dtype)
+def _outputs(spec: Any, runner: Any, dtype: str, which: str) -> list[tuple[Any, Any]]:
+    """The runner's outputs on :func:`_calls`, made once per runner, spec, dtype and kind."""
+    calls = _calls(spec, dtype, which)
     try:
         cache = _OUTPUTS.setdefault(runner, {})
     except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
         cache = {}
-    key = (spec.id, spec.version, dtype)
+    key = (spec.id, str(spec.version), dtype, which)
     if key not in cache:
         cache[key] = [runner.call(c.args, dtype) for c in calls]
     return list(zip(calls, cache[key], strict=True))
 
 
-def _confirmed(mistake: Mistake, spec: Any, observed: list[tuple[Any, Any]], dtype: str) -> tuple[bool, int]:
-    """Whether the implementation behaves as ``mistake`` on every confirmation input; evidence count."""
-    evidence = 0
+def _values(outcome: Any) -> np.ndarray | None:
+    return None if isinstance(outcome, CallFailure) else outcome.array.astype(np.float64)
+
+
+def _confirm(cand: _Candidate, spec: Any, observed: list[tuple[Any, Any]], dtype: str) -> bool:
+    """Keep the forms of ``cand`` that hold on every observed call; add their evidence."""
     for call, outcome in observed:
-        want = recompute(mistake, spec, call.args)
-        if isinstance(outcome, CallFailure) or want is None:
-            if isinstance(outcome, CallFailure) and want is None:
-                continue  # both raise here: consistent, but no evidence
-            return False, 0
-        golden = np.asarray(call.golden, dtype=np.float64)
-        allowed = np.asarray(call.allowed, dtype=np.float64)
-        tol = allowed if want.shape == golden.shape else 0.0
-        if not matches(outcome.array.astype(np.float64), want, tol, dtype):
-            return False, 0
-        evidence += _differing(want, golden, allowed, dtype)
-    return True, evidence
+        cand.forms, more = _holds_on(cand, spec, call, _values(outcome), dtype, skip_right=False)
+        if not cand.forms:
+            return False
+        cand.evidence += more
+    return True
+
+
+def _disagree(cands: list[_Candidate], spec: Any, call: Any, dtype: str) -> bool:
+    """Whether the candidates' outputs on ``call`` are not all the same (so it can tell them apart)."""
+    wants = [recompute(c.mistake, spec, call.args, f, c.params) for c in cands for f in sorted(c.forms)]
+    first = wants[0]
+    allowed = np.asarray(call.allowed, dtype=np.float64)
+    for want in wants[1:]:
+        if (first is None) != (want is None):
+            return True
+        if first is not None and want is not None:
+            tol = allowed if want.shape == np.shape(call.golden) else 0.0
+            if not matches(want, first, tol, dtype):
+                return True
+    return False
+
+
+def _differs_from_golden(cand: _Candidate, spec: Any, call: Any, dtype: str) -> bool:
+    golden = np.asarray(call.golden, dtype=np.float64)
+    allowed = np.asarray(call.allowed, dtype=np.float64)
+    for form in sorted(cand.forms):
+        want = recompute(cand.mistake, spec, call.args, form, cand.params)
+        if want is None or want.shape != golden.shape or not _right(cand.mistake, want, golden, allowed, dtype):
+            return True
+    return False
+
+
+def _probe(cands: list[_Candidate], spec: Any, runner: Any, dtype: str) -> list[_Candidate]:
+    """Call the implementation on the probe inputs that can tell the candidates apart (where they
+    disagree) or add evidence (where a candidate short of :data:`MIN_EVIDENCE` is not golden), and
+    drop the candidates that do not hold there."""
+
+    def settled() -> bool:
+        return len(cands) <= 1 and all(c.evidence >= MIN_EVIDENCE for c in cands)
+
+    for number, call in enumerate(_calls(spec, dtype, "probe")):
+        if settled():
+            break
+        useful = (len(cands) > 1 and _disagree(cands, spec, call, dtype)) or any(
+            c.evidence < MIN_EVIDENCE and _differs_from_golden(c, spec, call, dtype) for c in cands
+        )
+        if not useful:
+            continue
+        outcome = _outputs(spec, runner, dtype, "probe")[number][1]
+        cands = [c for c in cands if _confirm(c, spec, [(call, outcome)], dtype)]
+    return cands
 
 
 def diagnose(spec: Any, call: Any, received: Received, dtype: str, runner: Any = None) -> dict[str, str] | None:
     """``{"id", "message"}`` of the one catalogue mistake the output matches, with evidence, else None.
 
-    ``runner`` makes the confirmation calls (see the module docstring); without it only the
-    failing call counts as evidence.
+    ``runner`` makes the confirmation and probe calls (see the module docstring); without it only
+    the failing call counts as evidence. The message has the fitted parameters filled in
+    (``r = 0.5`` for a constant scale ratio).
     """
     got = received.array.astype(np.float64)
-    found: list[tuple[Mistake, int]] = []
+    found: list[_Candidate] = []
     for mistake in mistakes_for(spec.contract.name):
-        if dtype in _NOT_IN_DTYPE.get(mistake.id, ()):
+        if not mistake.applies_in(dtype):
             continue
-        explained, evidence = _explains(mistake, spec, call, got, dtype)
-        if explained:
-            found.append((mistake, evidence))
+        cand = _explains(mistake, spec, call, got, dtype)
+        if cand is not None:
+            found.append(cand)
     if not found:
         return None
     if runner is not None:
-        observed = _confirmation_outputs(spec, runner, dtype)
-        survivors = []
-        for mistake, evidence in found:
-            ok, more = _confirmed(mistake, spec, observed, dtype)
-            if ok:
-                survivors.append((mistake, evidence + more))
-        found = survivors
-    found = [(m, e) for m, e in found if e >= MIN_EVIDENCE]
+        observed = _outputs(spec, runner, dtype, "confirm")
+        found = [c for c in found if _confirm(c, spec, observed, dtype)]
+    if runner is not None and (len(found) > 1 or any(c.evidence < MIN_EVIDENCE for c in found)):
+        found = _probe(found, spec, runner, dtype)
+    found = [c for c in found if c.evidence >= MIN_EVIDENCE]
     if len(found) != 1:
         return None
-    return {"id": found[0][0].id, "message": found[0][0].message}
+    return {"id": found[0].mistake.id, "message": found[0].mistake.describe(found[0].params)}
+
+
+def _keep(spec: Any, args: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The keep mask (True = kept) of a call, ``(..., n_q, n_k)``: the mask argument, or the causal
+    mask of a flag form; None for contracts without one."""
+    contract = spec.contract
+    values = dict(zip(contract.parameter_names, args.values(), strict=True))
+    if "mask" in values:
+        return np.asarray(values["mask"], dtype=bool)
+    if contract.name.startswith("causal_attention") and {"Q", "K"} <= set(values):
+        n_q, n_k = np.shape(values["Q"])[-2], np.shape(values["K"])[-2]
+        i, j = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
+        return j <= i + (0 if contract.name.endswith("top_left") else n_k - n_q)
+    return None
+
+
+def nonfinite_hint(spec: Any, call: Any, received: Received) -> str | None:
+    """A masking-specific cause for non-finite output entries that sit in a masked row, else None.
+
+    The first unexpected non-finite entry's row (query) is looked up in the keep mask: a query
+    with no kept key, or one whose masked keys hold +inf, NaN or a huge score, gets a sentence
+    about that (softmax of all -inf is 0/0; inf + (-inf) is NaN), instead of the generic "look for
+    a division by zero" hint.
+    """
+    keep = _keep(spec, call.args)
+    got = received.array.astype(np.float64)
+    golden = np.asarray(call.golden, dtype=np.float64)
+    if keep is None or got.shape != golden.shape or got.ndim < 1:
+        return None
+    bad = ~np.isfinite(got) & np.isfinite(golden)
+    if not bad.any():
+        return None
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    row_shape = got.shape[:-1]  # (..., n_q): one row per query for weights, scores and outputs
+    try:
+        rows = np.broadcast_to(keep, (*row_shape, keep.shape[-1])) if keep.ndim else None
+    except ValueError:
+        return None
+    if rows is None:
+        return None
+    kept = rows[index[:-1]]
+    if spec.contract.kind == "mask":
+        return (
+            "a masked entry became non-finite: adding -inf to a masked score of +inf or NaN gives NaN; "
+            "replace masked entries instead, scores.masked_fill(~mask, float('-inf'))"
+        )
+    if not kept.any():
+        return (
+            "this query keeps no key: softmax over scores that are all -inf is 0/0 = NaN; give a query "
+            "with no kept key zero weights (e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0))"
+        )
+    if not kept.all():
+        return (
+            "this query has masked keys: a masked score that is +inf or NaN (or a huge score taken into "
+            "the row max) must not reach the softmax; replace masked scores with "
+            "scores.masked_fill(~mask, float('-inf')) before the max and exp, instead of adding -inf "
+            "(inf + (-inf) = NaN) or multiplying exp by the mask afterwards"
+        )
+    return None

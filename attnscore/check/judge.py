@@ -20,7 +20,7 @@ from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
 from attnscore.check.conventions import applicable_corners, corner_region, set_aside
-from attnscore.check.diagnosis import diagnose, holds
+from attnscore.check.diagnosis import diagnose, holds, nonfinite_hint
 from attnscore.check.layouts import describe_layout
 from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
@@ -217,7 +217,8 @@ def _judge_once(
                 tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
                 dtype=dtype,
             )
-        if mismatch is None and call.check is not None:
+        property_held = False
+        if call.check is not None and (mismatch is None or mismatch.verdict is Verdict.WRONG_VALUE):
             group = call.group or (number - 1,)
             ctx = CheckContext(
                 outputs=[outputs[i] for i in group],
@@ -230,7 +231,13 @@ def _judge_once(
                 contract=spec.contract,
                 example=call.example,
             )
-            check_text = call.check(ctx) or ""
+            if mismatch is None:
+                check_text = call.check(ctx) or ""
+            else:  # wrong values: does the property itself hold on them? (the header says which)
+                try:
+                    property_held = not call.check(ctx)
+                except Exception:  # noqa: BLE001 - a check that cannot read these values does not hold
+                    property_held = False
             if check_text:
                 prop_diag = get_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
                 if prop_diag:
@@ -247,6 +254,8 @@ def _judge_once(
         hint = ""
         if case.property_name and verdict is Verdict.WRONG_VALUE:
             hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
+        if verdict is Verdict.NON_FINITE:
+            hint = nonfinite_hint(spec, call, outcome) or ""
         failure = _failure(
             spec,
             case,
@@ -261,6 +270,7 @@ def _judge_once(
             diagnosis=diagnosis,
             corner=wrong_corner(spec, call, outcome) if diagnose_failures else "",
             set_aside=tuple(spec.set_aside),
+            property_held=property_held,
         )
         return _failed(case, failure, number)
     return CaseResult(

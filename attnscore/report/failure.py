@@ -123,6 +123,8 @@ class Failure:
         other_causes: failures of the same case found with ``corner`` set aside: a second cause,
             never hidden behind the first (each with its own diagnosis and counterexample).
         beside: on a second cause, the corner of the first failure that was set aside to find it.
+        property_held: a property case whose values differ from the reference while the property's
+            own check holds on the same output (the header then says so: the property is not the cause).
     """
 
     verdict: Verdict
@@ -155,6 +157,7 @@ class Failure:
     set_aside: tuple[str, ...] = ()
     other_causes: tuple[Failure, ...] = ()
     beside: str = ""
+    property_held: bool = False
 
     @property
     def size(self) -> int:

@@ -147,7 +147,7 @@ def _head(m: Mismatch) -> str:
     return f"{m.wrong} of {m.total} entries of {m.name} are wrong" if m.total > 1 else f"{m.name} is wrong"
 
 
-def mismatch_text(m: Mismatch, *, hidden: bool = False) -> str:
+def mismatch_text(m: Mismatch, *, hidden: bool = False, cause: str = "") -> str:
     """A comparison's findings in words: the reason, or a count and the worst entries.
 
     >>> from attnscore.report.failure import EntryMismatch
@@ -155,6 +155,8 @@ def mismatch_text(m: Mismatch, *, hidden: bool = False) -> str:
     ...     entries=(EntryMismatch((1,), 0.5, 0.0, 0.5, 0.0, exact=True),), got_dtype="float32", dtype="float32")))
     1 of 3 entries of out are wrong (exact comparison):
       out[1] = 0.5, expected 0 (|error| 0.5 > allowed 0 (exact here))
+
+    ``cause``: a specific cause of non-finite entries (a masked row), said instead of the generic hint.
     """
     if hidden:
         return hidden_mismatch_text(m)
@@ -166,7 +168,7 @@ def mismatch_text(m: Mismatch, *, hidden: bool = False) -> str:
         text += f", expected {format_number(first.expected, m.dtype)}"
         if m.wrong > 1:
             text += f" ({m.wrong} non-finite entries in all)"
-        return text + "; look for a division by zero, an overflow or a log/sqrt of a bad value"
+        return text + "; " + (cause or "look for a division by zero, an overflow or a log/sqrt of a bad value")
     head = _head(m)
     lines = [head + (f" ({m.tolerance})" if m.tolerance else "") + ":"]
     for e in m.entries:
@@ -233,7 +235,8 @@ def reproduction(failure: Failure) -> str:
 def _reason(failure: Failure) -> str:
     """Why the failing call failed, in words, under the hidden-case rules."""
     if failure.mismatch is not None:
-        return mismatch_text(failure.mismatch, hidden=failure.hidden)
+        cause = failure.hint if failure.mismatch.verdict is Verdict.NON_FINITE and not failure.hidden else ""
+        return mismatch_text(failure.mismatch, hidden=failure.hidden, cause=cause)
     if failure.check:
         if failure.hidden:
             return "the property does not hold on this input (details are not shown for a hidden case)"
@@ -280,7 +283,13 @@ def failure_text(failure: Failure) -> str:
     if failure.beside:
         lines.append(f"Second cause, outside {failure.beside} (set aside to find it):")
     if failure.kind == "property":
-        lines.append(f"Property: {failure.statement} ({failure.location})")
+        if failure.property_held:  # the values are the cause, not the property: say so first
+            lines.append(
+                f"Wrong values on an input drawn for the property: {failure.statement} ({failure.location}) "
+                "(the property itself holds on this output; the values differ from the reference)"
+            )
+        else:
+            lines.append(f"Property: {failure.statement} ({failure.location})")
         lines.append(
             f"Failed on a hidden generated input {failure.example} of {failure.examples}."
             if hidden

@@ -92,6 +92,7 @@ def _failure_record(f: Failure) -> dict[str, Any]:
         "set_aside": list(f.set_aside),
         "beside": f.beside,
         "other_causes": [_failure_record(o) for o in f.other_causes],
+        "property_held": f.property_held,
     }
 
 
@@ -255,6 +256,7 @@ def _failure_from(data: Any, where: str) -> Failure:
             _failure_from(o, f"{where}.other_causes[{i}]")
             for i, o in enumerate(_optional(data, "other_causes", list, [], where))
         ),
+        property_held=bool(data.get("property_held", False)),
     )
 
 

@@ -64,12 +64,17 @@ class Property:
         golden: whether every call is also compared with the golden value.
         hint: ``(got, golden) -> str | None``: a sentence explaining a failing output.
         diagnosis: the catalogue mistake to report when ``check`` fails (see :mod:`attnscore.catalogue.mistakes`):
-            its id, or ``CheckContext -> id | None`` to name it only when the outputs really show it
-            (None: the failing output goes to the value diagnosis, :mod:`attnscore.check.diagnosis`).
+            its id, or ``CheckContext -> id | None``. Only for a mistake the check observes directly
+            (an input the runner saw change, a float64 result with the right values), never one
+            inferred from values: those go to the value diagnosis, which needs evidence on further
+            inputs (:mod:`attnscore.check.diagnosis`; None here).
         default_max_value: default bound on input magnitudes.
         layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
             the example's *last* call is handed over in (:mod:`attnscore.check.layouts`); earlier calls
             and properties without it get fresh contiguous tensors.
+        call_layouts: ``(contract, example) -> [{argument: layout} | None, ...]``, one entry per call
+            (None: fresh contiguous tensors); when set it replaces ``layouts``, so that each call
+            can hand over different arguments as views.
     """
 
     name: str
@@ -84,6 +89,7 @@ class Property:
     default_max_value: float = 10.0
     tags: tuple[str, ...] = field(default_factory=tuple)
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
+    call_layouts: Callable[[Contract, Any], list[dict[str, str] | None]] | None = None
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.

@@ -108,13 +108,6 @@ def _fully_masked_zero(ctx: CheckContext) -> str | None:
     return None
 
 
-def _nan_in_fully_masked_rows(ctx: CheckContext) -> str | None:
-    """``nan_fully_masked`` only when a fully masked row holds NaN (uniform rows are another mistake)."""
-    w, mask = ctx.values(0), ctx.args[0]["mask"]
-    rows = ~mask.any(axis=-1)
-    return "nan_fully_masked" if w.shape[:-1] == mask.shape[:-1] and np.isnan(w[rows]).any() else None
-
-
 def _fully_masked_query_zero(ctx: CheckContext) -> str | None:
     """attention: a query with no kept key gets the zero vector; the other rows are the value cases' concern."""
     out, golden, mask = ctx.values(0), ctx.goldens[0], np.asarray(ctx.args[0]["mask"], dtype=bool)
@@ -230,7 +223,6 @@ register(
         applies=_is_weights,
         check=_fully_masked_zero,
         golden=False,  # judges only its own property: the fully masked rows
-        diagnosis=_nan_in_fully_masked_rows,
     )
 )
 register(
@@ -284,6 +276,5 @@ register(
         applies=lambda c: c.kind == "attention",
         check=_fully_masked_query_zero,
         golden=False,  # judges only its own property: the fully masked queries
-        diagnosis=_nan_in_fully_masked_rows,
     )
 )
