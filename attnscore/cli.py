@@ -63,7 +63,9 @@ def handle_errors(command: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             log = write_error_log(exc)
             attach = f"please report this and attach {log}" if log else "please report this"
-            _fail(f"internal error: {type(exc).__name__}: {_one_line(exc)} ({attach}; nothing was written)", EXIT_INTERNAL)
+            _fail(
+                f"internal error: {type(exc).__name__}: {_one_line(exc)} ({attach}; nothing was written)", EXIT_INTERNAL
+            )
 
     return wrapper  # type: ignore[return-value]
 
