@@ -41,9 +41,9 @@ def test_cluster_grades_like_grade_many(cluster):
     submissions = find_submissions([str(SCORES / n) for n in NAMES], one=True)
     seen = []
     remote = grade_on_cluster(
-        submissions, spec, cluster, limits=Limits(call_timeout_s=3), shrink_steps=0, on_result=seen.append
+        submissions, spec, cluster, limits=Limits(call_timeout_s=30), shrink_steps=0, on_result=seen.append
     )
-    local = grade_many(submissions, spec, limits=Limits(call_timeout_s=3), shrink_steps=0)
+    local = grade_many(submissions, spec, limits=Limits(call_timeout_s=30), shrink_steps=0)
     assert [r.submission for r in remote] == [s.name for s in submissions]
     assert sorted(r.submission for r in seen) == sorted(s.name for s in submissions)
     for there, here in zip(remote, local, strict=True):
