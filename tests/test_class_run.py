@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from attnscore.grade.gradebook import Gradebook
 
@@ -54,7 +55,7 @@ def _events(out: Path) -> dict[str, int]:
     path = out / "gradebook.sqlite"
     if not path.exists():
         return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
     try:
         return dict(db.execute("SELECT student, COUNT(*) FROM events GROUP BY student").fetchall())
     except sqlite3.OperationalError:  # tables not created yet
@@ -63,7 +64,7 @@ def _events(out: Path) -> dict[str, int]:
         db.close()
 
 
-def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
+def _finish(proc: subprocess.Popen, timeout: float = HANG_GUARD_S) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 
@@ -158,7 +159,7 @@ def test_class_run_usage_errors(tmp_path, args, line):
         [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out"), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == line
@@ -176,7 +177,7 @@ def test_duplicate_student_names_are_refused(tmp_path):
          str(tmp_path / "out")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert proc.returncode == 2
     assert "two submissions are both named 'x.py'" in proc.stderr
@@ -192,7 +193,7 @@ def test_a_locked_gradebook_is_a_one_line_error(tmp_path):
             [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out")],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_GUARD_S,
         )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: ")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.cli import main
 
@@ -245,7 +246,7 @@ def test_check_does_not_import_the_other_commands():
         "    assert exit.code == 0, exit.code\n"
         "print(sorted(m for m in sys.modules if m.startswith('attnscore.practice') or m == 'rich.progress'))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
     listed = CliRunner().invoke(main, ["--help"])
