@@ -198,3 +198,17 @@ def test_a_locked_gradebook_is_a_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "another attnscore grade run is using this gradebook" in proc.stderr
+
+
+def test_temporary_files_of_a_run_killed_mid_write_are_swept(tmp_path):
+    """The atomic writer's leftovers (.NAME.XXXXXXXX.tmp) go; feedback files and other names stay."""
+    from attnscore.grade.class_run import sweep_partial_writes
+
+    (tmp_path / ".ben.py.txt.6yzv40gu.tmp").write_text("half")
+    (tmp_path / "ben.py.txt").write_text("feedback")
+    (tmp_path / ".hidden.txt").write_text("kept")
+    (tmp_path / ".folder.tmp").mkdir()
+    (tmp_path / ".link.tmp").symlink_to(tmp_path / "ben.py.txt")
+    assert sweep_partial_writes(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".folder.tmp", ".hidden.txt", ".link.tmp", "ben.py.txt"]
+    assert sweep_partial_writes(tmp_path / "missing") == 0
