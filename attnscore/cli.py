@@ -61,11 +61,72 @@ def handle_errors(command: F) -> F:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence
+            log = write_error_log(exc)
+            attach = f"please report this and attach {log}" if log else "please report this"
             _fail(
-                f"internal error: {type(exc).__name__}: {exc} (please report this; nothing was written)", EXIT_INTERNAL
+                f"internal error: {type(exc).__name__}: {_one_line(exc)} ({attach}; nothing was written)", EXIT_INTERNAL
             )
 
     return wrapper  # type: ignore[return-value]
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """The exception's text on one line, at most ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def error_log_folder() -> Path:
+    """Where internal-error logs go: ``$XDG_CACHE_HOME/attnscore/errors`` (default
+    ``~/.cache/attnscore/errors``), a folder only its owner can enter."""
+    import os
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "attnscore" / "errors"
+
+
+def write_error_log(exc: BaseException) -> Path | None:
+    """Write the full traceback of an internal error to a new file only its owner can read (0600);
+    its path, or None when neither the cache folder nor the temp folder can take it.
+
+    The file holds the command line, the versions of attnscore, Python and torch, and the chained
+    traceback, so that a user can attach it to a report. It goes to :func:`error_log_folder`
+    (made 0700), or to the temp folder when that cannot be written. Never raises.
+    """
+    import os
+    import platform
+    import tempfile
+    import time
+    import traceback
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("attnscore")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        ours = "unknown"
+    torch = sys.modules.get("torch")
+    try:
+        trace = "".join(traceback.format_exception(exc))
+    except RecursionError:  # a chain or a stack too deep to format whole
+        trace = "".join(traceback.format_exception(exc, limit=200, chain=False))
+    text = (
+        f"attnscore {ours} internal error at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n"
+        f"command: {' '.join(sys.argv)}\n"
+        f"python {platform.python_version()} on {platform.platform()}; "
+        f"torch {getattr(torch, '__version__', 'not loaded')}; pid {os.getpid()}\n\n{trace}"
+    )
+    name = f"internal-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-"
+    for folder in (error_log_folder(), Path(tempfile.gettempdir())):
+        try:
+            if folder != Path(tempfile.gettempdir()):
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, path = tempfile.mkstemp(prefix=name, suffix=".log", dir=folder)  # 0600, a new file
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as out:
+                out.write(text)
+            return Path(path)
+        except OSError:
+            continue
+    return None
 
 
 def check_output_path(path: str) -> None:

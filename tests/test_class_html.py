@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 from classdata import class_rows
+from guards import HANG_GUARD_S
 
 from attnscore.report.class_html import class_report_html, ranked_mistakes, timing_outliers
 
@@ -130,7 +131,7 @@ def _render(page: Path, shot: Path, profile: Path) -> tuple[list[str], object]:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
     return console, matplotlib.image.imread(shot) if shot.exists() else None

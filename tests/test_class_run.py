@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from attnscore.grade.gradebook import Gradebook
 
@@ -54,7 +55,7 @@ def _events(out: Path) -> dict[str, int]:
     path = out / "gradebook.sqlite"
     if not path.exists():
         return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
     try:
         return dict(db.execute("SELECT student, COUNT(*) FROM events GROUP BY student").fetchall())
     except sqlite3.OperationalError:  # tables not created yet
@@ -63,34 +64,43 @@ def _events(out: Path) -> dict[str, int]:
         db.close()
 
 
-def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
+def _finish(proc: subprocess.Popen, timeout: float = HANG_GUARD_S) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 
 
 def test_class_run_killed_mid_batch_resumes_and_grades_each_submission_once(tmp_path):
     """SIGKILL mid-batch, restart: every student graded exactly once; a third run grades nothing;
-    a changed submission and then a changed spec are graded again."""
+    a changed submission and then a changed spec are graded again.
+
+    The last student (zed, graded last) sleeps while imported in the first run, so that run is
+    still going, whatever the machine's speed, when two students are committed and it is killed;
+    zed is fixed before the second run."""
     klass, out = tmp_path / "class", tmp_path / "out"
     _make_class(klass)
+    students = [*CLASS, "zed.py"]
+    right = (SCORES / "correct_matmul.py").read_text()
+    (klass / "zed.py").write_text("import time\n\ntime.sleep(3600)\n" + right)
     first = _grade(klass, out)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600  # a guard against a hang only: zed holds the run open
     while len(_events(out)) < 2 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert first.poll() is None, "the first run ended before it could be killed mid-batch"
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     committed = _events(out)
-    assert 2 <= len(committed) < len(CLASS) and set(committed.values()) == {1}
+    assert 2 <= len(committed) < len(students) and set(committed.values()) == {1}
+    assert "zed.py" not in committed
+    (klass / "zed.py").write_text(right)
 
     code, stdout, stderr = _finish(_grade(klass, out))
     assert code == 1, stderr  # cy and eve fail cases
-    assert _events(out) == dict.fromkeys(CLASS, 1)
-    assert f"class run: {len(CLASS) - len(committed)} graded, {len(committed)} unchanged" in stderr
+    assert _events(out) == dict.fromkeys(students, 1)
+    assert f"class run: {len(students) - len(committed)} graded, {len(committed)} unchanged" in stderr
     db = sqlite3.connect(out / "gradebook.sqlite")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     runs = db.execute("SELECT to_grade, finished_at IS NOT NULL FROM runs ORDER BY id").fetchall()
-    assert runs == [(len(CLASS), 0), (len(CLASS) - len(committed), 1)]
+    assert runs == [(len(students), 0), (len(students) - len(committed), 1)]
     db.close()
 
     # Outputs cover the whole class, graded in either run.
@@ -98,23 +108,23 @@ def test_class_run_killed_mid_batch_resumes_and_grades_each_submission_once(tmp_
     scores = {row["student"]: (row["score"], row["max"]) for row in table}
     assert scores == {
         "ada.py": ("11", "11"), "ben.py": ("11", "11"), "cy.py": ("4", "11"),
-        "dee.py": ("11", "11"), "eve.py": ("0", "11"), "fay": ("11", "11"),
+        "dee.py": ("11", "11"), "eve.py": ("0", "11"), "fay": ("11", "11"), "zed.py": ("11", "11"),
     }  # fmt: skip
-    assert sorted(p.name for p in (out / "feedback").iterdir()) == sorted(f"{n}.txt" for n in CLASS)
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == sorted(f"{n}.txt" for n in students)
     assert "SyntaxError" in (out / "feedback" / "eve.py.txt").read_text()
     assert "Score: 4/11" in (out / "feedback" / "cy.py.txt").read_text()
-    assert (out / "report.html").read_text().count("<tr>") > len(CLASS)
-    for name in CLASS:  # the summary table on stdout lists everyone
+    assert (out / "report.html").read_text().count("<tr>") > len(students)
+    for name in students:  # the summary table on stdout lists everyone
         assert name in stdout
 
     code, _, stderr = _finish(_grade(klass, out))
-    assert "class run: 0 graded, 6 unchanged" in stderr
-    assert _events(out) == dict.fromkeys(CLASS, 1)
+    assert "class run: 0 graded, 7 unchanged" in stderr
+    assert _events(out) == dict.fromkeys(students, 1)
 
     (klass / "ada.py").write_text((SCORES / "cosine_similarity.py").read_text())
     code, _, stderr = _finish(_grade(klass, out))
-    assert "class run: 1 graded, 5 unchanged" in stderr
-    assert _events(out) == {**dict.fromkeys(CLASS, 1), "ada.py": 2}
+    assert "class run: 1 graded, 6 unchanged" in stderr
+    assert _events(out) == {**dict.fromkeys(students, 1), "ada.py": 2}
     assert "Score: 4/11" in (out / "feedback" / "ada.py.txt").read_text()
 
     spec = tmp_path / "spec.yaml"
@@ -127,8 +137,8 @@ def test_class_run_killed_mid_batch_resumes_and_grades_each_submission_once(tmp_
             text=True,
         )
     )
-    assert "class run: 6 graded, 0 unchanged" in stderr
-    assert _events(out) == {**dict.fromkeys(CLASS, 2), "ada.py": 3}
+    assert "class run: 7 graded, 0 unchanged" in stderr
+    assert _events(out) == {**dict.fromkeys(students, 2), "ada.py": 3}
 
 
 @pytest.mark.parametrize(
@@ -149,7 +159,7 @@ def test_class_run_usage_errors(tmp_path, args, line):
         [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out"), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == line
@@ -167,7 +177,7 @@ def test_duplicate_student_names_are_refused(tmp_path):
          str(tmp_path / "out")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert proc.returncode == 2
     assert "two submissions are both named 'x.py'" in proc.stderr
@@ -183,7 +193,7 @@ def test_a_locked_gradebook_is_a_one_line_error(tmp_path):
             [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(tmp_path / "out")],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_GUARD_S,
         )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: ")
@@ -224,3 +234,17 @@ def test_a_deep_folder_chain_does_not_stop_the_class_and_leaves_nothing(tmp_path
         from attnscore.sandbox.removal import remove_tree
 
         remove_tree(tmpdir)
+
+
+def test_temporary_files_of_a_run_killed_mid_write_are_swept(tmp_path):
+    """The atomic writer's leftovers (.NAME.XXXXXXXX.tmp) go; feedback files and other names stay."""
+    from attnscore.grade.class_run import sweep_partial_writes
+
+    (tmp_path / ".ben.py.txt.6yzv40gu.tmp").write_text("half")
+    (tmp_path / "ben.py.txt").write_text("feedback")
+    (tmp_path / ".hidden.txt").write_text("kept")
+    (tmp_path / ".folder.tmp").mkdir()
+    (tmp_path / ".link.tmp").symlink_to(tmp_path / "ben.py.txt")
+    assert sweep_partial_writes(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".folder.tmp", ".hidden.txt", ".link.tmp", "ben.py.txt"]
+    assert sweep_partial_writes(tmp_path / "missing") == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.cli import main
 
@@ -140,14 +141,60 @@ def test_usage_errors_exit_2_with_one_line(args, line):
     assert "Traceback" not in result.output
 
 
-def test_internal_error_exits_3(monkeypatch):
-    """An unexpected failure exits 3 with one line, not a traceback."""
+def _boom(*args, **kwargs):
+    raise RuntimeError("disk\non fire")
+
+
+def test_internal_error_exits_3_and_keeps_the_traceback_in_a_private_log(monkeypatch, tmp_path):
+    """An unexpected failure exits 3 with one line naming a 0600 log that holds the whole traceback."""
+    import stat
+
     import attnscore.grade.grading
 
-    def boom(*args, **kwargs):
-        raise RuntimeError("disk on fire")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(attnscore.grade.grading, "grade_many", _boom)
+    result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
+    assert result.exit_code == 3
+    [line] = result.output.strip().splitlines()
+    [log] = (tmp_path / "cache" / "attnscore" / "errors").iterdir()
+    assert line == (
+        f"Error: internal error: RuntimeError: disk on fire (please report this and attach {log}; nothing was written)"
+    )
+    assert "Traceback" not in result.output
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    text = log.read_text(encoding="utf-8")
+    assert text.startswith("attnscore ") and "command: " in text
+    assert 'in _boom\n    raise RuntimeError("disk\\non fire")\nRuntimeError: disk\non fire\n' in text
 
-    monkeypatch.setattr(attnscore.grade.grading, "grade_many", boom)
+
+def test_internal_error_log_falls_back_to_the_temp_folder(monkeypatch, tmp_path):
+    """A cache folder that cannot be made sends the log to the temp folder; the line names it."""
+    import tempfile
+
+    import attnscore.grade.grading
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(attnscore.grade.grading, "grade_many", _boom)
+    result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
+    assert result.exit_code == 3
+    [log] = (tmp_path / "tmp").iterdir()
+    assert log.name.startswith("internal-error-") and log.suffix == ".log"
+    assert f"(please report this and attach {log}; nothing was written)" in result.output
+    assert "RuntimeError: disk\non fire" in log.read_text(encoding="utf-8")
+
+
+def test_internal_error_without_any_writable_folder_still_says_one_line(monkeypatch, tmp_path):
+    """When no log can be written, the one line still says what happened (and no path)."""
+    import attnscore.cli
+    import attnscore.grade.grading
+
+    monkeypatch.setattr(attnscore.cli, "write_error_log", lambda exc: None)
+    monkeypatch.setattr(attnscore.grade.grading, "grade_many", _boom)
     result = CliRunner().invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC])
     assert result.exit_code == 3
     assert result.output.strip() == (
@@ -199,7 +246,7 @@ def test_check_does_not_import_the_other_commands():
         "    assert exit.code == 0, exit.code\n"
         "print(sorted(m for m in sys.modules if m.startswith('attnscore.practice') or m == 'rich.progress'))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
     listed = CliRunner().invoke(main, ["--help"])

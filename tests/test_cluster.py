@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from attnscore.check.cases import build_cases
 from attnscore.grade.cluster import ClusterError, grade_on_cluster
@@ -41,9 +42,9 @@ def test_cluster_grades_like_grade_many(cluster):
     submissions = find_submissions([str(SCORES / n) for n in NAMES], one=True)
     seen = []
     remote = grade_on_cluster(
-        submissions, spec, cluster, limits=Limits(call_timeout_s=3), shrink_steps=0, on_result=seen.append
+        submissions, spec, cluster, limits=Limits(call_timeout_s=30), shrink_steps=0, on_result=seen.append
     )
-    local = grade_many(submissions, spec, limits=Limits(call_timeout_s=3), shrink_steps=0)
+    local = grade_many(submissions, spec, limits=Limits(call_timeout_s=30), shrink_steps=0)
     assert [r.submission for r in remote] == [s.name for s in submissions]
     assert sorted(r.submission for r in seen) == sorted(s.name for s in submissions)
     for there, here in zip(remote, local, strict=True):
@@ -62,7 +63,7 @@ def test_class_run_on_a_scheduler_keeps_the_gradebook_on_the_client(cluster, tmp
     out = tmp_path / "out"
     args = [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0"]
     proc = subprocess.run(
-        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=300
+        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert proc.returncode == 1, proc.stderr
     assert "class run: 2 graded, 0 unchanged" in proc.stderr
@@ -73,7 +74,7 @@ def test_class_run_on_a_scheduler_keeps_the_gradebook_on_the_client(cluster, tmp
     }
     db.close()
     rerun = subprocess.run(
-        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=300
+        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert "class run: 0 graded, 2 unchanged" in rerun.stderr
 
@@ -86,7 +87,7 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
         env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"},  # dask's own setting
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert proc.returncode == 2
     assert (
@@ -101,7 +102,7 @@ def test_missing_dask_is_a_clear_error():
          "grade", str(SCORES / "correct_matmul.py"), "--spec", str(SPEC), "--scheduler", "tcp://127.0.0.1:9"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert proc.returncode == 2
     assert "--scheduler needs dask.distributed, which is not installed" in proc.stderr

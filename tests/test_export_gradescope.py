@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.cli import main
 from attnscore.export.gradescope import build_gradescope_bundle, failure_results
@@ -45,7 +46,7 @@ def autograder(tmp_path: Path, bundle: Path, files: dict[str, bytes]) -> dict:
         target.write_bytes(content)
     env = {**os.environ, "ATTNSCORE_AUTOGRADER_ROOT": str(root), "ATTNSCORE_PYTHON": sys.executable}
     done = subprocess.run(
-        ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=300
+        ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert done.returncode == 0, done.stderr
     return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))

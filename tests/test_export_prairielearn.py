@@ -13,6 +13,7 @@ import jsonschema
 import nbformat
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.cli import main
 from attnscore.export.prairielearn import ENTRYPOINT
@@ -98,7 +99,11 @@ def grade(tmp_path: Path, exported: Path, files: dict[str, bytes], *, tests: Pat
         (root / "student" / name).write_bytes(content)
     env = {**os.environ, "ATTNSCORE_GRADE_ROOT": str(root)}
     done = subprocess.run(
-        [sys.executable, str(exported / "image" / "grade.py")], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(exported / "image" / "grade.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr
     results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))

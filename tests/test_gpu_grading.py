@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.check.cases import build_cases
 from attnscore.check.outputs import Received
@@ -254,7 +255,7 @@ def test_worker_cuda_problem_without_a_gpu():
 def test_importing_torch_does_not_initialise_cuda():
     """The worker template imports what it preloads without starting CUDA (children set the GPU later)."""
     code = "import numpy, torch, torch.nn.functional; print(torch.cuda.is_initialized())"
-    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.stdout.strip() == "False"
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from attnscore.pytest_plugin import XfailEntry, read_xfail_file
 
@@ -24,7 +25,7 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
 
 
@@ -139,8 +140,10 @@ def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
     assert not re.search(r'name="[^"]*\]\]"', xml)  # no stray "]" after the parameter
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "pytest", "-q", f"--rootdir={tmp_path}", *base]
-    subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    last = subprocess.run([*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    last = subprocess.run(
+        [*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert "12 failed, 7 deselected" in last.stdout, last.stdout
 
 

@@ -29,7 +29,7 @@ from attnscore.sandbox.runtime import WorkerRuntime, _mirror_tree, unreadable_by
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker drops privileges only when the grader is root")
 
 ROOT = Path(__file__).resolve().parent.parent
-LIMITS = Limits(call_timeout_s=5.0, bwrap=False)
+LIMITS = Limits(call_timeout_s=30.0, bwrap=False)
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])}
 LAZY_IMPORTS = """\
 import xml.dom.minidom

@@ -174,3 +174,53 @@ def test_budget_rejects_bad_values(fields, text):
     """A budget that cannot be respected is refused with the argument, its value and the rule."""
     with pytest.raises(ValueError, match="^" + text.replace("(", r"\(").replace(")", r"\)") + "$"):
         Budget(**fields)
+
+
+def test_a_slow_machine_does_not_cut_shrinking_short(spec, cases):
+    """The shrinking safety net counts work (CPU and the submission's own time), not wall time:
+    calls kept waiting (as on a busy machine) shrink to the same counterexamples under a net
+    twice the CPU time shrinking needs as without a net, although their wall time is longer."""
+    import time
+
+    from attnscore.check.session import work_clock
+
+    wait = [0.0]
+
+    def waited(q, keys):
+        time.sleep(wait[0])  # this thread is not running: what a busy machine does to the grader
+        return _softmaxed(q, keys)
+
+    properties = [c for c in cases if c.kind == "property"]
+
+    def judged(net):
+        fn = _Counting(waited)
+        began, cpu = time.monotonic(), time.thread_time()
+        result = judge_cases(
+            spec,
+            properties,
+            InProcessRunner(fn),
+            dtype="float32",
+            device="cpu",
+            submission="t",
+            seed=0,
+            budget=Budget(shrink_steps=40, shrink_s=net),
+            make_runner=lambda: InProcessRunner(fn),
+        )
+        return result, fn.calls, time.thread_time() - cpu, time.monotonic() - began
+
+    free, calls, cpu, _ = judged(None)
+    net = 2 * cpu + 0.05
+    wait[0] = 2 * net / calls
+    waiting, _, _, wall = judged(net)
+    assert wall > net  # wall time alone would have stopped it
+    assert [c.message for c in waiting.cases] == [c.message for c in free.cases]
+    assert any("shrunk by hypothesis" in c.message for c in free.cases)
+
+    class Sandboxed:
+        spent = 2.5  # the submission's own time in its worker so far
+
+    clock = work_clock(Sandboxed())
+    assert clock() - time.thread_time() == pytest.approx(2.5, abs=0.01)
+    before = clock()
+    time.sleep(0.05)  # waiting is not work
+    assert clock() - before < 0.05

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 
 from attnscore.check.cases import build_cases
 from attnscore.check.outputs import CallFailure
@@ -439,7 +440,7 @@ def test_jobs_after_the_parent_used_openmp_do_not_hang(tmp_path):
         [sys.executable, str(script), str(ROOT / "specs" / "dot_product_scores.yaml"), *paths],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['11', '4', '1']"

@@ -33,8 +33,9 @@ class Budget:
     Attributes:
         shrink_steps: examples hypothesis may try per failing property (a count, so feedback is
             the same on every run); 0 turns shrinking off.
-        shrink_s: wall-time seconds for all shrinking of the session together, a safety net for
-            slow code (None: no time limit). A case shrunk when the time runs out keeps the best
+        shrink_s: seconds of work (:func:`work_clock`: the grader's CPU time and the
+            submission's own time, not wall time) for all shrinking of the session together, a
+            safety net for slow code (None: no time limit). A case shrunk when the time runs out keeps the best
             counterexample found so far; later cases keep their original one.
         skip_shown_causes: do not shrink a failing property whose cause (same diagnosed mistake,
             exception type, ...) a failing visible worked example already shows; its feedback is
@@ -64,6 +65,17 @@ class Budget:
 
 NO_SHRINK = Budget(shrink_steps=0, shrink_s=None)
 """Judging only: no shrinking (a reference check, a mutation run, a submission that never ran)."""
+
+
+def work_clock(runner: object) -> Callable[[], float]:
+    """A clock of work done, seconds: this thread's CPU time plus, for a sandboxed runner, the
+    submission's own time in its worker (``runner.spent``, :mod:`attnscore.sandbox.clock`).
+
+    The shrinking safety net (:attr:`Budget.shrink_s`) runs on it, so that a busy machine, which
+    stretches wall time but neither of these, cannot cut shrinking short and change the
+    counterexample a submission is shown.
+    """
+    return lambda: time.thread_time() + float(getattr(runner, "spent", 0.0))
 
 
 def judge_cases(
@@ -100,7 +112,8 @@ def judge_cases(
     """
     budget = budget or Budget()
     start = time.perf_counter()
-    shrinking_s = 0.0  # time spent shrinking so far
+    clock = work_clock(runner)
+    shrinking_s = 0.0  # work spent shrinking so far (seconds of work_clock)
     on_examples: set[tuple[str, ...]] = set()  # causes a failing visible worked example already shows
     results = []
     for case in cases:
@@ -112,7 +125,7 @@ def judge_cases(
         shown = budget.skip_shown_causes and key in on_examples
         wanted = (worth_shrinking is None or worth_shrinking()) and not shown
         if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
-            started = time.perf_counter()
+            started = clock()
             result = add_shrunk(
                 spec,
                 case,
@@ -122,8 +135,9 @@ def judge_cases(
                 max_steps=budget.shrink_steps,
                 budget_s=left,
                 function=function,
+                clock=clock,
             )
-            shrinking_s += time.perf_counter() - started
+            shrinking_s += clock() - started
         results.append(result)
         if on_case is not None:
             on_case(result)

@@ -60,6 +60,7 @@ def shrink_case(
     function: str | None = None,
     mistake: str | None = None,
     corner: str = "",
+    clock: Callable[[], float] = time.monotonic,
 ) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
 
@@ -74,15 +75,17 @@ def shrink_case(
     sandbox). With ``verdict``, only failures with that verdict count (a shrink step that times
     out is not a smaller example of a wrong value). After ``max_steps`` examples tried (a count,
     so the result is the same on every run) or, as a safety net for slow code, ``budget_s``
-    seconds, no more calls are made and the best example so far is kept. None when the property
-    passes on every input hypothesis tries, or hypothesis itself gives up.
+    seconds of ``clock`` (default wall time; the grader passes
+    :func:`attnscore.check.session.work_clock`, which a busy machine does not run down), no more
+    calls are made and the best example so far is kept. None when the property passes on every
+    input hypothesis tries, or hypothesis itself gives up.
     """
     if case.kind != "property" or not case.property_name:
         return None
 
     use = next(u for u in spec.properties if u.name == case.property_name)
     named = get_mistake(mistake) if mistake is not None else None
-    deadline = None if budget_s is None else time.monotonic() + budget_s
+    deadline = None if budget_s is None else clock() + budget_s
     prop = get_property(use.name)
     last: list[CaseResult] = []
     steps = [0]
@@ -101,7 +104,7 @@ def shrink_case(
     def run_one(example: Any) -> None:
         steps[0] += 1
         out_of_steps = max_steps is not None and steps[0] > max_steps
-        if len(last) > max_shrinks or out_of_steps or (deadline is not None and time.monotonic() > deadline):
+        if len(last) > max_shrinks or out_of_steps or (deadline is not None and clock() > deadline):
             raise _OutOfBudget  # bound the work: keep the best so far
         calls = property_calls(spec, use.name, [example], dtype, case.tolerance)
         one = dataclasses.replace(case, calls=calls)
@@ -145,17 +148,19 @@ def add_shrunk(
     max_steps: int | None = None,
     budget_s: float | None = None,
     function: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Any:
     """``result`` with its counterexample replaced by hypothesis's minimal failing input.
 
     Only failing, visible property cases whose failure is about the returned values (or an
     exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls. A second
     cause (``Failure.other_causes``) is shrunk too, with the corner it was found beside set aside.
+    ``budget_s`` is measured on ``clock`` (see :func:`shrink_case`).
     """
     if result.passed or case.kind != "property" or case.visibility == "hidden" or result.failure is None:
         return result
     original = result.failure
-    kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function}
+    kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function, "clock": clock}
     first = _shrunk(spec, case, original, make_runner, dtype, **kwargs)
     others = tuple(
         _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, **kwargs)

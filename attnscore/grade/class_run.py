@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -57,6 +58,25 @@ GRADEBOOK = "gradebook.sqlite"
 GRADES_CSV = "grades.csv"
 REPORT_HTML = "report.html"
 FEEDBACK = "feedback"
+
+
+def sweep_partial_writes(folder: Path) -> int:
+    """Remove the temporary files (``.NAME.XXXXXXXX.tmp``) that :func:`attnscore.atomic.write_atomic`
+    left in ``folder`` when a run was killed mid-write; returns how many went. Only plain files
+    are removed; a folder that does not exist has none."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 @dataclass(frozen=True)
@@ -183,6 +203,8 @@ def grade_class(
             problems.setdefault(student, f"feedback file not written: {_reason(exc)}")
 
     with Gradebook(out / GRADEBOOK) as book:
+        for folder in (out, out / FEEDBACK):  # this run holds the gradebook: no other run writes here
+            sweep_partial_writes(folder)
         done = {name: book.current(name, sub_keys[name], spec_k) for name in names}
         todo = [name for name, result in done.items() if result is None]
         if on_plan is not None:

@@ -21,7 +21,8 @@ WORKER_EVIDENCE = frozenset({"output_not_aliased"})
 """Properties decided from the worker's own report: feedback only when grading."""
 
 SHRINK_SAFETY_S = 10.0
-"""Wall-time safety net, seconds, for all shrinking of one submission together."""
+"""Safety net, seconds of work (:func:`attnscore.check.session.work_clock`), for all shrinking of
+one submission together."""
 
 
 def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:

@@ -72,6 +72,7 @@ from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import cgroup, gpu, kernel_objects, landlock, wire
 from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
+from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from attnscore.sandbox.template import (
     WORKER_NICE,
@@ -144,10 +145,14 @@ class Limits:
     """Resource limits for one submission's worker.
 
     Attributes:
-        call_timeout_s: wall time for one call, seconds.
-        load_timeout_s: wall time to start the worker and import the submission, seconds: one
+        call_timeout_s: time for one call, seconds: the worker's own time
+            (:mod:`attnscore.sandbox.clock`: wall time less what the machine kept it waiting for a
+            CPU, at least the CPU time it used; at most 4 times the limit of wall time), so that a
+            busy machine does not time out a call that fits.
+        load_timeout_s: own time to start the worker and import the submission, seconds: one
             budget for all the starts of one submission (restarts after a timeout or crash).
-        total_timeout_s: wall time for the whole submission; calls after it is spent time out.
+        total_timeout_s: own time of the whole submission (its imports and calls; the grader's
+            own work between calls does not count); calls after it is spent time out.
         memory_bytes: address-space limit of the worker (RLIMIT_AS).
         cpu_s: CPU seconds for one worker process (RLIMIT_CPU).
         processes: processes and threads of the worker's user (RLIMIT_NPROC; enforced when the
@@ -1172,12 +1177,15 @@ class _Worker:
                 return
             self.runner.keep_output(chunk)
 
-    def receive(self, deadline: float) -> dict[str, object] | str:
-        """The next message, or ``"timeout"`` / ``"eof"`` / ``"malformed: ..."``."""
+    def receive(self, deadline: float | OwnTime) -> dict[str, object] | str:
+        """The next message, or ``"timeout"`` / ``"eof"`` / ``"malformed: ..."``; ``deadline``: a
+        monotonic time, or the worker's own time (:class:`~attnscore.sandbox.clock.OwnTime`)."""
         while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
+            remaining = (deadline.deadline if isinstance(deadline, OwnTime) else deadline) - time.monotonic()
             if remaining <= 0:
-                return "timeout"
+                if not isinstance(deadline, OwnTime) or deadline.extend() <= time.monotonic():
+                    return "timeout"
+                continue
             watched = [self.resp_r, self.out_r] if self.out_open else [self.resp_r]
             ready, _, _ = select.select(watched, [], [], remaining)
             self.wakeups += 1
@@ -1306,6 +1314,7 @@ class SandboxRunner:
         self.calls = 0
         self.starts = 0
         self.setup_spent = 0.0
+        self.spent = 0.0  # the submission's own time in imports and calls (the total limit's clock)
 
     def __enter__(self) -> SandboxRunner:
         return self
@@ -1351,6 +1360,10 @@ class SandboxRunner:
         name = f"{run_prefix('cgroup')}{next(_CGROUP_NUMBERS)}"
         return cgroup.make(base, name, memory, self.limits.processes)
 
+    def _own_uid(self) -> int | None:
+        """The uid only this runner's worker uses (the grader is root), else None."""
+        return self.uid if _drops_privileges() else None
+
     def _kill_worker(self) -> None:
         if self.worker is not None:
             self.worker.kill()
@@ -1376,6 +1389,11 @@ class SandboxRunner:
                 f"not run: starting your code again would exceed its setup time of {self.limits.load_timeout_s:g} s "
                 f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
             )
+        if self.template is not None:  # the template's own start (loading torch) is not the submission's time
+            try:
+                self.template.wait_ready()
+            except TemplateError:
+                pass  # the fork below finds out again (and falls back to fresh interpreters unless required)
         began = time.monotonic()
         try:
             worker = _Worker(self)
@@ -1384,13 +1402,15 @@ class SandboxRunner:
             return self.load_failure
         self.worker = worker
         self.starts += 1
-        hello = worker.receive(began + budget)
+        clock = OwnTime(worker.proc.pid, budget, self._own_uid(), fresh=True, began=began)
+        hello = worker.receive(clock)
         # Before "importing" only the worker has run: it alone may report the machine's faults.
         # From "importing" on the submission runs in the worker and may write replies itself.
         importing = isinstance(hello, dict) and hello.get("type") == "importing"
         if importing:
-            hello = worker.receive(began + budget)
-        self.setup_spent += time.monotonic() - began
+            hello = worker.receive(clock)
+        self.setup_spent += clock.spent()
+        self.spent += clock.spent()
         if importing and isinstance(hello, dict) and hello.get("type") == "ready":
             return self._disk_failure()
         if hello == "timeout":
@@ -1494,7 +1514,7 @@ class SandboxRunner:
         self.calls += 1
         if self.load_failure is not None:
             return self.load_failure
-        if time.monotonic() - self.started > self.limits.total_timeout_s:
+        if self.spent > self.limits.total_timeout_s:
             return CallFailure(
                 Verdict.TIMEOUT.value,
                 f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
@@ -1519,7 +1539,11 @@ class SandboxRunner:
             "names": list(args),
             "inputs": [{k: v for k, v in item.items() if k != "raw"} for item in layout],
         }
-        reply = worker.receive(time.monotonic() + self.limits.call_timeout_s) if worker.send(request) else "eof"
+        reply: dict[str, object] | str = "eof"
+        if worker.send(request):
+            clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid())
+            reply = worker.receive(clock)
+            self.spent += clock.spent()
         outcome = self._outcome(reply, worker)
         disk = self._disk_failure()
         if disk is not None:

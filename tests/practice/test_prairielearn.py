@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,7 +127,7 @@ def served(course, families):
             cwd=course / "questions" / fam_id,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_GUARD_S,
             check=False,
         )
         assert proc.returncode == 0, proc.stderr
@@ -314,7 +315,7 @@ def test_bad_seed_inside_the_vendored_server(course):
         cwd=course / "questions" / "softmax-exact",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
         check=False,
     )
     result = json.loads(proc.stdout)["results"][0]

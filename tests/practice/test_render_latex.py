@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from guards import HANG_GUARD_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,7 +173,7 @@ def test_printed_command_reproduces_the_output(tmp_path, args):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
@@ -244,7 +245,7 @@ def test_pdflatex_compiles(tmp_path, doc):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     log = (tmp_path / doc.replace(".tex", ".log")).read_text(errors="replace")
     assert done.returncode == 0, "\n".join(line for line in log.splitlines() if line.startswith("!"))[:2000]
@@ -258,7 +259,7 @@ def test_pdflatex_compiles(tmp_path, doc):
 def _check_pdf_command(out: Path) -> None:
     """The command as text copied from the PDF runs in a shell and rewrites the same .tex files."""
     text = subprocess.run(
-        ["pdftotext", "answer-key.pdf", "-"], cwd=out, capture_output=True, text=True, timeout=60, check=True
+        ["pdftotext", "answer-key.pdf", "-"], cwd=out, capture_output=True, text=True, timeout=HANG_GUARD_S, check=True
     ).stdout
     lines = text.split("Regenerate with:", 1)[1].strip().split("\n")
     command = []
@@ -276,7 +277,7 @@ def _check_pdf_command(out: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, (copied, done.stderr)
     for name in ("worksheet.tex", "answer-key.tex"):

@@ -1,0 +1,145 @@
+"""The worker's own time: how long the grader waits for a worker, judged so that load cannot flip a verdict.
+
+A time limit on untrusted code is wall time (a submission that sleeps must time out, and CPU
+time alone would let it), but wall time also counts the time the machine kept the worker waiting
+for a CPU while other work ran: on a busy machine (a CI runner, ``--jobs`` neighbours, another
+grader) a correct call could time out. :class:`OwnTime` measures one wait (an import, a call) as
+wall time **less the time the worker's main thread spent runnable in the CPU run queue**
+(``/proc/PID/task/PID/schedstat``, second field, nanoseconds; the kernel's scheduler statistics),
+but never less than the CPU time the worker process used in it. Waiting for a CPU is discounted
+only while no other task of the worker itself (a thread, a child process of its session, or, when
+the worker runs as a uid of its own, any process of that uid) is runnable at the moment the wait
+is judged: a submission that starves its own call with busy threads or forks gains nothing from
+it. Whatever the discount, a wait ends after ``stretch`` times its limit of wall time (default 4):
+only a machine slowed more than that can still time out a call that fits its limit.
+
+Where the kernel gives no scheduler statistics (or the grader cannot see the worker's process,
+as with a fresh bubblewrap per worker, whose process is bubblewrap itself) the own time is the
+wall time, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+STRETCH = 4.0
+
+
+def run_delay_s(pid: int) -> float | None:
+    """Seconds the main thread of process ``pid`` has spent runnable but waiting for a CPU, since
+    it started; ``None`` when the kernel does not say (no schedstat, or no such process)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) that every thread of process ``pid`` has used; ``None`` when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state_and_session(stat_path: str) -> tuple[bytes, int] | None:
+    try:
+        with open(stat_path, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0], int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _uid_of(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def own_competitors(pid: int, uid: int | None = None) -> int:
+    """How many tasks of the worker ``pid`` other than its main thread are runnable now: its other
+    threads, processes of its session (the worker leads one), and with ``uid`` (a uid only this
+    worker uses) every process of that uid."""
+    count = 0
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        threads = []
+    for tid in threads:
+        if tid != str(pid):
+            found = _state_and_session(f"/proc/{pid}/task/{tid}/stat")
+            count += found is not None and found[0] == b"R"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or entry == str(pid):
+            continue
+        found = _state_and_session(f"/proc/{entry}/stat")
+        if found is None or found[0] != b"R":
+            continue
+        if found[1] == pid or (uid is not None and _uid_of(entry) == uid):
+            count += 1
+    return count
+
+
+class OwnTime:
+    """One wait for a worker: a call, or an import (see the module's docstring).
+
+    ``pid``: the worker's process; ``limit_s``: how much own time the wait may take; ``uid``: the
+    worker's own uid when it has one (the grader is root); ``fresh``: the process started with
+    this wait (its whole run-queue wait counts, not only what follows the first reading);
+    ``began``: when the wait began (monotonic seconds; default now); ``stretch``: the most wall
+    time, in limits (default :data:`STRETCH`).
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        limit_s: float,
+        uid: int | None = None,
+        fresh: bool = False,
+        began: float | None = None,
+        stretch: float | None = None,
+    ) -> None:
+        self.pid, self.limit_s, self.uid = pid, limit_s, uid
+        self.stretch = STRETCH if stretch is None else stretch
+        self.began = time.monotonic() if began is None else began
+        self.delay0 = 0.0 if fresh else run_delay_s(pid)
+        self.cpu0 = 0.0 if fresh else cpu_s(pid)
+        self.discount = 0.0  # run-queue wait discounted so far
+
+    @property
+    def deadline(self) -> float:
+        """When the wait ends unless the worker was kept waiting for a CPU (monotonic seconds)."""
+        return self.began + self.limit_s + self.discount
+
+    def spent(self) -> float:
+        """Own seconds so far: wall time less the run-queue wait that was discounted."""
+        return max(0.0, time.monotonic() - self.began - self.discount)
+
+    def extend(self) -> float:
+        """At the deadline: a later deadline when the worker was kept waiting for a CPU by other
+        work, else the deadline as it is (the wait has timed out)."""
+        now = time.monotonic()
+        last = self.began + self.stretch * self.limit_s
+        if now >= last or self.delay0 is None:
+            return self.deadline
+        delay = run_delay_s(self.pid)
+        if delay is None or delay - self.delay0 <= self.discount:
+            return self.deadline
+        cpu, cpu0 = cpu_s(self.pid), self.cpu0
+        used = cpu - cpu0 if cpu is not None and cpu0 is not None else 0.0
+        # the run-queue wait, but never so much that the own time falls below the CPU time used
+        discount = min(delay - self.delay0, max(0.0, now - self.began - used))
+        if discount <= self.discount or own_competitors(self.pid, self.uid):
+            return self.deadline
+        self.discount = discount
+        return min(last, self.deadline)
