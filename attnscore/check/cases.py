@@ -22,6 +22,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.catalogue.properties import get_property
 from attnscore.check.calls import TORCH_DTYPES, to_torch
 from attnscore.check.strategies import draw_examples
+from attnscore.maths.dtypes import LOW_PRECISION
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
@@ -112,13 +113,17 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
         golden = spec.contract.golden(contract_args)
         d_k, scale = spec.contract.error_scale(contract_args)
         operands = spec.contract.operand_sums(contract_args)
+        terms = None
+        if dtype in LOW_PRECISION:
+            bound_factor = RATIO_FLOOR.factor if tolerance.mode == "ratio" else tolerance.factor
+            terms = spec.contract.low_precision_terms(contract_args, dtype, bound_factor)
         if tolerance.mode == "ratio":
             allowed = np.maximum(
                 tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
-                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
+                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands, terms),
             )
         else:
-            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands)
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands, terms)
     return Call(received_args, golden, allowed, **extra)
 
 
