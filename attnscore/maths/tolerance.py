@@ -125,6 +125,7 @@ class ErrorTerms:
             floor = floor + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
         return cls(scale, max(n, 1) * scale, floor)
 
+
 # Smallest positive subnormal per dtype: below the normal range rounding errors are absolute.
 SUBNORMAL_MIN = SMALLEST_SUBNORMAL
 

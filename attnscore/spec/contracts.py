@@ -234,8 +234,9 @@ def _weights_low_terms(S: np.ndarray, mask: np.ndarray | None) -> ErrorTerms:
     Rounded in the low precision, relative to ``w_i``: ``s_i - max s`` (the inputs are exact, so
     the subtraction is rounded once: ``|s_i - max s|``, at most ``|log w_i|``), or ``log w_i``
     itself for ``exp(log_softmax(s))`` (``|log w_i|``), then ``exp``, the row sum and the division;
-    the row sum's rounding moves every weight by the weighted mean of the exponents' errors. Accumulated in float32: the float32 budget of a softmax computed
-    in float32 (``n_k·(w·(1 + |s| + |max s|) + 1/n_k)``). Floor: ``2 + n_k·w`` subnormals (each
+    the row sum's rounding moves every weight by the weighted mean of the exponents' errors.
+    Accumulated in float32: the float32 budget of a softmax computed in float32
+    (``n_k·(w·(1 + |s| + |max s|) + 1/n_k)``). Floor: ``2 + n_k·w`` subnormals (each
     ``exp`` that underflows, over the row sum). A row sum accumulated in the low precision (every
     weight doubled for 4,096 equal float16 scores) does not fit.
     """
