@@ -37,6 +37,10 @@ def _float64(Q, K):
     return _right(Q.double(), K.double())
 
 
+def _float32(Q, K):  # always float32: right when graded in float32, wrong for float64 inputs
+    return _right(Q.float(), K.float())
+
+
 def _keys_as_rows(Q, K):  # the transpose: (..., n_k, n_q)
     return _right(Q, K).transpose(-2, -1)
 
@@ -54,7 +58,9 @@ def _attention_with(mask_of):
 _mask_on_heads = _attention_with(lambda m: m.transpose(0, 1) if m.dim() == 4 else m)  # batch mask on the heads
 
 
-def _mask_per_batch_item(Q, K, V, mask):  # indexes mask[b]: right for a full-rank mask, wrong for a shared (n_q, n_k) one
+def _mask_per_batch_item(
+    Q, K, V, mask
+):  # indexes mask[b]: right for a full-rank mask, wrong for a shared (n_q, n_k) one
     if Q.dim() == 2:
         return _attention_with(lambda m: m)(Q, K, V, mask)
     outs = [_attention_with(lambda m: m)(Q[b], K[b], V[b], mask[b]) for b in range(Q.shape[0])]
@@ -97,6 +103,7 @@ PROMISES = {
         ),
         ("No softmax", {"property:scores_not_normalised"}, _softmaxed),
         ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float64),
+        ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float32),
         ("the result has shape (..., n_q, n_k)", {"example:one_query_four_keys"}, _keys_as_rows),
     ],
     "attention": [

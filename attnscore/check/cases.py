@@ -9,6 +9,7 @@ gives the same cases.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,9 @@ class Call:
     case's calls of all the example's calls, this one last) and the drawn ``example``.
     ``compare_golden`` False skips the golden comparison of this call. ``layouts`` maps an
     argument's name to the memory layout it is handed over in (:mod:`attnscore.check.layouts`);
-    arguments not named there are fresh contiguous tensors.
+    arguments not named there are fresh contiguous tensors. ``dtype`` is the dtype this call's
+    inputs are cast to when it is not the case's (a property with ``every_dtype`` also calls in the
+    spec's other dtypes); None means the case's.
     """
 
     args: dict[str, np.ndarray]
@@ -50,6 +53,7 @@ class Call:
     example: Any = None
     compare_golden: bool = True
     layouts: dict[str, str] | None = None
+    dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,11 @@ def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np
 def property_calls(
     spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance
 ) -> tuple[Call, ...]:
-    """Turn a property's drawn examples into calls (several per example for relational properties)."""
+    """Turn a property's drawn examples into calls (several per example for relational properties).
+
+    A property with ``every_dtype`` makes each example's calls again in every other dtype of the
+    spec (``spec.dtypes``), after the ones in ``dtype``; those calls carry their own ``dtype``.
+    """
     prop = get_property(use_name)
     calls: list[Call] = []
     for example in examples:
@@ -151,6 +159,17 @@ def property_calls(
             if last and prop.check is not None:
                 extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)
             calls.append(_call(spec, args, dtype, tolerance, **extra))
+    if prop.every_dtype:
+        # The same examples in each of the spec's other dtypes, each its own example: a result that
+        # always comes back float32 is wrong for float64 inputs, though grading runs one dtype.
+        for other in (d for d in getattr(spec, "dtypes", ()) if d != dtype):
+            for example in examples:
+                for args in prop.calls(spec.contract, example):
+                    at = len(calls)
+                    extra = {"compare_golden": prop.golden}
+                    if prop.check is not None:
+                        extra.update(check=prop.check, group=(at,), example=example)
+                    calls.append(dataclasses.replace(_call(spec, args, other, tolerance, **extra), dtype=other))
     return tuple(calls)
 
 

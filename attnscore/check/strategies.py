@@ -193,7 +193,9 @@ def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, i
     return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
 
 
-def _mask_shape(draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any]) -> tuple[int, ...]:
+def _mask_shape(
+    draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any]
+) -> tuple[int, ...]:
     """The shape of a mask with legend ``("...", n_q, n_k)``.
 
     For attention, whose contract accepts a mask of the scores' full rank with size-1 dims that

@@ -73,6 +73,8 @@ register(
         diagnosis="inputs_mutated",
     )
 )
+
+
 def _and_nothing_masked(contract: Any, example: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     """The example, and for a contract with a mask the same inputs with every key kept (where a
     shortcut such as ``if mask.all(): return S`` hands back the input itself)."""
@@ -100,6 +102,7 @@ register(
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_dtype_device,
         diagnosis=_float64_result,
+        every_dtype=True,  # a float32 result for float64 inputs fails, whichever dtype is graded
     )
 )
 register(

@@ -70,6 +70,9 @@ class Property:
         layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
             the example's *last* call is handed over in (:mod:`attnscore.check.layouts`); earlier calls
             and properties without it get fresh contiguous tensors.
+        every_dtype: whether each example is also called in every other dtype the spec lists
+            (:func:`attnscore.check.cases.property_calls`), so that grading in one dtype still sees
+            what the function returns for inputs of the others.
     """
 
     name: str
@@ -84,6 +87,7 @@ class Property:
     default_max_value: float = 10.0
     tags: tuple[str, ...] = field(default_factory=tuple)
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
+    every_dtype: bool = False
 
     def diagnosis_for(self, ctx: CheckContext) -> str | None:
         """The mistake id to report for this failing example, or None (see ``diagnosis``)."""
