@@ -187,8 +187,6 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
 
 def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, is_bool: bool) -> np.ndarray:
     if is_bool:
-        if draw(st.sampled_from(("drawn", "all_kept"))) == "all_kept":
-            return np.ones(shape, dtype=np.bool_)  # nothing masked: a shortcut that returns S itself shows
         return draw(hnp.arrays(np.bool_, shape, elements=st.booleans()))
     return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
 
@@ -221,9 +219,11 @@ def random_args(
 ) -> Args:
     """Arguments for ``contract`` with shapes from its legend and finite values in ``±max_value``.
 
-    Bool parameters (masks) get random True/False entries (True = keep), or keep everything; an
-    attention mask also comes shared by the batch (``(n_q, n_k)``) or with size-1 batch dims
-    (see :func:`_mask_shape`).
+    Bool parameters (masks) get random True/False entries (True = keep); an attention mask also
+    comes shared by the batch (``(n_q, n_k)``) or with size-1 batch dims (see :func:`_mask_shape`).
+    A mask that keeps everything is not forced here (it would make the diagnosis's confirmation
+    inputs unable to tell a mask ignored from another mistake); ``output_not_aliased`` makes that
+    call itself.
     """
     sizes = sizes if sizes is not None else draw(legend_sizes(contract))
     args: Args = {}
