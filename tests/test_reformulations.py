@@ -35,12 +35,20 @@ def _in_float64(fn):
     return wrapped
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _up(x):
+    """float16/bfloat16 upcast to float32; float32 and float64 as they are (float32 for float64 is a mistake)."""
+    return x.float() if x.dtype in _HALF else x
+
+
 def _in_float32(fn):
-    """Upcast to float32, compute, cast back (the usual way to run half-precision inputs)."""
+    """Half-precision inputs upcast to float32, computed, cast back (the usual way to run them)."""
 
     def wrapped(*args):
         dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
-        out = fn(*[a.float() if a.dtype.is_floating_point else a for a in args])
+        out = fn(*[_up(a) if a.dtype.is_floating_point else a for a in args])
         return out.to(dtype)
 
     wrapped.__name__ = f"{fn.__name__}_in_float32"
@@ -157,7 +165,7 @@ REFORMULATIONS = {
         _in_float64(lambda Q, K, V, mask: _masked_softmax(_qkt(Q, K) / math.sqrt(Q.shape[-1]), mask) @ V),
         _in_float32(lambda Q, K, V, mask: _masked_softmax(_qkt(Q, K) / math.sqrt(Q.shape[-1]), mask) @ V),
         lambda Q, K, V, mask: _manual_softmax(_qkt(Q, K) / math.sqrt(Q.shape[-1]), mask) @ V,
-        lambda Q, K, V, mask: _masked_softmax(_qkt(Q, K).float() / math.sqrt(Q.shape[-1]), mask).to(Q.dtype) @ V,
+        lambda Q, K, V, mask: _masked_softmax(_up(_qkt(Q, K)) / math.sqrt(Q.shape[-1]), mask).to(Q.dtype) @ V,
     ],
     "causal_attention": [
         lambda Q, K, V: torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True),
