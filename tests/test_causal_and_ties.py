@@ -169,7 +169,7 @@ def test_keyword_arguments_reach_the_implementation():
         ],
     )
     assert result.exit_code == 0, result.output
-    assert result.output.count("Score: 16/16") == 2
+    assert result.output.count("Score: 17/17") == 2
     without = CliRunner().invoke(
         main,
         ["test", "--spec", "specs/causal_attention.yaml", "--impl", "torch.nn.functional:scaled_dot_product_attention"],

@@ -146,8 +146,8 @@ def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
     assert output.strip() == "harmed 0"
 
 
-def test_aliasing_is_feedback_only_when_grading_untrusted_code(tmp_path):
-    """output_not_aliased rests on the worker's own report, so in the sandbox it says so but scores nothing."""
+def test_aliasing_scores_its_points_when_grading_untrusted_code(tmp_path):
+    """output_not_aliased rests on the worker's report, but a forged report only earns what a copy earns: it scores."""
     from fractions import Fraction
 
     from attnscore.check.cases import build_cases
@@ -156,14 +156,16 @@ def test_aliasing_is_feedback_only_when_grading_untrusted_code(tmp_path):
 
     spec = load_spec(ROOT / "specs" / "masked_scores.yaml")
     path = tmp_path / "alias.py"
-    path.write_text("def masked_scores(S, mask):\n    return S.masked_fill_(~mask, float('-inf'))\n")
+    path.write_text(
+        "def masked_scores(S, mask):\n    return S if bool(mask.all()) else S.masked_fill(~mask, float('-inf'))\n"
+    )
     result = grade_submission(path, spec, build_cases(spec), limits=Limits(call_timeout_s=30.0), shrink_steps=0)
     by_id = {c.id: c for c in result.cases}
     aliased = by_id["property:output_not_aliased"]
-    assert aliased.verdict is Verdict.WRONG_VALUE and aliased.max_points == Fraction(0)
+    assert aliased.verdict is Verdict.WRONG_VALUE and aliased.max_points == Fraction(1)
     assert "your output shares memory with the input(s) S" in aliased.message
-    assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
-    assert result.max_score == spec.max_points - 1 and result.score == result.max_score - 1
+    assert by_id["property:inputs_not_mutated"].passed
+    assert result.max_score == spec.max_points and result.score == result.max_score - 1
 
 
 def test_files_left_in_shared_folders_are_removed(tmp_path):

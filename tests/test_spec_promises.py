@@ -37,6 +37,10 @@ def _float64(Q, K):
     return _right(Q.double(), K.double())
 
 
+def _float32(Q, K):  # always float32: right when graded in float32, wrong for float64 inputs
+    return _right(Q.float(), K.float())
+
+
 def _keys_as_rows(Q, K):  # the transpose: (..., n_k, n_q)
     return _right(Q, K).transpose(-2, -1)
 
@@ -52,6 +56,25 @@ def _attention_with(mask_of):
 
 
 _mask_on_heads = _attention_with(lambda m: m.transpose(0, 1) if m.dim() == 4 else m)  # batch mask on the heads
+
+
+def _mask_per_batch_item(
+    Q, K, V, mask
+):  # indexes mask[b]: right for a full-rank mask, wrong for a shared (n_q, n_k) one
+    if Q.dim() == 2:
+        return _attention_with(lambda m: m)(Q, K, V, mask)
+    outs = [_attention_with(lambda m: m)(Q[b], K[b], V[b], mask[b]) for b in range(Q.shape[0])]
+    return torch.stack(outs)
+
+
+def _alias_when_nothing_masked(S, mask):  # hands S itself back when every entry is kept
+    return S if bool(mask.all()) else S.masked_fill(~mask, float("-inf"))
+
+
+def _softmax_then_mask(Q, K, V):  # softmax over every key, then the causal mask, then renormalise
+    keep = torch.ones(Q.shape[-2], K.shape[-2], dtype=torch.bool).tril()
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), -1) * keep
+    return (weights / weights.sum(-1, keepdim=True)) @ V
 
 
 def _causal_with(diagonal_of):
@@ -80,6 +103,7 @@ PROMISES = {
         ),
         ("No softmax", {"property:scores_not_normalised"}, _softmaxed),
         ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float64),
+        ("the inputs' dtype and device", {"property:dtype_device_follow_inputs"}, _float32),
         ("the result has shape (..., n_q, n_k)", {"example:one_query_four_keys"}, _keys_as_rows),
     ],
     "attention": [
@@ -88,6 +112,10 @@ PROMISES = {
             {"example:padding_mask_per_batch"},
             _mask_on_heads,
         ),
+        ("or shape (n_q, n_k)", {"property:matches_reference"}, _mask_per_batch_item),
+    ],
+    "masked_scores": [
+        ("returning a new tensor", {"property:output_not_aliased"}, _alias_when_nothing_masked),
     ],
     "attention_weights": [
         ("masked keys (mask False) getting weight exactly 0", {"example:nan_at_kept_key"}, _zeroes_only_empty_rows),
@@ -99,6 +127,7 @@ PROMISES = {
             _causal_with(lambda n_q, n_k: n_k - n_q),  # bottom-right
         ),
         ("query i attends only to keys j <= i", {"example:square_lower_triangle"}, _causal_with(lambda n_q, n_k: n_k)),
+        ("query i attends only to keys j <= i", {"example:future_key_with_huge_score"}, _softmax_then_mask),
     ],
 }
 

@@ -9,6 +9,7 @@ gives the same cases.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.catalogue.properties import get_property
 from attnscore.check.calls import TORCH_DTYPES, to_torch
 from attnscore.check.strategies import draw_examples
+from attnscore.maths.dtypes import LOW_PRECISION
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
@@ -38,7 +40,9 @@ class Call:
     case's calls of all the example's calls, this one last) and the drawn ``example``.
     ``compare_golden`` False skips the golden comparison of this call. ``layouts`` maps an
     argument's name to the memory layout it is handed over in (:mod:`attnscore.check.layouts`);
-    arguments not named there are fresh contiguous tensors.
+    arguments not named there are fresh contiguous tensors. ``dtype`` is the dtype this call's
+    inputs are cast to when it is not the case's (a property with ``every_dtype`` also calls in the
+    spec's other dtypes); None means the case's.
     """
 
     args: dict[str, np.ndarray]
@@ -49,6 +53,7 @@ class Call:
     example: Any = None
     compare_golden: bool = True
     layouts: dict[str, str] | None = None
+    dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,13 +117,17 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
         golden = spec.contract.golden(contract_args)
         d_k, scale = spec.contract.error_scale(contract_args)
         operands = spec.contract.operand_sums(contract_args)
+        terms = None
+        if dtype in LOW_PRECISION:
+            bound_factor = RATIO_FLOOR.factor if tolerance.mode == "ratio" else tolerance.factor
+            terms = spec.contract.low_precision_terms(contract_args, dtype, bound_factor)
         if tolerance.mode == "ratio":
             allowed = np.maximum(
                 tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
-                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
+                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands, terms),
             )
         else:
-            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands)
+            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands, terms)
     return Call(received_args, golden, allowed, **extra)
 
 
@@ -132,7 +141,11 @@ def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np
 def property_calls(
     spec: Spec, use_name: str, examples: list[Any], dtype: str, tolerance: Tolerance
 ) -> tuple[Call, ...]:
-    """Turn a property's drawn examples into calls (several per example for relational properties)."""
+    """Turn a property's drawn examples into calls (several per example for relational properties).
+
+    A property with ``every_dtype`` makes each example's calls again in every other dtype of the
+    spec (``spec.dtypes``), after the ones in ``dtype``; those calls carry their own ``dtype``.
+    """
     prop = get_property(use_name)
     calls: list[Call] = []
     for example in examples:
@@ -148,6 +161,17 @@ def property_calls(
             if last and prop.check is not None:
                 extra.update(check=prop.check, group=tuple(range(start, start + len(arg_list))), example=example)
             calls.append(_call(spec, args, dtype, tolerance, **extra))
+    if prop.every_dtype:
+        # The same examples in each of the spec's other dtypes, each its own example: a result that
+        # always comes back float32 is wrong for float64 inputs, though grading runs one dtype.
+        for other in (d for d in getattr(spec, "dtypes", ()) if d != dtype):
+            for example in examples:
+                for args in prop.calls(spec.contract, example):
+                    at = len(calls)
+                    extra = {"compare_golden": prop.golden}
+                    if prop.check is not None:
+                        extra.update(check=prop.check, group=(at,), example=example)
+                    calls.append(dataclasses.replace(_call(spec, args, other, tolerance, **extra), dtype=other))
     return tuple(calls)
 
 

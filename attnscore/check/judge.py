@@ -179,7 +179,9 @@ def _judge_once(
     device = str(getattr(runner, "device", "cpu"))
     outputs: dict[int, Received] = {}
     inspections: dict[int, dict[str, list[str]] | None] = {}
+    case_dtype = dtype
     for number, call in enumerate(case.calls, start=1):
+        dtype = call.dtype or case_dtype  # a call may be made in another of the spec's dtypes
         outcome = runner.call(call.args, dtype, call.layouts) if call.layouts else runner.call(call.args, dtype)
         where: dict[str, object] = {
             "args": {n: json_array(a) for n, a in call.args.items()},

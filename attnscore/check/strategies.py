@@ -191,19 +191,49 @@ def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, i
     return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
 
 
+def _mask_shape(
+    draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any]
+) -> tuple[int, ...]:
+    """The shape of a mask with legend ``("...", n_q, n_k)``.
+
+    For attention, whose contract accepts a mask of the scores' full rank with size-1 dims that
+    broadcast, or of shape ``(n_q, n_k)`` shared by every batch item and head, all three forms are
+    drawn when there are batch dims (code that indexes ``mask[b]`` fails on a shared one); other
+    contracts take a mask of the scores' own shape.
+    """
+    rest = tuple(sizes[sym] for sym in legend[1:])
+    batch: tuple[int, ...] = sizes["..."]
+    if contract.kind != "attention" or not batch:
+        return batch + rest
+    form = draw(st.sampled_from(("full", "shared", "broadcast")))
+    if form == "shared":
+        return rest
+    if form == "broadcast":
+        return tuple(draw(st.sampled_from((b, 1))) for b in batch) + rest
+    return batch + rest
+
+
 @st.composite
 def random_args(
     draw: Callable[..., Any], contract: Contract, max_value: float = 10.0, sizes: dict[str, Any] | None = None
 ) -> Args:
     """Arguments for ``contract`` with shapes from its legend and finite values in ``±max_value``.
 
-    Bool parameters (masks) get random True/False entries (True = keep).
+    Bool parameters (masks) get random True/False entries (True = keep); an attention mask also
+    comes shared by the batch (``(n_q, n_k)``) or with size-1 batch dims (see :func:`_mask_shape`).
+    A mask that keeps everything is not forced here (it would make the diagnosis's confirmation
+    inputs unable to tell a mask ignored from another mistake); ``output_not_aliased`` makes that
+    call itself.
     """
     sizes = sizes if sizes is not None else draw(legend_sizes(contract))
     args: Args = {}
     for name, legend in contract.parameters:
+        is_bool = name in contract.bool_parameters
         shape: tuple[int, ...] = ()
-        for sym in legend:
-            shape += sizes["..."] if sym == "..." else (sizes[sym],)
-        args[name] = _array(draw, shape, max_value, name in contract.bool_parameters)
+        if is_bool and legend[:1] == ("...",):
+            shape = _mask_shape(draw, contract, legend, sizes)
+        else:
+            for sym in legend:
+                shape += sizes["..."] if sym == "..." else (sizes[sym],)
+        args[name] = _array(draw, shape, max_value, is_bool)
     return args

@@ -2,12 +2,15 @@
 
 ``attnscore verify`` proves each spec's worth in two ways:
 
-1. the reference implementation passes every case of the spec in each of its dtypes (a spec the
-   reference fails is a broken spec, or a broken reference);
+1. the reference implementation passes every case of the spec in every dtype it can be run in
+   (:func:`verify_dtypes`: the spec's own dtypes, then the others that ``attnscore test --dtype``
+   accepts; a spec the reference fails is a broken spec, or a broken reference);
 2. mutation testing: each catalogue mistake the spec targets (:mod:`attnscore.catalogue.mistakes`; by
-   default every mistake that applies to its contract) fails at least one case and is diagnosed
-   as itself on at least one failing case. The result is a mutation-score table, specs ×
-   mistakes.
+   default every mistake that applies to its contract) fails at least one case in *every* one of
+   those dtypes (a default judgment that passes a mistake in bfloat16 is a wrong pass there), and
+   is diagnosed as itself on at least one failing case in the spec's own (graded) dtypes. A
+   mistake that is the correct implementation in a dtype (:data:`NOT_WRONG_IN`) is not run there.
+   The result is a mutation-score table, specs × mistakes.
 """
 
 from __future__ import annotations
@@ -20,10 +23,43 @@ from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.maths.dtypes import DTYPES
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
-__all__ = ["verify_spec", "bundled_spec_paths", "MutationResult", "mutation_test", "targeted_mistakes"]
+__all__ = [
+    "verify_spec",
+    "verify_dtypes",
+    "bundled_spec_paths",
+    "MutationResult",
+    "mutation_test",
+    "mutation_test_all",
+    "targeted_mistakes",
+    "NOT_WRONG_IN",
+]
+
+NOT_WRONG_IN: dict[str, tuple[str, ...]] = {
+    "returned_float64": ("float64",),
+    "computed_in_float16": ("float16", "bfloat16"),
+}
+"""The dtypes in which a mistake is not wrong, so verify does not run it there.
+
+``returned_float64`` is the right dtype for float64 inputs; ``computed_in_float16`` is the tested
+dtype itself in float16, and in bfloat16 it rounds more finely than the inputs' own dtype (it
+differs only by float16's narrower range, values beyond 65,504, which only a spec with such
+inputs can show).
+"""
+
+
+def verify_dtypes(spec: Spec) -> tuple[str, ...]:
+    """Every dtype ``spec`` can be run in: its own ``dtypes`` first, then the others of
+    :data:`attnscore.maths.dtypes.DTYPES` (``attnscore test --dtype`` accepts any of them).
+
+    >>> from types import SimpleNamespace
+    >>> verify_dtypes(SimpleNamespace(dtypes=("float32", "float64")))
+    ('float32', 'float64', 'float16', 'bfloat16')
+    """
+    return tuple(spec.dtypes) + tuple(d for d in DTYPES if d not in spec.dtypes)
 
 
 def bundled_spec_paths() -> list[Path]:
@@ -47,7 +83,10 @@ def _relative(path: Path) -> Path:
 def verify_spec(
     spec: Spec, dtypes: Sequence[str] | None = None, cases: dict[str, list[Case]] | None = None
 ) -> list[SubmissionResult]:
-    """Run the reference against every case of ``spec``, once per dtype (default: the spec's)."""
+    """Run the reference against every case of ``spec``, once per dtype (default: the spec's).
+
+    ``cases`` maps a dtype to its already built cases (built here for a dtype it lacks).
+    """
     results = []
     for dtype in dtypes or spec.dtypes:
         runner = InProcessRunner(spec.contract.reference)
@@ -77,6 +116,9 @@ class MutationResult:
         diagnosed: at least one failing case was diagnosed as this mistake.
         failed_cases: ids of the failing cases.
         diagnoses: the diagnosis ids that were given (any mistake).
+        dtype: the dtype it was run in ("" when not recorded).
+        needs_diagnosis: whether :attr:`ok` requires the diagnosis too (in the spec's own dtypes,
+            the ones students are graded in); elsewhere being caught is enough.
     """
 
     spec_id: str
@@ -85,10 +127,12 @@ class MutationResult:
     diagnosed: bool
     failed_cases: tuple[str, ...]
     diagnoses: tuple[str, ...]
+    dtype: str = ""
+    needs_diagnosis: bool = True
 
     @property
     def ok(self) -> bool:
-        return self.caught and self.diagnosed
+        return self.caught and (self.diagnosed or not self.needs_diagnosis)
 
     @property
     def cell(self) -> str:
@@ -103,14 +147,22 @@ def targeted_mistakes(spec: Spec) -> list[Mistake]:
     return mistakes_for(spec.contract.name)
 
 
-def mutation_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None = None) -> list[MutationResult]:
-    """Run every targeted mistake against ``spec``'s cases (its first dtype) in process."""
+def mutation_test(
+    spec: Spec, cases: list[Case] | None = None, dtype: str | None = None, *, needs_diagnosis: bool | None = None
+) -> list[MutationResult]:
+    """Run every targeted mistake against ``spec``'s cases in one dtype (default: its first), in process.
+
+    Mistakes that are not wrong in ``dtype`` (:data:`NOT_WRONG_IN`) are left out. The diagnosis is
+    required (``needs_diagnosis``) by default when ``dtype`` is one of the spec's own dtypes.
+    """
     dtype = dtype or spec.dtypes[0]
     cases = cases if cases is not None else build_cases(spec, dtype)
+    if needs_diagnosis is None:
+        needs_diagnosis = dtype in spec.dtypes
     out = []
     for mistake in targeted_mistakes(spec):
-        if not mistake.applies_in(dtype):
-            continue  # e.g. computed_in_float32 in a float32 run: nothing to catch there
+        if not mistake.applies_in(dtype) or dtype in NOT_WRONG_IN.get(mistake.id, ()):
+            continue  # not wrong in this dtype (e.g. computed_in_float32 in a float32 run)
         runner = InProcessRunner(mistake.bind(spec.contract, spec))
         result = judge_cases(
             spec,
@@ -124,5 +176,23 @@ def mutation_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None
         )
         failed = tuple(c.id for c in result.cases if not c.passed)
         diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)
-        out.append(MutationResult(spec.id, mistake.id, bool(failed), mistake.id in diagnoses, failed, diagnoses))
+        out.append(
+            MutationResult(
+                spec.id, mistake.id, bool(failed), mistake.id in diagnoses, failed, diagnoses, dtype, needs_diagnosis
+            )
+        )
+    return out
+
+
+def mutation_test_all(
+    spec: Spec, cases: dict[str, list[Case]] | None = None, dtypes: Sequence[str] | None = None
+) -> list[MutationResult]:
+    """:func:`mutation_test` in every dtype of ``dtypes`` (default :func:`verify_dtypes`), in that order.
+
+    ``cases`` maps a dtype to its already built cases (built here for a dtype it lacks).
+    """
+    out: list[MutationResult] = []
+    for dtype in dtypes or verify_dtypes(spec):
+        built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
+        out.extend(mutation_test(spec, built, dtype))
     return out

@@ -15,7 +15,12 @@ Modes (a spec chooses one, and a worked example may override it):
     with ``u`` the unit roundoff of the tested dtype. It scales with the size of the computation
     and stays meaningful near zero (perpendicular keys). For float16 and bfloat16 the bound is
     that of float32 accumulation, ``factor · (u + d_k · u_fp32) · Σ_i |q_i k_i|``: each term
-    rounded once in the low precision, summed in float32 (cuBLAS, SDPA).
+    rounded once in the low precision, summed in float32 (cuBLAS, SDPA). In general a contract
+    states its low-precision budget as :class:`ErrorTerms`: what is rounded in the tested dtype
+    (in its ``u``), what is accumulated in float32 (in float32's ``u``) and an absolute floor in
+    subnormals, so that no sum over ``n_k`` keys or ``d_k`` coordinates is charged the low
+    precision's ``u`` once per term: ``factor · (u·rounding + u_fp32·accumulation) + u·|golden| +
+    floor·(smallest subnormal)``.
 ``ratio``
     the low-precision rule of FlashAttention and PyTorch's SDPA tests: the maximum error may be at
     most ``factor`` times the maximum error of the reference run *in the same dtype* against the
@@ -38,6 +43,7 @@ from attnscore.maths.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UN
 
 __all__ = [
     "Tolerance",
+    "ErrorTerms",
     "UNIT_ROUNDOFF",
     "CLOSE_DEFAULTS",
     "allowed_error",
@@ -82,6 +88,43 @@ CLOSE_DEFAULTS = {
 }
 
 MODES = ("exact", "close", "dot_bound", "ratio")
+
+
+@dataclass(frozen=True)
+class ErrorTerms:
+    """The error budget of one computation in float16/bfloat16 with float32 accumulation, per entry.
+
+    What a kernel that rounds its inputs, intermediates and output in the low precision but
+    accumulates every sum in float32 (cuBLAS, SDPA, torch's CPU matmul and reductions) can be off
+    by, as three per-entry magnitudes (float64 arrays broadcastable to the result's shape):
+
+    Attributes:
+        rounding: in units of the tested dtype's ``u``: the magnitudes rounded once in it (a
+            product, a scaled input, a softmax weight before ``P V``, ...).
+        accumulation: in units of float32's ``u``: the sums accumulated in float32 (``d_k · Σ|q_i k_i|``
+            for a dot product; it never grows with the low precision's ``u``).
+        floor: in units of the tested dtype's smallest subnormal: the absolute floor for values
+            that fall below the normal range.
+    """
+
+    rounding: np.ndarray
+    accumulation: np.ndarray
+    floor: np.ndarray | float
+
+    @classmethod
+    def of_sum(cls, n: int, scale: np.ndarray, operands: np.ndarray | None = None) -> ErrorTerms:
+        """The terms of an ``n``-term sum with ``Σ|terms|`` = ``scale``: each term rounded once, summed in float32.
+
+        >>> t = ErrorTerms.of_sum(4, np.array([2.0]))
+        >>> t.rounding.tolist(), t.accumulation.tolist(), t.floor
+        ([2.0], [8.0], 5.0)
+        """
+        scale = np.asarray(scale, dtype=np.float64)
+        floor: np.ndarray | float = max(n, 1) + 1.0
+        if operands is not None:
+            floor = floor + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
+        return cls(scale, max(n, 1) * scale, floor)
+
 
 # Smallest positive subnormal per dtype: below the normal range rounding errors are absolute.
 SUBNORMAL_MIN = SMALLEST_SUBNORMAL
@@ -151,6 +194,7 @@ def allowed_error(
     d_k: int,
     scale: np.ndarray,
     operands: np.ndarray | None = None,
+    terms: ErrorTerms | None = None,
 ) -> np.ndarray:
     """Per-entry allowed absolute error, same shape as ``golden`` (float64).
 
@@ -164,6 +208,9 @@ def allowed_error(
             absolute: a query scaled first (``(Q·d_k^-½) Kᵀ``) into the subnormal range is off by
             up to half a subnormal per coordinate, and that error is multiplied by ``|k_i|``. The
             absolute floor is ``(d_k + 1 + Σ_i (|q_i| + |k_i|))`` subnormals (tiny outside float16).
+        terms: for float16/bfloat16, the contract's own low-precision budget (:class:`ErrorTerms`);
+            None means the budget of a ``d_k``-term sum of ``scale``
+            (:meth:`ErrorTerms.of_sum`). Ignored for float32 and float64.
 
     Example:
         The worked example in float32 (``d_k = 2``; golden ``[1, 0, 0.7]``; ``Σ|q_i k_i|`` is
@@ -192,9 +239,13 @@ def allowed_error(
         # each term rounded once in the low precision (inputs scaled first, products), the float32
         # sum, and the result's own rounding below. A running sum in the low precision itself
         # (error growing as d_k·u) is not accepted.
-        bound = tol.factor * (u + max(d_k, 1) * UNIT_ROUNDOFF["float32"]) * scale
-    else:
-        bound = tol.factor * max(d_k, 1) * u * scale
+        if terms is None:
+            terms = ErrorTerms.of_sum(d_k, scale, operands)
+        rounding = np.asarray(terms.rounding, dtype=np.float64)
+        accumulation = np.asarray(terms.accumulation, dtype=np.float64)
+        bound = tol.factor * (u * rounding + UNIT_ROUNDOFF["float32"] * accumulation)
+        return bound + u * np.abs(golden) + terms.floor * SUBNORMAL_MIN[dtype]
+    bound = tol.factor * max(d_k, 1) * u * scale
     # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
     # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
     floor_units: float | np.ndarray = max(d_k, 1) + 1.0

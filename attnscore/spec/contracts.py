@@ -24,6 +24,8 @@ import torch
 
 from attnscore.maths import golden, reference
 from attnscore.spec.bounds import Bound
+from attnscore.maths.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.maths.tolerance import ErrorTerms
 
 __all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
 
@@ -59,6 +61,10 @@ class Contract:
         operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
             scaled into the subnormal range first is off by up to half a subnormal per
             coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
+        low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
+            in the low precision and accumulates in float32, for contracts whose error is not one
+            sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
+            (:meth:`attnscore.maths.tolerance.ErrorTerms.of_sum`).
     """
 
     name: str
@@ -93,6 +99,7 @@ class Contract:
         check_symbols(bounds, self)
         added = tuple(b for b in bounds if b not in self.bounds)
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
+    low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
 
     def tied(self, ties: Mapping[str, str]) -> Contract:
         """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
@@ -129,6 +136,15 @@ class Contract:
     def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
         """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
         return self.error_fn(args)
+
+    def low_precision_terms(self, args: Args, dtype: str = "bfloat16", factor: float = 1.0) -> ErrorTerms:
+        """The ``dtype`` (float16/bfloat16) error budget per output entry, for a bound with ``factor``
+        (:class:`attnscore.maths.tolerance.ErrorTerms`; the factor only sets how far a
+        non-linear step such as softmax may amplify the errors before it)."""
+        if self.low_error_fn is not None:
+            return self.low_error_fn(args, dtype, factor)
+        n, scale = self.error_fn(args)
+        return ErrorTerms.of_sum(n, scale, self.operand_sums(args))
 
     def operand_sums(self, args: Args) -> np.ndarray | None:
         """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
@@ -209,6 +225,95 @@ def _weights_error(S: np.ndarray, mask: np.ndarray | None) -> tuple[int, np.ndar
     return n_k, np.nan_to_num(w) * (1.0 + spread) + 1.0 / n_k
 
 
+def _softmax_parts(S: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(W, gap, spread)`` of a masked softmax: weights (NaN as 0), ``|s - max s|`` and ``|s| + |max s|``
+    at kept finite entries (0 elsewhere)."""
+    w = golden.softmax_weights(S, keep)
+    with np.errstate(invalid="ignore"):
+        z = np.where(keep & np.isfinite(S), S, -np.inf)
+        m = np.max(z, axis=-1, keepdims=True)
+        ok = keep & np.isfinite(z - m)
+        gap = np.where(ok, np.abs(z - m), 0.0)
+        spread = np.where(ok, np.abs(z) + np.abs(m), 0.0)
+    return np.nan_to_num(w), gap, spread
+
+
+def _neg_log(W: np.ndarray) -> np.ndarray:
+    """``|log w|`` where ``w > 0``, else 0."""
+    with np.errstate(divide="ignore"):
+        return np.where(W > 0, -np.log(np.where(W > 0, W, 1.0)), 0.0)
+
+
+def _weights_low_terms(S: np.ndarray, mask: np.ndarray | None) -> ErrorTerms:
+    """Softmax in float16/bfloat16, accumulated in float32 (:class:`ErrorTerms`).
+
+    Rounded in the low precision, relative to ``w_i``: ``s_i - max s`` (the inputs are exact, so
+    the subtraction is rounded once: ``|s_i - max s|``, at most ``|log w_i|``), or ``log w_i``
+    itself for ``exp(log_softmax(s))`` (``|log w_i|``), then ``exp``, the row sum and the division;
+    the row sum's rounding moves every weight by the weighted mean of the exponents' errors.
+    Accumulated in float32: the float32 budget of a softmax computed in float32
+    (``n_k·(w·(1 + |s| + |max s|) + 1/n_k)``). Floor: ``2 + n_k·w`` subnormals (each
+    ``exp`` that underflows, over the row sum). A row sum accumulated in the low precision (every
+    weight doubled for 4,096 equal float16 scores) does not fit.
+    """
+    S = np.asarray(S, dtype=np.float64)
+    keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
+    W, gap, spread = _softmax_parts(S, keep)
+    n_k = S.shape[-1]
+    mean_gap = np.sum(W * gap, axis=-1, keepdims=True)
+    rounding = W * (3.0 + _neg_log(W) + mean_gap)
+    accumulation = n_k * (W * (1.0 + spread) + 1.0 / max(n_k, 1))
+    return ErrorTerms(rounding, accumulation, 2.0 + n_k * W)
+
+
+def _attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
+    """Attention in float16/bfloat16 with float32 accumulation (:class:`ErrorTerms`).
+
+    Scores ``s = Q Kᵀ/√d_k``: rounded in the low precision up to ``2|s| + Σ|q_i k_i|/√d_k`` (a
+    query scaled first and the product's result, or the product and the division, or ``√d_k``
+    rounded too), accumulated in float32 ``d_k·Σ|q_i k_i|/√d_k``, floor ``d_k + 1 + Σ(|q_i| + |k_i|)``
+    subnormals. Softmax renormalises, so a score error ``δs_j`` (or a rounded exponent
+    ``s_j - max s``) moves the output by ``Σ_j w_j δs_j (v_j - o)``: it is carried by ``|v_j - o|``,
+    not ``|v_j|``, and amplified by ``exp(2·max_j δs_j)`` when it is not small (huge scores in
+    bfloat16). Each weight's own roundings (``exp``, the division, the cast before ``P V``, and
+    ``log w_j`` for ``exp(log_softmax)``) are carried by ``|v_j|``; the row sum's rounding scales
+    the whole output (``2|o|``); ``P V`` and the softmax's sums are accumulated in float32
+    (``(2 n_k + 2)·Σ_j w_j |v_j|``).
+    """
+    Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
+    d_k, n_k = Q.shape[-1], K.shape[-2]
+    u, u32, sub = UNIT_ROUNDOFF[dtype], UNIT_ROUNDOFF["float32"], SMALLEST_SUBNORMAL[dtype]
+    S = golden.scaled_dot_products(Q, K)
+    kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
+    W, gap, spread = _softmax_parts(S, kept)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mags = golden.dot_magnitudes(Q, K) / np.sqrt(d_k)
+        fin = kept & np.isfinite(S) & np.isfinite(mags)
+
+        def clean(x: np.ndarray) -> np.ndarray:
+            return np.where(fin, np.nan_to_num(x, nan=0.0, posinf=0.0), 0.0)
+
+        r_s = clean(2.0 * np.abs(S) + mags)
+        a_s = clean(d_k * mags)
+        f_s = clean(d_k + 1.0 + golden.operand_sums(Q, K))
+        delta = factor * (u * r_s + u32 * a_s) + sub * f_s  # the scores' own allowed error
+        amp = np.exp(np.minimum(2.0 * np.max(delta, axis=-1, keepdims=True), 50.0))[..., None]  # (..., n_q, 1, 1)
+        Vk = np.where(kept[..., None], np.nan_to_num(V[..., None, :, :], nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+        Wk = W[..., None]  # (..., n_q, n_k, 1)
+        out = np.sum(Wk * Vk, axis=-2, keepdims=True)  # (..., n_q, 1, d_v)
+        dev, size = np.abs(Vk - out), np.abs(Vk)  # (..., n_q, n_k, d_v)
+
+        def keys(x: np.ndarray, carried: np.ndarray) -> np.ndarray:
+            return np.sum(x[..., None] * carried, axis=-2)  # (..., n_q, n_k, d_v) -> (..., n_q, d_v)
+
+        o = np.abs(out[..., 0, :])
+        amp = amp[..., 0, :]
+        rounding = amp * keys(W * (r_s + gap), dev) + keys(W * (3.0 + _neg_log(W)), size) + 2.0 * o
+        accumulation = amp * keys(W * (a_s + spread), dev) + (2.0 * n_k + 2.0) * keys(W, size)
+        floor = amp * keys(W * f_s, dev) + keys(np.where(kept, 2.0 + n_k * W, 0.0), size) + 2.0
+    return ErrorTerms(rounding, accumulation, floor)
+
+
 def _attention_error(a: Args) -> tuple[int, np.ndarray]:
     Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
     d_k, n_k = Q.shape[-1], K.shape[-2]
@@ -245,6 +350,7 @@ def _causal(alignment: str) -> Contract:
         reference=ref,
         golden_fn=lambda a: golden.causal_attention(a["Q"], a["K"], a["V"], alignment),
         error_fn=lambda a: _attention_error(with_mask(a)),
+        low_error_fn=lambda a, dtype, factor: _attention_low_terms(with_mask(a), dtype, factor),
         bound_text="u·(error of scores and weights propagated through V)",
     )
 
@@ -351,6 +457,7 @@ CONTRACTS: dict[str, Contract] = {
             bool_parameters=frozenset({"mask"}),
             golden_fn=lambda a: golden.softmax_weights(a["S"], a["mask"]),
             error_fn=lambda a: _weights_error(a["S"], a["mask"]),
+            low_error_fn=lambda a, dtype, factor: _weights_low_terms(a["S"], a["mask"]),
             bound_text="n_k·u·(w·(1 + |s| + |max s|) + 1/n_k)",
         ),
         Contract(
@@ -367,6 +474,7 @@ CONTRACTS: dict[str, Contract] = {
             bool_parameters=frozenset({"mask"}),
             golden_fn=lambda a: golden.attention(a["Q"], a["K"], a["V"], a["mask"]),
             error_fn=_attention_error,
+            low_error_fn=_attention_low_terms,
             bound_text="u·(error of scores and weights propagated through V)",
         ),
         _causal("top_left"),

@@ -79,12 +79,24 @@ register(
         diagnosis="inputs_mutated",
     )
 )
+
+
+def _and_nothing_masked(contract: Any, example: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """The example, and for a contract with a mask the same inputs with every key kept (where a
+    shortcut such as ``if mask.all(): return S`` hands back the input itself)."""
+    if not contract.bool_parameters:
+        return [example]
+    kept = {n: np.ones_like(a, dtype=bool) if n in contract.bool_parameters else a for n, a in example.items()}
+    return [example, kept]
+
+
 register(
     Property(
         name="output_not_aliased",
-        summary="The output is a new tensor that shares no memory with an input.",
+        summary="The output is a new tensor that shares no memory with an input (also when nothing is masked).",
         strategy=random_args,
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
+        calls=_and_nothing_masked,
         check=_not_aliased,
     )
 )
@@ -96,6 +108,7 @@ register(
         golden=False,  # judges only its own property: a wrong value is the other cases' concern
         check=_dtype_device,
         diagnosis=_float64_result,
+        every_dtype=True,  # a float32 result for float64 inputs fails, whichever dtype is graded
     )
 )
 register(

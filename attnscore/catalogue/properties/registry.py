@@ -75,6 +75,9 @@ class Property:
         call_layouts: ``(contract, example) -> [{argument: layout} | None, ...]``, one entry per call
             (None: fresh contiguous tensors); when set it replaces ``layouts``, so that each call
             can hand over different arguments as views.
+        every_dtype: whether each example is also called in every other dtype the spec lists
+            (:func:`attnscore.check.cases.property_calls`), so that grading in one dtype still sees
+            what the function returns for inputs of the others.
     """
 
     name: str
@@ -90,6 +93,7 @@ class Property:
     tags: tuple[str, ...] = field(default_factory=tuple)
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
     call_layouts: Callable[[Contract, Any], list[dict[str, str] | None]] | None = None
+    every_dtype: bool = False
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.
