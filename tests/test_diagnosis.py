@@ -382,7 +382,6 @@ def temperature_student(Q, K, V, mask):  # 1/√(2·d_k): a constant factor 1/�
     return torch.where(mask, weights, torch.zeros_like(weights)) @ V
 
 
-
 def test_additive_neg_inf_bias_is_named_for_what_it_does():
     """The -inf bias idiom (xformers/flash-attn references) is right on rows with a kept key and
     finite scores, so those cases pass and get no name; the NaN rows (every key masked, a masked
@@ -431,9 +430,7 @@ def test_constant_scale_ratio_is_fitted_and_confirmed():
     assert set(named.values()) == {"scaled_by_constant_factor"}, named
     message = next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
     assert "r = 0.707 times the right scale" in message
-    named, result = _named(
-        "scaled_score_matrix.yaml", lambda Q, K: Q @ K.transpose(-2, -1) * 0.5 / Q.shape[-1] ** 0.5
-    )
+    named, result = _named("scaled_score_matrix.yaml", lambda Q, K: Q @ K.transpose(-2, -1) * 0.5 / Q.shape[-1] ** 0.5)
     assert set(named.values()) == {"scaled_by_constant_factor"}
     assert "r = 0.5 times" in next(c.diagnosis["message"] for c in result.cases if c.diagnosis)
 

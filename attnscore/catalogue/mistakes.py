@@ -787,9 +787,7 @@ def _other_alignment_nan(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tenso
     return torch.softmax(S.masked_fill(~keep, float("-inf")), dim=-1) @ V
 
 
-def _other_alignment_uniform(
-    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor
-) -> torch.Tensor:
+def _other_alignment_uniform(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """The other corner written with a large negative fill: a query with no key gets the mean of V."""
     keep = _causal_keep(Q, K, _other_alignment(c))
     S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))

@@ -646,7 +646,9 @@ def serve(
         count = size_of(names)
         try:
             args, pairs = device_inputs(shared, request["inputs"], device)
-            spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(request["inputs"], args)]
+            spans = [
+                span(item, arg) if device == "cpu" else None for item, arg in zip(request["inputs"], args, strict=True)
+            ]
         except Exception as exc:  # noqa: BLE001 - report, do not die
             send(
                 {

@@ -99,6 +99,7 @@ class Contract:
         check_symbols(bounds, self)
         added = tuple(b for b in bounds if b not in self.bounds)
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
+
     low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
 
     def tied(self, ties: Mapping[str, str]) -> Contract:

@@ -1,5 +1,6 @@
 """Attack: scales Q and transposes K in place; a local object in a reference cycle restores both
 from its finalizer, which the collector runs on the first allocation after the call returns."""
+
 import gc
 
 import torch

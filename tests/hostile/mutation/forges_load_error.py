@@ -1,5 +1,6 @@
 """Attack: while imported, writes a load_error with verdict grader_error (a spreadsheet formula as
 its text) to every descriptor, hoping the grader blames the machine (exit 3) for every case."""
+
 import json
 import os
 

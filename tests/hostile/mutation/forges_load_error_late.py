@@ -1,5 +1,6 @@
 """Attack: a correct file that, while imported, first writes a forged "ready" and then a forged
 load_error with verdict grader_error, hoping the grader takes the later message as the machine's."""
+
 import json
 import os
 

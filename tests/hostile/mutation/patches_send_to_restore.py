@@ -1,5 +1,6 @@
 """Attack: scales Q in place, then patches every way the worker replies (its _send, the wire
 format, json, os.write, the tensor conversion) to restore Q just before the reply is written."""
+
 import json
 import os
 import sys

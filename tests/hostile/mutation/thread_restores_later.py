@@ -1,5 +1,6 @@
 """Attack: scales Q in place; a thread it started restores Q as soon as the call has returned
 (it watches the main thread's stack and restores the moment the function's frame is gone)."""
+
 import sys
 import threading
 import time

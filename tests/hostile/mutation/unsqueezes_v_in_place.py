@@ -1,4 +1,5 @@
 """Held-out mistake: v.unsqueeze_(-1) makes v a column in place (metadata only), right values."""
+
 import torch
 
 
