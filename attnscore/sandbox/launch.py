@@ -71,8 +71,8 @@ from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.grade.submission import Submission
 from attnscore.report.results import Verdict
 from attnscore.sandbox import cgroup, gpu, kernel_objects, landlock, wire
-from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
 from attnscore.sandbox.template import (
     WORKER_NICE,

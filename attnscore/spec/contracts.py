@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from attnscore.maths import golden, reference
-from attnscore.spec.bounds import Bound
 from attnscore.maths.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths.tolerance import ErrorTerms
+from attnscore.spec.bounds import Bound
 
 __all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
 
