@@ -838,7 +838,9 @@ def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @_add(
     "computed_in_float32",
     "float64 inputs computed in float32",
-    ALL,
+    # masked_scores only copies its inputs and its generated inputs are float32 values, so a float32
+    # detour leaves no trace there (exact comparison): not a mistake its cases can show
+    tuple(name for name in ALL if name != "masked_scores"),
     "your result has float32 rounding errors although the inputs are float64: part of your computation runs in "
     "float32 (e.g. .float(), softmax(x.float()).type_as(x), a float32 buffer or numpy array); compute in the "
     "inputs' dtype",
