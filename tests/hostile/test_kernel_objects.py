@@ -105,12 +105,27 @@ def _grader_run(limits, path: str) -> list[list[str]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _reap_orphans() -> None:
+    """Reap this process's zombie children. In-process grading earlier in the session makes the
+    test process a child subreaper (as a grader is), so what a grader subprocess leaves behind when
+    it exits is reparented here; unreaped, a worker's zombie keeps its credentials, and with them its
+    keyrings, alive."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _left_behind() -> list[str]:
     """Kernel objects of this range's uids still there (keys are collected by the kernel a moment
     after their keyrings are invalidated: waited for, without a deadline that load could beat)."""
     uids = range(UID, UID + _SLOTS)
     objects = [f"{kind} {ident} of uid {uid}" for uid in uids for kind, ident in kernel_objects.sysv_objects_of(uid)]
     for _ in range(600):
+        _reap_orphans()
         keys = [f"keys of uid {uid}" for uid in uids if kernel_objects.has_keys(uid)]
         if not keys:
             break
