@@ -67,6 +67,7 @@ def test_bounded_spec_draws_inside_and_skips_examples_outside():
         "square_lower_triangle",
         "more_keys_than_queries",
         "scores_decide_the_weights",
+        "future_key_with_huge_score",
     ]
     sizes = [
         legend_of(spec.contract, dict(zip(spec.contract.parameter_names, call.args.values(), strict=True)))
