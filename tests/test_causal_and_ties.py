@@ -83,7 +83,11 @@ def test_a_tie_that_no_inert_change_can_meet_still_drops_the_example():
     example checks, so a worked example with n_q != n_k is left out and listed."""
     spec, dropped = load_spec("specs/causal_attention.yaml").tied({"n_k": "n_q"})
     assert dropped == ["more_keys_than_queries", "more_queries_than_keys"]
-    assert [e.id for e in spec.worked_examples] == ["square_lower_triangle", "scores_decide_the_weights", "future_key_with_huge_score"]
+    assert [e.id for e in spec.worked_examples] == [
+        "square_lower_triangle",
+        "scores_decide_the_weights",
+        "future_key_with_huge_score",
+    ]
 
 
 def test_a_kernel_that_needs_equal_widths_passes_with_the_tie(tmp_path, monkeypatch):
