@@ -169,7 +169,7 @@ def test_protections_line_says_so_for_a_gpu_worker():
     line = protections(Limits(device="cuda:1", bwrap=False))
     assert "GPU 1 only (CUDA_VISIBLE_DEVICES; TF32 off)" in line
     assert "no address-space limit on a GPU worker" in line
-    assert "rlimits (cpu, memory, processes, files)" in protections(Limits(bwrap=False))
+    assert "rlimits (cpu, memory (address space; memfds refused), processes, files)" in protections(Limits(bwrap=False))
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_device_inputs_keep_their_layout_and_copy_back():
     assert pairs == [] and args[0].tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
     host = torch.frombuffer(shared, dtype=torch.float32, count=3, offset=64)
     changed = host.clone().fill_(7.0)  # the device copy the submission changed in place
-    worker._copy_back([(host, changed)])
+    worker.bound_copy_back()([(host, changed)])
     assert torch.frombuffer(shared, dtype=torch.float32, count=3, offset=64).tolist() == [7.0, 7.0, 7.0]
 
 
