@@ -172,7 +172,7 @@ def test_where_skips_examples_outside_the_bound_and_draws_inside(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "skipped by constraint: n_q = 3, n_k = 2 break n_q <= n_k" in out
-    assert "9 passed, 1 skipped" in out
+    assert "10 passed, 1 skipped" in out
     bad = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--attnscore-where=n_q<<n_k"],
         cwd=tmp_path,
