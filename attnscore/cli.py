@@ -45,7 +45,7 @@ def handle_errors(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from attnscore.grade.submission import SubmissionError
+        from attnscore.submission.files import SubmissionError
 
         try:
             return command(*args, **kwargs)
@@ -471,12 +471,12 @@ def grade(
     """
     from attnscore.grade.cluster import ClusterError, check_scheduler_address
     from attnscore.grade.gradebook import GradebookError
-    from attnscore.grade.submission import find_submissions
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.results import Verdict
     from attnscore.sandbox.gpu import device_problem
     from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
     from attnscore.spec.load import load_spec
+    from attnscore.submission.files import find_submissions
 
     if output:
         check_output_path(output)
@@ -664,7 +664,7 @@ def test_impl(
     if ratio is not None and not math.isfinite(ratio):
         raise click.UsageError(f"--ratio: expected a finite number >= 1, found {ratio}")
     tie_map = dict(_pair(text, "--tie") for text in ties)
-    from attnscore.spec.bounds import parse_bound
+    from attnscore.maths.bounds import parse_bound
 
     try:
         bounds = tuple(parse_bound(text) for text in wheres)
@@ -770,7 +770,7 @@ def list_specs(markdown: bool) -> None:
     from attnscore.spec.load import load_specs
 
     if markdown:
-        from attnscore.catalogue.markdown import mistake_table, property_table, spec_table
+        from attnscore.report.catalogue_markdown import mistake_table, property_table, spec_table
 
         tables = (spec_table(load_specs(list(bundled_spec_paths()))), property_table(), mistake_table())
         sys.stdout.write("\n\n".join(tables) + "\n")

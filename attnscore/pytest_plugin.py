@@ -19,7 +19,7 @@ The xfail file lists expected failures and skips, one per line, ``#`` starts a c
     *::property:deterministic                        skip    atomics on GPU
 
 An ``allow:<corner>`` line sets a convention corner aside for the items it matches (any value is
-taken as right there, every other entry is still compared; :mod:`attnscore.check.conventions`)::
+taken as right there, every other entry is still compared; :mod:`attnscore.catalogue.conventions`)::
 
     *::*   allow:fully_masked_row   finfo.min masking: the mean of V by design
 
@@ -81,7 +81,7 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
                 f"{path}:{number}: expected '<case id> xfail|skip|allow:<corner> [reason]', found {raw.strip()!r}"
             )
         if parts[1].startswith("allow:"):
-            from attnscore.check.conventions import CORNERS
+            from attnscore.catalogue.conventions import CORNERS
 
             if parts[1][len("allow:") :] not in CORNERS:
                 raise pytest.UsageError(
@@ -260,7 +260,7 @@ def pytest_configure(config: pytest.Config) -> None:
         check_device(config.getoption("attnscore_device"))
     except ImplError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from attnscore.spec.bounds import parse_bound
+    from attnscore.maths.bounds import parse_bound
 
     try:
         config._attnscore_bounds = tuple(parse_bound(t) for t in config.getoption("attnscore_where"))  # type: ignore[attr-defined]

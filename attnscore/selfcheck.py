@@ -31,18 +31,18 @@ from typing import Any
 
 import numpy as np
 
+from attnscore.boundary import worker
+from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.outputs import CallFailure, Outcome
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
-from attnscore.grade.submission import Submission, find_submissions
 from attnscore.report.results import SubmissionResult, Verdict
-from attnscore.sandbox import worker
 from attnscore.sandbox.removal import remove_tree
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
+from attnscore.submission.files import Submission, find_submissions
 
 __all__ = ["SelfCheck", "check", "check_function", "check_path", "visible_cases"]
 
@@ -286,7 +286,7 @@ def check_path(
     submission), copied to a temporary folder and imported in this process.
 
     Raises:
-        attnscore.grade.submission.SubmissionError: ``path`` is missing or not a submission.
+        attnscore.submission.files.SubmissionError: ``path`` is missing or not a submission.
         attnscore.spec.located.SpecError: the spec file is invalid.
     """
     loaded = _spec(spec)

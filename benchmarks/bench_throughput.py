@@ -25,10 +25,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import find_submissions
 from attnscore.sandbox.launch import Limits, protections, warm_template
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
+from attnscore.submission.files import find_submissions
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "submissions" / "scores"

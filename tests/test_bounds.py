@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from attnscore.check.cases import build_cases
 from attnscore.cli import main
-from attnscore.spec.bounds import Bound, legend_of, parse_bound
+from attnscore.maths.bounds import Bound, legend_of, parse_bound
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
 

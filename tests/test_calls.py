@@ -1,4 +1,4 @@
-"""Tests for call inspection (attnscore.check.calls): in-place changes of values or metadata are mutation."""
+"""Tests for call inspection (attnscore.boundary.calls): in-place changes of values or metadata are mutation."""
 
 from __future__ import annotations
 

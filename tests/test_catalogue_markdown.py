@@ -1,4 +1,4 @@
-"""The catalogue tables of docs/catalogue.md are `attnscore specs --markdown` (attnscore/catalogue/markdown.py)."""
+"""The catalogue tables of docs/catalogue.md are `attnscore specs --markdown` (report/catalogue_markdown.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from attnscore.catalogue.markdown import cell, mistake_table, property_table
 from attnscore.cli import main
+from attnscore.report.catalogue_markdown import cell, mistake_table, property_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "docs" / "catalogue.md"

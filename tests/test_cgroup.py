@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnscore.check.outputs import CallFailure
+from attnscore.boundary.outputs import CallFailure
+from attnscore.boundary.template_server import WORKER_NICE
 from attnscore.sandbox import cgroup, launch
 from attnscore.sandbox.launch import Limits, SandboxRunner
-from attnscore.sandbox.template import WORKER_NICE
 
 V1 = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}

@@ -24,11 +24,11 @@ from rich.console import Console
 import attnscore.grade.class_run as class_run
 from attnscore.grade.class_run import feedback_name, grade_class
 from attnscore.grade.gradebook import Gradebook, student_name
-from attnscore.grade.submission import find_submissions, printable_name
 from attnscore.report.class_html import class_report_html
 from attnscore.report.spreadsheet import CSV_ENCODING
 from attnscore.report.text import batch_table
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import find_submissions, printable_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 from classdata import class_rows, result  # noqa: E402

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from attnscore.check.outputs import CallFailure
+from attnscore.boundary.outputs import CallFailure
 from attnscore.report.results import Verdict
 from attnscore.sandbox import clock
 from attnscore.sandbox.clock import OwnTime

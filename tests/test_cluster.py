@@ -14,9 +14,9 @@ from guards import HANG_GUARD_S
 from attnscore.check.cases import build_cases
 from attnscore.grade.cluster import ClusterError, grade_on_cluster
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import find_submissions
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import find_submissions
 
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (attnscore[dask])")
 

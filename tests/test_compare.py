@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnscore.boundary.outputs import BadReturn, Received, to_received
 from attnscore.check.compare import compare
-from attnscore.check.outputs import BadReturn, Received, to_received
 from attnscore.maths.tolerance import Tolerance, allowed_error
 from attnscore.report.feedback import mismatch_text
 from attnscore.report.results import Verdict

@@ -11,10 +11,10 @@ import torch
 import yaml
 from click.testing import CliRunner
 
+from attnscore.boundary.outputs import Received
+from attnscore.catalogue.conventions import corner_region, set_aside
 from attnscore.check.cases import build_cases
-from attnscore.check.conventions import corner_region, set_aside
 from attnscore.check.judge import judge_case
-from attnscore.check.outputs import Received
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import judge_cases
 from attnscore.cli import main

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from attnscore.boundary.outputs import to_received
 from attnscore.check.cases import build_cases
 from attnscore.check.diagnosis import diagnose, matches
-from attnscore.check.outputs import to_received
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.check.verify import mutation_test
@@ -276,10 +276,10 @@ def test_a_one_entry_coincidence_is_not_a_diagnosis():
 def test_the_name_next_to_a_shrunk_counterexample_holds_on_it():
     """Shrinking keeps only inputs where the diagnosed mistake still explains the output, and the
     shrunk counterexample is never larger than the original."""
+    from attnscore.boundary.outputs import to_received as received_of
     from attnscore.catalogue.mistakes import get_mistake
     from attnscore.check.diagnosis import holds
     from attnscore.check.implementation import run_impl
-    from attnscore.check.outputs import to_received as received_of
 
     spec = load_spec("specs/attention.yaml")
     result = run_impl(spec, _minus_1e9, dtype="float32")
@@ -569,9 +569,9 @@ def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
 
 def test_property_held_survives_the_record():
     """The record keeps property_held, and old records without it read as False."""
+    from attnscore.boundary.verdict import Verdict
     from attnscore.report.failure import Failure
     from attnscore.report.record import _failure_from, _failure_record
-    from attnscore.report.verdict import Verdict
 
     failure = Failure(
         verdict=Verdict.WRONG_VALUE,

@@ -17,7 +17,7 @@ REQUIRED = {
     "attnscore.maths.tolerance": "allowed_error",
     "attnscore.report.results": "points_out",
     "attnscore.spec.located": "field_path",
-    "attnscore.catalogue.markdown": "cell",
+    "attnscore.report.catalogue_markdown": "cell",
 }
 
 

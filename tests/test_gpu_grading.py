@@ -17,15 +17,16 @@ import torch
 from click.testing import CliRunner
 from guards import HANG_GUARD_S
 
+from attnscore.boundary import landlock, wire, worker
+from attnscore.boundary.outputs import Received
 from attnscore.check.cases import build_cases
-from attnscore.check.outputs import Received
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.cli import main
 from attnscore.grade.grading import grade_submission
 from attnscore.maths.reference import scaled_score_matrix
 from attnscore.report.results import Verdict
-from attnscore.sandbox import gpu, landlock, wire, worker
+from attnscore.sandbox import gpu
 from attnscore.sandbox.launch import Limits, SandboxRunner, _bwrap_prefix, _rlimits, preflight, protections
 from attnscore.spec.load import load_spec
 

@@ -17,10 +17,10 @@ from classdata import class_rows, result
 
 from attnscore.grade.class_run import feedback_name
 from attnscore.grade.gradebook import Gradebook, GradebookError, spec_key, student_name, submission_key
-from attnscore.grade.submission import Submission
 from attnscore.report.record import RecordError, result_from_record, result_to_record
 from attnscore.report.results import Verdict
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
+from attnscore.submission.files import Submission
 
 
 def test_record_round_trips_exact_points_and_every_field():

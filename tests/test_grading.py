@@ -11,12 +11,12 @@ import pytest
 
 from attnscore.check.cases import build_cases
 from attnscore.grade.grading import grade_many, grade_submission
-from attnscore.grade.submission import SubmissionError, find_submissions
 from attnscore.report import gradescope_results, submission_to_json
 from attnscore.report.results import Verdict
 from attnscore.sandbox import launch as sandbox
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import SubmissionError, find_submissions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "submissions"

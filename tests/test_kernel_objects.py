@@ -1,5 +1,5 @@
-"""Tests for the worker's seccomp filter (attnscore.sandbox.seccomp) and the kernel objects a
-worker uid leaves (attnscore.sandbox.kernel_objects)."""
+"""Tests for the worker's seccomp filter (attnscore.boundary.seccomp) and the kernel objects a
+worker uid leaves (attnscore.boundary.kernel_objects)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from attnscore.sandbox import kernel_objects
+from attnscore.boundary import kernel_objects
 from attnscore.sandbox.launch import Limits, protections
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ sys.path.insert(0, sys.argv[1])
 limit = json.loads(sys.argv[2])
 if limit:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from attnscore.sandbox import seccomp
+from attnscore.boundary import seccomp
 installed = seccomp.confine()
 import torch
 q, k = torch.randn(2, 4, 8, dtype=torch.float64), torch.randn(2, 4, 8, dtype=torch.float64)
@@ -108,7 +108,7 @@ page.write(code)
 address = ctypes.addressof(ctypes.c_char.from_buffer(page))
 call = ctypes.CFUNCTYPE(ctypes.c_int)(address)
 before = call()
-from attnscore.sandbox import seccomp
+from attnscore.boundary import seccomp
 seccomp.confine()
 print(json.dumps([before, call(), __import__("os").getpid()]))
 """

@@ -1,4 +1,4 @@
-"""Tests for the worker's Landlock confinement (attnscore.sandbox.landlock, attnscore.sandbox.worker._confine)."""
+"""Tests for the worker's Landlock confinement (attnscore.boundary.landlock, attnscore.boundary.worker._confine)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnscore.check.outputs import Received
-from attnscore.sandbox import landlock
+from attnscore.boundary import landlock
+from attnscore.boundary.outputs import Received
+from attnscore.boundary.worker import _granted
 from attnscore.sandbox.launch import Limits, SandboxRunner, protections
-from attnscore.sandbox.worker import _granted
 
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
 needs_landlock = pytest.mark.skipif(landlock.abi_version() == 0, reason="the kernel has no Landlock")

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnscore.check.calls import to_torch
+from attnscore.boundary.calls import to_torch
+from attnscore.boundary.layouts import LAYOUTS, effective_layout, expand_values, strided_form
 from attnscore.check.cases import build_cases
 from attnscore.check.judge import judge_case
-from attnscore.check.layouts import LAYOUTS, effective_layout, expand_values, strided_form
 from attnscore.check.runner import InProcessRunner
 from attnscore.report.results import Verdict
 from attnscore.spec.load import load_spec

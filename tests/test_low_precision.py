@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.check.cases import _call, build_cases
 from attnscore.check.implementation import run_impl
 from attnscore.check.verify import (
@@ -25,7 +26,6 @@ from attnscore.check.verify import (
     targeted_mistakes,
     verify_dtypes,
 )
-from attnscore.maths.dtypes import UNIT_ROUNDOFF
 from attnscore.maths.tolerance import ErrorTerms, Tolerance, allowed_error, entries_close
 from attnscore.spec.load import load_spec
 

@@ -16,8 +16,8 @@ from attnscore.check.cases import build_cases
 from attnscore.check.diagnosis import recompute
 from attnscore.check.implementation import run_impl
 from attnscore.check.verify import bundled_spec_paths
+from attnscore.maths.contracts import CONTRACTS
 from attnscore.report.results import Verdict
-from attnscore.spec.contracts import CONTRACTS
 from attnscore.spec.load import load_spec
 
 REQUIRED = {

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnscore.grade.grading import grade_many
-from attnscore.grade.notebook import NotebookError, convert_notebook
-from attnscore.grade.submission import SubmissionError, find_submissions
 from attnscore.report.results import Verdict
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import SubmissionError, find_submissions
+from attnscore.submission.notebook import NotebookError, convert_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "specs" / "dot_product_scores.yaml"
@@ -278,7 +278,7 @@ def test_hostile_notebooks_are_their_students_verdicts_and_the_class_is_graded(t
 @pytest.mark.parametrize("reader", ["_ipython_to_python", "_statement_text", "_decode"])
 def test_any_reader_failure_is_a_notebook_error(monkeypatch, reader, error):
     """Whatever a reader raises on student data (IPython's transforms, ast, nbformat) is a NotebookError."""
-    import attnscore.grade.notebook as module
+    import attnscore.submission.notebook as module
 
     def broken(*args, **kwargs):
         raise error
@@ -293,7 +293,7 @@ def test_any_reader_failure_is_a_notebook_error(monkeypatch, reader, error):
 
 def test_too_much_ipython_syntax_names_the_cell():
     """More lines of IPython syntax than MAX_IPYTHON_LINES is a NotebookError naming the cell that went over."""
-    from attnscore.grade.notebook import MAX_IPYTHON_LINES
+    from attnscore.submission.notebook import MAX_IPYTHON_LINES
 
     with pytest.raises(NotebookError) as info:
         convert_notebook(_raw_notebook(CORRECT, "\n".join(f"x{i}?" for i in range(MAX_IPYTHON_LINES + 1))))
@@ -334,7 +334,7 @@ def test_line_by_line_transform_matches_ipython(lines):
     """The bounded transform gives exactly what IPython's own transform_cell gives, where that is Python."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from attnscore.grade.notebook import _ipython_to_python
+    from attnscore.submission.notebook import _ipython_to_python
 
     cell = "\n".join(lines)
     try:

@@ -10,10 +10,10 @@ from attnscore.catalogue.properties import PROPERTIES, applicable_properties, ge
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.strategies import draw_examples
+from attnscore.maths.contracts import CONTRACTS
+from attnscore.maths.strategies import draw_examples
 from attnscore.maths.tolerance import Tolerance
 from attnscore.report.results import Verdict
-from attnscore.spec.contracts import CONTRACTS
 from attnscore.spec.load import load_spec
 
 SPEC_FOR = {

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnscore.check.strategies import random_args
 from attnscore.maths import golden, reference
+from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.reference import ScoreInputError
-from attnscore.spec.contracts import CONTRACTS
+from attnscore.maths.strategies import random_args
 
 NAN, INF = float("nan"), float("inf")
 
@@ -131,7 +131,7 @@ def test_attention_fully_masked_query_is_zero():
 @pytest.mark.parametrize("name", sorted(CONTRACTS))
 def test_reference_matches_golden_on_random_inputs(name):
     """Every contract's torch reference agrees with its float64 numpy golden path."""
-    from attnscore.check.strategies import draw_examples
+    from attnscore.maths.strategies import draw_examples
 
     contract = CONTRACTS[name]
     for args in draw_examples(random_args(contract, 5.0), 10, seed=7):
@@ -152,7 +152,7 @@ def test_reference_on_cuda_keeps_device():
 
 def test_attention_error_bound_ignores_masked_keys():
     """NaN and inf at masked keys leave the allowed error finite and small: a wrong finite answer fails."""
-    from attnscore.spec.contracts import CONTRACTS
+    from attnscore.maths.contracts import CONTRACTS
 
     args = {
         "Q": np.array([[1.0, 0.0]]),

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from attnscore.check.outputs import CallFailure, Received
+from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.report.results import Verdict
 from attnscore.sandbox import launch as sandbox
 from attnscore.sandbox.launch import Limits, SandboxRunner

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnscore.check.outputs import CallFailure
+from attnscore.boundary.outputs import CallFailure
 from attnscore.report.results import Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from attnscore.cli import main
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import find_submissions
 from attnscore.report.results import Verdict
 from attnscore.selfcheck import check, check_function, check_path, visible_cases
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import find_submissions
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "specs" / "dot_product_scores.yaml"

@@ -18,11 +18,11 @@ from attnscore.export.bundle import ExportError
 from attnscore.export.gradescope import build_gradescope_bundle
 from attnscore.export.student_spec import student_spec_text, write_student_spec
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import find_submissions
 from attnscore.report.results import CaseResult
 from attnscore.selfcheck import check_path, visible_cases
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
+from attnscore.submission.files import find_submissions
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = bundled_spec_paths()

@@ -1,4 +1,4 @@
-"""Tests for taking submissions in (attnscore.grade.submission) and for what students are told about them:
+"""Tests for taking submissions in (attnscore.submission.files) and for what students are told about them:
 folder submissions with helper modules, entry files, batches of student folders, tuples returned,
 exceptions whose ``__str__`` raises, and spec paths in feedback."""
 
@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from attnscore.check.cases import build_cases
 from attnscore.cli import main
 from attnscore.grade.grading import grade_many, grade_submission
-from attnscore.grade.submission import Submission, SubmissionError, find_submissions
 from attnscore.report.results import Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
+from attnscore.submission.files import Submission, SubmissionError, find_submissions
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_PATH = ROOT / "specs" / "dot_product_scores.yaml"

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from guards import HANG_GUARD_S
 
+from attnscore.boundary.outputs import CallFailure
 from attnscore.check.cases import build_cases
-from attnscore.check.outputs import CallFailure
 from attnscore.cli import main
 from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report.results import Verdict
@@ -261,7 +261,7 @@ def test_the_template_holds_no_spec_or_expected_values(tmp_path):
     assert token not in result.output and "dot_product_scores.yaml" not in result.output
     modules = re.search(r"MODULES (\[.*?\])", result.output).group(1)
     assert "attnscore.spec" not in modules and "attnscore.maths.golden" not in modules and "yaml" not in modules
-    assert "attnscore.sandbox.worker" in modules  # the worker subset only
+    assert "attnscore.boundary.worker" in modules  # the worker subset only
     pid = _template_pid()
     for name in ("cmdline", "environ"):
         assert token.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()

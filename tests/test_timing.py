@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from attnscore.cli import main
 from attnscore.maths import reference
-from attnscore.spec.contracts import get_contract
+from attnscore.maths.contracts import get_contract
 from attnscore.timing.benchmark import DEFAULT_SIZES, agrees, bench, bench_inputs, parse_sizes, torch_baseline
 from attnscore.timing.kernel_timer import Timing, time_calls
 

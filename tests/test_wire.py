@@ -1,4 +1,4 @@
-"""Tests for the grader/worker wire format (attnscore.sandbox.wire): every hostile reply is a WireError."""
+"""Tests for the grader/worker wire format (attnscore.boundary.wire): every hostile reply is a WireError."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnscore.sandbox import wire
+from attnscore.boundary import wire
 
 
 def test_round_trip_keeps_every_bit():

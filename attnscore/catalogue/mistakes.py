@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from attnscore.maths import reference
-from attnscore.spec.contracts import Contract
+from attnscore.maths.contracts import Contract
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for"]
 

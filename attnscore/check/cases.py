@@ -10,7 +10,6 @@ gives the same cases.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -20,15 +19,15 @@ import numpy as np
 import torch
 from hypothesis.errors import HypothesisException
 
+from attnscore.boundary.calls import TORCH_DTYPES, to_torch
+from attnscore.boundary.dtypes import LOW_PRECISION
 from attnscore.catalogue.properties import get_property
-from attnscore.check.calls import TORCH_DTYPES, to_torch
-from attnscore.check.strategies import draw_examples
-from attnscore.maths.dtypes import LOW_PRECISION
+from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
 
-__all__ = ["Call", "Case", "build_cases", "cast", "derive_seed", "property_calls"]
+__all__ = ["Call", "Case", "build_cases", "cast", "property_calls"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Call:
     ``check`` (see :class:`attnscore.catalogue.properties.CheckContext`), ``group`` (the indices in the
     case's calls of all the example's calls, this one last) and the drawn ``example``.
     ``compare_golden`` False skips the golden comparison of this call. ``layouts`` maps an
-    argument's name to the memory layout it is handed over in (:mod:`attnscore.check.layouts`);
+    argument's name to the memory layout it is handed over in (:mod:`attnscore.boundary.layouts`);
     arguments not named there are fresh contiguous tensors. ``dtype`` is the dtype this call's
     inputs are cast to when it is not the case's (a property with ``every_dtype`` also calls in the
     spec's other dtypes); None means the case's.
@@ -87,12 +86,6 @@ class Case:
     property_name: str = ""
     explanation: str = ""
     line: int = 0
-
-
-def derive_seed(*parts: object) -> int:
-    """A 32-bit seed from a SHA-256 of the parts (stable across runs and machines)."""
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "big")
 
 
 def cast(array: np.ndarray, dtype: str) -> np.ndarray:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnscore.check.outputs import Received
-from attnscore.maths.dtypes import PRECISION_BITS, SMALLEST_NORMAL
+from attnscore.boundary.dtypes import PRECISION_BITS, SMALLEST_NORMAL
+from attnscore.boundary.outputs import Received
+from attnscore.boundary.verdict import Verdict
+from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import EntryMismatch, Mismatch
-from attnscore.report.feedback import format_index, format_number, shape_text
-from attnscore.report.verdict import Verdict
 
 __all__ = ["Mismatch", "compare", "format_index", "format_number"]
 

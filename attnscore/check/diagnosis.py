@@ -43,10 +43,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnscore.boundary.dtypes import UNIT_ROUNDOFF
+from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
-from attnscore.check.cases import _call, derive_seed
-from attnscore.check.outputs import CallFailure, Received, to_received
-from attnscore.maths.dtypes import UNIT_ROUNDOFF
+from attnscore.check.cases import _call
+from attnscore.maths.strategies import derive_seed
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
 
 __all__ = [

@@ -15,14 +15,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from attnscore.boundary.layouts import describe_layout
+from attnscore.boundary.outputs import CallFailure, Received
+from attnscore.catalogue.conventions import applicable_corners, corner_region, set_aside
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case
 from attnscore.check.compare import compare
-from attnscore.check.conventions import applicable_corners, corner_region, set_aside
 from attnscore.check.diagnosis import diagnose, holds, nonfinite_hint
-from attnscore.check.layouts import describe_layout
-from attnscore.check.outputs import CallFailure, Received
 from attnscore.check.runner import Runner
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
@@ -114,7 +114,7 @@ def judge_case(
 ) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
-    Convention corners (:mod:`attnscore.check.conventions`): the entries of the corners in
+    Convention corners (:mod:`attnscore.catalogue.conventions`): the entries of the corners in
     ``spec.set_aside`` are taken as right, everything else is judged. When the failing output is
     wrong in a corner that is judged (``Failure.corner``, e.g. a fully masked row that is NaN),
     the case is judged again with that corner set aside, and a failure found then is a second

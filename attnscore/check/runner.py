@@ -1,8 +1,8 @@
 """Runners: how a case's calls reach an implementation.
 
 A runner takes the arguments of one call (plain numpy arrays already cast to the tested dtype,
-and optionally the memory layout to hand each one over in, see :mod:`attnscore.check.layouts`) and
-returns an :data:`attnscore.check.outputs.Outcome`: the result as plain data, or a failure with its
+and optionally the memory layout to hand each one over in, see :mod:`attnscore.boundary.layouts`) and
+returns an :data:`attnscore.boundary.outputs.Outcome`: the result as plain data, or a failure with its
 verdict. :class:`InProcessRunner` calls trusted code (the reference, an engineer's function)
 directly; the sandboxed runner for untrusted submissions is in :mod:`attnscore.sandbox.launch`.
 """
@@ -14,8 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from attnscore.check.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
-from attnscore.check.outputs import BadReturn, CallFailure, Outcome, to_received
+from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
+from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
 __all__ = ["Runner", "InProcessRunner"]

@@ -21,10 +21,10 @@ from hypothesis.errors import HypothesisException
 
 from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import get_property
-from attnscore.check.cases import Case, derive_seed, property_calls
+from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
 from attnscore.check.judge import judge_case, wrong_corner
-from attnscore.check.strategies import _without_local_constants
+from attnscore.maths.strategies import _without_local_constants, derive_seed
 from attnscore.report.failure import ShrunkFrom
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
@@ -67,7 +67,7 @@ def shrink_case(
     With ``mistake`` (a catalogue id), a smaller input counts as failing only when the output
     there is still what that mistake gives (:func:`attnscore.check.diagnosis.holds`), so that the name
     shown next to the shrunk counterexample is true of it. Likewise a smaller input counts only
-    when the convention corners (:mod:`attnscore.check.conventions`) where its output is wrong are
+    when the convention corners (:mod:`attnscore.catalogue.conventions`) where its output is wrong are
     the original's: ``corner`` (``"fully_masked_row"``) or none, so that a value bug never shrinks
     into a fully masked row; the corners in ``spec.set_aside`` are taken as right throughout.
 

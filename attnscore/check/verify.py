@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnscore.boundary.dtypes import DTYPES
 from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, judge_cases
-from attnscore.maths.dtypes import DTYPES
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -53,7 +53,7 @@ inputs can show).
 
 def verify_dtypes(spec: Spec) -> tuple[str, ...]:
     """Every dtype ``spec`` can be run in: its own ``dtypes`` first, then the others of
-    :data:`attnscore.maths.dtypes.DTYPES` (``attnscore test --dtype`` accepts any of them).
+    :data:`attnscore.boundary.dtypes.DTYPES` (``attnscore test --dtype`` accepts any of them).
 
     >>> from types import SimpleNamespace
     >>> verify_dtypes(SimpleNamespace(dtypes=("float32", "float64")))

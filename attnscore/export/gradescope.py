@@ -24,8 +24,8 @@ import zipfile
 from pathlib import Path
 
 from attnscore.atomic import write_atomic
+from attnscore.boundary.untrusted import clean_text
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
-from attnscore.sandbox.untrusted import clean_text
 
 __all__ = ["build_gradescope_bundle", "failure_results"]
 

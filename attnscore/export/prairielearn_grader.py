@@ -32,11 +32,11 @@ from typing import Any
 
 from attnscore.atomic import write_atomic
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import SubmissionError, find_submissions
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.sandbox.launch import Limits, preflight
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
+from attnscore.submission.files import SubmissionError, find_submissions
 
 __all__ = ["grade_job", "main", "ROOT_VARIABLE"]
 

@@ -35,13 +35,13 @@ from rich.console import Console
 from attnscore.atomic import write_atomic
 from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
 from attnscore.grade.grading import grade_many
-from attnscore.grade.submission import Submission, SubmissionError
 from attnscore.report.class_html import class_report_html
 from attnscore.report.results import SubmissionResult
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
 from attnscore.report.text import submission_text
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.model import Spec
+from attnscore.submission.files import Submission, SubmissionError
 
 __all__ = [
     "ClassRun",
@@ -158,7 +158,7 @@ def grade_class(
     """Grade what needs grading into ``out`` and write the feedback, CSV and report.
 
     Args:
-        submissions: from :func:`attnscore.grade.submission.find_submissions`; each is named by
+        submissions: from :func:`attnscore.submission.files.find_submissions`; each is named by
             its file or folder name (:func:`attnscore.grade.gradebook.student_name`).
         scheduler: a dask scheduler address: grade on that cluster
             (:func:`attnscore.grade.cluster.grade_on_cluster`) instead of here with ``jobs``.

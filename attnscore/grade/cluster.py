@@ -32,16 +32,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from attnscore.boundary.outputs import CallFailure
 from attnscore.check.cases import Case, build_cases
-from attnscore.check.outputs import CallFailure
 from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.grade.grading import _Refused, grade_submission
-from attnscore.grade.submission import Submission
 from attnscore.report.record import result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
+from attnscore.submission.files import Submission
 
 __all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "MAX_TRIES"]
 

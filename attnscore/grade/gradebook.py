@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnscore.grade.submission import Submission, printable_name
 from attnscore.report.record import RecordError, result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
+from attnscore.submission.files import Submission, printable_name
 
 __all__ = ["Gradebook", "GradebookError", "submission_key", "spec_key", "student_name", "SCHEMA_VERSION"]
 
@@ -101,7 +101,7 @@ def spec_key(spec_bytes: bytes, spec_version: int, attnscore_version: str, optio
 def student_name(submission: Submission) -> str:
     """The gradebook's name for a submission: its file or folder name (``alice.py``, ``bob``), so
     the same class graded from another working folder or by another path keeps its rows. Control
-    characters, non-UTF-8 bytes and backslashes are escaped (:func:`attnscore.grade.submission.printable_name`),
+    characters, non-UTF-8 bytes and backslashes are escaped (:func:`attnscore.submission.files.printable_name`),
     so every reporter gets one printable line and distinct files keep distinct names."""
     return printable_name(submission.path.name or str(submission.path))
 

@@ -17,17 +17,17 @@ from typing import Any
 
 import torch
 
+from attnscore.boundary.outputs import CallFailure
+from attnscore.boundary.untrusted import clean_text
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.outputs import CallFailure
 from attnscore.check.session import NO_SHRINK, judge_cases
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
-from attnscore.grade.submission import Submission
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
-from attnscore.sandbox.untrusted import clean_text
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
+from attnscore.submission.files import Submission
 
 __all__ = ["grade_submission", "grade_many"]
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnscore.maths.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.boundary.dtypes import DTYPES, LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 
 __all__ = [
     "Tolerance",

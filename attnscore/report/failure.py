@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.report.verdict import Verdict
+from attnscore.boundary.verdict import Verdict
 
 __all__ = ["EntryMismatch", "Mismatch", "ShrunkFrom", "Failure", "json_array", "array_of", "size_of"]
 
@@ -117,7 +117,7 @@ class Failure:
         diagnosis: the known mistake the output matches, ``{"id", "message"}``, or None.
         explanation: a worked example's explanation ("Why: ..."), or "".
         shrunk_from: for a shrunk counterexample, the original input's position and size, or None.
-        corner: a convention corner (:mod:`attnscore.check.conventions`, ``"fully_masked_row"``)
+        corner: a convention corner (:mod:`attnscore.catalogue.conventions`, ``"fully_masked_row"``)
             where the failing output is wrong, or "".
         set_aside: the convention corners taken as right when this failure was found.
         other_causes: failures of the same case found with ``corner`` set aside: a second cause,

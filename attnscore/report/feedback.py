@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.check.layouts import effective_layout, expand_axis
+from attnscore.boundary.layouts import effective_layout, expand_axis
+from attnscore.boundary.verdict import Verdict
+from attnscore.maths.display import format_array, format_index, format_number, shape_text
 from attnscore.report.failure import Failure, Mismatch, array_of
-from attnscore.report.verdict import Verdict
 
 __all__ = [
     "format_number",
@@ -44,46 +45,6 @@ __all__ = [
     "convention_text",
     "second_cause_text",
 ]
-
-
-def format_number(x: float, dtype: str = "float64") -> str:
-    """The shortest text that reads back as ``x`` in ``dtype`` (``0.7``, ``-1``, ``nan``, ``1.5e+10``).
-
-    ``dtype`` is the precision the value lives in: a float32 0.7 prints as ``0.7``, not as its
-    float64 expansion 0.699999988079071. Whole numbers drop the ``.0``; ``-0`` prints as ``0``.
-
-    >>> format_number(0.699999988079071, "float32"), format_number(-0.0), format_number(3.0)
-    ('0.7', '0', '3')
-    """
-    x = float(x)
-    if np.isnan(x):
-        return "nan"
-    if np.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    scalar = {"float32": np.float32, "float16": np.float16, "bfloat16": np.float32}.get(dtype, np.float64)(x)
-    text = str(scalar) if np.isfinite(scalar) else repr(x)
-    return text[:-2] if text.endswith(".0") else text
-
-
-def format_index(name: str, index: tuple[int, ...]) -> str:
-    """``out[1, 2]`` style index text; ``out`` for a scalar."""
-    return f"{name}[{', '.join(str(i) for i in index)}]" if index else name
-
-
-def format_array(array: Any, dtype: str | None = None) -> str:
-    """Nested-list text of an array with the shortest numbers of its dtype: ``[[1, 0], [0.7, 0.7]]``."""
-    arr = np.asarray(array)
-    dtype = dtype or arr.dtype.name
-    if arr.ndim == 0:
-        return format_number(float(arr), dtype)
-    return "[" + ", ".join(format_array(a, dtype) for a in arr) + "]"
-
-
-def shape_text(shape: tuple[int, ...]) -> str:
-    """``(2, 3)``, ``(4,)`` or ``()``."""
-    return "()" if not shape else "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 _BUILTIN_EXCEPTIONS = frozenset(
@@ -327,7 +288,7 @@ def convention_text(corner: str) -> str:
     deliberate, set the corner aside (spec: conventions: {fully_masked_row: any}; attnscore test
     --allow fully_masked_row; pytest xfail file: allow:fully_masked_row)
     """
-    from attnscore.check.conventions import get_corner
+    from attnscore.catalogue.conventions import get_corner
 
     c = get_corner(corner)
     return (

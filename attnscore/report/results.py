@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from attnscore.boundary.verdict import Verdict
 from attnscore.report.failure import Failure
 from attnscore.report.feedback import failure_text
-from attnscore.report.verdict import Verdict
 
 __all__ = ["Verdict", "CaseResult", "SubmissionResult", "points_out"]
 

@@ -13,9 +13,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attnscore.boundary.untrusted import clean_text
 from attnscore.report.feedback import cause_groups, failure_text, summary_line
 from attnscore.report.results import SubmissionResult, Verdict, points_out
-from attnscore.sandbox.untrusted import clean_text
 
 __all__ = ["submission_text", "batch_table"]
 
@@ -28,7 +28,7 @@ def _verdict_text(verdict: Verdict) -> Text:
 
 def _one_line(name: str, limit: int) -> str:
     """A submission's name on one line: names are escaped at the boundary
-    (:func:`attnscore.grade.submission.printable_name`); this keeps a stored older name's newline
+    (:func:`attnscore.submission.files.printable_name`); this keeps a stored older name's newline
     or tab from breaking a row too."""
     return clean_text(name, limit).replace("\n", "\\n").replace("\t", "\\t")
 

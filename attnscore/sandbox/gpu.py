@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Callable
 
-from attnscore.sandbox import landlock
+from attnscore.boundary import landlock
 
 __all__ = [
     "parse_device",

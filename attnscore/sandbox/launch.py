@@ -30,7 +30,7 @@ the README's "Grading untrusted code" section for the threat model and what each
 - **resource limits**: address space, CPU seconds, processes, file size, open files, core dumps;
   wall time per call, for the import and for the whole submission.
 - **plain data**: the worker gets only inputs, never expected values, and answers with strict,
-  size-capped JSON (:mod:`attnscore.sandbox.wire`) that the grader validates before comparing.
+  size-capped JSON (:mod:`attnscore.boundary.wire`) that the grader validates before comparing.
 
 Each call has a wall-time limit; a hang, crash or memory blow-up becomes that call's verdict, the
 worker is killed, and the next call starts a fresh one. A submission that fails to import fails
@@ -65,24 +65,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.check.calls import to_torch
-from attnscore.check.layouts import strided_form
-from attnscore.check.outputs import CallFailure, Outcome
-from attnscore.grade.submission import Submission
+from attnscore.boundary import kernel_objects, landlock, wire
+from attnscore.boundary.calls import to_torch
+from attnscore.boundary.layouts import strided_form
+from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.template_server import WORKER_NICE, bound_folder, lower_priority
+from attnscore.boundary.untrusted import clean_text
 from attnscore.report.results import Verdict
-from attnscore.sandbox import cgroup, gpu, kernel_objects, landlock, wire
+from attnscore.sandbox import cgroup, gpu
 from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.removal import remove_tree, run_is_alive, run_prefix, sweep_stale, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime, unreadable_by, worker_runtime
-from attnscore.sandbox.template import (
-    WORKER_NICE,
-    TemplateChild,
-    TemplateError,
-    WorkerTemplate,
-    bound_folder,
-    lower_priority,
-)
-from attnscore.sandbox.untrusted import clean_text
+from attnscore.sandbox.template import TemplateChild, TemplateError, WorkerTemplate
+from attnscore.submission.files import Submission
 
 __all__ = [
     "Limits",
@@ -105,25 +100,15 @@ _LOAD_VERDICTS = {
     True: frozenset({Verdict.EXCEPTION.value, Verdict.FUNCTION_MISSING.value, Verdict.MEMORY_LIMIT.value}),
 }
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding attnscore/
-# The only grader modules the worker may see: copied into a private folder, so the worker's
-# `attnscore` package holds no reference implementation, specs or golden values.
-_WORKER_MODULES = (
-    "attnscore/sandbox/worker.py",
-    "attnscore/sandbox/wire.py",
-    "attnscore/sandbox/landlock.py",
-    "attnscore/sandbox/seccomp.py",
-    "attnscore/sandbox/template.py",
-    "attnscore/sandbox/kernel_objects.py",
-    "attnscore/check/outputs.py",
-    "attnscore/check/calls.py",
-    "attnscore/maths/dtypes.py",
-)
+# The only grader code the worker may see is the boundary package, copied whole into a private
+# folder: the worker's `attnscore` package holds no reference implementation, specs or golden values.
+_BOUNDARY = _ROOT / "attnscore" / "boundary"
 _BOOTSTRAP = "; ".join(
     (
         "import sys",
         "sys.path.insert(0, sys.argv[1])",
         "del sys.argv[1]",
-        "from attnscore.sandbox.worker import main",
+        "from attnscore.boundary.worker import main",
         "main(sys.argv[1:])",
     )
 )
@@ -248,11 +233,8 @@ def _use_bwrap(limits: Limits) -> bool:
 def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
     """Folders the worker must never read: this project and its installed packages (which hold the
     reference, bundled specs and golden-value code), also as seen through a readable mirror."""
-    import attnscore
-
-    own = {str(_ROOT)}
-    for package in (attnscore,):
-        own |= {os.path.realpath(p) for p in package.__path__} | {os.path.abspath(p) for p in package.__path__}
+    package = _ROOT / "attnscore"
+    own = {str(_ROOT), os.path.realpath(package), os.path.abspath(package)}
     seen = set(own)
     for original, copy in runtime_mirrors:
         seen |= {copy + p[len(original) :] for p in own if p.startswith(original.rstrip("/") + "/")}
@@ -408,7 +390,7 @@ def protections(limits: Limits | None = None) -> str:
 
 def _kernel_objects_layer(limits: Limits) -> str:
     """What keeps the kernel objects of one worker (System V IPC, POSIX queues, keyrings) from the
-    next one (:mod:`attnscore.sandbox.kernel_objects`); the grader is root."""
+    next one (:mod:`attnscore.boundary.kernel_objects`); the grader is root."""
     fresh_bwrap = _use_bwrap(limits) and not use_template(limits)
     own = "an IPC namespace per worker" if fresh_bwrap or kernel_objects.ipc_namespaces_available() else ""
     return ", ".join(filter(None, (own, "its IPC objects and keys removed with its uid's processes")))
@@ -420,13 +402,10 @@ def _worker_lib() -> str:
     _sweep_dead_runs()
     lib = tempfile.mkdtemp(prefix=run_prefix("workerlib"))
     atexit.register(remove_tree, lib)
-    for relative in _WORKER_MODULES:
-        package = os.path.dirname(relative)
-        while package:  # each package folder on the way gets an empty __init__ (no package-level imports)
-            os.makedirs(os.path.join(lib, package), exist_ok=True)
-            Path(lib, package, "__init__.py").write_text('"""Worker-side subset."""\n')
-            package = os.path.dirname(package)
-        shutil.copyfile(_ROOT / relative, os.path.join(lib, relative))
+    package = os.path.join(lib, "attnscore")
+    os.makedirs(package)
+    Path(package, "__init__.py").write_text('"""Worker-side subset: the boundary package only."""\n')
+    shutil.copytree(_BOUNDARY, os.path.join(package, "boundary"), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for folder, _, files in os.walk(lib):
         os.chmod(folder, 0o755)
         for name in files:
@@ -617,7 +596,7 @@ def _mounts_work_folder() -> bool:
         return False
     probe = (
         "import sys, tempfile; sys.path.insert(0, sys.argv[1]); "
-        "from attnscore.sandbox.template import bound_folder; "
+        "from attnscore.boundary.template_server import bound_folder; "
         "sys.exit(0 if bound_folder(tempfile.mkdtemp(), 0, 1 << 20) else 1)"
     )
     with tempfile.TemporaryDirectory() as scratch:
@@ -1509,7 +1488,7 @@ class SandboxRunner:
         return CallFailure(verdict, text, scope)
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
-        """Make one call (inputs in ``layouts``, see :mod:`attnscore.check.layouts`); never raises for
+        """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`); never raises for
         anything the submission does."""
         self.calls += 1
         if self.load_failure is not None:

@@ -39,11 +39,11 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
-from attnscore.check.conventions import applicable_corners
+from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
+from attnscore.maths.contracts import CONTRACTS, Contract
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
-from attnscore.spec.bounds import broken_bounds, check_symbols, parse_bound
-from attnscore.spec.contracts import CONTRACTS, Contract
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
 

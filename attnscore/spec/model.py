@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 from hypothesis.errors import HypothesisException
 
+from attnscore.maths.bounds import Bound, broken_bounds, legend_of
+from attnscore.maths.contracts import Contract
 from attnscore.maths.tolerance import Tolerance
-from attnscore.spec.bounds import Bound, broken_bounds, legend_of
-from attnscore.spec.contracts import Contract
 
 __all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
 
@@ -107,7 +107,7 @@ class Spec:
             verify`` checks it); None means every mistake that applies to the contract.
         student_copy: set on a student copy (hidden cases left out), else None.
         set_aside: convention corners whose entries are taken as right (``conventions:
-            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.check.conventions`); every other
+            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.catalogue.conventions`); every other
             entry of a case is still compared.
     """
 
@@ -137,7 +137,7 @@ class Spec:
         Raises:
             ValueError: an unknown corner, or one that does not apply to the spec's contract.
         """
-        from attnscore.check.conventions import applicable_corners, get_corner
+        from attnscore.catalogue.conventions import applicable_corners, get_corner
 
         for name in corners:
             get_corner(name)
@@ -203,7 +203,7 @@ class Spec:
         return [ex.id for ex in self.worked_examples if _ADAPTED in ex.title]
 
     def bounded(self, bounds: tuple[Bound, ...]) -> tuple[Spec, list[str]]:
-        """This spec inside shape bounds (``n_q <= n_k``, :mod:`attnscore.spec.bounds`), and what
+        """This spec inside shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`), and what
         was skipped by constraint, each as ``"example:<id> (n_q = 3, n_k = 2 break n_q <= n_k)"``.
 
         Generated inputs are drawn inside the bounds; a worked example outside them is skipped (not
@@ -212,8 +212,7 @@ class Spec:
         Raises:
             ValueError: a bound names a symbol the contract's legend does not use.
         """
-        from attnscore.check.cases import derive_seed
-        from attnscore.check.strategies import draw_examples
+        from attnscore.maths.strategies import derive_seed, draw_examples
 
         contract = self.contract.bounded(bounds)
         skipped: list[str] = []

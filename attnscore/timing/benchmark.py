@@ -1,6 +1,6 @@
 """``attnscore bench``: an implementation's kernel time next to attnscore's reference and torch's own op.
 
-For a spec's function contract (:mod:`attnscore.spec.contracts`), random inputs of the sizes given
+For a spec's function contract (:mod:`attnscore.maths.contracts`), random inputs of the sizes given
 (legend symbols ``n_q``, ``n_k``, ``d_k``, ``d_v``, ``d_q``, ``d_a``; the batch dims ``...`` as
 ``batch``) are built once, in the tested dtype on the tested device, and three candidates are
 timed in the same run with :func:`attnscore.timing.kernel_timer.time_calls`:
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnscore.boundary.dtypes import TORCH_DTYPES, UNIT_ROUNDOFF
 from attnscore.maths import golden
-from attnscore.maths.dtypes import TORCH_DTYPES, UNIT_ROUNDOFF
-from attnscore.spec.contracts import Contract
+from attnscore.maths.contracts import Contract
 from attnscore.timing.kernel_timer import FLUSH_BYTES, Timing, time_calls
 
 __all__ = [

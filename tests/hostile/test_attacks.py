@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from attnscore.boundary import landlock
 from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
 from attnscore.report.feedback import format_array
-from attnscore.sandbox import landlock
 from attnscore.sandbox.launch import Limits, bwrap_available
 from hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
 from hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks

@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from attnscore.sandbox import kernel_objects
+from attnscore.boundary import kernel_objects
 from attnscore.sandbox.launch import bwrap_available
 from hostile.harness import LIMITS, ROOT, SUBMISSIONS
 

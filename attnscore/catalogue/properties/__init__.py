@@ -3,7 +3,7 @@
 A spec lists properties by name (``properties: - name: perpendicular_keys_score_zero``) with
 points and a student-facing statement; the behaviour lives here, in Python, never in YAML.
 
-A property draws *examples* from a hypothesis strategy (see :mod:`attnscore.check.strategies`). Each
+A property draws *examples* from a hypothesis strategy (see :mod:`attnscore.maths.strategies`). Each
 example becomes one or more *calls* of the implementation (``calls``): a relational property
 such as "permuting keys permutes scores" calls ``f(Q, K)`` and ``f(Q, P K)``. Every call is
 compared with the float64 golden value under the spec's tolerance (unless ``golden`` is False),

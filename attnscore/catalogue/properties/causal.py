@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
-from attnscore.check.strategies import legend_sizes, random_args
 from attnscore.maths import golden
+from attnscore.maths.strategies import legend_sizes, random_args
 
 
 def _alignment(contract: Any) -> str:

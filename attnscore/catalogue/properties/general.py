@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.boundary.dtypes import UNIT_ROUNDOFF
+from attnscore.boundary.layouts import LAYOUTS, describe_layout, expand_values
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
-from attnscore.check.layouts import LAYOUTS, describe_layout, expand_values
-from attnscore.check.strategies import legend_sizes, random_args
-from attnscore.maths.dtypes import UNIT_ROUNDOFF
+from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough, entries_close
 
 register(

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.check.outputs import Received
-from attnscore.spec.contracts import Contract
+from attnscore.boundary.outputs import Received
+from attnscore.maths.contracts import Contract
 
 __all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register", "applicable_properties"]
 
@@ -70,7 +70,7 @@ class Property:
             inputs (:mod:`attnscore.check.diagnosis`; None here).
         default_max_value: default bound on input magnitudes.
         layouts: ``(contract, example) -> {argument: layout}``: the memory layout each argument of
-            the example's *last* call is handed over in (:mod:`attnscore.check.layouts`); earlier calls
+            the example's *last* call is handed over in (:mod:`attnscore.boundary.layouts`); earlier calls
             and properties without it get fresh contiguous tensors.
         call_layouts: ``(contract, example) -> [{argument: layout} | None, ...]``, one entry per call
             (None: fresh contiguous tensors); when set it replaces ``layouts``, so that each call
@@ -99,13 +99,13 @@ class Property:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.
 
         Without bounds this is ``strategy(contract, max_value)``; with bounds (``n_q <= n_k``,
-        :mod:`attnscore.spec.bounds`) an example is kept only when every call it makes lies inside
+        :mod:`attnscore.maths.bounds`) an example is kept only when every call it makes lies inside
         them, so a kernel that refuses other shapes is only tried on its domain.
         """
         drawn = self.strategy(contract, max_value)
         if not contract.bounds:
             return drawn
-        from attnscore.spec.bounds import admits
+        from attnscore.maths.bounds import admits
 
         return drawn.filter(lambda ex: all(admits(contract, args) for args in self.calls(contract, ex)))
 

@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
-from attnscore.check.strategies import perpendicular_qk, random_qk
+from attnscore.maths.contracts import Contract
+from attnscore.maths.strategies import perpendicular_qk, random_qk
 from attnscore.maths.tolerance import close_enough
-from attnscore.spec.contracts import Contract
 
 
 def _is_qk(c: Contract) -> bool:

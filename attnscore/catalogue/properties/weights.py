@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
-from attnscore.check.compare import format_number
-from attnscore.check.strategies import legend_sizes, random_args
-from attnscore.maths.dtypes import UNIT_ROUNDOFF
+from attnscore.maths.contracts import Contract
+from attnscore.maths.display import format_number
+from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough
-from attnscore.spec.contracts import Contract
 
 
 def _is_weights(c: Contract) -> bool:

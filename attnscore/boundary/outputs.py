@@ -7,7 +7,7 @@ object it was. Everything after this point (comparison, diagnosis, reports) only
 :class:`Received`, never the original object.
 
 In a sandboxed grading run this runs inside the worker process; the grader then re-validates the
-plain data it receives (see :mod:`attnscore.sandbox.wire`), so a lying object can at most choose the
+plain data it receives (see :mod:`attnscore.boundary.wire`), so a lying object can at most choose the
 numbers it sends.
 """
 

@@ -2,7 +2,7 @@
 
 Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
 ``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
-``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.spec.contracts.Contract.pack` turns the
+``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contracts.Contract.pack` turns the
 pair into the contract's arguments.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 if TYPE_CHECKING:
-    from attnscore.spec.contracts import Contract
+    from attnscore.maths.contracts import Contract
 
 __all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
 
@@ -237,3 +238,9 @@ def random_args(
                 shape += sizes["..."] if sym == "..." else (sizes[sym],)
         args[name] = _array(draw, shape, max_value, is_bool)
     return args
+
+
+def derive_seed(*parts: object) -> int:
+    """A 32-bit seed from a SHA-256 of the parts (stable across runs and machines)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big")

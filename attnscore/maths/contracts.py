@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden, reference
-from attnscore.maths.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.maths.bounds import Bound
 from attnscore.maths.tolerance import ErrorTerms
-from attnscore.spec.bounds import Bound
 
 __all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
 
@@ -56,7 +56,7 @@ class Contract:
         batched, single_query, single_key: what shapes the Q Kᵀ views can express.
         scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
-        bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.spec.bounds`): the kernel's domain;
+        bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
             generated inputs are drawn inside it (see :meth:`bounded`).
         operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
             scaled into the subnormal range first is off by up to half a subnormal per
@@ -94,7 +94,7 @@ class Contract:
         Raises:
             ValueError: a bound names a symbol this contract's legend does not use.
         """
-        from attnscore.spec.bounds import check_symbols
+        from attnscore.maths.bounds import check_symbols
 
         check_symbols(bounds, self)
         added = tuple(b for b in bounds if b not in self.bounds)

@@ -7,7 +7,7 @@ uid is reused by the next submission graded on the machine (:func:`attnscore.san
 uid slots), so anything left there would carry one student's hidden inputs to the next one.
 Three layers keep them apart, each enough on its own where it applies:
 
-- the seccomp filter (:mod:`attnscore.sandbox.seccomp`) refuses every system call that makes or
+- the seccomp filter (:mod:`attnscore.boundary.seccomp`) refuses every system call that makes or
   uses these objects, in every sandbox shape (root or not, bubblewrap or not);
 - :func:`isolate` (in the worker, before the privilege drop): a new IPC namespace of its own
   (where the process may make one: root, or inside bubblewrap as root), whose objects the kernel

@@ -5,7 +5,7 @@ Started by :mod:`attnscore.sandbox.launch` as
 JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`attnscore.sandbox.runtime`), ``deny``
 (folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
 searches for modules through the mirrors, confines itself with Landlock where the kernel has it
-(:mod:`attnscore.sandbox.landlock`: read only its module folders, the system's libraries and the
+(:mod:`attnscore.boundary.landlock`: read only its module folders, the system's libraries and the
 submission, write only its working folder, no TCP, no signals out), imports torch and numpy,
 drops to user ``UID`` (when not -1: the grader is root), checks that it can still read every
 folder it searches for modules (else the grading machine is at fault: a grader error), puts the
@@ -16,7 +16,7 @@ file that defines ``FUNCTION``) as module ``submission``, says whether the funct
 and then answers call requests one at a time: view the inputs as tensors backed by the grader's
 shared memory, call the function, inspect every argument the moment it returns (values, shape,
 strides, class: :func:`bound_inspector`), turn whatever came back into plain data
-(:func:`attnscore.check.outputs.to_received`) and send it back with the inputs it saw changed and
+(:func:`attnscore.boundary.outputs.to_received`) and send it back with the inputs it saw changed and
 the inputs the output aliases (the grader also reads the shared memory itself after the reply).
 It never receives expected values.
 
@@ -37,7 +37,7 @@ _PRELOAD = ("numpy", "torch.nn.functional")
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
-    from attnscore.sandbox import wire
+    from attnscore.boundary import wire
 
     data = wire.dumps(message)
     view = memoryview(data)
@@ -49,11 +49,11 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 def bound_sender(fd: int) -> Any:
     """A ``send(message)`` for the reply pipe ``fd`` that holds everything it uses in its closure:
     the C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
-    that patching this module's globals, ``json``, ``os`` or ``attnscore.sandbox.wire`` afterwards
+    that patching this module's globals, ``json``, ``os`` or ``attnscore.boundary.wire`` afterwards
     cannot change what the worker itself says (see :func:`serve`)."""
     import _json
 
-    from attnscore.sandbox import wire
+    from attnscore.boundary import wire
 
     def refuse(obj: object) -> Any:
         raise TypeError(f"not JSON data: {type(obj).__name__}")
@@ -140,7 +140,7 @@ def bound_inspector(shared: Any) -> Any:
 
 
 def _failure_verdict(exc: BaseException) -> str:
-    from attnscore.check.calls import exception_text, type_name
+    from attnscore.boundary.calls import exception_text, type_name
 
     text = exception_text(exc) or ""
     if gpu_out_of_memory(type_name(exc), text):
@@ -163,7 +163,7 @@ def gpu_out_of_memory(type_name: str, text: str) -> bool:
 
 def _describe_failure(exc: BaseException) -> str:
     """How a call's exception reads in feedback; GPU memory exhaustion says so first."""
-    from attnscore.check.calls import describe_exception, exception_text, type_name
+    from attnscore.boundary.calls import describe_exception, exception_text, type_name
 
     text = describe_exception(exc)
     if gpu_out_of_memory(type_name(exc), exception_text(exc) or ""):
@@ -191,7 +191,7 @@ def _environment_clues(exc: BaseException) -> dict[str, str]:
 
 
 def _describe_import_error(exc: BaseException, path: str) -> str:
-    from attnscore.check.calls import exception_text, type_name
+    from attnscore.boundary.calls import exception_text, type_name
 
     if isinstance(exc, SyntaxError):
         try:
@@ -252,14 +252,14 @@ def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
 
     import torch
 
-    from attnscore.check.calls import TORCH_DTYPES
+    from attnscore.boundary.calls import TORCH_DTYPES
 
     dtype = torch.bool if item["dtype"] == "bool" else TORCH_DTYPES[item["dtype"]]
     shape = [int(n) for n in item["shape"]]
     count = math.prod(shape)
     if count == 0:
         return torch.empty(shape, dtype=dtype)
-    if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.check.layouts)
+    if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.boundary.layouts)
         storage = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
         return storage.as_strided(shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
     return torch.frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])).view(shape)
@@ -271,7 +271,7 @@ def _device_inputs(shared: Any, items: list[dict[str, Any]], device: str) -> tup
     input keeps its layout on the device (its whole storage is copied, then viewed the same way)."""
     import torch
 
-    from attnscore.check.calls import TORCH_DTYPES
+    from attnscore.boundary.calls import TORCH_DTYPES
 
     args, pairs = [], []
     for item in items:
@@ -369,7 +369,7 @@ def _confine(folder: str, deny: list[str], device_files: list[str] | None = None
     The ``deny`` folders (the grader's project and its installed packages) are never granted,
     even inside a granted module folder.
     """
-    from attnscore.sandbox import landlock
+    from attnscore.boundary import landlock
 
     modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p) and p != "/"]
     read = [g for p in dict.fromkeys(modules) for g in _granted(p, deny)] + list(_SYSTEM_READ) + [folder]
@@ -477,8 +477,7 @@ def load_runtime() -> None:
 
     import torch
 
-    from attnscore.check import calls, outputs  # noqa: F401
-    from attnscore.sandbox import landlock, seccomp, wire  # noqa: F401
+    from attnscore.boundary import calls, landlock, outputs, seccomp, wire  # noqa: F401  # noqa: F401
 
     torch.set_num_threads(1)
     for name in _PRELOAD:
@@ -495,7 +494,7 @@ def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
         if config.get("landlock"):
             _confine(folder, config.get("deny", []), list(config.get("device_files", [])))
         if config.get("seccomp"):
-            from attnscore.sandbox.seccomp import deny_network
+            from attnscore.boundary.seccomp import deny_network
 
             deny_network()
     except OSError as exc:
@@ -545,9 +544,9 @@ def serve(
     """
     import importlib.util
 
-    from attnscore.check.calls import describe_exception, inspect_call, type_name
-    from attnscore.check.outputs import BadReturn, to_received
-    from attnscore.sandbox import wire
+    from attnscore.boundary import wire
+    from attnscore.boundary.calls import describe_exception, inspect_call, type_name
+    from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
     device_inputs, copy_back, loads, encode = _device_inputs, bound_copy_back(), wire.loads, wire.encode_received

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.check.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, Received
+from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, Received
 
 __all__ = [
     "VERSION",

@@ -1,7 +1,7 @@
 """Submissions: finding the files to grade and reading them, before anything runs.
 
 A submission is one ``.py`` file, one Jupyter notebook (``.ipynb``, converted to the Python source
-of its definitions by :mod:`attnscore.grade.notebook` here, before anything runs), or one folder
+of its definitions by :mod:`attnscore.submission.notebook` here, before anything runs), or one folder
 of files (a student's upload as Gradescope and PrairieLearn hand it over: an entry file and the
 helper modules it imports). Every file is read into memory here, before any submission of the
 batch runs, so one submission cannot rewrite another on disk before it is graded. Files are never
@@ -134,7 +134,7 @@ NOTEBOOK_SUFFIX = ".ipynb"
 
 def _convert(name: str, content: bytes) -> bytes:
     """A notebook's definitions as Python source (heavy import: IPython, only for notebooks)."""
-    from attnscore.grade.notebook import convert_notebook
+    from attnscore.submission.notebook import convert_notebook
 
     return convert_notebook(content, name).source.encode("utf-8")
 
@@ -144,7 +144,7 @@ def _notebook_problem(name: str, exc: Exception) -> str:
 
 
 def _unexpected(exc: BaseException) -> Exception:
-    """A reader's failure that :func:`attnscore.grade.notebook.convert_notebook` did not name, as one line."""
+    """A reader's failure that :func:`attnscore.submission.notebook.convert_notebook` did not name, as one line."""
     try:
         text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
     except Exception:  # noqa: BLE001 - an exception whose text cannot be shown
@@ -153,7 +153,7 @@ def _unexpected(exc: BaseException) -> Exception:
 
 
 def _notebook_submission(path: Path, content: bytes) -> Submission:
-    from attnscore.grade.notebook import NotebookError
+    from attnscore.submission.notebook import NotebookError
 
     entry = path.stem + ".py"
     try:
@@ -167,7 +167,7 @@ def _notebook_submission(path: Path, content: bytes) -> Submission:
 def _with_notebooks(files: list[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], str | None]:
     """``files`` with each top-level notebook replaced by its converted ``<stem>.py`` (an existing
     ``<stem>.py`` wins), and the first conversion problem, if any."""
-    from attnscore.grade.notebook import NotebookError
+    from attnscore.submission.notebook import NotebookError
 
     names = {rel for rel, _ in files}
     out: list[tuple[str, bytes]] = []

@@ -28,8 +28,8 @@ import numpy as np
 from attnscore.maths.golden import causal_keep
 
 if TYPE_CHECKING:
-    from attnscore.check.outputs import Received
-    from attnscore.spec.contracts import Contract
+    from attnscore.boundary.outputs import Received
+    from attnscore.maths.contracts import Contract
 
 __all__ = ["Corner", "CORNERS", "get_corner", "corner_region", "set_aside", "applicable_corners"]
 

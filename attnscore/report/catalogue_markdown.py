@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attnscore.catalogue.mistakes import MISTAKES
 from attnscore.catalogue.properties import PROPERTIES
-from attnscore.spec.contracts import CONTRACTS
+from attnscore.maths.contracts import CONTRACTS
 from attnscore.spec.model import Spec
 
 __all__ = ["spec_table", "property_table", "mistake_table", "cell"]

@@ -1,8 +1,8 @@
 """Calls: how arguments reach an implementation, and how a raised exception is described.
 
 Shared by the in-process runner (:mod:`attnscore.check.runner`) and the sandboxed worker
-(:mod:`attnscore.sandbox.worker`), which imports only this module, :mod:`attnscore.check.outputs`,
-:mod:`attnscore.maths.dtypes` and :mod:`attnscore.sandbox.wire` from the project: nothing here knows specs,
+(:mod:`attnscore.boundary.worker`), which imports only this module, :mod:`attnscore.boundary.outputs`,
+:mod:`attnscore.boundary.dtypes` and :mod:`attnscore.boundary.wire` from the project: nothing here knows specs,
 references or golden values.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnscore.maths.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
+from attnscore.boundary.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
 
 __all__ = [
     "TORCH_DTYPES",
@@ -27,14 +27,14 @@ __all__ = [
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
     """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks).
 
-    With ``layout`` (see :mod:`attnscore.check.layouts`) the tensor is a non-contiguous view with the
+    With ``layout`` (see :mod:`attnscore.boundary.layouts`) the tensor is a non-contiguous view with the
     same values: transposed, sliced or expanded.
     """
     arr = np.asarray(array)
     torch_dtype = torch.bool if arr.dtype == np.bool_ else TORCH_DTYPES[dtype]
     if layout is None:
         return torch.tensor(arr, dtype=torch_dtype, device=device)
-    from attnscore.check.layouts import strided_form
+    from attnscore.boundary.layouts import strided_form
 
     form = strided_form(arr, layout)
     storage = torch.tensor(form.storage, dtype=torch_dtype, device=device)

@@ -1,0 +1,1 @@
+"""What a student handed in: finding submissions (files, folders, zips, notebooks) and reading them."""
