@@ -547,7 +547,7 @@ def test_other_causal_corner_has_the_conventions_real_code_has():
 
 def test_fit_refuses_outputs_too_large_to_search():
     """A scale-ratio fit over more score entries than it can afford returns None (no name)."""
-    from attnscore.catalogue import mistakes
+    from attnscore.catalogue.mistakes import scaling as mistakes
 
     m, c = get_mistake("scaled_by_constant_factor"), CONTRACTS["attention"]
     n = int(mistakes._FIT_ENTRIES**0.5) + 1

@@ -1,0 +1,292 @@
+"""Mistakes of masks and softmax: the mask ignored, inverted or added; large negative fills; NaN rows; wrong axes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.catalogue.mistakes.registry import ATTENTION, MASKED, add
+from attnscore.catalogue.mistakes.shared import attention_with, qkvm
+from attnscore.maths import reference
+from attnscore.maths.contracts import Contract
+
+# ---------------------------------------------------------------------------------------------
+# masks and softmax
+
+
+def _masked_variant(
+    c: Contract,
+    args: tuple[torch.Tensor, ...],
+    logits_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Apply a wrong masking rule ``logits_fn(S, mask)`` in the contract's own setting."""
+
+    def weights(S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits_fn(S, mask), dim=-1) if weights_fn is None else weights_fn(S, mask)
+
+    if c.name == "masked_scores":
+        return logits_fn(*args)
+    if c.name == "attention_weights":
+        return weights(*args)
+    Q, K, V, mask = qkvm(c, args)
+    return attention_with(weights, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1])), Q, K, V, mask)
+
+
+@add(
+    "softmax_without_max_subtraction",
+    "softmax without subtracting the row max",
+    ("attention_weights",),
+    "exp of large logits overflows to inf (inf/inf = NaN): subtract each row's max before exp, or use torch.softmax",
+)
+def _unstable(c: Contract, spec: Any, S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    e = torch.where(mask, torch.exp(S), torch.zeros((), dtype=S.dtype))
+    total = e.sum(dim=-1, keepdim=True)
+    return torch.where(mask, e / total, torch.zeros((), dtype=S.dtype))
+
+
+@add(
+    "mask_ignored",
+    "mask ignored",
+    MASKED,
+    "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax",
+)
+def _mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _masked_variant(c, args, lambda S, m: S.clone())
+
+
+@add(
+    "mask_inverted",
+    "mask inverted (True = drop)",
+    MASKED,
+    "your mask is inverted: True means keep this key; you dropped the kept keys and kept the masked ones",
+)
+def _mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S.masked_fill(m, float("-inf"))
+
+    if c.name == "masked_scores":
+        return rule(*args)
+    return _masked_variant(c, args, rule, lambda S, m: reference.attention_weights(S, ~m))
+
+
+@add(
+    "additive_mask_nan",
+    "(1 - mask)·(-inf) added to the scores",
+    MASKED,
+    "you added (1 - mask)·(-inf) to the scores: 0·(-inf) is NaN at every kept entry; use "
+    "scores.masked_fill(~mask, float('-inf')) or torch.where",
+)
+def _additive_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _masked_variant(c, args, lambda S, m: S + (1 - m.to(S.dtype)) * float("-inf"))
+
+
+LARGE_NEGATIVE = -100.0  # a fill value at or below this is "a large negative number", not a score
+
+
+def _fit_fill(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> dict[str, float] | None:
+    """The large finite negative fill ``F`` read from the output: masked scores hold ``F`` (filled) or
+    ``S + F`` (added as a bias), the same ``F`` at every masked entry with a finite score.
+
+    Weights hide ``F`` (any large ``F`` gives a masked key weight 0), so there it is -1e9, and
+    the forms tell filling (a query with no kept key gets 1/n_k each) from adding (softmax of the
+    row's raw scores) apart.
+    """
+    if c.name != "masked_scores":
+        return {"fill": -1e9}
+    S, mask = (np.asarray(a.double().numpy() if a.dtype != torch.bool else a.numpy()) for a in args)
+    S, mask = np.broadcast_arrays(S, mask)
+    if got.shape != S.shape:
+        return None
+    spots = ~mask & np.isfinite(S)
+    if not spots.any():
+        return None
+    for values in (got[spots], got[spots] - S[spots]):
+        fill = float(np.median(values))
+        if np.isfinite(fill) and fill <= LARGE_NEGATIVE and np.allclose(values, fill, rtol=1e-6, atol=0.0):
+            return {"fill": fill}
+    return None
+
+
+def _fill_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, fill))
+
+
+def _add_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S + torch.where(m, torch.zeros((), dtype=S.dtype), torch.full((), fill, dtype=S.dtype))
+
+    return _masked_variant(c, args, rule)
+
+
+_LARGE_NEGATIVE_CONTRACTS = MASKED + ("causal_attention_bottom_right",)
+
+
+@add(
+    "masked_with_large_negative",
+    "a large negative number instead of -inf for masked scores",
+    _LARGE_NEGATIVE_CONTRACTS,
+    "you set masked scores to a large finite negative number (-1e9, -1e4, torch.finfo(dtype).min, or such a "
+    "number added to the scores) instead of -inf: a masked score must be exactly -inf, and a query whose keys "
+    "are all masked then gets weights from the masked scores (equal weights 1/n_k: the mean of the values) "
+    "instead of zeros; use scores.masked_fill(~mask, float('-inf')) and give the fully masked rows zero weights "
+    "(e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0))",
+    forms=(_add_large_negative,),
+    fit=_fit_fill,
+    defaults=(("fill", -1e9),),
+)
+def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    return _fill_large_negative(c, spec, *args, fill=fill)
+
+
+@add(
+    "mask_added_as_neg_inf_bias",
+    "the mask added as a -inf bias: S + where(mask, 0, -inf)",
+    MASKED,
+    "you mask by adding -inf to the masked scores (S + where(mask, 0, -inf), a float mask of 0 and -inf, or "
+    "where(mask, S, S - inf)): that is right for a finite masked score, but a masked score of +inf or NaN "
+    "gives inf + (-inf) = NaN instead of -inf, and after "
+    "softmax a query whose keys are all masked gets NaN (softmax of all -inf); replace the masked scores instead "
+    "of adding to them, scores.masked_fill(~mask, float('-inf')), and give a query with no kept key zero "
+    "weights (e.g. torch.where(mask, weights, 0))",
+)
+def _neg_inf_bias(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S + torch.where(m, torch.zeros((), dtype=S.dtype), torch.full((), float("-inf"), dtype=S.dtype))
+
+    return _masked_variant(c, args, rule, lambda S, m: torch.softmax(rule(S, m), dim=-1))
+
+
+@add(
+    "nan_hidden_after_softmax",
+    "torch.nan_to_num after softmax",
+    ("attention_weights", "attention"),
+    "your weights hide a NaN: torch.nan_to_num (or replacing NaN by 0) after softmax turns a row whose kept key "
+    "has a NaN score into zeros, so the caller never sees the bad input; let that NaN through and zero only the "
+    "masked entries, e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0)",
+)
+def _nan_hidden_after_softmax(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return torch.nan_to_num(torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1))
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@add(
+    "mask_applied_after_exp",
+    "exp(S - max over all keys) times the mask",
+    ("attention_weights", "attention"),
+    "you multiply exp(S - max) by the mask after taking the max over every key, masked ones included: a masked "
+    "key with a huge score (or inf, or NaN) sets the max, the kept keys' exp underflow to 0 and the row becomes "
+    "0/0 = NaN; mask before the max: scores.masked_fill(~mask, float('-inf')), then softmax (and zero rows "
+    "with no kept key)",
+)
+def _mask_applied_after_exp(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(S - S.max(dim=-1, keepdim=True).values) * m  # the max includes the masked keys
+        return e / e.sum(dim=-1, keepdim=True)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@add(
+    "nan_fully_masked",
+    "NaN for fully masked rows",
+    ("attention_weights", "attention", "causal_attention_bottom_right"),
+    "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
+    "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
+)
+def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _masked_variant(
+        c,
+        args,
+        lambda S, m: S.masked_fill(~m, float("-inf")),
+        lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1),
+    )
+
+
+def _wrong_axis_zeroed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        out = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
+        return torch.where(m, out, torch.zeros((), dtype=S.dtype))
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@add(
+    "softmax_wrong_axis",
+    "softmax over the queries axis",
+    ("attention_weights",) + ATTENTION,
+    "your softmax runs over the queries (dim=-2, or dim=1 of a (batch, n_q, n_k) tensor): each query's weights "
+    "over the keys must sum to 1, so use dim=-1",
+    forms=(_wrong_axis_zeroed,),
+)
+def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # as written: a key no query keeps is NaN
+        return torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@add(
+    "uniform_weights",
+    "uniform weights",
+    ("attention_weights", "attention"),
+    "your weights are uniform (1/n_k for every key): the weights are softmax of the scores",
+)
+def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    if c.name == "attention_weights":
+        S = args[0]
+        return torch.full_like(S, 1.0 / S.shape[-1])
+    Q, K, V, _ = args
+    return V.mean(dim=-2, keepdim=True).expand(*torch.broadcast_shapes(Q.shape[:-1], V.shape[:-2] + (1,)), V.shape[-1])
+
+
+@add(
+    "returned_weights",
+    "attention weights returned instead of weights @ V",
+    ATTENTION,
+    "your result is the attention weights softmax(Q Kᵀ / √d_k), shape (..., n_q, n_k), not the output: multiply "
+    "them by the values and return weights @ V, shape (..., n_q, d_v) (only the output, not (output, weights))",
+)
+def _returned_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    Q, K, V, mask = qkvm(c, args)
+    S = (Q @ K.transpose(-2, -1)) / float(np.sqrt(Q.shape[-1]))  # (..., n_q, n_k)
+    return reference.attention_weights(S, mask)  # missing: @ V
+
+
+_NOT_WEIGHTS = (
+    "raw scores are not weights: they can be negative and need not sum to one; softmax turns them into "
+    "weights (exp makes them positive, dividing by the row's sum makes them sum to one)"
+)
+
+
+@add(
+    "scores_used_as_weights",
+    "raw scores used as weights (no softmax)",
+    ("attention_weights",) + ATTENTION,
+    f"your weights are the raw scores themselves: {_NOT_WEIGHTS}; apply torch.softmax over the keys (dim=-1)",
+)
+def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return S.masked_fill(~m, 0.0)
+
+    return _masked_variant(c, args, lambda S, m: S, w)
+
+
+@add(
+    "scores_divided_by_their_sum",
+    "scores divided by their sum instead of softmax",
+    ("attention_weights",) + ATTENTION,
+    f"your weights are the scores divided by their row's sum: {_NOT_WEIGHTS}; a negative score stays "
+    "negative and a row summing to 0 divides by 0: use torch.softmax over the keys (dim=-1)",
+)
+def _scores_over_sum(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        kept = S.masked_fill(~m, 0.0)
+        return kept / kept.sum(dim=-1, keepdim=True)
+
+    return _masked_variant(c, args, lambda S, m: S, w)

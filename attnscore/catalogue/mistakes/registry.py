@@ -1,0 +1,117 @@
+"""The catalogue's registry: the :class:`Mistake` record, the contract groups and lookup."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.maths.contracts import Contract
+
+__all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
+
+RAW = ("score", "scores", "score_matrix")
+SCALED = ("scaled_score_matrix",)
+QK = RAW + SCALED
+MASKED = ("masked_scores", "attention_weights", "attention")
+CAUSAL = ("causal_attention_top_left", "causal_attention_bottom_right")
+ALL = QK + ("bilinear_scores", "additive_scores") + MASKED + CAUSAL
+ATTENTION = ("attention",) + CAUSAL  # softmax(Q Kᵀ / √d_k) V, with a mask argument or the causal flag
+SCALE = SCALED + ATTENTION  # the contracts whose scores are scaled by 1/√d_k
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong implementation.
+
+    Attributes:
+        id: stable snake_case id.
+        title: a few words.
+        contracts: names of the contracts it applies to.
+        fn: ``(contract, spec, *args, **params) -> result``, the wrong implementation.
+        message: feedback for a student whose output matches it (what and how to fix); it may hold
+            ``{name}`` fields filled from the mistake's parameters (:meth:`describe`).
+        forms: other ways real code makes the same mistake, each like ``fn``; they differ only
+            where conventions differ (a query with no kept key: zeros, NaN or the mean of the
+            values). The diagnosis accepts any form that holds on every input it sees.
+        fit: ``(contract, args, got) -> params | None``: the mistake's parameters read from a
+            failing output (a constant scale ratio, a fill value), or None when no parameter
+            explains it; the diagnosis then confirms the fitted mistake on further inputs.
+        defaults: the parameters ``bind`` uses when none are given (as ``(name, value)`` pairs).
+        computes_in: the precision the mistake computes in: its output is matched within that
+            precision's rounding error, not the tested dtype's (``"float32"`` for float64 work done
+            in float32).
+        dtypes: the tested dtypes in which the mistake can happen (empty: every dtype).
+        not_dtypes: the tested dtypes in which it cannot (its message would be false there).
+    """
+
+    id: str
+    title: str
+    contracts: tuple[str, ...]
+    fn: Callable[..., Any]
+    message: str
+    forms: tuple[Callable[..., Any], ...] = ()
+    fit: Callable[[Contract, tuple[torch.Tensor, ...], np.ndarray], dict[str, float] | None] | None = None
+    defaults: tuple[tuple[str, float], ...] = ()
+    computes_in: str | None = None
+    dtypes: tuple[str, ...] = ()
+    not_dtypes: tuple[str, ...] = ()
+
+    def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
+        """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of
+        the contract's arguments, with ``params`` over :attr:`defaults`."""
+        fn = (self.fn, *self.forms)[form]
+        values = {**dict(self.defaults), **params}
+
+        def wrong(*args: Any) -> Any:
+            return fn(contract, spec, *args, **values)
+
+        wrong.__name__ = f"mistake_{self.id}"
+        return wrong
+
+    @property
+    def form_count(self) -> int:
+        """How many forms the mistake has (``fn`` and :attr:`forms`)."""
+        return 1 + len(self.forms)
+
+    def applies_in(self, dtype: str) -> bool:
+        """Whether the mistake can happen when the inputs have ``dtype``."""
+        return (not self.dtypes or dtype in self.dtypes) and dtype not in self.not_dtypes
+
+    def describe(self, params: dict[str, float] | None = None) -> str:
+        """The message with its ``{name}`` fields filled (numbers to 3 significant digits)."""
+        values = {**dict(self.defaults), **(params or {})}
+        if not values:
+            return self.message
+        return self.message.format(**{k: f"{float(v):.3g}" for k, v in values.items()})
+
+
+MISTAKES: dict[str, Mistake] = {}
+
+
+def add(
+    id: str, title: str, contracts: tuple[str, ...], message: str, **extra: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if id in MISTAKES:
+            raise ValueError(f"mistake {id!r} is already registered")
+        MISTAKES[id] = Mistake(id, title, contracts, fn, message, **extra)
+        return fn
+
+    return deco
+
+
+def get_mistake(id: str) -> Mistake:
+    """The mistake called ``id``; KeyError naming the known ones otherwise."""
+    try:
+        return MISTAKES[id]
+    except KeyError:
+        raise KeyError(f"unknown mistake {id!r}; known: {', '.join(sorted(MISTAKES))}") from None
+
+
+def mistakes_for(contract_name: str) -> list[Mistake]:
+    """The catalogue's mistakes that apply to ``contract_name``, in catalogue order."""
+    return [m for m in MISTAKES.values() if contract_name in m.contracts]

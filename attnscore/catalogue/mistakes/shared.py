@@ -1,0 +1,68 @@
+"""Helpers the mistakes share: every Q Kᵀ view as (Q, K) and back, the causal keep mask, the right answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from attnscore.catalogue.mistakes.registry import CAUSAL, SCALE
+from attnscore.maths import reference
+from attnscore.maths.contracts import Contract
+
+# ---------------------------------------------------------------------------------------------
+# helpers: every Q Kᵀ view as (Q, K) and back
+
+
+def qk_pair(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Q, K)`` of the arguments: the contract's own geometry for Q Kᵀ views, else the first two."""
+    return c.qk_operands(*args) if c.qk_operands is not None else (args[0], args[1])
+
+
+def to_output(c: Contract, S: torch.Tensor) -> torch.Tensor:
+    """Scores ``S`` (..., n_q, n_k) back in the contract's output shape."""
+    return c.from_scores(S) if c.from_scores is not None else S  # type: ignore[arg-type, return-value]
+
+
+def scale_factor(c: Contract, Q: torch.Tensor) -> float:
+    return 1.0 / float(np.sqrt(Q.shape[-1])) if c.name in SCALE else 1.0
+
+
+def causal_keep(Q: torch.Tensor, K: torch.Tensor, alignment: str) -> torch.Tensor:
+    """The causal mask (True = keep), ``(n_q, n_k)``: ``j <= i`` top-left, ``j <= i + n_k - n_q`` bottom-right."""
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=Q.device)
+    return keep.tril() if alignment == "top_left" else keep.tril(n_k - n_q)
+
+
+def alignment_of(c: Contract) -> str:
+    return "top_left" if c.name.endswith("top_left") else "bottom_right"
+
+
+def qkvm(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """``(Q, K, V, mask)`` of an attention contract; the causal flag form gets its causal mask."""
+    if c.name in CAUSAL:
+        Q, K, V = args
+        return Q, K, V, causal_keep(Q, K, alignment_of(c))
+    return args
+
+
+def correct_result(c: Contract, *args: torch.Tensor) -> torch.Tensor:
+    return c.reference(*args)
+
+
+def attention_with(
+    weights_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    scale: Callable[[torch.Tensor], float],
+    Q: torch.Tensor,
+    K: torch.Tensor,
+    V: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    S = (Q @ K.transpose(-2, -1)) * scale(Q)
+    return weights_fn(S, mask) @ V
+
+
+def softmax_weights(S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return reference.attention_weights(S, mask)

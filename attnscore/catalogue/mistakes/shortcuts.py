@@ -1,0 +1,98 @@
+"""Mistakes of precision, side effects and shortcuts: half or float32 work, float64 results, placeholders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.catalogue.mistakes.registry import ALL, ATTENTION, QK, add
+from attnscore.catalogue.mistakes.shared import correct_result
+from attnscore.maths.contracts import Contract
+
+# ---------------------------------------------------------------------------------------------
+# precision, side effects, shortcuts
+
+
+@add(
+    "computed_in_float16",
+    "computed in float16",
+    QK + ("bilinear_scores", "additive_scores", "attention_weights") + ATTENTION,
+    "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
+    not_dtypes=("float16",),
+)
+def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
+    out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
+    return out.to(dtype)
+
+
+@add(
+    "computed_in_float32",
+    "float64 inputs computed in float32",
+    # masked_scores only copies its inputs and its generated inputs are float32 values, so a float32
+    # detour leaves no trace there (exact comparison): not a mistake its cases can show
+    tuple(name for name in ALL if name != "masked_scores"),
+    "your result has float32 rounding errors although the inputs are float64: part of your computation runs in "
+    "float32 (e.g. .float(), softmax(x.float()).type_as(x), a float32 buffer or numpy array); compute in the "
+    "inputs' dtype",
+    computes_in="float32",
+    dtypes=("float64",),
+)
+def _float32(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
+    out = c.reference(*[a.float() if a.dtype.is_floating_point else a for a in args])
+    return out.to(dtype)
+
+
+@add(
+    "returned_float64",
+    "a float64 result for float32 inputs",
+    ALL,
+    "your result is float64 although the inputs are not (e.g. torch.tensor(a_numpy_result), .double() or a "
+    "float64 constant): the values are right, but the result must keep the inputs' dtype; compute in torch in "
+    "the inputs' dtype, or convert back with .to(<first input>.dtype)",
+)
+def _returned_float64(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    # Right values, wrong dtype: the value diagnosis never matches it (it equals the golden value);
+    # the dtype_device_follow_inputs property names it when the output really is float64.
+    return correct_result(c, *[a.double() if a.dtype.is_floating_point else a for a in args])
+
+
+@add(
+    "inputs_mutated",
+    "inputs changed in place",
+    ALL,
+    "your function changes its inputs in place (e.g. Q.mul_(...), S.masked_fill_(...)); compute into new tensors",
+)
+def _mutated(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    out = correct_result(c, *args)
+    args[0].add_(1.0)
+    return out
+
+
+@add(
+    "hard_coded_examples",
+    "hard-coded worked examples",
+    ALL,
+    "your function returns a worked example's answer for other inputs: it looks hard-coded; compute the result "
+    "from the inputs",
+)
+def _hard_coded(c: Contract, spec: Any, *args: torch.Tensor) -> Any:
+    examples = list(getattr(spec, "worked_examples", ()))
+    for ex in examples:
+        given = [a.detach().cpu().double().numpy() if a.dtype != torch.bool else a.cpu().numpy() for a in args]
+        if all(
+            g.shape == np.shape(v) and np.allclose(g, v, rtol=1e-3, atol=1e-3)
+            for g, v in zip(given, ex.inputs.values(), strict=False)
+        ):
+            return torch.tensor(ex.expected, dtype=args[0].dtype)
+    if examples:
+        return torch.tensor(examples[0].expected, dtype=args[0].dtype)
+    return torch.zeros(())
+
+
+@add("all_zeros", "all zeros", ALL, "your result is all zeros: compute the values instead of returning a placeholder")
+def _zeros(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(correct_result(c, *args))
