@@ -1,0 +1,248 @@
+"""Worked examples in specs: arrays, shapes and shape ties, the bound on their work, the golden check."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from attnscore.maths.contracts import Contract
+from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.located import Positioned, SpecProblem
+from attnscore.spec.model import WorkedExample
+from attnscore.spec.schema import found_text
+from attnscore.spec.tolerances import as_fraction, read_tolerance
+
+MAX_ARRAY_DIMS = 8
+MAX_EXAMPLE_WORK = 1_000_000
+"""Most index combinations one worked example may ask for: the product of its inputs' broadcast
+batch shape and of every symbol's size (``n_q · n_k · d_k · d_v``...), which bounds every
+intermediate the golden and reference paths compute (8 MB of float64 at most)."""
+
+
+def legend_shape_text(shape: list[Any] | tuple[Any, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _leaves(value: Any) -> list[Any]:
+    return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, list) else [value]
+
+
+def _array(
+    doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem], boolean: bool = False
+) -> np.ndarray | None:
+    leaves = _leaves(value)
+    if boolean and not all(isinstance(x, bool) for x in leaves):
+        bad = next(x for x in leaves if not isinstance(x, bool))
+        problems.append(doc.problem(path, f"expected a bool mask of true/false (true = keep), found {found_text(bad)}"))
+        return None
+    if not boolean and any(isinstance(x, bool) for x in leaves):
+        problems.append(doc.problem(path, "expected numbers, found true/false (only mask parameters take booleans)"))
+        return None
+    try:
+        arr = np.array(value, dtype=np.bool_ if boolean else np.float64)
+    except OverflowError:
+        problems.append(doc.problem(path, "expected numbers within float64 range, found an integer too large"))
+        return None
+    except (ValueError, TypeError):
+        depth, inner = 0, value
+        while isinstance(inner, list) and inner:
+            depth, inner = depth + 1, inner[0]
+        if depth > MAX_ARRAY_DIMS:
+            problems.append(doc.problem(path, f"expected at most {MAX_ARRAY_DIMS} dimensions, found {depth}"))
+        else:
+            problems.append(
+                doc.problem(path, f"expected a rectangular array of numbers, found ragged nesting {found_text(value)}")
+            )
+        return None
+    if arr.ndim > MAX_ARRAY_DIMS:
+        problems.append(doc.problem(path, f"expected at most {MAX_ARRAY_DIMS} dimensions, found {arr.ndim}"))
+        return None
+    return arr
+
+
+def _check_example_shapes(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    problems: list[SpecProblem],
+) -> bool:
+    sizes: dict[str, tuple[int, str]] = {}
+    ok = True
+    for name, legend in contract.parameters:
+        arr = inputs[name]
+        fixed = [s for s in legend if s != "..."]
+        batched = "..." in legend
+        if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
+            dims = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
+            problems.append(
+                doc.problem(
+                    path + ("inputs", name),
+                    f"expected shape {legend_shape_text(legend)} ({dims}), found shape {legend_shape_text(arr.shape)}",
+                )
+            )
+            ok = False
+            continue
+        for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed) :], strict=True):
+            if size == 0:
+                problems.append(
+                    doc.problem(path + ("inputs", name), f"expected {symbol} >= 1, found an empty dimension")
+                )
+                ok = False
+            elif symbol in sizes and sizes[symbol][0] != size:
+                problems.append(
+                    doc.problem(
+                        path + ("inputs", name),
+                        f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}",
+                    )
+                )
+                ok = False
+            else:
+                sizes.setdefault(symbol, (size, name))
+    if ok:
+        ok = _work_within_bounds(doc, path, contract, inputs, {s: n for s, (n, _) in sizes.items()}, problems)
+    full = max((inputs[n].ndim for n, legend in contract.parameters if "..." in legend), default=0)
+    for name in sorted(contract.bool_parameters):
+        rank = inputs[name].ndim
+        if 2 < rank < full:  # (B, n_q, n_k) against (B, H, n_q, n_k): which axis is B? (see reference._as_mask)
+            problems.append(
+                doc.problem(
+                    path + ("inputs", name),
+                    f"expected a mask of shape (n_q, n_k) or of the scores' full rank {full} (1 for broadcast "
+                    f"dims), found the ambiguous shape {legend_shape_text(inputs[name].shape)}",
+                )
+            )
+            ok = False
+    return ok
+
+
+def _work_within_bounds(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    sizes: dict[str, int],
+    problems: list[SpecProblem],
+) -> bool:
+    """The example's batch dims broadcast, and batch × every symbol's size is at most MAX_EXAMPLE_WORK."""
+    batches = []
+    for name, legend in contract.parameters:
+        fixed = len([s for s in legend if s != "..."])
+        if "..." in legend:
+            batches.append(inputs[name].shape[: inputs[name].ndim - fixed])
+    try:
+        batch = np.broadcast_shapes(*batches) if batches else ()
+    except ValueError:
+        shown = ", ".join(legend_shape_text(b) for b in batches)
+        problems.append(doc.problem(path + ("inputs",), f"expected batch dims that broadcast, found {shown}"))
+        return False
+    work = math.prod(batch) * math.prod(sizes.values())
+    if work > MAX_EXAMPLE_WORK:
+        symbols = " · ".join(f"{s}={n}" for s, n in sizes.items())
+        problems.append(
+            doc.problem(
+                path + ("inputs",),
+                f"expected at most {MAX_EXAMPLE_WORK:,} index combinations in a worked example, found {work:,} "
+                f"(batch {legend_shape_text(batch)} · {symbols}); use smaller inputs",
+            )
+        )
+        return False
+    return True
+
+
+def worked_example(
+    doc: Positioned,
+    i: int,
+    raw: dict[str, Any],
+    contract: Contract,
+    default_tol: Tolerance,
+    problems: list[SpecProblem],
+) -> WorkedExample | None:
+    path: tuple[Any, ...] = ("worked_examples", i)
+    names = contract.parameter_names
+    missing = [n for n in names if n not in raw["inputs"]]
+    unknown = [n for n in raw["inputs"] if n not in names]
+    for n in missing:
+        problems.append(doc.problem(path + ("inputs",), f"expected an input named {n!r}, found it missing"))
+    for n in unknown:
+        problems.append(
+            doc.problem(
+                path + ("inputs", n),
+                f"expected only the parameters {', '.join(names)}, found unknown input {n!r}",
+                key=True,
+            )
+        )
+    if missing or unknown:
+        return None
+    inputs = {}
+    for n in names:
+        arr = _array(doc, path + ("inputs", n), raw["inputs"][n], problems, boolean=n in contract.bool_parameters)
+        if arr is None:
+            return None
+        inputs[n] = arr
+    expected = _array(doc, path + ("expected",), raw["expected"], problems)
+    if expected is None or not _check_example_shapes(doc, path, contract, inputs, problems):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            golden = contract.golden(inputs)
+    except ValueError as exc:
+        problems.append(doc.problem(path + ("inputs",), f"expected inputs the contract can score, found: {exc}"))
+        return None
+    if expected.shape != golden.shape:
+        problems.append(
+            doc.problem(
+                path + ("expected",),
+                f"expected shape {legend_shape_text(golden.shape)} (from the inputs), "
+                f"found shape {legend_shape_text(expected.shape)}",
+            )
+        )
+        return None
+    if not np.allclose(expected, golden, rtol=1e-9, atol=1e-9, equal_nan=True):
+        problems.append(
+            doc.problem(
+                path + ("expected",),
+                f"expected the value the inputs give, {np.round(golden, 9).tolist()}, found {expected.tolist()}",
+            )
+        )
+        return None
+    return WorkedExample(
+        id=raw["id"],
+        title=raw.get("title", raw["id"].replace("_", " ")),
+        inputs=inputs,
+        expected=expected,
+        explanation=raw["explanation"].strip(),
+        points=as_fraction(raw["points"]),
+        visibility=raw.get("visibility", "visible"),
+        tolerance=read_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
+        line=doc.where(path)[0],
+    )
+
+
+def shape_ties(
+    contract: Contract, declared: list[tuple[str, tuple[Any, ...]]], returns: tuple[Any, ...] | None
+) -> dict[str, str] | None:
+    """The symbol ties of declared shapes against the contract's (``{}`` when they are the
+    contract's own), or None when they are not the contract's shapes with some symbols replaced
+    consistently by other symbols of the contract (``"..."`` stays in place). ``returns`` None:
+    the parameters alone."""
+    if [n for n, _ in declared] != list(contract.parameter_names):
+        return None
+    pairs = ([] if returns is None else [(contract.returns, tuple(returns))]) + [
+        (legend, shape) for (_, legend), (_, shape) in zip(contract.parameters, declared, strict=True)
+    ]
+    symbols = {sym for legend, _ in pairs for sym in legend}
+    ties: dict[str, str] = {}
+    for legend, shape in pairs:
+        if len(legend) != len(shape):
+            return None
+        for sym, got in zip(legend, shape, strict=True):
+            if not isinstance(got, str) or got not in symbols or (sym == "...") != (got == "..."):
+                return None
+            if ties.setdefault(sym, got) != got:
+                return None
+    if any(ties.get(target, target) != target for target in ties.values()):
+        return None  # a chain or swap (d_v -> d_k while d_k -> n_k): not one size per tied group
+    return {sym: got for sym, got in ties.items() if sym != got}
