@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.catalogue.mistakes.registry import CAUSAL, add
+from attnscore.catalogue.families import causal
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import causal_keep
 from attnscore.maths import reference
 from attnscore.maths.contracts import Contract
@@ -44,7 +45,7 @@ def _other_alignment_uniform(c: Contract, spec: Any, Q: torch.Tensor, K: torch.T
 @add(
     "causal_wrong_alignment",
     "causal mask aligned at the other corner",
-    CAUSAL,
+    causal,
     "your causal mask is aligned at the other corner: with n_q != n_k, top-left keeps key j for query i when "
     "j <= i (torch.ones(n_q, n_k).tril(), PyTorch's is_causal=True) and bottom-right when j <= i + (n_k - n_q) "
     "(.tril(n_k - n_q)); use the alignment the spec states",
@@ -57,7 +58,7 @@ def _causal_wrong_alignment(c: Contract, spec: Any, *args: torch.Tensor) -> torc
 @add(
     "causal_flag_ignored",
     "no causal mask at all",
-    CAUSAL,
+    causal,
     "every query sees every key: the causal flag means query i must not attend to keys after its own "
     "position; mask them (-inf before softmax) with the causal mask",
 )

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.catalogue.mistakes.registry import ATTENTION, MASKED, add
+from attnscore.catalogue.families import attention, gives_weights, masked, rows_can_be_fully_masked, weights
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qkvm
 from attnscore.maths import reference
 from attnscore.maths.contracts import Contract
@@ -39,7 +40,7 @@ def _masked_variant(
 @add(
     "softmax_without_max_subtraction",
     "softmax without subtracting the row max",
-    ("attention_weights",),
+    weights,
     "exp of large logits overflows to inf (inf/inf = NaN): subtract each row's max before exp, or use torch.softmax",
 )
 def _unstable(c: Contract, spec: Any, S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -51,7 +52,7 @@ def _unstable(c: Contract, spec: Any, S: torch.Tensor, mask: torch.Tensor) -> to
 @add(
     "mask_ignored",
     "mask ignored",
-    MASKED,
+    masked,
     "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax",
 )
 def _mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -61,7 +62,7 @@ def _mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "mask_inverted",
     "mask inverted (True = drop)",
-    MASKED,
+    masked,
     "your mask is inverted: True means keep this key; you dropped the kept keys and kept the masked ones",
 )
 def _mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -76,7 +77,7 @@ def _mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "additive_mask_nan",
     "(1 - mask)·(-inf) added to the scores",
-    MASKED,
+    masked,
     "you added (1 - mask)·(-inf) to the scores: 0·(-inf) is NaN at every kept entry; use "
     "scores.masked_fill(~mask, float('-inf')) or torch.where",
 )
@@ -122,13 +123,10 @@ def _add_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float
     return _masked_variant(c, args, rule)
 
 
-_LARGE_NEGATIVE_CONTRACTS = MASKED + ("causal_attention_bottom_right",)
-
-
 @add(
     "masked_with_large_negative",
     "a large negative number instead of -inf for masked scores",
-    _LARGE_NEGATIVE_CONTRACTS,
+    rows_can_be_fully_masked,
     "you set masked scores to a large finite negative number (-1e9, -1e4, torch.finfo(dtype).min, or such a "
     "number added to the scores) instead of -inf: a masked score must be exactly -inf, and a query whose keys "
     "are all masked then gets weights from the masked scores (equal weights 1/n_k: the mean of the values) "
@@ -145,7 +143,7 @@ def _masked_with_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fil
 @add(
     "mask_added_as_neg_inf_bias",
     "the mask added as a -inf bias: S + where(mask, 0, -inf)",
-    MASKED,
+    masked,
     "you mask by adding -inf to the masked scores (S + where(mask, 0, -inf), a float mask of 0 and -inf, or "
     "where(mask, S, S - inf)): that is right for a finite masked score, but a masked score of +inf or NaN "
     "gives inf + (-inf) = NaN instead of -inf, and after "
@@ -163,7 +161,7 @@ def _neg_inf_bias(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "nan_hidden_after_softmax",
     "torch.nan_to_num after softmax",
-    ("attention_weights", "attention"),
+    lambda c: gives_weights(c) and masked(c),
     "your weights hide a NaN: torch.nan_to_num (or replacing NaN by 0) after softmax turns a row whose kept key "
     "has a NaN score into zeros, so the caller never sees the bad input; let that NaN through and zero only the "
     "masked entries, e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0)",
@@ -178,7 +176,7 @@ def _nan_hidden_after_softmax(c: Contract, spec: Any, *args: torch.Tensor) -> to
 @add(
     "mask_applied_after_exp",
     "exp(S - max over all keys) times the mask",
-    ("attention_weights", "attention"),
+    lambda c: gives_weights(c) and masked(c),
     "you multiply exp(S - max) by the mask after taking the max over every key, masked ones included: a masked "
     "key with a huge score (or inf, or NaN) sets the max, the kept keys' exp underflow to 0 and the row becomes "
     "0/0 = NaN; mask before the max: scores.masked_fill(~mask, float('-inf')), then softmax (and zero rows "
@@ -195,7 +193,7 @@ def _mask_applied_after_exp(c: Contract, spec: Any, *args: torch.Tensor) -> torc
 @add(
     "nan_fully_masked",
     "NaN for fully masked rows",
-    ("attention_weights", "attention", "causal_attention_bottom_right"),
+    lambda c: gives_weights(c) and rows_can_be_fully_masked(c),
     "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
     "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
 )
@@ -219,7 +217,7 @@ def _wrong_axis_zeroed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @add(
     "softmax_wrong_axis",
     "softmax over the queries axis",
-    ("attention_weights",) + ATTENTION,
+    gives_weights,
     "your softmax runs over the queries (dim=-2, or dim=1 of a (batch, n_q, n_k) tensor): each query's weights "
     "over the keys must sum to 1, so use dim=-1",
     forms=(_wrong_axis_zeroed,),
@@ -234,7 +232,7 @@ def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Te
 @add(
     "uniform_weights",
     "uniform weights",
-    ("attention_weights", "attention"),
+    lambda c: gives_weights(c) and masked(c),
     "your weights are uniform (1/n_k for every key): the weights are softmax of the scores",
 )
 def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -248,7 +246,7 @@ def _uniform(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "returned_weights",
     "attention weights returned instead of weights @ V",
-    ATTENTION,
+    attention,
     "your result is the attention weights softmax(Q Kᵀ / √d_k), shape (..., n_q, n_k), not the output: multiply "
     "them by the values and return weights @ V, shape (..., n_q, d_v) (only the output, not (output, weights))",
 )
@@ -267,7 +265,7 @@ _NOT_WEIGHTS = (
 @add(
     "scores_used_as_weights",
     "raw scores used as weights (no softmax)",
-    ("attention_weights",) + ATTENTION,
+    gives_weights,
     f"your weights are the raw scores themselves: {_NOT_WEIGHTS}; apply torch.softmax over the keys (dim=-1)",
 )
 def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -280,7 +278,7 @@ def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @add(
     "scores_divided_by_their_sum",
     "scores divided by their sum instead of softmax",
-    ("attention_weights",) + ATTENTION,
+    gives_weights,
     f"your weights are the scores divided by their row's sum: {_NOT_WEIGHTS}; a negative score stays "
     "negative and a row summing to 0 divides by 0: use torch.softmax over the keys (dim=-1)",
 )

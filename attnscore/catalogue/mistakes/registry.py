@@ -9,18 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contracts import CONTRACTS, Contract
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
-
-RAW = ("score", "scores", "score_matrix")
-SCALED = ("scaled_score_matrix",)
-QK = RAW + SCALED
-MASKED = ("masked_scores", "attention_weights", "attention")
-CAUSAL = ("causal_attention_top_left", "causal_attention_bottom_right")
-ALL = QK + ("bilinear_scores", "additive_scores") + MASKED + CAUSAL
-ATTENTION = ("attention",) + CAUSAL  # softmax(Q Kᵀ / √d_k) V, with a mask argument or the causal flag
-SCALE = SCALED + ATTENTION  # the contracts whose scores are scaled by 1/√d_k
 
 
 @dataclass(frozen=True)
@@ -30,7 +21,8 @@ class Mistake:
     Attributes:
         id: stable snake_case id.
         title: a few words.
-        contracts: names of the contracts it applies to.
+        applies: ``contract -> bool``, the contracts it applies to, by their features
+            (:mod:`attnscore.catalogue.families`), as properties select theirs.
         fn: ``(contract, spec, *args, **params) -> result``, the wrong implementation.
         message: feedback for a student whose output matches it (what and how to fix); it may hold
             ``{name}`` fields filled from the mistake's parameters (:meth:`describe`).
@@ -50,7 +42,7 @@ class Mistake:
 
     id: str
     title: str
-    contracts: tuple[str, ...]
+    applies: Callable[[Contract], bool]
     fn: Callable[..., Any]
     message: str
     forms: tuple[Callable[..., Any], ...] = ()
@@ -73,6 +65,11 @@ class Mistake:
         return wrong
 
     @property
+    def contracts(self) -> tuple[str, ...]:
+        """The names of the bundled contracts it applies to, in the contract table's order."""
+        return tuple(name for name, contract in CONTRACTS.items() if self.applies(contract))
+
+    @property
     def form_count(self) -> int:
         """How many forms the mistake has (``fn`` and :attr:`forms`)."""
         return 1 + len(self.forms)
@@ -93,12 +90,12 @@ MISTAKES: dict[str, Mistake] = {}
 
 
 def add(
-    id: str, title: str, contracts: tuple[str, ...], message: str, **extra: Any
+    id: str, title: str, applies: Callable[[Contract], bool], message: str, **extra: Any
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if id in MISTAKES:
             raise ValueError(f"mistake {id!r} is already registered")
-        MISTAKES[id] = Mistake(id, title, contracts, fn, message, **extra)
+        MISTAKES[id] = Mistake(id, title, applies, fn, message, **extra)
         return fn
 
     return deco

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.catalogue.mistakes.registry import ATTENTION, RAW, SCALE, SCALED, add
+from attnscore.catalogue.families import attention, raw_dot_product, scaled, scaled_dot_product
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qk_pair, qkvm, scale_factor, softmax_weights, to_output
 from attnscore.maths import reference
 from attnscore.maths.contracts import Contract
@@ -18,7 +19,7 @@ from attnscore.maths.contracts import Contract
 
 
 def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[torch.Tensor], float]) -> torch.Tensor:
-    if c.name in ATTENTION:
+    if attention(c):
         return attention_with(softmax_weights, scale, *qkvm(c, args))
     Q, K = qk_pair(c, args)
     return to_output(c, (Q @ K.transpose(-2, -1)) * scale(Q))
@@ -27,7 +28,7 @@ def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[tor
 @add(
     "not_scaled",
     "scores not divided by √d_k",
-    SCALE,
+    scaled,
     "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)",
 )
 def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -37,7 +38,7 @@ def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "scaled_by_dk",
     "divided by d_k (or by √d_k twice)",
-    SCALE,
+    scaled,
     "your scores equal Q Kᵀ / d_k: divide by √d_k once (not by d_k, and not by √d_k twice)",
 )
 def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -47,7 +48,7 @@ def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "scaled_by_half_dk",
     "d_k ** 1/2 (divided by d_k/2)",
-    SCALE,
+    scaled,
     "your scores equal Q Kᵀ / (d_k / 2): d_k ** 1/2 is read as (d_k ** 1) / 2 because ** binds tighter than /; "
     "write d_k ** 0.5 or math.sqrt(d_k)",
 )
@@ -58,7 +59,7 @@ def _scaled_by_half_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @add(
     "scaled_by_two_dk",
     "S / d_k ** 1/2 inline (divided by 2·d_k)",
-    SCALE,
+    scaled,
     "your scores equal Q Kᵀ / (2·d_k): in S / d_k ** 1/2, ** binds tighter than / and the divisions run left to "
     "right, so it is (S / d_k) / 2; write S / d_k ** 0.5 or S / math.sqrt(d_k)",
 )
@@ -69,7 +70,7 @@ def _scaled_by_two_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
 @add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
-    SCALE,
+    scaled,
     "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k",
 )
 def _scaled_by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,7 @@ def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarra
     """
     if not np.isfinite(got).all():
         return None
-    if c.name in SCALED:
+    if scaled_dot_product(c):
         Q, K = qk_pair(c, args)
         g = to_output(c, (Q @ K.transpose(-2, -1)) * scale_factor(c, Q)).double().numpy()
         if g.shape != got.shape or not np.isfinite(g).all() or not (g * g).sum() > 0:
@@ -130,7 +131,7 @@ def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarra
 @add(
     "scaled_by_constant_factor",
     "scores scaled by a constant factor times 1/√d_k",
-    SCALE,
+    scaled,
     "your scores are scaled by a constant factor r = {r} times the right scale 1/√d_k, for every d_k (an extra "
     "constant in the scale, a temperature, or a factor applied to Q and to K): multiply Q Kᵀ by exactly 1/√d_k "
     "(math.sqrt(d_k) with d_k = Q.shape[-1])",
@@ -144,7 +145,7 @@ def _scaled_by_constant_factor(c: Contract, spec: Any, *args: torch.Tensor, r: f
 @add(
     "scaled_raw_scores",
     "raw scores divided by √d_k",
-    RAW,
+    raw_dot_product,
     "your scores are divided by √d_k: this function returns raw scores q · k, without scaling",
 )
 def _scaled_raw(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from attnscore.catalogue.mistakes.registry import QK, SCALED, add
+from attnscore.catalogue.families import additive, bilinear, dot_product, many_keys, score_function
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result, qk_pair, scale_factor, to_output
 from attnscore.maths import reference
 from attnscore.maths.contracts import Contract
@@ -18,7 +19,7 @@ from attnscore.maths.contracts import Contract
 @add(
     "softmax_applied",
     "softmax applied to raw scores",
-    ("scores", "score_matrix") + SCALED + ("bilinear_scores", "additive_scores"),
+    lambda c: score_function(c) and many_keys(c),
     "your scores equal softmax of the scores (each row sums to 1): raw scores must not be normalised",
 )
 def _softmax_applied(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -28,7 +29,7 @@ def _softmax_applied(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tenso
 @add(
     "cosine_similarity",
     "cosine similarity instead of the dot product",
-    QK,
+    dot_product,
     "your scores equal the cosine similarity q·k / (|q| |k|): the score is the plain dot product, "
     "so vector lengths matter",
 )
@@ -41,7 +42,7 @@ def _cosine(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "absolute_value",
     "absolute value of the scores",
-    QK + ("bilinear_scores",),
+    lambda c: dot_product(c) or bilinear(c),
     "your scores are never negative (|q · k|): a key pointing away from the query has a negative score",
 )
 def _absolute(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -51,7 +52,7 @@ def _absolute(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "bilinear_w_transposed",
     "Q Wᵀ Kᵀ instead of Q W Kᵀ",
-    ("bilinear_scores",),
+    bilinear,
     "your scores equal Q Wᵀ Kᵀ: the bilinear score is q_iᵀ W k_j, with W of shape (d_q, d_k) untransposed",
 )
 def _bilinear_wt(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -61,7 +62,7 @@ def _bilinear_wt(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, W: to
 @add(
     "additive_no_tanh",
     "additive score without tanh",
-    ("additive_scores",),
+    additive,
     "your scores equal vᵀ(W_q q + W_k k): apply tanh to W_q q + W_k k before the dot product with v",
 )
 def _additive_no_tanh(
@@ -73,7 +74,7 @@ def _additive_no_tanh(
 @add(
     "additive_tanh_after_v",
     "tanh applied after the dot product with v",
-    ("additive_scores",),
+    additive,
     "your scores equal tanh(vᵀ(W_q q + W_k k)): tanh belongs inside, on the hidden vector W_q q + W_k k, "
     "and the dot product with v comes after it: vᵀ tanh(W_q q + W_k k) (so a score can exceed 1 in size)",
 )
@@ -86,7 +87,7 @@ def _additive_tanh_after_v(
 @add(
     "additive_projection_not_transposed",
     "Q W_q instead of Q W_qᵀ",
-    ("additive_scores",),
+    additive,
     "your projections are Q @ W_q and K @ W_k: W_q and W_k have shape (d_a, d_k) and map a query to W_q q, "
     "so rows of Q are projected by Q @ W_q.T (and K @ W_k.T); without the transpose the code only runs "
     "because d_a = d_k here",
@@ -100,7 +101,7 @@ def _additive_projection_not_transposed(
 @add(
     "additive_weights_swapped",
     "W_q applied to keys and W_k to queries",
-    ("additive_scores",),
+    additive,
     "your scores use W_k on the queries and W_q on the keys: project queries with W_q and keys with W_k",
 )
 def _additive_swapped(

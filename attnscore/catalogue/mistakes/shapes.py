@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from attnscore.catalogue.mistakes.registry import SCALED, add
+from attnscore.catalogue.families import bilinear, dot_product, many_keys, many_queries, score_function
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result, qk_pair, scale_factor
 from attnscore.maths.contracts import Contract
 
@@ -17,7 +18,7 @@ from attnscore.maths.contracts import Contract
 @add(
     "keys_not_transposed",
     "Q K instead of Q Kᵀ",
-    ("score_matrix",) + SCALED,
+    lambda c: dot_product(c) and many_queries(c),
     "your scores equal Q K (K not transposed), which pairs rows with columns: use Q @ K.transpose(-2, -1)",
 )
 def _keys_not_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -28,7 +29,7 @@ def _keys_not_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
 @add(
     "all_axes_reversed",
     ".T on batched keys",
-    ("score_matrix",) + SCALED + ("bilinear_scores",),
+    lambda c: (dot_product(c) or bilinear(c)) and many_queries(c),
     "your result mixes batch items: K.T (or .permute with every axis reversed) also swaps the batch axes; "
     "swap only the last two with K.transpose(-2, -1)",
 )
@@ -44,7 +45,7 @@ def _all_axes_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @add(
     "output_transposed",
     "K Qᵀ instead of Q Kᵀ",
-    ("score_matrix",) + SCALED + ("bilinear_scores", "additive_scores"),
+    lambda c: score_function(c) and many_queries(c),
     "your matrix is transposed (K Qᵀ): rows must be queries and columns keys, shape (..., n_q, n_k)",
 )
 def _output_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -54,7 +55,7 @@ def _output_transposed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
 @add(
     "keys_reversed",
     "keys in reverse order",
-    ("scores", "score_matrix") + SCALED,
+    lambda c: dot_product(c) and many_keys(c),
     "your scores come out in reverse key order: column j must be the score of key j",
 )
 def _keys_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -64,7 +65,7 @@ def _keys_reversed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "elementwise_not_summed",
     "q * k without the sum",
-    ("score", "scores"),
+    lambda c: dot_product(c) and not many_queries(c),
     "your result is the elementwise product q * k: a dot product also sums over the d_k coordinates",
 )
 def _elementwise(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:

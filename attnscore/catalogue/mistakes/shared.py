@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attnscore.catalogue.mistakes.registry import CAUSAL, SCALE
+from attnscore.catalogue.families import causal, scaled
 from attnscore.maths import reference
 from attnscore.maths.contracts import Contract
 
@@ -26,7 +26,7 @@ def to_output(c: Contract, S: torch.Tensor) -> torch.Tensor:
 
 
 def scale_factor(c: Contract, Q: torch.Tensor) -> float:
-    return 1.0 / float(np.sqrt(Q.shape[-1])) if c.name in SCALE else 1.0
+    return 1.0 / float(np.sqrt(Q.shape[-1])) if scaled(c) else 1.0
 
 
 def causal_keep(Q: torch.Tensor, K: torch.Tensor, alignment: str) -> torch.Tensor:
@@ -42,7 +42,7 @@ def alignment_of(c: Contract) -> str:
 
 def qkvm(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """``(Q, K, V, mask)`` of an attention contract; the causal flag form gets its causal mask."""
-    if c.name in CAUSAL:
+    if causal(c):
         Q, K, V = args
         return Q, K, V, causal_keep(Q, K, alignment_of(c))
     return args

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.catalogue.mistakes.registry import ALL, ATTENTION, QK, add
+from attnscore.catalogue.families import every
+from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result
 from attnscore.maths.contracts import Contract
 
@@ -18,7 +19,7 @@ from attnscore.maths.contracts import Contract
 @add(
     "computed_in_float16",
     "computed in float16",
-    QK + ("bilinear_scores", "additive_scores", "attention_weights") + ATTENTION,
+    lambda c: c.kind != "mask",
     "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
     not_dtypes=("float16",),
 )
@@ -33,7 +34,7 @@ def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     "float64 inputs computed in float32",
     # masked_scores only copies its inputs and its generated inputs are float32 values, so a float32
     # detour leaves no trace there (exact comparison): not a mistake its cases can show
-    tuple(name for name in ALL if name != "masked_scores"),
+    lambda c: c.kind != "mask",
     "your result has float32 rounding errors although the inputs are float64: part of your computation runs in "
     "float32 (e.g. .float(), softmax(x.float()).type_as(x), a float32 buffer or numpy array); compute in the "
     "inputs' dtype",
@@ -49,7 +50,7 @@ def _float32(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "returned_float64",
     "a float64 result for float32 inputs",
-    ALL,
+    every,
     "your result is float64 although the inputs are not (e.g. torch.tensor(a_numpy_result), .double() or a "
     "float64 constant): the values are right, but the result must keep the inputs' dtype; compute in torch in "
     "the inputs' dtype, or convert back with .to(<first input>.dtype)",
@@ -63,7 +64,7 @@ def _returned_float64(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
 @add(
     "inputs_mutated",
     "inputs changed in place",
-    ALL,
+    every,
     "your function changes its inputs in place (e.g. Q.mul_(...), S.masked_fill_(...)); compute into new tensors",
 )
 def _mutated(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -75,7 +76,7 @@ def _mutated(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 @add(
     "hard_coded_examples",
     "hard-coded worked examples",
-    ALL,
+    every,
     "your function returns a worked example's answer for other inputs: it looks hard-coded; compute the result "
     "from the inputs",
 )
@@ -93,6 +94,6 @@ def _hard_coded(c: Contract, spec: Any, *args: torch.Tensor) -> Any:
     return torch.zeros(())
 
 
-@add("all_zeros", "all zeros", ALL, "your result is all zeros: compute the values instead of returning a placeholder")
+@add("all_zeros", "all zeros", every, "your result is all zeros: compute the values instead of returning a placeholder")
 def _zeros(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(correct_result(c, *args))

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.catalogue.families import causal
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
 from attnscore.maths import golden
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -70,7 +71,7 @@ register(
             "(the causal flag hides the future)."
         ),
         strategy=_future_example,
-        applies=lambda c: c.kind == "causal",
+        applies=causal,
         calls=_changed_future,
         golden=False,  # judges only its own property: the values are matches_reference's concern
         check=_future_ignored,

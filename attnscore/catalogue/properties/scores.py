@@ -8,14 +8,11 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.catalogue.families import dot_product, many_keys, many_queries, scaled_dot_product
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
 from attnscore.maths.strategies import perpendicular_qk, random_qk
 from attnscore.maths.tolerance import close_enough
-
-
-def _is_qk(c: Contract) -> bool:
-    return c.is_qk_view
 
 
 def _qk_args(c: Contract, Q: np.ndarray, K: np.ndarray) -> Args:
@@ -97,7 +94,7 @@ register(
         name="equals_qk_entries",
         summary="Each score equals the matching entry of Q Kᵀ (the dot product of that query and key).",
         strategy=_qk_strategy(random_qk),
-        applies=_is_qk,
+        applies=dot_product,
     )
 )
 register(
@@ -105,7 +102,7 @@ register(
         name="perpendicular_keys_score_zero",
         summary="A key perpendicular to the query scores exactly zero.",
         strategy=_qk_strategy(perpendicular_qk),
-        applies=_is_qk,
+        applies=dot_product,
         hint=_perpendicular_hint,
         default_max_value=3.0,
     )
@@ -115,7 +112,7 @@ register(
         name="scores_not_normalised",
         summary="Raw scores are not normalised: they can be negative and need not sum to one.",
         strategy=_not_normalised_inputs,
-        applies=_is_qk,
+        applies=dot_product,
         hint=_normalisation_hint,
     )
 )
@@ -165,7 +162,7 @@ register(
         name="parallel_keys_score_norm_product",
         summary="A key parallel to the query (same direction) scores |q|·|k| (divided by √d_k when scaled).",
         strategy=lambda c, m: _parallel_qk(c, m, 1).map(lambda qk: _qk_args(c, *qk)),
-        applies=_is_qk,
+        applies=dot_product,
         check=_norm_product,
         default_max_value=3.0,
     )
@@ -175,7 +172,7 @@ register(
         name="anti_aligned_keys_score_negative",
         summary="A key pointing exactly away from the query gets a negative score (-|q|·|k|).",
         strategy=lambda c, m: _parallel_qk(c, m, -1).map(lambda qk: _qk_args(c, *qk)),
-        applies=_is_qk,
+        applies=dot_product,
         check=_negative,
         default_max_value=3.0,
         hint=lambda g, e: (
@@ -190,7 +187,7 @@ register(
         name="cauchy_schwarz_bound",
         summary="No score exceeds |q|·|k| in magnitude (Cauchy–Schwarz; divided by √d_k when scaled).",
         strategy=_qk_strategy(random_qk),
-        applies=_is_qk,
+        applies=dot_product,
         check=_cauchy_schwarz,
     )
 )
@@ -229,7 +226,7 @@ register(
         name="linear_in_query",
         summary="Scores are linear in the query: f(a·q1 + b·q2, K) = a·f(q1, K) + b·f(q2, K).",
         strategy=lambda c, m: _linear(c, m, 0),
-        applies=_is_qk,
+        applies=dot_product,
         calls=_linear_calls,
         check=_linear_check,
         default_max_value=3.0,
@@ -240,7 +237,7 @@ register(
         name="linear_in_key",
         summary="Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2).",
         strategy=lambda c, m: _linear(c, m, 1),
-        applies=_is_qk,
+        applies=dot_product,
         calls=_linear_calls,
         check=_linear_check,
         default_max_value=3.0,
@@ -288,7 +285,7 @@ register(
         name="permuting_keys_permutes_scores",
         summary="Reordering the keys reorders the scores the same way: f(Q, P K) = f(Q, K) Pᵀ.",
         strategy=lambda c, m: _permuted(c, m, "keys"),
-        applies=lambda c: _is_qk(c) and not c.single_key,
+        applies=lambda c: dot_product(c) and many_keys(c),
         calls=_perm_calls,
         check=_perm_check,
     )
@@ -298,7 +295,7 @@ register(
         name="permuting_queries_permutes_rows",
         summary="Reordering the queries reorders the rows of the scores the same way: f(P Q, K) = P f(Q, K).",
         strategy=lambda c, m: _permuted(c, m, "queries"),
-        applies=lambda c: _is_qk(c) and not c.single_query,
+        applies=lambda c: dot_product(c) and many_queries(c),
         calls=_perm_calls,
         check=_perm_check,
     )
@@ -361,7 +358,7 @@ register(
         summary="Leading (batch, head) dims of Q and K broadcast: Q (2, 1, n_q, d_k) with K (3, n_k, d_k) "
         "gives (2, 3, n_q, n_k).",
         strategy=lambda c, m: _broadcast_qk(c, m),
-        applies=lambda c: _is_qk(c) and c.batched,
+        applies=lambda c: dot_product(c) and c.batched,
         default_max_value=3.0,
     )
 )
@@ -370,7 +367,7 @@ register(
         name="batch_items_independent",
         summary="Each batch item is scored on its own: f(Q, K)[b] = f(Q[b], K[b]).",
         strategy=lambda c, m: _batched_qk(c, m),
-        applies=lambda c: _is_qk(c) and c.batched,
+        applies=lambda c: dot_product(c) and c.batched,
         calls=_batch_calls,
         check=_batch_check(
             "item b of a batched call differs from scoring item b alone: "
@@ -384,7 +381,7 @@ register(
         name="scale_independent_of_heads",
         summary="With heads (..., heads, n, d_k), the scale is 1/√d_k per head: head h alone gives the same scores.",
         strategy=lambda c, m: _batched_qk(c, m, heads=True),
-        applies=lambda c: _is_qk(c) and c.scale == "sqrt",
+        applies=scaled_dot_product,
         calls=_batch_calls,
         check=_batch_check(
             "head h scored alone differs from head h inside the multi-head call: "
@@ -413,7 +410,7 @@ register(
         name="self_scores_symmetric",
         summary="Scoring vectors against themselves gives a symmetric matrix: f(X, X) = f(X, X)ᵀ.",
         strategy=lambda c, m: random_qk(c, m).map(lambda qk: qk[0]),
-        applies=lambda c: _is_qk(c) and not c.single_query and not c.single_key,
+        applies=lambda c: dot_product(c) and many_queries(c) and many_keys(c),
         calls=_symmetric_calls,
         check=_symmetric_check,
     )
@@ -423,7 +420,7 @@ register(
         name="scaled_is_raw_over_sqrt_dk",
         summary="Scaled scores equal the raw scores Q Kᵀ divided by √d_k (d_k = the per-head key width).",
         strategy=lambda c, m: _int_qk(c, m).map(lambda qk: _qk_args(c, *qk)),
-        applies=lambda c: _is_qk(c) and c.scale == "sqrt",
+        applies=scaled_dot_product,
         default_max_value=3.0,
         hint=lambda g, e: (
             "your scores are off by a constant factor: divide Q Kᵀ by √d_k exactly once"

@@ -9,15 +9,12 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
+from attnscore.catalogue.families import attention, gives_weights, masked, weights
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_number
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough
-
-
-def _is_weights(c: Contract) -> bool:
-    return c.kind == "weights"
 
 
 @st.composite
@@ -128,7 +125,7 @@ register(
         name="weights_sum_to_one",
         summary="Each row of weights with at least one kept key sums to 1.",
         strategy=lambda c, m: _logits_and_mask(c, m, full_row="none"),
-        applies=_is_weights,
+        applies=weights,
         check=_row_sums,
     )
 )
@@ -137,7 +134,7 @@ register(
         name="weights_non_negative",
         summary="Every weight is >= 0.",
         strategy=lambda c, m: _logits_and_mask(c, m),
-        applies=_is_weights,
+        applies=weights,
         check=_non_negative,
     )
 )
@@ -146,7 +143,7 @@ register(
         name="softmax_shift_invariant",
         summary="Adding a constant to every logit leaves the weights unchanged.",
         strategy=lambda c, m: st.tuples(_logits_and_mask(c, m, integer=True), st.integers(-50, 50).map(float)),
-        applies=_is_weights,
+        applies=weights,
         calls=_shift_calls,
         check=_shift_check,
     )
@@ -156,7 +153,7 @@ register(
         name="masked_positions_zero_weight",
         summary="Masked keys get weight 0 whatever their logits hold (NaN, inf, huge values).",
         strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
-        applies=_is_weights,
+        applies=weights,
         check=_masked_zero,
     )
 )
@@ -165,7 +162,7 @@ register(
         name="masked_positions_neg_inf",
         summary="Masked entries become -inf whatever they held (NaN and inf included); kept entries are unchanged.",
         strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
-        applies=lambda c: c.kind == "mask",
+        applies=lambda c: masked(c) and not gives_weights(c),
         check=_masked_neg_inf,
     )
 )
@@ -210,7 +207,7 @@ register(
         name="nan_in_kept_position_propagates",
         summary="A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
         strategy=lambda c, m: _logits_and_mask(c, m, nan_kept=True),
-        applies=lambda c: c.kind in ("weights", "mask"),
+        applies=lambda c: masked(c) and not attention(c),
         check=_nan_propagates,
         golden=False,
     )
@@ -220,7 +217,7 @@ register(
         name="fully_masked_row_zero",
         summary="A query whose keys are all masked gets all-zero weights (convention), never NaN.",
         strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"),
-        applies=_is_weights,
+        applies=weights,
         check=_fully_masked_zero,
         golden=False,  # judges only its own property: the fully masked rows
     )
@@ -230,7 +227,7 @@ register(
         name="stable_for_large_logits",
         summary="Logits around 1000 give finite, correct weights (subtract the row max before exp).",
         strategy=lambda c, m: _logits_and_mask(c, m, offset=1000.0, full_row="none"),
-        applies=_is_weights,
+        applies=weights,
     )
 )
 
@@ -264,7 +261,7 @@ register(
             "Each output entry lies within the range of the values (a convex combination), 0 for fully masked rows."
         ),
         strategy=lambda c, m: _attention_args(c, m),
-        applies=lambda c: c.kind == "attention",
+        applies=lambda c: attention(c) and masked(c),
         check=_attention_in_value_range,
     )
 )
@@ -273,7 +270,7 @@ register(
         name="attention_fully_masked_row_zero",
         summary="A query whose keys are all masked gets the zero vector (convention), never NaN.",
         strategy=lambda c, m: _attention_args(c, m, full_row="one"),
-        applies=lambda c: c.kind == "attention",
+        applies=lambda c: attention(c) and masked(c),
         check=_fully_masked_query_zero,
         golden=False,  # judges only its own property: the fully masked queries
     )

@@ -1,0 +1,121 @@
+"""Which contracts a catalogue entry applies to, as predicates on the contract's features.
+
+Properties (``Property.applies``) and mistakes (``Mistake.applies``) select the contracts they
+apply to the same way: by what a contract *is* (a Q Kᵀ view, scaled by 1/√d_k, a mask, weights,
+attention, causal; one query or many), never by a list of contract names, so a contract added
+later is covered by every entry whose features it has. Each predicate takes a
+:class:`attnscore.maths.contracts.Contract` and returns a bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attnscore.maths.contracts import Contract
+
+__all__ = [
+    "Applies",
+    "every",
+    "dot_product",
+    "raw_dot_product",
+    "scaled_dot_product",
+    "score_function",
+    "bilinear",
+    "additive",
+    "masked",
+    "weights",
+    "rows_can_be_fully_masked",
+    "gives_weights",
+    "attention",
+    "causal",
+    "scaled",
+    "many_queries",
+    "many_keys",
+]
+
+Applies = Callable[[Contract], bool]
+
+
+def _has(c: Contract, parameter: str) -> bool:
+    return parameter in c.parameter_names
+
+
+def every(c: Contract) -> bool:
+    """Every contract."""
+    return True
+
+
+def dot_product(c: Contract) -> bool:
+    """A view of ``Q Kᵀ`` (one score, a vector of scores, the matrix; raw or scaled)."""
+    return c.is_qk_view
+
+
+def raw_dot_product(c: Contract) -> bool:
+    """A view of the raw ``Q Kᵀ``, not scaled."""
+    return dot_product(c) and c.scale == "none"
+
+
+def scaled_dot_product(c: Contract) -> bool:
+    """A view of ``Q Kᵀ / √d_k``."""
+    return dot_product(c) and c.scale == "sqrt"
+
+
+def score_function(c: Contract) -> bool:
+    """A score function: dot-product, bilinear or additive scores (no mask, no softmax)."""
+    return c.kind == "scores"
+
+
+def bilinear(c: Contract) -> bool:
+    """Bilinear scores ``Q W Kᵀ``."""
+    return score_function(c) and _has(c, "W")
+
+
+def additive(c: Contract) -> bool:
+    """Additive (Bahdanau) scores ``tanh(Q W_q + K W_k) v``."""
+    return score_function(c) and _has(c, "v")
+
+
+def masked(c: Contract) -> bool:
+    """A contract with a mask argument: masked scores, their weights, attention with a mask."""
+    return c.kind in ("mask", "weights", "attention")
+
+
+def weights(c: Contract) -> bool:
+    """The weights contract: softmax of (masked) scores."""
+    return c.kind == "weights"
+
+
+def rows_can_be_fully_masked(c: Contract) -> bool:
+    """A contract where a query can keep no key: a mask argument, or causal attention aligned
+    bottom-right (with more queries than keys, the first queries keep none)."""
+    return masked(c) or (causal(c) and c.name.endswith("bottom_right"))
+
+
+def gives_weights(c: Contract) -> bool:
+    """A contract that applies softmax: the weights, or attention (mask or causal flag)."""
+    return c.kind in ("weights", "attention", "causal")
+
+
+def attention(c: Contract) -> bool:
+    """``softmax(Q Kᵀ / √d_k) V``, with a mask argument or a causal flag."""
+    return c.kind in ("attention", "causal")
+
+
+def causal(c: Contract) -> bool:
+    """Attention with a causal flag instead of a mask argument."""
+    return c.kind == "causal"
+
+
+def scaled(c: Contract) -> bool:
+    """A contract whose scores are scaled by ``1/√d_k``: scaled ``Q Kᵀ`` and attention."""
+    return scaled_dot_product(c) or attention(c)
+
+
+def many_queries(c: Contract) -> bool:
+    """A contract that takes a matrix of queries (not one query vector)."""
+    return not c.single_query
+
+
+def many_keys(c: Contract) -> bool:
+    """A contract that takes several keys (not one key vector)."""
+    return not c.single_key
