@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor, _same_dtype_and_device
+from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
 
 __all__ = [
     "AttentionParts",
@@ -411,7 +411,13 @@ def _checked_qkv(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, torch.
                     name,
                     f"expected shape {shape} with the query's rank {q.ndim}, found shape {tuple(t.shape)} ({t.ndim}-D)",
                 )
-    _same_dtype_and_device(query=q, key=k, value=v)
+    for t, name in ((k, "key"), (v, "value")):
+        if t.dtype != q.dtype:
+            raise ScoreInputError(name, f"expected the query's dtype {q.dtype}, found {t.dtype}; cast all three to one")
+        if t.device != q.device:
+            raise ScoreInputError(
+                name, f"expected the query's device {q.device}, found {t.device}; move all three to one"
+            )
     if k.shape[-1] != q.shape[-1]:
         raise ScoreInputError(
             "key", f"expected the query's width d_k={q.shape[-1]} as last dim, found d_k={k.shape[-1]}"
@@ -433,8 +439,8 @@ def _checked_qkv(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, torch.
         except RuntimeError:
             raise ScoreInputError(
                 "key",
-                f"batch dims {tuple(k.shape[:-3])} (value {tuple(v.shape[:-3])}) do not broadcast with the "
-                f"query's {tuple(q.shape[:-3])}",
+                f"expected batch dims that broadcast with the query's {tuple(q.shape[:-3])}, found "
+                f"{tuple(k.shape[:-3])} (value {tuple(v.shape[:-3])})",
             ) from None
     return q, k, v
 
@@ -475,7 +481,7 @@ def _checked_window(window: Any) -> tuple[int, int]:
 def _checked_scale(scale: Any, d_k: int) -> float:
     if scale is None:
         if d_k == 0:
-            raise ScoreInputError("scale", "the default 1/√d_k needs d_k >= 1, found d_k=0: pass a scale")
+            raise ScoreInputError("scale", "expected d_k >= 1 for the default 1/√d_k, found d_k=0: pass a scale")
         return 1.0 / float(np.sqrt(d_k))  # as reference.attention computes it
     if not _is_real(scale) or not math.isfinite(float(scale)):
         raise ScoreInputError("scale", f"expected a finite real number (or None for 1/√d_k), found {scale!r}")
