@@ -150,6 +150,25 @@ def test_sliding_window(window, is_causal, expected):
     assert out.flatten().tolist() == expected
 
 
+def test_per_batch_alignment_offsets():
+    """Offsets [0, 2] per batch item: item 0 is top-left causal, item 1 sees two more keys (ONNX's external cache)."""
+    q, k = torch.ones(2, 1, 2, 1, dtype=F64), torch.zeros(2, 1, 3, 1, dtype=F64)
+    v = t([[3.0, 5.0, 7.0]] * 2).reshape(2, 1, 3, 1)
+    out = general_attention(q, k, v, is_causal=True, alignment=torch.tensor([0, 2]))
+    assert out.flatten().tolist() == [3.0, 4.0, 5.0, 5.0]
+    for b, offset in enumerate((0, 2)):
+        assert torch.equal(out[b], general_attention(q[b], k[b], v[b], is_causal=True, alignment=offset))
+
+
+def test_onnx_external_cache_offset_is_valid_length_minus_n_q():
+    """ONNX nonpad_kv_seqlen, no past_key: offset[b] = key_lengths[b] - n_q puts the last query on the last valid key."""
+    q, k = torch.ones(2, 1, 1, 1, dtype=F64), torch.zeros(2, 1, 4, 1, dtype=F64)
+    v = t([[1.0, 2.0, 3.0, 4.0]] * 2).reshape(2, 1, 4, 1)
+    lengths = torch.tensor([2, 4])
+    out = general_attention(q, k, v, is_causal=True, window=(0, -1), key_lengths=lengths, alignment=lengths - 1)
+    assert out.flatten().tolist() == [2.0, 4.0]  # each query sees exactly its last valid key
+
+
 def test_window_follows_the_alignment():
     """One query, bottom-right, window (1, 0): it sees the last two of four keys (values 2, 3)."""
     q, k, v = t([[1.0]]), column(0.0, 0.0, 0.0, 0.0), column(0.0, 1.0, 2.0, 3.0)
@@ -432,7 +451,7 @@ def test_decode_with_a_cache_equals_rows_of_full_causal_attention(d, data, windo
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 5)), min_size=1, max_size=4),
     st.integers(1, 2),
     st.integers(1, 2),
-    st.sampled_from(["top_left", "bottom_right", 2]),
+    st.sampled_from(["top_left", "bottom_right", 2, "per sequence"]),
     st.booleans(),
     windows,
     st.booleans(),
@@ -446,8 +465,10 @@ def test_varlen_equals_sequences_one_by_one(lens, h_kv, group, alignment, is_cau
     cu_q = torch.tensor([0] + np.cumsum([a for a, _ in lens]).tolist(), dtype=torch.int32)
     cu_k = torch.tensor([0] + np.cumsum([b for _, b in lens]).tolist(), dtype=torch.int32)
     slopes = _tensors(seed + 1, (len(lens), h_q))[0].abs() if alibi else None
-    kw = {"is_causal": is_causal, "alignment": alignment, "window": window, "softcap": 4.0}
-    packed = varlen_attention(q, k, v, cu_q, cu_k, alibi_slopes=slopes, **kw)
+    offsets = torch.tensor([b - a for a, b in lens])  # per sequence: n_k_b - n_q_b, written out
+    kw = {"is_causal": is_causal, "window": window, "softcap": 4.0}
+    aligned = offsets if alignment == "per sequence" else alignment
+    packed = varlen_attention(q, k, v, cu_q, cu_k, alibi_slopes=slopes, alignment=aligned, **kw)
     assert packed.shape == (total_q, h_q, d_v)
     for b in range(len(lens)):
         q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
@@ -456,6 +477,7 @@ def test_varlen_equals_sequences_one_by_one(lens, h_kv, group, alignment, is_cau
             k[k0:k1].transpose(0, 1),
             v[k0:k1].transpose(0, 1),
             alibi_slopes=None if slopes is None else slopes[b],
+            alignment=int(offsets[b]) if alignment == "per sequence" else alignment,
             **kw,
         ).transpose(0, 1)
         torch.testing.assert_close(packed[q0:q1], alone, rtol=0, atol=0)
@@ -536,6 +558,17 @@ BAD_CALLS = [
     pytest.param((Q4, K4, V4), {"alignment": "bottom-right"}, "alignment", "'bottom-right'", id="unknown alignment"),
     pytest.param((Q4, K4, V4), {"alignment": 1.5}, "alignment", "int offset", id="float alignment"),
     pytest.param((Q4, K4, V4), {"alignment": True}, "alignment", "True", id="bool alignment"),
+    pytest.param(
+        (Q4, K4, V4), {"alignment": torch.tensor([1, 2, 3])}, "alignment", "shape (2,)", id="offsets per batch wrong"
+    ),
+    pytest.param((Q4, K4, V4), {"alignment": torch.tensor([1.0, 2.0])}, "alignment", "integers", id="float offsets"),
+    pytest.param(
+        (_q(4, 3, 5), _q(2, 6, 5), _q(2, 6, 7)),
+        {"alignment": [1, 2]},
+        "alignment",
+        "found shape (2,)",
+        id="offsets without batch",
+    ),
     pytest.param((Q4, K4, V4), {"window": (-2, 0)}, "window", "(-2, 0)", id="window -2"),
     pytest.param((Q4, K4, V4), {"window": (1,)}, "window", "(left, right)", id="window one entry"),
     pytest.param((Q4, K4, V4), {"window": (1.0, 0)}, "window", "an int", id="window float"),
@@ -622,6 +655,7 @@ BAD_VARLEN = [
     ),
     pytest.param((P_Q, P_K, P_V, CU_Q, CU_K), {"window": (0, -3)}, "window", "(0, -3)", id="window"),
     pytest.param((P_Q, P_K, P_V, CU_Q, CU_K), {"softcap": 0}, "softcap", "> 0", id="softcap"),
+    pytest.param((P_Q, P_K, P_V, CU_Q, CU_K), {"alignment": [1, 2, 3]}, "alignment", "shape (2,)", id="offsets"),
 ]
 
 

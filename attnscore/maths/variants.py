@@ -110,7 +110,7 @@ def general_attention_parts(
     *,
     attn_mask: Any = None,
     is_causal: bool = False,
-    alignment: str | int = "top_left",
+    alignment: str | int | Any = "top_left",
     window: tuple[int, int] = (-1, -1),
     scale: float | None = None,
     softcap: float | None = None,
@@ -131,9 +131,12 @@ def general_attention_parts(
             scores' shape ``(..., H_q, n_q, n_k)`` (it may not enlarge it).
         is_causal: keep key ``j`` for query ``i`` only when ``j <= i + offset``.
         alignment: the offset that aligns query ``i`` with key ``i + offset``: ``"top_left"``
-            (0, SDPA), ``"bottom_right"`` (``n_k - n_q``, FlashAttention), or an int (the KV-cache
-            length, ONNX ``past_sequence_length``). It applies to ``is_causal``, ``window`` and
-            ``alibi_slopes``.
+            (0, SDPA), ``"bottom_right"`` (``n_k - n_q``, FlashAttention), an int (the KV-cache
+            length, ONNX with ``past_key``), or integers of the batch shape ``...`` (``(B,)`` for 4-D
+            inputs), one offset per batch item (ONNX with ``nonpad_kv_seqlen`` and no ``past_key``:
+            ``offset[b] = nonpad_kv_seqlen[b] - n_q``; FlashAttention's ``flash_attn_with_kvcache``
+            with ``cache_seqlens``). It applies to ``is_causal``, ``window`` and ``alibi_slopes``;
+            ``"bottom_right"`` always uses the padded ``n_k``, whatever ``key_lengths`` says.
         window: ``(left, right)`` sliding window, ``-1`` = unbounded on that side: keep keys
             ``j`` in ``[i + offset - left, i + offset + right]`` (FlashAttention ``window_size``).
             With ``is_causal`` the right side is 0, whatever ``right`` says (FlashAttention).
@@ -183,7 +186,7 @@ def general_attention_parts(
         v,
         attn_mask=mask,
         is_causal=_checked_bool(is_causal, "is_causal"),
-        alignment=_checked_alignment(alignment),
+        alignment=_checked_alignment(alignment, batch, q),
         window=_checked_window(window),
         scale=_checked_scale(scale, q.shape[-1]),
         softcap=_checked_softcap(softcap),
@@ -229,7 +232,7 @@ def varlen_attention(
     *,
     attn_mask: Any = None,
     is_causal: bool = False,
-    alignment: str | int = "top_left",
+    alignment: str | int | Any = "top_left",
     window: tuple[int, int] = (-1, -1),
     scale: float | None = None,
     softcap: float | None = None,
@@ -252,7 +255,9 @@ def varlen_attention(
         cu_seqlens_k: integer ``(B + 1,)``, the same rules with ``total_k``.
         attn_mask: optional bool or float (query dtype) mask over the packed layout, broadcasting
             from the right to ``(H_q, total_q, total_k)``; sequence ``b`` uses its diagonal block.
-        is_causal, alignment, window, scale, softcap: as :func:`general_attention_parts`.
+        is_causal, window, scale, softcap: as :func:`general_attention_parts`.
+        alignment: ``"top_left"``, ``"bottom_right"`` (per sequence: ``n_k_b - n_q_b``), an int (the
+            same offset for every sequence) or ``B`` integers (one offset per sequence).
         alibi_slopes: optional ``(H_q,)`` or ``(B, H_q)``.
 
     Returns:
@@ -291,7 +296,7 @@ def varlen_attention(
     if mask is not None:
         mask = mask.expand(h_q, total_q, total_k)  # (H_q, total_q, total_k)
     causal = _checked_bool(is_causal, "is_causal")
-    aligned = _checked_alignment(alignment)
+    aligned = _checked_alignment(alignment, torch.Size([n_seq]), q)
     bounds = _checked_window(window)
     factor = _checked_scale(scale, q.shape[-1])
     cap = _checked_softcap(softcap)
@@ -305,7 +310,7 @@ def varlen_attention(
             v[:, k0:k1],  # (H_kv, n_k_b, d_v)
             attn_mask=None if mask is None else mask[:, q0:q1, k0:k1],  # (H_q, n_q_b, n_k_b)
             is_causal=causal,
-            alignment=aligned,
+            alignment=aligned if not isinstance(aligned, torch.Tensor) else int(aligned[b]),
             window=bounds,
             scale=factor,
             softcap=cap,
@@ -326,7 +331,7 @@ def _attention_parts(
     *,
     attn_mask: torch.Tensor | None,
     is_causal: bool,
-    alignment: str | int,
+    alignment: str | int | torch.Tensor,
     window: tuple[int, int],
     scale: float,
     softcap: float | None,
@@ -345,7 +350,10 @@ def _attention_parts(
     scores = (q.to(compute) @ k_heads.transpose(-2, -1)) * scale  # (..., H_q, n_q, d_k) @ (..., H_q, d_k, n_k)
     capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
 
-    if alignment == "top_left":
+    offset: int | torch.Tensor
+    if isinstance(alignment, torch.Tensor):
+        offset = alignment[..., None, None, None]  # (*batch, 1, 1, 1): one offset per batch item
+    elif alignment == "top_left":
         offset = 0
     elif alignment == "bottom_right":
         offset = n_k - n_q
@@ -353,9 +361,9 @@ def _attention_parts(
         offset = int(alignment)  # the KV-cache length: query i sits at key position i + offset
     i = torch.arange(n_q, device=q.device).unsqueeze(-1)  # (n_q, 1)
     j = torch.arange(n_k, device=q.device).unsqueeze(0)  # (1, n_k)
-    rel = j - (i + offset)  # (n_q, n_k): key j's position relative to query i's own position
+    rel = j - (i + offset)  # (n_q, n_k), or (*batch, 1, n_q, n_k): key j's position relative to query i's own
 
-    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)  # (n_q, n_k), True = takes part
+    keep = torch.ones(rel.shape, dtype=torch.bool, device=q.device)  # like rel, True = takes part
     left, right = window
     if is_causal:
         right = 0  # FlashAttention: causal means window_size[1] = 0
@@ -368,7 +376,7 @@ def _attention_parts(
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right; -inf entries mask
     if slopes is not None:
-        distance = rel.abs().to(compute)  # (n_q, n_k): |i + offset - j|
+        distance = rel.abs().to(compute)  # like rel: |i + offset - j|
         biased = biased - slopes.to(compute)[..., None, None] * distance  # (..., H_q, 1, 1) * (n_q, n_k)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         keep = keep & attn_mask  # broadcasts to at most the scores' shape
@@ -459,14 +467,28 @@ def _is_real(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
-def _checked_alignment(alignment: Any) -> str | int:
+def _checked_alignment(alignment: Any, batch: torch.Size, q: torch.Tensor) -> str | int | torch.Tensor:
+    """'top_left', 'bottom_right', an int, or an int64 tensor of the batch shape (one offset per batch item)."""
     if _is_int(alignment):
         return int(alignment)
-    if isinstance(alignment, str) and alignment in VARIANT_ALIGNMENTS:
-        return alignment
+    if isinstance(alignment, str):
+        if alignment in VARIANT_ALIGNMENTS:
+            return alignment
+    elif isinstance(alignment, (torch.Tensor, np.ndarray, list, tuple)):
+        t = _as_integers(alignment, "alignment", q)
+        if t.ndim == 0:
+            return int(t)
+        if len(batch) == 0 or t.shape != batch:
+            raise ScoreInputError(
+                "alignment",
+                f"expected one offset per batch item, shape {tuple(batch)} (the batch dims of the inputs), "
+                f"found shape {tuple(t.shape)}",
+            )
+        return t
     raise ScoreInputError(
         "alignment",
-        f"expected 'top_left', 'bottom_right' or an int offset (the KV-cache length), found {alignment!r}",
+        "expected 'top_left', 'bottom_right', an int offset (the KV-cache length) or one int offset per "
+        f"batch item, found {alignment!r}",
     )
 
 
