@@ -161,7 +161,7 @@ def test_per_batch_alignment_offsets():
 
 
 def test_onnx_external_cache_offset_is_valid_length_minus_n_q():
-    """ONNX nonpad_kv_seqlen, no past_key: offset[b] = key_lengths[b] - n_q puts the last query on the last valid key."""
+    """ONNX nonpad_kv_seqlen: offset[b] = key_lengths[b] - n_q aligns the last query with the last valid key."""
     q, k = torch.ones(2, 1, 1, 1, dtype=F64), torch.zeros(2, 1, 4, 1, dtype=F64)
     v = t([[1.0, 2.0, 3.0, 4.0]] * 2).reshape(2, 1, 4, 1)
     lengths = torch.tensor([2, 4])
