@@ -67,6 +67,15 @@ def test_float_mask_is_added_and_minus_inf_masks():
     assert p.biased[1, 0].item() == float("-inf") and p.weights[1, 0].item() == 0.0
 
 
+def test_minus_inf_float_entry_masks_whatever_the_score_is():
+    """A +inf or NaN score under a -inf float mask entry takes no part (no inf - inf = NaN row), as ONNX decides."""
+    q, v = t([[1.0]]), column(4.0, 8.0)
+    for bad in (float("inf"), float("nan")):
+        p = general_attention_parts(q, column(0.0, bad), v, attn_mask=t([0.0, float("-inf")]))
+        assert p.weights.tolist() == [[1.0, 0.0]] and p.output.tolist() == [[4.0]]
+        assert p.biased.tolist() == [[0.0, float("-inf")]]
+
+
 def test_bool_mask_true_takes_part():
     """A bool mask [True, False] keeps the first key only (True = takes part, as SDPA)."""
     p = general_attention_parts(t([[1.0]]), column(0.0, 5.0), column(4.0, 8.0), attn_mask=torch.tensor([True, False]))

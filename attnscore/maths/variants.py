@@ -83,7 +83,8 @@ class AttentionParts:
         capped: ``(..., H_q, n_q, n_k)``, ``cap · tanh(scores / cap)``; equal to ``scores`` when
             ``softcap`` is None.
         biased: ``(..., H_q, n_q, n_k)``, ``capped`` + float ``attn_mask`` + ALiBi bias, with every
-            masked-out entry ``-inf`` (bool mask False, causal, window, key padding).
+            masked-out entry ``-inf`` (bool mask False, a ``-inf`` float-mask entry whatever the score there,
+            causal, window, key padding).
         weights: ``(..., H_q, n_q, n_k)``, softmax of ``biased`` over the keys; masked-out entries
             exactly 0; a fully masked row is all zeros.
         output: ``(..., H_q, n_q, d_v)``, ``weights @ V``; a fully masked row gives zeros.
@@ -374,7 +375,8 @@ def _attention_parts(
 
     biased = capped
     if attn_mask is not None and attn_mask.dtype != torch.bool:
-        biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right; -inf entries mask
+        biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right
+        keep = keep & ~torch.isneginf(attn_mask)  # its -inf entries mask whatever the score is (+inf, NaN)
     if slopes is not None:
         distance = rel.abs().to(compute)  # like rel: |i + offset - j|
         biased = biased - slopes.to(compute)[..., None, None] * distance  # (..., H_q, 1, 1) * (n_q, n_k)
