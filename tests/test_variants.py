@@ -50,6 +50,14 @@ def test_default_scale_and_every_stage():
     close(p.lse, [math.log(4.0)], 1e-15)
 
 
+def test_large_logits_do_not_overflow():
+    """Scores 1000 and 1001: weights [1, e]/(1 + e) and lse 1001 + ln(1 + 1/e), no inf or NaN."""
+    p = general_attention_parts(t([[1.0]]), column(1000.0, 1001.0), column(0.0, 1.0))
+    e = math.e
+    close(p.weights, [[1 / (1 + e), e / (1 + e)]], 1e-15)
+    close(p.lse, [1001.0 + math.log1p(1 / e)], 1e-12)
+
+
 def test_default_scale_is_one_over_sqrt_d_k():
     """q = k = ones(4): the scaled score is 4/√4 = 2 (not 4/4 nor 4)."""
     p = general_attention_parts(t([[1.0] * 4]), t([[1.0] * 4]), column(1.0))
