@@ -1,0 +1,624 @@
+"""Reference implementation of the attention variants that real kernels implement (torch).
+
+Shape legend: ``...`` batch dims, ``H_q`` query heads, ``H_kv`` key/value heads, ``n_q`` queries,
+``n_k`` keys, ``d_k`` query/key width, ``d_v`` value width; packed (varlen) inputs use ``total_q``
+and ``total_k`` rows and ``B`` sequences.
+
+One function, :func:`general_attention_parts`, computes every stage of
+
+    scores  = scale · Q Kᵀ                                  (..., H_q, n_q, n_k)
+    capped  = cap · tanh(scores / cap)                     softcap; = scores without a cap
+    biased  = capped + float attn_mask + ALiBi bias        kept entries; masked-out entries -inf
+    weights = softmax(biased) over the keys                a fully masked row is all zeros
+    output  = weights @ V                                  (..., H_q, n_q, d_v)
+    lse     = logsumexp(biased) over the keys              (..., H_q, n_q); -inf for a fully masked row
+
+and :func:`general_attention` returns ``output``; :func:`varlen_attention` runs packed batches
+(``flash_attn_varlen_func``'s layout) sequence by sequence.
+
+Whose convention each option follows (sources):
+
+- ``attn_mask``, ``is_causal``, ``scale``, grouped-query heads: PyTorch's
+  ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) documentation: a bool mask is True
+  where the element takes part, a float mask is added to the scores, the mask broadcasts from the
+  right; ``scale`` defaults to ``1/√d_k``; with ``enable_gqa`` query head ``h`` uses key/value head
+  ``h // (H_q / H_kv)`` (``repeat_interleave``: ``h0 h0 h1 h1``). Unlike SDPA, ``is_causal`` may be
+  combined with ``attn_mask`` (as ONNX allows) and ``is_causal`` follows ``alignment``.
+- ``alignment``: ``"top_left"`` (SDPA's ``is_causal``, ``torch.ones(n_q, n_k).tril()``),
+  ``"bottom_right"`` (FlashAttention 2.1+, README "causal"), or an int offset, the KV-cache length
+  (ONNX ``Attention``, opset 23: with ``past_key`` query ``i`` sees keys ``j <= i + past``).
+- ``window``, ``softcap``, ``alibi_slopes``: FlashAttention (README and ``flash_attn_interface``,
+  ``flash_attn_func(window_size, softcap, alibi_slopes)``). FlashAttention always aligns these
+  bottom-right (offset ``n_k - n_q``); here they use the same ``alignment`` offset as the causal
+  mask. Softcap (Gemma 2, ``attn_logit_softcapping``) is applied to the scaled scores before any
+  bias or mask, as FlashAttention and ONNX do. ALiBi: Press, Smith and Lewis (2022), "Train
+  Short, Test Long", with FlashAttention's symmetric distance ``-slope · |i + offset - j|``.
+- ``key_lengths`` (key padding) and ``cu_seqlens`` (packed batches): FlashAttention's
+  ``flash_attn_varlen_func`` and ONNX's key-padding masks.
+- ``lse``: the natural-log logsumexp FlashAttention saves for its backward (``softmax_lse``).
+- Fully masked rows give zero weights and zero output (this package's convention, and ONNX's).
+
+Precision: float32 and float64 inputs are computed in their own dtype. float16 and bfloat16
+inputs are computed in float32 throughout (products, scale, softcap, bias, softmax and the
+weighted sum of values; as cuBLAS and PyTorch's math backend accumulate) and each returned stage
+is rounded once to the input dtype; ``lse`` stays float32 for half inputs, as FlashAttention's
+``softmax_lse``. (:func:`attnscore.maths.reference.attention` instead rounds the scaled scores to
+the half dtype before its softmax; the two differ by about one half-precision rounding.)
+
+Input rule: as :mod:`attnscore.maths.reference` (tensors used as they are and never modified;
+numpy arrays keep their dtype; lists take the default float dtype; ``query``, ``key``, ``value``
+and a float ``attn_mask`` share one floating dtype and one device). Every bad argument raises one
+:class:`~attnscore.maths.reference.ScoreInputError` naming the argument, what was expected and
+what was found.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor, _same_dtype_and_device
+
+__all__ = [
+    "AttentionParts",
+    "general_attention_parts",
+    "general_attention",
+    "varlen_attention",
+    "VARIANT_ALIGNMENTS",
+]
+
+VARIANT_ALIGNMENTS = ("top_left", "bottom_right")  # or an int offset
+
+
+@dataclass(frozen=True)
+class AttentionParts:
+    """Every stage of one attention call (see :func:`general_attention_parts`).
+
+    Attributes:
+        scores: ``(..., H_q, n_q, n_k)``, ``scale · Q Kᵀ`` before softcap, bias and mask.
+        capped: ``(..., H_q, n_q, n_k)``, ``cap · tanh(scores / cap)``; equal to ``scores`` when
+            ``softcap`` is None.
+        biased: ``(..., H_q, n_q, n_k)``, ``capped`` + float ``attn_mask`` + ALiBi bias, with every
+            masked-out entry ``-inf`` (bool mask False, causal, window, key padding).
+        weights: ``(..., H_q, n_q, n_k)``, softmax of ``biased`` over the keys; masked-out entries
+            exactly 0; a fully masked row is all zeros.
+        output: ``(..., H_q, n_q, d_v)``, ``weights @ V``; a fully masked row gives zeros.
+        lse: ``(..., H_q, n_q)``, natural-log logsumexp of ``biased`` over the keys; ``-inf`` for a
+            fully masked row.
+
+    ``scores``, ``capped``, ``biased``, ``weights`` and ``output`` have the input dtype; ``lse`` has
+    the input dtype for float32/float64 and float32 for float16/bfloat16 inputs. For 2-D inputs
+    (no head axis) the ``H_q`` axis is absent from every field.
+    """
+
+    scores: torch.Tensor
+    capped: torch.Tensor
+    biased: torch.Tensor
+    weights: torch.Tensor
+    output: torch.Tensor
+    lse: torch.Tensor
+
+
+def general_attention_parts(
+    query: Any,
+    key: Any,
+    value: Any,
+    *,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    alignment: str | int = "top_left",
+    window: tuple[int, int] = (-1, -1),
+    scale: float | None = None,
+    softcap: float | None = None,
+    alibi_slopes: Any = None,
+    key_lengths: Any = None,
+) -> AttentionParts:
+    """Attention with every variant option, returning every stage (:class:`AttentionParts`).
+
+    Args:
+        query: ``(..., H_q, n_q, d_k)``, or ``(n_q, d_k)`` for one head without batch.
+        key: ``(..., H_kv, n_k, d_k)`` (``(n_k, d_k)`` with a 2-D query). ``H_q % H_kv == 0``: query
+            head ``h`` uses key/value head ``h // (H_q // H_kv)`` (grouped-query and multi-query
+            attention, SDPA ``enable_gqa``, FlashAttention, ONNX ``kv_num_heads``). The batch dims
+            ``...`` of query, key and value broadcast against each other (torch.matmul rules).
+        value: ``(..., H_kv, n_k, d_v)`` (``(n_k, d_v)`` with a 2-D query).
+        attn_mask: optional, as SDPA: bool (True = takes part) or float of the query's dtype (added
+            to the capped scores; ``-inf`` entries mask). It broadcasts from the right to the
+            scores' shape ``(..., H_q, n_q, n_k)`` (it may not enlarge it).
+        is_causal: keep key ``j`` for query ``i`` only when ``j <= i + offset``.
+        alignment: the offset that aligns query ``i`` with key ``i + offset``: ``"top_left"``
+            (0, SDPA), ``"bottom_right"`` (``n_k - n_q``, FlashAttention), or an int (the KV-cache
+            length, ONNX ``past_sequence_length``). It applies to ``is_causal``, ``window`` and
+            ``alibi_slopes``.
+        window: ``(left, right)`` sliding window, ``-1`` = unbounded on that side: keep keys
+            ``j`` in ``[i + offset - left, i + offset + right]`` (FlashAttention ``window_size``).
+            With ``is_causal`` the right side is 0, whatever ``right`` says (FlashAttention).
+        scale: the factor on ``Q Kᵀ``; default ``1/√d_k``. Any finite real number.
+        softcap: ``cap > 0``: ``cap · tanh(s / cap)`` on the scaled scores before bias and mask
+            (FlashAttention ``softcap``, Gemma 2, ONNX ``softcap``); None = no cap.
+        alibi_slopes: optional ``(H_q,)`` or ``(*batch, H_q)`` (``(B, H_q)`` for 4-D inputs); adds
+            ``-slope · |i + offset - j|`` to the scores of head ``h`` (Press et al. 2022,
+            FlashAttention's form). Computed in the compute dtype (float32 for half inputs).
+        key_lengths: optional integers of the batch shape ``...`` (``(B,)`` for 4-D inputs), each in
+            ``[0, n_k]``: keys ``j >= key_lengths[b]`` are masked for batch item ``b`` (key padding).
+            Needs at least one batch dim (query of rank 4 or more).
+
+    Returns:
+        :class:`AttentionParts`; dtypes as documented there (float16/bfloat16 computed in float32,
+        each stage rounded once; ``lse`` float32). Same device as the inputs.
+
+    Raises:
+        ScoreInputError: wrong ranks, mismatched ``d_k``, ``n_k`` or ``H_kv`` between key and
+            value, batch dims that do not broadcast, ``H_q % H_kv != 0``, a mask that is neither
+            bool nor the query's float dtype or does not broadcast, an unknown ``alignment``,
+            a window entry below -1, ``softcap <= 0`` or not finite, a non-finite ``scale``,
+            ``alibi_slopes`` of the wrong shape, ``key_lengths`` of the wrong shape, dtype or range,
+            or the dtype/device rule broken; the error names the argument.
+
+    Source: Vaswani et al. (2017), eq. (1); PyTorch SDPA docs; FlashAttention README and
+    ``flash_attn_interface.flash_attn_func``; ONNX ``Attention`` (opset 23); Press et al. (2022);
+    Gemma 2 (Gemma Team, 2024) for the softcap.
+
+    Example:
+        >>> p = general_attention_parts([[1.0], [1.0]], [[0.0], [0.0]], [[2.0], [4.0]], is_causal=True, scale=1.0)
+        >>> p.output.tolist(), p.weights.tolist()
+        ([[2.0], [3.0]], [[1.0, 0.0], [0.5, 0.5]])
+    """
+    q, k, v = _checked_qkv(query, key, value)
+    two_d = q.ndim == 2
+    batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])  # the dims `...` (checked)
+    heads = () if two_d else (q.shape[-3],)
+    mask = _checked_mask(attn_mask, "attn_mask", q, torch.Size([*batch, *heads, q.shape[-2], k.shape[-2]]))
+    if two_d:  # one head, no batch: give it a head axis and take it away at the end
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)  # (1, n, d)
+    lengths = _checked_key_lengths(key_lengths, batch, k.shape[-2], q)
+    slopes = _checked_alibi(alibi_slopes, batch, q.shape[-3], q, two_d)
+    parts = _attention_parts(
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        is_causal=_checked_bool(is_causal, "is_causal"),
+        alignment=_checked_alignment(alignment),
+        window=_checked_window(window),
+        scale=_checked_scale(scale, q.shape[-1]),
+        softcap=_checked_softcap(softcap),
+        slopes=slopes,
+        lengths=lengths,
+    )
+    if not two_d:
+        return parts
+    return AttentionParts(*(getattr(parts, f).squeeze(0) for f in _FIELDS))
+
+
+def general_attention(query: Any, key: Any, value: Any, **options: Any) -> torch.Tensor:
+    """Attention with every variant option: ``general_attention_parts(...).output``.
+
+    Args:
+        query, key, value: as :func:`general_attention_parts`.
+        **options: the keyword-only options of :func:`general_attention_parts` (``attn_mask``,
+            ``is_causal``, ``alignment``, ``window``, ``scale``, ``softcap``, ``alibi_slopes``,
+            ``key_lengths``); an unknown keyword raises ``TypeError``.
+
+    Returns:
+        ``(..., H_q, n_q, d_v)`` (``(n_q, d_v)`` for 2-D inputs), the input dtype and device; a fully
+        masked query gets the zero vector.
+
+    Raises:
+        ScoreInputError: as :func:`general_attention_parts`.
+
+    Source: as :func:`general_attention_parts`.
+
+    Example:
+        >>> general_attention([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [3.0]], scale=0.0).tolist()
+        [[2.0]]
+    """
+    return general_attention_parts(query, key, value, **options).output
+
+
+def varlen_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    *,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    alignment: str | int = "top_left",
+    window: tuple[int, int] = (-1, -1),
+    scale: float | None = None,
+    softcap: float | None = None,
+    alibi_slopes: Any = None,
+) -> torch.Tensor:
+    """Attention over a packed batch of variable-length sequences (``flash_attn_varlen_func``).
+
+    Sequence ``b`` is rows ``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` of ``query`` and rows
+    ``cu_seqlens_k[b]:cu_seqlens_k[b+1]`` of ``key``/``value``; it attends only inside itself, and
+    ``alignment`` (hence ``is_causal``, ``window``, ALiBi) applies per sequence with that sequence's
+    own ``n_q`` and ``n_k`` (``"bottom_right"``: offset ``n_k_b - n_q_b``; an int: the same offset
+    for every sequence).
+
+    Args:
+        query: ``(total_q, H_q, d_k)``.
+        key: ``(total_k, H_kv, d_k)``; ``H_q % H_kv == 0`` (grouped as in
+            :func:`general_attention_parts`).
+        value: ``(total_k, H_kv, d_v)``.
+        cu_seqlens_q: integer ``(B + 1,)``, starting at 0, non-decreasing, last entry ``total_q``.
+        cu_seqlens_k: integer ``(B + 1,)``, the same rules with ``total_k``.
+        attn_mask: optional bool or float (query dtype) mask over the packed layout, broadcasting
+            from the right to ``(H_q, total_q, total_k)``; sequence ``b`` uses its diagonal block.
+        is_causal, alignment, window, scale, softcap: as :func:`general_attention_parts`.
+        alibi_slopes: optional ``(H_q,)`` or ``(B, H_q)``.
+
+    Returns:
+        ``(total_q, H_q, d_v)``, the input dtype and device; a query of a sequence without keys (or
+        fully masked) gets the zero vector.
+
+    Raises:
+        ScoreInputError: as :func:`general_attention_parts`, or ``cu_seqlens_*`` not 1-D integers,
+            not starting at 0, decreasing, not ending at the total, or of different lengths.
+
+    Source: FlashAttention ``flash_attn_interface.flash_attn_varlen_func``; the options as
+    :func:`general_attention_parts`.
+
+    Example:
+        >>> q = torch.ones(3, 1, 1); k = torch.zeros(3, 1, 1); v = torch.tensor([[[2.0]], [[4.0]], [[6.0]]])
+        >>> cu = torch.tensor([0, 2, 3])
+        >>> varlen_attention(q, k, v, cu, cu).flatten().tolist()
+        [3.0, 3.0, 6.0]
+    """
+    q, k, v = (_as_tensor(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
+    for t, name, shape in (
+        (q, "query", "(total_q, H_q, d_k)"),
+        (k, "key", "(total_k, H_kv, d_k)"),
+        (v, "value", "(total_k, H_kv, d_v)"),
+    ):
+        if t.ndim != 3:
+            raise ScoreInputError(name, f"expected the packed shape {shape} (3-D), found shape {tuple(t.shape)}")
+    # (total, H, d) -> (H, total, d): the SDPA layout the checks and the core use
+    q, k, v = _checked_qkv(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1))
+    h_q, total_q, total_k = q.shape[0], q.shape[1], k.shape[1]
+    cu_q = _checked_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q, query's first dim", None)
+    cu_k = _checked_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k, key's first dim", len(cu_q))
+    n_seq = len(cu_q) - 1
+    slopes = _checked_alibi(alibi_slopes, torch.Size([n_seq]), h_q, q, False)  # (H_q,) or (B, H_q)
+    mask = _checked_mask(attn_mask, "attn_mask", q, torch.Size([h_q, total_q, total_k]))
+    if mask is not None:
+        mask = mask.expand(h_q, total_q, total_k)  # (H_q, total_q, total_k)
+    causal = _checked_bool(is_causal, "is_causal")
+    aligned = _checked_alignment(alignment)
+    bounds = _checked_window(window)
+    factor = _checked_scale(scale, q.shape[-1])
+    cap = _checked_softcap(softcap)
+    out = q.new_zeros(total_q, h_q, v.shape[-1])  # (total_q, H_q, d_v); rows of empty sequences stay 0
+    for b in range(n_seq):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        seq_slopes = None if slopes is None else (slopes if slopes.ndim == 1 else slopes[b])  # (H_q,)
+        parts = _attention_parts(
+            q[:, q0:q1],  # (H_q, n_q_b, d_k)
+            k[:, k0:k1],  # (H_kv, n_k_b, d_k)
+            v[:, k0:k1],  # (H_kv, n_k_b, d_v)
+            attn_mask=None if mask is None else mask[:, q0:q1, k0:k1],  # (H_q, n_q_b, n_k_b)
+            is_causal=causal,
+            alignment=aligned,
+            window=bounds,
+            scale=factor,
+            softcap=cap,
+            slopes=seq_slopes,
+            lengths=None,
+        )
+        out[q0:q1] = parts.output.transpose(0, 1)  # (H_q, n_q_b, d_v) -> (n_q_b, H_q, d_v)
+    return out
+
+
+_FIELDS = ("scores", "capped", "biased", "weights", "output", "lse")
+
+
+def _attention_parts(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    alignment: str | int,
+    window: tuple[int, int],
+    scale: float,
+    softcap: float | None,
+    slopes: torch.Tensor | None,
+    lengths: torch.Tensor | None,
+) -> AttentionParts:
+    """The maths on checked inputs: q (..., H_q, n_q, d_k), k (..., H_kv, n_k, d_k), v (..., H_kv, n_k, d_v)."""
+    dtype = q.dtype
+    compute = torch.float32 if dtype in _HALF else dtype  # half inputs: float32 throughout, rounded once
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    group = q.shape[-3] // k.shape[-3]  # query heads per KV head
+    k_heads = k.to(compute).repeat_interleave(
+        group, dim=-3
+    )  # (..., H_kv, n_k, d_k) -> (..., H_q, n_k, d_k): h0 h0 h1 h1
+    v_heads = v.to(compute).repeat_interleave(group, dim=-3)  # (..., H_kv, n_k, d_v) -> (..., H_q, n_k, d_v)
+    scores = (q.to(compute) @ k_heads.transpose(-2, -1)) * scale  # (..., H_q, n_q, d_k) @ (..., H_q, d_k, n_k)
+    capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
+
+    if alignment == "top_left":
+        offset = 0
+    elif alignment == "bottom_right":
+        offset = n_k - n_q
+    else:
+        offset = int(alignment)  # the KV-cache length: query i sits at key position i + offset
+    i = torch.arange(n_q, device=q.device).unsqueeze(-1)  # (n_q, 1)
+    j = torch.arange(n_k, device=q.device).unsqueeze(0)  # (1, n_k)
+    rel = j - (i + offset)  # (n_q, n_k): key j's position relative to query i's own position
+
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)  # (n_q, n_k), True = takes part
+    left, right = window
+    if is_causal:
+        right = 0  # FlashAttention: causal means window_size[1] = 0
+    if left != -1:
+        keep &= rel >= -left
+    if right != -1:
+        keep &= rel <= right
+
+    biased = capped
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right; -inf entries mask
+    if slopes is not None:
+        distance = rel.abs().to(compute)  # (n_q, n_k): |i + offset - j|
+        biased = biased - slopes.to(compute)[..., None, None] * distance  # (..., H_q, 1, 1) * (n_q, n_k)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        keep = keep & attn_mask  # broadcasts to at most the scores' shape
+    if lengths is not None:
+        keep = keep & (j.squeeze(0) < lengths[..., None, None, None])  # (*batch, 1, 1, n_k): key padding
+    biased = biased.masked_fill(~keep, float("-inf"))  # (..., H_q, n_q, n_k)
+
+    masked = torch.isneginf(biased)  # masked out by a bool mask, causal, window, padding or a -inf float entry
+    weights = torch.softmax(biased, dim=-1)  # a fully masked row is NaN here
+    weights = torch.where(masked, torch.zeros((), dtype=compute, device=q.device), weights)  # masked -> exactly 0
+    output = weights @ v_heads  # (..., H_q, n_q, n_k) @ (..., H_q, n_k, d_v) -> (..., H_q, n_q, d_v)
+    lse = torch.logsumexp(biased, dim=-1)  # (..., H_q, n_q); -inf for a fully masked row
+    return AttentionParts(
+        scores=scores.to(dtype),
+        capped=capped.to(dtype),
+        biased=biased.to(dtype),
+        weights=weights.to(dtype),
+        output=output.to(dtype),
+        lse=lse,
+    )
+
+
+def _checked_qkv(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """query, key, value as tensors of one dtype and device with compatible shapes (SDPA layout)."""
+    q, k, v = _as_tensor(query, "query"), _as_tensor(key, "key"), _as_tensor(value, "value")
+    if q.ndim < 2:
+        raise ScoreInputError(
+            "query", f"expected shape (..., H_q, n_q, d_k) or (n_q, d_k) (at least 2-D), found shape {tuple(q.shape)}"
+        )
+    if q.ndim == 2:
+        for t, name, shape in ((k, "key", "(n_k, d_k)"), (v, "value", "(n_k, d_v)")):
+            if t.ndim != 2:
+                raise ScoreInputError(
+                    name, f"expected shape {shape} (2-D, like the 2-D query), found shape {tuple(t.shape)}"
+                )
+    else:
+        for t, name, shape in ((k, "key", "(..., H_kv, n_k, d_k)"), (v, "value", "(..., H_kv, n_k, d_v)")):
+            if t.ndim != q.ndim:
+                raise ScoreInputError(
+                    name,
+                    f"expected shape {shape} with the query's rank {q.ndim}, found shape {tuple(t.shape)} ({t.ndim}-D)",
+                )
+    _same_dtype_and_device(query=q, key=k, value=v)
+    if k.shape[-1] != q.shape[-1]:
+        raise ScoreInputError(
+            "key", f"expected the query's width d_k={q.shape[-1]} as last dim, found d_k={k.shape[-1]}"
+        )
+    if v.shape[-2] != k.shape[-2]:
+        raise ScoreInputError("value", f"expected n_k={k.shape[-2]} keys as in key, found {v.shape[-2]}")
+    if q.ndim > 2:
+        h_q, h_kv = q.shape[-3], k.shape[-3]
+        if v.shape[-3] != h_kv:
+            raise ScoreInputError("value", f"expected H_kv={h_kv} heads as in key, found {v.shape[-3]}")
+        if h_kv == 0 or h_q % h_kv != 0:
+            raise ScoreInputError(
+                "key",
+                f"expected a number of KV heads H_kv that divides the query's H_q={h_q} (grouped-query "
+                f"attention), found H_kv={h_kv}",
+            )
+        try:
+            torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+        except RuntimeError:
+            raise ScoreInputError(
+                "key",
+                f"batch dims {tuple(k.shape[:-3])} (value {tuple(v.shape[:-3])}) do not broadcast with the "
+                f"query's {tuple(q.shape[:-3])}",
+            ) from None
+    return q, k, v
+
+
+def _checked_bool(flag: Any, argument: str) -> bool:
+    if not isinstance(flag, (bool, np.bool_)):
+        raise ScoreInputError(argument, f"expected True or False, found {flag!r}")
+    return bool(flag)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _checked_alignment(alignment: Any) -> str | int:
+    if _is_int(alignment):
+        return int(alignment)
+    if isinstance(alignment, str) and alignment in VARIANT_ALIGNMENTS:
+        return alignment
+    raise ScoreInputError(
+        "alignment",
+        f"expected 'top_left', 'bottom_right' or an int offset (the KV-cache length), found {alignment!r}",
+    )
+
+
+def _checked_window(window: Any) -> tuple[int, int]:
+    if not isinstance(window, (tuple, list)) or len(window) != 2 or not all(_is_int(w) and w >= -1 for w in window):
+        raise ScoreInputError(
+            "window", f"expected (left, right), each an int >= 0 or -1 for unbounded, found {window!r}"
+        )
+    return int(window[0]), int(window[1])
+
+
+def _checked_scale(scale: Any, d_k: int) -> float:
+    if scale is None:
+        if d_k == 0:
+            raise ScoreInputError("scale", "the default 1/√d_k needs d_k >= 1, found d_k=0: pass a scale")
+        return 1.0 / float(np.sqrt(d_k))  # as reference.attention computes it
+    if not _is_real(scale) or not math.isfinite(float(scale)):
+        raise ScoreInputError("scale", f"expected a finite real number (or None for 1/√d_k), found {scale!r}")
+    return float(scale)
+
+
+def _checked_softcap(softcap: Any) -> float | None:
+    if softcap is None:
+        return None
+    if not _is_real(softcap) or not math.isfinite(float(softcap)) or float(softcap) <= 0:
+        raise ScoreInputError(
+            "softcap",
+            f"expected a finite number > 0 (or None for no cap; FlashAttention's softcap=0.0 means None), "
+            f"found {softcap!r}",
+        )
+    return float(softcap)
+
+
+def _checked_mask(mask: Any, argument: str, q: torch.Tensor, shape: torch.Size) -> torch.Tensor | None:
+    """A bool mask or a float mask of q's dtype that broadcasts from the right to `shape`, or None."""
+    if mask is None:
+        return None
+    if isinstance(mask, torch.Tensor):
+        m = mask
+    else:
+        if isinstance(mask, (str, bytes)):
+            raise ScoreInputError(
+                argument, f"expected a bool or float tensor, array or list, found {type(mask).__name__}"
+            )
+        try:
+            arr = np.asarray(mask)
+        except (ValueError, TypeError) as exc:
+            raise ScoreInputError(
+                argument, f"expected a rectangular array, found {type(mask).__name__} ({exc})"
+            ) from None
+        if arr.dtype.kind not in "bf":
+            raise ScoreInputError(
+                argument, f"expected bool (True = takes part) or float values (added), found {arr.dtype} values"
+            )
+        m = torch.as_tensor(arr)
+        if arr.dtype.kind == "f" and not isinstance(mask, np.ndarray):  # lists of floats take the query's dtype
+            m = m.to(q.dtype)
+    if m.dtype != torch.bool:
+        if not m.is_floating_point():
+            raise ScoreInputError(
+                argument,
+                f"expected a bool mask (True = takes part) or a float mask of dtype {q.dtype}, found {m.dtype}",
+            )
+        if m.dtype != q.dtype:
+            raise ScoreInputError(
+                argument,
+                f"expected a float mask of the query's dtype {q.dtype} (as SDPA), found {m.dtype}; "
+                "cast it with .to(query.dtype) or pass a bool mask",
+            )
+    if m.device != q.device:
+        raise ScoreInputError(argument, f"expected the query's device {q.device}, found {m.device}")
+    fits = m.ndim <= len(shape)
+    if fits:
+        try:
+            fits = torch.broadcast_shapes(m.shape, shape) == shape
+        except RuntimeError:
+            fits = False
+    if not fits:
+        raise ScoreInputError(
+            argument,
+            f"expected a shape that broadcasts from the right to the scores' shape {tuple(shape)}, "
+            f"found {tuple(m.shape)}",
+        )
+    return m
+
+
+def _as_integers(x: Any, argument: str, q: torch.Tensor) -> torch.Tensor:
+    """x as an int64 tensor on q's device; bool, float and non-numeric input refused."""
+    if isinstance(x, torch.Tensor):
+        t = x
+        if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+            raise ScoreInputError(argument, f"expected integers, found dtype {t.dtype}")
+    else:
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as exc:
+            raise ScoreInputError(
+                argument, f"expected a 1-D array of integers, found {type(x).__name__} ({exc})"
+            ) from None
+        if arr.dtype.kind not in "iu":
+            raise ScoreInputError(argument, f"expected integers, found {arr.dtype} values")
+        t = torch.as_tensor(arr)
+    return t.to(device=q.device, dtype=torch.int64)
+
+
+def _checked_key_lengths(lengths: Any, batch: torch.Size, n_k: int, q: torch.Tensor) -> torch.Tensor | None:
+    if lengths is None:
+        return None
+    if len(batch) == 0:
+        raise ScoreInputError(
+            "key_lengths",
+            "expected a query with a batch axis, (B, H_q, n_q, d_k) or more (key_lengths has one entry per "
+            f"batch item), found a query of shape {tuple(q.shape)} without one",
+        )
+    t = _as_integers(lengths, "key_lengths", q)
+    if t.shape != batch:
+        raise ScoreInputError("key_lengths", f"expected the batch shape {tuple(batch)}, found shape {tuple(t.shape)}")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) > n_k):
+        raise ScoreInputError(
+            "key_lengths",
+            f"expected valid key counts in [0, n_k={n_k}], found values from {int(t.min())} to {int(t.max())}",
+        )
+    return t
+
+
+def _checked_alibi(slopes: Any, batch: torch.Size, h_q: int, q: torch.Tensor, two_d: bool) -> torch.Tensor | None:
+    if slopes is None:
+        return None
+    t = _as_tensor(slopes, "alibi_slopes")
+    allowed = [torch.Size([h_q])] + ([torch.Size([*batch, h_q])] if len(batch) else [])
+    if t.shape not in allowed:
+        wanted = " or ".join(str(tuple(s)) for s in allowed)
+        what = "one slope for the single head of 2-D inputs" if two_d else "(H_q,) or (*batch, H_q)"
+        raise ScoreInputError("alibi_slopes", f"expected shape {wanted} ({what}), found shape {tuple(t.shape)}")
+    if t.device != q.device:
+        raise ScoreInputError("alibi_slopes", f"expected the query's device {q.device}, found {t.device}")
+    return t
+
+
+def _checked_cu_seqlens(cu: Any, argument: str, total: int, total_desc: str, length: int | None) -> list[int]:
+    """cu_seqlens as a list of ints: (B + 1,), starting at 0, non-decreasing, ending at `total`."""
+    if cu is None:
+        raise ScoreInputError(argument, "expected a 1-D integer tensor (B + 1,) of sequence offsets, found None")
+    t = _as_integers(cu, argument, torch.empty(0))
+    if t.ndim != 1 or t.numel() == 0:
+        raise ScoreInputError(
+            argument, f"expected shape (B + 1,) with at least one entry, found shape {tuple(t.shape)}"
+        )
+    offsets = [int(x) for x in t.tolist()]
+    if length is not None and len(offsets) != length:
+        raise ScoreInputError(argument, f"expected {length} entries (B + 1) as cu_seqlens_q has, found {len(offsets)}")
+    if offsets[0] != 0:
+        raise ScoreInputError(argument, f"expected a first entry 0, found {offsets[0]}")
+    for b in range(len(offsets) - 1):
+        if offsets[b + 1] < offsets[b]:
+            raise ScoreInputError(
+                argument, f"expected non-decreasing offsets, found {offsets[b]} then {offsets[b + 1]} at entry {b + 1}"
+            )
+    if offsets[-1] != total:
+        raise ScoreInputError(argument, f"expected a last entry equal to {total_desc} {total}, found {offsets[-1]}")
+    return offsets
