@@ -257,3 +257,35 @@ def test_onnx_case_through_golden(name: str) -> None:
     c = _unpack(_case(name))
     m = map_case(c)
     assert_agrees(c, onnx_outputs(c, m, run_mapped(m, golden_parts)))
+
+
+def _torch_tensor(x: np.ndarray, dtype: str) -> Any:
+    """A numpy array (``ml_dtypes.bfloat16`` too) as a torch tensor of ``dtype``, values unchanged."""
+    import torch
+
+    from attnscore.maths.dtypes import TORCH_DTYPES
+
+    if x.dtype == np.bool_:
+        return torch.from_numpy(np.ascontiguousarray(x))
+    if x.dtype.kind in "iu":
+        return torch.from_numpy(np.ascontiguousarray(x.astype(np.int64)))
+    return torch.from_numpy(np.ascontiguousarray(x.astype(np.float64))).to(TORCH_DTYPES[dtype])  # exact: x is in dtype
+
+
+def torch_parts(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options: Any) -> Parts:
+    """The torch reference's stages, run in the case dtype, as float64 arrays."""
+    variants = pytest.importorskip("attnscore.maths.variants")
+    dtype = str(query.dtype)
+    opts = {k: (_torch_tensor(np.asarray(v), dtype) if k in ("attn_mask", "key_lengths") else v) for k, v in options.items()}
+    p = variants.general_attention_parts(
+        _torch_tensor(query, dtype), _torch_tensor(key, dtype), _torch_tensor(value, dtype), **opts
+    )
+    return {f: getattr(p, f).double().numpy() for f in ("scores", "capped", "biased", "weights", "output", "lse")}
+
+
+@pytest.mark.parametrize("name", _case_names())
+def test_onnx_case_through_torch_reference(name: str) -> None:
+    """The torch reference, run in the case's dtype, agrees with ONNX's expected outputs within that dtype's tolerance."""
+    c = _unpack(_case(name))
+    m = map_case(c)
+    assert_agrees(c, onnx_outputs(c, m, run_mapped(m, torch_parts)))

@@ -60,6 +60,9 @@ class AttentionParts:
     lse: np.ndarray
 
 
+_FIELDS = ("scores", "capped", "biased", "weights", "output", "lse")
+
+
 def _f64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
@@ -84,7 +87,7 @@ def _offset(alignment: str | int, n_q: int, n_k: int) -> int:
 def _softmax_and_lse(biased: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row softmax and natural-log logsumexp of ``biased`` (..., n_q, n_k); all ``-inf`` rows -> 0 and ``-inf``."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        row_max = np.max(biased, axis=-1, keepdims=True)  # (..., n_q, 1)
+        row_max = np.max(biased, axis=-1, keepdims=True, initial=-np.inf)  # (..., n_q, 1); no keys: -inf
         empty = np.isneginf(row_max)  # a row with no key left
         shift = np.where(empty, 0.0, row_max)
         e = np.exp(biased - shift)  # exp(-inf) = 0 at masked keys
@@ -137,6 +140,19 @@ def general_attention_parts(
         ([[[[0.75, 0.25]]]], [[[[2.5]]]])
     """
     Q, K, V = _f64(query), _f64(key), _f64(value)
+    if Q.ndim == 2:  # one head, no batch: give it a head axis and take it away at the end
+        _require(
+            K.ndim == 2 and V.ndim == 2,
+            "key",
+            f"expected 2-D key and value with a 2-D query, found {K.shape}, {V.shape}",
+        )
+        p = general_attention_parts(
+            Q[None], K[None], V[None], attn_mask=attn_mask, is_causal=is_causal, alignment=alignment,
+            window=window, scale=scale, softcap=softcap,
+            alibi_slopes=None if alibi_slopes is None else np.reshape(_f64(alibi_slopes), (1,)),
+            key_lengths=key_lengths,
+        )  # fmt: skip
+        return AttentionParts(*(getattr(p, f)[0] for f in _FIELDS))
     _require(Q.ndim >= 3, "query", f"expected (..., H_q, n_q, d_k), found shape {Q.shape}")
     _require(K.ndim >= 3, "key", f"expected (..., H_kv, n_k, d_k), found shape {K.shape}")
     _require(V.ndim >= 3, "value", f"expected (..., H_kv, n_k, d_v), found shape {V.shape}")
@@ -192,9 +208,9 @@ def general_attention_parts(
     if alibi_slopes is not None:
         slopes = _f64(alibi_slopes)
         _require(
-            slopes.shape[-1:] == (H_q,) and slopes.ndim in (1, 2),
+            slopes.shape in ((H_q,), (*batch, H_q)),
             "alibi_slopes",
-            f"expected (H_q,) or (B, H_q) with H_q={H_q}, found {slopes.shape}",
+            f"expected (H_q,) or (*batch, H_q) = {(*batch, H_q)}, found {slopes.shape}",
         )
         bias = bias - slopes[..., :, None, None] * np.abs(pos - j)  # (..., H_q, n_q, n_k)
     if key_lengths is not None:
@@ -225,8 +241,9 @@ def varlen_attention(
             ``b`` owns rows ``c_b .. c_{b+1} - 1``.
         options: those of :func:`general_attention_parts` except ``key_lengths``; ``alignment``
             and ``window`` apply per sequence (``"bottom_right"`` uses that sequence's lengths);
-            ``alibi_slopes`` of shape ``(B, H_q)`` give sequence ``b`` row ``b``; a mask must
-            broadcast to every sequence's ``(H_q, n_q_b, n_k_b)``.
+            ``alibi_slopes`` of shape ``(B, H_q)`` give sequence ``b`` row ``b``; ``attn_mask`` is over
+            the packed layout, broadcasting from the right to ``(H_q, total_q, total_k)``, and
+            sequence ``b`` uses its diagonal block (rows ``cu_q[b]..``, columns ``cu_k[b]..``).
 
     Returns:
         ``(total_q, H_q, d_v)`` float64: each sequence attends only to its own keys.
@@ -253,12 +270,16 @@ def varlen_attention(
         )
     _require(cq.size == ck.size, "cu_seqlens_k", f"expected {cq.size} offsets like cu_seqlens_q, found {ck.size}")
     slopes = options.pop("alibi_slopes", None)
+    mask = options.pop("attn_mask", None)
+    if mask is not None:
+        mask = np.broadcast_to(np.asarray(mask), (Q.shape[1], Q.shape[0], K.shape[0]))  # (H_q, total_q, total_k)
     out = np.zeros((Q.shape[0], Q.shape[1], V.shape[2]))
     for b in range(cq.size - 1):
         q = Q[cq[b] : cq[b + 1]].transpose(1, 0, 2)  # (H_q, n_q_b, d_k)
         k = K[ck[b] : ck[b + 1]].transpose(1, 0, 2)  # (H_kv, n_k_b, d_k)
         v = V[ck[b] : ck[b + 1]].transpose(1, 0, 2)  # (H_kv, n_k_b, d_v)
         s = None if slopes is None else (_f64(slopes) if np.ndim(slopes) == 1 else _f64(slopes)[b])
-        o = general_attention(q, k, v, alibi_slopes=s, **options)  # (H_q, n_q_b, d_v)
+        m = None if mask is None else mask[:, cq[b] : cq[b + 1], ck[b] : ck[b + 1]]  # (H_q, n_q_b, n_k_b)
+        o = general_attention(q, k, v, attn_mask=m, alibi_slopes=s, **options)  # (H_q, n_q_b, d_v)
         out[cq[b] : cq[b + 1]] = o.transpose(1, 0, 2)
     return out
