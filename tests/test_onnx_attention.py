@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,12 +89,14 @@ def _unpack(case: Any) -> OnnxCase:
     schema = onnx.defs.get_schema("Attention")
     slot_in = [s.name for s in schema.inputs]
     slot_out = [s.name for s in schema.outputs]
-    for name, slot in zip(node.input, slot_in):
+    for name, slot in zip(node.input, slot_in, strict=False):
         assert name in ("", slot), (case.name, name, slot)
-    for name, slot in zip(node.output, slot_out):
+    for name, slot in zip(node.output, slot_out, strict=False):
         assert name in ("", slot), (case.name, name, slot)
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    return OnnxCase(case.name, dict(zip(in_names, inputs)), dict(zip(out_names, outputs)), attrs)
+    return OnnxCase(
+        case.name, dict(zip(in_names, inputs, strict=True)), dict(zip(out_names, outputs, strict=True)), attrs
+    )
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,9 @@ def torch_parts(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options
     """The torch reference's stages, run in the case dtype, as float64 arrays."""
     variants = pytest.importorskip("attnscore.maths.variants")
     dtype = str(query.dtype)
-    opts = {k: (_torch_tensor(np.asarray(v), dtype) if k in ("attn_mask", "key_lengths") else v) for k, v in options.items()}
+    opts = {
+        k: (_torch_tensor(np.asarray(v), dtype) if k in ("attn_mask", "key_lengths") else v) for k, v in options.items()
+    }
     p = variants.general_attention_parts(
         _torch_tensor(query, dtype), _torch_tensor(key, dtype), _torch_tensor(value, dtype), **opts
     )
@@ -285,7 +290,100 @@ def torch_parts(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options
 
 @pytest.mark.parametrize("name", _case_names())
 def test_onnx_case_through_torch_reference(name: str) -> None:
-    """The torch reference, run in the case's dtype, agrees with ONNX's expected outputs within that dtype's tolerance."""
+    """The torch reference, run in the case dtype, agrees with ONNX's expected outputs within that dtype's tolerance."""
     c = _unpack(_case(name))
     m = map_case(c)
     assert_agrees(c, onnx_outputs(c, m, run_mapped(m, torch_parts)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The cases catch each convention mistake: a mapping or a maths that gets one convention wrong fails named cases.
+
+
+def _agrees(c: OnnxCase, ours: dict[str, np.ndarray]) -> bool:
+    try:
+        assert_agrees(c, ours)
+    except AssertionError:
+        return False
+    return True
+
+
+def _mapped_top_left(c: OnnxCase) -> Mapped:
+    """The cache aligned top-left (offset 0), internal or external."""
+    m = map_case(c)
+    opts = {**m.options, "alignment": 0} if "alignment" in m.options else m.options
+    offsets = None if m.per_batch_offsets is None else np.zeros_like(m.per_batch_offsets)
+    return Mapped(m.query, m.key, m.value, opts, offsets, m.three_d)
+
+
+def _mapped_scale_root(c: OnnxCase) -> Mapped:
+    """ONNX's ``√scale`` (applied to Q and to K) taken for the product's scale."""
+    m = map_case(c)
+    opts = {**m.options, "scale": float(np.sqrt(m.options["scale"]))} if "scale" in m.options else m.options
+    return Mapped(m.query, m.key, m.value, opts, m.per_batch_offsets, m.three_d)
+
+
+def _mapped_hidden_d_major(c: OnnxCase) -> Mapped:
+    """3-D hidden axis split as ``[D, H]`` instead of ONNX's ``[H, D]``."""
+    if c.inputs["Q"].ndim != 3:
+        return map_case(c)
+
+    def split(x: np.ndarray, heads: int) -> np.ndarray:
+        b, s, hidden = x.shape
+        return x.reshape(b, s, hidden // heads, heads).transpose(0, 3, 1, 2)
+
+    inputs = dict(c.inputs)
+    for name, heads in (("Q", "q_num_heads"), ("K", "kv_num_heads"), ("V", "kv_num_heads")):
+        h = split(inputs[name], c.attrs[heads])  # the wrong split, then back to ONNX's 3-D layout
+        inputs[name] = h.transpose(0, 2, 1, 3).reshape(inputs[name].shape)
+    return map_case(OnnxCase(c.name, inputs, c.expected, c.attrs))
+
+
+def _parts_kv_tiled(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options: Any) -> Parts:
+    """KV heads tiled ``h0 h1 h0 h1`` instead of grouped ``h0 h0 h1 h1``."""
+    group = query.shape[-3] // key.shape[-3]
+    return golden_parts(query, np.tile(key, (1, group, 1, 1)), np.tile(value, (1, group, 1, 1)), **options)
+
+
+def _parts_softcap_after_mask(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options: Any) -> Parts:
+    """The softcap applied to the masked scores (a masked ``-inf`` becomes ``-cap``)."""
+    cap = options.pop("softcap", None)
+    p = golden_parts(query, key, value, **options)
+    if cap is None:
+        return p
+    capped = cap * np.tanh(p["biased"] / cap)
+    w = np.exp(capped - capped.max(axis=-1, keepdims=True))
+    w = w / w.sum(axis=-1, keepdims=True)
+    v = np.repeat(np.asarray(value, dtype=np.float64), query.shape[-3] // value.shape[-3], axis=-3)
+    return {**p, "capped": capped, "biased": capped, "weights": w, "output": w @ v}
+
+
+def _parts_stage_shift(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options: Any) -> Parts:
+    """``qk_matmul_output_mode`` 2 read as the capped scores (the bias left out)."""
+    p = golden_parts(query, key, value, **options)
+    return {**p, "biased": p["capped"]}
+
+
+MISTAKES = [
+    pytest.param(_mapped_top_left, golden_parts, "test_attention_4d_causal_with_past_and_present", id="cache top-left"),
+    pytest.param(
+        _mapped_top_left, golden_parts, "test_attention_4d_gqa_causal_nonpad_decode", id="external cache top-left"
+    ),
+    pytest.param(_mapped_scale_root, golden_parts, "test_attention_4d_scaled", id="scale read as sqrt(scale)"),
+    pytest.param(_mapped_hidden_d_major, golden_parts, "test_attention_3d", id="3-D split [D, H]"),
+    pytest.param(map_case, _parts_kv_tiled, "test_attention_4d_gqa", id="KV heads tiled"),
+    pytest.param(map_case, _parts_softcap_after_mask, "test_attention_4d_softcap_neginf_mask", id="softcap after mask"),
+    pytest.param(map_case, _parts_stage_shift, "test_attention_4d_with_qk_matmul_bias", id="mode 2 without bias"),
+]
+
+
+@pytest.mark.parametrize(("mapper", "parts_fn", "case_name"), MISTAKES)
+def test_cases_catch_a_convention_mistake(
+    mapper: Callable[[OnnxCase], Mapped], parts_fn: Callable[..., Parts], case_name: str
+) -> None:
+    """A mapping or maths with one convention wrong disagrees with the named ONNX case (which the right one passes)."""
+    c = _unpack(_case(case_name))
+    right = map_case(c)
+    assert _agrees(c, onnx_outputs(c, right, run_mapped(right, golden_parts)))
+    wrong = mapper(c)
+    assert not _agrees(c, onnx_outputs(c, wrong, run_mapped(wrong, parts_fn)))
