@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor, _same_dtype_and_device
+from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
 
 __all__ = [
     "AttentionParts",
@@ -83,7 +83,8 @@ class AttentionParts:
         capped: ``(..., H_q, n_q, n_k)``, ``cap · tanh(scores / cap)``; equal to ``scores`` when
             ``softcap`` is None.
         biased: ``(..., H_q, n_q, n_k)``, ``capped`` + float ``attn_mask`` + ALiBi bias, with every
-            masked-out entry ``-inf`` (bool mask False, causal, window, key padding).
+            masked-out entry ``-inf`` (bool mask False, a ``-inf`` float-mask entry whatever the score there,
+            causal, window, key padding).
         weights: ``(..., H_q, n_q, n_k)``, softmax of ``biased`` over the keys; masked-out entries
             exactly 0; a fully masked row is all zeros.
         output: ``(..., H_q, n_q, d_v)``, ``weights @ V``; a fully masked row gives zeros.
@@ -110,7 +111,7 @@ def general_attention_parts(
     *,
     attn_mask: Any = None,
     is_causal: bool = False,
-    alignment: str | int = "top_left",
+    alignment: str | int | Any = "top_left",
     window: tuple[int, int] = (-1, -1),
     scale: float | None = None,
     softcap: float | None = None,
@@ -131,9 +132,12 @@ def general_attention_parts(
             scores' shape ``(..., H_q, n_q, n_k)`` (it may not enlarge it).
         is_causal: keep key ``j`` for query ``i`` only when ``j <= i + offset``.
         alignment: the offset that aligns query ``i`` with key ``i + offset``: ``"top_left"``
-            (0, SDPA), ``"bottom_right"`` (``n_k - n_q``, FlashAttention), or an int (the KV-cache
-            length, ONNX ``past_sequence_length``). It applies to ``is_causal``, ``window`` and
-            ``alibi_slopes``.
+            (0, SDPA), ``"bottom_right"`` (``n_k - n_q``, FlashAttention), an int (the KV-cache
+            length, ONNX with ``past_key``), or integers of the batch shape ``...`` (``(B,)`` for 4-D
+            inputs), one offset per batch item (ONNX with ``nonpad_kv_seqlen`` and no ``past_key``:
+            ``offset[b] = nonpad_kv_seqlen[b] - n_q``; FlashAttention's ``flash_attn_with_kvcache``
+            with ``cache_seqlens``). It applies to ``is_causal``, ``window`` and ``alibi_slopes``;
+            ``"bottom_right"`` always uses the padded ``n_k``, whatever ``key_lengths`` says.
         window: ``(left, right)`` sliding window, ``-1`` = unbounded on that side: keep keys
             ``j`` in ``[i + offset - left, i + offset + right]`` (FlashAttention ``window_size``).
             With ``is_causal`` the right side is 0, whatever ``right`` says (FlashAttention).
@@ -183,7 +187,7 @@ def general_attention_parts(
         v,
         attn_mask=mask,
         is_causal=_checked_bool(is_causal, "is_causal"),
-        alignment=_checked_alignment(alignment),
+        alignment=_checked_alignment(alignment, batch, q),
         window=_checked_window(window),
         scale=_checked_scale(scale, q.shape[-1]),
         softcap=_checked_softcap(softcap),
@@ -229,7 +233,7 @@ def varlen_attention(
     *,
     attn_mask: Any = None,
     is_causal: bool = False,
-    alignment: str | int = "top_left",
+    alignment: str | int | Any = "top_left",
     window: tuple[int, int] = (-1, -1),
     scale: float | None = None,
     softcap: float | None = None,
@@ -252,7 +256,9 @@ def varlen_attention(
         cu_seqlens_k: integer ``(B + 1,)``, the same rules with ``total_k``.
         attn_mask: optional bool or float (query dtype) mask over the packed layout, broadcasting
             from the right to ``(H_q, total_q, total_k)``; sequence ``b`` uses its diagonal block.
-        is_causal, alignment, window, scale, softcap: as :func:`general_attention_parts`.
+        is_causal, window, scale, softcap: as :func:`general_attention_parts`.
+        alignment: ``"top_left"``, ``"bottom_right"`` (per sequence: ``n_k_b - n_q_b``), an int (the
+            same offset for every sequence) or ``B`` integers (one offset per sequence).
         alibi_slopes: optional ``(H_q,)`` or ``(B, H_q)``.
 
     Returns:
@@ -291,7 +297,7 @@ def varlen_attention(
     if mask is not None:
         mask = mask.expand(h_q, total_q, total_k)  # (H_q, total_q, total_k)
     causal = _checked_bool(is_causal, "is_causal")
-    aligned = _checked_alignment(alignment)
+    aligned = _checked_alignment(alignment, torch.Size([n_seq]), q)
     bounds = _checked_window(window)
     factor = _checked_scale(scale, q.shape[-1])
     cap = _checked_softcap(softcap)
@@ -305,7 +311,7 @@ def varlen_attention(
             v[:, k0:k1],  # (H_kv, n_k_b, d_v)
             attn_mask=None if mask is None else mask[:, q0:q1, k0:k1],  # (H_q, n_q_b, n_k_b)
             is_causal=causal,
-            alignment=aligned,
+            alignment=aligned if not isinstance(aligned, torch.Tensor) else int(aligned[b]),
             window=bounds,
             scale=factor,
             softcap=cap,
@@ -326,7 +332,7 @@ def _attention_parts(
     *,
     attn_mask: torch.Tensor | None,
     is_causal: bool,
-    alignment: str | int,
+    alignment: str | int | torch.Tensor,
     window: tuple[int, int],
     scale: float,
     softcap: float | None,
@@ -345,7 +351,10 @@ def _attention_parts(
     scores = (q.to(compute) @ k_heads.transpose(-2, -1)) * scale  # (..., H_q, n_q, d_k) @ (..., H_q, d_k, n_k)
     capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
 
-    if alignment == "top_left":
+    offset: int | torch.Tensor
+    if isinstance(alignment, torch.Tensor):
+        offset = alignment[..., None, None, None]  # (*batch, 1, 1, 1): one offset per batch item
+    elif alignment == "top_left":
         offset = 0
     elif alignment == "bottom_right":
         offset = n_k - n_q
@@ -353,9 +362,9 @@ def _attention_parts(
         offset = int(alignment)  # the KV-cache length: query i sits at key position i + offset
     i = torch.arange(n_q, device=q.device).unsqueeze(-1)  # (n_q, 1)
     j = torch.arange(n_k, device=q.device).unsqueeze(0)  # (1, n_k)
-    rel = j - (i + offset)  # (n_q, n_k): key j's position relative to query i's own position
+    rel = j - (i + offset)  # (n_q, n_k), or (*batch, 1, n_q, n_k): key j's position relative to query i's own
 
-    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)  # (n_q, n_k), True = takes part
+    keep = torch.ones(rel.shape, dtype=torch.bool, device=q.device)  # like rel, True = takes part
     left, right = window
     if is_causal:
         right = 0  # FlashAttention: causal means window_size[1] = 0
@@ -366,9 +375,10 @@ def _attention_parts(
 
     biased = capped
     if attn_mask is not None and attn_mask.dtype != torch.bool:
-        biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right; -inf entries mask
+        biased = biased + attn_mask.to(compute)  # float mask, broadcast from the right
+        keep = keep & ~torch.isneginf(attn_mask)  # its -inf entries mask whatever the score is (+inf, NaN)
     if slopes is not None:
-        distance = rel.abs().to(compute)  # (n_q, n_k): |i + offset - j|
+        distance = rel.abs().to(compute)  # like rel: |i + offset - j|
         biased = biased - slopes.to(compute)[..., None, None] * distance  # (..., H_q, 1, 1) * (n_q, n_k)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         keep = keep & attn_mask  # broadcasts to at most the scores' shape
@@ -411,7 +421,13 @@ def _checked_qkv(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, torch.
                     name,
                     f"expected shape {shape} with the query's rank {q.ndim}, found shape {tuple(t.shape)} ({t.ndim}-D)",
                 )
-    _same_dtype_and_device(query=q, key=k, value=v)
+    for t, name in ((k, "key"), (v, "value")):
+        if t.dtype != q.dtype:
+            raise ScoreInputError(name, f"expected the query's dtype {q.dtype}, found {t.dtype}; cast all three to one")
+        if t.device != q.device:
+            raise ScoreInputError(
+                name, f"expected the query's device {q.device}, found {t.device}; move all three to one"
+            )
     if k.shape[-1] != q.shape[-1]:
         raise ScoreInputError(
             "key", f"expected the query's width d_k={q.shape[-1]} as last dim, found d_k={k.shape[-1]}"
@@ -433,8 +449,8 @@ def _checked_qkv(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, torch.
         except RuntimeError:
             raise ScoreInputError(
                 "key",
-                f"batch dims {tuple(k.shape[:-3])} (value {tuple(v.shape[:-3])}) do not broadcast with the "
-                f"query's {tuple(q.shape[:-3])}",
+                f"expected batch dims that broadcast with the query's {tuple(q.shape[:-3])}, found "
+                f"{tuple(k.shape[:-3])} (value {tuple(v.shape[:-3])})",
             ) from None
     return q, k, v
 
@@ -453,14 +469,28 @@ def _is_real(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
-def _checked_alignment(alignment: Any) -> str | int:
+def _checked_alignment(alignment: Any, batch: torch.Size, q: torch.Tensor) -> str | int | torch.Tensor:
+    """'top_left', 'bottom_right', an int, or an int64 tensor of the batch shape (one offset per batch item)."""
     if _is_int(alignment):
         return int(alignment)
-    if isinstance(alignment, str) and alignment in VARIANT_ALIGNMENTS:
-        return alignment
+    if isinstance(alignment, str):
+        if alignment in VARIANT_ALIGNMENTS:
+            return alignment
+    elif isinstance(alignment, (torch.Tensor, np.ndarray, list, tuple)):
+        t = _as_integers(alignment, "alignment", q)
+        if t.ndim == 0:
+            return int(t)
+        if len(batch) == 0 or t.shape != batch:
+            raise ScoreInputError(
+                "alignment",
+                f"expected one offset per batch item, shape {tuple(batch)} (the batch dims of the inputs), "
+                f"found shape {tuple(t.shape)}",
+            )
+        return t
     raise ScoreInputError(
         "alignment",
-        f"expected 'top_left', 'bottom_right' or an int offset (the KV-cache length), found {alignment!r}",
+        "expected 'top_left', 'bottom_right', an int offset (the KV-cache length) or one int offset per "
+        f"batch item, found {alignment!r}",
     )
 
 
@@ -475,7 +505,7 @@ def _checked_window(window: Any) -> tuple[int, int]:
 def _checked_scale(scale: Any, d_k: int) -> float:
     if scale is None:
         if d_k == 0:
-            raise ScoreInputError("scale", "the default 1/√d_k needs d_k >= 1, found d_k=0: pass a scale")
+            raise ScoreInputError("scale", "expected d_k >= 1 for the default 1/√d_k, found d_k=0: pass a scale")
         return 1.0 / float(np.sqrt(d_k))  # as reference.attention computes it
     if not _is_real(scale) or not math.isfinite(float(scale)):
         raise ScoreInputError("scale", f"expected a finite real number (or None for 1/√d_k), found {scale!r}")
