@@ -104,6 +104,32 @@ def test_window(window: tuple[int, int], causal: bool, expected: list[list[int]]
     assert keep_of(parts(q, q, q, window=window, is_causal=causal)) == expected
 
 
+def test_one_offset_per_batch_item() -> None:
+    """Offsets [0, 2] (ONNX's external cache, nonpad_kv_seqlen - n_q): item 0 is top-left, item 1 bottom-right."""
+    q = np.zeros((2, 1, 2, 1))
+    k = np.zeros((2, 1, 4, 1))
+    p = parts(q, k, k, is_causal=True, alignment=np.array([0, 2]))
+    assert np.isfinite(p.biased[:, 0]).astype(int).tolist() == [
+        [[1, 0, 0, 0], [1, 1, 0, 0]],
+        [[1, 1, 1, 0], [1, 1, 1, 1]],
+    ]
+
+
+def test_neg_inf_float_mask_entry_masks_an_infinite_score() -> None:
+    """A -inf mask entry masks a +inf score too (ONNX decides masking on the bias): weight 0, not NaN."""
+    q = np.array([[[[np.inf]]]])
+    k = np.array([[[[1.0], [0.0]]]])
+    v = np.array([[[[1.0], [2.0]]]])
+    with np.errstate(invalid="ignore"):
+        p = parts(q, k, v, scale=1.0, attn_mask=np.array([-np.inf, 0.0]))
+    assert p.biased.ravel()[0] == -np.inf
+    assert np.isnan(p.biased.ravel()[1])  # inf · 0 is NaN: a kept NaN score stays NaN
+    assert p.weights.ravel()[0] == 0.0
+    want = _torch_parts(np.array([[[[np.inf]]]]), k, v, {"scale": 1.0, "attn_mask": np.array([-np.inf, 0.0])})
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(p, f), want[f], err_msg=f)
+
+
 def test_negative_offset_masks_rows_fully() -> None:
     """Offset -1 with causal: query 0 sees no key (zero output, zero weights, lse -inf); query 1 sees key 0."""
     q = np.zeros((1, 1, 2, 1))
@@ -222,7 +248,9 @@ def variant_inputs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         m = rng.normal(size=mask_shape)
         opts["attn_mask"] = np.where(rng.random(mask_shape) < 0.2, -np.inf, m)
     opts["is_causal"] = draw(st.booleans())
-    opts["alignment"] = draw(st.sampled_from(["top_left", "bottom_right", 0, 1, 3, -1]))
+    opts["alignment"] = draw(st.sampled_from(["top_left", "bottom_right", 0, 1, 3, -1, "per item"]))
+    if opts["alignment"] == "per item":
+        opts["alignment"] = rng.integers(-2, n_k + 1, size=B)
     opts["window"] = (draw(st.integers(-1, 3)), draw(st.integers(-1, 3)))
     opts["scale"] = draw(st.sampled_from([None, 0.5, 2.0, -1.0]))
     opts["softcap"] = draw(st.sampled_from([None, 0.5, 3.0]))
@@ -355,8 +383,10 @@ def test_varlen_twin_agrees_with_torch_reference(seed: int, lengths: list[tuple[
     q, k, v = rng.normal(size=(sum(nq), 2, 3)), rng.normal(size=(sum(nk), 2, 3)), rng.normal(size=(sum(nk), 2, 2))
     cq, ck = np.concatenate([[0], np.cumsum(nq)]), np.concatenate([[0], np.cumsum(nk)])
     mask = rng.random((2, sum(nq), sum(nk))) < 0.8
-    opts = {"is_causal": True, "alignment": "bottom_right", "window": (2, -1), "softcap": 2.0}
+    alignment = rng.integers(-1, 4, size=len(lengths)) if seed % 2 else "bottom_right"
+    opts = {"is_causal": True, "alignment": alignment, "window": (2, -1), "softcap": 2.0}
     got = gv.varlen_attention(q, k, v, cq, ck, attn_mask=mask, **opts)
     t = [torch.from_numpy(x) for x in (q, k, v, cq, ck, mask)]
-    want = variants.varlen_attention(*t[:5], attn_mask=t[5], **opts).numpy()
+    t_opts = {**opts, "alignment": torch.from_numpy(alignment) if isinstance(alignment, np.ndarray) else alignment}
+    want = variants.varlen_attention(*t[:5], attn_mask=t[5], **t_opts).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -12,7 +12,7 @@ variants: whose convention is whose") follows ONNX's reference, ``onnx/reference
 - ``past_key`` / ``past_value`` are concatenated in front of K / V along the sequence axis
   (that is ``present_key`` / ``present_value``) and the causal and window offset is the cache length;
   with ``nonpad_kv_seqlen`` instead (an external cache) the offset is ``nonpad_kv_seqlen[b] − S_q``
-  *per batch item*, which our scalar ``alignment`` cannot say, so such a case is run item by item;
+  *per batch item* (``alignment`` as ``(B,)`` integers);
 - a mask shorter than the total key length is padded with False / ``-inf``; ``nonpad_kv_seqlen`` is
   ``key_lengths``; ``scale`` is the product's scale (ONNX multiplies Q and K by ``√scale`` each);
   ``softcap = 0`` means none; ``softmax_precision`` only changes rounding and has no parameter;
@@ -107,7 +107,6 @@ class Mapped:
     key: np.ndarray  # (B, H_kv, n_k, d_k), the cache in front
     value: np.ndarray  # (B, H_kv, n_k, d_v)
     options: dict[str, Any]
-    per_batch_offsets: np.ndarray | None  # (B,) when ONNX's offset differs per batch item
     three_d: bool
 
 
@@ -145,41 +144,21 @@ def map_case(c: OnnxCase) -> Mapped:
             fill = False if mask.dtype == np.bool_ else -np.inf
             mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, pad)], constant_values=fill)
         options["attn_mask"] = mask
-    offsets = None
     if "nonpad_kv_seqlen" in x:
         lengths = x["nonpad_kv_seqlen"].astype(np.int64)
         options["key_lengths"] = lengths
-        if options["is_causal"] or window != (-1, -1):
-            offsets = lengths - n_q  # the external cache's per-batch bottom-right offset
+        options["alignment"] = lengths - n_q  # the external cache: one bottom-right offset per batch item
     else:
         options["alignment"] = past  # the internal cache's offset; 0 (top-left) without one
-    return Mapped(Q, K, V, options, offsets, three_d)
+    return Mapped(Q, K, V, options, three_d)
 
 
 Parts = dict[str, np.ndarray]  # AttentionParts' fields as float64 arrays
 
 
-def _split_options(options: dict[str, Any], b: int, shape: tuple[int, ...]) -> dict[str, Any]:
-    """Batch item ``b``'s options: its mask (broadcast first) and its key length."""
-    out = dict(options)
-    if "attn_mask" in out:
-        out["attn_mask"] = np.broadcast_to(out["attn_mask"], shape)[b : b + 1]
-    out["key_lengths"] = out["key_lengths"][b : b + 1]
-    return out
-
-
 def run_mapped(m: Mapped, parts_fn: Callable[..., Parts]) -> Parts:
-    """All stages for the mapped case; item by item when ONNX's offset differs per batch item."""
-    if m.per_batch_offsets is None:
-        return parts_fn(m.query, m.key, m.value, **m.options)
-    B, H_q, n_q, _ = m.query.shape
-    n_k = m.key.shape[2]
-    items = []
-    for b in range(B):
-        opts = _split_options(m.options, b, (B, H_q, n_q, n_k))
-        opts["alignment"] = int(m.per_batch_offsets[b])
-        items.append(parts_fn(m.query[b : b + 1], m.key[b : b + 1], m.value[b : b + 1], **opts))
-    return {k: np.concatenate([it[k] for it in items], axis=0) for k in items[0]}
+    """All stages for the mapped case."""
+    return parts_fn(m.query, m.key, m.value, **m.options)
 
 
 def onnx_outputs(c: OnnxCase, m: Mapped, parts: Parts) -> dict[str, np.ndarray]:
@@ -279,9 +258,7 @@ def torch_parts(query: np.ndarray, key: np.ndarray, value: np.ndarray, **options
     """The torch reference's stages, run in the case dtype, as float64 arrays."""
     variants = pytest.importorskip("attnscore.maths.variants")
     dtype = str(query.dtype)
-    opts = {
-        k: (_torch_tensor(np.asarray(v), dtype) if k in ("attn_mask", "key_lengths") else v) for k, v in options.items()
-    }
+    opts = {k: (_torch_tensor(np.asarray(v), dtype) if isinstance(v, np.ndarray) else v) for k, v in options.items()}
     p = variants.general_attention_parts(
         _torch_tensor(query, dtype), _torch_tensor(key, dtype), _torch_tensor(value, dtype), **opts
     )
@@ -311,16 +288,14 @@ def _agrees(c: OnnxCase, ours: dict[str, np.ndarray]) -> bool:
 def _mapped_top_left(c: OnnxCase) -> Mapped:
     """The cache aligned top-left (offset 0), internal or external."""
     m = map_case(c)
-    opts = {**m.options, "alignment": 0} if "alignment" in m.options else m.options
-    offsets = None if m.per_batch_offsets is None else np.zeros_like(m.per_batch_offsets)
-    return Mapped(m.query, m.key, m.value, opts, offsets, m.three_d)
+    return Mapped(m.query, m.key, m.value, {**m.options, "alignment": 0}, m.three_d)
 
 
 def _mapped_scale_root(c: OnnxCase) -> Mapped:
     """ONNX's ``√scale`` (applied to Q and to K) taken for the product's scale."""
     m = map_case(c)
     opts = {**m.options, "scale": float(np.sqrt(m.options["scale"]))} if "scale" in m.options else m.options
-    return Mapped(m.query, m.key, m.value, opts, m.per_batch_offsets, m.three_d)
+    return Mapped(m.query, m.key, m.value, opts, m.three_d)
 
 
 def _mapped_hidden_d_major(c: OnnxCase) -> Mapped:

@@ -19,11 +19,12 @@ reference and one here would have to agree to go unnoticed. The stages, in order
    masked row), what FlashAttention saves as ``softmax_lse``.
 
 Alignment: query ``i`` sits at key position ``i + offset``, ``offset`` = 0 (``"top_left"``, SDPA's
-``is_causal``), ``n_k − n_q`` (``"bottom_right"``, FlashAttention ≥ 2.1) or an int (the KV-cache
-length, as ONNX aligns it). Causal keeps ``j ≤ i + offset``; a window ``(left, right)`` keeps
-``i + offset − left ≤ j ≤ i + offset + right`` (−1: that side unbounded; FlashAttention's
-``window_size``). A negative offset is allowed here: rows with ``i + offset < 0`` are fully masked
-under causal attention (ONNX's out-of-contract regime).
+``is_causal``), ``n_k − n_q`` (``"bottom_right"``, FlashAttention ≥ 2.1), an int (the KV-cache
+length, as ONNX aligns it with ``past_key``) or one int per batch item (ONNX's external cache:
+``nonpad_kv_seqlen[b] − n_q``; ``flash_attn_with_kvcache``'s ``cache_seqlens``). Causal keeps
+``j ≤ i + offset``; a window ``(left, right)`` keeps ``i + offset − left ≤ j ≤ i + offset + right``
+(−1: that side unbounded; FlashAttention's ``window_size``). A negative offset is allowed: rows
+with ``i + offset < 0`` are fully masked under causal attention (ONNX's out-of-contract regime).
 
 Arguments are assumed valid (the torch reference validates them with ``ScoreInputError``); shapes
 are still checked and a mismatch raises ``ValueError`` naming the argument.
@@ -72,10 +73,19 @@ def _require(ok: bool, argument: str, message: str) -> None:
         raise ValueError(f"{argument}: {message}")
 
 
-def _offset(alignment: str | int, n_q: int, n_k: int) -> int:
-    """Where query 0 sits among the keys: 0, ``n_k - n_q`` or the given int."""
+def _offset(alignment: Any, n_q: int, n_k: int, batch: tuple[int, ...]) -> int | np.ndarray:
+    """Where query 0 sits among the keys: 0, ``n_k - n_q``, the given int, or ``(*batch, 1, 1, 1)`` per-item offsets."""
     if isinstance(alignment, (int, np.integer)) and not isinstance(alignment, bool):
         return int(alignment)
+    if not isinstance(alignment, str):
+        offsets = np.asarray(alignment)
+        _require(offsets.dtype.kind in "iu", "alignment", f"expected integer offsets, found dtype {offsets.dtype}")
+        if offsets.ndim == 0:
+            return int(offsets)
+        _require(
+            offsets.shape == batch, "alignment", f"expected one offset per batch item {batch}, found {offsets.shape}"
+        )
+        return offsets.astype(np.int64).reshape(*batch, 1, 1, 1)  # (*batch, 1, 1, 1) against (..., H_q, n_q, n_k)
     _require(
         alignment in ("top_left", "bottom_right"),
         "alignment",
@@ -92,7 +102,7 @@ def _softmax_and_lse(biased: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shift = np.where(empty, 0.0, row_max)
         e = np.exp(biased - shift)  # exp(-inf) = 0 at masked keys
         total = e.sum(axis=-1, keepdims=True)  # (..., n_q, 1), >= 1 unless empty (or NaN)
-        weights = np.where(empty, 0.0, e / np.where(empty, 1.0, total))
+        weights = np.where(empty | np.isneginf(biased), 0.0, e / np.where(empty, 1.0, total))  # masked: 0 even by a NaN
         lse = np.where(empty, -np.inf, shift + np.log(np.where(empty, 1.0, total)))[..., 0]  # (..., n_q)
     return weights, lse
 
@@ -104,7 +114,7 @@ def general_attention_parts(
     *,
     attn_mask: Any = None,
     is_causal: bool = False,
-    alignment: str | int = "top_left",
+    alignment: Any = "top_left",
     window: tuple[int, int] = (-1, -1),
     scale: float | None = None,
     softcap: float | None = None,
@@ -120,7 +130,8 @@ def general_attention_parts(
         attn_mask: bool (True = the key takes part) or float (added to the capped scores, ``-inf``
             masks), broadcasting from the right to ``(..., H_q, n_q, n_k)`` as SDPA's does.
         is_causal: keep only keys ``j <= i + offset``.
-        alignment: ``"top_left"`` (offset 0), ``"bottom_right"`` (``n_k - n_q``) or an int offset.
+        alignment: ``"top_left"`` (offset 0), ``"bottom_right"`` (``n_k - n_q``), an int offset, or
+            integers of the batch shape (one offset per batch item).
         window: ``(left, right)``, keep ``i + offset - left <= j <= i + offset + right``; -1 = unbounded.
         scale: multiplies ``Q Kᵀ``; None means ``1/√d_k``.
         softcap: ``cap > 0``: ``cap · tanh(s / cap)`` on the scaled scores; None: no cap.
@@ -178,10 +189,10 @@ def general_attention_parts(
         _require(float(softcap) > 0, "softcap", f"expected a cap > 0 or None, found {softcap}")
         capped = float(softcap) * np.tanh(scores / float(softcap))
 
-    offset = _offset(alignment, n_q, n_k)
+    offset = _offset(alignment, n_q, n_k, batch)
     i = np.arange(n_q)[:, None]  # (n_q, 1)
     j = np.arange(n_k)[None, :]  # (1, n_k)
-    pos = i + offset  # the query's position among the keys
+    pos = i + offset  # the query's position among the keys: (n_q, 1), or (*batch, 1, n_q, 1) per item
     keep = np.ones((*batch, H_q, n_q, n_k), dtype=bool)
     bias = np.zeros((*batch, H_q, n_q, n_k))
     if attn_mask is not None:
@@ -198,6 +209,7 @@ def general_attention_parts(
         else:
             with np.errstate(invalid="ignore"):
                 bias = bias + _f64(m)
+            keep &= ~np.isneginf(_f64(m))  # a -inf entry masks whatever the score is (+inf, NaN): ONNX's rule
     if is_causal:
         keep &= j <= pos
     left, right = window
@@ -241,7 +253,8 @@ def varlen_attention(
             ``b`` owns rows ``c_b .. c_{b+1} - 1``.
         options: those of :func:`general_attention_parts` except ``key_lengths``; ``alignment``
             and ``window`` apply per sequence (``"bottom_right"`` uses that sequence's lengths);
-            ``alibi_slopes`` of shape ``(B, H_q)`` give sequence ``b`` row ``b``; ``attn_mask`` is over
+            ``alibi_slopes`` of shape ``(B, H_q)`` give sequence ``b`` row ``b``, ``B`` alignment
+            offsets give sequence ``b`` offset ``b``; ``attn_mask`` is over
             the packed layout, broadcasting from the right to ``(H_q, total_q, total_k)``, and
             sequence ``b`` uses its diagonal block (rows ``cu_q[b]..``, columns ``cu_k[b]..``).
 
@@ -271,6 +284,13 @@ def varlen_attention(
     _require(cq.size == ck.size, "cu_seqlens_k", f"expected {cq.size} offsets like cu_seqlens_q, found {ck.size}")
     slopes = options.pop("alibi_slopes", None)
     mask = options.pop("attn_mask", None)
+    alignment = options.pop("alignment", "top_left")
+    per_sequence = not isinstance(alignment, (str, int, np.integer)) and np.ndim(alignment) == 1
+    _require(
+        not per_sequence or np.shape(alignment) == (cq.size - 1,),
+        "alignment",
+        f"expected {cq.size - 1} offsets, one per sequence, found {np.shape(alignment)}",
+    )
     if mask is not None:
         mask = np.broadcast_to(np.asarray(mask), (Q.shape[1], Q.shape[0], K.shape[0]))  # (H_q, total_q, total_k)
     out = np.zeros((Q.shape[0], Q.shape[1], V.shape[2]))
@@ -280,6 +300,7 @@ def varlen_attention(
         v = V[ck[b] : ck[b + 1]].transpose(1, 0, 2)  # (H_kv, n_k_b, d_v)
         s = None if slopes is None else (_f64(slopes) if np.ndim(slopes) == 1 else _f64(slopes)[b])
         m = None if mask is None else mask[:, cq[b] : cq[b + 1], ck[b] : ck[b + 1]]  # (H_q, n_q_b, n_k_b)
-        o = general_attention(q, k, v, attn_mask=m, alibi_slopes=s, **options)  # (H_q, n_q_b, d_v)
+        a = int(np.asarray(alignment)[b]) if per_sequence else alignment
+        o = general_attention(q, k, v, attn_mask=m, alibi_slopes=s, alignment=a, **options)  # (H_q, n_q_b, d_v)
         out[cq[b] : cq[b + 1]] = o.transpose(1, 0, 2)
     return out
