@@ -291,6 +291,12 @@ def _mapped_top_left(c: OnnxCase) -> Mapped:
     return Mapped(m.query, m.key, m.value, {**m.options, "alignment": 0}, m.three_d)
 
 
+def _mapped_padded_bottom_right(c: OnnxCase) -> Mapped:
+    """The external cache aligned bottom-right of the padded buffer (``n_k - n_q``), not of each item's length."""
+    m = map_case(c)
+    return Mapped(m.query, m.key, m.value, {**m.options, "alignment": "bottom_right"}, m.three_d)
+
+
 def _mapped_scale_root(c: OnnxCase) -> Mapped:
     """ONNX's ``√scale`` (applied to Q and to K) taken for the product's scale."""
     m = map_case(c)
@@ -343,6 +349,12 @@ MISTAKES = [
     pytest.param(_mapped_top_left, golden_parts, "test_attention_4d_causal_with_past_and_present", id="cache top-left"),
     pytest.param(
         _mapped_top_left, golden_parts, "test_attention_4d_gqa_causal_nonpad_decode", id="external cache top-left"
+    ),
+    pytest.param(
+        _mapped_padded_bottom_right,
+        golden_parts,
+        "test_attention_4d_causal_nonpad_batch_prefill",
+        id="external cache bottom-right of the buffer",
     ),
     pytest.param(_mapped_scale_root, golden_parts, "test_attention_4d_scaled", id="scale read as sqrt(scale)"),
     pytest.param(_mapped_hidden_d_major, golden_parts, "test_attention_3d", id="3-D split [D, H]"),
