@@ -50,6 +50,14 @@ def test_default_scale_and_every_stage():
     close(p.lse, [math.log(4.0)], 1e-15)
 
 
+def test_large_logits_do_not_overflow():
+    """Scores 1000 and 1001: weights [1, e]/(1 + e) and lse 1001 + ln(1 + 1/e), no inf or NaN."""
+    p = general_attention_parts(t([[1.0]]), column(1000.0, 1001.0), column(0.0, 1.0))
+    e = math.e
+    close(p.weights, [[1 / (1 + e), e / (1 + e)]], 1e-15)
+    close(p.lse, [1001.0 + math.log1p(1 / e)], 1e-12)
+
+
 def test_default_scale_is_one_over_sqrt_d_k():
     """q = k = ones(4): the scaled score is 4/√4 = 2 (not 4/4 nor 4)."""
     p = general_attention_parts(t([[1.0] * 4]), t([[1.0] * 4]), column(1.0))
@@ -681,3 +689,38 @@ def test_unknown_keyword_is_a_type_error():
     """general_attention forwards keywords: key_length (a typo) is refused, not ignored."""
     with pytest.raises(TypeError):
         general_attention(_q(2, 2), _q(2, 2), _q(2, 2), key_length=[1])
+
+
+def test_option_tensor_on_another_device_is_refused():
+    """A mask or slopes on another device than the query raise ScoreInputError (the meta device stands in for a GPU)."""
+    q = torch.zeros(1, 2, 3, 4)
+    for kwargs, argument in (
+        ({"attn_mask": torch.zeros(3, 3, device="meta")}, "attn_mask"),
+        ({"alibi_slopes": torch.zeros(2, device="meta")}, "alibi_slopes"),
+    ):
+        with pytest.raises(ScoreInputError, match="device") as info:
+            general_attention(q, q, q, **kwargs)
+        assert info.value.argument == argument
+    with pytest.raises(ScoreInputError, match="device") as info:
+        general_attention(q, q.to("meta"), q)
+    assert info.value.argument == "key"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_matches_cpu_and_sdpa():
+    """On the GPU every option runs on the device and agrees with the CPU run and with SDPA's math backend."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, s, 6, 8, generator=g) for s in (8, 2, 2))
+    kw = {"is_causal": True, "alignment": torch.tensor([1, 3]), "window": (3, 0), "softcap": 5.0}
+    kw_cpu = {**kw, "alibi_slopes": torch.rand(8, generator=g), "key_lengths": torch.tensor([4, 6])}
+    kw_gpu = {**kw_cpu, "alignment": kw["alignment"].cuda(), "alibi_slopes": kw_cpu["alibi_slopes"].cuda()}
+    cpu = general_attention_parts(q, k, v, **kw_cpu)
+    gpu = general_attention_parts(q.cuda(), k.cuda(), v.cuda(), **kw_gpu)
+    assert gpu.output.device.type == "cuda"
+    torch.testing.assert_close(gpu.output.cpu(), cpu.output, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gpu.lse.cpu(), cpu.lse, rtol=1e-5, atol=1e-5)
+    mask = torch.rand(2, 1, 6, 6, generator=g).cuda() > 0.3
+    with sdpa_kernel(SDPBackend.MATH):
+        want = F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(general_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask=mask), want)

@@ -344,9 +344,7 @@ def _attention_parts(
     compute = torch.float32 if dtype in _HALF else dtype  # half inputs: float32 throughout, rounded once
     n_q, n_k = q.shape[-2], k.shape[-2]
     group = q.shape[-3] // k.shape[-3]  # query heads per KV head
-    k_heads = k.to(compute).repeat_interleave(
-        group, dim=-3
-    )  # (..., H_kv, n_k, d_k) -> (..., H_q, n_k, d_k): h0 h0 h1 h1
+    k_heads = k.to(compute).repeat_interleave(group, dim=-3)  # (..., H_q, n_k, d_k): h0 h0 h1 h1, not h0 h1 h0 h1
     v_heads = v.to(compute).repeat_interleave(group, dim=-3)  # (..., H_kv, n_k, d_v) -> (..., H_q, n_k, d_v)
     scores = (q.to(compute) @ k_heads.transpose(-2, -1)) * scale  # (..., H_q, n_q, d_k) @ (..., H_q, d_k, n_k)
     capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
