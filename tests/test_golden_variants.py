@@ -390,3 +390,14 @@ def test_varlen_twin_agrees_with_torch_reference(seed: int, lengths: list[tuple[
     t_opts = {**opts, "alignment": torch.from_numpy(alignment) if isinstance(alignment, np.ndarray) else alignment}
     want = variants.varlen_attention(*t[:5], attn_mask=t[5], **t_opts).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_twin_never_imports_torch() -> None:
+    """The twin's source imports numpy only (no torch, no attnscore module that uses it): independence."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(gv))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "dataclasses", "typing", "numpy"}, imported
