@@ -245,7 +245,7 @@ def _torch_tensor(x: np.ndarray, dtype: str) -> Any:
     """A numpy array (``ml_dtypes.bfloat16`` too) as a torch tensor of ``dtype``, values unchanged."""
     import torch
 
-    from attnscore.maths.dtypes import TORCH_DTYPES
+    from attnscore.boundary.dtypes import TORCH_DTYPES
 
     if x.dtype == np.bool_:
         return torch.from_numpy(np.ascontiguousarray(x))
