@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from attnscore.practice import kinds
 from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml
 from attnscore.practice.export_prairielearn import PrairieLearnExportError, prairielearn_course
@@ -324,7 +325,7 @@ def practice(
         if q_text is not None:
             q = _vector(q_text, "'--q'")
             keys = [_vector(k, "'--k'") for k in k_texts]
-            wanted = "one_score" if len(keys) == 1 else "score_vector"
+            wanted = kinds.for_key_count(len(keys)).name
             pool = selected if families else [f for f in selected if f.kind == wanted]
             if not pool:
                 raise click.UsageError(f"no {wanted} family found for --q/--k; name one as FAMILY")

@@ -30,12 +30,14 @@ import dataclasses
 import json
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from attnscore.practice.family import Family
+from attnscore.practice.kinds import REGISTRY
 from attnscore.practice.numbers import format_exact
 from attnscore.practice.prairielearn_server import answers_name
 from attnscore.practice.problem import Problem
@@ -58,15 +60,8 @@ __all__ = [
 
 _NAMESPACE = uuid.UUID("6f1c7f0e-8d0b-5a3e-9a55-61747473636f")  # fixed namespace for uuid5 of question uids
 
-# The answer elements each family kind's questions use (a kind missing here cannot be exported).
-KIND_ELEMENTS: dict[str, tuple[str, ...]] = {
-    "one_score": ("pl-number-input", "pl-multiple-choice"),
-    "score_vector": ("pl-number-input", "pl-multiple-choice"),
-    "score_matrix": ("pl-number-input",),
-    "scaled_score": ("pl-number-input",),
-    "softmax": ("pl-number-input", "pl-multiple-choice"),
-    "multiple_choice": ("pl-multiple-choice",),
-}
+# The answer elements each family kind's questions use (``Kind.pl_elements``; a kind missing here cannot be exported).
+KIND_ELEMENTS: Mapping[str, tuple[str, ...]] = MappingProxyType({k.name: k.pl_elements for k in REGISTRY.values()})
 COURSE_INSTANCE = "attnscore"
 ASSESSMENT = "practice"
 _TOPIC = "Attention scores"
@@ -154,7 +149,7 @@ def question_template(kind: str) -> str:
         raise PrairieLearnExportError(
             f"kind {kind!r}",
             f"no PrairieLearn elements are known for this kind (known: {', '.join(KIND_ELEMENTS)}); "
-            "add it to KIND_ELEMENTS in attnscore/practice/export_prairielearn.py",
+            "give its kind module in attnscore/practice/kinds/ pl_elements and register it",
         )
     lines = [
         "<pl-question-panel>",
@@ -329,13 +324,8 @@ def prairielearn_course(
 
 
 def _zone_title(kind: str) -> str:
-    return {
-        "one_score": "Dot-product scores",
-        "score_vector": "Dot-product scores",
-        "score_matrix": "Dot-product scores",
-        "scaled_score": "Scaled scores",
-        "softmax": "Softmax weights",
-    }.get(kind, "Concepts")
+    """The assessment zone of a family kind's randomised questions (``Kind.zone_title``)."""
+    return REGISTRY[kind].zone_title if kind in REGISTRY else "Concepts"
 
 
 def read_prairielearn_numeric(html: str) -> list[tuple[str, str, str, str]]:
