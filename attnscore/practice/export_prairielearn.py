@@ -287,7 +287,7 @@ def prairielearn_course(
         files[f"{base}/question.html"] = template.encode("utf-8")
         files[f"{base}/server.py"] = server_py(fam, package, version).encode("utf-8")
         files.update({f"{base}/{path}": data for path, data in vendored.items()})
-        zones.setdefault(_zone_title(fam.kind), []).append({"id": fam.id, "autoPoints": 1, "maxAutoPoints": 3})
+        zones.setdefault(REGISTRY[fam.kind].zone_title, []).append({"id": fam.id, "autoPoints": 1, "maxAutoPoints": 3})
     for p in fixed:
         if p.uid in qids:
             raise PrairieLearnExportError(p.uid, "a family and a fixed problem would share this question folder")
@@ -321,11 +321,6 @@ def prairielearn_course(
         }
     )
     return files
-
-
-def _zone_title(kind: str) -> str:
-    """The assessment zone of a family kind's randomised questions (``Kind.zone_title``)."""
-    return REGISTRY[kind].zone_title if kind in REGISTRY else "Concepts"
 
 
 def read_prairielearn_numeric(html: str) -> list[tuple[str, str, str, str]]:
