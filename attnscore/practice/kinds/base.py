@@ -31,12 +31,24 @@ from attnscore.practice.richtext import Rich
 if TYPE_CHECKING:
     from attnscore.practice.family import Family
 
-__all__ = ["Kind", "Parts", "Checker", "Float64", "Givens", "Independent", "claims_of", "holding", "check_pair_width"]
+__all__ = [
+    "Kind",
+    "Parts",
+    "Checker",
+    "Float64",
+    "Givens",
+    "Independent",
+    "Vector",
+    "claims_of",
+    "holding",
+    "check_pair_width",
+]
 
 #: The exact numbers of one problem, in its kind's layout (see :mod:`attnscore.practice.generators`).
 Givens = dict[str, Any]
 #: ``(numbers, choices)``: answer name -> float64 value, choice name -> option positions whose claim holds.
 Independent = tuple[dict[str, float], dict[str, set[int]]]
+#: Exact vector givens (shape ``(d_k,)``).
 Vector = Sequence[Fraction]
 
 
@@ -107,6 +119,14 @@ def claims_of(p: Problem) -> dict[str, tuple[tuple[Any, ...], ...]]:
 def holding(claims: Sequence[tuple[Any, ...]], test: Any) -> set[int]:
     """The positions of the claims for which ``test(claim)`` is true."""
     return {i for i, c in enumerate(claims) if test(c)}
+
+
+def check_pair_width(c: Checker, path: tuple[Any, ...], given: Mapping[str, Any]) -> bool:
+    """A featured ``q``/``k`` pair has one width; False after reporting."""
+    if len(given["q"]) != len(given["k"]):
+        c.fail(path + ("k",), f"{len(given['q'])} entries (the width of q)", f"{len(given['k'])}")
+        return False
+    return True
 
 
 class Kind(ABC):
@@ -198,11 +218,3 @@ class Kind(ABC):
     def option_features(self, p: Problem, choice: ChoiceAnswer, f64: Float64) -> dict[str, list[float]]:
         """Features of ``choice``'s options beyond position and text length (one value per option)."""
         return {}
-
-
-def check_pair_width(c: Checker, path: tuple[Any, ...], given: Mapping[str, Any]) -> bool:
-    """A featured ``q``/``k`` pair has one width; False after reporting."""
-    if len(given["q"]) != len(given["k"]):
-        c.fail(path + ("k",), f"{len(given['q'])} entries (the width of q)", f"{len(given['k'])}")
-        return False
-    return True
