@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnscore.practice import kinds
+from attnscore.practice.families import FamilyFileError, parse_family_text
 from attnscore.practice.family import KINDS, Family
 from attnscore.practice.float64 import FLOAT64
 from attnscore.practice.generators import fixed_problem, generate_variant
@@ -258,3 +259,101 @@ def test_the_kinds_vendor_as_a_subpackage(tmp_path):
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ",".join(KINDS)
+
+
+_HEAD = "id: demo\nversion: 1\ntitle: Demo\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problems"),
+    [
+        pytest.param(
+            "kind: softmax\nfeatured:\n  - {scores: [1, 2]}\n",
+            [
+                "demo.yaml:6:5: featured[0].base: expected a value for 'base' (softmax, mode exact), found nothing",
+                "demo.yaml:6:5: featured[0].multipliers: expected a value for 'multipliers' (softmax, mode exact), "
+                "found nothing",
+                "demo.yaml:6:14: featured[0].scores: expected base and multipliers in mode exact, found scores",
+            ],
+            id="softmax: the mode decides the fields",
+        ),
+        pytest.param(
+            "kind: softmax\nmode: ranking\nfeatured:\n  - {base: 1, scores: [1, 2]}\n",
+            ["demo.yaml:7:12: featured[0].base: expected scores in mode ranking, found base/multipliers"],
+            id="softmax ranking refuses base",
+        ),
+        pytest.param(
+            "kind: softmax\nmode: other\n",
+            ["demo.yaml:5:7: mode: expected exact or ranking, found 'other'"],
+            id="softmax: its modes",
+        ),
+        pytest.param(
+            "kind: one_score\nmode: exact\n",
+            ["demo.yaml:5:7: mode: expected no mode (only kind softmax has one), found 'exact'"],
+            id="a kind without modes",
+        ),
+        pytest.param(
+            "kind: scaled_score\nfeatured:\n  - {q: [1, 2], k: [1, 2]}\n",
+            [
+                "demo.yaml:6:9: featured[0].q: expected d_k in [1, 4, 16, 64] (so that sqrt(d_k) is an integer), "
+                "found d_k=2"
+            ],
+            id="scaled_score: perfect-square widths",
+        ),
+        pytest.param(
+            "kind: scaled_score\nd_k: [2]\n",
+            [
+                "demo.yaml:5:7: d_k[0]: expected one of [1, 4, 16, 64] (perfect squares, so that sqrt(d_k) is an "
+                "integer), found 2"
+            ],
+            id="scaled_score: d_k list",
+        ),
+        pytest.param(
+            "kind: one_score\nfeatured:\n  - {q: [1, 2], k: [1]}\n",
+            ["demo.yaml:6:20: featured[0].k: expected 2 entries (the width of q), found 1"],
+            id="one_score: q and k of one width",
+        ),
+        pytest.param(
+            "kind: score_vector\nfeatured:\n  - {q: [1, 2], keys: [[1, 2, 3], [3, 4, 5]]}\n",
+            ["demo.yaml:6:23: featured[0].keys: expected keys of width 2 (the width of q), found width 3"],
+            id="score_vector: key width",
+        ),
+        pytest.param(
+            "kind: score_matrix\nfeatured:\n  - {Q: [[1, 2]], K: [[1, 2, 3]]}\n",
+            ["demo.yaml:6:22: featured[0].K: expected rows of width d_k=2 (the width of Q), found width 3"],
+            id="score_matrix: row width",
+        ),
+        pytest.param(
+            "kind: multiple_choice\nfeatured:\n  - {q: [1, 2], k: [1, 2]}\n",
+            ["demo.yaml:6:3: featured: expected no featured examples for kind multiple_choice, found 1 item(s)"],
+            id="multiple_choice: no featured examples",
+        ),
+        pytest.param(
+            "kind: score_matrix\nfeatured:\n  - {q: [1, 2]}\n",
+            [
+                "demo.yaml:6:5: featured[0].Q: expected a value for 'Q', found nothing",
+                "demo.yaml:6:5: featured[0].K: expected a value for 'K', found nothing",
+                "demo.yaml:6:6: featured[0].q: expected one of the fields Q, K, found unknown field 'q'",
+            ],
+            id="score_matrix: its featured fields",
+        ),
+    ],
+)
+def test_kind_owned_family_checks(text, problems):
+    """The family-file checks each kind owns report where, what was expected and what was found."""
+    with pytest.raises(FamilyFileError) as info:
+        parse_family_text(_HEAD + text, "demo.yaml")
+    assert info.value.problems == problems
+
+
+@pytest.mark.parametrize(
+    ("text", "d_k"),
+    [
+        pytest.param("kind: scaled_score\n", (1, 4, 16, 64), id="scaled_score default widths"),
+        pytest.param("kind: one_score\n", (2,), id="the Family default"),
+        pytest.param("kind: multiple_choice\nd_k: [2, 16]\n", (2, 16), id="multiple_choice takes 16"),
+    ],
+)
+def test_kind_owned_family_defaults(text, d_k):
+    """A kind's default and allowed widths reach the Family record."""
+    assert parse_family_text(_HEAD + text, "demo.yaml")[0].d_k == d_k
