@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from attnscore.practice import kinds
 from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml
 from attnscore.practice.export_prairielearn import PrairieLearnExportError, prairielearn_course
@@ -324,10 +325,10 @@ def practice(
         if q_text is not None:
             q = _vector(q_text, "'--q'")
             keys = [_vector(k, "'--k'") for k in k_texts]
-            wanted = "one_score" if len(keys) == 1 else "score_vector"
-            pool = selected if families else [f for f in selected if f.kind == wanted]
+            wanted = kinds.for_key_count(len(keys))
+            pool = selected if families else [f for f in selected if kinds.get(f.kind) is wanted]
             if not pool:
-                raise click.UsageError(f"no {wanted} family found for --q/--k; name one as FAMILY")
+                raise click.UsageError(f"no {wanted.name} family found for --q/--k; name one as FAMILY")
             problems = [fixed_problem(pool[0], q, keys)]
         else:
             problems = []

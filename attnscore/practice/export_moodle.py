@@ -35,16 +35,16 @@ def _paras(rich_paras: Sequence) -> str:
 def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: str) -> None:
     prompt = stem + f"<p>({q.part}) {to_html(q.prompt, decimals_only=True)}</p>"
     if q.choice is not None:
-        kind = "multichoice"
+        qtype = "multichoice"
     elif len(q.numeric) == 1:
-        kind = "numerical"
+        qtype = "numerical"
     else:
-        kind = "cloze"
+        qtype = "cloze"
         blanks = "".join(
             f"<p>{to_html(a.label)} = {{1:NUMERICAL:={a.key}:{format_exact(a.tolerance)}}}</p>" for a in q.numeric
         )
         prompt += blanks
-    el = ET.SubElement(quiz, "question", {"type": kind})
+    el = ET.SubElement(quiz, "question", {"type": qtype})
     _text(el, "name", f"{p.uid} ({q.part})", fmt=None)
     _text(el, "questiontext", prompt)
     _text(el, "generalfeedback", feedback)
@@ -52,7 +52,7 @@ def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: st
     ET.SubElement(el, "penalty").text = "0"
     ET.SubElement(el, "hidden").text = "0"
     ET.SubElement(el, "idnumber").text = f"{p.uid}-{q.part}"
-    if kind == "numerical":
+    if qtype == "numerical":
         a = q.numeric[0]
         ans = ET.SubElement(el, "answer", {"fraction": "100", "format": "moodle_auto_format"})
         ET.SubElement(ans, "text").text = a.key
@@ -62,8 +62,8 @@ def _question(quiz: ET.Element, p: Problem, q: Question, stem: str, feedback: st
         ET.SubElement(el, "unitpenalty").text = "0"
         ET.SubElement(el, "showunits").text = "3"
         ET.SubElement(el, "unitsleft").text = "0"
-    elif kind == "multichoice":
-        if q.choice is None:  # unreachable: kind is multichoice only for choice parts
+    elif qtype == "multichoice":
+        if q.choice is None:  # unreachable: qtype is multichoice only for choice parts
             return
         ET.SubElement(el, "single").text = "true"
         ET.SubElement(el, "shuffleanswers").text = "0"

@@ -30,12 +30,14 @@ import dataclasses
 import json
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from attnscore.practice.family import Family
+from attnscore.practice.kinds import REGISTRY
 from attnscore.practice.numbers import format_exact
 from attnscore.practice.prairielearn_server import answers_name
 from attnscore.practice.problem import Problem
@@ -58,15 +60,8 @@ __all__ = [
 
 _NAMESPACE = uuid.UUID("6f1c7f0e-8d0b-5a3e-9a55-61747473636f")  # fixed namespace for uuid5 of question uids
 
-# The answer elements each family kind's questions use (a kind missing here cannot be exported).
-KIND_ELEMENTS: dict[str, tuple[str, ...]] = {
-    "one_score": ("pl-number-input", "pl-multiple-choice"),
-    "score_vector": ("pl-number-input", "pl-multiple-choice"),
-    "score_matrix": ("pl-number-input",),
-    "scaled_score": ("pl-number-input",),
-    "softmax": ("pl-number-input", "pl-multiple-choice"),
-    "multiple_choice": ("pl-multiple-choice",),
-}
+# The answer elements each family kind's questions use (``Kind.pl_elements``; a kind missing here cannot be exported).
+KIND_ELEMENTS: Mapping[str, tuple[str, ...]] = MappingProxyType({k.name: k.pl_elements for k in REGISTRY.values()})
 COURSE_INSTANCE = "attnscore"
 ASSESSMENT = "practice"
 _TOPIC = "Attention scores"
@@ -154,7 +149,7 @@ def question_template(kind: str) -> str:
         raise PrairieLearnExportError(
             f"kind {kind!r}",
             f"no PrairieLearn elements are known for this kind (known: {', '.join(KIND_ELEMENTS)}); "
-            "add it to KIND_ELEMENTS in attnscore/practice/export_prairielearn.py",
+            "give its kind module in attnscore/practice/kinds/ pl_elements and register it",
         )
     lines = [
         "<pl-question-panel>",
@@ -292,7 +287,7 @@ def prairielearn_course(
         files[f"{base}/question.html"] = template.encode("utf-8")
         files[f"{base}/server.py"] = server_py(fam, package, version).encode("utf-8")
         files.update({f"{base}/{path}": data for path, data in vendored.items()})
-        zones.setdefault(_zone_title(fam.kind), []).append({"id": fam.id, "autoPoints": 1, "maxAutoPoints": 3})
+        zones.setdefault(REGISTRY[fam.kind].zone_title, []).append({"id": fam.id, "autoPoints": 1, "maxAutoPoints": 3})
     for p in fixed:
         if p.uid in qids:
             raise PrairieLearnExportError(p.uid, "a family and a fixed problem would share this question folder")
@@ -326,16 +321,6 @@ def prairielearn_course(
         }
     )
     return files
-
-
-def _zone_title(kind: str) -> str:
-    return {
-        "one_score": "Dot-product scores",
-        "score_vector": "Dot-product scores",
-        "score_matrix": "Dot-product scores",
-        "scaled_score": "Scaled scores",
-        "softmax": "Softmax weights",
-    }.get(kind, "Concepts")
 
 
 def read_prairielearn_numeric(html: str) -> list[tuple[str, str, str, str]]:

@@ -67,15 +67,15 @@ class MathImages:
     def __call__(self, rich: Rich, decimals_only: bool = False) -> str:
         """Like :func:`~attnscore.practice.richtext.to_html`, with maths as images."""
         out = []
-        for kind, content in rich:
-            if kind == "math":
+        for style, content in rich:
+            if style == "math":
                 out.append(self._img(content, False))
-            elif kind == "display":
+            elif style == "display":
                 out.append(self._img(content, True))
-            elif kind == "text":
+            elif style == "text":
                 out.append(_xml_escape(content))
             else:
-                out.append(to_html(((kind, content),), decimals_only=decimals_only))
+                out.append(to_html(((style, content),), decimals_only=decimals_only))
         return "".join(out)
 
 
@@ -240,8 +240,8 @@ def read_qti_numeric(xml_bytes: bytes) -> list[tuple[str, str, str, str]]:
     root = ET.fromstring(xml_bytes)
     out = []
     for item in root.iterfind(".//q:item", ns):
-        kind = item.findtext(".//q:fieldentry", namespaces=ns)
-        if kind != "numerical_question":
+        qtype = item.findtext(".//q:fieldentry", namespaces=ns)
+        if qtype != "numerical_question":
             continue
         out.append(
             (

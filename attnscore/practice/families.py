@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from attnscore.practice.family import KINDS, MC_TEMPLATES, SCALED_WIDTHS, Family
+from attnscore.practice.kinds import REGISTRY, Kind
 from attnscore.spec.located import Positioned, SpecProblem, read_yaml
 
 __all__ = [
@@ -191,14 +192,6 @@ _FIELDS = (
     "templates",
     "featured",
 )
-_FEATURED_FIELDS = {
-    "one_score": ("q", "k"),
-    "score_vector": ("q", "keys"),
-    "score_matrix": ("Q", "K"),
-    "scaled_score": ("q", "k"),
-    "softmax": ("base", "multipliers", "scores"),
-    "multiple_choice": (),
-}
 
 
 def _int_list(c: _Checker, path: P, value: Any, allowed: tuple[int, ...], why: str = "") -> tuple[int, ...] | None:
@@ -217,65 +210,33 @@ def _int_list(c: _Checker, path: P, value: Any, allowed: tuple[int, ...], why: s
     return tuple(out)
 
 
-def _featured(c: _Checker, path: P, value: Any, kind: str, mode: str) -> dict[str, Any] | None:
-    fields = _FEATURED_FIELDS[kind]
-    m = c.mapping(path, value, fields)
+#: How each featured field is read (the kinds name which fields they take: ``Kind.featured_fields``).
+_FEATURED_READERS: dict[str, Any] = {
+    "q": _Checker.vector,
+    "k": _Checker.vector,
+    "scores": _Checker.vector,
+    "keys": _Checker.matrix,
+    "Q": _Checker.matrix,
+    "K": _Checker.matrix,
+    "base": lambda c, path, item: c.integer(path, item, -9, 9),
+    "multipliers": lambda c, path, item: _int_list(c, path, item, tuple(range(1, 21))),
+}
+
+
+def _featured(c: _Checker, path: P, value: Any, kind: Kind, mode: str) -> dict[str, Any] | None:
+    """One featured example: each field read by its reader, then the kind's own cross-checks."""
+    m = c.mapping(path, value, kind.featured_fields)
     if not isinstance(value, dict):
         return None
     out: dict[str, Any] = {}
-    need: tuple[str, ...]
-    if kind == "softmax":
-        need = ("base", "multipliers") if mode == "exact" else ("scores",)
-    else:
-        need = fields
-    for name in need:
+    for name in kind.featured_required(mode):
         if name not in m:
-            c.fail(
-                path + (name,),
-                f"a value for {name!r} ({kind}, mode {mode})" if kind == "softmax" else f"a value for {name!r}",
-                "nothing",
-            )
+            c.fail(path + (name,), kind.missing_field(name, mode), "nothing")
     for name, item in m.items():
-        sub = path + (name,)
-        if name in ("q", "k", "scores"):
-            out[name] = c.vector(sub, item)
-        elif name in ("keys", "Q", "K"):
-            out[name] = c.matrix(sub, item)
-        elif name == "base":
-            out[name] = c.integer(sub, item, -9, 9)
-        elif name == "multipliers":
-            out[name] = _int_list(c, sub, item, tuple(range(1, 21)))
+        out[name] = _FEATURED_READERS[name](c, path + (name,), item)
         if out[name] is None:
             return None
-    if kind == "softmax" and mode == "exact" and "scores" in out:
-        c.fail(path + ("scores",), "base and multipliers in mode exact", "scores")
-        return None
-    if kind == "softmax" and mode == "ranking" and ("base" in out or "multipliers" in out):
-        c.fail(path + ("base",), "scores in mode ranking", "base/multipliers")
-        return None
-    if any(name not in out for name in need):
-        return None
-    if kind in ("one_score", "scaled_score") and len(out["q"]) != len(out["k"]):
-        c.fail(path + ("k",), f"{len(out['q'])} entries (the width of q)", f"{len(out['k'])}")
-        return None
-    if kind == "scaled_score" and len(out["q"]) not in SCALED_WIDTHS:
-        c.fail(
-            path + ("q",),
-            f"d_k in {list(SCALED_WIDTHS)} (so that sqrt(d_k) is an integer)",
-            f"d_k={len(out['q'])}",
-        )
-        return None
-    if kind == "score_vector" and len(out["keys"][0]) != len(out["q"]):
-        c.fail(path + ("keys",), f"keys of width {len(out['q'])} (the width of q)", f"width {len(out['keys'][0])}")
-        return None
-    if kind == "score_matrix" and len(out["Q"][0]) != len(out["K"][0]):
-        c.fail(
-            path + ("K",),
-            f"rows of width d_k={len(out['Q'][0])} (the width of Q)",
-            f"width {len(out['K'][0])}",
-        )
-        return None
-    return out
+    return out if kind.check_featured(c, path, out, mode) else None
 
 
 def _values(c: _Checker, path: P, value: Any) -> tuple[Fraction, Fraction, Fraction] | None:
@@ -319,26 +280,24 @@ def _family(c: _Checker, path: P, value: Any) -> Family | None:
         kw["id"] = ident
     if "version" in m:
         kw["version"] = c.integer(path + ("version",), m["version"], 1, 10**6)
-    kind = None
+    kind: Kind | None = None
     if "kind" in m:
-        kind = c.string(path + ("kind",), m["kind"])
-        if kind is not None and kind not in KINDS:
-            c.fail(path + ("kind",), f"one of {', '.join(KINDS)}", repr(kind))
-            kind = None
-        kw["kind"] = kind
+        kind_name = c.string(path + ("kind",), m["kind"])
+        if kind_name is not None and kind_name not in KINDS:
+            c.fail(path + ("kind",), f"one of {', '.join(KINDS)}", repr(kind_name))
+            kind_name = None
+        kw["kind"] = kind_name
+        kind = REGISTRY[kind_name] if kind_name is not None else None
     for name in ("title", "intro"):
         if name in m:
             kw[name] = c.string(path + (name,), m[name])
     if "values" in m:
         kw["values"] = _values(c, path + ("values",), m["values"])
-    widths = (
-        SCALED_WIDTHS if kind == "scaled_score" else (1, 2, 3, 4) if kind != "multiple_choice" else (1, 2, 3, 4, 16, 64)
-    )
     if "d_k" in m:
-        why = " (perfect squares, so that sqrt(d_k) is an integer)" if kind == "scaled_score" else ""
+        widths, why = (kind.d_k_widths, kind.d_k_why) if kind is not None else (Kind.d_k_widths, Kind.d_k_why)
         kw["d_k"] = _int_list(c, path + ("d_k",), m["d_k"], widths, why)
-    elif kind == "scaled_score":
-        kw["d_k"] = SCALED_WIDTHS
+    elif kind is not None and kind.d_k_default is not None:
+        kw["d_k"] = kind.d_k_default
     if "n_k" in m:
         kw["n_k"] = _int_list(c, path + ("n_k",), m["n_k"], (2, 3, 4))
     if "shapes" in m:
@@ -365,10 +324,11 @@ def _family(c: _Checker, path: P, value: Any) -> Family | None:
             kw["max_duplicate_rate"] = float(rate)
     if "mode" in m:
         mode = c.string(path + ("mode",), m["mode"])
-        if kind != "softmax":
-            c.fail(path + ("mode",), "no mode (only kind softmax has one)", repr(mode))
-        elif mode not in ("exact", "ranking"):
-            c.fail(path + ("mode",), "exact or ranking", repr(mode))
+        if kind is None or not kind.modes:
+            with_modes = " or ".join(k.name for k in REGISTRY.values() if k.modes)
+            c.fail(path + ("mode",), f"no mode (only kind {with_modes} has one)", repr(mode))
+        elif mode not in kind.modes:
+            c.fail(path + ("mode",), " or ".join(kind.modes), repr(mode))
         kw["mode"] = mode
     if "multipliers" in m:
         kw["multipliers"] = _int_list(c, path + ("multipliers",), m["multipliers"], tuple(range(1, 21)))
@@ -381,8 +341,8 @@ def _family(c: _Checker, path: P, value: Any) -> Family | None:
         kw["templates"] = names
     if "featured" in m and kind is not None:
         items = c.seq(path + ("featured",), m["featured"])
-        if items and kind == "multiple_choice":
-            c.fail(path + ("featured",), "no featured examples for kind multiple_choice", f"{len(items)} item(s)")
+        if items and not kind.featured_fields:
+            c.fail(path + ("featured",), f"no featured examples for kind {kind.name}", f"{len(items)} item(s)")
         else:
             mode = kw.get("mode") or "exact"
             kw["featured"] = tuple(

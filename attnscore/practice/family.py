@@ -2,7 +2,7 @@
 
 This module needs only the standard library, so it is copied into PrairieLearn questions with the
 generators (``vendor.py``); reading and validating family files (YAML) lives in
-:mod:`attnscore.practice.families`.
+:mod:`attnscore.practice.families`. :data:`KINDS` is the registry's (:mod:`attnscore.practice.kinds`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["KINDS", "MC_TEMPLATES", "SCALED_WIDTHS", "Family"]
+from attnscore.practice.kinds import KINDS
+from attnscore.practice.kinds.multiple_choice import TEMPLATES as MC_TEMPLATES
+from attnscore.practice.kinds.scaled_score import SCALED_WIDTHS
 
-KINDS = ("one_score", "score_vector", "score_matrix", "scaled_score", "softmax", "multiple_choice")
-MC_TEMPLATES = ("highest_key", "true_statement", "scaled_value")
-SCALED_WIDTHS = (1, 4, 16, 64)
+__all__ = ["KINDS", "MC_TEMPLATES", "SCALED_WIDTHS", "Family"]
 
 
 @dataclass(frozen=True)

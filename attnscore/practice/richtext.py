@@ -1,6 +1,6 @@
 """Rich text for problems: plain text and LaTeX math, escaped once per output format.
 
-A :data:`Rich` value is a tuple of segments ``(kind, content)``:
+A :data:`Rich` value is a tuple of segments ``(style, content)``:
 
 - ``("text", s)``: prose; may come from a teacher's YAML file, so every writer escapes it for
   its own format (Markdown punctuation, LaTeX special characters, HTML/XML ``<`` and ``&``);
@@ -122,18 +122,18 @@ def escape_latex(s: str) -> str:
 
 def plain(rich: Rich) -> str:
     """The segments' contents joined, unescaped (for ids, tests and logs)."""
-    return "".join(_form(content, False) if kind == "form" else content for kind, content in rich)
+    return "".join(_form(content, False) if style == "form" else content for style, content in rich)
 
 
 def to_markdown(rich: Rich) -> str:
     """Render as Markdown with ``$...$`` / ``$$...$$`` math (GitHub and MathJax read both)."""
     out = []
-    for kind, content in rich:
-        if kind == "text":
+    for style, content in rich:
+        if style == "text":
             out.append(escape_markdown(content))
-        elif kind == "form":
+        elif style == "form":
             out.append(_form(content, False))
-        elif kind == "math":
+        elif style == "math":
             out.append(f"${content}$")
         else:
             out.append(f"\n\n$$\n{content}\n$$\n\n")
@@ -143,12 +143,12 @@ def to_markdown(rich: Rich) -> str:
 def to_latex(rich: Rich) -> str:
     """Render as LaTeX: prose escaped, math in ``$...$`` or ``\\[ ... \\]``."""
     out = []
-    for kind, content in rich:
-        if kind == "text":
+    for style, content in rich:
+        if style == "text":
             out.append(escape_latex(content))
-        elif kind == "form":
+        elif style == "form":
             out.append(_form(content, False))
-        elif kind == "math":
+        elif style == "math":
             out.append(f"${content}$")
         else:
             out.append(f"\n\\[\n{content}\n\\]\n")
@@ -165,12 +165,12 @@ def to_html(rich: Rich, decimals_only: bool = False) -> str:
     The result is HTML *text*; XML writers escape it once more when they store it in an element.
     """
     out = []
-    for kind, content in rich:
-        if kind == "text":
+    for style, content in rich:
+        if style == "text":
             out.append(_xml_escape(content))
-        elif kind == "form":
+        elif style == "form":
             out.append(_form(content, decimals_only))
-        elif kind == "math":
+        elif style == "math":
             out.append(f"\\({_xml_escape(content)}\\)")
         else:
             out.append(f"\\[{_xml_escape(content)}\\]")

@@ -5,6 +5,7 @@ installed. :func:`vendor_package` copies the import closure of a few ``attnscore
 modules, as they are installed now, into a package that needs only the standard library:
 
 - ``from attnscore.practice.X import ...`` becomes ``from .X import ...`` (and X is copied too);
+  a subpackage (``kinds/``) is copied as a folder, its modules' imports written ``from ..X import ...``;
 - a module-level import of a third-party package is wrapped in ``try``/``except ImportError``
   binding the names to ``None``: the vendored code must never call it (the family is passed in as
   a :class:`~attnscore.practice.family.Family`, a standard-library record; the YAML reader,
@@ -49,11 +50,29 @@ class VendorError(ValueError):
         self.module = module
 
 
-def _source(module: str) -> str:
-    spec = importlib.util.find_spec(f"{_SOURCE}.{module}")
+def _source(module: str) -> tuple[str, bool]:
+    """The module's source, and whether it is a package (its ``__init__.py``)."""
+    try:
+        spec = importlib.util.find_spec(f"{_SOURCE}.{module}")
+    except ModuleNotFoundError:
+        spec = None
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         raise VendorError(module, "no such pure-Python module in attnscore.practice")
-    return Path(spec.origin).read_text(encoding="utf-8")
+    return Path(spec.origin).read_text(encoding="utf-8"), spec.submodule_search_locations is not None
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``attnscore.practice.<dotted>`` is a module (not a name defined in its package)."""
+    try:
+        return importlib.util.find_spec(f"{_SOURCE}.{dotted}") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _with_parents(dotted: str) -> set[str]:
+    """``a.b.c`` -> ``{"a", "a.b", "a.b.c"}``: a module and the packages it lives in."""
+    parts = dotted.split(".")
+    return {".".join(parts[: i + 1]) for i in range(len(parts))}
 
 
 def _bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -62,8 +81,13 @@ def _bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [a.asname or a.name for a in node.names]
 
 
-def _rewrite(module: str, source: str) -> tuple[str, set[str]]:
-    """The module's source with its imports rewritten, and the attnscore.practice modules it needs."""
+def _rewrite(module: str, source: str, package: bool = False) -> tuple[str, set[str]]:
+    """The module's source with its imports rewritten, and the attnscore.practice modules it needs.
+
+    ``package``: the source is ``module``'s ``__init__.py``. Imports become relative to the
+    vendored root: ``.X`` from a top-level module, ``..X`` from ``kinds/`` and so on.
+    """
+    dots = "." * (1 + module.count(".") + (1 if package else 0))
     tree = ast.parse(source)
     top_level = {id(n) for n in tree.body}
     lines = source.splitlines(keepends=True)
@@ -78,11 +102,12 @@ def _rewrite(module: str, source: str) -> tuple[str, set[str]]:
             name = node.module or ""
             if name == _SOURCE:
                 needed.update(a.name for a in node.names)
-                new_from = "from . import "
+                new_from = f"from {dots} import "
             elif name.startswith(_SOURCE + "."):
                 sub = name[len(_SOURCE) + 1 :]
-                needed.add(sub.split(".")[0])
-                new_from = f"from .{sub} import "
+                needed.update(_with_parents(sub))
+                needed.update(f"{sub}.{a.name}" for a in node.names if _is_module(f"{sub}.{a.name}"))
+                new_from = f"from {dots}{sub} import "
             else:
                 raise VendorError(module, f"it imports {name}, which is not part of attnscore.practice")
             names = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in node.names)
@@ -121,19 +146,24 @@ def vendor_package(roots: Sequence[str], version: str = "") -> dict[str, bytes]:
         version: the attnscore version written in each file's header.
 
     Returns:
-        ``{"<package>/__init__.py": bytes, "<package>/<module>.py": bytes, ...}`` with ``<package>``
+        ``{"<package>/__init__.py": bytes, "<package>/<module>.py": bytes, "<package>/<sub>/__init__.py": bytes,
+        ...}`` with ``<package>``
         = ``attnscore_practice_`` + the first 10 hex digits of the SHA-256 of the copied sources.
 
     Raises:
         VendorError: a module is missing or imports attnscore outside ``attnscore.practice``.
     """
     todo, done = list(roots), {}
+    packages: set[str] = set()
     while todo:
         module = todo.pop()
         if module in done:
             continue
-        text, needed = _rewrite(module, _source(module))
+        source, is_package = _source(module)
+        text, needed = _rewrite(module, source, is_package)
         done[module] = text
+        if is_package:
+            packages.add(module)
         todo.extend(sorted(needed - set(done)))
     digest = hashlib.sha256()
     for module in sorted(done):
@@ -149,5 +179,6 @@ def vendor_package(roots: Sequence[str], version: str = "") -> dict[str, bytes]:
         ).encode()
     }
     for module in sorted(done):
-        files[f"{package}/{module}.py"] = (header.format(module=module) + done[module]).encode("utf-8")
+        path = module.replace(".", "/") + ("/__init__.py" if module in packages else ".py")
+        files[f"{package}/{path}"] = (header.format(module=module) + done[module]).encode("utf-8")
     return files

@@ -36,23 +36,20 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
-import torch
-
-from attnscore.maths import reference
+from attnscore.practice import kinds
 from attnscore.practice.export_json import key_json, problems_json
 from attnscore.practice.export_moodle import moodle_xml, read_moodle_numeric
 from attnscore.practice.export_prairielearn import prairielearn_files, read_prairielearn_numeric
 from attnscore.practice.export_qti import qti_assessment_xml, read_qti_numeric
 from attnscore.practice.family import Family
+from attnscore.practice.float64 import FLOAT64
 from attnscore.practice.generators import GenerationError, capacity, generate_family, givens_key
 from attnscore.practice.numbers import is_well_formed
 from attnscore.practice.problem import ChoiceAnswer, Problem
 from attnscore.practice.render_latex import braces_balanced, render_key_latex, render_worksheet_latex
 from attnscore.practice.render_md import render_key_md, render_worksheet_md
 from attnscore.practice.richtext import plain
-from attnscore.practice.solutions import CONCEPTS
 from attnscore.practice.tolerance import canvas_accepts, moodle_accepts, prairielearn_accepts
 from attnscore.practice.worksheet import Worksheet
 
@@ -193,105 +190,16 @@ class VerifyReport:
         return not self.failures
 
 
-def _t(values: Any) -> torch.Tensor:
-    """Exact givens -> float64 tensor (the float nearest each shown value)."""
-
-    def conv(v: Any) -> Any:
-        return [conv(x) for x in v] if isinstance(v, (list, tuple)) else float(v)
-
-    return torch.tensor(conv(values), dtype=torch.float64)
-
-
-def _softmax(scores: Sequence[float]) -> list[float]:
-    return torch.softmax(torch.tensor(list(scores), dtype=torch.float64), dim=0).tolist()
-
-
-def _claim_holds(claim: tuple[Any, ...], s: list[float]) -> bool:
-    kind = claim[0]
-    if kind == "highest" or kind == "key_highest":
-        j = claim[1]
-        return all(s[j] > v + _EPS for i, v in enumerate(s) if i != j)
-    if kind == "score_is":
-        return abs(s[claim[1]] - float(claim[2])) <= _EPS * max(1.0, abs(s[claim[1]]))
-    if kind == "negative":
-        return s[claim[1]] < -_EPS
-    if kind == "perpendicular":
-        return abs(s[claim[1]]) <= _EPS
-    if kind == "are_weights":
-        return all(v >= 0 for v in s) and abs(sum(s) - 1) <= _EPS
-    raise ValueError(f"unknown claim {claim!r}")
-
-
 def independent_answers(p: Problem) -> tuple[dict[str, float], dict[str, set[int]]]:
     """Re-solve a problem from its givens in float64, independently of the exact solver.
+
+    The problem's kind re-derives it (``Kind.independent``) through :data:`~attnscore.practice.float64.FLOAT64`.
 
     Returns:
         ``(numbers, choices)``: answer name -> value, and choice name -> set of option positions
         whose claim holds (a sound problem has exactly one, the keyed one).
     """
-    g = p.givens
-    numbers: dict[str, float] = {}
-    choices: dict[str, set[int]] = {}
-
-    def holds(name: str, claims: Sequence[tuple[Any, ...]], test: Any) -> None:
-        choices[name] = {i for i, c in enumerate(claims) if test(c)}
-
-    claims_of = {q.choice.name: q.choice.claims for q in p.questions if q.choice is not None}
-    if p.kind == "one_score":
-        score = float(reference.score(_t(g["q"]), _t(g["k"])))
-        numbers["score"] = score
-        sign = 0 if abs(score) <= _EPS else (1 if score > 0 else -1)
-        holds("meaning", claims_of["meaning"], lambda c: c[1] == sign)
-    elif p.kind == "score_vector":
-        s = reference.scores(_t(g["q"]), _t(g["keys"])).tolist()
-        numbers.update({f"s_{j + 1}": v for j, v in enumerate(s)})
-        holds("most_relevant", claims_of["most_relevant"], lambda c: _claim_holds(c, s))
-    elif p.kind == "score_matrix":
-        S = reference.score_matrix(_t(g["Q"]), _t(g["K"])).tolist()
-        numbers.update({f"S_{i + 1}{j + 1}": v for i, row in enumerate(S) for j, v in enumerate(row)})
-    elif p.kind == "scaled_score":
-        q, k = _t(g["q"]), _t(g["k"])
-        numbers["raw"] = float(reference.score(q, k))
-        numbers["scaled"] = float(torch.dot(q, k) / math.sqrt(q.shape[0]))
-    elif p.kind == "softmax" and "multipliers" in g:
-        w = _softmax([g["base"] + math.log(m) for m in g["multipliers"]])
-        numbers.update({f"w_{j + 1}": v for j, v in enumerate(w)})
-        holds("largest_weight", claims_of["largest_weight"], lambda c: _claim_holds(("highest", c[1]), w))
-    elif p.kind == "softmax":
-        s = [float(x) for x in g["scores"]]
-        w = _softmax(s)
-        numbers["sum"] = float(torch.tensor(s, dtype=torch.float64).sum())
-        order = tuple(torch.argsort(torch.tensor(w, dtype=torch.float64), descending=True).tolist())
-        holds("ordering", claims_of["ordering"], lambda c: tuple(c[1]) == order)
-        total = sum(s)
-        concept = {
-            "keeps_order": all(v > 0 for v in w)
-            and abs(sum(w) - 1) <= _EPS
-            and order == tuple(sorted(range(len(s)), key=lambda j: -s[j])),
-            "scores_are_weights": all(v >= 0 for v in s) and abs(total - 1) <= _EPS,
-            "divide_by_sum": total != 0 and all(abs(v / total - x) <= 1e-6 for v, x in zip(s, w, strict=True)),
-            "negative_weight": any(x < 0 for x in w),
-            "positive_sum_one": all(v > 0 for v in w) and abs(sum(w) - 1) <= _EPS,
-            "larger_wins": all(
-                (w[i] > w[j]) == (s[i] > s[j]) for i in range(len(s)) for j in range(len(s)) if s[i] != s[j]
-            ),
-            "largest_takes_all": abs(max(w) - 1) <= _EPS,
-            "zero_score_zero_weight": any(x == 0 and abs(v) <= _EPS for x, v in zip(s, w, strict=True)),
-        }
-        if set(concept) != {c[0] for c in CONCEPTS}:
-            raise ValueError("verify knows a different set of concept statements than solutions.CONCEPTS")
-        holds("concept", claims_of["concept"], lambda c: concept[c[1]])
-    else:  # multiple_choice
-        template = g["template"]
-        if template in ("highest_key", "true_statement"):
-            s = reference.scores(_t(g["q"]), _t(g["keys"])).tolist()
-            name = "highest" if template == "highest_key" else "true_statement"
-            holds(name, claims_of[name], lambda c: _claim_holds(c, s))
-        else:
-            q, k = _t(g["q"]), _t(g["k"])
-            right = float(torch.dot(q, k)) / math.sqrt(q.shape[0])
-            holds("scaled", claims_of["scaled"], lambda c: abs(_scaled_option_value(c, q, k) - right) <= _EPS)
-    return numbers, choices
+    return kinds.get(p.kind).independent(p, FLOAT64)
 
 
 def _check_problem(p: Problem) -> list[str]:
@@ -323,40 +231,21 @@ def _check_problem(p: Problem) -> list[str]:
     return failures
 
 
-def _scaled_option_value(claim: tuple[Any, ...], q: torch.Tensor, k: torch.Tensor) -> float:
-    """The float64 value of one "which scaled score" option, re-derived from its claim."""
-    d = q.shape[0]
-    raw, root = float(torch.dot(q, k)), math.sqrt(d)
-    kind = claim[1]
-    if kind == "slip":  # one term of the dot product with its sign flipped
-        segments = [range(i, i + 1) for i in range(d)] if d <= 4 else [range(0, d // 2), range(d // 2, d)]
-        term = float(sum(q[j] * k[j] for j in segments[claim[2]]))
-        return (raw - 2 * term) / root
-    values = {"sqrt": raw / root, "d": raw / d, "half_d": raw / (d / 2), "none": raw, "times_sqrt": raw * root}
-    return values[kind]
-
-
 def option_features(p: Problem, choice: ChoiceAnswer) -> dict[str, list[float]]:
     """Per-option features a test-wise student could read without solving, recomputed from the givens.
 
     Returns:
         feature name -> one value per option (display order): ``position`` and ``length`` (of the
         option's plain text) always; ``magnitude`` and ``value`` for numeric options (the
-        "which scaled score" question); ``norm`` (squared length) for key-vector options.
+        "which scaled score" question); ``norm`` (squared length) for key-vector options
+        (the kind's own, ``Kind.option_features``).
     """
     n = len(choice.options)
     feats: dict[str, list[float]] = {
         "position": [float(i) for i in range(n)],
         "length": [float(len(plain(o))) for o in choice.options],
     }
-    g = p.givens
-    if choice.name == "scaled":
-        q, k = _t(g["q"]), _t(g["k"])
-        values = [_scaled_option_value(c, q, k) for c in choice.claims]
-        feats["magnitude"] = [abs(v) for v in values]
-        feats["value"] = values
-    elif choice.name == "highest":
-        feats["norm"] = [float(sum(float(x) ** 2 for x in key)) for key in g["keys"]]
+    feats.update(kinds.get(p.kind).option_features(p, choice, FLOAT64))
     return feats
 
 

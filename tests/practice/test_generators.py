@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import replace
 
 import pytest
@@ -118,12 +117,10 @@ def test_adding_a_family_changes_no_other_family(families):
         "multiple-choice",
     ],
 )
-def test_thousand_variants_in_seconds(families, family):
-    """1000 variants of each family take well under a few seconds, and acceptance is reported."""
-    start = time.perf_counter()
+def test_thousand_variants_and_their_acceptance(families, family):
+    """1000 variants of each family are drawn and acceptance is reported (the time they take is a
+    figure of benchmarks/bench_practice.py, never an assertion here)."""
     problems, stats = generate_family(families[family], 1000, 0)
-    # multiple-choice draws until the right option's ranks hit their targets (issue 13): slower
-    assert time.perf_counter() - start < (30.0 if family == "multiple-choice" else 3.0)
     assert len(problems) == 1000 and stats.variants == 1000
     assert (0.05 if family == "multiple-choice" else 0.3) < stats.acceptance_rate <= 1.0
 

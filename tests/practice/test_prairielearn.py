@@ -375,17 +375,30 @@ def test_vendored_package(families):
     files = vendor_package(["prairielearn_server"], "9.9")
     package = {name.split("/")[0] for name in files}
     assert len(package) == 1 and next(iter(package)).startswith(PACKAGE_PREFIX)
-    modules = sorted(name.split("/")[1] for name in files)
+    modules = sorted(name.split("/", 1)[1] for name in files)
     assert modules == [
         "__init__.py",
+        "claims.py",
+        "drawing.py",
         "family.py",
         "generators.py",
+        "kinds/__init__.py",
+        "kinds/base.py",
+        "kinds/multiple_choice.py",
+        "kinds/one_score.py",
+        "kinds/scaled_score.py",
+        "kinds/scaled_value.py",
+        "kinds/score_matrix.py",
+        "kinds/score_vector.py",
+        "kinds/softmax.py",
+        "kinds/softmax_ranking.py",
         "numbers.py",
         "prairielearn_server.py",
         "problem.py",
         "richtext.py",
         "seeds.py",
         "solutions.py",
+        "worked.py",
     ]
     for name, data in files.items():
         text = data.decode()
@@ -438,7 +451,7 @@ def test_cli_message(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
         "wrote 2 randomised question(s) (one per family, variants drawn from PrairieLearn's seed) and 0 fixed "
-        f"question(s) as prairielearn to {tmp_path}: 27 file(s)"
+        f"question(s) as prairielearn to {tmp_path}: 53 file(s)"
     )
     result = run("--q", "0,1", "--k", "0,-1", "--format", "prairielearn", "--out", str(tmp_path / "fixed"))
     assert result.exit_code == 0, result.output
