@@ -171,3 +171,19 @@ def test_the_command_modules_import_no_command_work():
     assert done.returncode == 0, done.stderr
     assert len(modules) == 7
     assert done.stdout.strip().splitlines()[-2:] == ["[]", "False False"]
+
+
+def test_a_surprise_in_the_practice_command_is_handled_by_the_group_too(monkeypatch):
+    """The practice command (another folder's) gets the same handling: exit 3, one line, no traceback."""
+    import attnscore.practice.command
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("no families today")
+
+    monkeypatch.setattr(cli_package, "write_error_log", lambda exc: None)
+    monkeypatch.setattr(attnscore.practice.command, "load_families", boom)
+    result = CliRunner().invoke(main, ["practice", "--list"])
+    assert result.exit_code == 3
+    assert result.output.splitlines() == [
+        "Error: internal error: RuntimeError: no families today (please report this; nothing was written)"
+    ]
