@@ -167,7 +167,7 @@ def test_mutation_result_needs_diagnosis_only_in_graded_dtypes():
 
 def test_verify_table_names_the_dtypes_a_mistake_passes_in():
     """The mutation table says in which dtypes a mistake was missed."""
-    from attnscore.cli import _mutation_cells
+    from attnscore.cli.verify import _mutation_cells
 
     base = dict(spec_id="s", failed_cases=(), diagnoses=())
     cells = _mutation_cells(

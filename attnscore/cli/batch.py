@@ -1,0 +1,63 @@
+"""Grading a batch for ``attnscore grade``: here, as a class run, or on a dask cluster, with a progress bar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["grade_batch", "has_dask"]
+
+
+def has_dask() -> bool:
+    """Whether dask.distributed (``attnscore[dask]``, needed by ``--scheduler``) can be imported."""
+    try:
+        import distributed  # noqa: F401 - optional (attnscore[dask]); imported only for --scheduler
+    except ImportError:
+        return False
+    return True
+
+
+def grade_batch(
+    paths: list[Any], spec: Any, out: str | None, scheduler: str | None, jobs: int, err: Any, options: dict[str, Any]
+) -> tuple[list[Any], Any]:
+    """Grade ``paths`` against ``spec``: here (``jobs`` processes), as a class run into ``out``, or on
+    the dask cluster at ``scheduler``; the progress bar and warnings go to the console ``err``.
+
+    Returns the submission results in the order of ``paths`` and the class run (None unless ``out``).
+    Raises what the class run (:class:`~attnscore.grade.gradebook.GradebookError`) or the cluster
+    (:class:`~attnscore.grade.cluster.ClusterError`) raise.
+    """
+    from attnscore.grade.grading import grade_many
+    from attnscore.report.progress import grading_progress
+
+    run = None
+    with grading_progress(err) as bar:
+        task = bar.add_task(f"grading against {spec.id}", total=len(paths))
+        if out is not None:
+            from attnscore.grade.class_run import grade_class
+
+            run = grade_class(
+                paths,
+                spec,
+                out,
+                jobs=jobs,
+                scheduler=scheduler,
+                on_plan=lambda _, todo: bar.update(task, total=todo),
+                on_result=lambda *_: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
+                **options,
+            )
+            results = [result for _, result in run.rows]
+        elif scheduler is not None:
+            from attnscore.grade.cluster import grade_on_cluster
+
+            results = grade_on_cluster(
+                paths,
+                spec,
+                scheduler,
+                on_result=lambda _: bar.advance(task),
+                on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
+                **options,
+            )
+        else:
+            results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
+    return results, run

@@ -1,0 +1,66 @@
+"""``attnscore check``: a student's self-check on the spec's visible cases, on their own machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from attnscore.cli.options import (
+    check_spec_dtype,
+    dtype_option,
+    entry_option,
+    format_option,
+    function_option,
+    shrink_steps_option,
+    spec_option,
+)
+from attnscore.cli.output import finish, stdout_console
+
+__all__ = ["check_solution"]
+
+
+@click.command("check")
+@click.argument("solution", type=click.Path())
+@spec_option("The spec file to check against.")
+@function_option()
+@entry_option("Entry file of a folder solution.")
+@dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")
+@shrink_steps_option()
+@format_option("text", "json")
+def check_solution(
+    solution: str,
+    spec_path: str,
+    function: str | None,
+    entry: str | None,
+    dtype: str | None,
+    shrink_steps: int,
+    fmt: str,
+) -> None:
+    """Self-check SOLUTION (.py, .ipynb or folder) on the spec's visible cases, on this machine.
+
+    The grader's feedback for the visible cases only (hidden cases are neither run nor shown). The
+    code runs in this process with a per-call time limit, without the grader's sandbox: use it
+    on your own code.
+
+    Exit code 0 when every visible case passed, 1 when some failed, 2 for a usage error.
+    """
+    from attnscore.selfcheck import check_path
+    from attnscore.spec.load import load_spec
+
+    spec = load_spec(spec_path)
+    check_spec_dtype(dtype, spec)
+    outcome = check_path(solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps)
+    if fmt == "json":
+        from attnscore.report.json_report import submission_to_json
+
+        data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
+    else:
+        from attnscore.report.text import submission_text
+
+        console = stdout_console()
+        console.print(submission_text(outcome.result))
+        console.print(outcome.footer())
+    finish(outcome.passed)

@@ -1,0 +1,93 @@
+"""``attnscore export``: deployable graders for course platforms, and the student copy of a spec."""
+
+from __future__ import annotations
+
+import click
+
+from attnscore.cli.errors import BadUsage
+from attnscore.cli.options import entry_option, function_option, spec_option
+
+__all__ = ["export"]
+
+
+@click.group("export")
+def export() -> None:
+    """Build deployable graders for course platforms (Gradescope, PrairieLearn)."""
+
+
+@export.command("gradescope")
+@spec_option("The spec.", exists=True)
+@click.option(
+    "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The zip to write (atomically)."
+)
+@function_option()
+@entry_option("Entry file of multi-file submissions, e.g. solution.py.")
+def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None) -> None:
+    """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
+
+    Upload the zip as the assignment's autograder; each submission is graded in attnscore's
+    sandbox into /autograder/results/results.json.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.gradescope import build_gradescope_bundle
+
+    try:
+        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry)
+    except ExportError as exc:
+        raise BadUsage(str(exc)) from None
+    click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+
+
+@export.command("student-spec")
+@spec_option("The full spec.")
+@click.option(
+    "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The YAML to write (atomically)."
+)
+def export_student_spec(spec_path: str, output: str) -> None:
+    """Write the student copy of a spec: its visible cases only, for `attnscore check`.
+
+    Same id, version, seed, points and tolerances; hidden worked examples and properties are left
+    out (only their number and points are said). Hand this file out, never the full spec.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.student_spec import write_student_spec
+
+    try:
+        text = write_student_spec(spec_path, output)
+    except ExportError as exc:
+        raise BadUsage(str(exc)) from None
+    except OSError as exc:
+        raise BadUsage(f"cannot write {output}: {exc.strerror or exc}") from None
+    click.echo(
+        f"wrote {output}: the visible cases of {spec_path}; {text.hidden_cases} hidden "
+        f"case{'s' * (text.hidden_cases != 1)} left out"
+    )
+
+
+@export.command("prairielearn")
+@spec_option("The spec.", exists=True)
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False), help="The folder to write.")
+@click.option("--image", default="attnscore-grader", show_default=True, help="The grader image's name.")
+@click.option("--file-name", "file_name", default="solution.py", show_default=True, help="The file students upload.")
+@function_option()
+@click.option(
+    "--timeout", type=click.IntRange(min=10, max=600), default=120, show_default=True, help="Job time limit, s."
+)
+def export_prairielearn_command(
+    spec_path: str, output: str, image: str, file_name: str, function: str | None, timeout: int
+) -> None:
+    """Write the PrairieLearn grader image context (OUTPUT/image) and a question (OUTPUT/question).
+
+    Build the image with OUTPUT/image/build.sh, then copy OUTPUT/question into the course's
+    questions/ folder.
+    """
+    from attnscore.export.bundle import ExportError
+    from attnscore.export.prairielearn import export_prairielearn
+
+    try:
+        written = export_prairielearn(
+            spec_path, output, image=image, file_name=file_name, function=function, timeout_s=timeout
+        )
+    except ExportError as exc:
+        raise BadUsage(str(exc)) from None
+    click.echo(f"wrote {len(written)} files under {output}: image/ (build with image/build.sh) and question/")

@@ -1,0 +1,220 @@
+"""``attnscore grade``: submissions against a spec, each in a sandboxed worker; reports and exit codes.
+
+The checks that need no grading come first (the output folder, the scheduler address, the
+device, the spec), so that a mistake costs nothing; the batch itself runs in
+:func:`attnscore.cli.batch.grade_batch`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import sys
+
+import click
+
+from attnscore.cli.errors import EXIT_INTERNAL, BadInput, BadUsage, MachineFailure
+from attnscore.cli.options import (
+    check_spec_dtype,
+    device_option,
+    dtype_option,
+    entry_option,
+    finite_seconds,
+    format_option,
+    function_option,
+    shrink_steps_option,
+    spec_option,
+)
+from attnscore.cli.output import check_output_path, finish, stdout_console, write_atomically
+
+__all__ = ["grade"]
+
+
+@click.command("grade")
+@click.argument("submissions", nargs=-1, required=True, type=click.Path())
+@spec_option("The spec file to grade against.")
+@function_option()
+@format_option("text", "json", "gradescope", help="text for people, json for tools, gradescope for results.json.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to FILE instead of stdout (written atomically).",
+)
+@dtype_option("Dtype the inputs are cast to (default: the spec's first).")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="Base seed for generated inputs (default: the spec's)."
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=None,
+    callback=finite_seconds,
+    help="Wall-time limit per call in seconds (default: the spec's).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1, max=64),
+    default=1,
+    show_default=True,
+    help="Grader processes working in parallel (each submission still gets its own sandbox).",
+)
+@shrink_steps_option()
+@entry_option(
+    "Entry file of folder submissions, e.g. solution.py (default: the one top-level .py file that "
+    "defines the function). A folder holding FILE is one submission."
+)
+@click.option(
+    "--no-template",
+    "no_template",
+    is_flag=True,
+    default=False,
+    help="Start a fresh interpreter for every worker instead of forking it from the pre-started worker "
+    "template (slower; for comparison, or when the template cannot run).",
+)
+@device_option(
+    "cpu, cuda or cuda:N: the inputs are built on this device; each worker sees only that GPU "
+    "(see docs/gpu-and-kernel-timing.md)."
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Class run: keep a resumable gradebook in DIR/gradebook.sqlite and write DIR/feedback/*.txt, "
+    "DIR/grades.csv and DIR/report.html; only new or changed submissions are graded.",
+)
+@click.option(
+    "--scheduler",
+    "scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="Grade on the dask.distributed cluster whose scheduler is ADDRESS (e.g. tcp://host:8786); "
+    "needs attnscore[dask].",
+)
+def grade(
+    submissions: tuple[str, ...],
+    spec_path: str,
+    function: str | None,
+    fmt: str,
+    output: str | None,
+    dtype: str | None,
+    seed: int | None,
+    timeout: float | None,
+    shrink_steps: int,
+    jobs: int,
+    entry: str | None,
+    out: str | None,
+    scheduler: str | None,
+    no_template: bool,
+    device: str,
+) -> None:
+    """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
+
+    A submission is a .py file or a folder of files (one student's upload: an entry file and its
+    helper modules). A folder of .py files and student folders is a class: each file and each
+    subfolder is one submission. With --format gradescope the folder given is one submission.
+
+    With --out DIR, a class run: results are committed to DIR/gradebook.sqlite as they finish, so
+    a run killed at any moment and started again grades only what is left; unchanged submissions
+    are not graded again, changed ones (or a changed spec) are. See docs/class-grading.md.
+
+    Exit code 0 when every case of every submission passed, 1 when some case failed, 3 when the
+    grading machine failed (a grader error, or a class run could not store or write some student's
+    outputs; the other submissions are still graded and reported).
+    """
+    from rich.console import Console
+
+    from attnscore.cli.batch import grade_batch, has_dask
+    from attnscore.grade.cluster import ClusterError, check_scheduler_address
+    from attnscore.grade.gradebook import GradebookError
+    from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
+    from attnscore.report.results import Verdict
+    from attnscore.sandbox.gpu import device_problem
+    from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
+    from attnscore.spec.load import load_spec
+    from attnscore.submission.files import find_submissions
+
+    if output:
+        check_output_path(output)
+    if scheduler is not None:
+        try:
+            scheduler = check_scheduler_address(scheduler)
+        except ClusterError as exc:
+            raise BadInput(f"--scheduler: {exc}") from None
+    if device != "cpu":  # never touch CUDA in the grader for a CPU run
+        import torch
+
+        available = torch.cuda.is_available()
+        wrong = device_problem(device, available, torch.cuda.device_count() if available else 0)
+        if wrong is not None:
+            raise BadUsage(wrong)
+    if out is not None and fmt == "gradescope":
+        raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
+    if scheduler is None:  # the worker template loads torch while this process loads the spec
+        warm_template(Limits(template=False if no_template else None), wait=False)
+    spec = load_spec(spec_path)
+    if spec.student_copy is not None:
+        raise BadUsage(f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec")
+    ours = [p for p in (out, output) if p is not None]  # never graded as a student on the next run
+    paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope", exclude=ours)
+    if fmt == "gradescope" and len(paths) != 1:
+        raise BadUsage(f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}")
+    check_spec_dtype(dtype, spec)
+    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None, device=device)
+    # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
+    # processes killed and its temporary folders removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    problem = preflight(limits)
+    if problem is not None:
+        raise MachineFailure(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)")
+    exposed = spec_exposure(spec_path, limits)
+    if exposed is not None:
+        click.echo(f"Warning: {exposed}", err=True)
+    if scheduler is not None and not has_dask():
+        raise BadUsage(
+            "--scheduler needs dask.distributed, which is not installed; install it with "
+            "pip install 'attnscore[dask]' (here and on every worker)"
+        )
+    err = Console(stderr=True)
+    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    try:
+        results, run = grade_batch(paths, spec, out, scheduler, jobs, err, options)
+    except (GradebookError, ClusterError) as exc:
+        raise BadInput(str(exc)) from None
+    if run is not None:
+        click.echo(
+            f"class run: {len(run.graded)} graded, {len(run.reused)} unchanged (not graded again); "
+            f"wrote {run.out / 'grades.csv'}, {run.out / 'report.html'} and feedback/",
+            err=True,
+        )
+        for student, problem in run.problems:
+            click.echo(f"Error: {student}: {problem}", err=True)
+    if fmt == "text":
+        from attnscore.sandbox.launch import protections
+
+        click.echo(f"sandbox: {protections(limits)}", err=True)
+        console = Console(file=io.StringIO(), record=True, width=140, color_system=None) if output else stdout_console()
+        console.print(submission_text(results[0]) if len(results) == 1 else batch_table(results))
+        if output:
+            write_atomically(output, console.export_text())
+    else:
+        if fmt == "json":
+            data = submission_to_json(results[0]) if len(results) == 1 else batch_to_json(results)
+        else:
+            data = gradescope_results(results[0])
+        text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        if output:
+            write_atomically(output, text)
+        else:
+            sys.stdout.write(text)
+    broken = [r for r in results if any(c.verdict is Verdict.GRADER_ERROR for c in r.cases)]
+    if broken:
+        raise MachineFailure(f"grader error while grading {', '.join(r.submission for r in broken)}")
+    if run is not None and run.problems:  # reported above, and every other student's outputs were written
+        sys.exit(EXIT_INTERNAL)
+    finish(all(r.all_passed for r in results))

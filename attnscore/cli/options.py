@@ -1,0 +1,170 @@
+"""Options shared by several commands, built once: the spec, the dtype, the format, the device...
+
+Each builder returns a click decorator with the option's name, type, default and help; commands
+pass only what differs between them (mostly the help line). The ``--dtype`` choice is the dtype
+table, :data:`attnscore.boundary.dtypes.DTYPES`. The small parsers below turn repeatable
+``NAME=VALUE`` options into dicts, with usage errors that name the option and the text found.
+
+Example:
+    >>> pair("d_v=d_k", "--tie"), yaml_scalar("0.5", "scale")
+    (('d_v', 'd_k'), 0.5)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from attnscore.boundary.dtypes import DTYPES
+from attnscore.cli.errors import BadUsage
+
+__all__ = [
+    "dtype_option",
+    "spec_option",
+    "function_option",
+    "entry_option",
+    "format_option",
+    "device_option",
+    "impl_option",
+    "keyword_option",
+    "shrink_steps_option",
+    "finite_seconds",
+    "pair",
+    "yaml_scalar",
+    "keyword_arguments",
+    "check_spec_dtype",
+    "load_implementation",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Decorator = Callable[[F], F]
+
+
+def dtype_option(help: str, *, multiple: bool = False) -> Decorator[Any]:
+    """``--dtype``, one of :data:`~attnscore.boundary.dtypes.DTYPES` (parameter ``dtype``, None by
+    default; repeatable into ``dtypes`` with ``multiple``)."""
+    if multiple:
+        return click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES), help=help)
+    return click.option("--dtype", type=click.Choice(DTYPES), default=None, help=help)
+
+
+def spec_option(help: str, *, exists: bool = False) -> Decorator[Any]:
+    """``--spec FILE`` (required, parameter ``spec_path``); ``exists`` checks the file before the command runs."""
+    return click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=exists), help=help)
+
+
+def function_option() -> Decorator[Any]:
+    """``--function NAME``, the graded function's name (default: the spec's)."""
+    return click.option(
+        "--function", "function", default=None, help="Name of the graded function (default: the spec's)."
+    )
+
+
+def entry_option(help: str) -> Decorator[Any]:
+    """``--entry FILE``, the entry file of a folder submission."""
+    return click.option("--entry", "entry", default=None, metavar="FILE", help=help)
+
+
+def format_option(*formats: str, help: str | None = None) -> Decorator[Any]:
+    """``--format``, one of ``formats`` (parameter ``fmt``, default the first)."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(formats)), default=formats[0], show_default=True, help=help
+    )
+
+
+def device_option(help: str) -> Decorator[Any]:
+    """``--device``: cpu (the default), cuda or cuda:N."""
+    return click.option("--device", default="cpu", show_default=True, help=help)
+
+
+def impl_option(help: str) -> Decorator[Any]:
+    """``--impl MODULE:FUNCTION`` (required), an importable implementation (trusted code)."""
+    return click.option("--impl", "impl", required=True, metavar="MODULE:FUNCTION", help=help)
+
+
+def keyword_option(help: str) -> Decorator[Any]:
+    """``--keyword NAME=VALUE`` (repeatable, parameter ``keywords``): see :func:`keyword_arguments`."""
+    return click.option("--keyword", "keywords", multiple=True, metavar="NAME=VALUE", help=help)
+
+
+def shrink_steps_option() -> Decorator[Any]:
+    """``--shrink-steps N`` (0 to 1000, default 50): examples tried to shrink a failing property."""
+    return click.option(
+        "--shrink-steps",
+        "shrink_steps",
+        type=click.IntRange(min=0, max=1000),
+        default=50,
+        show_default=True,
+        help="Examples tried per failing property to find a minimal counterexample (0: off).",
+    )
+
+
+def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A click callback: ``value`` unless it is NaN or infinite (click's FloatRange lets NaN through)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of seconds, found {value}")
+    return value
+
+
+def pair(text: str, option: str) -> tuple[str, str]:
+    """``NAME=VALUE`` split in two, or a usage error naming the option.
+
+    Raises:
+        BadUsage: ``text`` has no ``=``, or an empty name or value.
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise BadUsage(f"{option}: expected NAME=VALUE, found {text!r}")
+    return name.strip(), value.strip()
+
+
+def yaml_scalar(value: str, name: str) -> object:
+    """A keyword's value read as a YAML scalar (``true``, ``3``, ``0.5``, text).
+
+    Raises:
+        BadUsage: the value is a YAML list, mapping or null.
+    """
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if not isinstance(parsed, (bool, int, float, str)) or parsed is None:
+        raise BadUsage(f"--keyword: expected a scalar value for {name}, found {value!r}")
+    return parsed
+
+
+def keyword_arguments(keywords: tuple[str, ...]) -> dict[str, object]:
+    """The ``--keyword NAME=VALUE`` options as keyword arguments, each value a YAML scalar."""
+    return {name: yaml_scalar(value, name) for name, value in (pair(t, "--keyword") for t in keywords)}
+
+
+def check_spec_dtype(dtype: str | None, spec: Any) -> None:
+    """Fail when ``--dtype`` names a dtype the spec does not grade in.
+
+    Raises:
+        BadUsage: ``dtype`` is given and not in ``spec.dtypes``.
+    """
+    if dtype is not None and dtype not in spec.dtypes:
+        raise BadUsage(f"--dtype {dtype} is not one of this spec's dtypes: {', '.join(spec.dtypes)}")
+
+
+def load_implementation(impl: str, device: str) -> Callable[..., Any]:
+    """The function ``--impl MODULE:FUNCTION`` names, once ``--device`` is known to be usable here.
+
+    Raises:
+        BadUsage: the module or function cannot be imported, or the device is not available
+            (the message of :class:`attnscore.check.implementation.ImplError`).
+    """
+    from attnscore.check.implementation import ImplError, check_device, load_impl
+
+    try:
+        function = load_impl(impl)
+        check_device(device)
+    except ImplError as exc:
+        raise BadUsage(str(exc)) from None
+    return function
