@@ -77,7 +77,9 @@ def test_bundle_contents(bundle):
         "grade-options.txt",
     ]
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755
-    assert {"python/pyproject.toml", "python/attnscore/cli/__init__.py", "python/attnscore/boundary/worker.py"} <= set(names)
+    assert {"python/pyproject.toml", "python/attnscore/cli/__init__.py", "python/attnscore/boundary/worker.py"} <= set(
+        names
+    )
     assert "python/attnscore/bundled_specs/dot_product_scores.yaml" in names
     assert not any("__pycache__" in n for n in names)
     pins = [line for line in requirements if not line.startswith("--")]
