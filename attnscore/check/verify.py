@@ -30,6 +30,7 @@ from attnscore.spec.model import Spec
 __all__ = [
     "verify_spec",
     "verify_dtypes",
+    "bundled_spec_path",
     "bundled_spec_paths",
     "MutationResult",
     "mutation_test",
@@ -71,6 +72,21 @@ def bundled_spec_paths() -> list[Path]:
     """
     folder = (Path(__file__).resolve().parents[1] / "bundled_specs").resolve()
     return sorted(_relative(p) for p in folder.glob("*.yaml"))
+
+
+def bundled_spec_path(spec_id: str) -> Path:
+    """The bundled spec file of ``spec_id`` (its file name without ``.yaml``), as in :func:`bundled_spec_paths`.
+
+    >>> bundled_spec_path("dot_product_scores").name
+    'dot_product_scores.yaml'
+
+    Raises:
+        ValueError: no bundled spec has that id (the message lists the ones there are).
+    """
+    paths = {p.stem: p for p in bundled_spec_paths()}
+    if spec_id not in paths:
+        raise ValueError(f"no bundled spec {spec_id!r}: expected one of {', '.join(sorted(paths))}")
+    return paths[spec_id]
 
 
 def _relative(path: Path) -> Path:
