@@ -148,21 +148,18 @@ class SpecCaseItem(pytest.Item):
     def runtest(self) -> None:
         from attnscore.check.implementation import pinned_precision
         from attnscore.check.runner import InProcessRunner
-        from attnscore.check.session import judge_cases
+        from attnscore.check.session import Session
         from attnscore.report.feedback import pytest_text
 
         seed = self.config.getoption("attnscore_seed")
+        session = Session(
+            self.spec, (self.case,), self.dtype, self.device, self.nodeid, self.spec.seed if seed is None else seed
+        )
         with pinned_precision():
-            result = judge_cases(
-                self.spec,
-                [self.case],
+            (result,) = session.run(
                 InProcessRunner(self.function, self.device),
-                dtype=self.dtype,
-                device=self.device,
-                submission=self.nodeid,
-                seed=self.spec.seed if seed is None else seed,
                 make_runner=lambda: InProcessRunner(self.function, self.device),
-            ).cases[0]
+            ).cases
         if result.failure is not None:
             raise AttnscoreCaseFailure(pytest_text(result.failure))
 

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,8 +34,8 @@ from attnscore.boundary import worker
 from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.runner import InProcessRunner
-from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner
+from attnscore.check.session import Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.removal import remove_tree
@@ -142,44 +141,35 @@ class _TimedRunner(InProcessRunner):
             )
 
 
-class _Refused:
-    """Every call fails the same way: the submission could not be loaded."""
-
-    def __init__(self, failure: CallFailure) -> None:
-        self.failure = failure
-
-    def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
-        return self.failure
-
-
 def _judge(
     spec: Spec,
-    runner: Any,
+    runner: Runner,
     *,
     name: str,
     function: str,
     dtype: str | None,
     seed: int | None,
     shrink_steps: int,
-    error: str = "",
 ) -> SelfCheck:
-    """The visible part of :func:`attnscore.grade.grading.grade_submission`, with ``runner``."""
+    """The visible part of :func:`attnscore.grade.grading.grade_submission`, with ``runner``: one
+    :class:`attnscore.check.session.Session` on the visible cases, with the grading budget (a
+    runner that could not load the code, :class:`RefusedRunner`, is not shrunk; its failure is
+    the result's ``error``)."""
     start = time.perf_counter()
     dtype = dtype or spec.dtypes[0]
     cases, hidden = visible_cases(spec, dtype, seed)
-    shrinks = shrink_steps > 0 and not isinstance(runner, _Refused)
-    budget = grading_budget(shrink_steps) if shrinks else NO_SHRINK
-    result = judge_cases(
-        spec, cases, runner, dtype=dtype, device="cpu", submission=name, seed=0, function=function, budget=budget
-    )
-    result = dataclasses.replace(
-        result,
-        seed=spec.seed if seed is None else seed,
-        duration_s=time.perf_counter() - start,
-        error=error,
+    session = Session(
+        spec,
+        tuple(cases),
+        dtype,
+        "cpu",
+        name,
+        spec.seed if seed is None else seed,
+        function,
+        budget=grading_budget(shrink_steps),
         environment={**environment("cpu", pinned=False), "sandbox": "none (self-check, in process)"},
     )
-    return SelfCheck(result, hidden)
+    return SelfCheck(session.run(runner, started=start), hidden)
 
 
 def _spec(spec: Spec | str | Path) -> Spec:
@@ -224,18 +214,14 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     """Import the entry file from ``folder`` as the sandbox worker does and return ``function``,
     or the failure every call then gets (the worker's own messages)."""
     if entry is None:
-        chosen, why = worker._choose_entry(str(folder), function)
+        chosen, why = worker.choose_entry(str(folder), function)
         if chosen is None:
             return CallFailure(Verdict.FUNCTION_MISSING.value, why, "submission")
         entry = chosen
     path = folder / entry
     if not path.is_file():
-        found = ", ".join(sorted(p.name for p in folder.glob("*.py"))) or "none"
-        return CallFailure(
-            Verdict.FUNCTION_MISSING.value,
-            f"your submission has no file named {entry!r} (its .py files: {found})",
-            "submission",
-        )
+        files = [p.name for p in folder.glob("*.py")]
+        return CallFailure(Verdict.FUNCTION_MISSING.value, worker.missing_entry_text(entry, files), "submission")
     sys.path[:0] = [str(path.parent)] if path.parent == folder else [str(path.parent), str(folder)]
     module_name = f"attnscore_selfcheck_{id(path):x}"
     try:
@@ -253,20 +239,11 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the student's import error (or exit()) is their verdict
-        return CallFailure(worker._failure_verdict(exc), worker._describe_import_error(exc, str(path)), "submission")
+        return CallFailure(worker.failure_verdict(exc), worker.describe_import_error(exc, str(path)), "submission")
     value = getattr(module, function, None)
     if value is None or not callable(value):
-        defined = sorted(
-            n
-            for n, v in vars(module).items()
-            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
-        )
-        kind = type(value).__name__
-        what = "no function" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
-        listing = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
-        return CallFailure(
-            Verdict.FUNCTION_MISSING.value, f"your file has {what} named {function!r}{listing}", "submission"
-        )
+        message = worker.missing_function_text(function, value, vars(module), module_name)
+        return CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission")
     return value
 
 
@@ -294,8 +271,8 @@ def check_path(
     (submission,) = find_submissions([str(path)], entry=entry, one=True)
     options = {"name": submission.name, "function": name, "dtype": dtype, "seed": seed, "shrink_steps": shrink_steps}
     if submission.problem is not None:
-        refused = _Refused(CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission"))
-        return _judge(loaded, refused, error=submission.problem, **options)  # type: ignore[arg-type]
+        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission"))
+        return _judge(loaded, refused, **options)  # type: ignore[arg-type]
     saved_path, saved_modules = list(sys.path), set(sys.modules)
     tmp = tempfile.mkdtemp(prefix="attnscore-check-")
     try:  # removed without recursion: the student's code may have built a folder chain of any depth in it
@@ -304,8 +281,7 @@ def check_path(
         try:
             loaded_function = _load(folder, submission.entry, name, loaded.timeout_s)
             if isinstance(loaded_function, CallFailure):
-                refused = _Refused(loaded_function)
-                return _judge(loaded, refused, error=loaded_function.message, **options)  # type: ignore[arg-type]
+                return _judge(loaded, RefusedRunner(loaded_function), **options)  # type: ignore[arg-type]
             runner = _TimedRunner(loaded_function, loaded.timeout_s)
             return _judge(loaded, runner, **options)  # type: ignore[arg-type]
         finally:
@@ -354,15 +330,6 @@ def check(
     if not callable(found):
         what = "nothing" if found is None else f"a {type(found).__name__}"
         message = f"no function named {name!r} is defined here (found {what}); run the cell that defines it first"
-        refused = _Refused(CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission"))
-        return _judge(
-            loaded,
-            refused,
-            name=name,
-            function=name,
-            dtype=dtype,
-            seed=seed,
-            shrink_steps=0,
-            error=message,
-        )
+        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission"))
+        return _judge(loaded, refused, name=name, function=name, dtype=dtype, seed=seed, shrink_steps=0)
     return check_function(found, loaded, name=name, dtype=dtype, seed=seed, shrink_steps=shrink_steps)

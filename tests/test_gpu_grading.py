@@ -225,7 +225,7 @@ class OutOfMemoryError(RuntimeError):
 )
 def test_worker_maps_cuda_errors_to_verdicts(exc, verdict, start):
     """GPU memory exhaustion is a memory_limit verdict that says so; other CUDA errors are exceptions."""
-    assert worker._failure_verdict(exc) == verdict
+    assert worker.failure_verdict(exc) == verdict
     assert worker._describe_failure(exc).startswith(start)
 
 
@@ -267,13 +267,13 @@ def test_wire_carries_the_workers_device():
     assert back.device == "cuda:0" and back.kind == "tensor"
 
 
-class _DeviceReporting:
+class _DeviceReporting(InProcessRunner):
     """Computes on the CPU but reports the output's device as ``reported`` (a GPU run's view)."""
 
     def __init__(self, reported: str) -> None:
+        super().__init__(scaled_score_matrix, "cuda:1")  # the inputs' device as the grader sees it
         self.inner = InProcessRunner(scaled_score_matrix)
         self.reported = reported
-        self.device = "cuda:1"  # the inputs' device as the grader sees it
 
     def call(self, args, dtype, layouts=None):
         outcome = self.inner.call(args, dtype, layouts) if layouts else self.inner.call(args, dtype)

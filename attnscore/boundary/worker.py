@@ -31,6 +31,25 @@ import sys
 import traceback
 from typing import Any
 
+__all__ = [
+    "bound_copy_back",
+    "bound_inspector",
+    "bound_sender",
+    "choose_entry",
+    "confine_self",
+    "cuda_problem",
+    "describe_import_error",
+    "failure_verdict",
+    "gpu_out_of_memory",
+    "load_runtime",
+    "main",
+    "map_inputs",
+    "missing_entry_text",
+    "missing_function_text",
+    "prepare",
+    "serve",
+]
+
 # Loaded before the privilege drop only to save each submission the time; correctness does not
 # depend on this list (everything else imports through the readable mirror after the drop).
 _PRELOAD = ("numpy", "torch.nn.functional")
@@ -139,7 +158,9 @@ def bound_inspector(shared: Any) -> Any:
     return call
 
 
-def _failure_verdict(exc: BaseException) -> str:
+def failure_verdict(exc: BaseException) -> str:
+    """The verdict of an exception the submission raised (in a call or at import): ``"memory_limit"``
+    when it says memory ran out (host or GPU), else ``"exception"``."""
     from attnscore.boundary.calls import exception_text, type_name
 
     text = exception_text(exc) or ""
@@ -190,7 +211,9 @@ def _environment_clues(exc: BaseException) -> dict[str, str]:
     return clues
 
 
-def _describe_import_error(exc: BaseException, path: str) -> str:
+def describe_import_error(exc: BaseException, path: str) -> str:
+    """How an exception raised while importing the submission's file ``path`` reads in feedback:
+    its class, the line of ``path`` it came from (a syntax error's own line) and its message."""
     from attnscore.boundary.calls import exception_text, type_name
 
     if isinstance(exc, SyntaxError):
@@ -206,6 +229,26 @@ def _describe_import_error(exc: BaseException, path: str) -> str:
     where = f" (line {frames[-1].lineno})" if frames else ""
     text = exception_text(exc)
     return f"your file could not be imported: {type_name(exc)}{where}" + (f": {text}" if text else "")
+
+
+def missing_entry_text(entry: str, files: list[str]) -> str:
+    """The load failure of a submission that has no file ``entry`` (its top-level ``.py`` ``files``)."""
+    return f"your submission has no file named {entry!r} (its .py files: {', '.join(sorted(files)) or 'none'})"
+
+
+def missing_function_text(function_name: str, value: object, namespace: dict[str, Any], module_name: str) -> str:
+    """The load failure of a file whose module ``module_name`` (globals ``namespace``) binds
+    ``function_name`` to ``value``, which is None or not callable; it lists the functions the
+    file itself defines."""
+    defined = sorted(
+        n
+        for n, v in namespace.items()
+        if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
+    )
+    found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
+    kind = type(value).__name__
+    what = "no function" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
+    return f"your file has {what} named {function_name!r}{found}"
 
 
 def _use_mirrors(mirrors: list[list[str]]) -> None:
@@ -423,7 +466,7 @@ def _binds(node: Any, name: str) -> int:
     return 0
 
 
-def _choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
+def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
     """The one top-level ``.py`` file of ``folder`` that defines ``function_name`` (read with ``ast``,
     nothing is run), or ``(None, why not)``."""
     import ast
@@ -470,7 +513,7 @@ def prepare(config: dict[str, Any]) -> None:
 def load_runtime() -> None:
     """Import torch, numpy and every worker module the calls need; one torch thread."""
     import _json  # noqa: F401 - the worker's own sender (bound_sender)
-    import ast  # noqa: F401 - used after the privilege drop by _choose_entry
+    import ast  # noqa: F401 - used after the privilege drop by choose_entry
     import importlib.util  # noqa: F401
     import math  # noqa: F401
     import mmap  # noqa: F401
@@ -550,7 +593,8 @@ def serve(
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
     device_inputs, copy_back, loads, encode = _device_inputs, bound_copy_back(), wire.loads, wire.encode_received
-    failure_verdict, describe_failure, clues, span = _failure_verdict, _describe_failure, _environment_clues, _span
+    verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
+    missing_function = missing_function_text
     text, size_of = str, len
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
@@ -574,21 +618,15 @@ def serve(
         send({"type": "load_error", "verdict": "grader_error", "message": message})
         return
     if not entry:
-        chosen, why = _choose_entry(folder, function_name)
+        chosen, why = choose_entry(folder, function_name)
         if chosen is None:
             send({"type": "load_error", "verdict": "function_missing", "message": why})
             return
         entry = chosen
     path = os.path.join(folder, entry)
     if not os.path.isfile(path):
-        files = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-        send(
-            {
-                "type": "load_error",
-                "verdict": "function_missing",
-                "message": f"your submission has no file named {entry!r} (its .py files: {', '.join(files) or 'none'})",
-            },
-        )
+        files = [n for n in os.listdir(folder) if n.endswith(".py")]
+        send({"type": "load_error", "verdict": "function_missing", "message": missing_entry_text(entry, files)})
         return
     sys.path.insert(0, folder)  # the submission's own helper modules import: beside the entry first
     if os.path.dirname(path) != folder:
@@ -609,29 +647,16 @@ def serve(
         send(
             {
                 "type": "load_error",
-                "verdict": failure_verdict(exc),
-                "message": _describe_import_error(exc, path),
+                "verdict": verdict_of(exc),
+                "message": describe_import_error(exc, path),
                 **clues(exc),
             },
         )
         return
     function = getattr(module, function_name, None)
     if function is None or not callable(function):
-        defined = sorted(
-            n
-            for n, v in vars(module).items()
-            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == "submission"
-        )
-        found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
-        kind = type(function).__name__
-        what = "no function" if function is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
-        send(
-            {
-                "type": "load_error",
-                "verdict": "function_missing",
-                "message": f"your file has {what} named {function_name!r}{found}",
-            },
-        )
+        message = missing_function(function_name, function, vars(module), "submission")
+        send({"type": "load_error", "verdict": "function_missing", "message": message})
         return
     send({"type": "ready"})
 
@@ -670,7 +695,7 @@ def serve(
                 {
                     "type": "failure",
                     "id": call_id,
-                    "verdict": failure_verdict(exc),
+                    "verdict": verdict_of(exc),
                     "message": describe_failure(exc),
                     "exception": type_name(exc),
                     **clues(exc),

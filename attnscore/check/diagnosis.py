@@ -47,6 +47,7 @@ from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call
+from attnscore.check.runner import Runner
 from attnscore.maths.strategies import derive_seed
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
 
@@ -304,7 +305,7 @@ def _calls(spec: Any, dtype: str, which: str) -> list[Any]:
     return _INPUTS[key]
 
 
-def _outputs(spec: Any, runner: Any, dtype: str, which: str) -> list[tuple[Any, Any]]:
+def _outputs(spec: Any, runner: Runner, dtype: str, which: str) -> list[tuple[Any, Any]]:
     """The runner's outputs on :func:`_calls`, made once per runner, spec, dtype and kind."""
     calls = _calls(spec, dtype, which)
     try:
@@ -356,7 +357,7 @@ def _differs_from_golden(cand: _Candidate, spec: Any, call: Any, dtype: str) -> 
     return False
 
 
-def _probe(cands: list[_Candidate], spec: Any, runner: Any, dtype: str) -> list[_Candidate]:
+def _probe(cands: list[_Candidate], spec: Any, runner: Runner, dtype: str) -> list[_Candidate]:
     """Call the implementation on the probe inputs that can tell the candidates apart (where they
     disagree) or add evidence (where a candidate short of :data:`MIN_EVIDENCE` is not golden), and
     drop the candidates that do not hold there."""
@@ -377,7 +378,9 @@ def _probe(cands: list[_Candidate], spec: Any, runner: Any, dtype: str) -> list[
     return cands
 
 
-def diagnose(spec: Any, call: Any, received: Received, dtype: str, runner: Any = None) -> dict[str, str] | None:
+def diagnose(
+    spec: Any, call: Any, received: Received, dtype: str, runner: Runner | None = None
+) -> dict[str, str] | None:
     """``{"id", "message"}`` of the one catalogue mistake the output matches, with evidence, else None.
 
     ``runner`` makes the confirmation and probe calls (see the module docstring); without it only

@@ -2,8 +2,9 @@
 
 ``attnscore test --impl package.module:function`` and the pytest plugin
 (:mod:`attnscore.pytest_plugin`) both come through here: :func:`load_impl` imports the function,
-:func:`run_impl` builds the spec's cases for a dtype and runs them on a device with the in-process
-runner, recording the device, dtype and precision settings in the result's ``environment``.
+:func:`run_impl` builds the spec's cases for a dtype and runs them on a device as one
+:class:`attnscore.check.session.Session` with the in-process runner, recording the device, dtype
+and precision settings in the result's ``environment``.
 
 On CUDA, TF32 is pinned off for the run (``torch.backends.cuda.matmul.allow_tf32`` and
 ``torch.backends.cudnn.allow_tf32``), so float32 is really float32; the previous settings are
@@ -13,7 +14,6 @@ restored afterwards.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import platform
 import sys
@@ -28,7 +28,7 @@ import torch
 
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.session import NO_SHRINK, Budget, judge_cases
+from attnscore.check.session import NO_SHRINK, Budget, Session
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -140,16 +140,17 @@ def run_impl(
     check_device(device)
     start = time.perf_counter()
     built = cases if cases is not None else build_cases(spec, dtype, seed)
+    session = Session(
+        spec,
+        tuple(built),
+        dtype,
+        device,
+        name or str(getattr(function, "__qualname__", repr(function))),
+        spec.seed if seed is None else seed,
+        budget=(budget or Budget()) if shrink else NO_SHRINK,
+        environment=environment(device),
+    )
     with pinned_precision():
-        result = judge_cases(
-            spec,
-            built,
-            InProcessRunner(function, device),
-            dtype=dtype,
-            device=device,
-            submission=name or getattr(function, "__qualname__", repr(function)),
-            seed=spec.seed if seed is None else seed,
-            budget=(budget or Budget()) if shrink else NO_SHRINK,
-            make_runner=lambda: InProcessRunner(function, device),
+        return session.run(
+            InProcessRunner(function, device), make_runner=lambda: InProcessRunner(function, device), started=start
         )
-    return dataclasses.replace(result, environment=environment(device), duration_s=time.perf_counter() - start)

@@ -10,7 +10,6 @@ never stops the others.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from fractions import Fraction
 
 import numpy as np
@@ -31,12 +30,6 @@ from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
 __all__ = ["judge_case", "example_position", "wrong_corner"]
-
-
-def _bound_keywords(runner: object) -> dict[str, object]:
-    """Keyword arguments fixed on the runner's function (``attnscore test --keyword is_causal=true``)."""
-    fn = getattr(runner, "function", None)
-    return dict(fn.keywords) if isinstance(fn, functools.partial) else {}
 
 
 def example_position(case: Case, number: int) -> tuple[int, int]:
@@ -111,6 +104,7 @@ def judge_case(
     *,
     diagnose_failures: bool = True,
     observe: list[tuple[Call, Received]] | None = None,
+    disclosed: CallFailure | None = None,
 ) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
 
@@ -129,18 +123,22 @@ def judge_case(
     mistake catalogue (:mod:`attnscore.check.diagnosis`, which may call ``runner`` on its confirmation
     inputs) unless ``diagnose_failures`` is False. ``function`` is the graded function's name as
     shown in feedback (default: the spec's). ``observe``, when given, receives the failing call and
-    its output (for shrinking, :mod:`attnscore.check.shrink`).
+    its output (for shrinking, :mod:`attnscore.check.shrink`). A call failure that is
+    ``disclosed`` (the load failure a session already reported before any hidden input ran) is
+    marked so (``Failure.disclosed``: a hidden case may show it in full).
 
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
-    result = _judge_once(spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe)
+    result = _judge_once(
+        spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe, disclosed=disclosed
+    )
     failure = result.failure
     if failure is None or not failure.corner or not diagnose_failures:
         return result
     aside = dataclasses.replace(spec, set_aside=(*spec.set_aside, failure.corner))
     raw: list[tuple[Call, Received]] = []
-    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True, raw=raw)
+    again = _judge_once(aside, case, runner, dtype, function, diagnose_failures=True, raw=raw, disclosed=disclosed)
     if again.failure is None:
         return result  # the corner explains the whole failure
     second = again.failure
@@ -154,7 +152,7 @@ def judge_case(
         # convention, and not a second cause
         return dataclasses.replace(result, failure=dataclasses.replace(failure, corner=""))
     if again.failure.corner:  # a further corner: its own second cause, found the same way
-        second = judge_case(aside, case, runner, dtype, function).failure or second
+        second = judge_case(aside, case, runner, dtype, function, disclosed=disclosed).failure or second
     causes = tuple(
         dataclasses.replace(c, other_causes=(), beside=c.beside or failure.corner)
         for c in (second, *second.other_causes)
@@ -172,11 +170,12 @@ def _judge_once(
     diagnose_failures: bool,
     observe: list[tuple[Call, Received]] | None = None,
     raw: list[tuple[Call, Received]] | None = None,
+    disclosed: CallFailure | None = None,
 ) -> CaseResult:
     """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`);
     ``raw``, when given, receives the failing call and its output as returned (no corner set aside)."""
-
-    device = str(getattr(runner, "device", "cpu"))
+    device = runner.device
+    keywords = dict(runner.keywords) or None
     outputs: dict[int, Received] = {}
     inspections: dict[int, dict[str, list[str]] | None] = {}
     case_dtype = dtype
@@ -189,7 +188,7 @@ def _judge_once(
             "layout_text": "; ".join(
                 describe_layout(n, lay, np.shape(call.args[n])) for n, lay in (call.layouts or {}).items()
             ),
-            "keywords": _bound_keywords(runner) or None,
+            "keywords": keywords,
         }
         if isinstance(outcome, CallFailure):
             verdict = Verdict(outcome.verdict)
@@ -197,7 +196,7 @@ def _judge_once(
                 "detail": outcome.message,
                 "exception": outcome.exception,
                 "scope": outcome.scope,
-                "disclosed": outcome is getattr(runner, "disclosed_failure", None),
+                "disclosed": disclosed is not None and outcome is disclosed,
             }
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
@@ -206,7 +205,7 @@ def _judge_once(
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged
             outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
         outputs[number - 1] = outcome
-        inspections[number - 1] = getattr(runner, "last_inspection", None)
+        inspections[number - 1] = runner.last_inspection
         mismatch: Mismatch | None = None
         check_text = ""
         diagnosis = None

@@ -3,14 +3,18 @@
 A runner takes the arguments of one call (plain numpy arrays already cast to the tested dtype,
 and optionally the memory layout to hand each one over in, see :mod:`attnscore.boundary.layouts`) and
 returns an :data:`attnscore.boundary.outputs.Outcome`: the result as plain data, or a failure with its
-verdict. :class:`InProcessRunner` calls trusted code (the reference, an engineer's function)
-directly; the sandboxed runner for untrusted submissions is in :mod:`attnscore.sandbox.launch`.
+verdict. :class:`Runner` declares everything a session (:mod:`attnscore.check.session`), judging,
+diagnosis and shrinking read of a runner; nothing else is read, and nothing is set on a runner
+from outside. :class:`InProcessRunner` calls trusted code (the reference, an engineer's function)
+directly; :class:`RefusedRunner` stands for an implementation that could not be taken in; the
+sandboxed runner for untrusted submissions is :class:`attnscore.sandbox.launch.SandboxRunner`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -18,13 +22,61 @@ from attnscore.boundary.calls import describe_exception, inspect_call, tensor_la
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
-__all__ = ["Runner", "InProcessRunner"]
+__all__ = ["Inspection", "Runner", "InProcessRunner", "RefusedRunner"]
+
+Inspection = dict[str, list[str]]
+"""What a runner saw of one call: ``{"mutated": [input names], "aliased": [input names]}``, the
+inputs the implementation changed in place and the ones its output shares memory with."""
 
 
+@runtime_checkable
 class Runner(Protocol):
-    """Anything that can make one call of the implementation under test."""
+    """Anything that can make the calls of a run: the whole protocol a session relies on.
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome: ...
+    Attributes (read-only for everyone but the runner itself):
+        device: the device the calls' inputs are on (``"cpu"``, ``"cuda:0"``), for judging.
+        keywords: keyword arguments fixed on the implementation (``attnscore test --keyword``),
+            shown in feedback's reproduction line; empty when none.
+        last_inspection: the last call's :data:`Inspection`, or None when the last call failed or
+            the runner cannot inspect calls (the properties ``inputs_not_mutated`` and
+            ``output_not_aliased`` read it).
+        load_failure: the failure every call gets because the implementation could not be
+            loaded (an import error, a missing function), or None; a session reports its message
+            as the run's ``error`` and shrinks nothing while it is set.
+        spent: seconds of the implementation's own time outside this thread (a sandboxed
+            worker's), 0.0 in process; the shrinking budget's clock adds it.
+        cleanup_problem: after :meth:`close`, what could not be removed (the student's note), or None.
+    """
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def keywords(self) -> Mapping[str, object]: ...
+
+    @property
+    def last_inspection(self) -> Inspection | None: ...
+
+    @property
+    def load_failure(self) -> CallFailure | None: ...
+
+    @property
+    def spent(self) -> float: ...
+
+    @property
+    def cleanup_problem(self) -> str | None: ...
+
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        """One call with ``args`` (name -> array, in the parameters' order) cast to ``dtype``."""
+        ...
+
+    def output_text(self) -> str:
+        """The implementation's own stdout/stderr as a report may show it (cleaned, truncated), or ""."""
+        ...
+
+    def close(self) -> None:
+        """Release what the runner holds (a worker, its folders); the session calls it once, at the end."""
+        ...
 
 
 class InProcessRunner:
@@ -32,13 +84,30 @@ class InProcessRunner:
 
     After each call ``last_inspection`` says which inputs the function changed in place
     (``"mutated"``) and which ones the output shares memory with (``"aliased"``); the properties
-    ``inputs_not_mutated`` and ``output_not_aliased`` read it.
+    ``inputs_not_mutated`` and ``output_not_aliased`` read it. Its output is not captured (it goes
+    where this process's goes), it has nothing to load and nothing to close.
+
+    >>> import numpy as np
+    >>> runner = InProcessRunner(lambda q, k: k @ q)
+    >>> runner.call({"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.7, 0.7]])}, "float64").array
+    array([1. , 0.7])
+    >>> runner.last_inspection
+    {'mutated': [], 'aliased': []}
     """
+
+    load_failure: CallFailure | None = None
+    spent: float = 0.0  # the function's time is this thread's own
+    cleanup_problem: str | None = None
 
     def __init__(self, function: Callable[..., object], device: str = "cpu") -> None:
         self.function = function
         self.device = device
-        self.last_inspection: dict[str, list[str]] | None = None
+        self.last_inspection: Inspection | None = None
+
+    @property
+    def keywords(self) -> Mapping[str, object]:
+        """The keywords of a :func:`functools.partial` (``attnscore test --keyword``), else empty."""
+        return dict(self.function.keywords) if isinstance(self.function, functools.partial) else {}
 
     def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
         names = list(args)
@@ -56,3 +125,46 @@ class InProcessRunner:
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)
         return received
+
+    def output_text(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        return None
+
+
+class RefusedRunner:
+    """A runner for an implementation that could not be taken in (a submission without its file,
+    an import error found before the run, a task the cluster lost): every call fails with
+    ``failure``, which is also its :attr:`load_failure`, so a session reports it as the run's
+    error and shrinks nothing.
+
+    >>> refused = RefusedRunner(CallFailure("function_missing", "no file named 'solution.py'", "submission"))
+    >>> refused.call({}, "float32").message
+    "no file named 'solution.py'"
+    """
+
+    last_inspection: Inspection | None = None
+    spent: float = 0.0
+    cleanup_problem: str | None = None
+
+    def __init__(self, failure: CallFailure, device: str = "cpu") -> None:
+        self.failure = failure
+        self.device = device
+
+    @property
+    def keywords(self) -> Mapping[str, object]:
+        return {}
+
+    @property
+    def load_failure(self) -> CallFailure:
+        return self.failure
+
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        return self.failure
+
+    def output_text(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        return None

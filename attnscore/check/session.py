@@ -1,20 +1,32 @@
-"""A checking session: every case judged, each failing property shrunk, all within a stated budget.
+"""A checking session: one run of cases against one runner, ordered, judged, shrunk and stamped.
 
-The one entry point that grading (:mod:`attnscore.grade.grading`), ``attnscore test``
-(:mod:`attnscore.check.implementation`) and the pytest plugin (:mod:`attnscore.pytest_plugin`)
-share. :func:`judge_cases` judges the cases in order (:func:`attnscore.check.judge.judge_case`,
-diagnosis included), then shrinks each failing visible property (:func:`attnscore.check.shrink.add_shrunk`)
-while the :class:`Budget` lasts. The result's ``duration_s`` is the wall time of all of it:
-calls, comparison, diagnosis and shrinking.
+The one entry point that grading (:mod:`attnscore.grade.grading`), the self-check
+(:mod:`attnscore.selfcheck`), ``attnscore test`` (:mod:`attnscore.check.implementation`),
+``attnscore verify`` (:mod:`attnscore.check.verify`) and the pytest plugin
+(:mod:`attnscore.pytest_plugin`) share. :meth:`Session.run`:
+
+1. orders: the cases in their order, or (``hidden_last``) the visible ones and their shrinking
+   first, then the hidden ones, unshrunk;
+2. judges each case (:func:`attnscore.check.judge.judge_case`, diagnosis included) and shrinks
+   each failing visible property (:func:`attnscore.check.shrink.add_shrunk`) while the
+   :class:`Budget` lasts and the implementation loaded;
+3. closes the runner and stamps the result: seed, dtype, device, environment, the runner's
+   load failure as ``error`` and its output as ``output`` (both as they were before any hidden
+   input reached it), a note of what it could not clean up, and ``duration_s``, the wall time of
+   all of it (from ``started`` when the caller's own setup counts too).
+
+It reads only what :class:`attnscore.check.runner.Runner` declares. :func:`judge_cases` is the
+same session written as one call.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from attnscore.boundary.outputs import CallFailure
+from attnscore.boundary.untrusted import clean_text
 from attnscore.check.cases import Case
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import Runner
@@ -23,7 +35,7 @@ from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, SubmissionResult
 from attnscore.spec.model import Spec
 
-__all__ = ["Budget", "NO_SHRINK", "judge_cases"]
+__all__ = ["Budget", "NO_SHRINK", "Session", "judge_cases", "work_clock"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,15 +79,158 @@ NO_SHRINK = Budget(shrink_steps=0, shrink_s=None)
 """Judging only: no shrinking (a reference check, a mutation run, a submission that never ran)."""
 
 
-def work_clock(runner: object) -> Callable[[], float]:
-    """A clock of work done, seconds: this thread's CPU time plus, for a sandboxed runner, the
-    submission's own time in its worker (``runner.spent``, :mod:`attnscore.sandbox.clock`).
+def work_clock(runner: Runner) -> Callable[[], float]:
+    """A clock of work done, seconds: this thread's CPU time plus the implementation's own time
+    outside it (:attr:`attnscore.check.runner.Runner.spent`: a sandboxed worker's, see
+    :mod:`attnscore.sandbox.clock`; 0 in process).
 
     The shrinking safety net (:attr:`Budget.shrink_s`) runs on it, so that a busy machine, which
     stretches wall time but neither of these, cannot cut shrinking short and change the
     counterexample a submission is shown.
     """
-    return lambda: time.thread_time() + float(getattr(runner, "spent", 0.0))
+    return lambda: time.thread_time() + runner.spent
+
+
+CLEANUP_NOTE = "the grader could not remove what your code left in its folders: {problem}"
+"""The run's note when its runner could not remove everything (:attr:`Runner.cleanup_problem`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """One run: these cases of ``spec`` in ``dtype``, judged with one runner.
+
+    Attributes:
+        spec, cases: the spec and its built cases (:func:`attnscore.check.cases.build_cases`);
+            results come back in this order.
+        dtype, device, submission, seed: recorded in the result (``seed``: the base seed the
+            cases were built with).
+        function: the graded function's name as shown in feedback (default: the spec's).
+        budget: the shrinking budget (:data:`NO_SHRINK`: judging only).
+        hidden_last: judge the visible cases (and shrink them) first, then the hidden ones without
+            shrinking; the run's ``error`` and ``output`` are taken between the two, and a hidden
+            case's call failure that *is* the load failure already reported then is marked
+            ``disclosed`` (shown in full). Grading sets it; a run in order discloses nothing.
+        environment: the result's ``environment`` (versions, device, precision, sandbox).
+
+    >>> from attnscore.check.cases import build_cases
+    >>> from attnscore.check.runner import InProcessRunner
+    >>> from attnscore.spec.load import load_spec
+    >>> from attnscore.check.verify import bundled_spec_paths
+    >>> spec = load_spec(next(p for p in bundled_spec_paths() if p.name == "dot_product_scores.yaml"))
+    >>> session = Session(spec, tuple(build_cases(spec, "float64")), "float64", "cpu", "mine", spec.seed)
+    >>> session.run(InProcessRunner(lambda q, keys: keys @ q)).all_passed
+    True
+    """
+
+    spec: Spec
+    cases: Sequence[Case]
+    dtype: str
+    device: str
+    submission: str
+    seed: int
+    function: str | None = None
+    budget: Budget = Budget()
+    hidden_last: bool = False
+    environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def run(
+        self,
+        runner: Runner,
+        *,
+        make_runner: Callable[[], Runner] | None = None,
+        on_case: Callable[[CaseResult], None] | None = None,
+        started: float | None = None,
+    ) -> SubmissionResult:
+        """Judge every case with ``runner``, shrink failing visible properties, close ``runner``.
+
+        Args:
+            runner: makes the calls (in process, or a sandboxed worker); closed at the end, also
+                when judging raises.
+            make_runner: gives the runner each shrink step calls (default: ``runner`` itself).
+            on_case: called with each case's final result (after shrinking), in judging order.
+            started: the :func:`time.perf_counter` reading the run began at (default: now), so
+                that ``duration_s`` covers the caller's setup too (building cases, starting a worker).
+
+        Returns:
+            The :class:`SubmissionResult`, cases in :attr:`cases` order.
+        """
+        start = time.perf_counter() if started is None else started
+        cases = list(self.cases)
+        everything = range(len(cases))
+        first = [i for i in everything if not (self.hidden_last and cases[i].visibility == "hidden")]
+        last = [i for i in everything if self.hidden_last and cases[i].visibility == "hidden"]
+        judged: dict[int, CaseResult] = {}
+        try:
+            shown = self._judge([cases[i] for i in first], runner, self.budget, make_runner, on_case, None)
+            judged.update(zip(first, shown, strict=True))
+            # said before any hidden input reached the implementation: the report may show it
+            output, said = runner.output_text(), runner.load_failure
+            secret = self._judge([cases[i] for i in last], runner, NO_SHRINK, make_runner, on_case, said)
+            judged.update(zip(last, secret, strict=True))
+        finally:
+            runner.close()
+        error = said.message if said is not None else ""
+        if runner.cleanup_problem is not None:  # this student's own note; a batch goes on
+            note = clean_text(CLEANUP_NOTE.format(problem=runner.cleanup_problem), 600)
+            error = f"{error}\n{note}" if error else note
+        return SubmissionResult(
+            submission=self.submission,
+            spec_id=self.spec.id,
+            spec_version=self.spec.version,
+            spec_path=self.spec.shown_path,
+            function=self.function or self.spec.function,
+            cases=tuple(judged[i] for i in everything),
+            dtype=self.dtype,
+            device=self.device,
+            seed=self.seed,
+            duration_s=time.perf_counter() - start,
+            error=error,
+            output=output,
+            environment=dict(self.environment),
+        )
+
+    def _judge(
+        self,
+        cases: list[Case],
+        runner: Runner,
+        budget: Budget,
+        make_runner: Callable[[], Runner] | None,
+        on_case: Callable[[CaseResult], None] | None,
+        disclosed: CallFailure | None,
+    ) -> list[CaseResult]:
+        """Judge ``cases`` in order, shrinking failing ones within ``budget``."""
+        spec, dtype, function = self.spec, self.dtype, self.function
+        clock = work_clock(runner)
+        shrinking_s = 0.0  # work spent shrinking so far (seconds of work_clock)
+        on_examples: set[tuple[str, ...]] = set()  # causes a failing visible worked example already shows
+        results = []
+        for case in cases:
+            result = judge_case(spec, case, runner, dtype, function, disclosed=disclosed)
+            key = cause_key(result.failure) if result.failure is not None else None
+            if key is not None and case.kind == "example" and case.visibility != "hidden":
+                on_examples.add(key)
+            left = None if budget.shrink_s is None else budget.shrink_s - shrinking_s
+            shown = budget.skip_shown_causes and key in on_examples
+            # a submission that never loaded fails every input the same way: a smaller input says nothing new
+            wanted = runner.load_failure is None and not shown
+            if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
+                started = clock()
+                result = add_shrunk(
+                    spec,
+                    case,
+                    result,
+                    make_runner or (lambda: runner),
+                    dtype,
+                    max_steps=budget.shrink_steps,
+                    budget_s=left,
+                    function=function,
+                    clock=clock,
+                )
+                shrinking_s += clock() - started
+            results.append(result)
+            if on_case is not None:
+                on_case(result)
+        return results
 
 
 def judge_cases(
@@ -89,67 +244,10 @@ def judge_cases(
     seed: int,
     function: str | None = None,
     budget: Budget | None = None,
-    make_runner: Callable[[], Any] | None = None,
+    make_runner: Callable[[], Runner] | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
-    worth_shrinking: Callable[[], bool] | None = None,
 ) -> SubmissionResult:
-    """Judge every case with ``runner``, shrink failing properties within ``budget``.
-
-    Args:
-        spec, cases: the spec and its built cases (:func:`attnscore.check.cases.build_cases`).
-        runner: makes the calls (in process, or a sandboxed worker).
-        dtype, device, submission, seed: recorded in the result.
-        function: the graded function's name as shown in feedback (default: the spec's).
-        budget: the shrinking budget (default :class:`Budget`\\ ()).
-        make_runner: gives the runner each shrink step calls (default: ``runner`` itself).
-        on_case: called with each case's final result (after shrinking), in order.
-        worth_shrinking: asked before each shrink; False skips it (e.g. a submission that never
-            loaded fails every input the same way, so a smaller input says nothing new).
-
-    Returns:
-        A :class:`SubmissionResult` whose ``duration_s`` is the time spent, shrinking and
-        diagnosis included.
-    """
-    budget = budget or Budget()
-    start = time.perf_counter()
-    clock = work_clock(runner)
-    shrinking_s = 0.0  # work spent shrinking so far (seconds of work_clock)
-    on_examples: set[tuple[str, ...]] = set()  # causes a failing visible worked example already shows
-    results = []
-    for case in cases:
-        result = judge_case(spec, case, runner, dtype, function)
-        key = cause_key(result.failure) if result.failure is not None else None
-        if key is not None and case.kind == "example" and case.visibility != "hidden":
-            on_examples.add(key)
-        left = None if budget.shrink_s is None else budget.shrink_s - shrinking_s
-        shown = budget.skip_shown_causes and key in on_examples
-        wanted = (worth_shrinking is None or worth_shrinking()) and not shown
-        if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
-            started = clock()
-            result = add_shrunk(
-                spec,
-                case,
-                result,
-                make_runner or (lambda: runner),
-                dtype,
-                max_steps=budget.shrink_steps,
-                budget_s=left,
-                function=function,
-                clock=clock,
-            )
-            shrinking_s += clock() - started
-        results.append(result)
-        if on_case is not None:
-            on_case(result)
-    return SubmissionResult(
-        submission=submission,
-        spec_id=spec.id,
-        spec_version=spec.version,
-        spec_path=spec.shown_path,
-        function=function or spec.function,
-        cases=tuple(results),
-        dtype=dtype,
-        device=device,
-        seed=seed,
-        duration_s=time.perf_counter() - start,
-    )
+    """:meth:`Session.run` in one call: every case in order, judged with ``runner`` and shrunk
+    within ``budget`` (default :class:`Budget`\\ ()); see :class:`Session` for the arguments."""
+    session = Session(spec, tuple(cases), dtype, device, submission, seed, function, budget or Budget())
+    return session.run(runner, make_runner=make_runner, on_case=on_case)

@@ -24,6 +24,7 @@ from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
 from attnscore.check.judge import judge_case, wrong_corner
+from attnscore.check.runner import Runner
 from attnscore.maths.strategies import _without_local_constants, derive_seed
 from attnscore.report.failure import ShrunkFrom
 from attnscore.report.results import CaseResult, Verdict
@@ -49,7 +50,7 @@ class _OutOfBudget(BaseException):
 def shrink_case(
     spec: Spec,
     case: Case,
-    make_runner: Callable[[], Any],
+    make_runner: Callable[[], Runner],
     dtype: str,
     *,
     max_examples: int = 50,
@@ -142,7 +143,7 @@ def add_shrunk(
     spec: Spec,
     case: Case,
     result: Any,
-    make_runner: Callable[[], Any],
+    make_runner: Callable[[], Runner],
     dtype: str,
     *,
     max_steps: int | None = None,
@@ -171,7 +172,7 @@ def add_shrunk(
     return dataclasses.replace(result, failure=dataclasses.replace(first, other_causes=others))
 
 
-def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Any], dtype: str, **kwargs: Any) -> Any:
+def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Runner], dtype: str, **kwargs: Any) -> Any:
     """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
     if original.verdict not in _SHRINKABLE:
         return original

@@ -23,13 +23,14 @@ from attnscore.boundary.dtypes import DTYPES
 from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
-from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.check.session import NO_SHRINK, Session
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
 __all__ = [
     "verify_spec",
     "verify_dtypes",
+    "bundled_spec_path",
     "bundled_spec_paths",
     "MutationResult",
     "mutation_test",
@@ -73,6 +74,21 @@ def bundled_spec_paths() -> list[Path]:
     return sorted(_relative(p) for p in folder.glob("*.yaml"))
 
 
+def bundled_spec_path(spec_id: str) -> Path:
+    """The bundled spec file of ``spec_id`` (its file name without ``.yaml``), as in :func:`bundled_spec_paths`.
+
+    >>> bundled_spec_path("dot_product_scores").name
+    'dot_product_scores.yaml'
+
+    Raises:
+        ValueError: no bundled spec has that id (the message lists the ones there are).
+    """
+    paths = {p.stem: p for p in bundled_spec_paths()}
+    if spec_id not in paths:
+        raise ValueError(f"no bundled spec {spec_id!r}: expected one of {', '.join(sorted(paths))}")
+    return paths[spec_id]
+
+
 def _relative(path: Path) -> Path:
     try:
         return path.relative_to(Path.cwd())
@@ -89,20 +105,11 @@ def verify_spec(
     """
     results = []
     for dtype in dtypes or spec.dtypes:
-        runner = InProcessRunner(spec.contract.reference)
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
-        results.append(
-            judge_cases(
-                spec,
-                built,
-                runner,
-                dtype=dtype,
-                device="cpu",
-                submission=f"reference:{spec.contract.name}",
-                seed=spec.seed,
-                budget=NO_SHRINK,
-            )
+        session = Session(
+            spec, tuple(built), dtype, "cpu", f"reference:{spec.contract.name}", spec.seed, budget=NO_SHRINK
         )
+        results.append(session.run(InProcessRunner(spec.contract.reference)))
     return results
 
 
@@ -163,17 +170,8 @@ def mutation_test(
     for mistake in targeted_mistakes(spec):
         if not mistake.applies_in(dtype) or dtype in NOT_WRONG_IN.get(mistake.id, ()):
             continue  # not wrong in this dtype (e.g. computed_in_float32 in a float32 run)
-        runner = InProcessRunner(mistake.bind(spec.contract, spec))
-        result = judge_cases(
-            spec,
-            cases,
-            runner,
-            dtype=dtype,
-            device="cpu",
-            submission=f"mistake:{mistake.id}",
-            seed=spec.seed,
-            budget=NO_SHRINK,
-        )
+        session = Session(spec, tuple(cases), dtype, "cpu", f"mistake:{mistake.id}", spec.seed, budget=NO_SHRINK)
+        result = session.run(InProcessRunner(mistake.bind(spec.contract, spec)))
         failed = tuple(c.id for c in result.cases if not c.passed)
         diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)
         out.append(

@@ -34,8 +34,9 @@ from typing import Any
 
 from attnscore.boundary.outputs import CallFailure
 from attnscore.check.cases import Case, build_cases
-from attnscore.check.session import NO_SHRINK, judge_cases
-from attnscore.grade.grading import _Refused, grade_submission
+from attnscore.check.runner import RefusedRunner
+from attnscore.check.session import NO_SHRINK, Session
+from attnscore.grade.grading import grade_submission
 from attnscore.report.record import result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits
@@ -241,18 +242,20 @@ def _lost_result(
     )
     cases = build_cases(spec, options["dtype"], options["seed"])
     limits = Limits(**options["limits"])
-    result = judge_cases(
+    session = Session(
         spec,
-        cases,
-        _Refused(CallFailure(Verdict.GRADER_ERROR.value, message, "submission")),
-        dtype=options["dtype"],
-        device=limits.device,
-        submission=submission.name,
-        seed=spec.seed if options["seed"] is None else options["seed"],
-        function=options["function"] or spec.function,
+        tuple(cases),
+        options["dtype"],
+        limits.device,
+        submission.name,
+        spec.seed if options["seed"] is None else options["seed"],
+        options["function"] or spec.function,
         budget=NO_SHRINK,
     )
-    return replace(result, error=message, spec_path=spec.path)
+    lost = RefusedRunner(CallFailure(Verdict.GRADER_ERROR.value, message, "submission"), limits.device)
+    # its error is the message (the refused runner's load failure); its spec path the one every
+    # result of a cluster run carries, as the records above
+    return replace(session.run(lost), spec_path=spec.path)
 
 
 def _submission_data(submission: Submission) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 
 from attnscore.boundary.outputs import CallFailure
-from attnscore.boundary.untrusted import clean_text
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.session import NO_SHRINK, judge_cases
+from attnscore.check.runner import RefusedRunner
+from attnscore.check.session import NO_SHRINK, Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
@@ -30,16 +30,6 @@ from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
 
 __all__ = ["grade_submission", "grade_many"]
-
-
-class _Refused:
-    """A runner for a submission that could not be taken in: every call fails the same way."""
-
-    def __init__(self, failure: CallFailure) -> None:
-        self.failure = failure
-
-    def call(self, args: Any, dtype: str, layouts: Any = None) -> CallFailure:
-        return self.failure
 
 
 def grade_submission(
@@ -71,73 +61,41 @@ def grade_submission(
     Hidden cases run last, after the visible ones and their shrinking; the report keeps the
     submission's output and import error as they were before any hidden input reached it, and a
     hidden case's own message never carries text from the submission (:func:`attnscore.check.judge`).
-    Results are in ``cases`` order.
+    Results are in ``cases`` order. It is an :class:`attnscore.check.session.Session` with
+    ``hidden_last`` and the grading budget, run with a :class:`SandboxRunner`; a submission that
+    cannot be run (no file, a folder without its entry) is judged with a
+    :class:`attnscore.check.runner.RefusedRunner`, every case saying why, in order.
     """
-    function = function or spec.function
-    dtype = dtype or spec.dtypes[0]
-    limits = limits or Limits(call_timeout_s=spec.timeout_s)
     start = time.perf_counter()
+    function = function or spec.function
+    limits = limits or Limits(call_timeout_s=spec.timeout_s)
     cases = unscored_in_sandbox(cases)
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
+    session = Session(
+        spec,
+        tuple(cases),
+        dtype or spec.dtypes[0],
+        limits.device,
+        submission.name,
+        spec.seed if seed is None else seed,
+        function,
+        budget=NO_SHRINK,
+        environment=_environment(limits.device),
+    )
     if submission.problem is not None:  # never run: every case says why
         refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
-        result = judge_cases(
-            spec,
-            cases,
-            _Refused(refused),
-            dtype=dtype,
-            device=limits.device,
-            submission=submission.name,
-            seed=spec.seed if seed is None else seed,
-            function=function,
-            budget=NO_SHRINK,
-        )
-        return replace(result, error=submission.problem, environment=_environment(limits.device))
-    order = [i for i, c in enumerate(cases) if c.visibility != "hidden"]
-    hidden = [i for i, c in enumerate(cases) if c.visibility == "hidden"]
-    judged: dict[int, CaseResult] = {}
-    options: dict[str, Any] = {
-        "dtype": dtype,
-        "device": limits.device,
-        "submission": submission.name,
-        "function": function,
-    }
-    with SandboxRunner(submission, function, limits) as runner:
-        # Visible cases and their shrinking first: nothing the submission says after it has seen a
-        # hidden input (its output, a later exception, its import error) can reach the student.
-        budget = grading_budget(shrink_steps)
-        visible = judge_cases(
-            spec,
-            [cases[i] for i in order],
-            runner,
-            seed=0,
-            on_case=on_case,
-            budget=budget,
-            worth_shrinking=lambda: runner.load_failure is None,
-            **options,
-        )
-        judged.update(zip(order, visible.cases, strict=True))
-        output = clean_text(runner.captured_output(), limits.output_chars)
-        error = runner.load_failure.message if runner.load_failure else ""
-        runner.disclosed_failure = runner.load_failure  # said before any hidden input: hidden cases may repeat it
-        secret = judge_cases(
-            spec, [cases[i] for i in hidden], runner, seed=0, on_case=on_case, budget=NO_SHRINK, **options
-        )
-        judged.update(zip(hidden, secret.cases, strict=True))
-    if runner.cleanup_problem is not None:  # this student's own note; the batch goes on
-        note = f"the grader could not remove what your code left in its folders: {runner.cleanup_problem}"
-        note = clean_text(note, 600)
-        error = f"{error}\n{note}" if error else note
-    return replace(
-        visible,
-        cases=tuple(judged[i] for i in range(len(cases))),
-        seed=spec.seed if seed is None else seed,
-        duration_s=time.perf_counter() - start,
-        error=error,
-        output=output,
-        environment={**_environment(limits.device), "sandbox": runner.protections},
+        return session.run(RefusedRunner(refused, limits.device), on_case=on_case, started=start)
+    runner = SandboxRunner(submission, function, limits)
+    # Visible cases and their shrinking first: nothing the submission says after it has seen a
+    # hidden input (its output, a later exception, its import error) can reach the student.
+    graded = replace(
+        session,
+        budget=grading_budget(shrink_steps),
+        hidden_last=True,
+        environment={**session.environment, "sandbox": runner.protections},
     )
+    return graded.run(runner, on_case=on_case, started=start)
 
 
 def _environment(device: str) -> dict[str, str]:

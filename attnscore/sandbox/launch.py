@@ -1284,7 +1284,6 @@ class SandboxRunner:
         self.output_dropped = 0
         self.worker: _Worker | None = None
         self.load_failure: CallFailure | None = None
-        self.disclosed_failure: CallFailure | None = None  # a load failure hidden cases may show in full
         # The last call's inspection: inputs changed in place (read from the shared memory by this
         # process) and inputs the output shares memory with (the worker's own report).
         self.last_inspection: dict[str, list[str]] | None = None
@@ -1328,6 +1327,16 @@ class SandboxRunner:
         if self.output_dropped:
             data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
         return data
+
+    def output_text(self) -> str:
+        """:meth:`captured_output` as a report shows it: cleaned, at most ``limits.output_chars``
+        characters (:func:`attnscore.boundary.untrusted.clean_text`)."""
+        return clean_text(self.captured_output(), self.limits.output_chars)
+
+    @property
+    def keywords(self) -> Mapping[str, object]:
+        """Keyword arguments fixed on the submission's function: none (it is called with its inputs alone)."""
+        return {}
 
     def _make_cgroup(self) -> str | None:
         """This submission's cgroup v2 group (one CPU, memory, processes), or None where there is
