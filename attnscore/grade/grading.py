@@ -129,6 +129,8 @@ def grade_submission(
         note = f"the grader could not remove what your code left in its folders: {runner.cleanup_problem}"
         note = clean_text(note, 600)
         error = f"{error}\n{note}" if error else note
+    if submission.notes and not all(c.passed for c in judged.values()):  # how a notebook was read, when it matters
+        error = "\n".join([error, *(clean_text(n, 600) for n in submission.notes)]).strip("\n")
     return replace(
         visible,
         cases=tuple(judged[i] for i in range(len(cases))),
