@@ -130,7 +130,8 @@ def test_a_top_level_candidate_is_never_replaced(tmp_path):
         pytest.param(
             {"course/hw3/solution.py": CORRECT},
             "expected a .py or .ipynb file at the top of the upload or in its one folder, found them only "
-            "further down (course/hw3/solution.py): upload the files themselves, or a zip of the folder that holds them",
+            "further down (course/hw3/solution.py): upload the files themselves, or a zip of the folder "
+            "that holds them",
             id="nested two levels",
         ),
         pytest.param(
@@ -146,7 +147,8 @@ def test_a_top_level_candidate_is_never_replaced(tmp_path):
         ),
         pytest.param(
             {"notes.txt": "I forgot"},
-            "expected a .py or .ipynb file directly in this folder, found none (nor in one folder or zip file inside it)",
+            "expected a .py or .ipynb file directly in this folder, found none "
+            "(nor in one folder or zip file inside it)",
             id="nothing to grade",
         ),
     ],
