@@ -9,27 +9,39 @@ What is taken, cell by cell (code cells only; markdown, raw cells and every outp
    (:class:`IPython.core.inputtransformer2.TransformerManager`), one logical line at a time (the
    cell is tokenised once; only lines that hold IPython syntax are transformed, each on its own, so
    the work grows with the cell's length, never with its square): ``%matplotlib inline`` and
-   ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 drops.
+   ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 leaves out.
    A cell that starts with the cell magic ``%%time``, ``%%timeit`` or ``%%capture`` keeps its body
    (these run their body as Python); a cell under any other cell magic (``%%bash``,
    ``%%writefile``, ``%%html``...) is dropped whole.
-2. The cell is parsed; a syntax error is a :class:`NotebookError` naming the cell.
-3. Only definitions are kept, as top-level statements:
+2. The cell is parsed. A cell that does not parse (an unfinished scratch cell, a syntax error) is
+   skipped, as Jupyter would fail that cell alone, and named in :attr:`Notebook.skipped` and
+   :attr:`Notebook.notes`; every other cell is read.
+3. Each top-level statement is kept or left out, as a fresh "Run All" that produces no output
+   would run it:
 
-   - ``import`` and ``from ... import`` (``from __future__`` imports are moved to the top);
-   - ``def``, ``async def`` and ``class`` (with their decorators, bodies untouched);
-   - assignments whose targets are plain names (``d_k = 4``, ``a, b = 1, 2``, ``x: float = 0.5``)
-     and whose right side calls nothing (no ``f(...)`` outside a ``lambda``; no ``await``,
-     ``yield`` or ``:=``): constants, not results;
-   - ``if``/``try`` blocks whose test calls nothing and whose every statement is itself kept
-     (``try: import numpy`` / ``except ImportError: numpy = None``), but never
-     ``if __name__ == "__main__":``.
+   - always kept: ``import`` and ``from ... import`` (``from __future__`` imports are moved to the
+     top); ``def``, ``async def`` and ``class`` (with their decorators, bodies untouched);
+     assignments to plain names whose right side calls nothing (``d_k = 4``, ``a, b = 1, 2``,
+     ``half = lambda x: x / 2``); ``if``/``try`` blocks made of such statements, but never
+     ``if __name__ == "__main__":``;
+   - kept when kept code reads the name it binds (transitively, by Python's own scoping read
+     with :mod:`symtable`: a parameter or local of the same name does not count): assignments
+     to plain names that call something (``scale = math.sqrt(d)``, ``W = torch.eye(2)``),
+     augmented assignments (``scale *= 2``), and ``if``/``try`` blocks of them;
+   - never kept: a statement that prints, displays, plots, writes or runs shell code or a
+     magic (``print``, ``display``, ``plt.*``, ``.show()``, ``.write()``, ``get_ipython()``, which
+     ``!cmd`` and ``%magic`` become, ``os.system``, ``subprocess``), even when a function reads what
+     it sets; calls and expressions at the top of a cell; loops, ``with``, ``assert``, ``del``;
+     attribute or item assignments (``torch.x = ...``, ``a[0] = 1``); results nothing reads
+     (``out = scores(q, k)``).
 
-   Everything else is dropped: calls (``print``, ``plt.plot``, ``scores(q, k)``), assignments
-   that call something (``W = torch.randn(3, 3)``, ``out = scores(q, k)``), loops, ``with``,
-   ``assert``, ``del``, attribute or item assignments (``torch.x = ...``, ``a[0] = 1``).
-   A function that reads a dropped global fails with ``NameError`` when graded, as it would
-   in a fresh file: compute such values inside the function.
+   Then, in notebook order, an assignment that reads a module-level name nothing kept before it
+   sets is left out too (it would stop the whole module with a ``NameError`` at its import).
+4. Each name a kept function (or value) reads that nothing kept sets, and that a left-out
+   statement sets, becomes a note naming the cell and statement and why it was left out
+   (``scores (cell 5) uses scale, which cell 3 sets in `scale = print(W) or 1.0`; that was left out
+   because it calls print(), and grading produces no output``). Grading shows the notes with the
+   result when some case did not pass, so a ``NameError`` is never bare.
 
 The source keeps each kept statement's text as written, under a ``# cell N`` comment (cells
 counted from 1 over all cells, as they appear in the notebook), so a traceback points at
@@ -93,8 +105,8 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 
 
 class NotebookError(ValueError):
-    """A notebook cannot be converted: not JSON, not a valid nbformat 4 notebook, or a code cell
-    with a syntax error.
+    """A notebook cannot be converted: not JSON, not a valid nbformat 4 notebook, or over a bound
+    (a code cell with a syntax error is skipped, not an error).
 
     Attributes:
         cell: the failing cell, counted from 1 over all cells (``None`` for the whole file).
@@ -116,6 +128,9 @@ class Notebook:
         kept: ``(cell, first line)`` of every statement taken, in order.
         dropped: ``(cell, first line)`` of every top-level statement left out, in order (a cell
             under a non-Python cell magic counts as one statement).
+        skipped: ``(cell, reason)`` of every code cell that does not parse, in order.
+        notes: one line per skipped cell and per module-level name that kept code reads but that
+            only a left-out statement sets (which cell, which statement, why), for the student.
     """
 
     source: str
@@ -381,12 +396,12 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
         name: the notebook's file name, quoted in the source's first line.
 
     Returns:
-        The :class:`Notebook`: ``source`` holds only imports, definitions and call-free constant
-        assignments; nothing of the notebook is executed.
+        The :class:`Notebook`: ``source`` holds the imports, definitions and the assignments they
+        use (module docstring); nothing of the notebook is executed.
 
     Raises:
         NotebookError: invalid JSON or UTF-8, an unsupported nbformat, a file that fails nbformat's
-            validation, or a code cell with a syntax error (``cell`` says which).
+            validation, or more code or IPython syntax than the bounds allow (``cell`` says where).
 
     Example:
         >>> import nbformat
