@@ -234,3 +234,15 @@ def test_feedback_names_the_cell_and_statement_left_out(tmp_path):
         "your notebook hw3.ipynb: cell 4 was skipped: SyntaxError: invalid syntax at line 1 of the cell "
         "(the cell begins 'oops = = 1')",
     ]
+
+
+def test_notes_travel_to_a_dask_worker_with_the_submission(tmp_path):
+    """The plain data a cluster task carries keeps the notebook's notes (JSON-able, as sent)."""
+    import json
+
+    from attnscore.grade.cluster import _submission_data
+
+    (tmp_path / "hw3.ipynb").write_bytes(notebook("oops = = 1", SCALED))
+    [submission] = find_submissions([str(tmp_path / "hw3.ipynb")])
+    data = json.loads(json.dumps({k: v for k, v in _submission_data(submission).items() if k != "files"}))
+    assert data["notes"] == list(submission.notes) and len(submission.notes) == 2
