@@ -317,7 +317,7 @@ def _read_zip(where: Path, content: bytes) -> list[tuple[str, bytes]]:
             parts = PurePosixPath(name).parts
             if info.is_dir() or not parts:
                 continue
-            if name.startswith("/") or ".." in parts or ":" in parts[0]:
+            if name.startswith("/") or ".." in parts or ":" in parts[0] or "\x00" in name:
                 raise SubmissionError(f"{where}: expected relative paths inside the zip, found {shown!r}")
             mode = info.external_attr >> 16
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG) or any(
