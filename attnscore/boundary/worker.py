@@ -466,6 +466,21 @@ def _binds(node: Any, name: str) -> int:
     return 0
 
 
+NOTEBOOK_HEADER = b"# Definitions taken from the notebook "
+"""How the grader's conversion of a notebook begins (:mod:`attnscore.submission.notebook`)."""
+
+
+def _shown(folder: str, name: str) -> str:
+    """A file as the student knows it: ``hw3.py`` converted from a notebook is ``hw3.ipynb``."""
+    try:
+        with open(os.path.join(folder, name), "rb") as f:
+            if f.read(len(NOTEBOOK_HEADER)) == NOTEBOOK_HEADER:
+                return name[: -len(".py")] + ".ipynb"
+    except OSError:
+        pass
+    return name
+
+
 def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
     """The one top-level ``.py`` file of ``folder`` that defines ``function_name`` (read with ``ast``,
     nothing is run), or ``(None, why not)``."""
@@ -494,11 +509,11 @@ def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
         defining = conventional
     if len(defining) == 1:
         return defining[0], ""
-    listed = ", ".join(files)
+    listed = ", ".join(_shown(folder, n) for n in files)
     if not defining:
         return None, f"none of your files defines a function named {function_name!r} (files: {listed})"
     return None, (
-        f"more than one of your files defines {function_name!r} ({', '.join(defining)}); "
+        f"more than one of your files defines {function_name!r} ({', '.join(_shown(folder, n) for n in defining)}); "
         "keep it in one file, or ask your instructor which file is graded"
     )
 

@@ -264,6 +264,7 @@ def _submission_data(submission: Submission) -> dict[str, Any]:
         "files": [[rel, content] for rel, content in submission.files],
         "entry": submission.entry,
         "problem": submission.problem,
+        "notes": list(submission.notes),
     }
 
 
@@ -285,7 +286,11 @@ def _grade_task(spec_file: tuple[str, bytes], data: dict[str, Any], options: dic
             _WORKER_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
     spec, cases = _WORKER_CASES[key]
     submission = Submission(
-        Path(data["path"]), tuple((rel, content) for rel, content in data["files"]), data["entry"], data["problem"]
+        Path(data["path"]),
+        tuple((rel, content) for rel, content in data["files"]),
+        data["entry"],
+        data["problem"],
+        tuple(data.get("notes", ())),
     )
     result = grade_submission(
         submission,

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from attnscore.boundary.outputs import CallFailure
+from attnscore.boundary.untrusted import clean_text
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.runner import RefusedRunner
@@ -95,7 +96,11 @@ def grade_submission(
         hidden_last=True,
         environment={**session.environment, "sandbox": runner.protections},
     )
-    return graded.run(runner, on_case=on_case, started=start)
+    result = graded.run(runner, on_case=on_case, started=start)
+    if submission.notes and not result.all_passed:  # how a notebook was read, when it matters
+        notes = "\n".join([result.error, *(clean_text(n, 600) for n in submission.notes)]).strip("\n")
+        result = replace(result, error=notes)
+    return result
 
 
 def _environment(device: str) -> dict[str, str]:

@@ -234,7 +234,10 @@ def _denied(runtime_mirrors: list[list[str]]) -> list[str]:
     """Folders the worker must never read: this project and its installed packages (which hold the
     reference, bundled specs and golden-value code), also as seen through a readable mirror."""
     package = _ROOT / "attnscore"
-    own = {str(_ROOT), os.path.realpath(package), os.path.abspath(package)}
+    own = {os.path.realpath(package), os.path.abspath(package)}
+    # A source checkout is denied whole; an installed package only itself (never all of site-packages).
+    if (_ROOT / "pyproject.toml").is_file():
+        own.add(str(_ROOT))
     seen = set(own)
     for original, copy in runtime_mirrors:
         seen |= {copy + p[len(original) :] for p in own if p.startswith(original.rstrip("/") + "/")}

@@ -9,27 +9,39 @@ What is taken, cell by cell (code cells only; markdown, raw cells and every outp
    (:class:`IPython.core.inputtransformer2.TransformerManager`), one logical line at a time (the
    cell is tokenised once; only lines that hold IPython syntax are transformed, each on its own, so
    the work grows with the cell's length, never with its square): ``%matplotlib inline`` and
-   ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 drops.
+   ``!pip install x`` become calls such as ``get_ipython().system(...)``, which rule 3 leaves out.
    A cell that starts with the cell magic ``%%time``, ``%%timeit`` or ``%%capture`` keeps its body
    (these run their body as Python); a cell under any other cell magic (``%%bash``,
    ``%%writefile``, ``%%html``...) is dropped whole.
-2. The cell is parsed; a syntax error is a :class:`NotebookError` naming the cell.
-3. Only definitions are kept, as top-level statements:
+2. The cell is parsed. A cell that does not parse (an unfinished scratch cell, a syntax error) is
+   skipped, as Jupyter would fail that cell alone, and named in :attr:`Notebook.skipped` and
+   :attr:`Notebook.notes`; every other cell is read.
+3. Each top-level statement is kept or left out, as a fresh "Run All" that produces no output
+   would run it:
 
-   - ``import`` and ``from ... import`` (``from __future__`` imports are moved to the top);
-   - ``def``, ``async def`` and ``class`` (with their decorators, bodies untouched);
-   - assignments whose targets are plain names (``d_k = 4``, ``a, b = 1, 2``, ``x: float = 0.5``)
-     and whose right side calls nothing (no ``f(...)`` outside a ``lambda``; no ``await``,
-     ``yield`` or ``:=``): constants, not results;
-   - ``if``/``try`` blocks whose test calls nothing and whose every statement is itself kept
-     (``try: import numpy`` / ``except ImportError: numpy = None``), but never
-     ``if __name__ == "__main__":``.
+   - always kept: ``import`` and ``from ... import`` (``from __future__`` imports are moved to the
+     top); ``def``, ``async def`` and ``class`` (with their decorators, bodies untouched);
+     assignments to plain names whose right side calls nothing (``d_k = 4``, ``a, b = 1, 2``,
+     ``half = lambda x: x / 2``); ``if``/``try`` blocks made of such statements, but never
+     ``if __name__ == "__main__":``;
+   - kept when kept code reads the name it binds (transitively, by Python's own scoping read
+     with :mod:`symtable`: a parameter or local of the same name does not count): assignments
+     to plain names that call something (``scale = math.sqrt(d)``, ``W = torch.eye(2)``),
+     augmented assignments (``scale *= 2``), and ``if``/``try`` blocks of them;
+   - never kept: a statement that prints, displays, plots, writes or runs shell code or a
+     magic (``print``, ``display``, ``plt.*``, ``.show()``, ``.write()``, ``get_ipython()``, which
+     ``!cmd`` and ``%magic`` become, ``os.system``, ``subprocess``), even when a function reads what
+     it sets; calls and expressions at the top of a cell; loops, ``with``, ``assert``, ``del``;
+     attribute or item assignments (``torch.x = ...``, ``a[0] = 1``); results nothing reads
+     (``out = scores(q, k)``).
 
-   Everything else is dropped: calls (``print``, ``plt.plot``, ``scores(q, k)``), assignments
-   that call something (``W = torch.randn(3, 3)``, ``out = scores(q, k)``), loops, ``with``,
-   ``assert``, ``del``, attribute or item assignments (``torch.x = ...``, ``a[0] = 1``).
-   A function that reads a dropped global fails with ``NameError`` when graded, as it would
-   in a fresh file: compute such values inside the function.
+   Then, in notebook order, an assignment that reads a module-level name nothing kept before it
+   sets is left out too (it would stop the whole module with a ``NameError`` at its import).
+4. Each name a kept function (or value) reads that nothing kept sets, and that a left-out
+   statement sets, becomes a note naming the cell and statement and why it was left out
+   (``scores (cell 5) uses scale, which cell 3 sets in `scale = print(W) or 1.0`; that was left out
+   because it calls print(), and grading produces no output``). Grading shows the notes with the
+   result when some case did not pass, so a ``NameError`` is never bare.
 
 The source keeps each kept statement's text as written, under a ``# cell N`` comment (cells
 counted from 1 over all cells, as they appear in the notebook), so a traceback points at
@@ -46,8 +58,10 @@ their own message, and any other failure of the readers (``RecursionError``, ``M
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import re
+import symtable
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -91,8 +105,8 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 
 
 class NotebookError(ValueError):
-    """A notebook cannot be converted: not JSON, not a valid nbformat 4 notebook, or a code cell
-    with a syntax error.
+    """A notebook cannot be converted: not JSON, not a valid nbformat 4 notebook, or over a bound
+    (a code cell with a syntax error is skipped, not an error).
 
     Attributes:
         cell: the failing cell, counted from 1 over all cells (``None`` for the whole file).
@@ -114,11 +128,16 @@ class Notebook:
         kept: ``(cell, first line)`` of every statement taken, in order.
         dropped: ``(cell, first line)`` of every top-level statement left out, in order (a cell
             under a non-Python cell magic counts as one statement).
+        skipped: ``(cell, reason)`` of every code cell that does not parse, in order.
+        notes: one line per skipped cell and per module-level name that kept code reads but that
+            only a left-out statement sets (which cell, which statement, why), for the student.
     """
 
     source: str
     kept: tuple[tuple[int, str], ...]
     dropped: tuple[tuple[int, str], ...]
+    skipped: tuple[tuple[int, str], ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _calls_something(node: ast.AST) -> bool:
@@ -377,12 +396,12 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
         name: the notebook's file name, quoted in the source's first line.
 
     Returns:
-        The :class:`Notebook`: ``source`` holds only imports, definitions and call-free constant
-        assignments; nothing of the notebook is executed.
+        The :class:`Notebook`: ``source`` holds the imports, definitions and the assignments they
+        use (module docstring); nothing of the notebook is executed.
 
     Raises:
         NotebookError: invalid JSON or UTF-8, an unsupported nbformat, a file that fails nbformat's
-            validation, or a code cell with a syntax error (``cell`` says which).
+            validation, or more code or IPython syntax than the bounds allow (``cell`` says where).
 
     Example:
         >>> import nbformat
@@ -402,52 +421,272 @@ def convert_notebook(content: bytes, name: str = "notebook.ipynb") -> Notebook:
         raise NotebookError(f"the notebook could not be read ({detail})") from None
 
 
+@dataclass
+class _Statement:
+    """One top-level statement of a cell, as the conversion sees it."""
+
+    cell: int
+    text: str
+    kind: str  # "future", "definition" (always kept), "constant" (call-free assignment), "assignment", "out"
+    binds: frozenset[str] = frozenset()
+    now: frozenset[str] = frozenset()  # module-level names read when the statement runs
+    later: frozenset[str] = frozenset()  # module-level names read when a function it defines is called
+    why: str = ""  # for "out": why it is left out
+    label: str = ""  # what the student calls it: a function's or class's name, else its first line
+
+
+_BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__builtins__"}
+
+_SHELL_CALLS = frozenset({"get_ipython", "system", "popen", "getoutput", "run_line_magic", "run_cell_magic"})
+_SHELL_ROOTS = frozenset({"subprocess", "IPython", "shutil", "webbrowser"})
+_OUTPUT_CALLS = frozenset(
+    {"print", "display", "pprint", "input", "help", "breakpoint", "exit", "quit", "show", "plot", "imshow"}
+    | {"savefig", "write", "writelines", "interact"}
+)
+_OUTPUT_ROOTS = frozenset({"plt", "pyplot", "matplotlib", "sns", "seaborn", "logging", "tqdm", "ipywidgets"})
+
+
+def _dotted(func: ast.expr) -> list[str]:
+    """``a.b.c(...)``'s callee as ``["a", "b", "c"]`` (``[]`` for anything else, such as ``f()()``)."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.insert(0, func.attr)
+        func = func.value
+    if isinstance(func, ast.Call):
+        return _dotted(func.func) + parts if parts else _dotted(func.func)
+    return [func.id, *parts] if isinstance(func, ast.Name) else parts
+
+
+def _side_effect(stmt: ast.stmt) -> str:
+    """Why running ``stmt`` at the top of the module would not be grading: it runs shell code or a
+    magic, or it prints, displays, plots or writes (``""`` when neither, as far as can be read)."""
+    for node in _top_nodes(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        path = _dotted(node.func)
+        if not path:
+            continue
+        if path[-1] in _SHELL_CALLS or path[0] in _SHELL_ROOTS or path[:2] == ["os", "system"] or "get_ipython" in path:
+            return "it runs shell code or an IPython magic"
+        if path[-1] in _OUTPUT_CALLS or path[0] in _OUTPUT_ROOTS:
+            return f"it calls {'.'.join(path)}(), and grading produces no output"
+    return ""
+
+
+def _binding(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` only binds plain names at module level: an assignment to names, or an
+    ``if``/``try`` block made of such assignments, imports and definitions."""
+    if isinstance(stmt, ast.Assign):
+        return all(_plain_target(t) for t in stmt.targets)
+    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        return isinstance(stmt.target, ast.Name)
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass)):
+        return True
+    if isinstance(stmt, ast.If):
+        return not _is_main_guard(stmt.test) and all(_binding(s) for s in stmt.body + stmt.orelse)
+    if isinstance(stmt, ast.Try):
+        body = stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
+        return all(_binding(s) for s in body)
+    return False
+
+
+def _names(stmt: ast.stmt) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """``(binds, now, later)`` of a top-level statement, by Python's own scoping (:mod:`symtable`):
+    the module-level names it binds, those it reads when it runs (a right side, a decorator, a
+    default), and those a function or class it defines reads later, when called.
+
+    Raises:
+        SyntaxError: the statement does not compile (``return`` or ``nonlocal`` at the top level...).
+    """
+    table = symtable.symtable(ast.unparse(stmt), "<cell>", "exec")
+    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    now = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    later: set[str] = set()
+    tables = list(table.get_children())
+    while tables:
+        child = tables.pop()
+        later |= {s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global()}
+        tables += child.get_children()
+    return frozenset(binds), frozenset(now), frozenset(later)
+
+
+def _classify(stmt: ast.stmt, cell: int, text: str) -> _Statement:
+    """What the conversion does with one top-level statement (the rules of the module docstring)."""
+    if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+        return _Statement(cell, text, "future")
+    if isinstance(stmt, ast.If) and _is_main_guard(stmt.test):
+        return _Statement(cell, text, "out", why="it is under `if __name__ == '__main__':`")
+    effect = _side_effect(stmt)
+    if not _binding(stmt):
+        return _Statement(cell, text, "out", *_names_or_none(stmt), why=effect or _not_binding(stmt))
+    try:
+        binds, now, later = _names(stmt)
+    except SyntaxError as exc:
+        return _Statement(cell, text, "out", why=f"it does not compile ({exc.msg})")
+    if effect and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return _Statement(cell, text, "out", binds, now, later, why=effect)
+    if _definition(stmt, cell):
+        kind = "constant" if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else "definition"
+        label = stmt.name if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+        return _Statement(cell, text, kind, binds, now, later, label=label)
+    if any(isinstance(n, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)) for n in _top_nodes(stmt)):
+        return _Statement(cell, text, "out", binds, now, later, why="it awaits, yields or uses :=")
+    return _Statement(cell, text, "assignment", binds, now, later)
+
+
+def _top_nodes(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of ``stmt`` evaluated when it runs (not inside a lambda or a function it defines)."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) or node is stmt:
+            todo += ast.iter_child_nodes(node)
+    return out
+
+
+def _names_or_none(stmt: ast.stmt) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    try:
+        return _names(stmt)
+    except SyntaxError:
+        return frozenset(), frozenset(), frozenset()
+
+
+def _not_binding(stmt: ast.stmt) -> str:
+    if isinstance(stmt, ast.Expr):
+        return "grading runs no call or expression at the top of a cell"
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return "it sets an attribute or an item"
+    kind = type(stmt).__name__.lower().replace("async", "async ")
+    return f"grading runs no top-level `{kind}` block"
+
+
+def _keep(statements: list[_Statement]) -> set[int]:
+    """The statements to keep, by index: the future imports, definitions and constants, and each
+    assignment whose name kept code reads (transitively); then, in notebook order, every
+    constant or assignment that reads a module-level name nothing kept before it sets is left
+    out (it would stop the whole module at its import with a NameError)."""
+    kept = {i for i, s in enumerate(statements) if s.kind in ("future", "definition", "constant")}
+    needed: set[str] = set().union(*(statements[i].now | statements[i].later for i in kept))
+    changed = True
+    while changed:
+        changed = False
+        for i, s in enumerate(statements):
+            if i not in kept and s.kind == "assignment" and s.binds & needed:
+                kept.add(i)
+                needed |= s.now | s.later
+                changed = True
+    bound: set[str] = set(_BUILTINS)
+    for i, s in enumerate(statements):
+        if i not in kept:
+            continue
+        if s.kind in ("constant", "assignment") and not s.now <= bound:
+            kept.discard(i)
+            missing = sorted(s.now - bound)
+            statements[i] = _Statement(
+                s.cell,
+                s.text,
+                "out",
+                s.binds,
+                s.now,
+                s.later,
+                label=s.label,
+                why=f"it reads {', '.join(missing)}, which nothing kept before it sets",
+            )
+            continue
+        bound |= s.binds
+    return kept
+
+
+def _notes(statements: list[_Statement], kept: set[int], skipped: list[tuple[int, str]]) -> list[str]:
+    """One line per module-level name that kept code reads and nothing kept sets, naming the
+    cell and statement that set it and why that was left out; then the skipped cells."""
+    bound = set(_BUILTINS).union(*(statements[i].binds for i in kept))
+    notes: list[str] = []
+    seen: set[str] = set()
+    for i in sorted(kept):
+        user = statements[i]
+        for name in sorted((user.now | user.later) - bound - seen):
+            setters = [s for j, s in enumerate(statements) if j not in kept and name in s.binds]
+            if not setters and not skipped:
+                continue
+            seen.add(name)
+            what = f"{user.label or _first_line(user.text)} (cell {user.cell}) uses {name}"
+            if setters:
+                s = setters[-1]
+                notes.append(
+                    f"{what}, which cell {s.cell} sets in `{_first_line(s.text)}`; that was left out because {s.why}"
+                )
+            else:
+                cells = ", ".join(str(cell) for cell, _ in skipped)
+                notes.append(f"{what}, which no cell that could be read sets (skipped: cell {cells})")
+    notes += [f"cell {cell} was skipped: {reason}" for cell, reason in skipped]
+    return notes
+
+
 def _convert(content: bytes, name: str) -> Notebook:
     notebook = _decode(content)
-    future: list[str] = []
-    body: list[str] = []
-    kept: list[tuple[int, str]] = []
-    dropped: list[tuple[int, str]] = []
+    statements: list[_Statement] = []
+    skipped: list[tuple[int, str]] = []
     budget = [MAX_IPYTHON_LINES, _MAX_TOKENISED]
     for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
+        begins = f"(the cell begins {_first_line(cell.source)!r})"
         try:
             python, offset = _cell_body(cell.source, budget)
         except NotebookError as exc:
-            raise NotebookError(exc.reason, number) from None
+            if exc.reason.startswith("expected at most") or "too many quotes" in exc.reason:
+                raise NotebookError(exc.reason, number) from None  # the notebook's bounds: never a skip
+            skipped.append((number, f"{exc.reason} {begins}"))
+            continue
         except (RecursionError, MemoryError, RuntimeError, ValueError) as exc:
-            raise NotebookError(f"its IPython syntax could not be read ({type(exc).__name__})", number) from None
+            skipped.append((number, f"its IPython syntax could not be read ({type(exc).__name__}) {begins}"))
+            continue
         if python is None:
-            dropped.append((number, _first_line(cell.source)))
+            statements.append(
+                _Statement(
+                    number,
+                    _first_line(cell.source),
+                    "out",
+                    why="grading runs no cell magic but %%time, %%timeit and %%capture",
+                )
+            )
             continue
         try:
             tree = ast.parse(python)
         except (RecursionError, MemoryError):
-            raise NotebookError("the code is too deeply nested to read", number) from None
+            skipped.append((number, f"the code is too deeply nested to read {begins}"))
+            continue
         except SyntaxError as exc:
             where = f" at line {exc.lineno + offset} of the cell" if exc.lineno else ""
-            raise NotebookError(
-                f"SyntaxError: {exc.msg}{where} (the cell begins {_first_line(cell.source)!r})", number
-            ) from None
+            skipped.append((number, f"SyntaxError: {exc.msg}{where} {begins}"))
+            continue
         lines = python.splitlines()
         touched = Counter(
             line for stmt in tree.body for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
         )
         shared = {line for line, count in touched.items() if count > 1}  # `import os; print(1)`
-        taken: list[str] = []
-        for stmt in tree.body:
-            text = _statement_text(stmt, lines, shared)
-            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
-                future.append(text)
-                kept.append((number, _first_line(text)))
-            elif _definition(stmt, number):
-                taken.append(text)
-                kept.append((number, _first_line(text)))
+        try:
+            statements += [_classify(stmt, number, _statement_text(stmt, lines, shared)) for stmt in tree.body]
+        except (RecursionError, NotebookError):
+            skipped.append((number, f"the code is too deeply nested to read {begins}"))
+    kept = _keep(statements)
+    future = [s.text for i, s in enumerate(statements) if i in kept and s.kind == "future"]
+    body: list[str] = []
+    for i, s in enumerate(statements):
+        if i in kept and s.kind != "future":
+            if body and body[-1].startswith(f"# cell {s.cell}\n"):
+                body[-1] += "\n" + s.text
             else:
-                dropped.append((number, _first_line(text)))
-        if taken:
-            body.append(f"# cell {number}\n" + "\n".join(taken))
+                body.append(f"# cell {s.cell}\n{s.text}")
     header = f"# Definitions taken from the notebook {name!r} by attnscore; outputs and other statements left out."
     source = "\n\n".join([header, *future, *body]) + "\n"
-    return Notebook(source, tuple(kept), tuple(dropped))
+    return Notebook(
+        source,
+        tuple((s.cell, _first_line(s.text)) for i, s in enumerate(statements) if i in kept),
+        tuple((s.cell, _first_line(s.text)) for i, s in enumerate(statements) if i not in kept),
+        tuple(skipped),
+        tuple(_notes(statements, kept, skipped)),
+    )
