@@ -13,8 +13,8 @@ from attnscore.check.cases import build_cases
 from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report import gradescope_results, submission_to_json
 from attnscore.report.results import Verdict
-from attnscore.sandbox.worker_process import WorkerProcess
 from attnscore.sandbox.launch import Limits
+from attnscore.sandbox.worker_process import WorkerProcess
 from attnscore.spec.load import load_spec
 from attnscore.submission.files import SubmissionError, find_submissions
 

@@ -14,13 +14,27 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from attnscore.boundary import wire
+from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
 from attnscore.sandbox.runtime import through_mirrors, unreadable_by
+from attnscore.sandbox.worker_process import Ended, Heard, Malformed, TimedOut
 
 if TYPE_CHECKING:
     from attnscore.sandbox.runner import SandboxRunner
+    from attnscore.sandbox.worker_process import WorkerProcess
 
-__all__ = ["LOAD_VERDICTS", "WORKER_VERDICTS", "environment_fault", "inspection", "module_files"]
+__all__ = [
+    "LOAD_VERDICTS",
+    "WORKER_VERDICTS",
+    "call_outcome",
+    "environment_fault",
+    "inspection",
+    "load_failure",
+    "module_files",
+    "reported_failure",
+]
 
 # The only verdicts a worker may report itself; anything else it sends counts as a crash.
 WORKER_VERDICTS = frozenset({Verdict.EXCEPTION, Verdict.BAD_RETURN_TYPE, Verdict.MEMORY_LIMIT})
@@ -32,6 +46,78 @@ LOAD_VERDICTS = {
     True: frozenset({Verdict.EXCEPTION, Verdict.FUNCTION_MISSING, Verdict.MEMORY_LIMIT}),
 }
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,20}")
+
+
+def load_failure(hello: Heard, importing: bool, runner: SandboxRunner, worker: WorkerProcess) -> CallFailure:
+    """Why the submission could not be loaded, from the worker's last word ``hello`` (anything
+    but ``Ready`` after ``Importing``); ``importing``: whether the worker said it was importing."""
+    limits = runner.limits
+    if isinstance(hello, TimedOut):
+        return CallFailure(
+            Verdict.TIMEOUT,
+            f"importing your file took longer than {limits.load_timeout_s:g} s"
+            if runner.starts == 1
+            else f"importing your file again used up its setup time of {limits.load_timeout_s:g} s",
+            "submission",
+        )
+    if isinstance(hello, Ended):
+        verdict, text = worker.exit_description()
+        if verdict is Verdict.MEMORY_LIMIT:
+            verdict = Verdict.CRASHED
+        return CallFailure(verdict, f"your file crashed while being imported: the process {text}", "submission")
+    if isinstance(hello, wire.LoadError) and hello.verdict in LOAD_VERDICTS[importing]:
+        return reported_failure(hello, "submission", runner)
+    if importing and isinstance(hello, wire.LoadError):
+        return CallFailure(
+            Verdict.CRASHED,
+            "the process running your file reported a failure of the grading machine while your file was being "
+            "imported, which is not trusted (only the worker speaks before your code runs)",
+            "submission",
+        )
+    return CallFailure(Verdict.CRASHED, "the worker sent an unexpected message while importing your file", "submission")
+
+
+def call_outcome(
+    reply: Heard, runner: SandboxRunner, worker: WorkerProcess
+) -> tuple[Outcome, dict[str, list[str]] | None]:
+    """The outcome of the runner's current call (``runner.calls``) from the worker's ``reply``, and
+    the worker's inspection report of a result (validated, else None)."""
+    limits = runner.limits
+    if isinstance(reply, TimedOut):
+        why = f"the call took longer than {limits.call_timeout_s:g} s (an infinite loop, or far too slow)"
+        return CallFailure(Verdict.TIMEOUT, why), None
+    if isinstance(reply, Ended):
+        verdict, text = worker.exit_description()
+        return CallFailure(verdict, f"the process running your code {text} during the call"), None
+    if isinstance(reply, Malformed):
+        return CallFailure(Verdict.CRASHED, f"the process running your code sent a malformed: {reply.problem}"), None
+    if reply.id != runner.calls:
+        return CallFailure(Verdict.CRASHED, "the process running your code answered out of turn"), None
+    if isinstance(reply, wire.CallResult):
+        return reply.value, inspection(reply.inspection, runner.last_names)
+    if isinstance(reply, wire.UnreadableResult):
+        return CallFailure(Verdict.BAD_RETURN_TYPE, f"the returned value could not be read back: {reply.problem}"), None
+    if isinstance(reply, wire.CallFailed) and reply.verdict is Verdict.GRADER_ERROR:
+        # After the submission is imported, the worker speaks for it: a "grader error" it sends
+        # cannot be told from a forged one, so it is never taken as the machine's fault.
+        why = "the process running your code reported a failure of the grader, which is not trusted"
+        return CallFailure(Verdict.CRASHED, why), None
+    if isinstance(reply, wire.CallFailed) and reply.verdict in WORKER_VERDICTS:
+        return reported_failure(reply, "call", runner), None
+    return CallFailure(Verdict.CRASHED, "the process running your code sent an unexpected message"), None
+
+
+def reported_failure(message: wire.LoadError | wire.CallFailed, scope: str, runner: SandboxRunner) -> CallFailure:
+    """A failure the worker reported (its verdict one it may report), as a verdict; the machine's
+    faults (:func:`environment_fault`) become grader errors."""
+    text = clean_text(message.message, 2000)
+    verdict = message.verdict or Verdict.CRASHED  # a verdict-less message is never taken this far
+    if verdict is Verdict.EXCEPTION:
+        fault = environment_fault(runner, message)
+        if fault is not None:
+            return CallFailure(Verdict.GRADER_ERROR, f"{text} ({fault})", scope)
+        return CallFailure(verdict, text, scope, message.exception)
+    return CallFailure(verdict, text, scope)
 
 
 def module_files(module: str, path: tuple[str, ...]) -> list[str] | None:
@@ -57,7 +143,7 @@ def module_files(module: str, path: tuple[str, ...]) -> list[str] | None:
     return files
 
 
-def environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str | None:
+def environment_fault(runner: SandboxRunner, message: wire.LoadError | wire.CallFailed) -> str | None:
     """Why a failure the worker reports is the grading machine's, not the student's; else None.
 
     The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a
@@ -72,7 +158,7 @@ def environment_fault(runner: SandboxRunner, message: dict[str, object]) -> str 
     if not path or runner.plan.bwrap:
         return None
     mirrors = runner.runtime.mirrors
-    module, file = message.get("module"), message.get("file")
+    module, file = message.module, message.file
     files = module_files(module, path) if isinstance(module, str) and _MODULE_NAME.fullmatch(module) else None
     if files and unreadable_by(
         tuple(dict.fromkeys(through_mirrors(f, mirrors) for f in files)), runner.uid, runner.uid

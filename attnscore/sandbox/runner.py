@@ -25,19 +25,18 @@ from attnscore.boundary import kernel_objects, wire
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.layouts import strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome
-from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.limits import Limits
-from attnscore.sandbox.outcome import LOAD_VERDICTS, WORKER_VERDICTS, environment_fault, inspection
+from attnscore.sandbox.outcome import call_outcome, load_failure
 from attnscore.sandbox.plan import resolve
 from attnscore.sandbox.processes import runtime_for, template_for
 from attnscore.sandbox.removal import remove_tree, run_prefix, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime
 from attnscore.sandbox.template import TemplateError
-from attnscore.sandbox.worker_process import WorkerProcess
+from attnscore.sandbox.worker_process import ENDED, Heard, WorkerProcess
 from attnscore.submission.files import Submission
 
 __all__ = ["SandboxRunner"]
@@ -180,7 +179,7 @@ class SandboxRunner:
         budget = self.limits.load_timeout_s - self.setup_spent
         if budget <= 0:
             return CallFailure(
-                Verdict.TIMEOUT.value,
+                Verdict.TIMEOUT,
                 f"not run: starting your code again would exceed its setup time of {self.limits.load_timeout_s:g} s "
                 f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
             )
@@ -193,7 +192,7 @@ class SandboxRunner:
         try:
             worker = WorkerProcess(self)
         except TemplateError as exc:  # only with Limits(template=True): no fallback wanted
-            self.load_failure = CallFailure(Verdict.GRADER_ERROR.value, f"the worker could not be started: {exc}")
+            self.load_failure = CallFailure(Verdict.GRADER_ERROR, f"the worker could not be started: {exc}")
             return self.load_failure
         self.worker = worker
         self.starts += 1
@@ -201,43 +200,14 @@ class SandboxRunner:
         hello = worker.receive(clock)
         # Before "importing" only the worker has run: it alone may report the machine's faults.
         # From "importing" on the submission runs in the worker and may write replies itself.
-        importing = isinstance(hello, dict) and hello.get("type") == "importing"
+        importing = isinstance(hello, wire.Importing)
         if importing:
             hello = worker.receive(clock)
         self.setup_spent += clock.spent()
         self.spent += clock.spent()
-        if importing and isinstance(hello, dict) and hello.get("type") == "ready":
+        if importing and isinstance(hello, wire.Ready):
             return self._disk_failure()
-        if hello == "timeout":
-            failure = CallFailure(
-                Verdict.TIMEOUT.value,
-                f"importing your file took longer than {self.limits.load_timeout_s:g} s"
-                if self.starts == 1
-                else f"importing your file again used up its setup time of {self.limits.load_timeout_s:g} s",
-                "submission",
-            )
-        elif hello == "eof":
-            verdict, text = worker.exit_description()
-            if verdict == Verdict.MEMORY_LIMIT.value:
-                verdict = Verdict.CRASHED.value
-            failure = CallFailure(verdict, f"your file crashed while being imported: the process {text}", "submission")
-        elif (
-            isinstance(hello, dict)
-            and hello.get("type") == "load_error"
-            and hello.get("verdict") in LOAD_VERDICTS[importing]
-        ):
-            failure = self._failure(hello, "submission")
-        elif importing and isinstance(hello, dict) and hello.get("type") == "load_error":
-            failure = CallFailure(
-                Verdict.CRASHED.value,
-                "the process running your file reported a failure of the grading machine while your file was being "
-                "imported, which is not trusted (only the worker speaks before your code runs)",
-                "submission",
-            )
-        else:
-            failure = CallFailure(
-                Verdict.CRASHED.value, "the worker sent an unexpected message while importing your file", "submission"
-            )
+        failure = load_failure(hello, importing, self, worker)
         self._kill_worker()
         self.load_failure = failure
         return failure
@@ -256,7 +226,7 @@ class SandboxRunner:
         except OSError:
             pass
         self.load_failure = CallFailure(
-            Verdict.MEMORY_LIMIT.value,
+            Verdict.MEMORY_LIMIT,
             f"your code wrote more than {limit / 1024**2:g} MiB into its working folder (the limit for all its "
             "files together), so it was stopped",
             "submission",
@@ -290,19 +260,6 @@ class SandboxRunner:
             offset += len(raw)
         return layout
 
-    def _failure(self, message: dict[str, object], scope: str) -> CallFailure:
-        """A failure the worker reported, as a verdict; the machine's faults become grader errors."""
-        text = clean_text(str(message.get("message", "")), 2000)
-        verdict = str(message["verdict"])
-        if verdict == Verdict.EXCEPTION.value:
-            fault = environment_fault(self, message)
-            if fault is not None:
-                return CallFailure(Verdict.GRADER_ERROR.value, f"{text} ({fault})", scope)
-            name = message.get("exception")
-            exception = name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else ""
-            return CallFailure(verdict, text, scope, exception)
-        return CallFailure(verdict, text, scope)
-
     def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
         """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`); never raises for
         anything the submission does."""
@@ -311,7 +268,7 @@ class SandboxRunner:
             return self.load_failure
         if self.spent > self.limits.total_timeout_s:
             return CallFailure(
-                Verdict.TIMEOUT.value,
+                Verdict.TIMEOUT,
                 f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
             )
         if self.worker is None:
@@ -320,26 +277,27 @@ class SandboxRunner:
                 return failure
         worker = self.worker
         if worker is None:  # pragma: no cover - _start set it
-            return CallFailure(Verdict.GRADER_ERROR.value, "the worker could not be started")
+            return CallFailure(Verdict.GRADER_ERROR, "the worker could not be started")
         self.last_inspection = None
         self.last_names = list(args)
         layout = self._share_inputs(args, dtype, layouts or {})
         if layout is None:
-            return CallFailure(Verdict.GRADER_ERROR.value, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
-        request = {
-            "type": "call",
-            "id": self.calls,
-            "dtype": dtype,
-            "device": gpu.worker_device(self.limits.device),
-            "names": list(args),
-            "inputs": [{k: v for k, v in item.items() if k != "raw"} for item in layout],
-        }
-        reply: dict[str, object] | str = "eof"
-        if worker.send(request):
+            return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
+        request = wire.CallRequest(
+            self.calls,
+            dtype,
+            gpu.worker_device(self.limits.device),
+            tuple(args),
+            tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
+        )
+        reply: Heard = ENDED
+        if worker.send(wire.encode_message(request)):
             clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid())
             reply = worker.receive(clock)
             self.spent += clock.spent()
-        outcome = self._outcome(reply, worker)
+        outcome, reported = call_outcome(reply, self, worker)
+        if isinstance(reply, wire.CallResult) and reply.id == self.calls:
+            self.last_inspection = reported
         disk = self._disk_failure()
         if disk is not None:
             return disk
@@ -353,44 +311,8 @@ class SandboxRunner:
             self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
         if (
             isinstance(outcome, CallFailure)
-            and outcome.verdict
-            in (
-                Verdict.TIMEOUT.value,
-                Verdict.CRASHED.value,
-                Verdict.MEMORY_LIMIT.value,
-                Verdict.GRADER_ERROR.value,
-            )
+            and outcome.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.MEMORY_LIMIT, Verdict.GRADER_ERROR)
             or (isinstance(outcome, CallFailure) and gpu.restart_after(self.device, outcome.verdict, outcome.message))
         ):
             self._kill_worker()  # the next call starts a fresh worker (and a clean CUDA context)
         return outcome
-
-    def _outcome(self, reply: dict[str, object] | str, worker: WorkerProcess) -> Outcome:
-        if reply == "timeout":
-            return CallFailure(
-                Verdict.TIMEOUT.value,
-                f"the call took longer than {self.limits.call_timeout_s:g} s (an infinite loop, or far too slow)",
-            )
-        if reply == "eof":
-            verdict, text = worker.exit_description()
-            return CallFailure(verdict, f"the process running your code {text} during the call")
-        if isinstance(reply, str):
-            return CallFailure(Verdict.CRASHED.value, f"the process running your code sent a {reply}")
-        if reply.get("id") != self.calls:
-            return CallFailure(Verdict.CRASHED.value, "the process running your code answered out of turn")
-        if reply.get("type") == "result":
-            self.last_inspection = inspection(reply.get("inspection"), self.last_names)
-            try:
-                return wire.decode_received(reply.get("value"))
-            except wire.WireError as exc:
-                return CallFailure(Verdict.BAD_RETURN_TYPE.value, f"the returned value could not be read back: {exc}")
-        if reply.get("type") == "failure" and reply.get("verdict") == Verdict.GRADER_ERROR.value:
-            # After the submission is imported, the worker speaks for it: a "grader error" it sends
-            # cannot be told from a forged one, so it is never taken as the machine's fault.
-            return CallFailure(
-                Verdict.CRASHED.value,
-                "the process running your code reported a failure of the grader, which is not trusted",
-            )
-        if reply.get("type") == "failure" and reply.get("verdict") in WORKER_VERDICTS:
-            return self._failure(reply, "call")
-        return CallFailure(Verdict.CRASHED.value, "the process running your code sent an unexpected message")

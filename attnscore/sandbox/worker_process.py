@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attnscore.boundary import wire
@@ -24,7 +25,29 @@ from attnscore.sandbox.template import TemplateChild, TemplateError
 if TYPE_CHECKING:
     from attnscore.sandbox.runner import SandboxRunner
 
-__all__ = ["WorkerProcess"]
+__all__ = ["ENDED", "TIMED_OUT", "Ended", "Heard", "Malformed", "TimedOut", "WorkerProcess"]
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """No whole reply came before the deadline."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The reply pipe reached its end of file: the worker is gone (or closed it)."""
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """Bytes on the reply pipe that are no message (:class:`attnscore.boundary.wire.WireError`: ``problem``)."""
+
+    problem: str
+
+
+TIMED_OUT, ENDED = TimedOut(), Ended()
+Heard = wire.Reply | TimedOut | Ended | Malformed
+"""What :meth:`WorkerProcess.receive` returns: a reply of the protocol, or what came instead."""
 
 
 class WorkerProcess:
@@ -99,14 +122,15 @@ class WorkerProcess:
                 return
             self.runner.keep_output(chunk)
 
-    def receive(self, deadline: float | OwnTime) -> dict[str, object] | str:
-        """The next message, or ``"timeout"`` / ``"eof"`` / ``"malformed: ..."``; ``deadline``: a
-        monotonic time, or the worker's own time (:class:`~attnscore.sandbox.clock.OwnTime`)."""
+    def receive(self, deadline: float | OwnTime) -> Heard:
+        """The next reply (:func:`attnscore.boundary.wire.decode_reply`), or :data:`TIMED_OUT`,
+        :data:`ENDED` or :class:`Malformed`; ``deadline``: a monotonic time, or the worker's own
+        time (:class:`~attnscore.sandbox.clock.OwnTime`)."""
         while b"\n" not in self.buffer:
             remaining = (deadline.deadline if isinstance(deadline, OwnTime) else deadline) - time.monotonic()
             if remaining <= 0:
                 if not isinstance(deadline, OwnTime) or deadline.extend() <= time.monotonic():
-                    return "timeout"
+                    return TIMED_OUT
                 continue
             watched = [self.resp_r, self.out_r] if self.out_open else [self.resp_r]
             ready, _, _ = select.select(watched, [], [], remaining)
@@ -117,15 +141,15 @@ class WorkerProcess:
                 continue
             chunk = os.read(self.resp_r, 1 << 20)
             if not chunk:
-                return "eof"
+                return ENDED
             self.buffer += chunk
             if len(self.buffer) > wire.MAX_MESSAGE_BYTES:
-                return f"malformed: a message longer than {wire.MAX_MESSAGE_BYTES} bytes"
+                return Malformed(f"a message longer than {wire.MAX_MESSAGE_BYTES} bytes")
         line, _, self.buffer = self.buffer.partition(b"\n")
         try:
-            return wire.loads(line)
+            return wire.decode_reply(wire.loads(line))
         except wire.WireError as exc:
-            return f"malformed: {exc}"
+            return Malformed(str(exc))
 
     def kill(self) -> None:
         """Kill the worker's whole process group (and, in bwrap, its PID namespace); reap it."""
@@ -147,12 +171,12 @@ class WorkerProcess:
             except OSError:
                 pass
 
-    def exit_description(self) -> tuple[str, str]:
+    def exit_description(self) -> tuple[Verdict, str]:
         """``(verdict, text)`` saying how the worker ended."""
         try:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            return Verdict.CRASHED.value, "stopped answering"
+            return Verdict.CRASHED, "stopped answering"
         if self.bwrap and code > 128:  # bwrap reports a child killed by a signal as 128 + signal
             code = -(code - 128)
         if code < 0:
@@ -162,12 +186,12 @@ class WorkerProcess:
                 name = f"signal {-code}"
             if -code == signal.SIGXCPU:
                 return (
-                    Verdict.TIMEOUT.value,
+                    Verdict.TIMEOUT,
                     f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time",
                 )
-            verdict = Verdict.MEMORY_LIMIT.value if -code == signal.SIGKILL else Verdict.CRASHED.value
+            verdict = Verdict.MEMORY_LIMIT if -code == signal.SIGKILL else Verdict.CRASHED
             return verdict, f"was killed by {name}"
-        return Verdict.CRASHED.value, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
+        return Verdict.CRASHED, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
 
 
 def _drop(runner: SandboxRunner) -> str:
