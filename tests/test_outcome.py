@@ -104,7 +104,7 @@ WORKER = SimpleNamespace(exit_description=lambda: (Verdict.MEMORY_LIMIT, "was ki
         pytest.param(
             wire.CallFailed(1, Verdict.MEMORY_LIMIT, "CUDA out of memory\x1b[31m"),
             Verdict.MEMORY_LIMIT,
-            "CUDA out of memory[31m",
+            "CUDA out of memory",
             id="memory, text cleaned",
         ),
     ],
