@@ -1,6 +1,6 @@
 """The worker: runs inside the sandboxed child process and calls the submission.
 
-Started by :mod:`attnscore.sandbox.launch` as
+Started by :mod:`attnscore.sandbox.worker_process` as
 ``python -I -c <bootstrap> LIB FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``. ``CONFIG`` is
 JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`attnscore.sandbox.runtime`), ``deny``
 (folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
