@@ -83,10 +83,7 @@ def resolve(limits: Limits | None = None) -> SandboxPlan:
             be (a grader that is not root, or a GPU): pass ``bwrap=False`` too.
     """
     limits = limits or Limits()
-    use_bwrap = _bwrap(limits)
-    drops_uid = uids.drops_privileges()
-    address_limit = gpu.keeps_address_limit(limits.device)
-    return _finish(limits, use_bwrap, _template(limits, use_bwrap, drops_uid, address_limit), drops_uid, address_limit)
+    return _finish(limits, *_first_decisions(limits))
 
 
 def use_template(limits: Limits) -> bool:
@@ -100,14 +97,21 @@ def use_template(limits: Limits) -> bool:
     Raises:
         RuntimeError: as :func:`resolve`.
     """
-    use_bwrap = _bwrap(limits)
-    return _template(limits, use_bwrap, uids.drops_privileges(), gpu.keeps_address_limit(limits.device))
+    return _first_decisions(limits)[1]
 
 
 def protections(limits: Limits | None = None) -> str:
     """One line naming the isolation layers active on this machine, for results and the CLI
     (:attr:`SandboxPlan.protections`)."""
     return resolve(limits).protections
+
+
+def _first_decisions(limits: Limits) -> tuple[bool, bool, bool, bool]:
+    """``(bwrap, template, drops_uid, address_limit)``: the options that decide the others."""
+    use_bwrap = _bwrap(limits)
+    drops_uid = uids.drops_privileges()
+    address_limit = gpu.keeps_address_limit(limits.device)
+    return use_bwrap, _template(limits, use_bwrap, drops_uid, address_limit), drops_uid, address_limit
 
 
 def _bwrap(limits: Limits) -> bool:

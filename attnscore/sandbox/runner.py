@@ -48,7 +48,14 @@ class SandboxRunner:
     """Runs calls of ``function`` from the file ``submission`` in a sandboxed worker.
 
     Use as a context manager; on exit it kills the worker and anything it started, and removes
-    its temporary directories.
+    its temporary directories. Its :attr:`plan` (:class:`~attnscore.sandbox.plan.SandboxPlan`) is
+    resolved once, here, and :attr:`protections` is its line; both change only when the template
+    fails and the runner goes on with fresh interpreters.
+
+    Raises:
+        RuntimeError: the limits ask for a layer this machine lacks (:func:`~attnscore.sandbox.plan.resolve`),
+            or every worker uid is taken.
+        TemplateError: ``Limits(template=True)`` and the template cannot start.
     """
 
     def __init__(

@@ -92,7 +92,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | TemplateChild = proc
         # bwrap reports a child killed by a signal as an exit code of 128 + signal; the template
         # reports the worker's own status
-        self.bwrap = runner.bwrap and not isinstance(proc, TemplateChild)
+        self.bwrap = runner.plan.bwrap and not isinstance(proc, TemplateChild)
         uids.remember_worker(self.proc.pid)
 
     def send(self, message: dict[str, object]) -> bool:
