@@ -10,7 +10,7 @@ import pytest
 
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.template_server import WORKER_NICE
-from attnscore.sandbox import cgroup, launch
+from attnscore.sandbox import cgroup, launch, machine
 from attnscore.sandbox.launch import Limits, SandboxRunner
 
 V1 = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
@@ -85,14 +85,14 @@ def test_a_group_that_cannot_be_made_is_none(tmp_path):
 
 def test_the_protections_line_names_the_bound_that_holds(monkeypatch):
     """With a cgroup: one CPU, memory (memfds too) and processes per worker; without: the fallback and why."""
-    monkeypatch.setattr(launch, "_cgroup_base", lambda: cgroup.Base("/sys/fs/cgroup"))
+    monkeypatch.setattr(machine, "cgroup_base", lambda: cgroup.Base("/sys/fs/cgroup"))
     line = launch.protections(Limits(bwrap=False))
     assert "cgroup v2 per worker: 1 CPU, memory 4 GiB (memfds and tmpfs too), 256 processes" in line
-    monkeypatch.setattr(launch, "_cgroup_base", lambda: "no cgroup v2 hierarchy mounted (cgroup v1 only)")
-    monkeypatch.setattr(launch, "_autogroups", lambda: True)
+    monkeypatch.setattr(machine, "cgroup_base", lambda: "no cgroup v2 hierarchy mounted (cgroup v1 only)")
+    monkeypatch.setattr(machine, "autogroups", lambda: True)
     line = launch.protections(Limits(bwrap=False))
     assert f"cpu: its own session's CPU share (autogroup), nice {WORKER_NICE} (no cgroup: no cgroup v2" in line
-    monkeypatch.setattr(launch, "_autogroups", lambda: False)
+    monkeypatch.setattr(machine, "autogroups", lambda: False)
     assert f"cpu: nice {WORKER_NICE} (no cgroup: " in launch.protections(Limits(bwrap=False))
 
 
@@ -109,7 +109,7 @@ def scores(q, keys):
 @pytest.mark.parametrize("template", [pytest.param(True, id="template"), pytest.param(False, id="fresh")])
 def test_without_a_cgroup_the_worker_runs_niced_before_the_submission_loads(tmp_path, monkeypatch, template):
     """No cgroup: the submission finds itself at nice WORKER_NICE already (set in the worker, not by it)."""
-    monkeypatch.setattr(launch, "_cgroup_base", lambda: "no cgroup v2 hierarchy mounted (cgroup v1 only)")
+    monkeypatch.setattr(machine, "cgroup_base", lambda: "no cgroup v2 hierarchy mounted (cgroup v1 only)")
     path = tmp_path / "priority.py"
     path.write_text(PRIORITY)
     with SandboxRunner(path, "scores", Limits(call_timeout_s=30.0, bwrap=False, template=template)) as runner:
@@ -124,7 +124,7 @@ def test_with_a_cgroup_the_worker_joins_it_before_the_submission_loads(tmp_path,
     cgroup.procs before the submission runs (not niced then), and the group goes with the runner."""
     base = tmp_path / "cgroups"
     base.mkdir()
-    monkeypatch.setattr(launch, "_cgroup_base", lambda: cgroup.Base(str(base)))
+    monkeypatch.setattr(machine, "cgroup_base", lambda: cgroup.Base(str(base)))
     path = tmp_path / "priority.py"
     path.write_text(PRIORITY)
     with SandboxRunner(path, "scores", Limits(call_timeout_s=30.0, bwrap=False, template=template)) as runner:

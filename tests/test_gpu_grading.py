@@ -27,7 +27,9 @@ from attnscore.grade.grading import grade_submission
 from attnscore.maths.reference import scaled_score_matrix
 from attnscore.report.results import Verdict
 from attnscore.sandbox import gpu
-from attnscore.sandbox.launch import Limits, SandboxRunner, _bwrap_prefix, _rlimits, preflight, protections
+from attnscore.sandbox.bwrap import fresh_prefix
+from attnscore.sandbox.launch import Limits, SandboxRunner, preflight, protections, resolve
+from attnscore.sandbox.processes import rlimits
 from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,11 +139,11 @@ def test_bwrap_device_args():
 def test_bwrap_prefix_binds_device_nodes_after_the_new_dev(monkeypatch):
     """In the bwrap command line the nodes come after --dev /dev (which would hide them)."""
     monkeypatch.setattr(gpu, "device_nodes", lambda device: ["/dev/nvidiactl"] if device != "cpu" else [])
-    args = _bwrap_prefix("/s", "/w", "/l", "cuda:0")
+    args = fresh_prefix("/s", "/w", "/l", "cuda:0")
     assert args.index("--dev-bind") > args.index("--dev")
     at = args.index("--dev-bind")
     assert args[at : at + 3] == ["--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"]
-    assert "--dev-bind" not in _bwrap_prefix("/s", "/w", "/l", "cpu")
+    assert "--dev-bind" not in fresh_prefix("/s", "/w", "/l", "cpu")
 
 
 def test_landlock_device_files_allow_ioctl():
@@ -155,9 +157,9 @@ def test_landlock_device_files_allow_ioctl():
 
 def test_gpu_worker_has_no_address_space_limit():
     """RLIMIT_AS is dropped for a GPU worker only; its other limits stay the same."""
-    cpu_limits = {which: (soft, hard) for which, soft, hard in _rlimits(Limits(memory_bytes=2 * 1024**3))}
+    cpu_limits = {which: (soft, hard) for which, soft, hard in rlimits(resolve(Limits(memory_bytes=2 * 1024**3)))}
     gpu_limits = {
-        which: (soft, hard) for which, soft, hard in _rlimits(Limits(memory_bytes=2 * 1024**3, device="cuda:1"))
+        which: (soft, hard) for which, soft, hard in rlimits(resolve(Limits(memory_bytes=2 * 1024**3, device="cuda:1")))
     }
     assert cpu_limits[resource.RLIMIT_AS] == (2 * 1024**3, 2 * 1024**3)
     assert resource.RLIMIT_AS not in gpu_limits

@@ -13,8 +13,8 @@ from attnscore.check.cases import build_cases
 from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report import gradescope_results, submission_to_json
 from attnscore.report.results import Verdict
-from attnscore.sandbox import launch as sandbox
 from attnscore.sandbox.launch import Limits
+from attnscore.sandbox.worker_process import WorkerProcess
 from attnscore.spec.load import load_spec
 from attnscore.submission.files import SubmissionError, find_submissions
 
@@ -216,13 +216,13 @@ def test_grading_is_deterministic():
 def test_worker_receives_inputs_only(monkeypatch):
     """Requests sent to the worker hold the call's arguments and nothing else."""
     sent = []
-    original = sandbox._Worker.send
+    original = WorkerProcess.send
 
     def spy(self, message):
         sent.append(message)
         return original(self, message)
 
-    monkeypatch.setattr(sandbox._Worker, "send", spy)
+    monkeypatch.setattr(WorkerProcess, "send", spy)
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     cases = build_cases(spec)
     grade_submission(EXAMPLES / "scores" / "correct_matmul.py", spec, cases, limits=LIMITS)

@@ -179,14 +179,15 @@ def test_sweeping_leaves_folders_of_other_owners(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a folder to another uid")
 def test_a_deep_chain_of_a_worker_uid_in_tmp_is_removed_when_that_uid_is_drawn(tmp_path):
     """What a killed grader's worker left in /tmp (3,000 deep) goes when a later runner draws its uid."""
-    from attnscore.sandbox import launch
+    from attnscore.sandbox import uids
+    from attnscore.sandbox.limits import Limits
 
     uid = 65300  # a range of its own: no other test's workers hold it
     litter = Path(f"/tmp/attnscore-test-deep-{os.getpid()}")
     litter.mkdir()
     os.chown(litter, uid, uid)
     _chain(litter, 3000, owner=uid)
-    drawn, lock = launch._claim_uid(launch.Limits(uid=uid))
+    drawn, lock = uids.claim_uid(Limits(uid=uid))
     try:
         assert drawn == uid
         assert not litter.exists()
@@ -200,7 +201,7 @@ def test_the_sandbox_sweeps_its_temporary_folder_once_per_process(tmp_path, monk
     (a 2,000-deep chain in one of them) from its TMPDIR; a live grader's folder stays."""
     import tempfile
 
-    from attnscore.sandbox import launch
+    from attnscore.sandbox import folders
 
     dead = [tmp_path / (_dead_prefix(kind) + "q") for kind in ("stage", "worker", "submission")]
     for folder in dead:
@@ -209,10 +210,10 @@ def test_the_sandbox_sweeps_its_temporary_folder_once_per_process(tmp_path, monk
     live = tmp_path / (run_prefix("stage") + "q")
     live.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(launch, "_SWEPT", set())
-    launch._sweep_dead_runs()
+    monkeypatch.setattr(folders, "_SWEPT", set())
+    folders.sweep_dead_runs()
     assert os.listdir(tmp_path) == [live.name]
     again = tmp_path / (_dead_prefix("worker") + "later")
     again.mkdir()
-    launch._sweep_dead_runs()  # once per folder and process: a later leftover waits for the next grader
+    folders.sweep_dead_runs()  # once per folder and process: a later leftover waits for the next grader
     assert again.exists()

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.report.results import Verdict
-from attnscore.sandbox import launch as sandbox
+from attnscore.sandbox import bwrap, checks
 from attnscore.sandbox.launch import Limits, SandboxRunner
 from attnscore.sandbox.runtime import WorkerRuntime, _mirror_tree, unreadable_by, worker_runtime
 
@@ -137,8 +137,8 @@ def test_a_module_that_does_not_exist_is_the_students_exception(tmp_path, privat
 def test_grade_says_in_one_line_when_the_sandbox_cannot_work(monkeypatch, private_python):
     """A machine where the worker cannot read its interpreter: exit 3 before grading, one line with the fix."""
     real = worker_runtime(str(private_python))
-    monkeypatch.setattr(sandbox, "worker_runtime", lambda **_: WorkerRuntime(real.executable, real.path))
-    monkeypatch.setattr(sandbox, "_use_bwrap", lambda limits: False)
+    monkeypatch.setattr(checks, "worker_runtime", lambda **_: WorkerRuntime(real.executable, real.path))
+    monkeypatch.setattr(bwrap, "bwrap_available", lambda: False)
     spec = str(ROOT / "specs" / "dot_product_scores.yaml")
     sub = str(ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py")
     result = CliRunner().invoke(main_command(), ["grade", sub, "--spec", spec])

@@ -38,19 +38,19 @@ def test_restarts_share_one_setup_budget(tmp_path):
 def test_a_writer_that_keeps_the_pipe_full_cannot_stretch_a_call(tmp_path, monkeypatch):
     """Output is drained in bounded chunks (at most 4 MiB between two looks at the clock): a call
     that floods stdout and never returns times out at its limit instead of draining for ever."""
-    from attnscore.sandbox import launch
+    from attnscore.sandbox.worker_process import WorkerProcess
 
     path = tmp_path / "flood.py"
     path.write_text("import os\n\ndef scores(q, keys):\n    while True:\n        os.write(1, b'x' * 65536)\n")
     drained: list[int] = []
-    original = launch._Worker.drain_output
+    original = WorkerProcess.drain_output
 
     def counted(self):
         before = len(self.runner.output) + self.runner.output_dropped
         original(self)
         drained.append(len(self.runner.output) + self.runner.output_dropped - before)
 
-    monkeypatch.setattr(launch._Worker, "drain_output", counted)
+    monkeypatch.setattr(WorkerProcess, "drain_output", counted)
     limits = Limits(call_timeout_s=1.0, bwrap=False)
     with SandboxRunner(path, "scores", limits) as runner:
         runner.call(ARGS, "float32")  # the import, once
@@ -274,7 +274,7 @@ def test_a_worker_cannot_fill_the_disk(tmp_path, shape):
     from attnscore.sandbox.removal import tree_usage
 
     limits = Limits(call_timeout_s=60.0, disk_bytes=32 * 1024**2, **shape)
-    if launch._disk_bound(limits) != "tmpfs":
+    if launch.resolve(limits).disk != "tmpfs":
         pytest.skip("no mount namespace for the worker here: the folder is checked after each call (tested below)")
     assert "disk: a 32 MiB tmpfs working folder" in launch.protections(limits)
     path = tmp_path / "filler.py"
@@ -295,9 +295,9 @@ def test_without_a_mount_namespace_the_working_folder_is_checked_after_each_call
     a memory-limit verdict that says why; its files are removed; later calls fail the same way."""
     import os
 
-    from attnscore.sandbox import launch
+    from attnscore.sandbox import launch, machine
 
-    monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
+    monkeypatch.setattr(machine, "mounts_work_folder", lambda: False)
     limits = Limits(call_timeout_s=60.0, disk_bytes=8 * 1024**2, bwrap=False)
     assert "disk: working folder checked after each call (8 MiB; files 4 MiB each)" in launch.protections(limits)
     path = tmp_path / "filler.py"
@@ -323,9 +323,9 @@ def test_a_deep_folder_chain_on_the_graders_disk_is_removed(tmp_path, monkeypatc
     builds there is removed with the runner (shutil.rmtree raised RecursionError on it)."""
     import os
 
-    from attnscore.sandbox import launch
+    from attnscore.sandbox import machine
 
-    monkeypatch.setattr(launch, "_mounts_work_folder", lambda: False)
+    monkeypatch.setattr(machine, "mounts_work_folder", lambda: False)
     source = ROOT / "tests" / "hostile" / "submissions" / "deep_folder_chain.py"
     with SandboxRunner(source, "scores", Limits(call_timeout_s=30.0, **shape)) as runner:
         outcome = runner.call(ARGS, "float32")
@@ -340,10 +340,10 @@ def test_what_the_grader_cannot_remove_is_that_students_note(tmp_path, monkeypat
     """A cleanup failure is noted in the student's result (error), never raised: the score stands."""
     from attnscore.check.cases import build_cases
     from attnscore.grade.grading import grade_submission
-    from attnscore.sandbox import launch
+    from attnscore.sandbox import runner as sandbox_runner
     from attnscore.spec.load import load_spec
 
-    real = launch.remove_tree
+    real = sandbox_runner.remove_tree
     calls = []
 
     def failing(path):
@@ -351,7 +351,7 @@ def test_what_the_grader_cannot_remove_is_that_students_note(tmp_path, monkeypat
         real(path)
         return f"could not remove 1 entries of {path}: d: Operation not permitted\x1b[31m"
 
-    monkeypatch.setattr(launch, "remove_tree", failing)
+    monkeypatch.setattr(sandbox_runner, "remove_tree", failing)
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
     path = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
     result = grade_submission(path, spec, build_cases(spec), limits=Limits(bwrap=False), shrink_steps=0)

@@ -20,7 +20,7 @@ from attnscore.check.cases import build_cases
 from attnscore.cli import main
 from attnscore.grade.grading import grade_many, grade_submission
 from attnscore.report.results import Verdict
-from attnscore.sandbox import launch
+from attnscore.sandbox import bwrap, launch, processes, uids
 from attnscore.sandbox.launch import Limits, SandboxRunner, protections, use_template, warm_template
 from attnscore.sandbox.template import TemplateError, WorkerTemplate
 from attnscore.spec.load import load_spec
@@ -38,8 +38,8 @@ def _template_pid() -> int:
     warm_template(LIMITS)
     found = [
         t
-        for (_, _, _, bwrap), t in launch._TEMPLATES.items()
-        if not bwrap and not isinstance(t, str) and t.alive() and t.owner == os.getpid()
+        for (_, _, _, in_bwrap), t in processes._TEMPLATES.items()
+        if not in_bwrap and not isinstance(t, str) and t.alive() and t.owner == os.getpid()
     ]
     assert found, "no live worker template"
     return found[0].pid
@@ -300,14 +300,14 @@ def test_the_template_is_the_default_and_with_bubblewrap_only_for_a_root_grader_
     grader is root and grades on the CPU, else each worker is a fresh bwrap (template=True refused)."""
     assert use_template(Limits(bwrap=False)) and not use_template(Limits(bwrap=False, template=False))
     assert "forked from a clean worker template" in protections(Limits(bwrap=False))
-    monkeypatch.setattr(launch, "bwrap_available", lambda: True)
-    monkeypatch.setattr(launch, "_drops_privileges", lambda: True)
+    monkeypatch.setattr(bwrap, "bwrap_available", lambda: True)
+    monkeypatch.setattr(uids, "drops_privileges", lambda: True)
     assert use_template(Limits())
     assert protections(Limits()).startswith("bwrap around the worker template: no network")
     assert not use_template(Limits(device="cuda:0"))
     with pytest.raises(RuntimeError, match="needs a grader running as root and device cpu"):
         use_template(Limits(template=True, device="cuda:0"))
-    monkeypatch.setattr(launch, "_drops_privileges", lambda: False)
+    monkeypatch.setattr(uids, "drops_privileges", lambda: False)
     assert not use_template(Limits())
     assert protections(Limits()).startswith("bwrap: no network, own PIDs")
     with pytest.raises(RuntimeError, match="needs a grader running as root"):
@@ -465,8 +465,8 @@ def test_a_template_that_cannot_start_falls_back_to_fresh_interpreters(tmp_path,
     bwrap each, with bwrap), the sandbox line says so; template=True says why."""
     with pytest.raises(TemplateError, match="the worker template did not start"):
         _broken_template().wait_ready()
-    monkeypatch.setattr(launch, "_TEMPLATES", {})
-    monkeypatch.setattr(launch, "_start_template", _broken_template)
+    monkeypatch.setattr(processes, "_TEMPLATES", {})
+    monkeypatch.setattr(processes, "_start_template", _broken_template)
     path = tmp_path / "good.py"
     path.write_text("def scores(q, keys):\n    return keys @ q\n")
     with SandboxRunner(path, "scores", Limits(bwrap=bwrap)) as runner:
@@ -538,11 +538,11 @@ def test_every_shape_grades_right_code_with_a_private_tmpdir(tmp_path, shape):
 def test_the_template_view_makes_the_folders_above_its_staging_folder_enterable():
     """bwrap makes the missing parents of a bound folder 0700: each folder above the staging
     folder and the worker modules (a private TMPDIR's) is made 0755 first, /tmp is left as it is."""
-    args = launch._bwrap_template_prefix("/home/ta/private/tmp/attnscore-stage-x", "/home/ta/private/tmp/lib-y")
+    args = bwrap.template_prefix("/home/ta/private/tmp/attnscore-stage-x", "/home/ta/private/tmp/lib-y")
     made = [args[i + 3] for i in range(len(args) - 3) if args[i : i + 3] == ["--perms", "0755", "--dir"]]
     for parent in ("/home", "/home/ta", "/home/ta/private", "/home/ta/private/tmp"):
         assert parent in made
         assert args.index(parent) < args.index("/home/ta/private/tmp/attnscore-stage-x")
-    plain = launch._bwrap_template_prefix("/tmp/attnscore-stage-x", "/tmp/lib-y")
+    plain = bwrap.template_prefix("/tmp/attnscore-stage-x", "/tmp/lib-y")
     dirs = [plain[i + 3] for i in range(len(plain) - 3) if plain[i : i + 3] == ["--perms", "0755", "--dir"]]
     assert "/tmp" not in dirs

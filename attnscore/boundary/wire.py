@@ -5,6 +5,14 @@ unlike pickle. Arrays travel as ``{"dtype", "shape", "data"}`` with ``data`` the
 little-endian C-order bytes, so NaN, infinities and every bit survive. The grader validates each
 message (version, field types, dtype whitelist, shape against byte length, size caps) before any
 value reaches a comparison: a malformed message is the worker's failure, never the grader's.
+
+The messages themselves are small frozen dataclasses, each with one ``type`` word on the wire:
+the grader sends :class:`CallRequest`; the worker answers :class:`Importing`, :class:`Ready` and
+:class:`LoadError` while it loads the submission, then :class:`CallResult` or :class:`CallFailed`
+per call. :func:`encode_message` turns any of them into the JSON object :func:`dumps` writes;
+:func:`decode_reply` turns a parsed reply back into one of them, or :class:`Unexpected` when it
+is not a message of the protocol. Decoding checks only the form; what the grader believes of a
+reply (which verdicts a worker may report, and when) is :mod:`attnscore.sandbox.outcome`'s.
 """
 
 from __future__ import annotations
@@ -13,11 +21,14 @@ import base64
 import binascii
 import json
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, Received
+from attnscore.boundary.verdict import Verdict
 
 __all__ = [
     "VERSION",
@@ -29,6 +40,19 @@ __all__ = [
     "loads",
     "encode_received",
     "decode_received",
+    "CallRequest",
+    "Importing",
+    "Ready",
+    "LoadError",
+    "CallResult",
+    "CallFailed",
+    "UnreadableResult",
+    "Unexpected",
+    "Message",
+    "Reply",
+    "encode_message",
+    "decode_call",
+    "decode_reply",
 ]
 
 VERSION = 1
@@ -153,3 +177,224 @@ def loads(line: bytes) -> dict[str, Any]:
     if obj.get("v") != VERSION:
         raise WireError(f"expected wire version {VERSION}, found {str(obj.get('v'))[:20]!r}")
     return obj
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """The grader asks for one call: ``id`` (1, 2, ... per worker), the tested ``dtype``, the
+    worker's ``device``, the argument ``names`` in order and each input's place in the shared
+    memory (``inputs``: ``name``, ``dtype``, ``shape``, ``offset``, and for a strided layout
+    ``strides``, ``storage_offset`` and ``count``)."""
+
+    TYPE: ClassVar[str] = "call"
+    id: int
+    dtype: str
+    device: str
+    names: tuple[str, ...]
+    inputs: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Importing:
+    """The worker is about to import the submission: the last message only the worker can have
+    written (from here on the submission's code runs in that process)."""
+
+    TYPE: ClassVar[str] = "importing"
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The submission is imported and defines the function: calls may come."""
+
+    TYPE: ClassVar[str] = "ready"
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """The submission cannot be called: not confined, no such file or function, or its import
+    failed. ``verdict`` is None when the word sent is not a verdict; ``exception`` an exception's
+    type name (an identifier of at most 100 characters, else ""); ``module`` and ``file`` the
+    clues of a ``ModuleNotFoundError`` or ``PermissionError`` (the grader checks them itself).
+
+    The ``id`` of a message of the loading phase (:class:`Importing`, :class:`Ready`, this) is
+    None as the worker sends it; one a forged message carries is kept for the grader's turn check."""
+
+    TYPE: ClassVar[str] = "load_error"
+    verdict: Verdict | None
+    message: str
+    exception: str = ""
+    module: str | None = None
+    file: str | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """Call ``id`` returned ``value`` (decoded and validated); ``inspection`` is the worker's own
+    report of the inputs it saw changed and aliased, raw (the grader checks it against the
+    call's names)."""
+
+    TYPE: ClassVar[str] = "result"
+    id: int | None
+    value: Received
+    inspection: Any = None
+
+
+@dataclass(frozen=True)
+class CallFailed:
+    """Call ``id`` produced no value: ``verdict`` (None when the word sent is not a verdict), a
+    message, and as for :class:`LoadError` the exception's type name and the clues."""
+
+    TYPE: ClassVar[str] = "failure"
+    id: int | None
+    verdict: Verdict | None
+    message: str
+    exception: str = ""
+    module: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class UnreadableResult:
+    """A ``result`` reply to call ``id`` whose value cannot be read back (:func:`decode_received`
+    says why: ``problem``)."""
+
+    id: int | None
+    problem: str
+
+
+@dataclass(frozen=True)
+class Unexpected:
+    """A reply that is not a message of the protocol (``type`` is another word, or none);
+    ``id`` as sent, for the grader's turn check."""
+
+    id: int | None
+    type: str | None
+
+
+Reply = Importing | Ready | LoadError | CallResult | CallFailed | UnreadableResult | Unexpected
+"""Everything :func:`decode_reply` returns."""
+
+_OPTIONAL = ("exception", "module", "file")
+
+
+Message = CallRequest | Importing | Ready | LoadError | CallResult | CallFailed
+"""Every message either side sends."""
+
+
+def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
+    """:func:`encode_message`, with every name it uses held in its closure when this module is
+    imported: the worker binds it before the submission is imported, and patching this module,
+    its classes' module names or the builtins afterwards cannot change what the worker says
+    (:func:`attnscore.boundary.worker.bound_sender`)."""
+    received, optional = encode_received, _OPTIONAL
+    of_type, attribute, listed, mapping = isinstance, getattr, list, dict
+    request, loading, result, failed = CallRequest, (Importing, Ready), CallResult, CallFailed
+
+    def encode_message(message: Any) -> dict[str, Any]:
+        """``message`` as the JSON object :func:`dumps` writes: its ``type`` word and its fields
+        (a verdict is a ``str`` enum: its word), a returned value as :func:`encode_received`
+        writes it; ``exception``, ``module``, ``file`` (and a loading message's ``id``) only when
+        set, so each message is the object it has always been on the wire."""
+        if of_type(message, request):
+            return {
+                "type": message.TYPE,
+                "id": message.id,
+                "dtype": message.dtype,
+                "device": message.device,
+                "names": listed(message.names),
+                "inputs": [mapping(item) for item in message.inputs],
+            }
+        if of_type(message, loading):
+            return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
+        if of_type(message, result):
+            return {
+                "type": message.TYPE,
+                "id": message.id,
+                "value": received(message.value),
+                "inspection": message.inspection,
+            }
+        head: dict[str, Any] = {"type": message.TYPE}
+        if of_type(message, failed) or message.id is not None:
+            head["id"] = message.id
+        head["verdict"], head["message"] = message.verdict, message.message
+        for name in optional:
+            if attribute(message, name):
+                head[name] = attribute(message, name)
+        return head
+
+    return encode_message
+
+
+encode_message: Callable[[Message], dict[str, Any]] = _bound_encoder()
+
+
+def decode_call(obj: dict[str, Any]) -> CallRequest:
+    """A call request read by the worker (from the grader, whose messages it trusts).
+
+    Raises:
+        KeyError, TypeError, ValueError: ``obj`` is not a call request.
+    """
+    return CallRequest(
+        int(obj["id"]),
+        str(obj["dtype"]),
+        str(obj.get("device", "cpu")),
+        tuple(str(n) for n in obj.get("names", [])),
+        tuple(obj["inputs"]),
+    )
+
+
+def _id(raw: object) -> int | None:
+    """A reply's ``id`` as the integer it equals (``1``, ``1.0`` and ``true`` all answer call 1,
+    as JSON numbers compare), else None."""
+    if isinstance(raw, (bool, int)):
+        return int(raw)
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    return None
+
+
+def _verdict(raw: object) -> Verdict | None:
+    if isinstance(raw, str):
+        try:
+            return Verdict(raw)
+        except ValueError:
+            return None
+    return None
+
+
+def _failure_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    name, module, file = obj.get("exception"), obj.get("module"), obj.get("file")
+    return {
+        "verdict": _verdict(obj.get("verdict")),
+        "message": str(obj.get("message", "")),
+        "exception": name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else "",
+        "module": module if isinstance(module, str) else None,
+        "file": file if isinstance(file, str) else None,
+    }
+
+
+def decode_reply(obj: dict[str, Any]) -> Reply:
+    """The worker's reply ``obj`` (parsed by :func:`loads`) as a message; never raises.
+
+    A ``result`` whose value cannot be read back (:func:`decode_received`) is
+    :class:`UnreadableResult`; a verdict word outside :class:`Verdict` decodes as None; an ``id`` that is
+    no integer as None."""
+    kind, call_id = obj.get("type"), _id(obj.get("id"))
+    if kind == Importing.TYPE:
+        return Importing(call_id)
+    if kind == Ready.TYPE:
+        return Ready(call_id)
+    if kind == LoadError.TYPE:
+        return LoadError(**_failure_fields(obj), id=call_id)
+    if kind == CallFailed.TYPE:
+        return CallFailed(call_id, **_failure_fields(obj))
+    if kind == CallResult.TYPE:
+        try:
+            value = decode_received(obj.get("value"))
+        except WireError as exc:
+            return UnreadableResult(call_id, str(exc))
+        return CallResult(call_id, value, obj.get("inspection"))
+    return Unexpected(call_id, kind if isinstance(kind, str) else None)

@@ -1,6 +1,6 @@
 """The worker: runs inside the sandboxed child process and calls the submission.
 
-Started by :mod:`attnscore.sandbox.launch` as
+Started by :mod:`attnscore.sandbox.worker_process` as
 ``python -I -c <bootstrap> LIB FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``. ``CONFIG`` is
 JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`attnscore.sandbox.runtime`), ``deny``
 (folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
@@ -29,7 +29,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from attnscore.boundary.verdict import Verdict
+
+if TYPE_CHECKING:
+    from attnscore.boundary.wire import Message
 
 __all__ = [
     "bound_copy_back",
@@ -55,10 +60,10 @@ __all__ = [
 _PRELOAD = ("numpy", "torch.nn.functional")
 
 
-def _send(fd: int, message: dict[str, Any]) -> None:
+def _send(fd: int, message: Message) -> None:
     from attnscore.boundary import wire
 
-    data = wire.dumps(message)
+    data = wire.dumps(wire.encode_message(message))
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -66,8 +71,10 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 
 def bound_sender(fd: int) -> Any:
-    """A ``send(message)`` for the reply pipe ``fd`` that holds everything it uses in its closure:
-    the C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
+    """A ``send(message)`` of a :data:`attnscore.boundary.wire.Message` for the reply pipe ``fd``
+    that holds everything it uses in its closure: the message encoder
+    (:func:`attnscore.boundary.wire.encode_message`, itself bound when ``wire`` was imported), the
+    C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
     that patching this module's globals, ``json``, ``os`` or ``attnscore.boundary.wire`` afterwards
     cannot change what the worker itself says (see :func:`serve`)."""
     import _json
@@ -78,10 +85,10 @@ def bound_sender(fd: int) -> Any:
         raise TypeError(f"not JSON data: {type(obj).__name__}")
 
     encode = _json.make_encoder(None, refuse, _json.encode_basestring_ascii, None, ":", ", ", False, False, False)
-    join, write, view_of, version = "".join, os.write, memoryview, wire.VERSION
+    join, write, view_of, version, as_json = "".join, os.write, memoryview, wire.VERSION, wire.encode_message
 
-    def send(message: dict[str, Any]) -> None:
-        view = view_of(join(encode({"v": version, **message}, 0)).encode("ascii") + b"\n")
+    def send(message: Message) -> None:
+        view = view_of(join(encode({"v": version, **as_json(message)}, 0)).encode("ascii") + b"\n")
         while view:
             view = view[write(fd, view) :]
 
@@ -158,17 +165,17 @@ def bound_inspector(shared: Any) -> Any:
     return call
 
 
-def failure_verdict(exc: BaseException) -> str:
-    """The verdict of an exception the submission raised (in a call or at import): ``"memory_limit"``
-    when it says memory ran out (host or GPU), else ``"exception"``."""
+def failure_verdict(exc: BaseException) -> Verdict:
+    """The verdict of an exception the submission raised (in a call or at import):
+    :attr:`Verdict.MEMORY_LIMIT` when it says memory ran out (host or GPU), else :attr:`Verdict.EXCEPTION`."""
     from attnscore.boundary.calls import exception_text, type_name
 
     text = exception_text(exc) or ""
     if gpu_out_of_memory(type_name(exc), text):
-        return "memory_limit"
+        return Verdict.MEMORY_LIMIT
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
-        return "memory_limit"
-    return "exception"
+        return Verdict.MEMORY_LIMIT
+    return Verdict.EXCEPTION
 
 
 def gpu_out_of_memory(type_name: str, text: str) -> bool:
@@ -556,8 +563,10 @@ def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
 
             deny_network()
     except OSError as exc:
+        from attnscore.boundary.wire import LoadError
+
         message = f"the grading machine could not confine the worker (Landlock, seccomp): {exc}"
-        _send(resp_fd, {"type": "load_error", "verdict": "grader_error", "message": message})
+        _send(resp_fd, LoadError(Verdict.GRADER_ERROR, message))
         return False
     return True
 
@@ -607,10 +616,13 @@ def serve(
     from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
-    device_inputs, copy_back, loads, encode = _device_inputs, bound_copy_back(), wire.loads, wire.encode_received
+    device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
+    load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
+    call_failed, call_result = wire.CallFailed, wire.CallResult
+    grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
-    missing_function = missing_function_text
-    text, size_of = str, len
+    missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
+    listed, size_of = list, len
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -620,28 +632,24 @@ def serve(
     blocked = [p for p in searched if not os.access(p, os.R_OK | os.X_OK)]
     if blocked:
         send(
-            {
-                "type": "load_error",
-                "verdict": "grader_error",
-                "message": f"the grading machine is misconfigured: the sandbox user cannot read {blocked[0]}",
-            },
+            load_error(grader_error, f"the grading machine is misconfigured: the sandbox user cannot read {blocked[0]}")
         )
         return
     problem = cuda_problem(device)
     if problem is not None:  # before the submission is read: the machine's fault, never the student's
         message = f"the grading machine could not give the worker its GPU: {problem}"
-        send({"type": "load_error", "verdict": "grader_error", "message": message})
+        send(load_error(grader_error, message))
         return
     if not entry:
         chosen, why = choose_entry(folder, function_name)
         if chosen is None:
-            send({"type": "load_error", "verdict": "function_missing", "message": why})
+            send(load_error(function_missing, why))
             return
         entry = chosen
     path = os.path.join(folder, entry)
     if not os.path.isfile(path):
         files = [n for n in os.listdir(folder) if n.endswith(".py")]
-        send({"type": "load_error", "verdict": "function_missing", "message": missing_entry_text(entry, files)})
+        send(load_error(function_missing, missing_entry(entry, files)))
         return
     sys.path.insert(0, folder)  # the submission's own helper modules import: beside the entry first
     if os.path.dirname(path) != folder:
@@ -656,47 +664,33 @@ def serve(
         stem = os.path.splitext(os.path.basename(path))[0]
         if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
             sys.modules[stem] = module
-        send({"type": "importing"})  # the last message the worker alone can have written
+        send(importing)  # the last message the worker alone can have written
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
+        about = clues(exc)
         send(
-            {
-                "type": "load_error",
-                "verdict": verdict_of(exc),
-                "message": describe_import_error(exc, path),
-                **clues(exc),
-            },
+            load_error(verdict_of(exc), describe_import(exc, path), "", about.get("module"), about.get("file"))
         )
         return
     function = getattr(module, function_name, None)
     if function is None or not callable(function):
-        message = missing_function(function_name, function, vars(module), "submission")
-        send({"type": "load_error", "verdict": "function_missing", "message": message})
+        send(load_error(function_missing, missing_function(function_name, function, vars(module), "submission")))
         return
-    send({"type": "ready"})
+    send(ready)
 
     while True:
         line = requests.readline()
         if not line:
             return
-        request = loads(line)
-        call_id = request["id"]
-        names = [text(n) for n in request.get("names", [])]
+        request = decode_call(loads(line))
+        call_id, inputs = request.id, listed(request.inputs)
+        names = listed(request.names)
         count = size_of(names)
         try:
-            args, pairs = device_inputs(shared, request["inputs"], device)
-            spans = [
-                span(item, arg) if device == "cpu" else None for item, arg in zip(request["inputs"], args, strict=True)
-            ]
+            args, pairs = device_inputs(shared, inputs, device)
+            spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
         except Exception as exc:  # noqa: BLE001 - report, do not die
-            send(
-                {
-                    "type": "failure",
-                    "id": call_id,
-                    "verdict": "grader_error",
-                    "message": f"the worker could not build the inputs: {exc}",
-                },
-            )
+            send(call_failed(call_id, grader_error, f"the worker could not build the inputs: {exc}"))
             continue
         try:
             value, changed = inspected(function, args, spans)
@@ -706,32 +700,21 @@ def serve(
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... are verdicts too
             copy_back(pairs)
+            about = clues(exc)
+            why = describe_failure(exc)
             send(
-                {
-                    "type": "failure",
-                    "id": call_id,
-                    "verdict": verdict_of(exc),
-                    "message": describe_failure(exc),
-                    "exception": type_name(exc),
-                    **clues(exc),
-                },
+                call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file"))
             )
             continue
         copy_back(pairs)
         try:
             received = to_received(value)
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
-            send(
-                {
-                    "type": "failure",
-                    "id": call_id,
-                    "verdict": "bad_return_type",
-                    "message": f"the returned object could not be read as numbers: {describe_exception(exc)}",
-                },
-            )
+            why = f"the returned object could not be read as numbers: {describe_exception(exc)}"
+            send(call_failed(call_id, bad_return, why))
             continue
         if isinstance(received, BadReturn):
-            send({"type": "failure", "id": call_id, "verdict": "bad_return_type", "message": received.message})
+            send(call_failed(call_id, bad_return, received.message))
             continue
         # what the inspector saw when the call returned; the grader also reads the shared inputs
         # itself after this reply and counts an input changed when either saw it changed
@@ -740,7 +723,7 @@ def serve(
             inspection["aliased"] = inspect_call(names, args, args, value)["aliased"]
         except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
             pass
-        send({"type": "result", "id": call_id, "value": encode(received), "inspection": inspection})
+        send(call_result(call_id, received, inspection))
 
 
 if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 
 from attnscore.boundary import landlock
+from attnscore.boundary.verdict import Verdict
 
 __all__ = [
     "parse_device",
@@ -124,10 +125,10 @@ def keeps_address_limit(device: str) -> bool:
     return _index(device) is None
 
 
-def restart_after(device: str, verdict: str, message: str) -> bool:
+def restart_after(device: str, verdict: Verdict | str, message: str) -> bool:
     """Whether the worker must be replaced after a call on ``device`` that failed with ``verdict``
     and ``message``: after a CUDA error (illegal memory access, out of memory, a failed kernel),
     the process's CUDA context stays broken, so the next call needs a fresh worker."""
     if _index(device) is None:
         return False
-    return verdict == "memory_limit" or any(marker in message for marker in _STICKY)
+    return verdict == Verdict.MEMORY_LIMIT or any(marker in message for marker in _STICKY)

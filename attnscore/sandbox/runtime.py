@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from attnscore.sandbox.removal import remove_tree, run_prefix
 
-__all__ = ["WorkerRuntime", "worker_runtime", "unreadable_by"]
+__all__ = ["WorkerRuntime", "through_mirrors", "worker_runtime", "unreadable_by"]
 
 # Directories that hold another environment's packages: mirrored only when they are themselves
 # on the worker's path (the base interpreter's site-packages under a venv is not).
@@ -189,3 +189,12 @@ def worker_runtime(executable: str | None = None, uid: int = 64000, gid: int | N
     if os.geteuid() != 0:
         return WorkerRuntime(executable, ())
     return _build(executable, uid, uid if gid is None else gid)
+
+
+def through_mirrors(path: str, mirrors: tuple[tuple[str, str], ...]) -> str:
+    """``path`` as the worker's user reaches it: through the readable copy of the first of
+    ``mirrors`` (``(original, copy)`` pairs) that holds it, else unchanged."""
+    for original, copy in mirrors:
+        if path == original or path.startswith(original.rstrip("/") + "/"):
+            return copy + path[len(original) :]
+    return path

@@ -36,7 +36,7 @@ values or grader code, holding the worker modules and one staging folder (``stag
 grader lays out each submission's private copy and working folder. The workers it forks share
 that view, and still each get everything above (a uid of their own, Landlock, seccomp). A
 grader that is not root, or grades on a GPU, starts a fresh ``bwrap`` per worker instead (see
-:func:`attnscore.sandbox.launch.use_template`).
+:func:`attnscore.sandbox.plan.use_template`).
 """
 
 from __future__ import annotations

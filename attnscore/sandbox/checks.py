@@ -1,0 +1,61 @@
+"""Checks before the first submission runs: why none could be graded here (:func:`preflight`), and
+whether submissions could read a spec's hidden cases (:func:`spec_exposure`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from attnscore.sandbox import gpu
+from attnscore.sandbox.limits import Limits
+from attnscore.sandbox.plan import resolve
+from attnscore.sandbox.runtime import through_mirrors, unreadable_by, worker_runtime
+
+__all__ = ["preflight", "spec_exposure"]
+
+
+def preflight(limits: Limits | None = None) -> str | None:
+    """One line saying why no submission can be graded on this machine, or None when all is well.
+
+    Checks, before the first submission runs, that a GPU worker's device nodes exist and that the
+    unprivileged worker user can read every folder the worker searches for modules (through the
+    readable mirror where needed).
+    """
+    plan = resolve(limits)
+    limits = plan.limits
+    if not plan.address_limit and not gpu.device_nodes(limits.device):
+        return f"--device {limits.device}: no NVIDIA device node (/dev/nvidiactl, /dev/nvidiaN) to give the worker"
+    if not plan.drops_uid or plan.bwrap:
+        return None
+    try:
+        runtime = worker_runtime(uid=limits.uid)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the worker's interpreter {sys.executable} could not be started: {exc}"
+    if runtime.problems:
+        return runtime.problems[0]
+    mapped = tuple(through_mirrors(p, runtime.mirrors) for p in runtime.path)
+    blocked = unreadable_by(mapped, limits.uid, limits.uid)
+    if blocked:
+        return (
+            f"the sandbox user (uid {limits.uid}) cannot read {blocked[0]}, part of the Python installation; "
+            "make it readable by all users, install bubblewrap, or run attnscore as a user other than root"
+        )
+    return None
+
+
+def spec_exposure(spec_path: str, limits: Limits | None = None) -> str | None:
+    """A warning when a submission could read the spec file (and so its hidden expected values):
+    neither bubblewrap nor Landlock confines the worker, and the worker's user may read the file."""
+    plan = resolve(limits)
+    limits = plan.limits
+    if plan.bwrap or plan.landlock:
+        return None
+    if plan.drops_uid and unreadable_by((os.path.abspath(spec_path),), limits.uid, limits.uid):
+        return None
+    who = f"uid {limits.uid}" if plan.drops_uid else "the grader's own user"
+    return (
+        f"submissions can read {spec_path} (no bubblewrap, no Landlock, and {who} may read it), "
+        "so hidden cases are exposed: keep specs in a folder only the grader can read (chmod 700), "
+        "or install bubblewrap"
+    )

@@ -1,0 +1,335 @@
+"""The sandbox runner: one student's submission, run call by call in a sandboxed worker.
+
+:class:`SandboxRunner` implements the :class:`attnscore.check.runner.Runner` protocol for a
+student's files. It resolves its :class:`~attnscore.sandbox.plan.SandboxPlan` once, claims a uid
+of its own (a root grader), lays out a private copy of the files, and starts a worker
+(:class:`~attnscore.sandbox.worker_process.WorkerProcess`) on the first call and again after a
+call that timed out or crashed, within the setup and total time budgets; what each reply means is
+:mod:`attnscore.sandbox.outcome`'s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.boundary import kernel_objects, wire
+from attnscore.boundary.calls import to_torch
+from attnscore.boundary.layouts import strided_form
+from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.untrusted import clean_text
+from attnscore.boundary.verdict import Verdict
+from attnscore.sandbox import cgroup, gpu, uids
+from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
+from attnscore.sandbox.limits import Limits
+from attnscore.sandbox.outcome import call_outcome, load_failure
+from attnscore.sandbox.plan import resolve
+from attnscore.sandbox.processes import runtime_for, template_for
+from attnscore.sandbox.removal import remove_tree, run_prefix, tree_usage
+from attnscore.sandbox.runtime import WorkerRuntime
+from attnscore.sandbox.template import TemplateError
+from attnscore.sandbox.worker_process import ENDED, Heard, WorkerProcess
+from attnscore.submission.files import Submission
+
+__all__ = ["SandboxRunner"]
+
+_CGROUP_NUMBERS = itertools.count()
+
+
+class SandboxRunner:
+    """Runs calls of ``function`` from the file ``submission`` in a sandboxed worker.
+
+    Use as a context manager; on exit it kills the worker and anything it started, and removes
+    its temporary directories. Its :attr:`plan` (:class:`~attnscore.sandbox.plan.SandboxPlan`) is
+    resolved once, here, and :attr:`protections` is its line; both change only when the template
+    fails and the runner goes on with fresh interpreters.
+
+    Raises:
+        RuntimeError: the limits ask for a layer this machine lacks (:func:`~attnscore.sandbox.plan.resolve`),
+            or every worker uid is taken.
+        TemplateError: ``Limits(template=True)`` and the template cannot start.
+    """
+
+    def __init__(
+        self,
+        submission: Submission | str | Path,
+        function: str,
+        limits: Limits | None = None,
+        source: bytes | None = None,
+        runtime: WorkerRuntime | None = None,
+    ) -> None:
+        """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
+        file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
+        worker runs (default: this one, through a readable mirror when needed)."""
+        if not isinstance(submission, Submission):
+            submission = Submission.from_file(Path(submission), source)
+        self.submission = submission
+        self.entry = submission.entry
+        self.function = function
+        self.limits = limits or Limits()
+        self.device = self.limits.device  # the device the calls' inputs are on, for judging
+        plan = resolve(self.limits)
+        self.bwrap = plan.bwrap
+        self.runtime = runtime or runtime_for(plan)
+        self.template = template_for(self.runtime, plan.template_required, bwrap=plan.bwrap) if plan.template else None
+        # A template that could not start means fresh workers (a fresh bwrap each, with bwrap)
+        self.plan = plan.without_template() if plan.template and self.template is None else plan
+        self.protections = self.plan.protections
+        self.uid, self._uid_lock = self.limits.uid, -1
+        if plan.drops_uid:  # first: nothing to clean up if every uid is taken
+            self.uid, self._uid_lock = uids.claim_uid(self.limits)
+        self.cgroup = self._make_cgroup()
+        stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
+        sweep_dead_runs(self.limits.uid)
+        self.workdir = tempfile.mkdtemp(prefix=run_prefix("worker"), dir=stage)
+        # The worker reads a private copy of the files: the folder they came from (maybe next to
+        # specs or other students' files) stays out of reach for another uid.
+        self.private = tempfile.mkdtemp(prefix=run_prefix("submission"), dir=stage)
+        self.cleanup_problem: str | None = None  # what close() could not remove: the student's note
+        lay_out(self.private, submission.files, self.uid if plan.drops_uid else None)
+        # Call inputs live in memory shared with the worker: the grader reads them back after each
+        # call, so whether the submission changed them in place is the grader's finding.
+        self.shared = shared_memory()
+        if plan.drops_uid:
+            os.chown(self.workdir, self.uid, self.uid)
+            uids.become_subreaper()
+        os.chmod(self.workdir, 0o700)
+        self.output = bytearray()
+        self.output_dropped = 0
+        self.worker: WorkerProcess | None = None
+        self.load_failure: CallFailure | None = None
+        # The last call's inspection: inputs changed in place (read from the shared memory by this
+        # process) and inputs the output shares memory with (the worker's own report).
+        self.last_inspection: dict[str, list[str]] | None = None
+        self.last_names: list[str] = []
+        self.started = time.monotonic()
+        self.calls = 0
+        self.starts = 0
+        self.setup_spent = 0.0
+        self.spent = 0.0  # the submission's own time in imports and calls (the total limit's clock)
+
+    def __enter__(self) -> SandboxRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._kill_worker()
+        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
+            os.close(self._uid_lock)
+            self._uid_lock = -1
+        if self.shared >= 0:
+            os.close(self.shared)
+            self.shared = -1
+        if self.cgroup is not None:
+            cgroup.remove(self.cgroup)
+            self.cgroup = None
+        problems = [p for p in (remove_tree(self.workdir), remove_tree(self.private)) if p is not None]
+        if problems and self.cleanup_problem is None:
+            self.cleanup_problem = "; ".join(problems)
+
+    def keep_output(self, chunk: bytes) -> None:
+        room = self.limits.output_chars * 4 - len(self.output)
+        if room > 0:
+            self.output += chunk[:room]
+        self.output_dropped += max(0, len(chunk) - max(room, 0))
+
+    def captured_output(self) -> bytes:
+        """The submission's own stdout/stderr (raw bytes, capped, with a note if some was dropped)."""
+        data = bytes(self.output)
+        if self.output_dropped:
+            data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
+        return data
+
+    def output_text(self) -> str:
+        """:meth:`captured_output` as a report shows it: cleaned, at most ``limits.output_chars``
+        characters (:func:`attnscore.boundary.untrusted.clean_text`)."""
+        return clean_text(self.captured_output(), self.limits.output_chars)
+
+    @property
+    def keywords(self) -> Mapping[str, object]:
+        """Keyword arguments fixed on the submission's function: none (it is called with its inputs alone)."""
+        return {}
+
+    def _make_cgroup(self) -> str | None:
+        """This submission's cgroup v2 group (one CPU, memory, processes), or None where there is
+        none to be had (:attr:`SandboxPlan.cgroups`)."""
+        base = self.plan.cgroups
+        if not isinstance(base, cgroup.Base):
+            return None
+        memory = self.limits.memory_bytes if self.plan.address_limit else None
+        name = f"{run_prefix('cgroup')}{next(_CGROUP_NUMBERS)}"
+        return cgroup.make(base, name, memory, self.limits.processes)
+
+    def _own_uid(self) -> int | None:
+        """The uid only this runner's worker uses (the grader is root), else None."""
+        return self.uid if self.plan.drops_uid else None
+
+    def _kill_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        if self.plan.drops_uid:
+            uids.kill_uid(self.uid)
+            kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
+            if self.template is None:  # a template's workers' orphans go to the template, which reaps them
+                uids.sweep_orphans(self.uid)
+            uids.remove_files_of(self.uid, keep=self.workdir)
+
+    def _start(self) -> CallFailure | None:
+        """Start a worker and import the submission, within what is left of the setup budget.
+
+        Every start of the submission's worker (the first, and each restart after a call that
+        timed out or crashed) spends one budget of ``load_timeout_s``: a slow import followed by
+        hanging calls cannot cost the grader a full import per case.
+        """
+        budget = self.limits.load_timeout_s - self.setup_spent
+        if budget <= 0:
+            return CallFailure(
+                Verdict.TIMEOUT,
+                f"not run: starting your code again would exceed its setup time of {self.limits.load_timeout_s:g} s "
+                f"(importing it {self.starts} times took {self.setup_spent:.1f} s)",
+            )
+        if self.template is not None:  # the template's own start (loading torch) is not the submission's time
+            try:
+                self.template.wait_ready()
+            except TemplateError:
+                pass  # the fork below finds out again (and falls back to fresh interpreters unless required)
+        began = time.monotonic()
+        try:
+            worker = WorkerProcess(self)
+        except TemplateError as exc:  # only with Limits(template=True): no fallback wanted
+            self.load_failure = CallFailure(Verdict.GRADER_ERROR, f"the worker could not be started: {exc}")
+            return self.load_failure
+        self.worker = worker
+        self.starts += 1
+        clock = OwnTime(worker.proc.pid, budget, self._own_uid(), fresh=True, began=began)
+        hello = worker.receive(clock)
+        # Before "importing" only the worker has run: it alone may report the machine's faults.
+        # From "importing" on the submission runs in the worker and may write replies itself.
+        importing = isinstance(hello, wire.Importing)
+        if importing:
+            hello = worker.receive(clock)
+        self.setup_spent += clock.spent()
+        self.spent += clock.spent()
+        if importing and isinstance(hello, wire.Ready):
+            return self._disk_failure()
+        failure = load_failure(hello, importing, self, worker)
+        self._kill_worker()
+        self.load_failure = failure
+        return failure
+
+    def _disk_failure(self) -> CallFailure | None:
+        """The working folder holds more than ``disk_bytes`` (where no tmpfs bounds it, the worker
+        writes the grader's own disk): the worker is killed, its files removed, and this and every
+        later call fail with a memory-limit verdict that says so; else None."""
+        limit = self.limits.disk_bytes
+        if tree_usage(self.workdir, stop_above=limit) <= limit:
+            return None
+        self._kill_worker()
+        try:
+            for entry in os.listdir(self.workdir):
+                remove_tree(os.path.join(self.workdir, entry))
+        except OSError:
+            pass
+        self.load_failure = CallFailure(
+            Verdict.MEMORY_LIMIT,
+            f"your code wrote more than {limit / 1024**2:g} MiB into its working folder (the limit for all its "
+            "files together), so it was stopped",
+            "submission",
+        )
+        return self.load_failure
+
+    def _share_inputs(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
+    ) -> list[dict[str, Any]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
+
+        An input with a memory layout is written as its view's storage, with the strides and
+        storage offset the worker rebuilds the view with (``as_strided``)."""
+        layout, offset = [], 0
+        for name, array in args.items():
+            kind = "bool" if array.dtype == np.bool_ else dtype
+            item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
+            if name in layouts:
+                form = strided_form(array, layouts[name])
+                tensor = to_torch(form.storage, kind)
+                item.update(strides=list(form.strides), storage_offset=form.offset, count=int(form.storage.size))
+            else:
+                tensor = to_torch(array, kind).contiguous().reshape(-1)
+            raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+            offset = -(-offset // 64) * 64
+            if offset + len(raw) > SHARED_BYTES:
+                return None
+            os.pwrite(self.shared, raw, offset)
+            item.update(offset=offset, raw=raw)
+            layout.append(item)
+            offset += len(raw)
+        return layout
+
+    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+        """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`); never raises for
+        anything the submission does."""
+        self.calls += 1
+        if self.load_failure is not None:
+            return self.load_failure
+        if self.spent > self.limits.total_timeout_s:
+            return CallFailure(
+                Verdict.TIMEOUT,
+                f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
+            )
+        if self.worker is None:
+            failure = self._start()
+            if failure is not None:
+                return failure
+        worker = self.worker
+        if worker is None:  # pragma: no cover - _start set it
+            return CallFailure(Verdict.GRADER_ERROR, "the worker could not be started")
+        self.last_inspection = None
+        self.last_names = list(args)
+        layout = self._share_inputs(args, dtype, layouts or {})
+        if layout is None:
+            return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
+        request = wire.CallRequest(
+            self.calls,
+            dtype,
+            gpu.worker_device(self.limits.device),
+            tuple(args),
+            tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
+        )
+        reply: Heard = ENDED
+        if worker.send(wire.encode_message(request)):
+            clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid())
+            reply = worker.receive(clock)
+            self.spent += clock.spent()
+        outcome, reported = call_outcome(reply, self, worker)
+        if isinstance(reply, wire.CallResult) and reply.id == self.calls:
+            self.last_inspection = reported
+        disk = self._disk_failure()
+        if disk is not None:
+            return disk
+        if not isinstance(outcome, CallFailure):
+            # mutation: the grader's own reading of the shared memory, or the worker's inspection
+            # at the moment the call returned (values, shape, strides; a claim of mutation only
+            # costs the submission itself, a claim of none is never taken on the worker's word)
+            claimed: dict[str, list[str]] = self.last_inspection or {"mutated": [], "aliased": []}
+            seen = {i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]}
+            changed = [n for n in self.last_names if n in seen or n in claimed["mutated"]]
+            self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
+        if (
+            isinstance(outcome, CallFailure)
+            and outcome.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.MEMORY_LIMIT, Verdict.GRADER_ERROR)
+            or (isinstance(outcome, CallFailure) and gpu.restart_after(self.device, outcome.verdict, outcome.message))
+        ):
+            self._kill_worker()  # the next call starts a fresh worker (and a clean CUDA context)
+        return outcome

@@ -1,0 +1,219 @@
+"""The uids workers run as (a root grader only): claiming one of 64, and clearing what a uid left.
+
+When the grader is root, every worker drops to a uid of its own (``Limits.uid`` to
+``Limits.uid + 63``, none owned by an account), held by a lock while its runner lives, so
+workers graded at the same time cannot signal, limit, trace or read one another. When a worker
+ends, every process of its uid is killed (:func:`kill_uid`), the orphans reparented to the
+grader are reaped (:func:`sweep_orphans`), and what it left in the world-writable folders goes
+(:func:`remove_files_of`); before a uid is used, the same is done for what a killed grader's
+worker of that uid left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import signal
+import stat
+import subprocess
+import threading
+
+from attnscore.boundary import kernel_objects
+from attnscore.sandbox.limits import Limits
+from attnscore.sandbox.removal import remove_tree
+
+__all__ = [
+    "UID_SLOTS",
+    "alive_as",
+    "become_subreaper",
+    "claim_uid",
+    "drops_privileges",
+    "forget_worker",
+    "kill_uid",
+    "remember_worker",
+    "remove_files_of",
+    "sweep_orphans",
+]
+
+UID_SLOTS = 64
+_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+_LIVE_WORKERS: set[int] = set()  # pids of this grader's live workers: never swept as orphans
+_LIVE_LOCK = threading.Lock()
+
+
+def drops_privileges() -> bool:
+    """Whether workers drop to a uid of their own: the grader is root."""
+    return os.geteuid() == 0
+
+
+def remember_worker(pid: int) -> None:
+    """``pid`` is a live worker of this grader (:func:`sweep_orphans` leaves it alone)."""
+    with _LIVE_LOCK:
+        _LIVE_WORKERS.add(pid)
+
+
+def forget_worker(pid: int) -> None:
+    """``pid`` is no longer a live worker."""
+    with _LIVE_LOCK:
+        _LIVE_WORKERS.discard(pid)
+
+
+def claim_uid(limits: Limits) -> tuple[int, int]:
+    """A uid no other live worker on this machine holds, and the locked file that holds it.
+
+    Locks live in a root-only folder of the temporary folder; a lock is released when its
+    grader closes the runner or dies, so a crashed grader never keeps a uid. Before use, every
+    process still running as the uid (left by a grader that was killed) is killed.
+
+    Raises:
+        RuntimeError: all uids are taken, or the lock folder is not root's own.
+    """
+    import fcntl
+    import pwd
+
+    folder = "/tmp/attnscore-uid-locks"  # one place for every grader on the machine, whatever its TMPDIR
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(folder)
+    if info.st_uid != 0 or info.st_mode & 0o077 or not os.path.isdir(folder) or os.path.islink(folder):
+        raise RuntimeError(f"{folder} must be a folder only root can use; remove it")
+    for slot in range(UID_SLOTS):
+        uid = limits.uid + slot
+        try:
+            pwd.getpwuid(uid)
+            continue  # a real account: never run a worker as it, never kill its processes
+        except KeyError:
+            pass
+        fd = os.open(os.path.join(folder, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        kill_uid(uid)
+        remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
+        return uid, fd
+    raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use by other workers")
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
+    no chain of new sessions or forks outruns it, and no process of another uid is touched."""
+    if uid == 0 or not alive_as(uid):  # nothing runs as it, so nothing can start as it: done
+        return
+    for _ in range(20):
+        subprocess.run(
+            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if not alive_as(uid):
+            return
+
+
+def remove_files_of(uid: int, keep: str | None) -> int:
+    """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
+    present, already keep it from writing), except its working folder ``keep``; returns how many
+    entries went. Folders of any depth go without recursion and links are never followed
+    (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
+    removed = 0
+    kept = os.path.realpath(keep) if keep is not None else None
+    for folder in _SHARED_WRITABLE:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+                if info.st_uid != uid or os.path.realpath(path) == kept:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    remove_tree(path)  # no recursion, no links followed: any depth a worker built
+                else:
+                    os.unlink(path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
+def alive_as(uid: int) -> bool:
+    """Whether a process (not a zombie) runs as ``uid`` (real, effective or saved).
+
+    Read from ``/proc/PID/status``: the owner of ``/proc/PID`` is root for a process that made
+    itself non-dumpable, so it cannot hide that way."""
+    wanted = str(uid).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            owner = os.stat(f"/proc/{entry}").st_uid
+            if owner not in (uid, 0):
+                continue
+            with open(f"/proc/{entry}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        at = status.find(b"\nUid:")
+        if at < 0 or wanted not in status[at + 5 : status.find(b"\n", at + 5)].split()[:3]:
+            continue
+        at = status.find(b"\nState:")
+        if status[at + 7 : at + 40].split()[:1] not in ([b"Z"], [b"X"]):
+            return True
+    return False
+
+
+def sweep_orphans(uid: int) -> int:
+    """Kill and reap processes of ``uid`` reparented to the grader (escaped grandchildren)."""
+    killed = 0
+    me = os.getpid()
+    for _ in range(100):
+        victims = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            pid = int(entry)
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                owner = os.stat(f"/proc/{pid}").st_uid
+            except (OSError, ValueError, IndexError):
+                continue
+            with _LIVE_LOCK:
+                live = pid in _LIVE_WORKERS
+            if ppid == me and owner == uid and not live:
+                victims.append(pid)
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                killed += 1
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+    return killed
+
+
+@functools.cache
+def become_subreaper() -> bool:
+    """Orphans of the worker (a grandchild that left its session) become the grader's children,
+    so that :func:`sweep_orphans` finds them."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False

@@ -1,0 +1,163 @@
+"""The sandbox plan (attnscore.sandbox.plan): every layer decided once, from the options and the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attnscore.boundary import landlock
+from attnscore.boundary.outputs import CallFailure
+from attnscore.sandbox import bwrap, gpu, machine, plan, uids
+from attnscore.sandbox.limits import Limits
+from attnscore.sandbox.plan import SandboxPlan, protections, resolve, use_template
+from attnscore.sandbox.runner import SandboxRunner
+
+NO_CGROUP = "no cgroup v2 hierarchy mounted (cgroup v1 only)"
+
+
+def _machine(monkeypatch, *, bwrap_ok=True, root=True, abi=6, mounts=True, sizes=False):
+    """A machine with these answers to the plan's questions."""
+    monkeypatch.setattr(bwrap, "bwrap_available", lambda: bwrap_ok)
+    monkeypatch.setattr(bwrap, "sizes_tmpfs", lambda: sizes)
+    monkeypatch.setattr(uids, "drops_privileges", lambda: root)
+    monkeypatch.setattr(landlock, "abi_version", lambda: abi)
+    monkeypatch.setattr(machine, "mounts_work_folder", lambda: mounts)
+    monkeypatch.setattr(machine, "cgroup_base", lambda: NO_CGROUP)
+
+
+FIELDS = ("bwrap", "template", "template_required", "landlock_abi", "seccomp", "drops_uid", "address_limit", "disk")
+
+
+@pytest.mark.parametrize(
+    "options, machine_says, decided",
+    [
+        pytest.param(
+            {}, {}, (True, True, False, 6, True, True, True, "tmpfs"), id="root with bwrap: template in bwrap"
+        ),
+        pytest.param(
+            {},
+            {"root": False},
+            (True, False, False, 6, True, False, True, "checked"),
+            id="not root: a fresh bwrap each",
+        ),
+        pytest.param(
+            {},
+            {"root": False, "sizes": True},
+            (True, False, False, 6, True, False, True, "tmpfs"),
+            id="bwrap sizes tmpfs",
+        ),
+        pytest.param(
+            {"device": "cuda:1"}, {}, (True, False, False, 6, True, True, False, "checked"), id="a GPU: fresh bwrap"
+        ),
+        pytest.param(
+            {"bwrap": False},
+            {"mounts": False},
+            (False, True, False, 6, True, True, True, "checked"),
+            id="no bwrap asked",
+        ),
+        pytest.param({}, {"bwrap_ok": False}, (False, True, False, 6, True, True, True, "tmpfs"), id="no bwrap here"),
+        pytest.param(
+            {"template": False, "bwrap": False},
+            {},
+            (False, False, False, 6, True, True, True, "tmpfs"),
+            id="template off",
+        ),
+        pytest.param(
+            {"template": True, "bwrap": False},
+            {},
+            (False, True, True, 6, True, True, True, "tmpfs"),
+            id="template required",
+        ),
+        pytest.param(
+            {"landlock": False, "seccomp": False},
+            {},
+            (True, True, False, 0, False, True, True, "tmpfs"),
+            id="landlock and seccomp off",
+        ),
+        pytest.param(
+            {"landlock": True}, {"abi": 0}, (True, True, False, 0, True, True, True, "tmpfs"), id="no landlock"
+        ),
+    ],
+)
+def test_resolve_decides_every_layer_from_the_options_and_the_machine(monkeypatch, options, machine_says, decided):
+    """Each tri-state option meets the machine's answer once, in the plan's fields."""
+    _machine(monkeypatch, **machine_says)
+    got = resolve(Limits(**options))
+    assert tuple(getattr(got, name) for name in FIELDS) == decided
+    assert got.landlock is (decided[3] > 0) and got.device == Limits(**options).device
+    assert got.cgroups == NO_CGROUP and got.protections == protections(Limits(**options))
+    assert use_template(Limits(**options)) is got.template
+
+
+@pytest.mark.parametrize(
+    "options, machine_says, message",
+    [
+        pytest.param(
+            {"bwrap": True}, {"bwrap_ok": False}, "Limits\\(bwrap=True\\) but bwrap is not installed", id="bwrap"
+        ),
+        pytest.param(
+            {"template": True}, {"root": False}, "needs a grader running as root and device cpu", id="template not root"
+        ),
+        pytest.param({"template": True, "device": "cuda"}, {}, "pass bwrap=False too", id="template on a GPU"),
+    ],
+)
+def test_options_the_machine_cannot_meet_are_one_clear_error(monkeypatch, options, machine_says, message):
+    """A required layer the machine lacks is a RuntimeError that says which option and the fix."""
+    _machine(monkeypatch, **machine_says)
+    with pytest.raises(RuntimeError, match=message):
+        resolve(Limits(**options))
+
+
+def test_without_the_template_the_plan_and_its_line_say_fresh_workers(monkeypatch):
+    """A template that could not start: fresh interpreters, a fresh bwrap's own disk bound, and the
+    protections line that says so; everything else as it was."""
+    _machine(monkeypatch, sizes=False, mounts=True)
+    templated = resolve(Limits())
+    fresh = templated.without_template()
+    assert (templated.template, templated.disk) == (True, "tmpfs")
+    assert (fresh.template, fresh.disk, fresh.bwrap, fresh.limits) == (False, "checked", True, templated.limits)
+    assert templated.protections.startswith("bwrap around the worker template")
+    assert fresh.protections.startswith("bwrap: no network, own PIDs") and "; python -I;" in fresh.protections
+    assert "disk: working folder checked after each call (64 MiB; files 4 MiB each)" in fresh.protections
+
+
+def test_the_plan_is_frozen(monkeypatch):
+    """Nothing changes a plan once it is resolved."""
+    _machine(monkeypatch)
+    resolved = resolve()
+    assert isinstance(resolved, SandboxPlan) and resolved.limits == Limits()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.bwrap = False  # type: ignore[misc]
+
+
+def test_a_runner_asks_the_options_and_the_machine_once(tmp_path, monkeypatch):
+    """After the runner resolved its plan, no decision is made again: with every question to the
+    machine and the plan raising, calls, restarts and the close still work."""
+    path = tmp_path / "good.py"
+    path.write_text("def scores(q, keys):\n    return keys @ q\n")
+    args = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
+    with SandboxRunner(path, "scores", Limits(bwrap=False, call_timeout_s=60.0)) as runner:
+        first = runner.plan
+
+        def asked(*_: object) -> None:
+            raise AssertionError("a decision was made again")
+
+        for owner, name in [
+            (bwrap, "bwrap_available"),
+            (bwrap, "sizes_tmpfs"),
+            (uids, "drops_privileges"),
+            (landlock, "abi_version"),
+            (machine, "mounts_work_folder"),
+            (machine, "cgroup_base"),
+            (gpu, "keeps_address_limit"),
+            (plan, "resolve"),
+            (plan, "use_template"),
+        ]:
+            monkeypatch.setattr(owner, name, asked)
+        values = [runner.call(args, "float64") for _ in range(2)]
+        runner._kill_worker()  # the next call starts a fresh worker, from the same plan
+        values.append(runner.call(args, "float64"))
+        assert runner.plan is first and runner.starts == 2
+    assert all(not isinstance(v, CallFailure) and v.array.tolist() == [1.0, 0.0] for v in values), values

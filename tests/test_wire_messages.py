@@ -1,0 +1,192 @@
+"""The typed wire messages (attnscore.boundary.wire): one encoder, one decoder, every reply a message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnscore.boundary import wire
+from attnscore.boundary.outputs import Received
+from attnscore.boundary.verdict import Verdict
+
+VALUE = Received("tensor", "float32", "cpu", np.array([1.0, 0.0], dtype=np.float32))
+
+
+def _line(obj: dict) -> wire.Reply:
+    """``obj`` through the wire as the worker writes it, decoded as the grader reads it."""
+    return wire.decode_reply(wire.loads(wire.dumps(obj).rstrip(b"\n")))
+
+
+@pytest.mark.parametrize(
+    "message, sent",
+    [
+        pytest.param(wire.Importing(), {"type": "importing"}, id="importing"),
+        pytest.param(wire.Ready(), {"type": "ready"}, id="ready"),
+        pytest.param(
+            wire.LoadError(Verdict.FUNCTION_MISSING, "no function"),
+            {"type": "load_error", "verdict": "function_missing", "message": "no function"},
+            id="load error without clues",
+        ),
+        pytest.param(
+            wire.LoadError(Verdict.EXCEPTION, "import failed", module="torch"),
+            {"type": "load_error", "verdict": "exception", "message": "import failed", "module": "torch"},
+            id="load error with a module clue",
+        ),
+        pytest.param(
+            wire.CallFailed(3, Verdict.EXCEPTION, "raised ValueError: x", "ValueError", file="/x"),
+            {
+                "type": "failure",
+                "id": 3,
+                "verdict": "exception",
+                "message": "raised ValueError: x",
+                "exception": "ValueError",
+                "file": "/x",
+            },
+            id="call failed",
+        ),
+        pytest.param(
+            wire.CallRequest(1, "float32", "cpu", ("q", "keys"), ({"name": "q", "offset": 0},)),
+            {
+                "type": "call",
+                "id": 1,
+                "dtype": "float32",
+                "device": "cpu",
+                "names": ["q", "keys"],
+                "inputs": [{"name": "q", "offset": 0}],
+            },
+            id="call request",
+        ),
+    ],
+)
+def test_each_message_is_the_object_it_has_always_been_on_the_wire(message, sent):
+    """The encoder writes the same JSON objects the worker and grader exchanged as dicts."""
+    assert wire.encode_message(message) == sent
+
+
+def test_a_result_travels_as_an_encoded_value_and_comes_back_typed():
+    """A result's value is encode_received's object on the wire and a Received again after decoding."""
+    inspection = {"mutated": ["q"], "aliased": []}
+    encoded = wire.encode_message(wire.CallResult(2, VALUE, inspection))
+    assert encoded["value"] == wire.encode_received(VALUE) and encoded["inspection"] == inspection
+    back = _line(encoded)
+    assert isinstance(back, wire.CallResult) and back.id == 2 and back.inspection == inspection
+    assert back.value.kind == "tensor" and back.value.array.tolist() == [1.0, 0.0]
+
+
+_TEXT = st.text(max_size=40)
+_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
+_MESSAGES = st.one_of(
+    st.builds(wire.Importing),
+    st.builds(wire.Ready),
+    st.builds(
+        wire.LoadError,
+        st.sampled_from(Verdict),
+        _TEXT,
+        st.one_of(st.just(""), _NAME),
+        st.none() | _TEXT.filter(bool),
+        st.none() | _TEXT.filter(bool),
+    ),
+    st.builds(
+        wire.CallFailed,
+        st.integers(1, 10**6),
+        st.sampled_from(Verdict),
+        _TEXT,
+        st.one_of(st.just(""), _NAME),
+        st.none() | _TEXT.filter(bool),
+        st.none() | _TEXT.filter(bool),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_MESSAGES)
+def test_every_worker_message_decodes_to_itself(message):
+    """decode_reply(encode_message(m)) == m for every message the worker can send."""
+    assert _line(wire.encode_message(message)) == message
+
+
+@pytest.mark.parametrize(
+    "obj, expected",
+    [
+        pytest.param(
+            {"type": "failure", "id": 1, "verdict": "passed", "message": "ok"},
+            wire.CallFailed(1, Verdict.PASSED, "ok"),
+            id="a verdict no worker may send decodes as itself (the grader refuses it)",
+        ),
+        pytest.param(
+            {"type": "failure", "id": 1, "verdict": "nonsense", "message": "ok"},
+            wire.CallFailed(1, None, "ok"),
+            id="unknown verdict word",
+        ),
+        pytest.param(
+            {"type": "failure", "id": 1, "verdict": ["exception"], "message": "ok"},
+            wire.CallFailed(1, None, "ok"),
+            id="unhashable verdict",
+        ),
+        pytest.param(
+            {"type": "failure", "id": 1.0, "verdict": "exception", "message": 5, "exception": "not a name"},
+            wire.CallFailed(1, Verdict.EXCEPTION, "5", ""),
+            id="float id, number message, exception that is no identifier",
+        ),
+        pytest.param(
+            {"type": "failure", "id": True, "verdict": "exception", "exception": "X" * 101, "module": 3},
+            wire.CallFailed(1, Verdict.EXCEPTION, "", ""),
+            id="bool id, long exception name, module that is no string",
+        ),
+        pytest.param(
+            {"type": "failure", "id": "1", "verdict": "timeout"},
+            wire.CallFailed(None, Verdict.TIMEOUT, ""),
+            id="string id",
+        ),
+        pytest.param({"type": "result", "id": 1.5, "value": {}}, None, id="fractional id, unreadable value"),
+        pytest.param({"type": "passed", "id": 4}, wire.Unexpected(4, "passed"), id="unknown type"),
+        pytest.param({"type": ["ready"]}, wire.Unexpected(None, None), id="type that is no string"),
+        pytest.param({"id": 2}, wire.Unexpected(2, None), id="no type"),
+        pytest.param(
+            {"type": "load_error", "id": 1, "verdict": "grader_error"},
+            wire.LoadError(Verdict.GRADER_ERROR, "", id=1),
+            id="load error with an id",
+        ),
+    ],
+)
+def test_decode_reply_turns_every_object_into_a_message(obj, expected):
+    """Whatever object the worker sends decodes to a message (never raises); words outside the
+    vocabulary decode as None, ids as the integer they equal."""
+    got = wire.decode_reply(obj)
+    if expected is None:
+        assert isinstance(got, wire.UnreadableResult) and got.id is None
+        assert got.problem.startswith("expected a kind in tensor")
+    else:
+        assert got == expected
+
+
+def test_a_result_whose_value_cannot_be_read_is_unreadable_with_the_reason():
+    """A result with a value of the wrong shape says why, for the bad-return-type verdict."""
+    value = {**wire.encode_received(VALUE), "shape": [3]}
+    got = wire.decode_reply({"type": "result", "id": 7, "value": value})
+    assert got == wire.UnreadableResult(7, "expected 12 bytes for shape [3] float32, found 8")
+
+
+def test_a_call_request_decodes_for_the_worker():
+    """The worker reads the grader's request back as the CallRequest it was."""
+    request = wire.CallRequest(5, "float64", "cuda:0", ("Q", "K"), ({"name": "Q"}, {"name": "K"}))
+    line = wire.dumps(wire.encode_message(request)).rstrip(b"\n")
+    assert wire.decode_call(wire.loads(line)) == request
+    with pytest.raises(KeyError):
+        wire.decode_call({"type": "call", "dtype": "float32", "inputs": []})
+
+
+def test_the_encoder_is_bound_when_wire_is_imported(monkeypatch):
+    """Patching wire's helpers afterwards (the submission runs in the worker's process) does not
+    change what encode_message writes."""
+
+    def patched(*_):
+        raise AssertionError("the patched helper ran")
+
+    result = wire.CallResult
+    monkeypatch.setattr(wire, "encode_received", patched)
+    monkeypatch.setattr(wire, "CallResult", None)
+    encoded = wire.encode_message(result(1, VALUE))
+    assert encoded["type"] == "result" and encoded["value"]["data"] == "AACAPwAAAAA="
