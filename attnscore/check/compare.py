@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnscore.boundary.dtypes import PRECISION_BITS, SMALLEST_NORMAL
-from attnscore.boundary.outputs import Received
+from attnscore.boundary.outputs import RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.tolerance import entries_close
@@ -34,7 +34,7 @@ def compare(
     allowed: np.ndarray,
     *,
     name: str = "out",
-    accept: tuple[str, ...] = ("tensor", "ndarray", "list", "number"),
+    accept: tuple[str, ...] = RETURN_KINDS,
     tolerance_text: str = "",
     dtype: str | None = None,
 ) -> Mismatch | None:
@@ -67,7 +67,7 @@ def compare(
             f"{name} has shape {shape_text(received.shape)}, expected shape {shape_text(golden.shape)}",
         )
     if received.dtype not in NUMERIC_DTYPES or (
-        received.kind in ("tensor", "ndarray") and received.dtype not in _FLOATS
+        received.kind in (ReturnKind.TENSOR, ReturnKind.NDARRAY) and received.dtype not in _FLOATS
     ):
         return Mismatch(
             Verdict.WRONG_DTYPE,

@@ -192,7 +192,7 @@ def _judge_once(
             "keywords": _bound_keywords(runner) or None,
         }
         if isinstance(outcome, CallFailure):
-            verdict = Verdict(outcome.verdict)
+            verdict = outcome.verdict
             call_fields: dict[str, object] = {
                 "detail": outcome.message,
                 "exception": outcome.exception,

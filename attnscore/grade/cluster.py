@@ -244,7 +244,7 @@ def _lost_result(
     result = judge_cases(
         spec,
         cases,
-        _Refused(CallFailure(Verdict.GRADER_ERROR.value, message, "submission")),
+        _Refused(CallFailure(Verdict.GRADER_ERROR, message, "submission")),
         dtype=options["dtype"],
         device=limits.device,
         submission=submission.name,

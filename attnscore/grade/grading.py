@@ -81,7 +81,7 @@ def grade_submission(
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
     if submission.problem is not None:  # never run: every case says why
-        refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
+        refused = CallFailure(Verdict.FUNCTION_MISSING, submission.problem, "submission")
         result = judge_cases(
             spec,
             cases,

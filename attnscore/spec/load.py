@@ -39,6 +39,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
@@ -49,7 +50,7 @@ from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
 
 __all__ = ["load_spec", "load_specs", "spec_schema", "SpecError", "SpecProblem"]
 
-DEFAULT_ACCEPT = ("tensor", "ndarray", "list", "number")
+DEFAULT_ACCEPT = RETURN_KINDS
 DEFAULT_EXAMPLES = 25
 DEFAULT_TIMEOUT_S = 5.0
 MAX_ARRAY_DIMS = 8
