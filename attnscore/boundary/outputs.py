@@ -205,12 +205,17 @@ def to_received(value: object) -> Received | BadReturn:
     return Received(kind, name, "cpu", np.array(arr, order="C"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CallFailure:
     """A call that produced no comparable value: the verdict it earns and a message.
 
-    ``verdict`` is a :class:`~attnscore.boundary.verdict.Verdict` (exception, timeout, crashed,
-    ...); its word (``"timeout"``) is accepted too and turned into the member.
+    Attributes:
+        verdict: a :class:`~attnscore.boundary.verdict.Verdict` (exception, timeout, crashed, ...);
+            its word (``"timeout"``) is accepted too and turned into the member.
+        message: what happened, in words (already cleaned when it came from the worker).
+        scope: ``"call"`` for this call only; ``"submission"`` when the whole submission failed
+            (import error, missing function), so every call fails the same way.
+        exception: for an exception verdict, the exception's type name (``"ValueError"``), else "".
 
     Raises:
         ValueError: ``verdict`` is not one of the verdicts (``'slow' is not a valid Verdict``).
@@ -218,15 +223,14 @@ class CallFailure:
 
     verdict: Verdict
     message: str
-    scope: str = "call"
-    """``"call"`` for this call only; ``"submission"`` when the whole submission failed (import
-    error, missing function), so every call fails the same way."""
-    exception: str = ""
-    """For an exception verdict, the exception's type name (``"ValueError"``), else ""."""
+    scope: str
+    exception: str
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.verdict, Verdict):
-            object.__setattr__(self, "verdict", Verdict(self.verdict))
+    def __init__(self, verdict: Verdict | str, message: str, scope: str = "call", exception: str = "") -> None:
+        object.__setattr__(self, "verdict", Verdict(verdict))
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "scope", scope)
+        object.__setattr__(self, "exception", exception)
 
 
 Outcome = Received | CallFailure

@@ -15,7 +15,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from attnscore.boundary.layouts import describe_layout
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, set_aside
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
@@ -186,9 +185,6 @@ def _judge_once(
         where: dict[str, object] = {
             "args": {n: json_array(a) for n, a in call.args.items()},
             "layouts": dict(call.layouts) if call.layouts else None,
-            "layout_text": "; ".join(
-                describe_layout(n, lay, np.shape(call.args[n])) for n, lay in (call.layouts or {}).items()
-            ),
             "keywords": _bound_keywords(runner) or None,
         }
         if isinstance(outcome, CallFailure):
