@@ -104,7 +104,13 @@ def compare(
             )
         entry = EntryMismatch(first, float(got[first]), float(golden[first]))
         return Mismatch(
-            Verdict.NON_FINITE, name=name, wrong=count, total=total, entries=(entry,), got_dtype=received.dtype, dtype=dtype
+            Verdict.NON_FINITE,
+            name=name,
+            wrong=count,
+            total=total,
+            entries=(entry,),
+            got_dtype=received.dtype,
+            dtype=dtype,
         )
 
     finite = np.isfinite(golden)

@@ -13,7 +13,8 @@ The rules, by the field's type:
 - ``Fraction``: exact text (``"7/3"``); an enum: its value (``"wrong_value"``);
 - ``tuple[T, ...]``: a list; ``dict[str, ...]``: an object (copied; its values are already plain data);
 - a dataclass: an object with one key per field, in field order; ``X | None``: ``null`` or ``X``;
-  a union of dataclasses: the first member the object reads as.
+  a union of dataclasses: the first member whose fields are exactly the object's keys (those
+  added later aside), else the first whose fields hold every key.
 
 Reading checks every value and names the first wrong one by its path
 (``record.cases[2].failure.hidden: expected bool, found str``). A field whose metadata holds
@@ -133,14 +134,16 @@ def _decode(kind: Any, data: Any, where: str) -> Any:
         options = [m for m in members if m is not type(None)]
         if data is None:
             raise CodecError(f"{where}: expected {' or '.join(_name(m) for m in options)}, found none")
-        first: CodecError | None = None
-        for option in options:
-            try:
-                return _decode(option, data, where)
-            except CodecError as exc:
-                first = first or exc
-        assert first is not None
-        raise first
+        if len(options) == 1:
+            return _decode(options[0], data, where)
+        # a union of dataclasses: the first member the object's keys make whole, else the first
+        # whose fields hold every key (its error names what is missing)
+        keys = set(data) if isinstance(data, dict) else set()
+        fitting = [
+            m for m in options if dataclasses.is_dataclass(m) and keys <= {f.name for f in dataclasses.fields(m)}
+        ]
+        whole = [m for m in fitting if {f.name for f in dataclasses.fields(m) if not f.metadata.get("added")} <= keys]
+        return _decode((whole or fitting or options)[0], data, where)
     if kind is Any:
         return data
     origin = typing.get_origin(kind) or kind

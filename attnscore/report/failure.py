@@ -24,7 +24,7 @@ one codec derived from these fields (:mod:`attnscore.report.codec`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,6 +73,7 @@ class Mismatch:
     """
 
     verdict: Verdict
+    _: KW_ONLY  # the rest by name: a record reads its fields in this order, entries first
     entries: tuple[EntryMismatch, ...] = ()
     name: str = "out"
     detail: str = ""
