@@ -570,8 +570,8 @@ def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
 def test_property_held_survives_the_record():
     """The record keeps property_held, and old records without it read as False."""
     from attnscore.boundary.verdict import Verdict
-    from attnscore.report.failure import Failure
     from attnscore.report.codec import decode, encode
+    from attnscore.report.failure import Failure
 
     failure = Failure(
         verdict=Verdict.WRONG_VALUE,

@@ -27,7 +27,7 @@ from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_array, format_index, format_number, shape_text
 from attnscore.report.codec import encode
 from attnscore.report.failure import Failure, Mismatch, Withheld, array_of
-from attnscore.report.redact import BUILTIN_EXCEPTIONS, HIDDEN_NOTE, redact, withhold
+from attnscore.report.redact import HIDDEN_NOTE, redact, withhold
 
 __all__ = [
     "format_number",
