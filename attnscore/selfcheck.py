@@ -136,7 +136,7 @@ class _TimedRunner(InProcessRunner):
                 return super().call(args, dtype, layouts)
         except _CallTimeout:
             return CallFailure(
-                Verdict.TIMEOUT.value,
+                Verdict.TIMEOUT,
                 f"the call took longer than {self.timeout_s:g} s (an infinite loop, or far too slow)",
             )
 
@@ -216,12 +216,12 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     if entry is None:
         chosen, why = worker.choose_entry(str(folder), function)
         if chosen is None:
-            return CallFailure(Verdict.FUNCTION_MISSING.value, why, "submission")
+            return CallFailure(Verdict.FUNCTION_MISSING, why, "submission")
         entry = chosen
     path = folder / entry
     if not path.is_file():
         files = [p.name for p in folder.glob("*.py")]
-        return CallFailure(Verdict.FUNCTION_MISSING.value, worker.missing_entry_text(entry, files), "submission")
+        return CallFailure(Verdict.FUNCTION_MISSING, worker.missing_entry_text(entry, files), "submission")
     sys.path[:0] = [str(path.parent)] if path.parent == folder else [str(path.parent), str(folder)]
     module_name = f"attnscore_selfcheck_{id(path):x}"
     try:
@@ -235,7 +235,7 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
         with _time_limit(max(timeout_s, 10.0)):
             module_spec.loader.exec_module(module)
     except _CallTimeout:
-        return CallFailure(Verdict.TIMEOUT.value, "importing your file took too long (code that runs at import?)")
+        return CallFailure(Verdict.TIMEOUT, "importing your file took too long (code that runs at import?)")
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the student's import error (or exit()) is their verdict
@@ -243,7 +243,7 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     value = getattr(module, function, None)
     if value is None or not callable(value):
         message = worker.missing_function_text(function, value, vars(module), module_name)
-        return CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission")
+        return CallFailure(Verdict.FUNCTION_MISSING, message, "submission")
     return value
 
 
@@ -271,7 +271,7 @@ def check_path(
     (submission,) = find_submissions([str(path)], entry=entry, one=True)
     options = {"name": submission.name, "function": name, "dtype": dtype, "seed": seed, "shrink_steps": shrink_steps}
     if submission.problem is not None:
-        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission"))
+        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING, submission.problem, "submission"))
         return _judge(loaded, refused, **options)  # type: ignore[arg-type]
     saved_path, saved_modules = list(sys.path), set(sys.modules)
     tmp = tempfile.mkdtemp(prefix="attnscore-check-")
@@ -330,6 +330,6 @@ def check(
     if not callable(found):
         what = "nothing" if found is None else f"a {type(found).__name__}"
         message = f"no function named {name!r} is defined here (found {what}); run the cell that defines it first"
-        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING.value, message, "submission"))
+        refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING, message, "submission"))
         return _judge(loaded, refused, name=name, function=name, dtype=dtype, seed=seed, shrink_steps=0)
     return check_function(found, loaded, name=name, dtype=dtype, seed=seed, shrink_steps=shrink_steps)

@@ -570,8 +570,8 @@ def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
 def test_property_held_survives_the_record():
     """The record keeps property_held, and old records without it read as False."""
     from attnscore.boundary.verdict import Verdict
+    from attnscore.report.codec import decode, encode
     from attnscore.report.failure import Failure
-    from attnscore.report.record import _failure_from, _failure_record
 
     failure = Failure(
         verdict=Verdict.WRONG_VALUE,
@@ -585,7 +585,7 @@ def test_property_held_survives_the_record():
         statement="s",
         property_held=True,
     )
-    data = _failure_record(failure)
-    assert _failure_from(data, "f").property_held is True
+    data = encode(failure)
+    assert decode(Failure, data, "f").property_held is True
     data.pop("property_held")
-    assert _failure_from(data, "f").property_held is False
+    assert decode(Failure, data, "f").property_held is False

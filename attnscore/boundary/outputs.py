@@ -13,12 +13,25 @@ numbers it sends.
 
 from __future__ import annotations
 
+import enum
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Received", "BadReturn", "CallFailure", "Outcome", "to_received", "ALLOWED_DTYPES", "MAX_ELEMENTS"]
+from attnscore.boundary.verdict import Verdict
+
+__all__ = [
+    "Received",
+    "BadReturn",
+    "CallFailure",
+    "Outcome",
+    "ReturnKind",
+    "RETURN_KINDS",
+    "to_received",
+    "ALLOWED_DTYPES",
+    "MAX_ELEMENTS",
+]
 
 # dtypes that may cross the boundary; bfloat16 travels as float32 with dtype "bfloat16".
 ALLOWED_DTYPES = (
@@ -35,7 +48,25 @@ ALLOWED_DTYPES = (
 )
 MAX_ELEMENTS = 1_000_000
 
-KINDS = ("tensor", "ndarray", "list", "number")
+
+class ReturnKind(str, enum.Enum):
+    """The closed set of kinds of returned object that can be graded (:attr:`Received.kind`).
+
+    A spec's ``returns.accept`` lists some of them (all of them by default); the value is the
+    word used in specs, records and feedback (``str(ReturnKind.TENSOR)`` is ``"tensor"``).
+    """
+
+    TENSOR = "tensor"
+    NDARRAY = "ndarray"
+    LIST = "list"
+    NUMBER = "number"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RETURN_KINDS: tuple[str, ...] = tuple(kind.value for kind in ReturnKind)
+"""Every return kind's word, in order: ``("tensor", "ndarray", "list", "number")``."""
 
 
 @dataclass(frozen=True)
@@ -43,16 +74,22 @@ class Received:
     """A returned value as plain data.
 
     Attributes:
-        kind: ``"tensor"``, ``"ndarray"``, ``"list"`` or ``"number"``.
+        kind: a :class:`ReturnKind` (``"tensor"``, ``"ndarray"``, ``"list"`` or ``"number"``; the
+            word is accepted and turned into the member, and a word outside the set raises
+            ValueError).
         dtype: the returned dtype's name (``"bfloat16"`` is kept as a name; the array is float32).
         device: ``"cpu"``, ``"cuda:0"``, ... (``"cpu"`` for non-tensors).
         array: a plain C-contiguous numpy array holding the values.
     """
 
-    kind: str
+    kind: ReturnKind
     dtype: str
     device: str
     array: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, ReturnKind):
+            object.__setattr__(self, "kind", ReturnKind(self.kind))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -80,7 +117,7 @@ def _from_tensor(value: object) -> Received | BadReturn:
     if dtype == "bfloat16":
         t = torch.Tensor.float(t)
     arr = np.array(torch.Tensor.numpy(torch.Tensor.contiguous(t)), copy=True)
-    return Received("tensor", dtype, device, np.array(arr, order="C"))
+    return Received(ReturnKind.TENSOR, dtype, device, np.array(arr, order="C"))
 
 
 def _item_shape(item: object) -> tuple[int, ...] | None:
@@ -133,7 +170,7 @@ def to_received(value: object) -> Received | BadReturn:
         pass
     if isinstance(value, np.ndarray):
         arr = np.array(np.ndarray.view(value, np.ndarray), copy=True)
-        kind = "ndarray"
+        kind = ReturnKind.NDARRAY
     elif isinstance(value, (bool, np.bool_)):
         return BadReturn(f"returned a boolean ({bool(value)}); expected numbers")
     elif isinstance(value, numbers.Real) and not isinstance(value, np.generic):
@@ -141,9 +178,9 @@ def to_received(value: object) -> Received | BadReturn:
             f = float(value)  # Python int/float and numbers.Real implementers
         except OverflowError:
             return BadReturn("returned an integer too large for a float")
-        arr, kind = np.array(f, dtype=np.float64), "number"
+        arr, kind = np.array(f, dtype=np.float64), ReturnKind.NUMBER
     elif isinstance(value, np.generic):
-        arr, kind = np.array(value, copy=True), "number"
+        arr, kind = np.array(value, copy=True), ReturnKind.NUMBER
     elif isinstance(value, (list, tuple)):
         several = _several_results(value)
         if several is not None:
@@ -153,7 +190,7 @@ def to_received(value: object) -> Received | BadReturn:
         except Exception as exc:  # noqa: BLE001 - ragged lists, tensors needing grad, exotic dtypes...
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             return BadReturn(f"returned a {type(value).__name__} that is not a rectangular array of numbers ({reason})")
-        kind = "list"
+        kind = ReturnKind.LIST
     else:
         return BadReturn(f"returned {type(value).__name__}; expected a tensor, array, list or number")
     name = arr.dtype.name
@@ -168,20 +205,32 @@ def to_received(value: object) -> Received | BadReturn:
     return Received(kind, name, "cpu", np.array(arr, order="C"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CallFailure:
     """A call that produced no comparable value: the verdict it earns and a message.
 
-    ``verdict`` is a :class:`attnscore.report.results.Verdict` value (exception, timeout, crashed, ...).
+    Attributes:
+        verdict: a :class:`~attnscore.boundary.verdict.Verdict` (exception, timeout, crashed, ...);
+            its word (``"timeout"``) is accepted too and turned into the member.
+        message: what happened, in words (already cleaned when it came from the worker).
+        scope: ``"call"`` for this call only; ``"submission"`` when the whole submission failed
+            (import error, missing function), so every call fails the same way.
+        exception: for an exception verdict, the exception's type name (``"ValueError"``), else "".
+
+    Raises:
+        ValueError: ``verdict`` is not one of the verdicts (``'slow' is not a valid Verdict``).
     """
 
-    verdict: str
+    verdict: Verdict
     message: str
-    scope: str = "call"
-    """``"call"`` for this call only; ``"submission"`` when the whole submission failed (import
-    error, missing function), so every call fails the same way."""
-    exception: str = ""
-    """For an exception verdict, the exception's type name (``"ValueError"``), else ""."""
+    scope: str
+    exception: str
+
+    def __init__(self, verdict: Verdict | str, message: str, scope: str = "call", exception: str = "") -> None:
+        object.__setattr__(self, "verdict", Verdict(verdict))
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "scope", scope)
+        object.__setattr__(self, "exception", exception)
 
 
 Outcome = Received | CallFailure

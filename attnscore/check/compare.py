@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnscore.boundary.dtypes import PRECISION_BITS, SMALLEST_NORMAL
-from attnscore.boundary.outputs import Received
+from attnscore.boundary.outputs import RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.tolerance import entries_close
@@ -34,7 +34,7 @@ def compare(
     allowed: np.ndarray,
     *,
     name: str = "out",
-    accept: tuple[str, ...] = ("tensor", "ndarray", "list", "number"),
+    accept: tuple[str, ...] = RETURN_KINDS,
     tolerance_text: str = "",
     dtype: str | None = None,
 ) -> Mismatch | None:
@@ -58,21 +58,23 @@ def compare(
     if received.kind not in accept:
         wanted = " or ".join(accept)
         return Mismatch(
-            Verdict.BAD_RETURN_TYPE, name, f"returned a {received.kind}; this function must return a {wanted}"
+            Verdict.BAD_RETURN_TYPE,
+            name=name,
+            detail=f"returned a {received.kind}; this function must return a {wanted}",
         )
     if received.shape != golden.shape:
         return Mismatch(
             Verdict.WRONG_SHAPE,
-            name,
-            f"{name} has shape {shape_text(received.shape)}, expected shape {shape_text(golden.shape)}",
+            name=name,
+            detail=f"{name} has shape {shape_text(received.shape)}, expected shape {shape_text(golden.shape)}",
         )
     if received.dtype not in NUMERIC_DTYPES or (
-        received.kind in ("tensor", "ndarray") and received.dtype not in _FLOATS
+        received.kind in (ReturnKind.TENSOR, ReturnKind.NDARRAY) and received.dtype not in _FLOATS
     ):
         return Mismatch(
             Verdict.WRONG_DTYPE,
-            name,
-            f"{name} has dtype {received.dtype}; scores are real numbers, so return "
+            name=name,
+            detail=f"{name} has dtype {received.dtype}; scores are real numbers, so return "
             f"a floating {received.kind} (the inputs were {dtype})",
         )
     got = received.array.astype(np.float64)
@@ -92,7 +94,7 @@ def compare(
             entries = tuple(EntryMismatch(ix, float(got[ix]), float(golden[ix])) for ix in order)
             return Mismatch(
                 Verdict.WRONG_VALUE,
-                name,
+                name=name,
                 wrong=count,
                 total=total,
                 entries=entries,
@@ -102,7 +104,13 @@ def compare(
             )
         entry = EntryMismatch(first, float(got[first]), float(golden[first]))
         return Mismatch(
-            Verdict.NON_FINITE, name, wrong=count, total=total, entries=(entry,), got_dtype=received.dtype, dtype=dtype
+            Verdict.NON_FINITE,
+            name=name,
+            wrong=count,
+            total=total,
+            entries=(entry,),
+            got_dtype=received.dtype,
+            dtype=dtype,
         )
 
     finite = np.isfinite(golden)

@@ -14,7 +14,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from attnscore.boundary.layouts import describe_layout
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, set_aside
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
@@ -185,13 +184,10 @@ def _judge_once(
         where: dict[str, object] = {
             "args": {n: json_array(a) for n, a in call.args.items()},
             "layouts": dict(call.layouts) if call.layouts else None,
-            "layout_text": "; ".join(
-                describe_layout(n, lay, np.shape(call.args[n])) for n, lay in (call.layouts or {}).items()
-            ),
             "keywords": keywords,
         }
         if isinstance(outcome, CallFailure):
-            verdict = Verdict(outcome.verdict)
+            verdict = outcome.verdict
             call_fields: dict[str, object] = {
                 "detail": outcome.message,
                 "exception": outcome.exception,

@@ -119,11 +119,11 @@ class InProcessRunner:
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
-            return CallFailure(Verdict.EXCEPTION.value, describe_exception(exc), exception=type_name(exc))
+            return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         self.last_inspection = inspect_call(names, tensors, copies, value, before)
         received = to_received(value)
         if isinstance(received, BadReturn):
-            return CallFailure(Verdict.BAD_RETURN_TYPE.value, received.message)
+            return CallFailure(Verdict.BAD_RETURN_TYPE, received.message)
         return received
 
     def output_text(self) -> str:

@@ -252,7 +252,7 @@ def _lost_result(
         options["function"] or spec.function,
         budget=NO_SHRINK,
     )
-    lost = RefusedRunner(CallFailure(Verdict.GRADER_ERROR.value, message, "submission"), limits.device)
+    lost = RefusedRunner(CallFailure(Verdict.GRADER_ERROR, message, "submission"), limits.device)
     # its error is the message (the refused runner's load failure); its spec path the one every
     # result of a cluster run carries, as the records above
     return replace(session.run(lost), spec_path=spec.path)

@@ -85,7 +85,7 @@ def grade_submission(
         environment=_environment(limits.device),
     )
     if submission.problem is not None:  # never run: every case says why
-        refused = CallFailure(Verdict.FUNCTION_MISSING.value, submission.problem, "submission")
+        refused = CallFailure(Verdict.FUNCTION_MISSING, submission.problem, "submission")
         return session.run(RefusedRunner(refused, limits.device), on_case=on_case, started=start)
     runner = SandboxRunner(submission, function, limits)
     # Visible cases and their shrinking first: nothing the submission says after it has seen a

@@ -7,22 +7,33 @@ Gradescope, pytest). Nothing here is text meant to be patched or parsed: the rec
 call's arguments, the worst entries, counts, the tolerance, hint, diagnosis and explanation as
 fields.
 
+What failed is one of a small union of kinds, each told apart by data, never by prose:
+
+- a call failed (``mismatch`` None, ``check`` ""): ``verdict`` is exception, timeout, crash, ...,
+  ``detail`` the runner's words and ``exception`` the type's name;
+- wrong value, wrong shape, wrong dtype (and the non-finite and bad-return-kind verdicts of a
+  comparison): ``mismatch`` is a :class:`Mismatch`;
+- a property's check failed (``check``: the property's own words): ``verdict`` wrong value.
+
 A hidden case's record holds its inputs and expected values too (they are needed to shrink or
-diagnose); the hidden-case rules (never show inputs, expected values or text the submission
-wrote) are applied by the renderer, :func:`attnscore.report.feedback.failure_data` and
-:func:`attnscore.report.feedback.failure_text`, which every reporter goes through.
+diagnose). The hidden-case rules (never show inputs, expected values or text the submission
+wrote) are applied once, by :func:`attnscore.report.redact.redact`, which every renderer calls
+first; a redacted comparison is a :class:`Withheld`. Records and the JSON report are written by
+one codec derived from these fields (:mod:`attnscore.report.codec`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.layouts import describe_layout
 from attnscore.boundary.verdict import Verdict
+from attnscore.report.codec import ADDED, finite_or_word, number_from_word
 
-__all__ = ["EntryMismatch", "Mismatch", "ShrunkFrom", "Failure", "json_array", "array_of", "size_of"]
+__all__ = ["EntryMismatch", "Mismatch", "Withheld", "ShrunkFrom", "Failure", "json_array", "array_of", "size_of"]
 
 
 @dataclass(frozen=True)
@@ -52,25 +63,38 @@ class Mismatch:
 
     Attributes:
         verdict: wrong value, wrong shape, wrong dtype, non-finite or bad return type.
+        entries: the worst wrong entries, worst first (at most three).
         name: what the output is called in feedback (``"out"``).
         detail: the one-sentence reason for return-kind, shape and dtype mismatches ("" otherwise).
         wrong, total: how many entries are wrong, of how many.
-        entries: the worst wrong entries, worst first (at most three).
         tolerance: the tolerance in words (``"exact comparison"``, ``"close: rtol=..."``).
         got_dtype: the returned dtype; dtype: the dtype the inputs were cast to.
         lower_precision: the result's dtype is less precise than the inputs'.
     """
 
     verdict: Verdict
+    _: KW_ONLY  # the rest by name: a record reads its fields in this order, entries first
+    entries: tuple[EntryMismatch, ...] = ()
     name: str = "out"
     detail: str = ""
     wrong: int = 0
     total: int = 0
-    entries: tuple[EntryMismatch, ...] = ()
     tolerance: str = ""
     got_dtype: str = ""
     dtype: str = ""
     lower_precision: bool = False
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """A hidden case's comparison as it may be shown: the kind of mismatch and the output's name.
+
+    :func:`attnscore.report.redact.redact` puts it in place of a hidden case's :class:`Mismatch`:
+    counts and indices would give the shape away, the returned shape follows from the inputs.
+    """
+
+    verdict: Verdict
+    name: str = "out"
 
 
 @dataclass(frozen=True)
@@ -103,10 +127,10 @@ class Failure:
             inputs of a property, usually 1 of 1 for a worked example).
         args: the failing call's arguments by name, as nested lists (bools stay bools; NaN and
             ±inf are the strings ``"nan"``, ``"inf"``, ``"-inf"``); None for a submission-wide failure.
-        layouts: the memory layout each argument was handed over in (``{"K": "transposed"}``), or None.
-        layout_text: those layouts in words ("K was a transposed view ..."), or "".
+        layouts: the memory layout each argument was handed over in (``{"K": "transposed"}``), or None
+            (:attr:`layout_text` says them in words).
         keywords: keyword arguments fixed on the function (``attnscore test --keyword``).
-        mismatch: the comparison's findings (:class:`Mismatch`), or None.
+        mismatch: the comparison's findings (:class:`Mismatch`; :class:`Withheld` once redacted), or None.
         check: a property check's own failure text (it may quote values), or "".
         detail: a failed call's text ("raised ValueError: ...", "exceeded the time limit ...") or "".
         exception: the exception's type name for an exception verdict, else "".
@@ -141,9 +165,8 @@ class Failure:
     examples: int = 1
     args: dict[str, Any] | None = None
     layouts: dict[str, str] | None = None
-    layout_text: str = ""
     keywords: dict[str, Any] | None = None
-    mismatch: Mismatch | None = None
+    mismatch: Mismatch | Withheld | None = None
     check: str = ""
     detail: str = ""
     exception: str = ""
@@ -153,16 +176,28 @@ class Failure:
     diagnosis: dict[str, str] | None = None
     explanation: str = ""
     shrunk_from: ShrunkFrom | None = None
-    corner: str = ""
-    set_aside: tuple[str, ...] = ()
-    other_causes: tuple[Failure, ...] = ()
-    beside: str = ""
-    property_held: bool = False
+    # added after the first records of this format were written: absent keys read as the default
+    corner: str = field(default="", metadata=ADDED)
+    set_aside: tuple[str, ...] = field(default=(), metadata=ADDED)
+    other_causes: tuple[Failure, ...] = field(default=(), metadata=ADDED)
+    beside: str = field(default="", metadata=ADDED)
+    property_held: bool = field(default=False, metadata=ADDED)
 
     @property
     def size(self) -> int:
         """How many entries the failing call's arguments hold together (0 without arguments)."""
         return size_of(self.args)
+
+    @property
+    def layout_text(self) -> str:
+        """The arguments' memory layouts in words ("K was a transposed view ..."), or "" (none, or
+        no arguments: a redacted hidden case)."""
+        if not self.layouts or self.args is None:
+            return ""
+        return "; ".join(
+            describe_layout(name, layout, np.shape(np.asarray(self.args[name], dtype=object)))
+            for name, layout in self.layouts.items()
+        )
 
 
 def json_array(a: Any) -> Any:
@@ -171,12 +206,11 @@ def json_array(a: Any) -> Any:
     if arr.dtype == np.bool_:
         return arr.tolist()
     arr = arr.astype(np.float64)
-    if np.isfinite(arr).all():
+    finite = np.isfinite(arr)
+    if finite.all():
         return arr.tolist()
     obj = arr.astype(object)
-    obj[np.isnan(arr)] = "nan"
-    obj[np.isposinf(arr)] = "inf"
-    obj[np.isneginf(arr)] = "-inf"
+    obj[~finite] = [finite_or_word(x) for x in arr[~finite]]  # the one non-finite encoder
     return obj.tolist()
 
 
@@ -185,7 +219,7 @@ def array_of(value: Any) -> np.ndarray:
     arr = np.asarray(value, dtype=object)
     if arr.size and all(isinstance(v, bool | np.bool_) for v in arr.flat):
         return arr.astype(bool)
-    return np.vectorize(float, otypes=[np.float64])(arr) if arr.size else np.zeros(arr.shape)
+    return np.vectorize(number_from_word, otypes=[np.float64])(arr) if arr.size else np.zeros(arr.shape)
 
 
 def size_of(args: dict[str, Any] | None) -> int:

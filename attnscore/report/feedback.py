@@ -2,10 +2,11 @@
 
 Every reporter goes through here: the terminal report (:mod:`attnscore.report.text`), JSON
 (:mod:`attnscore.report.json_report`), Gradescope (:mod:`attnscore.report.gradescope`) and the
-pytest plugin's failure text. The hidden-case rules live here and nowhere else: for a hidden
-case no input, no expected value, no returned value and no text the submission wrote (exception
-messages, its own class names, a property check's quotation of values) is rendered, in any
-format; a builtin exception's type name and the grader's own words (time limits) are.
+pytest plugin's failure text. Each public function here first applies
+:func:`attnscore.report.redact.redact`, the one place that holds the hidden-case rules (for a
+hidden case no input, no expected value, no returned value and no text the submission wrote is
+rendered, in any format), and then renders what is left; nothing here decides again what a hidden
+case may say.
 
 Repeated feedback is collapsed by :func:`cause_groups`: failing cases with the same cause (the
 same diagnosed mistake, or the same failure text) form one group, shown in full once, for its
@@ -14,7 +15,6 @@ smallest visible counterexample, and as one line per other case.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +25,9 @@ import numpy as np
 from attnscore.boundary.layouts import effective_layout, expand_axis
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_array, format_index, format_number, shape_text
-from attnscore.report.failure import Failure, Mismatch, array_of
+from attnscore.report.codec import encode
+from attnscore.report.failure import Failure, Mismatch, Withheld, array_of
+from attnscore.report.redact import HIDDEN_NOTE, redact, withhold
 
 __all__ = [
     "format_number",
@@ -47,36 +49,7 @@ __all__ = [
 ]
 
 
-_BUILTIN_EXCEPTIONS = frozenset(
-    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
-)
-_HIDDEN_TEXT = {
-    Verdict.BAD_RETURN_TYPE: "returned something that is not one numeric result",
-    Verdict.MEMORY_LIMIT: "ran out of memory",
-    Verdict.FUNCTION_MISSING: "the graded function was not found",
-    Verdict.GRADER_ERROR: "the grading machine failed on this case (not your code)",
-}
-
-
-def _hidden_detail(failure: Failure) -> str:
-    """What a hidden case may say about a failed call: nothing the submission wrote (messages, its
-    own class names, text it returned), since it could carry the hidden inputs; a builtin
-    exception's type only."""
-    if failure.disclosed:
-        return failure.detail  # said before any hidden input ran
-    if failure.verdict is Verdict.EXCEPTION:
-        if failure.exception in _BUILTIN_EXCEPTIONS:
-            return f"raised {failure.exception} (its message is not shown for a hidden case)"
-        if failure.exception:
-            return "raised an exception of its own class (its type and message are not shown for a hidden case)"
-        return "your code raised an exception (details are not shown for a hidden case)"
-    if failure.verdict in _HIDDEN_TEXT:
-        return f"{_HIDDEN_TEXT[failure.verdict]} (details are not shown for a hidden case)"
-    return failure.detail  # timeouts and crashes: the grader's own words
-
-
-_HIDDEN_NOTE = "hidden case: its inputs and expected values, shape and dtype are not shown"
-_HIDDEN_MISMATCH = {
+_WITHHELD = {
     Verdict.WRONG_VALUE: "{name} has wrong values",
     Verdict.WRONG_SHAPE: "{name} has the wrong shape",
     Verdict.WRONG_DTYPE: "{name} has the wrong dtype: scores are real numbers, so return a floating result",
@@ -88,7 +61,11 @@ _HIDDEN_MISMATCH = {
 }
 
 
-def hidden_mismatch_text(m: Mismatch) -> str:
+def _withheld_words(m: Withheld) -> str:
+    return _WITHHELD.get(m.verdict, "{name} does not match").format(name=m.name)
+
+
+def hidden_mismatch_text(m: Mismatch | Withheld) -> str:
     """What a hidden case may say about a comparison: its verdict in generic words, nothing more.
 
     A hidden case's feedback never holds its inputs, expected values, expected shape or dtype,
@@ -98,8 +75,7 @@ def hidden_mismatch_text(m: Mismatch) -> str:
     >>> hidden_mismatch_text(Mismatch(Verdict.WRONG_SHAPE, detail="out has shape (2,), expected shape (3,)"))
     'out has the wrong shape (hidden case: its inputs and expected values, shape and dtype are not shown)'
     """
-    text = _HIDDEN_MISMATCH.get(m.verdict, "{name} does not match")
-    return f"{text.format(name=m.name)} ({_HIDDEN_NOTE})"
+    return f"{_withheld_words(withhold(m))} ({HIDDEN_NOTE})"
 
 
 def _head(m: Mismatch) -> str:
@@ -108,7 +84,7 @@ def _head(m: Mismatch) -> str:
     return f"{m.wrong} of {m.total} entries of {m.name} are wrong" if m.total > 1 else f"{m.name} is wrong"
 
 
-def mismatch_text(m: Mismatch, *, hidden: bool = False, cause: str = "") -> str:
+def mismatch_text(m: Mismatch | Withheld, *, hidden: bool = False, cause: str = "") -> str:
     """A comparison's findings in words: the reason, or a count and the worst entries.
 
     >>> from attnscore.report.failure import EntryMismatch
@@ -118,8 +94,10 @@ def mismatch_text(m: Mismatch, *, hidden: bool = False, cause: str = "") -> str:
       out[1] = 0.5, expected 0 (|error| 0.5 > allowed 0 (exact here))
 
     ``cause``: a specific cause of non-finite entries (a masked row), said instead of the generic hint.
+    A :class:`~attnscore.report.failure.Withheld` comparison (``hidden``: ``m`` withheld first)
+    says only its kind: :func:`hidden_mismatch_text`.
     """
-    if hidden:
+    if hidden or isinstance(m, Withheld):
         return hidden_mismatch_text(m)
     if m.detail:
         return m.detail
@@ -164,7 +142,9 @@ def _py_values(arr: np.ndarray, dtype: str) -> str:
 
 def reproduction(failure: Failure) -> str:
     """A one-line call the student can paste (after importing torch and their function); an
-    argument handed over as a view (``layouts``) is built as such a view. "" without arguments."""
+    argument handed over as a view (``layouts``) is built as such a view. "" without arguments
+    (a submission-wide failure, a hidden case)."""
+    failure = redact(failure)
     if failure.args is None:
         return ""
     parts = []
@@ -194,26 +174,26 @@ def reproduction(failure: Failure) -> str:
 
 
 def _reason(failure: Failure) -> str:
-    """Why the failing call failed, in words, under the hidden-case rules."""
-    if failure.mismatch is not None:
-        cause = failure.hint if failure.mismatch.verdict is Verdict.NON_FINITE and not failure.hidden else ""
-        return mismatch_text(failure.mismatch, hidden=failure.hidden, cause=cause)
-    if failure.check:
-        if failure.hidden:
-            return "the property does not hold on this input (details are not shown for a hidden case)"
-        return failure.check
-    return _hidden_detail(failure) if failure.hidden else failure.detail
+    """Why the failing call of a redacted failure failed, in words."""
+    m = failure.mismatch
+    if m is not None:
+        cause = failure.hint if m.verdict is Verdict.NON_FINITE else ""
+        return mismatch_text(m, cause=cause)
+    return failure.check or failure.detail
 
 
 def summary_line(failure: Failure) -> str:
     """The first line of the reason: ``"6 of 8 entries of out are wrong"``, ``"raised ValueError: ..."``."""
-    if failure.mismatch is not None and failure.hidden:
-        return _reason(failure).split(" (hidden case:", 1)[0]
-    if failure.mismatch is not None and not failure.mismatch.detail:
-        if failure.mismatch.verdict is Verdict.NON_FINITE:
+    failure = redact(failure)
+    m = failure.mismatch
+    if isinstance(m, Withheld):
+        return _withheld_words(m)
+    if m is not None and not m.detail:
+        if m.verdict is Verdict.NON_FINITE:
             return _reason(failure).split(";", 1)[0]
-        return _head(failure.mismatch)
-    return _reason(failure).splitlines()[0] if _reason(failure) else failure.verdict.label
+        return _head(m)
+    reason = _reason(failure)
+    return reason.splitlines()[0] if reason else failure.verdict.label
 
 
 def _where(failure: Failure) -> str:
@@ -237,9 +217,10 @@ def failure_text(failure: Failure) -> str:
     inputs, expected values or submission text. A submission-wide failure (an import error) is
     its reason alone, the same for every case.
     """
+    failure = redact(failure)
     if failure.scope == "submission":
         return _reason(failure)
-    hidden = failure.hidden
+    hidden = failure.hidden  # only to say so: what may be shown is already decided
     lines = []
     if failure.beside:
         lines.append(f"Second cause, outside {failure.beside} (set aside to find it):")
@@ -258,22 +239,21 @@ def failure_text(failure: Failure) -> str:
         )
     else:
         lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title} ({failure.location})")
-    if failure.layout_text and not hidden:
+    if failure.layout_text:
         lines.append(f"Layout: {failure.layout_text}.")
     reason = _reason(failure)
     if reason:
         lines.append(reason)
-    if failure.hint and not hidden and failure.verdict is Verdict.WRONG_VALUE:
+    if failure.hint and failure.verdict is Verdict.WRONG_VALUE:
         lines.append(f"Likely cause: {failure.hint}.")
     if failure.diagnosis is not None:
         lines.append(f"Known mistake ({failure.diagnosis['id']}): {failure.diagnosis['message']}")
     if failure.corner:
         lines.append(convention_text(failure.corner))
-    if not hidden:
-        if failure.explanation:
-            lines.append(f"Why: {' '.join(failure.explanation.split())}")
-        if failure.args is not None:
-            lines.append(f"Reproduce: {reproduction(failure)}")
+    if failure.explanation:
+        lines.append(f"Why: {' '.join(failure.explanation.split())}")
+    if failure.args is not None:
+        lines.append(f"Reproduce: {reproduction(failure)}")
     for other in failure.other_causes:
         lines.extend(second_cause_text(other).splitlines())
     return "\n".join(lines)
@@ -312,76 +292,53 @@ def pytest_text(failure: Failure) -> str:
     return f"{failure.verdict.label}: {failure_text(failure)}"
 
 
-def _entry_data(failure: Failure) -> dict[str, Any] | None:
-    m = failure.mismatch
+def _mismatch_data(m: Mismatch | Withheld | None) -> dict[str, Any] | None:
+    """A (redacted) comparison as the JSON report shows it: the record's fields (:func:`encode`),
+    an empty detail as null; a withheld one with its generic words as the detail."""
     if m is None:
         return None
-    if failure.hidden:  # the verdict and the output's name only (hidden_mismatch_text)
-        return {"verdict": m.verdict.value, "name": m.name, "detail": hidden_mismatch_text(m)}
-    return {
-        "verdict": m.verdict.value,
-        "name": m.name,
-        "detail": m.detail or None,
-        "wrong": m.wrong,
-        "total": m.total,
-        "tolerance": m.tolerance,
-        "got_dtype": m.got_dtype,
-        "dtype": m.dtype,
-        "lower_precision": m.lower_precision,
-        "entries": [
-            {
-                "index": list(e.index),
-                "got": _json_number(e.got),
-                "expected": _json_number(e.expected),
-                "error": _json_number(e.error),
-                "allowed": _json_number(e.allowed),
-                "exact": bool(e.exact),
-            }
-            for e in m.entries
-        ],
-    }
-
-
-def _json_number(x: float | None) -> float | str | None:
-    if x is None:
-        return None
-    return x if np.isfinite(x) else format_number(x)
+    if isinstance(m, Withheld):
+        return {**encode(m), "detail": hidden_mismatch_text(m)}
+    return {**encode(m), "detail": m.detail or None}
 
 
 def failure_data(failure: Failure) -> dict[str, Any]:
-    """The failure's fields as JSON data, under the hidden-case rules (no inputs, expected or
-    returned values, explanation, hint or submission text for a hidden case)."""
-    hidden = failure.hidden
-    shrunk = failure.shrunk_from
+    """The failure's fields as JSON data, redacted (:func:`attnscore.report.redact.redact`: no
+    inputs, expected or returned values, explanation, hint or submission text for a hidden case).
+
+    The values are the record's (:func:`attnscore.report.codec.encode`: NaN and ±inf as words),
+    under the JSON report's key names, with empty texts as null, plus the rendered ``reason``,
+    ``reproduce`` and ``size`` (null without arguments).
+    """
+    failure = redact(failure)
+    data = encode(failure)
     return {
-        "verdict": failure.verdict.value,
-        "case": failure.case_id,
-        "location": failure.location,
-        "hidden": hidden,
-        "function": failure.function,
-        "dtype": None if hidden else failure.dtype,
-        "example": failure.example,
-        "examples": failure.examples,
-        "scope": failure.scope,
+        "verdict": data["verdict"],
+        "case": data["case_id"],
+        "location": data["location"],
+        "hidden": data["hidden"],
+        "function": data["function"],
+        "dtype": data["dtype"] or None,
+        "example": data["example"],
+        "examples": data["examples"],
+        "scope": data["scope"],
         "reason": summary_line(failure),
-        "args": None if hidden else failure.args,
-        "layouts": None if hidden else failure.layouts,
-        "keywords": dict(failure.keywords or {}),
-        "mismatch": _entry_data(failure),
-        "check": None if hidden else failure.check or None,
-        "detail": _hidden_detail(failure) if hidden else failure.detail or None,
-        "exception": failure.exception if not hidden or failure.exception in _BUILTIN_EXCEPTIONS else None,
-        "hint": None if hidden else failure.hint or None,
-        "diagnosis": dict(failure.diagnosis) if failure.diagnosis else None,
-        "explanation": None if hidden else failure.explanation or None,
-        "shrunk_from": None
-        if shrunk is None or hidden
-        else {"example": shrunk.example, "examples": shrunk.examples, "size": shrunk.size},
-        "size": None if hidden else failure.size,
-        "reproduce": None if hidden or failure.args is None else reproduction(failure),
-        "corner": failure.corner or None,
-        "set_aside": list(failure.set_aside),
-        "beside": failure.beside or None,
+        "args": data["args"],
+        "layouts": data["layouts"],
+        "keywords": data["keywords"] or {},
+        "mismatch": _mismatch_data(failure.mismatch),
+        "check": data["check"] or None,
+        "detail": data["detail"] or None,
+        "exception": data["exception"],
+        "hint": data["hint"] or None,
+        "diagnosis": data["diagnosis"],
+        "explanation": data["explanation"] or None,
+        "shrunk_from": data["shrunk_from"],
+        "size": None if failure.args is None else failure.size,
+        "reproduce": reproduction(failure) or None,
+        "corner": data["corner"] or None,
+        "set_aside": data["set_aside"],
+        "beside": data["beside"] or None,
         "other_causes": [failure_data(o) for o in failure.other_causes],
     }
 
@@ -438,7 +395,8 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
         key = cause_key(failure)
         keyed.setdefault(i if key is None else key, []).append(failure)
     groups = []
-    for group_key, members in keyed.items():
+    for group_key, raw in keyed.items():
+        members = [redact(f) for f in raw]  # grouped by the whole record, shown redacted
         visible = [f for f in members if not f.hidden]
         lead = min(visible, key=lambda f: f.size) if visible else members[0]
         cause = members[0].verdict.label
@@ -447,10 +405,6 @@ def cause_groups(failures: Sequence[Failure]) -> list[CauseGroup]:
         elif isinstance(group_key, tuple) and group_key[0] == "corner":
             cause = f"convention corner {group_key[1]}"
         elif isinstance(group_key, tuple) and group_key[0] == "exception":
-            cause = (
-                f"raised {lead.exception}"
-                if not lead.hidden or lead.exception in _BUILTIN_EXCEPTIONS
-                else "an exception"
-            )
+            cause = f"raised {lead.exception}" if lead.exception else "an exception"
         groups.append(CauseGroup(cause, lead, tuple(f for f in members if f is not lead)))
     return groups

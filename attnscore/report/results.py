@@ -14,6 +14,7 @@ from typing import Any
 from attnscore.boundary.verdict import Verdict
 from attnscore.report.failure import Failure
 from attnscore.report.feedback import failure_text
+from attnscore.report.redact import redact
 
 __all__ = ["Verdict", "CaseResult", "SubmissionResult", "points_out"]
 
@@ -58,10 +59,9 @@ class CaseResult:
 
     @property
     def counterexample(self) -> dict[str, Any] | None:
-        """A failed visible case's failing call's inputs as nested lists; None for hidden cases."""
-        if self.failure is None or self.failure.hidden:
-            return None
-        return self.failure.args
+        """A failed visible case's failing call's inputs as nested lists; None for hidden cases
+        (:func:`attnscore.report.redact.redact`)."""
+        return None if self.failure is None else redact(self.failure).args
 
     @property
     def diagnosis(self) -> dict[str, str] | None:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
+from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
@@ -43,7 +44,7 @@ from attnscore.spec.tolerances import as_fraction, read_tolerance, tolerance_fie
 
 __all__ = ["load_spec", "load_specs", "spec_schema", "SpecError", "SpecProblem"]
 
-DEFAULT_ACCEPT = ("tensor", "ndarray", "list", "number")
+DEFAULT_ACCEPT = RETURN_KINDS
 DEFAULT_EXAMPLES = 25
 DEFAULT_TIMEOUT_S = 5.0
 MAX_SPEC_BYTES = 1024 * 1024
