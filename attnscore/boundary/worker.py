@@ -668,9 +668,7 @@ def serve(
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
         about = clues(exc)
-        send(
-            load_error(verdict_of(exc), describe_import(exc, path), "", about.get("module"), about.get("file"))
-        )
+        send(load_error(verdict_of(exc), describe_import(exc, path), "", about.get("module"), about.get("file")))
         return
     function = getattr(module, function_name, None)
     if function is None or not callable(function):
@@ -702,9 +700,7 @@ def serve(
             copy_back(pairs)
             about = clues(exc)
             why = describe_failure(exc)
-            send(
-                call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file"))
-            )
+            send(call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file")))
             continue
         copy_back(pairs)
         try:
