@@ -108,7 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DTYPE",
         action="append",
         default=[],
-        choices=["float32", "float64", "float16", "bfloat16"],
+        choices=["float64", "float32", "float16", "bfloat16"],  # DTYPES, spelled out: no torch at plugin load
         help="dtype to test (repeatable; default: each spec's dtypes)",
     )
     group.addoption("--attnscore-device", metavar="DEVICE", default="cpu", help="cpu (default), cuda or cuda:N")

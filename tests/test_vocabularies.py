@@ -84,3 +84,26 @@ def test_no_verdict_value_round_trips_outside_the_worker_side():
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_the_pytest_plugins_dtype_choice_is_the_dtype_table() -> None:
+    """The plugin spells the dtype table out (importing it would load torch in every pytest run);
+    it must stay the table, in its order."""
+    from attnscore import pytest_plugin
+    from attnscore.boundary.dtypes import DTYPES
+
+    seen: dict[str, object] = {}
+
+    class Group:
+        def addoption(self, *names: str, **options: object) -> None:
+            seen[names[0]] = options.get("choices")
+
+    class Parser:
+        def getgroup(self, *args: object, **kwargs: object) -> Group:
+            return Group()
+
+        def addini(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    pytest_plugin.pytest_addoption(Parser())  # type: ignore[arg-type]
+    assert seen["--attnscore-dtype"] == list(DTYPES)

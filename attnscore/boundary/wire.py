@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, Received
+from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
 from attnscore.boundary.verdict import Verdict
 
 __all__ = [
@@ -62,7 +62,7 @@ MAX_CONTAINERS = 1000
 """Most JSON objects and arrays (counted as opening brackets, strings included) in one message."""
 MAX_ITEMS = 100_000
 """Most ``,`` and ``:`` separators (strings included) in one message."""
-KINDS = ("tensor", "ndarray", "list", "number")
+KINDS = RETURN_KINDS
 
 
 class WireError(ValueError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnscore.boundary.dtypes import PRECISION_BITS, SMALLEST_NORMAL
+from attnscore.boundary.dtypes import DTYPES, PRECISION_BITS, SMALLEST_NORMAL
 from attnscore.boundary.outputs import RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_index, format_number, shape_text
@@ -20,9 +20,9 @@ from attnscore.report.failure import EntryMismatch, Mismatch
 
 __all__ = ["Mismatch", "compare", "format_index", "format_number"]
 
-NUMERIC_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8")
+NUMERIC_DTYPES = (*DTYPES, "int64", "int32", "int16", "int8", "uint8")
 SHOW_WORST = 3
-_FLOATS = ("float64", "float32", "float16", "bfloat16")
+_FLOATS = DTYPES
 _PRECISION = PRECISION_BITS
 # Smallest normal number per dtype: an allowed error below it is the subnormal floor, i.e. exact.
 _TINY = SMALLEST_NORMAL
