@@ -90,13 +90,10 @@ def grade_submission(
     runner = SandboxRunner(submission, function, limits)
     # Visible cases and their shrinking first: nothing the submission says after it has seen a
     # hidden input (its output, a later exception, its import error) can reach the student.
-    graded = replace(
-        session,
-        budget=grading_budget(shrink_steps),
-        hidden_last=True,
-        environment={**session.environment, "sandbox": runner.protections},
-    )
+    graded = replace(session, budget=grading_budget(shrink_steps), hidden_last=True)
     result = graded.run(runner, on_case=on_case, started=start)
+    # the protections as they were in the end (a template that failed to start falls back to fresh workers)
+    result = replace(result, environment={**result.environment, "sandbox": runner.protections})
     if submission.notes and not result.all_passed:  # how a notebook was read, when it matters
         notes = "\n".join([result.error, *(clean_text(n, 600) for n in submission.notes)]).strip("\n")
         result = replace(result, error=notes)
