@@ -143,7 +143,8 @@ def test_image_context_is_coherent(exported):
     ]
     for source, _ in copies:
         assert (image / source).exists(), source
-    assert (image / "python" / "pyproject.toml").is_file() and (image / "python" / "attnscore" / "cli.py").is_file()
+    assert (image / "python" / "pyproject.toml").is_file()
+    assert (image / "python" / "attnscore" / "cli" / "__init__.py").is_file()
     assert f'CMD ["{ENTRYPOINT}"]' in dockerfile
     assert "pip install --no-cache-dir -r /opt/attnscore/requirements.txt" in dockerfile
     build = (image / "build.sh").read_text()
