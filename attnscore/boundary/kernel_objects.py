@@ -32,8 +32,9 @@ import platform
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 
-__all__ = ["isolate", "remove_objects_of", "ipc_namespaces_available", "sysv_objects_of", "has_keys"]
+__all__ = ["isolate", "remove_objects_of", "ipc_namespaces_available", "sysv_objects_of", "has_keys", "run_as"]
 
 _CLONE_NEWIPC = 0x08000000
 _IPC_RMID = 0
@@ -144,26 +145,38 @@ def _clear_own_keyrings() -> None:  # runs as the worker's uid, between fork and
             _SYSCALL(_KEYCTL_NR, _KEYCTL_INVALIDATE, ring)
 
 
+def run_as(
+    uid: int, argv: list[str], preexec_fn: Callable[[], None] | None = None, timeout: float | None = None
+) -> None:
+    """Run ``argv`` as ``uid`` (its own group, no supplementary groups) in ``/``, with a bare
+    ``PATH``, no input and no output; ``preexec_fn`` runs after the switch to ``uid``.
+
+    Raises:
+        OSError, subprocess.SubprocessError: the process could not be started, or ran past ``timeout`` s.
+    """
+    subprocess.run(
+        argv,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=preexec_fn,
+        check=False,
+        timeout=timeout,
+    )
+
+
 def _remove_keys_of(uid: int) -> bool:
     """Clear and invalidate ``uid``'s user, user-session and persistent keyrings: keys linked
     nowhere else go with them (the kernel collects them)."""
     if _KEYCTL_NR is None or not has_keys(uid):
         return False
     try:
-        subprocess.run(
-            ["/bin/true"],
-            user=uid,
-            group=uid,
-            extra_groups=[],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_clear_own_keyrings,  # after the switch to the uid: its own keyrings
-            check=False,
-            timeout=30,
-        )
+        run_as(uid, ["/bin/true"], preexec_fn=_clear_own_keyrings, timeout=30)  # after the switch: its own keyrings
     except (OSError, subprocess.SubprocessError):
         return False
     return True

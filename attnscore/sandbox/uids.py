@@ -16,7 +16,6 @@ import functools
 import os
 import signal
 import stat
-import subprocess
 import threading
 
 from attnscore.boundary import kernel_objects
@@ -106,18 +105,7 @@ def kill_uid(uid: int) -> None:
     if uid == 0 or not alive_as(uid):  # nothing runs as it, so nothing can start as it: done
         return
     for _ in range(20):
-        subprocess.run(
-            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"],
-            user=uid,
-            group=uid,
-            extra_groups=[],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        )
+        kernel_objects.run_as(uid, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"])
         if not alive_as(uid):
             return
 
