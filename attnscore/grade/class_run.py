@@ -25,7 +25,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -205,7 +205,7 @@ def grade_class(
     with Gradebook(out / GRADEBOOK) as book:
         for folder in (out, out / FEEDBACK):  # this run holds the gradebook: no other run writes here
             sweep_partial_writes(folder)
-        done = {name: book.current(name, sub_keys[name], spec_k) for name in names}
+        done = {name: _named(book.current(name, sub_keys[name], spec_k), name) for name in names}
         todo = [name for name, result in done.items() if result is None]
         if on_plan is not None:
             on_plan(len(names), len(todo))
@@ -260,6 +260,12 @@ def grade_class(
     write_atomic(out / REPORT_HTML, class_report_html(rows, f"{spec.id} v{spec.version}").encode("utf-8"))
     reused = tuple(name for name in names if name not in todo)
     return ClassRun(rows, tuple(todo), reused, out, tuple(problems.items()))
+
+
+def _named(result: SubmissionResult | None, student: str) -> SubmissionResult | None:
+    """A stored result as this run shows it: named by the student's path in the class folder (a
+    gradebook written by an older attnscore may hold the grading machine's path)."""
+    return None if result is None or result.submission == student else replace(result, submission=student)
 
 
 def _reason(exc: BaseException) -> str:

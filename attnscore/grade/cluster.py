@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +192,7 @@ def grade_on_cluster(
             except Exception as exc:  # noqa: BLE001 - any failure on a worker is reported, located
                 raise ClusterError(f"grading {submissions[i].name} on the cluster failed: {exc}") from None
             else:
-                result = replace(result_from_record(record), spec_path=spec.path)
+                result = result_from_record(record)
             results[i] = result
             if on_result is not None:
                 on_result(result)
@@ -253,9 +253,8 @@ def _lost_result(
         budget=NO_SHRINK,
     )
     lost = RefusedRunner(CallFailure(Verdict.GRADER_ERROR, message, "submission"), limits.device)
-    # its error is the message (the refused runner's load failure); its spec path the one every
-    # result of a cluster run carries, as the records above
-    return replace(session.run(lost), spec_path=spec.path)
+    # its error is the message (the refused runner's load failure)
+    return session.run(lost)
 
 
 def _submission_data(submission: Submission) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from attnscore.report.record import RecordError, result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
-from attnscore.submission.files import Submission, printable_name
+from attnscore.submission.files import Submission
 
 __all__ = ["Gradebook", "GradebookError", "submission_key", "spec_key", "student_name", "SCHEMA_VERSION"]
 
@@ -103,7 +103,7 @@ def student_name(submission: Submission) -> str:
     the same class graded from another working folder or by another path keeps its rows. Control
     characters, non-UTF-8 bytes and backslashes are escaped (:func:`attnscore.submission.files.printable_name`),
     so every reporter gets one printable line and distinct files keep distinct names."""
-    return printable_name(submission.path.name or str(submission.path))
+    return submission.name
 
 
 # SQLite's own files beside the gradebook: it makes them with the gradebook's mode.

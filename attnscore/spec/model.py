@@ -151,16 +151,24 @@ class Spec:
 
     @property
     def shown_path(self) -> str:
-        """The spec's path as feedback shows it: relative to the current folder when the spec lies
-        under it, else the file name alone (never the grading machine's absolute paths)."""
-        path = Path(self.path)
-        try:
-            return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-        except (ValueError, OSError):
-            return path.name
+        """The spec's name as feedback shows it, the same on every grading machine: ``<id>.yaml``
+        (``score_matrix.yaml``) for a full spec, wherever its file lies and whatever it is called
+        there (Gradescope's ``source/spec.yaml``, PrairieLearn's ``tests/spec.yaml``, a dask
+        worker's temporary copy); a student copy's own file name (``student.yaml``), since its
+        lines are the copy's. Never a path of the grading machine.
+
+        Example:
+            >>> from attnscore.check.verify import bundled_spec_path
+            >>> from attnscore.spec.load import load_spec
+            >>> load_spec(bundled_spec_path("score_matrix")).shown_path
+            'score_matrix.yaml'
+        """
+        if self.student_copy is not None:
+            return Path(self.path).name
+        return f"{self.id}.yaml"
 
     def location(self, line: int) -> str:
-        """``file:line`` for a line of this spec (its :attr:`shown_path`)."""
+        """``<shown_path>:<line>`` for a line of this spec's file (``score_matrix.yaml:35``; see :attr:`shown_path`)."""
         return f"{self.shown_path}:{line}"
 
     @property

@@ -132,8 +132,12 @@ class Submission:
 
     @property
     def name(self) -> str:
-        """What reports call it: the path as given, as one printable line (:func:`printable_name`)."""
-        return printable_name(str(self.path))
+        """What reports call it, as one printable line (:func:`printable_name`): the file or folder's
+        own name (``ada.py``, ``bob``, ``hw3.zip``), which is its path relative to the class folder
+        for a member of a class, and never a path of the grading machine (``/autograder/submission``
+        is ``submission``, ``/grade/student`` is ``student``). The same name a class run's gradebook
+        keys it by (:func:`attnscore.grade.gradebook.student_name`)."""
+        return printable_name(self.path.name or self.path.absolute().name or str(self.path))
 
     @classmethod
     def from_file(cls, path: Path, source: bytes | None = None) -> Submission:
