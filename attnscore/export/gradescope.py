@@ -26,6 +26,7 @@ from pathlib import Path
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.export.grader_paths import without_grader_path
 
 __all__ = ["build_gradescope_bundle", "failure_results"]
 
@@ -80,12 +81,16 @@ def build_gradescope_bundle(
     return names
 
 
-def failure_results(status: int, stderr: str) -> dict[str, object]:
+def failure_results(status: int, stderr: str, submission: str | Path | None = None) -> dict[str, object]:
     """Gradescope results for a run where ``attnscore grade`` wrote nothing: score 0 and why.
 
     ``status`` 2 is the submission's problem (nothing gradable in it); anything else is the
-    machine's, and says so.
+    machine's, and says so. ``submission``, the folder that was graded
+    (``/autograder/submission``), is taken out of the text
+    (:func:`attnscore.export.grader_paths.without_grader_path`).
     """
+    if submission is not None:
+        stderr = without_grader_path(stderr, submission)
     lines = [line.removeprefix("Error: ") for line in stderr.splitlines() if line.strip()]
     reason = clean_text("\n".join(lines[-5:]) or f"attnscore exited with status {status}", 2000)
     if status == 2:
@@ -104,7 +109,8 @@ def _main(argv: list[str]) -> int:
         stderr = Path(errors).read_text(encoding="utf-8", errors="replace")
     except OSError:
         stderr = ""
-    data = failure_results(int(status) if status.lstrip("-").isdigit() else -1, stderr)
+    submission = Path(results).parent.parent / "submission"  # RESULTS is ROOT/results/results.json
+    data = failure_results(int(status) if status.lstrip("-").isdigit() else -1, stderr, submission)
     write_atomic(results, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
     return 0
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from attnscore.atomic import write_atomic
+from attnscore.export.grader_paths import without_grader_path
 from attnscore.grade.grading import grade_many
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.sandbox.launch import Limits, preflight
@@ -68,7 +69,7 @@ def grade_job(root: Path) -> dict[str, Any]:
     try:
         (submission,) = find_submissions([str(root / "student")], entry=options.get("entry"), one=True)
     except SubmissionError as exc:
-        reason = str(exc).replace(f"{root / 'student'}: ", "")
+        reason = without_grader_path(str(exc), root / "student")
         return prairielearn_ungradable(f"Your submission could not be graded: {reason}")
     limits = Limits(call_timeout_s=spec.timeout_s)
     problem = preflight(limits)
