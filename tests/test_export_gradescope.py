@@ -57,7 +57,7 @@ def check_format(results: dict) -> None:
     assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str)
     for test in results["tests"]:
         assert test["status"] in STATUSES and test["max_score"] >= test["score"] >= 0
-        assert test["visibility"] in ("visible", "after_due_date")
+        assert test["visibility"] in ("visible", "after_due_date", "after_published", "hidden")
 
 
 def test_bundle_contents(bundle):
@@ -102,6 +102,26 @@ def test_correct_file_gets_full_marks(tmp_path, bundle):
     check_format(results)
     assert results["score"] == 11
     assert len(results["tests"]) == 7 and {t["status"] for t in results["tests"]} == {"passed"}
+
+
+def test_hidden_cases_are_shown_at_once_by_default_and_later_on_request(tmp_path, bundle):
+    """Default bundle: the hidden case is a visible test (students see their total); --hidden-cases
+    after_due_date: it is shown after the due date, and the output gives the visible cases' points."""
+    wrong = {"solution.py": (SUBS / "absolute_value.py").read_bytes()}
+    hidden = "example:three_dims_mixed_signs: "  # the spec's one hidden case
+    now = autograder(tmp_path / "default", bundle, wrong)
+    assert {t["visibility"] for t in now["tests"]} == {"visible"}
+    assert now["output"] == f"dot_product_scores v1: {now['score']}/11 points"
+    later_zip = tmp_path / "later.zip"
+    build_gradescope_bundle(SPEC, later_zip, hidden_cases="after_due_date")
+    later = autograder(tmp_path / "later", later_zip, wrong)
+    check_format(later)
+    assert later["score"] == now["score"] < 11
+    assert [(t["name"], t["visibility"]) for t in later["tests"]] == [
+        (t["name"], "after_due_date" if t["name"].startswith(hidden) else "visible") for t in now["tests"]
+    ]
+    assert later["output"].startswith("dot_product_scores v1: ")
+    assert later["output"].endswith("points on the visible cases; 1 hidden case (2 points) shown after the due date")
 
 
 def test_notebook_submission(tmp_path, bundle):

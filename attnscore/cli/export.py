@@ -22,7 +22,17 @@ def export() -> None:
 )
 @function_option()
 @entry_option("Entry file of multi-file submissions, e.g. solution.py.")
-def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None) -> None:
+@click.option(
+    "--hidden-cases",
+    "hidden_cases",
+    type=click.Choice(["visible", "summary", "after_due_date", "after_published", "hidden"]),
+    default="visible",
+    show_default=True,
+    help="How students see hidden cases, and so their total: visible (at once, verdict and points only; "
+    "the total shown), summary (one test for all hidden cases; the total shown), after_due_date, "
+    "after_published or hidden (Gradescope shows no total until they are shown).",
+)
+def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None, hidden_cases: str) -> None:
     """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
 
     Upload the zip as the assignment's autograder; each submission is graded in attnscore's
@@ -32,7 +42,7 @@ def export_gradescope(spec_path: str, output: str, function: str | None, entry: 
     from attnscore.export.gradescope import build_gradescope_bundle
 
     try:
-        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry)
+        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry, hidden_cases=hidden_cases)
     except ExportError as exc:
         raise BadUsage(str(exc)) from None
     click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")

@@ -89,6 +89,14 @@ __all__ = ["grade"]
     "DIR/grades.csv and DIR/report.html; only new or changed submissions are graded.",
 )
 @click.option(
+    "--hidden-cases",
+    "hidden_cases",
+    type=click.Choice(["visible", "summary", "after_due_date", "after_published", "hidden"]),
+    default=None,
+    help="With --format gradescope: how hidden cases are shown, and so whether students see their total "
+    "(default visible: at once, verdict and points only; see docs/notebooks-and-platforms.md).",
+)
+@click.option(
     "--scheduler",
     "scheduler",
     default=None,
@@ -112,6 +120,7 @@ def grade(
     scheduler: str | None,
     no_template: bool,
     device: str,
+    hidden_cases: str | None,
 ) -> None:
     """Grade SUBMISSIONS against a spec, each in a sandboxed worker.
 
@@ -133,6 +142,7 @@ def grade(
     from attnscore.grade.cluster import ClusterError, check_scheduler_address
     from attnscore.grade.gradebook import GradebookError
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
+    from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES
     from attnscore.report.results import Verdict
     from attnscore.sandbox.gpu import device_problem
     from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
@@ -153,6 +163,8 @@ def grade(
         wrong = device_problem(device, available, torch.cuda.device_count() if available else 0)
         if wrong is not None:
             raise BadUsage(wrong)
+    if hidden_cases is not None and fmt != "gradescope":
+        raise BadUsage(f"--hidden-cases {hidden_cases} is for --format gradescope, found --format {fmt}")
     if out is not None and fmt == "gradescope":
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
     if scheduler is None:  # the worker template loads torch while this process loads the spec
@@ -206,7 +218,7 @@ def grade(
         if fmt == "json":
             data = submission_to_json(results[0]) if len(results) == 1 else batch_to_json(results)
         else:
-            data = gradescope_results(results[0])
+            data = gradescope_results(results[0], hidden_cases or DEFAULT_HIDDEN_CASES)
         text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
         if output:
             write_atomically(output, text)

@@ -7,7 +7,8 @@ The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source
 - ``requirements.txt``, every dependency pinned to the version installed here
   (:func:`attnscore.export.bundle.pinned_requirements`), and ``python-version.txt``, the
   Python these pins were taken with;
-- ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``);
+- ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``,
+  ``--hidden-cases``: how students see hidden cases and their total, see :mod:`attnscore.report.gradescope`);
 - ``python/``, an installable copy of attnscore's source, installed by setup.sh.
 
 Run as a module, it writes the results file ``run_autograder`` falls back on when ``attnscore
@@ -27,6 +28,7 @@ from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
 from attnscore.export.grader_paths import without_grader_path
+from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES, HIDDEN_CASES
 
 __all__ = ["build_gradescope_bundle", "failure_results"]
 
@@ -43,7 +45,12 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int = _READABLE
 
 
 def build_gradescope_bundle(
-    spec_path: str | Path, output: str | Path, *, function: str | None = None, entry: str | None = None
+    spec_path: str | Path,
+    output: str | Path,
+    *,
+    function: str | None = None,
+    entry: str | None = None,
+    hidden_cases: str = DEFAULT_HIDDEN_CASES,
 ) -> list[str]:
     """Write the autograder zip for ``spec_path`` to ``output`` (atomically) and return its member names.
 
@@ -52,11 +59,17 @@ def build_gradescope_bundle(
         output: the ``.zip`` to write; its folder must exist.
         function: the graded function's name, when not the spec's.
         entry: the entry file of a multi-file submission (``--entry``), e.g. ``solution.py``.
+        hidden_cases: how students see the hidden cases, and so whether they see their total
+            (one of :data:`attnscore.report.gradescope.HIDDEN_CASES`; the default, ``visible``,
+            shows them at once with verdict and points only, and the total with them).
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, ``output``'s folder does not exist, or the spec is a student copy.
+        ExportError: no source checkout, ``output``'s folder does not exist, the spec is a student
+            copy, or ``hidden_cases`` is not one of the choices.
     """
+    if hidden_cases not in HIDDEN_CASES:
+        raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
     from attnscore.export.student_spec import refuse_student_copy
     from attnscore.spec.load import load_spec
 
@@ -65,7 +78,11 @@ def build_gradescope_bundle(
     if not target.parent.is_dir():
         raise ExportError(f"cannot write {target}: the directory {target.parent} does not exist")
     scripts = graders_dir("gradescope")
-    options = [*(["--function", function] if function else []), *(["--entry", entry] if entry else [])]
+    options = [
+        *(["--function", function] if function else []),
+        *(["--entry", entry] if entry else []),
+        *["--hidden-cases", hidden_cases],
+    ]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         _add(archive, "setup.sh", (scripts / "setup.sh").read_bytes(), _EXECUTABLE)

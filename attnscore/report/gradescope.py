@@ -1,56 +1,81 @@
 """Gradescope ``results.json`` for one submission.
 
-Format: top-level ``score``, ``execution_time``, ``output``, ``output_format``, ``visibility``,
+Format (Gradescope's autograder specification): top-level ``score`` (it overrides the sum of the
+tests' scores), ``execution_time``, ``output``, ``output_format``, ``visibility``,
 ``stdout_visibility`` and ``tests[]`` with ``name``, ``number``, ``score``, ``max_score``,
-``status`` (passed|failed), ``output``, ``tags`` and ``visibility``. Hidden cases are shown
-only after the due date, and their messages never hold expected values.
+``status`` (passed|failed), ``output``, ``tags`` and ``visibility``. Hidden cases' messages never
+hold their inputs, expected values or the submission's own text, whatever their visibility.
+
+How hidden cases are shown, and so whether a student sees their total, is ``hidden_cases``
+(:data:`HIDDEN_CASES`). Gradescope's visibility values are ``visible`` (always shown, its
+default), ``after_due_date`` (after the due date, or the late due date when late submissions are
+allowed), ``after_published`` (once the instructor publishes grades) and ``hidden`` (never shown
+to students); and while any test is not shown, Gradescope does not show the student their total
+score. So:
+
+- ``visible`` (the default): every case is a test shown at once, hidden cases with their verdict
+  and points only; the student sees the total score right away.
+- ``summary``: the hidden cases are one test shown at once (how many passed, their points
+  together), never one by one; the student sees the total right away, not which hidden case failed.
+- ``after_due_date``, ``after_published``, ``hidden``: each hidden case is a test with that
+  visibility; until it is shown (never, for ``hidden``) the student sees the visible cases only,
+  and no total. The top-level output then gives the visible cases' points, not the total.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from attnscore.report.feedback import cause_groups, failure_text, second_cause_text, summary_line
-from attnscore.report.results import SubmissionResult, points_out
+from attnscore.report.results import CaseResult, SubmissionResult, points_out
 
-__all__ = ["gradescope_results"]
+__all__ = ["DEFAULT_HIDDEN_CASES", "HIDDEN_CASES", "gradescope_results"]
+
+HIDDEN_CASES = ("visible", "summary", "after_due_date", "after_published", "hidden")
+"""How hidden cases reach the student on Gradescope (see the module docstring)."""
+
+DEFAULT_HIDDEN_CASES = "visible"
+"""The default: hidden cases shown at once (verdict and points), so the total is shown."""
+
+_WHEN = {
+    "after_due_date": "after the due date",
+    "after_published": "once grades are published",
+    "hidden": "to your instructor only",
+}
 
 
-def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
-    """The Gradescope results object for ``result`` (serialise with ``allow_nan=False``)."""
-    tests = []
-    same: dict[str, str] = {}  # a case explained under another case's test: one line and a pointer
-    for group in cause_groups([c.failure for c in result.cases if c.failure is not None]):
-        for other in group.others:
-            if other.beside:  # a second cause: shown in its own case's test, under the first
-                continue
-            same[other.case_id] = (
-                f"{summary_line(other)} ({other.location})\n"
-                f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
-            )
-    for number, case in enumerate(result.cases, start=1):
-        status = "passed" if case.passed else "failed"
-        text = case.verdict.label
-        if case.failure is not None:
-            text += f": {same.get(case.id) or failure_text(case.failure)}"
-            if case.id in same:  # the pointer covers the first cause; a second one is its own
-                text += "".join(f"\n{second_cause_text(o)}" for o in case.failure.other_causes)
-        tests.append(
-            {
-                "name": f"{case.id}: {case.title}",
-                "number": str(number),
-                "score": points_out(case.points),
-                "max_score": points_out(case.max_points),
-                "status": status,
-                "output": text,
-                "output_format": "text",
-                "tags": [case.kind, case.verdict.value],
-                "visibility": "after_due_date" if case.visibility == "hidden" else "visible",
-            }
+def gradescope_results(result: SubmissionResult, hidden_cases: str = DEFAULT_HIDDEN_CASES) -> dict[str, Any]:
+    """The Gradescope results object for ``result`` (serialise with ``allow_nan=False``).
+
+    Args:
+        result: one submission's result.
+        hidden_cases: one of :data:`HIDDEN_CASES` (see the module docstring for what each shows).
+
+    Raises:
+        ValueError: ``hidden_cases`` is not one of :data:`HIDDEN_CASES`.
+    """
+    if hidden_cases not in HIDDEN_CASES:
+        raise ValueError(f"expected hidden_cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
+    hidden = [c for c in result.cases if c.visibility == "hidden"]
+    shown = [c for c in result.cases if c.visibility != "hidden"] if hidden_cases == "summary" else list(result.cases)
+    same = _pointers(shown)
+    tests = [_test(number, case, same, hidden_cases) for number, case in enumerate(shown, start=1)]
+    if hidden_cases == "summary" and hidden:
+        tests.append(_summary_test(len(tests) + 1, hidden))
+    summary = f"{result.spec_id} v{result.spec_version}: "
+    if hidden and hidden_cases in _WHEN:
+        visible = [c for c in result.cases if c.visibility != "hidden"]
+        score = sum((c.points for c in visible), start=Fraction(0))
+        top = sum((c.max_points for c in visible), start=Fraction(0))
+        summary += (
+            f"{points_out(score)}/{points_out(top)} points on the visible cases; "
+            f"{len(hidden)} hidden {_cases(len(hidden))} "
+            f"({points_out(sum((c.max_points for c in hidden), start=Fraction(0)))} points) "
+            f"shown {_WHEN[hidden_cases]}"
         )
-    summary = (
-        f"{result.spec_id} v{result.spec_version}: {points_out(result.score)}/{points_out(result.max_score)} points"
-    )
+    else:
+        summary += f"{points_out(result.score)}/{points_out(result.max_score)} points"
     if result.error:
         summary += f"\n{result.error}"
     return {
@@ -65,6 +90,66 @@ def gradescope_results(result: SubmissionResult) -> dict[str, Any]:
             "seed": result.seed,
             "dtype": result.dtype,
             "device": result.device,
+            "hidden_cases": hidden_cases,
             "environment": dict(result.environment),
         },
+    }
+
+
+def _cases(n: int) -> str:
+    return "case" if n == 1 else "cases"
+
+
+def _pointers(cases: list[CaseResult]) -> dict[str, str]:
+    """A case explained under another case's test: one line and a pointer (by case id)."""
+    same: dict[str, str] = {}
+    for group in cause_groups([c.failure for c in cases if c.failure is not None]):
+        for other in group.others:
+            if other.beside:  # a second cause: shown in its own case's test, under the first
+                continue
+            same[other.case_id] = (
+                f"{summary_line(other)} ({other.location})\n"
+                f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
+            )
+    return same
+
+
+def _test(number: int, case: CaseResult, same: dict[str, str], hidden_cases: str) -> dict[str, Any]:
+    text = case.verdict.label
+    if case.failure is not None:
+        text += f": {same.get(case.id) or failure_text(case.failure)}"
+        if case.id in same:  # the pointer covers the first cause; a second one is its own
+            text += "".join(f"\n{second_cause_text(o)}" for o in case.failure.other_causes)
+    hidden = case.visibility == "hidden"
+    return {
+        "name": f"{case.id}: {case.title}",
+        "number": str(number),
+        "score": points_out(case.points),
+        "max_score": points_out(case.max_points),
+        "status": "passed" if case.passed else "failed",
+        "output": text,
+        "output_format": "text",
+        "tags": [case.kind, case.verdict.value],
+        "visibility": hidden_cases if hidden and hidden_cases != "visible" else "visible",
+    }
+
+
+def _summary_test(number: int, hidden: list[CaseResult]) -> dict[str, Any]:
+    """The hidden cases as one test: how many passed and their points together, no case named."""
+    passed = sum(c.passed for c in hidden)
+    score = sum((c.points for c in hidden), start=Fraction(0))
+    top = sum((c.max_points for c in hidden), start=Fraction(0))
+    return {
+        "name": "hidden cases",
+        "number": str(number),
+        "score": points_out(score),
+        "max_score": points_out(top),
+        "status": "passed" if passed == len(hidden) else "failed",
+        "output": (
+            f"{passed} of {len(hidden)} hidden {_cases(len(hidden))} passed, {points_out(score)}/{points_out(top)} "
+            "points (hidden cases are not shown one by one)"
+        ),
+        "output_format": "text",
+        "tags": ["hidden"],
+        "visibility": "visible",
     }
