@@ -49,7 +49,8 @@ def test_cluster_grades_like_grade_many(cluster):
     assert sorted(r.submission for r in seen) == sorted(s.name for s in submissions)
     for there, here in zip(remote, local, strict=True):
         assert [(c.id, c.verdict, c.points) for c in there.cases] == [(c.id, c.verdict, c.points) for c in here.cases]
-        assert there.spec_path == str(SPEC) and there.error == here.error
+        assert there.spec_path == here.spec_path == "dot_product_scores.yaml" and there.error == here.error
+        assert [(c.location, c.message) for c in there.cases] == [(c.location, c.message) for c in here.cases]
     assert [str(r.score) for r in remote] == ["11", "4", "0", "11"]
     assert len(build_cases(spec, spec.dtypes[0], None)) == len(remote[0].cases)
 

@@ -251,3 +251,29 @@ def test_gradescope_failure_results_drop_the_submission_folder(tmp_path):
     assert data["output"] == (
         "Your submission could not be graded: expected a .py or .ipynb file directly in this folder, found none"
     )
+
+
+def test_a_result_stored_with_a_grader_path_is_shown_by_the_students_name(tmp_path):
+    """A gradebook row written by an older attnscore (the submission's absolute path): the rerun grades
+    nothing and its feedback file, CSV and report name the student as in the class folder."""
+    import sqlite3
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "ada.py").write_bytes(WRONG)
+    out = tmp_path / "out"
+    args = ["grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0"]
+    assert CliRunner().invoke(main, args).exit_code == 1
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    (stored,) = db.execute("SELECT result FROM grades WHERE student = 'ada.py'").fetchone()
+    record = json.loads(stored)
+    record["submission"] = str(klass / "ada.py")
+    db.execute("UPDATE grades SET result = ? WHERE student = 'ada.py'", (json.dumps(record),))
+    db.commit()
+    db.close()
+    (out / "feedback" / "ada.py.txt").unlink()
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 1 and "class run: 0 graded, 1 unchanged" in again.output
+    text = (out / "feedback" / "ada.py.txt").read_text(encoding="utf-8")
+    assert text.startswith("ada.py  score_matrix v1")
+    no_grader_paths(text, tmp_path)

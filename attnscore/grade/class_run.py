@@ -265,7 +265,9 @@ def grade_class(
 def _named(result: SubmissionResult | None, student: str) -> SubmissionResult | None:
     """A stored result as this run shows it: named by the student's path in the class folder (a
     gradebook written by an older attnscore may hold the grading machine's path)."""
-    return None if result is None or result.submission == student else replace(result, submission=student)
+    if result is None or result.submission == student:
+        return result
+    return replace(result, submission=student)
 
 
 def _reason(exc: BaseException) -> str:
