@@ -26,6 +26,7 @@ SUBS = ROOT / "examples" / "submissions" / "scores"
 
 # Written for these tests from PrairieLearn's external-grading documentation (the results file a
 # grader writes, and a question's externalGradingOptions); not PrairieLearn's own schema files.
+# externalGradingOptions leaves out "enabled": PrairieLearn's schema marks it deprecated.
 _NUMBER = {"type": "number"}
 RESULTS = {
     "type": "object",
@@ -63,7 +64,6 @@ EXTERNAL_GRADING_OPTIONS = {
     "type": "object",
     "required": ["image", "entrypoint"],
     "properties": {
-        "enabled": {"type": "boolean"},
         "image": {"type": "string", "minLength": 1},
         "entrypoint": {"type": "string", "pattern": "^/"},
         "serverFilesCourse": {"type": "array", "items": {"type": "string"}},
@@ -116,7 +116,8 @@ def test_question_folder(exported):
     info = json.loads((exported / "question" / "info.json").read_text())
     jsonschema.validate(info, QUESTION)
     jsonschema.validate(info["externalGradingOptions"], EXTERNAL_GRADING_OPTIONS)
-    assert info["gradingMethod"] == "External"
+    assert info["gradingMethod"] == "External" and info["singleVariant"] is True  # one fixed question
+    assert "enabled" not in info["externalGradingOptions"]  # deprecated in PrairieLearn's schema
     assert info["externalGradingOptions"]["entrypoint"] == ENTRYPOINT == "/usr/local/bin/attnscore-grade"
     assert info["externalGradingOptions"]["image"] == "attnscore-grader"
     page = (exported / "question" / "question.html").read_text()
@@ -209,6 +210,51 @@ def test_ungradable_submissions_are_format_errors(tmp_path, exported, files, mes
     results = grade(tmp_path, exported, files)
     assert results["gradable"] is False
     assert message in results["format_errors"][0]
+
+
+SYNTAX_ERROR = b"def scores(q, keys)\n    return keys @ q\n"
+
+
+@pytest.mark.parametrize(
+    "files, errors",
+    [
+        pytest.param(
+            {"solution.py": SYNTAX_ERROR},
+            ["solution.py, line 1: expected ':' (the file does not parse as Python)"],
+            id="entry file",
+        ),
+        pytest.param(
+            {"solution.py": b"from helper import scores\n", "helper.py": b"def scores(q, keys):\n  return (\n"},
+            ["helper.py, line 2: '(' was never closed (the file does not parse as Python)"],
+            id="helper it imports",
+        ),
+    ],
+)
+def test_submission_that_does_not_parse_is_not_gradable(tmp_path, exported, files, errors):
+    """A file that does not parse: gradable false (no attempt charged), a format error per file, not a graded 0."""
+    results = grade(tmp_path, exported, files)
+    assert results["gradable"] is False and results["tests"] == []
+    assert results["format_errors"] == errors
+    assert results["message"].startswith("Your submission could not be graded: it does not parse as Python")
+    assert "(this attempt is not counted against you)" in results["message"]
+
+
+@pytest.mark.parametrize(
+    "files, score",
+    [
+        pytest.param({"solution.py": b"raise ValueError('not yet')\n"}, 0.0, id="parses but raises at import"),
+        pytest.param(
+            {"solution.py": (SUBS / "correct_matmul.py").read_bytes(), "scratch.py": SYNTAX_ERROR},
+            1.0,
+            id="a scratch file that does not parse, never imported",
+        ),
+    ],
+)
+def test_submission_that_parses_is_graded(tmp_path, exported, files, score):
+    """Code that parses is graded, even when it fails at import; an unused file that does not parse changes nothing."""
+    results = grade(tmp_path, exported, files)
+    assert results["gradable"] is True and results["score"] == score
+    assert len(results["tests"]) == 7
 
 
 def test_misconfigured_question_still_writes_results(tmp_path, exported):

@@ -6,8 +6,9 @@ Writes two folders under ``DIR``:
   ``graders/prairielearn/``, ``requirements.txt`` pinned to the versions installed here,
   ``python/`` = attnscore's source) and ``build.sh`` (``docker build`` with this Python's version);
 - ``question/``: a question folder to copy into a course's ``questions/``: ``info.json``
-  (``gradingMethod: External``, ``externalGradingOptions`` naming the image and its entry
-  point), ``question.html`` (a file upload of the solution and the grader's results) and
+  (``gradingMethod: External``, ``singleVariant: true`` since the question is not randomised,
+  ``externalGradingOptions`` naming the image and its entry point, without the deprecated
+  ``enabled``), ``question.html`` (a file upload of the solution and the grader's results) and
   ``tests/spec.yaml`` plus ``tests/options.json`` (PrairieLearn copies ``tests/`` to
   ``/grade/tests`` for the grader; students never see it).
 
@@ -112,8 +113,7 @@ def export_prairielearn(
         "type": "v3",
         "singleVariant": True,
         "gradingMethod": "External",
-        "externalGradingOptions": {
-            "enabled": True,
+        "externalGradingOptions": {  # no "enabled": deprecated in PrairieLearn's schema (true is its default)
             "image": image,
             "entrypoint": ENTRYPOINT,
             "timeout": timeout_s,

@@ -14,8 +14,10 @@ PrairieLearn starts the grader image once per submission with (its external grad
 
 It writes ``/grade/results/results.json`` in PrairieLearn's format
 (:mod:`attnscore.report.prairielearn`), atomically, whatever happens: a submission without a
-gradable file is ``gradable: false`` with a format error (not counted against the student); a
-machine problem is ``gradable: false`` and says so. Submissions run in attnscore's sandbox.
+gradable file, or one that could not be loaded because a file of it does not parse as Python, is
+``gradable: false`` with a format error per problem (PrairieLearn marks it "invalid, not gradable":
+no points given or lost, no attempt charged); a machine problem is ``gradable: false`` and says
+so. Submissions run in attnscore's sandbox.
 
 ``ATTNSCORE_GRADE_ROOT`` replaces ``/grade`` (to test the grader outside a container).
 Command: ``python -m attnscore.export.prairielearn_grader`` (the image's
@@ -24,6 +26,7 @@ Command: ``python -m attnscore.export.prairielearn_grader`` (the image's
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -31,15 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from attnscore.atomic import write_atomic
+from attnscore.boundary.untrusted import clean_text
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.grade.grading import grade_many
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
+from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import Limits, preflight
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
-from attnscore.submission.files import SubmissionError, find_submissions
+from attnscore.submission.files import Submission, SubmissionError, find_submissions, printable_name
 
-__all__ = ["grade_job", "main", "ROOT_VARIABLE"]
+__all__ = ["grade_job", "main", "prairielearn_ungradable_files", "unparsed_files", "ROOT_VARIABLE"]
 
 ROOT_VARIABLE = "ATTNSCORE_GRADE_ROOT"
 
@@ -76,7 +81,46 @@ def grade_job(root: Path) -> dict[str, Any]:
     if problem is not None:
         return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
     (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits)
+    problems = unparsed_files(submission) if _never_loaded(result) else []
+    if problems:  # it does not parse: not gradable, not a graded 0 (PrairieLearn charges no attempt)
+        return prairielearn_ungradable_files(problems)
     return prairielearn_results(result)
+
+
+def _never_loaded(result: SubmissionResult) -> bool:
+    """Every case failed because the submission could not be loaded (one submission-wide failure)."""
+    return bool(result.cases) and all(c.failure is not None and c.failure.scope == "submission" for c in result.cases)
+
+
+def unparsed_files(submission: Submission) -> list[str]:
+    """One line per ``.py`` file of ``submission`` that does not parse as Python
+    (``solution.py, line 3: expected ':'``), in file order; empty when every file parses.
+
+    Parsing compiles to a syntax tree only (``ast.PyCF_ONLY_AST``): nothing of the submission runs
+    in the grader. A file the parser cannot take at all (a null byte, nesting too deep for it)
+    counts as not parsing.
+    """
+    problems = []
+    for name, content in submission.files:
+        if not name.endswith(".py"):
+            continue
+        try:
+            compile(content, name, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as exc:
+            where = f", line {exc.lineno}" if isinstance(exc.lineno, int) and exc.lineno > 0 else ""
+            problems.append(f"{printable_name(name)}{where}: {clean_text(str(exc.msg), 300)}")
+        except (ValueError, RecursionError, MemoryError) as exc:
+            problems.append(f"{printable_name(name)}: Python cannot read it ({type(exc).__name__})")
+    return problems
+
+
+def prairielearn_ungradable_files(problems: list[str]) -> dict[str, Any]:
+    """``gradable: false`` results for files that do not parse, one format error each."""
+    data = prairielearn_ungradable(
+        "Your submission could not be graded: it does not parse as Python, so no case could run "
+        "(this attempt is not counted against you): " + "; ".join(problems[:5])
+    )
+    return {**data, "format_errors": [f"{p} (the file does not parse as Python)" for p in problems]}
 
 
 def main(argv: list[str] | None = None) -> int:

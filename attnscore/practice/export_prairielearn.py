@@ -17,7 +17,8 @@ A **family** becomes one randomised question folder ``questions/<family id>/``:
   same question).
 
 A **fixed** problem (``--featured`` examples, ``--q``/``--k``) has no seed to draw from and stays a
-static folder ``questions/<uid>/`` (``info.json`` + ``question.html`` with the numbers written in).
+static folder ``questions/<uid>/`` (``info.json`` with ``singleVariant: true`` + ``question.html``
+with the numbers written in).
 ``courseInstances/attnscore/assessments/practice/infoAssessment.json`` pools them (a Homework: every
 attempt at a question draws a fresh variant), with ``infoCourse.json`` and
 ``infoCourseInstance.json`` so the folder is a course PrairieLearn can load as it is. Attribute
@@ -121,6 +122,7 @@ def _info(p: Problem, sheet: Worksheet) -> bytes:
         "topic": "Attention scores",
         "tags": ["attnscore", p.family_id, f"v{p.family_version}"] + ([f"seed-{p.seed}"] if p.seed is not None else []),
         "type": "v3",
+        "singleVariant": True,  # its numbers are written in: one variant, never a "new variant" button
     }
     return (json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 

@@ -148,6 +148,15 @@ def test_cli_layout(course, families):
     assert "answer-key.json" in names  # ... and keyed
 
 
+def test_fixed_questions_are_single_variant_and_randomised_ones_are_not(course, families):
+    """A fixed problem (numbers written in) says singleVariant: true; a family's question draws variants."""
+    seen = {}
+    for path in course.rglob("questions/*/info.json"):
+        seen[path.parent.name] = json.loads(path.read_text(encoding="utf-8")).get("singleVariant", False)
+    assert {name for name, single in seen.items() if single} == set(seen) - set(families)
+    assert len(set(seen) - set(families)) == 7
+
+
 def test_info_files_match_prairielearn_schemas(course):
     """info.json, infoAssessment.json, infoCourseInstance.json and infoCourse.json pass PrairieLearn's schemas."""
     seen = 0
