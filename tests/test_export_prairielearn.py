@@ -150,6 +150,8 @@ def test_image_context_is_coherent(exported):
     assert "pip install --no-cache-dir -r /opt/attnscore/requirements.txt" in dockerfile
     build = (image / "build.sh").read_text()
     assert f"--build-arg PYTHON_VERSION={sys.version_info.major}.{sys.version_info.minor}" in build
+    assert "docker build --platform linux/amd64 " in build  # PrairieLearn's graders run amd64 images
+    assert "# (Docker Hub): docker push attnscore-grader, and sync the image" in build
     assert os.access(image / "grade.py", os.X_OK) and os.access(image / "build.sh", os.X_OK)
 
 

@@ -4,7 +4,9 @@ Writes two folders under ``DIR``:
 
 - ``image/``: the grader image's build context (``Dockerfile`` and ``grade.py`` from
   ``graders/prairielearn/``, ``requirements.txt`` pinned to the versions installed here,
-  ``python/`` = attnscore's source) and ``build.sh`` (``docker build`` with this Python's version);
+  ``python/`` = attnscore's source) and ``build.sh`` (``docker build`` for ``linux/amd64`` with this
+  Python's version; push the image to Docker Hub for PrairieLearn to pull it, see
+  ``docs/notebooks-and-platforms.md``);
 - ``question/``: a question folder to copy into a course's ``questions/``: ``info.json``
   (``gradingMethod: External``, ``singleVariant: true`` since the question is not randomised,
   ``externalGradingOptions`` naming the image and its entry point, without the deprecated
@@ -94,7 +96,9 @@ def export_prairielearn(
     build = (
         "#!/usr/bin/env bash\n# Build the grader image (the pins in requirements.txt were taken with Python "
         f'{python}).\nset -euo pipefail\ncd "$(dirname "$0")"\n'
-        f'docker build --build-arg PYTHON_VERSION={python} -t "${{1:-{image}}}" .\n'
+        "# linux/amd64: the platform PrairieLearn's graders run. Then push it where PrairieLearn pulls from\n"
+        f"# (Docker Hub): docker push {image}, and sync the image on the course's Sync page.\n"
+        f'docker build --platform linux/amd64 --build-arg PYTHON_VERSION={python} -t "${{1:-{image}}}" .\n'
     )
     put("image/build.sh", build.encode(), executable=True)
     if (out / "image" / "python").exists():
