@@ -131,6 +131,8 @@ def _renderings(result: SubmissionResult) -> dict[str, str]:
         "batch text": console_text(batch_table([result])),
         "json": _dumps(submission_to_json(result)),
         "gradescope": _dumps(gradescope_results(result)),
+        "gradescope summary": _dumps(gradescope_results(result, "summary")),
+        "gradescope after_due_date": _dumps(gradescope_results(result, "after_due_date")),
         "prairielearn": _dumps(prairielearn_results(result)),
         "pytest": "\n".join(pytest_text(c.failure) for c in result.cases if c.failure is not None),
     }
@@ -175,7 +177,11 @@ def test_no_hidden_case_leaks_in_any_output(path):
         outputs = _renderings(result)
         outputs["messages"] = "\n".join(c.message for c in result.cases)
         for fmt, text in outputs.items():
-            allowed_once = _run_header(result) if fmt in ("text", "json", "gradescope", "prairielearn") else set()
+            allowed_once = (
+                _run_header(result)
+                if fmt in ("text", "json", "prairielearn") or fmt.startswith("gradescope")
+                else set()
+            )
             for secret in secrets - allowed_once:
                 assert secret not in text, (path.name, kind, fmt, secret)
         # the tested dtype may appear in the run's header only, never in a case's message
