@@ -33,7 +33,7 @@ __all__ = ["grade"]
 
 @click.command("grade")
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
-@spec_option("The spec file to grade against.")
+@spec_option("The spec to grade against.")
 @function_option()
 @format_option("text", "json", "gradescope", help="text for people, json for tools, gradescope for results.json.")
 @click.option(
