@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnscore.maths.bounds import Bound, parse_bound
+from attnscore.maths.display import counted
 from attnscore.spec.model import Spec
 
 __all__ = ["OptionError", "EngineerOptions", "Reshaped", "pair", "yaml_scalar", "keyword_arguments"]
@@ -111,12 +112,12 @@ class Reshaped:
         lines = []
         if self.adapted:
             lines.append(
-                f"{spec_id}: adapted {len(self.adapted)} worked example(s) to {self.tie_text} "
+                f"{spec_id}: adapted {counted(len(self.adapted), 'worked example')} to {self.tie_text} "
                 f"(expected values recomputed): {', '.join(self.adapted)}"
             )
         if self.dropped:
             lines.append(
-                f"{spec_id}: left out {len(self.dropped)} worked example(s) whose shapes break "
+                f"{spec_id}: left out {counted(len(self.dropped), 'worked example')} whose shapes break "
                 f"{self.tie_text}: {', '.join(self.dropped)}"
             )
         if self.skipped:
