@@ -87,7 +87,7 @@ def test_every_command_lists_the_ids_for_an_unknown_spec(command, tmp_path):
     }[command]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
-    name = "'SPECS...'" if command == "verify" else "'--spec'"
+    name = "'[SPECS]...'" if command == "verify" else "'--spec'"
     assert result.output.splitlines()[-1] == f"Error: Invalid value for {name}: {UNKNOWN}"
 
 
