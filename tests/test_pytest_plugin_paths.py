@@ -190,7 +190,7 @@ def test_an_allow_entry_sets_only_the_corner_of_the_cases_it_names_aside(tmp_pat
     assert f"FAILED {spec_file}::attention::example:masked_key_with_huge_score[float64]" in out
     assert "Convention (fully_masked_row)" in out
     if outcome == "FAILED":
-        section = out.split("example:fully_masked_query[float64] _", 1)[1].split("\n___", 1)[0]
+        section = out.split("attention[float64]::example:fully_masked_query _", 1)[1].split("\n___", 1)[0]
         assert "out[1, 0] = 4, expected 2" in section and "out[0, " not in section, section
 
 
