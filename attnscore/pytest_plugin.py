@@ -2,14 +2,22 @@
 
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
-           [--attnscore-where='n_q<=n_k' ...]
+           [--attnscore-where='n_q<=n_k' ...] [--attnscore-allow=CORNER ...] [--attnscore-tie=d_v=d_k ...]
+           [--attnscore-ratio=K] [--attnscore-keyword=NAME=VALUE ...]
+
+``--attnscore-spec`` takes a spec file or a bundled spec's id (``--attnscore-spec=attention``). The
+shape and tolerance options are parsed and applied by :mod:`attnscore.check.engineer_options`, as
+for ``attnscore test``; every spec is loaded and reshaped once when pytest is configured, so an
+invalid spec or option is one usage error before anything is collected.
 
 The spec files are collected like test files, so items have ordinary node ids,
 ``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
 test), e.g. ``specs/attention.yaml::attention::property:deterministic[float32]``: pytest counts
 them, ``-k`` selects among them, ``--lf`` reruns the failed ones, an id pytest printed runs that
 item alone, and JUnit XML gets class ``specs.attention.yaml.attention`` and name
-``property:deterministic[float32]``.
+``property:deterministic[float32]``. A spec file outside the rootdir (a bundled spec in another
+project) is given its path from the folder pytest started in, or its absolute path, so that its
+ids never start with ``::`` and read back; its JUnit class is ``<file name>.<spec id>``.
 A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
 with the tolerance, the diagnosed mistake, and a one-line reproduction.
 
