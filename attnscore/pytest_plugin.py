@@ -16,8 +16,8 @@ test), e.g. ``specs/attention.yaml::attention::property:deterministic[float32]``
 them, ``-k`` selects among them, ``--lf`` reruns the failed ones, an id pytest printed runs that
 item alone, and JUnit XML gets class ``specs.attention.yaml.attention`` and name
 ``property:deterministic[float32]``. A spec file outside the rootdir (a bundled spec in another
-project) is given its path from the folder pytest started in, or its absolute path, so that its
-ids never start with ``::`` and read back; its JUnit class is ``<file name>.<spec id>``.
+project) is given its absolute path, so that its ids never start with ``::`` and read back; its
+JUnit class is ``<file name>.<spec id>``.
 A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
 with the tolerance, the diagnosed mistake, and a one-line reproduction.
 
@@ -259,17 +259,14 @@ def _spec_paths(config: pytest.Config) -> list[Path]:
 
 
 def _file_node_id(config: pytest.Config, path: Path) -> str | None:
-    """The node id of a spec file that pytest would give an id starting with ``::`` (a file outside
-    the rootdir named on the command line): its path from the folder pytest was started in when it
-    lies below it, else its absolute path; both are what ``pytest 'ID'`` reads back. None for a
-    file inside the rootdir, whose id pytest makes relative to the rootdir as for any test file."""
+    """The node id of a spec file outside the rootdir, which pytest would give an id starting with
+    ``::`` (a file named on the command line): its absolute path, which ``pytest 'ID'`` reads back
+    from any folder (and which pytest shows relative to the folder it started in, as it shows every
+    id). None for a file inside the rootdir, whose id pytest makes relative to the rootdir as for
+    any test file."""
     try:
         path.relative_to(config.rootpath)
         return None
-    except ValueError:
-        pass
-    try:
-        return path.relative_to(config.invocation_params.dir.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -355,10 +352,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """JUnit XML names the class of an item whose spec file lies outside both the rootdir and the
-    folder pytest started in (its node id starts with the file's absolute path, which pytest's
-    JUnit writer would turn into a class name with a leading dot) ``<file name>.<spec id>``, as
-    for a spec inside the rootdir. Set before the setup report, so a skipped item gets it too."""
+    """JUnit XML names the class of an item whose spec file lies outside the rootdir (its node id
+    starts with the file's absolute path, which pytest's JUnit writer would turn into a class name
+    with a leading dot) ``<file name>.<spec id>``, as for a spec inside the rootdir. Set before the
+    setup report, so a skipped item gets it too."""
     if not isinstance(item, SpecCaseItem) or not item.nodeid.startswith("/"):
         return
     try:

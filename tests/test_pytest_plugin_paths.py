@@ -58,32 +58,31 @@ def test_bundled_spec_by_id_outside_the_repository_gives_rerunnable_ids_and_juni
     assert classes == {"scaled_score_matrix.yaml.scaled_score_matrix"}
 
 
-def test_a_spec_below_the_start_folder_keeps_a_relative_id(tmp_path):
-    """A spec file below the folder pytest started in, with the rootdir elsewhere, gets its path from
-    that folder (as pytest's own test files do), and the id reruns the item."""
+def test_a_spec_outside_a_rootdir_set_elsewhere_reruns_by_its_id(tmp_path):
+    """A spec file in the folder pytest started in, with --rootdir elsewhere: the id printed reruns
+    the item, and JUnit's class is still <file name>.<spec id>."""
     project = tmp_path / "project"
     (project / "specs").mkdir(parents=True)
-    (project / "specs" / "score_matrix.yaml").write_text(
-        (ROOT / "specs" / "score_matrix.yaml").read_text(encoding="utf-8"), encoding="utf-8"
-    )
+    spec = project / "specs" / "score_matrix.yaml"
+    spec.write_text((ROOT / "specs" / "score_matrix.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     other = tmp_path / "elsewhere"
     other.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={other}", "--attnscore-dtype=float64"]
     args += ["--attnscore-impl=examples.impl.my_attention:score_matrix", "--attnscore-spec=specs/score_matrix.yaml"]
-    listed = subprocess.run(
-        [sys.executable, *args, "--co"], cwd=project, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
-    )
-    assert "specs/score_matrix.yaml::score_matrix::example:two_by_two[float64]" in listed.stdout.splitlines()
-    again = subprocess.run(
-        [sys.executable, *args, "specs/score_matrix.yaml::score_matrix::example:two_by_two[float64]"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
+
+    def run(*more: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, *args, *more]
+        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+    node = f"{spec.resolve().as_posix()}::score_matrix::example:two_by_two[float64]"
+    assert node in run("--co").stdout.splitlines()
+    junit = tmp_path / "junit.xml"
+    again = run(node, f"--junitxml={junit}")
     assert re.search(r"^1 passed in ", again.stdout, flags=re.M), again.stdout + again.stderr
+    assert 'classname="score_matrix.yaml.score_matrix" name="example:two_by_two[float64]"' in junit.read_text(
+        encoding="utf-8"
+    )
 
 
 def test_an_unknown_spec_lists_the_bundled_ids(tmp_path):
