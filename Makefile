@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 PY    := $(VENV)/bin/python
 BIN   := $(VENV)/bin
 
-.PHONY: example test install lint
+.PHONY: example test install lint docs-excerpts
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,3 +33,8 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy attnscore
+
+# The output excerpts of README.md and docs/*.md (blocks marked <!-- excerpt: NAME ... -->),
+# rewritten from fresh runs; tests/test_excerpts.py fails when one has drifted.
+docs-excerpts: $(VENV)/.installed
+	$(PY) tests/excerpts.py

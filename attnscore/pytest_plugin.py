@@ -2,14 +2,22 @@
 
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
-           [--attnscore-where='n_q<=n_k' ...]
+           [--attnscore-where='n_q<=n_k' ...] [--attnscore-allow=CORNER ...] [--attnscore-tie=d_v=d_k ...]
+           [--attnscore-ratio=K] [--attnscore-keyword=NAME=VALUE ...]
+
+``--attnscore-spec`` takes a spec file or a bundled spec's id (``--attnscore-spec=attention``). The
+shape and tolerance options are parsed and applied by :mod:`attnscore.check.engineer_options`, as
+for ``attnscore test``; every spec is loaded and reshaped once when pytest is configured, so an
+invalid spec or option is one usage error before anything is collected.
 
 The spec files are collected like test files, so items have ordinary node ids,
 ``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
 test), e.g. ``specs/attention.yaml::attention::property:deterministic[float32]``: pytest counts
 them, ``-k`` selects among them, ``--lf`` reruns the failed ones, an id pytest printed runs that
 item alone, and JUnit XML gets class ``specs.attention.yaml.attention`` and name
-``property:deterministic[float32]``.
+``property:deterministic[float32]``. A spec file outside the rootdir (a bundled spec in another
+project) is given its absolute path, so that its ids never start with ``::`` and read back; its
+JUnit class is ``<file name>.<spec id>``.
 A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
 with the tolerance, the diagnosed mistake, and a one-line reproduction.
 
@@ -101,7 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="implementation to test, e.g. mypkg.attention:scaled_score_matrix",
     )
     group.addoption(
-        "--attnscore-spec", metavar="SPEC", action="append", default=[], help="spec file to run (repeatable)"
+        "--attnscore-spec",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="spec to run: a file or a bundled spec's id, e.g. scaled_score_matrix (repeatable)",
     )
     group.addoption(
         "--attnscore-dtype",
@@ -123,6 +135,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         help="set a convention corner aside, e.g. fully_masked_row (repeatable): any value is taken as right "
         "there and every other entry is still compared",
+    )
+    group.addoption(
+        "--attnscore-tie",
+        metavar="SYMBOL=SAME_AS",
+        action="append",
+        default=[],
+        help="give two shape symbols one size, as a kernel requires, e.g. d_v=d_k (repeatable): worked examples "
+        "that break it are adapted where that keeps what they check, else skipped items",
+    )
+    group.addoption(
+        "--attnscore-ratio",
+        metavar="K",
+        default=None,
+        help="use the low-precision rule: error at most K x the reference's own error in the same dtype",
+    )
+    group.addoption(
+        "--attnscore-keyword",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="pass a constant keyword argument to every call, e.g. is_causal=true (VALUE a YAML scalar; repeatable)",
     )
     group.addoption(
         "--attnscore-where",
@@ -186,16 +219,11 @@ class SpecNode(pytest.Collector):
         function = config._attnscore_function  # type: ignore[attr-defined]
         device = config.getoption("attnscore_device")
         items: list[pytest.Item] = []
-        bounds = config._attnscore_bounds  # type: ignore[attr-defined]
-        spec, skipped = self.spec.bounded(bounds) if bounds else (self.spec, [])
-        try:
-            spec = spec.allowing(tuple(config.getoption("attnscore_allow")))
-        except ValueError as exc:
-            raise pytest.UsageError(f"--attnscore-allow: {exc}") from None
-        reasons = {text.split(" ", 1)[0]: text.split(" ", 1)[1].strip("()") for text in skipped}
+        spec, reshaped = config._attnscore_loaded[Path(self.spec.path).resolve()][1:]  # type: ignore[attr-defined]
+        reasons = reshaped.left_out()
         for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
             cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
-            if reasons:  # skipped by constraint: listed as skipped items, in the spec's order
+            if reasons:  # left out by a tie or a bound: listed as skipped items, in the spec's order
                 kept = {c.id: c for c in cases}
                 cases = [kept.get(c.id, c) for c in build_cases(self.spec, dtype, config.getoption("attnscore_seed"))]
             for case in cases:
@@ -212,7 +240,7 @@ class SpecNode(pytest.Collector):
                     device=device,
                 )
                 if case.id in reasons:
-                    item.add_marker(pytest.mark.skip(reason=f"skipped by constraint: {reasons[case.id]}"))
+                    item.add_marker(pytest.mark.skip(reason=reasons[case.id]))
                 items.append(item)
         return items
 
@@ -221,22 +249,26 @@ class SpecFile(pytest.File):
     """A spec file given with ``--attnscore-spec``: its ``<spec id>`` node."""
 
     def collect(self) -> list[pytest.Collector]:
-        from attnscore.spec.load import load_spec
-        from attnscore.spec.located import SpecError
-
-        try:
-            spec = load_spec(self.path)
-        except SpecError as exc:
-            raise pytest.UsageError(f"--attnscore-spec {self.path}: invalid spec\n{exc}") from None
-        try:
-            spec.contract.bounded(self.config._attnscore_bounds)  # type: ignore[attr-defined]
-        except ValueError as exc:
-            raise pytest.UsageError(f"--attnscore-where: {exc}") from None
+        spec = self.config._attnscore_loaded[self.path.resolve()][0]  # type: ignore[attr-defined]
         return [SpecNode.from_parent(self, name=spec.id, spec=spec)]
 
 
 def _spec_paths(config: pytest.Config) -> list[Path]:
-    return [Path(p).resolve() for p in config.getoption("attnscore_spec", None) or []]
+    """The resolved files of ``--attnscore-spec`` (a file, or a bundled spec's id), as configured."""
+    return list(config.__dict__.get("_attnscore_spec_paths", []))
+
+
+def _file_node_id(config: pytest.Config, path: Path) -> str | None:
+    """The node id of a spec file outside the rootdir, which pytest would give an id starting with
+    ``::`` (a file named on the command line): its absolute path, which ``pytest 'ID'`` reads back
+    from any folder (and which pytest shows relative to the folder it started in, as it shows every
+    id). None for a file inside the rootdir, whose id pytest makes relative to the rootdir as for
+    any test file."""
+    try:
+        path.relative_to(config.rootpath)
+        return None
+    except ValueError:
+        return path.as_posix()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -247,22 +279,51 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not impl or not specs:
         raise pytest.UsageError("--attnscore-impl and --attnscore-spec go together: give both")
+    from attnscore.check.engineer_options import EngineerOptions, OptionError
     from attnscore.check.implementation import ImplError, check_device, load_impl
+    from attnscore.spec.bundled import SpecNotFound, resolve_spec
 
+    paths = []
     for spec_path in specs:
-        if not Path(spec_path).is_file():
-            raise pytest.UsageError(f"--attnscore-spec {spec_path}: no such file")
+        try:
+            paths.append(resolve_spec(spec_path).resolve())
+        except SpecNotFound as exc:
+            raise pytest.UsageError(f"--attnscore-spec: {exc}") from None
+    config._attnscore_spec_paths = paths  # type: ignore[attr-defined]
     try:
         config._attnscore_function = load_impl(impl)  # type: ignore[attr-defined]
         check_device(config.getoption("attnscore_device"))
     except ImplError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from attnscore.maths.bounds import parse_bound
-
     try:
-        config._attnscore_bounds = tuple(parse_bound(t) for t in config.getoption("attnscore_where"))  # type: ignore[attr-defined]
-    except ValueError as exc:
-        raise pytest.UsageError(f"--attnscore-where: {exc}") from None
+        options = EngineerOptions.parse(
+            ties=config.getoption("attnscore_tie"),
+            wheres=config.getoption("attnscore_where"),
+            allows=config.getoption("attnscore_allow"),
+            ratio=config.getoption("attnscore_ratio"),
+            keywords=config.getoption("attnscore_keyword"),
+            prefix="--attnscore-",
+        )
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config._attnscore_options = options  # type: ignore[attr-defined]
+    # Each spec is loaded and reshaped once, here, so that an invalid spec or an option the spec's
+    # contract does not have (--attnscore-tie d_x=d_k) is one usage error before anything runs.
+    from attnscore.spec.load import load_spec
+    from attnscore.spec.located import SpecError
+
+    loaded = {}
+    for path in paths:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            raise pytest.UsageError(f"--attnscore-spec {path}: invalid spec\n{exc}") from None
+        try:
+            loaded[path] = (spec, *options.reshape(spec))
+        except OptionError as exc:
+            raise pytest.UsageError(f"{exc} (spec {spec.id})") from None
+    config._attnscore_loaded = loaded  # type: ignore[attr-defined]
+    config._attnscore_function = options.bind(config._attnscore_function)  # type: ignore[attr-defined]
     xfail = config.getoption("attnscore_xfail")
     config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
     # The spec files are collected like test files: pytest counts, selects (-k, --lf) and reruns
@@ -283,7 +344,27 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.resolve() in seen:  # reached twice (a folder argument holding it, and the file): once
         return None
     seen.add(file_path.resolve())
-    return SpecFile.from_parent(parent, path=file_path)
+    node_id = _file_node_id(config, file_path.resolve())
+    if node_id is None:
+        return SpecFile.from_parent(parent, path=file_path)
+    return SpecFile.from_parent(parent, path=file_path, nodeid=node_id)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """JUnit XML names the class of an item whose spec file lies outside the rootdir (its node id
+    starts with the file's absolute path, which pytest's JUnit writer would turn into a class name
+    with a leading dot) ``<file name>.<spec id>``, as for a spec inside the rootdir. Set before the
+    setup report, so a skipped item gets it too."""
+    if not isinstance(item, SpecCaseItem) or not item.nodeid.startswith("/"):
+        return
+    try:
+        from _pytest.junitxml import xml_key  # the JUnit writer's handle: pytest has no public one
+    except ImportError:  # pragma: no cover - a pytest without it writes its own class name
+        return
+    xml = item.config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.node_reporter(item.nodeid).add_attribute("classname", f"{Path(item.spec.path).name}.{item.spec.id}")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

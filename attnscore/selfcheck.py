@@ -71,7 +71,11 @@ class SelfCheck:
 
         from attnscore.report.text import submission_text
 
-        console = Console(file=io.StringIO(), record=True, width=width, color_system=None, highlight=False)
+        # force_jupyter=False: in a Jupyter kernel rich would also display what it renders here (the
+        # report shown twice: once by rich, once as the cell's value); this console only records text
+        console = Console(
+            file=io.StringIO(), record=True, width=width, color_system=None, highlight=False, force_jupyter=False
+        )
         console.print(submission_text(self.result))
         return console.export_text().rstrip("\n") + "\n" + self.footer()
 
@@ -80,7 +84,8 @@ class SelfCheck:
         if not self.hidden:
             return "Self-check: every case of this spec is visible; the grader runs the same cases."
         cases = f"{self.hidden} hidden case{'s' * (self.hidden != 1)}"
-        line = f"Self-check: visible cases only; {cases} not run here. The grader also runs them when you submit."
+        them = "them" if self.hidden != 1 else "it"
+        line = f"Self-check: visible cases only; {cases} not run here. The grader also runs {them} when you submit."
         if self.passed:
             line += " Every visible case passed, which is not yet your grade."
         return line

@@ -111,7 +111,7 @@ def test_a_kernel_that_needs_equal_widths_passes_with_the_tie(tmp_path, monkeypa
     assert tied.exit_code == 0, tied.output
     assert tied.output.count("Score: 20/20") == 2
     assert (
-        "attention: adapted 6 worked example(s) to d_v=d_k (expected values recomputed): two_keys, masked_key, "
+        "attention: adapted 6 worked examples to d_v=d_k (expected values recomputed): two_keys, masked_key, "
         "nonfinite_masked_key, padding_mask_per_batch, masked_key_with_huge_score, two_heads" in tied.output
     )
     assert "left out" not in tied.output

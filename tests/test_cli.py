@@ -90,7 +90,9 @@ def test_grade_several_submissions_prints_a_table():
         pytest.param(["grade", "nope.py", "--spec", SPEC], "Error: nope.py: no such file", id="missing submission"),
         pytest.param(
             ["grade", str(SUBS / "correct_matmul.py"), "--spec", "nope.yaml"],
-            "nope.yaml:1:1: (file): expected a spec file, found no such file",
+            "Error: Invalid value for '--spec': no such file 'nope.yaml', and no bundled spec has that id: "
+            "expected a spec file or one of additive_scores, attention, attention_weights, bilinear_scores, "
+            "causal_attention, dot_product_scores, masked_scores, scaled_score_matrix, score_matrix",
             id="missing spec",
         ),
         pytest.param(

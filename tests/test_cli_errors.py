@@ -125,11 +125,17 @@ def test_an_unexpected_exception_in_any_command_exits_3_with_one_line(command, m
     ]
 
 
-def test_errors_propagate_as_exceptions_outside_standalone_mode():
-    """Called with standalone_mode=False, main raises the CommandError (with its code) instead of exiting."""
+def test_errors_propagate_as_exceptions_outside_standalone_mode(tmp_path):
+    """Called with standalone_mode=False, main raises the CommandError (with its code) instead of
+    exiting; a spec that is neither a file nor a bundled id is click's usage error (exit 2)."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("format: attnscore-spec/1\n", encoding="utf-8")
     with pytest.raises(InvalidSpec) as raised:
+        main(["verify", str(broken)], standalone_mode=False)
+    assert raised.value.exit_code == 2 and len(raised.value.problems) >= 1
+    with pytest.raises(click.BadParameter) as missing:
         main(["verify", str(ROOT / "nope.yaml")], standalone_mode=False)
-    assert raised.value.exit_code == 2 and len(raised.value.problems) == 1
+    assert missing.value.exit_code == 2 and "no bundled spec has that id" in missing.value.message
 
 
 def test_the_dtype_choice_is_the_dtype_table():

@@ -264,7 +264,9 @@ def test_unparseable_files(tmp_path, text, expected):
 
 def test_missing_file_is_a_spec_error(tmp_path):
     """A missing file is reported as a spec problem, not an OSError."""
-    with pytest.raises(SpecError, match="no-such.yaml:1:1: \\(file\\): expected a spec file, found no such file"):
+    with pytest.raises(
+        SpecError, match=r"no-such.yaml:1:1: \(file\): expected a spec file or a bundled spec id \(additive_scores, "
+    ):
         load_spec(tmp_path / "no-such.yaml")
 
 

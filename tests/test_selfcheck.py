@@ -37,7 +37,7 @@ def test_only_visible_cases_run(spec):
     assert all(c.visibility == "visible" for c in outcome.result.cases)
     assert "example:three_dims_mixed_signs" not in outcome.text()  # the hidden worked example
     assert outcome.passed and outcome.result.score == sum(c.points for c in visible) == 9
-    ending = "1 hidden case not run here. The grader also runs them when you submit. Every visible case passed"
+    ending = "1 hidden case not run here. The grader also runs it when you submit. Every visible case passed"
     assert outcome.text().rstrip().endswith(ending + ", which is not yet your grade.")
 
 

@@ -22,5 +22,5 @@ def clean_text(raw: bytes | str, limit: int = 4000) -> str:
     text = _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
     if len(text) > limit:
         cut = len(text) - limit
-        text = text[:limit] + f"\n[... {cut} more characters not shown]"
+        text = text[:limit] + f"\n[... {cut} more character{'s' * (cut != 1)} not shown]"
     return text

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from attnscore.boundary.dtypes import DTYPES
 from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
@@ -25,6 +24,7 @@ from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.report.results import SubmissionResult
+from attnscore.spec.bundled import bundled_spec_path, bundled_spec_paths
 from attnscore.spec.model import Spec
 
 __all__ = [
@@ -61,39 +61,6 @@ def verify_dtypes(spec: Spec) -> tuple[str, ...]:
     ('float32', 'float64', 'float16', 'bfloat16')
     """
     return tuple(spec.dtypes) + tuple(d for d in DTYPES if d not in spec.dtypes)
-
-
-def bundled_spec_paths() -> list[Path]:
-    """The bundled spec files, sorted by name.
-
-    They are the repository's ``specs/`` folder, shipped in the package as ``attnscore/bundled_specs``
-    (a link in a checkout, a copy in an installed wheel); paths are relative to the current
-    directory when they lie below it.
-    """
-    folder = (Path(__file__).resolve().parents[1] / "bundled_specs").resolve()
-    return sorted(_relative(p) for p in folder.glob("*.yaml"))
-
-
-def bundled_spec_path(spec_id: str) -> Path:
-    """The bundled spec file of ``spec_id`` (its file name without ``.yaml``), as in :func:`bundled_spec_paths`.
-
-    >>> bundled_spec_path("dot_product_scores").name
-    'dot_product_scores.yaml'
-
-    Raises:
-        ValueError: no bundled spec has that id (the message lists the ones there are).
-    """
-    paths = {p.stem: p for p in bundled_spec_paths()}
-    if spec_id not in paths:
-        raise ValueError(f"no bundled spec {spec_id!r}: expected one of {', '.join(sorted(paths))}")
-    return paths[spec_id]
-
-
-def _relative(path: Path) -> Path:
-    try:
-        return path.relative_to(Path.cwd())
-    except ValueError:
-        return path
 
 
 def verify_spec(

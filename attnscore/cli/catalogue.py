@@ -26,6 +26,7 @@ def list_specs(markdown: bool) -> None:
     """List the bundled specs and the registered properties."""
     from attnscore.catalogue.properties import PROPERTIES
     from attnscore.check.verify import bundled_spec_paths
+    from attnscore.maths.display import counted
     from attnscore.spec.load import load_specs
 
     if markdown:
@@ -38,8 +39,8 @@ def list_specs(markdown: bool) -> None:
     for spec in load_specs(list(bundled_spec_paths())):
         console.print(
             f"[bold]{spec.path}[/]  {spec.id} v{spec.version}: {spec.title} "
-            f"({len(spec.worked_examples)} worked examples, {len(spec.properties)} properties, "
-            f"{spec.max_points} points)"
+            f"({counted(len(spec.worked_examples), 'worked example')}, "
+            f"{counted(len(spec.properties), 'property', 'properties')}, {counted(spec.max_points, 'point')})"
         )
     console.print("\n[bold]Registered properties[/]")
     for prop in PROPERTIES.values():

@@ -23,7 +23,7 @@ __all__ = ["check_solution"]
 
 @click.command("check")
 @click.argument("solution", type=click.Path())
-@spec_option("The spec file to check against.")
+@spec_option("The spec to check against.")
 @function_option()
 @entry_option("Entry file of a folder solution.")
 @dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")

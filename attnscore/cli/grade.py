@@ -33,7 +33,7 @@ __all__ = ["grade"]
 
 @click.command("grade")
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
-@spec_option("The spec file to grade against.")
+@spec_option("The spec to grade against.")
 @function_option()
 @format_option("text", "json", "gradescope", help="text for people, json for tools, gradescope for results.json.")
 @click.option(
@@ -210,7 +210,8 @@ def grade(
         from attnscore.sandbox.launch import protections
 
         click.echo(f"sandbox: {protections(limits)}", err=True)
-        console = Console(file=io.StringIO(), record=True, width=140, color_system=None) if output else stdout_console()
+        recorded = Console(file=io.StringIO(), record=True, width=140, color_system=None, force_jupyter=False)
+        console = recorded if output else stdout_console()
         console.print(submission_text(results[0]) if len(results) == 1 else batch_table(results))
         if output:
             write_atomically(output, console.export_text())

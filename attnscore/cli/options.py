@@ -12,8 +12,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -24,6 +25,7 @@ from attnscore.cli.errors import BadUsage
 __all__ = [
     "dtype_option",
     "spec_option",
+    "SpecParam",
     "function_option",
     "entry_option",
     "format_option",
@@ -35,6 +37,7 @@ __all__ = [
     "pair",
     "yaml_scalar",
     "keyword_arguments",
+    "usage_errors",
     "check_spec_dtype",
     "load_implementation",
 ]
@@ -51,9 +54,39 @@ def dtype_option(help: str, *, multiple: bool = False) -> Decorator[Any]:
     return click.option("--dtype", type=click.Choice(DTYPES), default=None, help=help)
 
 
+class SpecParam(click.ParamType):
+    """A spec: a file, or the id of a bundled spec (:func:`attnscore.spec.bundled.resolve_spec`),
+    converted to the file's path as text. ``regular_file`` also refuses, before the command runs,
+    a path that is not a regular file (a command that hands the path on unread)."""
+
+    name = "spec"
+
+    def __init__(self, *, regular_file: bool = False) -> None:
+        self.regular_file = regular_file
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from attnscore.spec.bundled import SpecNotFound, resolve_spec
+
+        try:
+            path = resolve_spec(str(value))
+        except SpecNotFound as exc:
+            self.fail(str(exc), param, ctx)
+        if path.is_dir():
+            self.fail(f"{str(value)!r} is a folder: expected a spec file or a bundled spec id", param, ctx)
+        if self.regular_file and not path.is_file():
+            self.fail(f"{str(value)!r} is not a regular file: expected a spec file or a bundled spec id", param, ctx)
+        return str(path)
+
+
+SPEC_HELP = " SPEC is a spec file or a bundled spec's id (e.g. score_matrix; `attnscore specs` lists them)."
+
+
 def spec_option(help: str, *, exists: bool = False) -> Decorator[Any]:
-    """``--spec FILE`` (required, parameter ``spec_path``); ``exists`` checks the file before the command runs."""
-    return click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=exists), help=help)
+    """``--spec SPEC`` (required, parameter ``spec_path``): a spec file or a bundled spec's id,
+    given to the command as the file's path; ``exists`` also requires a regular file (see :class:`SpecParam`)."""
+    return click.option(
+        "--spec", "spec_path", required=True, metavar="SPEC", type=SpecParam(regular_file=exists), help=help + SPEC_HELP
+    )
 
 
 def function_option() -> Decorator[Any]:
@@ -110,15 +143,16 @@ def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | No
 
 
 def pair(text: str, option: str) -> tuple[str, str]:
-    """``NAME=VALUE`` split in two, or a usage error naming the option.
+    """``NAME=VALUE`` split in two, or a usage error naming the option
+    (:func:`attnscore.check.engineer_options.pair`).
 
     Raises:
         BadUsage: ``text`` has no ``=``, or an empty name or value.
     """
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip():
-        raise BadUsage(f"{option}: expected NAME=VALUE, found {text!r}")
-    return name.strip(), value.strip()
+    from attnscore.check import engineer_options
+
+    with usage_errors():
+        return engineer_options.pair(text, option)
 
 
 def yaml_scalar(value: str, name: str) -> object:
@@ -127,20 +161,34 @@ def yaml_scalar(value: str, name: str) -> object:
     Raises:
         BadUsage: the value is a YAML list, mapping or null.
     """
-    import yaml
+    from attnscore.check import engineer_options
 
-    try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        parsed = value
-    if not isinstance(parsed, (bool, int, float, str)) or parsed is None:
-        raise BadUsage(f"--keyword: expected a scalar value for {name}, found {value!r}")
-    return parsed
+    with usage_errors():
+        return engineer_options.yaml_scalar(value, name)
 
 
 def keyword_arguments(keywords: tuple[str, ...]) -> dict[str, object]:
-    """The ``--keyword NAME=VALUE`` options as keyword arguments, each value a YAML scalar."""
-    return {name: yaml_scalar(value, name) for name, value in (pair(t, "--keyword") for t in keywords)}
+    """The ``--keyword NAME=VALUE`` options as keyword arguments, each value a YAML scalar.
+
+    Raises:
+        BadUsage: a text is not ``NAME=VALUE`` with an identifier for a name and a scalar value.
+    """
+    from attnscore.check import engineer_options
+
+    with usage_errors():
+        return engineer_options.keyword_arguments(keywords)
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """Turn an :class:`attnscore.check.engineer_options.OptionError` (its message names the
+    option) into a :class:`BadUsage`."""
+    from attnscore.check.engineer_options import OptionError
+
+    try:
+        yield
+    except OptionError as exc:
+        raise BadUsage(str(exc)) from None
 
 
 def check_spec_dtype(dtype: str | None, spec: Any) -> None:

@@ -8,22 +8,20 @@ the low-precision rule.
 from __future__ import annotations
 
 import json
-import math
 import sys
-from typing import Any
 
 import click
 
-from attnscore.cli.errors import BadUsage
 from attnscore.cli.options import (
+    SPEC_HELP,
+    SpecParam,
     device_option,
     dtype_option,
     format_option,
     impl_option,
-    keyword_arguments,
     keyword_option,
     load_implementation,
-    pair,
+    usage_errors,
 )
 from attnscore.cli.output import finish, stdout_console
 
@@ -37,8 +35,9 @@ __all__ = ["test_impl"]
     "spec_paths",
     required=True,
     multiple=True,
-    type=click.Path(dir_okay=False),
-    help="Spec file(s) to run (repeat for several).",
+    metavar="SPEC",
+    type=SpecParam(),
+    help="Spec(s) to run (repeat for several)." + SPEC_HELP,
 )
 @dtype_option("Dtype(s) to test (repeatable; default: the spec's dtypes).", multiple=True)
 @device_option("cpu, cuda or cuda:N.")
@@ -98,27 +97,21 @@ def test_impl(
 
     Exit code 0 when every case passed in every dtype, 1 when some case failed, 2 for a usage error.
     """
-    import functools
-
+    from attnscore.check.engineer_options import EngineerOptions
     from attnscore.check.implementation import run_impl
-    from attnscore.maths.bounds import parse_bound
     from attnscore.report import submission_text, submission_to_json
     from attnscore.spec.load import load_specs
 
     function = load_implementation(impl, device)
-    if ratio is not None and not math.isfinite(ratio):
-        raise BadUsage(f"--ratio: expected a finite number >= 1, found {ratio}")
-    tie_map = dict(pair(text, "--tie") for text in ties)
-    try:
-        bounds = tuple(parse_bound(text) for text in wheres)
-    except ValueError as exc:
-        raise BadUsage(f"--where: {exc}") from None
-    keyword_map = keyword_arguments(keywords)
-    if keyword_map:
-        function = functools.partial(function, **keyword_map)
+    with usage_errors():
+        options = EngineerOptions.parse(ties=ties, wheres=wheres, allows=allows, ratio=ratio, keywords=keywords)
+    function = options.bind(function)
     results = []
     for spec in load_specs(list(spec_paths)):
-        spec = _reshaped(spec, tie_map, bounds, allows, ratio)
+        with usage_errors():
+            spec, reshaped = options.reshape(spec)
+        for line in reshaped.notes(spec.id):
+            click.echo(line, err=True)
         for dtype in dtypes or spec.dtypes:
             results.append(run_impl(spec, function, dtype=dtype, device=device, seed=seed, name=impl))
     if fmt == "json":
@@ -132,50 +125,3 @@ def test_impl(
             console.print(f"[bold]{r.spec_id}[/] ({r.spec_path}) in {r.dtype} on {r.device}")
             console.print(submission_text(r))
     finish(all(r.all_passed for r in results))
-
-
-def _reshaped(
-    spec: Any, tie_map: dict[str, str], bounds: tuple[Any, ...], allows: tuple[str, ...], ratio: float | None
-) -> Any:
-    """``spec`` with ``--tie``, ``--where``, ``--allow`` and ``--ratio`` applied, in that order;
-    what each changed or left out is said on stderr."""
-    if tie_map:
-        try:
-            spec, dropped = spec.tied(tie_map)
-        except ValueError as exc:
-            raise BadUsage(f"--tie: {exc}") from None
-        tie_text = ", ".join(f"{a}={b}" for a, b in tie_map.items())
-        adapted = spec.adapted_examples()
-        if adapted:
-            click.echo(
-                f"{spec.id}: adapted {len(adapted)} worked example(s) to {tie_text} "
-                f"(expected values recomputed): {', '.join(adapted)}",
-                err=True,
-            )
-        if dropped:
-            click.echo(
-                f"{spec.id}: left out {len(dropped)} worked example(s) whose shapes break "
-                f"{tie_text}: {', '.join(dropped)}",
-                err=True,
-            )
-    if bounds:
-        try:
-            spec, skipped = spec.bounded(bounds)
-        except ValueError as exc:
-            raise BadUsage(f"--where: {exc}") from None
-        if skipped:
-            click.echo(
-                f"{spec.id}: skipped by constraint {', '.join(map(str, bounds))}: {'; '.join(skipped)}", err=True
-            )
-    if allows:
-        try:
-            spec = spec.allowing(tuple(a.replace("-", "_") for a in allows))
-        except ValueError as exc:
-            raise BadUsage(f"--allow: {exc}") from None
-    if ratio is not None:
-        import dataclasses
-
-        from attnscore.maths.tolerance import Tolerance
-
-        spec = dataclasses.replace(spec, tolerance=Tolerance(mode="ratio", factor=ratio))
-    return spec

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from attnscore.cli.errors import BadUsage
+from attnscore.cli.options import SpecParam
 from attnscore.cli.output import finish, stdout_console
 
 __all__ = ["verify"]
@@ -25,10 +26,12 @@ def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
 
 
 @click.command("verify")
-@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, type=SpecParam())
 @click.option("--no-mutations", is_flag=True, help="Skip the mutation test (known mistakes against each spec).")
 def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     """Prove SPECS sound (default: all bundled specs): the reference passes, known mistakes are caught.
+
+    Each SPEC is a spec file or a bundled spec's id (e.g. score_matrix).
 
     Runs the reference on every case of each spec in every dtype (the spec's own, then the other
     dtypes `attnscore test --dtype` accepts), then runs every catalogue mistake the spec targets in

@@ -114,7 +114,8 @@ def student_spec_text(spec_path: str | Path) -> StudentCopyText:
         f"# Student copy of spec {spec.id} version {spec.version}, for `attnscore check` (made by\n"
         "# `attnscore export student-spec`): the visible cases only. The grader also runs "
         f"{hidden_cases} hidden\n# case{'s' * (hidden_cases != 1)} "
-        f"({_number(hidden_points)} points), which this copy leaves out. Graders refuse this file.\n"
+        f"({_number(hidden_points)} point{'s' * (hidden_points != 1)}), which this copy leaves out. "
+        "Graders refuse this file.\n"
     )
     body = yaml.dump(out, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
     result = StudentCopyText(header + body)

@@ -134,7 +134,15 @@ def _attnscore_version() -> str:
 
 def feedback_text(result: SubmissionResult) -> str:
     """The student's feedback file: the text report of ``result`` (no colour, lines unwrapped)."""
-    console = Console(file=io.StringIO(), record=True, width=100, color_system=None, highlight=False, soft_wrap=True)
+    console = Console(  # force_jupyter=False: only recorded, never displayed in a notebook kernel
+        file=io.StringIO(),
+        record=True,
+        width=100,
+        color_system=None,
+        highlight=False,
+        soft_wrap=True,
+        force_jupyter=False,
+    )
     console.print(submission_text(result))
     return console.export_text()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_number", "format_index", "format_array", "shape_text"]
+__all__ = ["format_number", "format_index", "format_array", "shape_text", "counted"]
 
 
 def format_number(x: float, dtype: str = "float64") -> str:
@@ -52,3 +52,17 @@ def format_array(array: Any, dtype: str | None = None) -> str:
 def shape_text(shape: tuple[int, ...]) -> str:
     """``(2, 3)``, ``(4,)`` or ``()``."""
     return "()" if not shape else "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def counted(n: int | float | object, singular: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: ``1 point``, ``2 points``, ``0 points``,
+    ``1 entry`` / ``3 entries`` (``plural`` when the plural is not ``singular + "s"``). ``n`` is
+    written as given (an int, a Fraction's text); only exactly one takes the singular.
+
+    >>> counted(1, "point"), counted(2, "point"), counted(0, "case"), counted(1, "entry", "entries")
+    ('1 point', '2 points', '0 cases', '1 entry')
+    >>> from fractions import Fraction
+    >>> counted(Fraction(1), "point"), counted(Fraction(3, 2), "point")
+    ('1 point', '3/2 points')
+    """
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"

@@ -27,6 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from attnscore.maths.display import counted
 from attnscore.report.results import SubmissionResult, Verdict, points_out
 
 __all__ = ["class_report_html", "MistakeCount", "ranked_mistakes", "timing_outliers", "pass_rates"]
@@ -162,7 +163,7 @@ def _heatmap(rows: Sequence[tuple[str, SubmissionResult]], case_ids: list[str]) 
     if len(rows) <= _MAX_HEATMAP_LABELS:
         ax.set_yticks(range(len(rows)), [s for s, _ in rows], fontsize=7)
     else:
-        ax.set_ylabel(f"{len(rows)} students, in the order of the table below")
+        ax.set_ylabel(f"{counted(len(rows), 'student')}, in the order of the table below")
     figure.colorbar(image, ax=ax, label="fraction of the case's points")
     return _png(figure)
 
@@ -210,7 +211,8 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
     full = sum(r.all_passed for _, r in rows)
     errors = sum(bool(r.error) for _, r in rows)
     parts.append(
-        f'<p id="summary">{len(rows)} students; mean score {points_out(sum(scores, Fraction(0)) / len(scores), 2)} '
+        f'<p id="summary">{counted(len(rows), "student")}; '
+        f"mean score {points_out(sum(scores, Fraction(0)) / len(scores), 2)} "
         f"of {points_out(maximum)}; median {points_out(Fraction(statistics.median(scores)), 2)}; "
         f"{full} passed every case; {errors} could not be loaded or run.</p>"
     )

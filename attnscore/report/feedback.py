@@ -24,7 +24,7 @@ import numpy as np
 
 from attnscore.boundary.layouts import effective_layout, expand_axis
 from attnscore.boundary.verdict import Verdict
-from attnscore.maths.display import format_array, format_index, format_number, shape_text
+from attnscore.maths.display import counted, format_array, format_index, format_number, shape_text
 from attnscore.report.codec import encode
 from attnscore.report.failure import Failure, Mismatch, Withheld, array_of
 from attnscore.report.redact import HIDDEN_NOTE, redact, withhold
@@ -203,7 +203,7 @@ def _where(failure: Failure) -> str:
     s = failure.shrunk_from
     return (
         f"shrunk by hypothesis from generated input {s.example} of {s.examples} "
-        f"({s.size} entries) to {failure.size} entries"
+        f"({counted(s.size, 'entry', 'entries')}) to {counted(failure.size, 'entry', 'entries')}"
     )
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnscore.boundary.untrusted import clean_text
+from attnscore.maths.display import counted
 from attnscore.report.feedback import cause_groups, failure_text, summary_line
 from attnscore.report.results import SubmissionResult, Verdict, points_out
 
@@ -63,8 +64,8 @@ def submission_text(result: SubmissionResult) -> Group:
         parts.append(Text(f"\n{lead.case_id} ({lead.verdict.label})", style="bold"))
         parts.append(Text(failure_text(lead)))
         if group.others:
-            many = "case" if len(group.others) == 1 else "cases"
-            parts.append(Text(f"Same cause ({group.cause}) in {len(group.others)} more {many}:", style="bold"))
+            more = counted(len(group.others), "more case")
+            parts.append(Text(f"Same cause ({group.cause}) in {more}:", style="bold"))
             for other in group.others:
                 parts.append(
                     Text(f"  {other.case_id} ({other.verdict.label}, {other.location}): {summary_line(other)}")
@@ -94,7 +95,7 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
     if not results:
         return Group(Text("no submissions"))
     table = Table(
-        title=f"{results[0].spec_id}: {len(results)} submissions",
+        title=f"{results[0].spec_id}: {counted(len(results), 'submission')}",
         header_style="bold",
         box=box.SIMPLE_HEAD,
         title_justify="left",

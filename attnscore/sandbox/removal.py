@@ -109,7 +109,7 @@ def remove_tree(path: str | os.PathLike[str]) -> str | None:
         return None
     shown = "; ".join(problems[:_MAX_REPORTED])
     more = f" (and {len(problems) - _MAX_REPORTED} more)" if len(problems) > _MAX_REPORTED else ""
-    return f"could not remove {len(problems)} entries of {path}: {shown}{more}"
+    return f"could not remove {len(problems)} {'entry' if len(problems) == 1 else 'entries'} of {path}: {shown}{more}"
 
 
 def _remove_below(top_parent: int, top_name: str, problems: list[str]) -> None:

@@ -27,6 +27,7 @@ from attnscore.boundary.layouts import strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
+from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
@@ -148,7 +149,7 @@ class SandboxRunner:
         """The submission's own stdout/stderr (raw bytes, capped, with a note if some was dropped)."""
         data = bytes(self.output)
         if self.output_dropped:
-            data += f"\n[... {self.output_dropped} more bytes of output not kept]".encode()
+            data += f"\n[... {counted(self.output_dropped, 'more byte')} of output not kept]".encode()
         return data
 
     def output_text(self) -> str:

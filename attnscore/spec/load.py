@@ -36,6 +36,7 @@ from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -295,16 +296,23 @@ def _read_spec_file(name: str) -> bytes:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Load and validate one spec file.
+    """Load and validate one spec file: ``path``, or the bundled spec whose id it is when no such
+    file exists (``load_spec("score_matrix")``; :func:`attnscore.spec.bundled.resolve_spec`).
 
     Raises:
-        SpecError: the file is missing, unreadable, not a regular file, larger than
+        SpecError: the file is missing (and no bundled spec has that id: the message lists
+            the ids), unreadable, not a regular file, larger than
             :data:`MAX_SPEC_BYTES`, not UTF-8, not YAML, or invalid (including a worked example
             asking for more than :data:`MAX_EXAMPLE_WORK` index combinations and a tolerance
             that lets the trivial answers pass, see the module docstring); ``.problems`` lists
             every problem, each with file, line, column and field path.
     """
-    name = str(path)
+    try:
+        name = str(resolve_spec(path))
+    except SpecNotFound:
+        ids = ", ".join(bundled_spec_ids())
+        problem = f"expected a spec file or a bundled spec id ({ids}), found no such file"
+        raise SpecError([SpecProblem(str(path), 1, 1, "(file)", problem)]) from None
     raw = _read_spec_file(name)
     try:
         text = raw.decode("utf-8")
