@@ -6,6 +6,7 @@ import click
 
 from attnscore.cli.errors import BadUsage
 from attnscore.cli.options import entry_option, function_option, spec_option
+from attnscore.export.targets import TARGETS
 
 __all__ = ["export"]
 
@@ -22,20 +23,43 @@ def export() -> None:
 )
 @function_option()
 @entry_option("Entry file of multi-file submissions, e.g. solution.py.")
-def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None) -> None:
+@click.option(
+    "--image",
+    "image",
+    type=click.Choice(list(TARGETS)),
+    default=None,
+    help="The Gradescope base image the bundle is pinned for (default ubuntu-22.04, Gradescope's default).",
+)
+@click.option(
+    "--python",
+    "python",
+    type=click.Choice([t.python for t in TARGETS.values()]),
+    default=None,
+    help="The base image's Python instead of its name: 3.10 (ubuntu-22.04) or 3.12 (ubuntu-24.04).",
+)
+def export_gradescope(
+    spec_path: str, output: str, function: str | None, entry: str | None, image: str | None, python: str | None
+) -> None:
     """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
 
-    Upload the zip as the assignment's autograder; each submission is graded in attnscore's
-    sandbox into /autograder/results/results.json.
+    Upload the zip as the assignment's autograder and select the base image it was built for
+    (--image, default ubuntu-22.04); each submission is graded in attnscore's sandbox into
+    /autograder/results/results.json.
     """
     from attnscore.export.bundle import ExportError
     from attnscore.export.gradescope import build_gradescope_bundle
 
     try:
-        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry)
+        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry, python=python, image=image)
     except ExportError as exc:
         raise BadUsage(str(exc)) from None
-    click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+    from attnscore.export.targets import choose_target
+
+    chosen = choose_target(python=python, image=image)
+    click.echo(
+        f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/) "
+        f"for the base image {chosen.label}"
+    )
 
 
 @export.command("student-spec")
