@@ -286,3 +286,12 @@ def test_export_errors_are_usage_errors(tmp_path):
     invalid = CliRunner().invoke(main, ["export", "gradescope", "--spec", str(bad), "-o", str(tmp_path / "a.zip")])
     assert invalid.exit_code == 2 and "invalid spec (1 problem)" in invalid.output
     assert not (tmp_path / "a.zip").exists()
+
+
+def test_check_target_refuses_a_python_attnscore_does_not_support():
+    """A target whose Python is below attnscore's Requires-Python is refused by name."""
+    with pytest.raises(ExportError) as caught:
+        targets.check_target(targets.Target("ubuntu-20.04", "3.8", (2, 31)))
+    assert str(caught.value) == (
+        "cannot build for ubuntu-20.04 (Python 3.8): attnscore requires Python >=3.10; choose another --image"
+    )

@@ -39,6 +39,8 @@ __all__ = [
     "Target",
     "choose_target",
     "check_target",
+    "pip_environment",
+    "pip_report",
     "pip_target_options",
     "target_requirements",
 ]
@@ -148,7 +150,7 @@ def check_target(target: Target) -> None:
         dist = importlib.metadata.distribution("attnscore")
     except importlib.metadata.PackageNotFoundError:
         raise ExportError("cannot check the target's pins: attnscore is not installed in this environment") from None
-    requires_python = dist.metadata.get("Requires-Python")
+    requires_python = dist.metadata["Requires-Python"]
     if requires_python and Version(target.python) not in SpecifierSet(requires_python):
         raise ExportError(
             f"cannot build for {target.label}: attnscore requires Python {requires_python}; choose another --image"
