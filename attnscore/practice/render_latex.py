@@ -21,8 +21,8 @@ reads the log and the aux file):
   most four blanks a row) that never wraps;
 - a display of givens separated by ``\\qquad`` (``q = [...], \\qquad k_1 = [...]``) is a centred
   line of items that TeX breaks between items when it is wider than the text;
-- ``microtype`` (protrusion and font expansion) absorbs the last points of long inline formulas:
-  no line runs into the margin.
+- ``\\emergencystretch`` (1.5em) lets TeX loosen a paragraph whose long inline formula would
+  otherwise stick out by a fraction of a point: no line runs into the margin.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage{amsmath,amssymb}
 \usepackage{tikz}
 \usepackage[margin=2.5cm]{geometry}
-\usepackage{microtype}
+\setlength{\emergencystretch}{1.5em}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{0.6em}
 \ifdefined\pdfgentounicode\IfFileExists{glyphtounicode.tex}{\input{glyphtounicode}\pdfgentounicode=1}{}\fi
@@ -187,7 +187,8 @@ def _blanks(q: Question) -> list[str]:
     rows = _blank_rows(q)
     width = max(len(r) for r in rows)
     body = [" & ".join(r) + " \\\\" for r in rows]
-    return ["\\par\\smallskip", f"\\begin{{tabular}}{{@{{}}{'l' * width}@{{}}}}", *body, "\\end{tabular}"]
+    tabular = [f"\\begin{{tabular}}{{@{{}}{'l' * width}@{{}}}}", *body, "\\end{tabular}"]
+    return ["\\par\\smallskip{\\renewcommand{\\arraystretch}{1.8}%", *tabular, "}"]  # room to write
 
 
 def _question(q: Question) -> list[str]:
