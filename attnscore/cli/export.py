@@ -6,6 +6,7 @@ import click
 
 from attnscore.cli.errors import BadUsage
 from attnscore.cli.options import entry_option, function_option, spec_option
+from attnscore.export.targets import TARGETS
 
 __all__ = ["export"]
 
@@ -32,20 +33,51 @@ def export() -> None:
     "the total shown), summary (one test for all hidden cases; the total shown), after_due_date, "
     "after_published or hidden (Gradescope shows no total until they are shown).",
 )
-def export_gradescope(spec_path: str, output: str, function: str | None, entry: str | None, hidden_cases: str) -> None:
+@click.option(
+    "--image",
+    "image",
+    type=click.Choice(list(TARGETS)),
+    default=None,
+    help="The Gradescope base image the bundle is pinned for (default ubuntu-22.04, Gradescope's default).",
+)
+@click.option(
+    "--python",
+    "python",
+    type=click.Choice([t.python for t in TARGETS.values()]),
+    default=None,
+    help="The base image's Python instead of its name: 3.10 (ubuntu-22.04) or 3.12 (ubuntu-24.04).",
+)
+def export_gradescope(
+    spec_path: str,
+    output: str,
+    function: str | None,
+    entry: str | None,
+    hidden_cases: str,
+    image: str | None,
+    python: str | None,
+) -> None:
     """Write the Gradescope autograder zip (setup.sh, run_autograder, the spec, pinned requirements).
 
-    Upload the zip as the assignment's autograder; each submission is graded in attnscore's
-    sandbox into /autograder/results/results.json.
+    Upload the zip as the assignment's autograder and select the base image it was built for
+    (--image, default ubuntu-22.04); each submission is graded in attnscore's sandbox into
+    /autograder/results/results.json.
     """
     from attnscore.export.bundle import ExportError
     from attnscore.export.gradescope import build_gradescope_bundle
 
     try:
-        names = build_gradescope_bundle(spec_path, output, function=function, entry=entry, hidden_cases=hidden_cases)
+        names = build_gradescope_bundle(
+            spec_path, output, function=function, entry=entry, hidden_cases=hidden_cases, python=python, image=image
+        )
     except ExportError as exc:
         raise BadUsage(str(exc)) from None
-    click.echo(f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/)")
+    from attnscore.export.targets import choose_target
+
+    chosen = choose_target(python=python, image=image)
+    click.echo(
+        f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/) "
+        f"for the base image {chosen.label}"
+    )
 
 
 @export.command("student-spec")

@@ -4,9 +4,10 @@ The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source
 
 - ``setup.sh`` and ``run_autograder`` from ``graders/gradescope/`` (see their comments);
 - ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only);
-- ``requirements.txt``, every dependency pinned to the version installed here
-  (:func:`attnscore.export.bundle.pinned_requirements`), and ``python-version.txt``, the
-  Python these pins were taken with;
+- ``requirements.txt``, every dependency pinned for the target base image
+  (:mod:`attnscore.export.targets`: Ubuntu 22.04 with Python 3.10 by default, or 24.04 with 3.12),
+  ``python-version.txt``, that image's Python, and ``base-image.txt``, its name (setup.sh stops
+  before installing anything when the image's ``python3`` is another);
 - ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``,
   ``--hidden-cases``: how students see hidden cases and their total, see :mod:`attnscore.report.gradescope`);
 - ``python/``, an installable copy of attnscore's source, installed by setup.sh.
@@ -26,8 +27,9 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
-from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.export.bundle import ExportError, graders_dir, source_files
 from attnscore.export.grader_paths import without_grader_path
+from attnscore.export.targets import check_target, choose_target, target_requirements
 from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES, HIDDEN_CASES
 
 __all__ = ["build_gradescope_bundle", "failure_results"]
@@ -51,6 +53,8 @@ def build_gradescope_bundle(
     function: str | None = None,
     entry: str | None = None,
     hidden_cases: str = DEFAULT_HIDDEN_CASES,
+    python: str | None = None,
+    image: str | None = None,
 ) -> list[str]:
     """Write the autograder zip for ``spec_path`` to ``output`` (atomically) and return its member names.
 
@@ -62,11 +66,15 @@ def build_gradescope_bundle(
         hidden_cases: how students see the hidden cases, and so whether they see their total
             (one of :data:`attnscore.report.gradescope.HIDDEN_CASES`; the default, ``visible``,
             shows them at once with verdict and points only, and the total with them).
+        python: the target image's Python (``"3.10"`` or ``"3.12"``), when ``image`` is not given.
+        image: the Gradescope base image (``"ubuntu-22.04"``, the default, or ``"ubuntu-24.04"``).
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
         ExportError: no source checkout, ``output``'s folder does not exist, the spec is a student
-            copy, or ``hidden_cases`` is not one of the choices.
+            copy, ``hidden_cases`` is not one of the choices, or no target matches ``python``/``image``
+            or its pins cannot carry attnscore (:func:`attnscore.export.targets.check_target`); nothing
+            is written then.
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
@@ -74,6 +82,8 @@ def build_gradescope_bundle(
     from attnscore.spec.load import load_spec
 
     refuse_student_copy(load_spec(spec_path), "a Gradescope autograder")  # invalid specs stop here, located
+    platform = choose_target(python=python, image=image)
+    check_target(platform)
     target = Path(output)
     if not target.parent.is_dir():
         raise ExportError(f"cannot write {target}: the directory {target.parent} does not exist")
@@ -88,8 +98,9 @@ def build_gradescope_bundle(
         _add(archive, "setup.sh", (scripts / "setup.sh").read_bytes(), _EXECUTABLE)
         _add(archive, "run_autograder", (scripts / "run_autograder").read_bytes(), _EXECUTABLE)
         _add(archive, "spec.yaml", Path(spec_path).read_bytes())
-        _add(archive, "requirements.txt", ("\n".join(pinned_requirements()) + "\n").encode())
-        _add(archive, "python-version.txt", f"{sys.version_info.major}.{sys.version_info.minor}\n".encode())
+        _add(archive, "requirements.txt", ("\n".join(target_requirements(platform)) + "\n").encode())
+        _add(archive, "python-version.txt", f"{platform.python}\n".encode())
+        _add(archive, "base-image.txt", f"{platform.image}\n".encode())
         _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
         for name, path in source_files():
             _add(archive, f"python/{name}", path.read_bytes())

@@ -10,6 +10,19 @@ outline fonts and copyable text). Three details keep the printed text honest:
 - maths in headings (``Q K^T``, ``d_k`` in a family title) is typeset as maths
   (:func:`heading_latex`);
 - a minus sign in prose (``-0.1235``) is a real minus (``$-$``), not a hyphen.
+
+And four keep the page in shape (``tests/practice/test_latex_layout.py`` compiles every family and
+reads the log and the aux file):
+
+- a problem with a figure keeps its heading, statement and figure in one unbreakable block, so
+  the figure is never on the page after its problem (labels ``problem-N`` and ``figure-N`` in
+  the aux file say on which page each landed);
+- every numeric answer has its blank, laid out as a grid (one row per matrix row ``S_ij``, at
+  most four blanks a row) that never wraps;
+- a display of givens separated by ``\\qquad`` (``q = [...], \\qquad k_1 = [...]``) is a centred
+  line of items that TeX breaks between items when it is wider than the text;
+- ``\\emergencystretch`` (1.5em) lets TeX loosen a paragraph whose long inline formula would
+  otherwise stick out by a fraction of a point: no line runs into the margin.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ from collections.abc import Sequence
 from attnscore.practice.figures import tikz_figure
 from attnscore.practice.numbers import format_exact
 from attnscore.practice.problem import Problem, Question
-from attnscore.practice.richtext import escape_latex, to_latex
+from attnscore.practice.richtext import Rich, escape_latex, to_latex
 from attnscore.practice.worksheet import Worksheet
 
 __all__ = [
@@ -43,6 +56,7 @@ _PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage{amsmath,amssymb}
 \usepackage{tikz}
 \usepackage[margin=2.5cm]{geometry}
+\setlength{\emergencystretch}{1.5em}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{0.6em}
 \ifdefined\pdfgentounicode\IfFileExists{glyphtounicode.tex}{\input{glyphtounicode}\pdfgentounicode=1}{}\fi
@@ -150,10 +164,37 @@ def heading_latex(title: str) -> str:
     return "".join(out)
 
 
+_MATRIX_ENTRY = re.compile(r"_(\d)(\d)$")
+_BLANKS_PER_ROW = 4
+
+
+def _blank_rows(q: Question) -> list[list[str]]:
+    """The blanks of ``q`` as rows: a matrix's entries (names ``S_ij``) by row ``i``, else four a row."""
+    cells = [f"{to_latex(a.label)} = \\rule{{3em}}{{0.4pt}}" for a in q.numeric]
+    entries = [_MATRIX_ENTRY.search(a.name) for a in q.numeric]
+    if len(q.numeric) > 1 and all(entries):
+        rows: dict[str, list[str]] = {}
+        for cell, match in zip(cells, entries, strict=True):
+            assert match is not None
+            rows.setdefault(match.group(1), []).append(cell)
+        if all(len(r) <= _BLANKS_PER_ROW for r in rows.values()):
+            return list(rows.values())
+    return [cells[i : i + _BLANKS_PER_ROW] for i in range(0, len(cells), _BLANKS_PER_ROW)]
+
+
+def _blanks(q: Question) -> list[str]:
+    """A tabular of ``q``'s blanks (rows never wrap: each row is at most four short cells)."""
+    rows = _blank_rows(q)
+    width = max(len(r) for r in rows)
+    body = [" & ".join(r) + " \\\\" for r in rows]
+    tabular = [f"\\begin{{tabular}}{{@{{}}{'l' * width}@{{}}}}", *body, "\\end{tabular}"]
+    return ["\\par\\smallskip{\\renewcommand{\\arraystretch}{1.8}%", *tabular, "}"]  # room to write
+
+
 def _question(q: Question) -> list[str]:
     lines = [f"\\item[({q.part})] {to_latex(q.prompt)}"]
-    if q.numeric and len(q.numeric) > 1:
-        lines.append(", ".join(f"{to_latex(a.label)} = \\rule{{2.5em}}{{0.4pt}}" for a in q.numeric))
+    if q.numeric:
+        lines += _blanks(q)
     if q.choice is not None:
         lines.append("\\begin{itemize}")
         lines += [f"  \\item[{_LETTERS[i]}.] {to_latex(o)}" for i, o in enumerate(q.choice.options)]
@@ -161,8 +202,54 @@ def _question(q: Question) -> list[str]:
     return lines
 
 
+# \subsection*'s own space above, then a block that cannot break across pages.
+_KEEP_TOGETHER = (
+    "\\par\\addvspace{3.25ex plus 1ex minus .2ex}\\noindent\\begin{minipage}{\\linewidth}\\setlength{\\parskip}{0.6em}"
+)
+
+
+def _split_top_level(content: str, separator: str) -> list[str]:
+    """``content`` split at each ``separator`` outside braces and environments."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(content):
+        if content.startswith("\\begin{", i):
+            depth += 1
+        elif content.startswith("\\end{", i):
+            depth -= 1
+        c = content[i]
+        if c == "\\" and not content.startswith(separator, i):
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif depth == 0 and content.startswith(separator, i):
+            parts.append(content[start:i])
+            i += len(separator)
+            start = i
+            continue
+        i += 1
+    parts.append(content[start:])
+    return [p.strip() for p in parts]
+
+
+def _display_latex(rich: Rich) -> str:
+    """Like :func:`to_latex`, but a display of ``\\qquad``-separated givens becomes a centred
+    paragraph of display-style items that TeX breaks between items, never inside one."""
+    out = []
+    for style, content in rich:
+        items = _split_top_level(content, "\\qquad") if style == "display" else []
+        if len(items) > 1:
+            typeset = "\\qquad ".join(f"$\\displaystyle {item}$" for item in items)
+            out.append(f"\n\\begin{{center}}\n{typeset}\n\\end{{center}}\n")
+        else:
+            out.append(to_latex(((style, content),)))
+    return "".join(out)
+
+
 def _solution(p: Problem) -> list[str]:
-    return ["\\paragraph{Worked solution.}"] + [to_latex(para) + "\n" for para in p.solution]
+    return ["\\paragraph{Worked solution.}"] + [_display_latex(para) + "\n" for para in p.solution]
 
 
 def render_worksheet_latex(problems: Sequence[Problem], sheet: Worksheet) -> str:
@@ -174,12 +261,15 @@ def render_worksheet_latex(problems: Sequence[Problem], sheet: Worksheet) -> str
         escape_latex(sheet.rounding) + "\n",
     ]
     for number, p in enumerate(problems, start=1):
-        lines.append(f"\\subsection*{{Problem {number}. {heading_latex(p.title)}}}")
+        if p.figure:  # heading, statement and figure in one block: the figure stays with its problem
+            lines.append(_KEEP_TOGETHER)
+        lines.append(f"\\subsection*{{Problem {number}. {heading_latex(p.title)}}}\\label{{problem-{number}}}")
         if p.intro:
             lines.append(escape_latex(p.intro) + "\n")
-        lines += [to_latex(para) + "\n" for para in p.statement]
+        lines += [_display_latex(para) + "\n" for para in p.statement]
         if p.figure:
-            lines += ["\\begin{center}", tikz_figure(p.figure), "\\end{center}"]
+            lines += ["\\begin{center}", tikz_figure(p.figure), f"\\label{{figure-{number}}}", "\\end{center}"]
+            lines.append("\\end{minipage}\\par")
         lines.append("\\begin{itemize}")
         for q in p.questions:
             lines += _question(q)

@@ -4,31 +4,47 @@
 # gradescope`) and attnscore itself from the source copy in this bundle (python/), into a
 # virtual environment outside /autograder/source, which is then made readable by root only:
 # the spec (with its hidden cases) lives there, and the sandboxed worker runs as another user.
+# The image needs network access while it builds (PyPI, and download.pytorch.org for torch's CPU
+# wheel) and about 1.5 GB of disk.
+#
+# Overrides, for testing the bundle outside Gradescope:
+#   ATTNSCORE_AUTOGRADER_ROOT  the folder laid out like /autograder (default /autograder)
+#   ATTNSCORE_SETUP_PYTHON3    the image's python3 (default python3)
+#   ATTNSCORE_SETUP_VENV       where the virtual environment goes (default /opt/attnscore/venv)
+#   ATTNSCORE_SETUP_NO_APT     set to 1: install no system packages
 set -euo pipefail
 
-source_dir=/autograder/source
-venv=/opt/attnscore/venv
+source_dir="${ATTNSCORE_AUTOGRADER_ROOT:-/autograder}/source"
+venv="${ATTNSCORE_SETUP_VENV:-/opt/attnscore/venv}"
+python3="${ATTNSCORE_SETUP_PYTHON3:-python3}"
 
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends python3 python3-venv python3-pip
-# bubblewrap adds namespaces where the container allows them; attnscore works without it.
-apt-get install -y --no-install-recommends bubblewrap || true
-
-# The pins come from the exporting machine's Python: pick the base image with the same version
-# (Ubuntu 22.04: 3.10, 24.04: 3.12), or export from an environment with this image's Python.
-exported="$(cat "$source_dir/python-version.txt" 2>/dev/null || true)"
-here="$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
-if [ -n "$exported" ] && [ "$exported" != "$here" ]; then
-    echo "warning: requirements.txt was pinned with Python $exported; this image has Python $here" >&2
+if [ "${ATTNSCORE_SETUP_NO_APT:-0}" != 1 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+    # bubblewrap adds namespaces where the container allows them; attnscore works without it.
+    apt-get install -y --no-install-recommends bubblewrap || true
 fi
 
-python3 -m venv "$venv"
+# requirements.txt is pinned for one base image's Python (`attnscore export gradescope --image`):
+# stop here, before installing anything, when this image has another.
+image="$(cat "$source_dir/base-image.txt" 2>/dev/null || echo "unknown image")"
+wanted="$(cat "$source_dir/python-version.txt")"
+here="$("$python3" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+if [ "$wanted" != "$here" ]; then
+    echo "error: this autograder was exported for the base image $image (Python $wanted), but this image's" \
+        "python3 is Python $here: select $image on Gradescope's Configure Autograder page, or export" \
+        "again for this image (attnscore export gradescope --image ubuntu-22.04 for Python 3.10," \
+        "--image ubuntu-24.04 for Python 3.12)" >&2
+    exit 1
+fi
+
+"$python3" -m venv "$venv"
 "$venv/bin/python" -m pip install --no-cache-dir --upgrade pip
-"$venv/bin/python" -m pip install --no-cache-dir -r "$source_dir/requirements.txt"
+"$venv/bin/python" -m pip install --no-cache-dir --only-binary=:all: -r "$source_dir/requirements.txt"
 "$venv/bin/python" -m pip install --no-cache-dir --no-deps "$source_dir/python"
 
 # The worker (another uid) must read the interpreter and packages, never the spec.
-chmod -R a+rX /opt/attnscore
+chmod -R a+rX "$(dirname "$venv")"
 chmod 0700 "$source_dir"
 "$venv/bin/attnscore" --version
