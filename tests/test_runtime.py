@@ -381,3 +381,25 @@ def test_without_a_root_only_lock_folder_nothing_is_cached(private_python, cache
         assert got.mirrors and all(Path(copy).parts[3].startswith("attnscore-runtime-") for _, copy in got.mirrors)
     finally:
         shutil.rmtree(open_locks)
+
+
+def test_a_grader_never_waits_for_another_ones_end(private_python, cache, monkeypatch):
+    """The same interpreter cached in another temporary folder has its own lock (a grader holding
+    /tmp's mirror does not block a grader with another TMPDIR); and a mirror found unsound while
+    another live grader holds it shared gives this grader a private mirror instead of a wait."""
+    from attnscore.sandbox import runtime
+
+    other = Path(tempfile.mkdtemp(prefix="attnscore-test-cache2-"))
+    os.chmod(other, 0o755)
+    try:
+        held = _build(private_python, cache)  # held shared by this process from now on
+        elsewhere = _build(private_python, other)
+        assert len(runtime.BUILDS) == 2 and all(c.startswith(str(other) + "/") for _, c in elsewhere.mirrors)
+        [name] = _cached(cache)
+        os.chmod(cache / name, 0o777)  # unsound now, while this "grader" still holds it
+        monkeypatch.setattr(runtime, "_BUILD_WAIT_S", 0.0)
+        private = _build(private_python, cache)
+        assert len(runtime.BUILDS) == 2 and private.mirrors != held.mirrors
+        assert all(Path(copy).parts[3].startswith("attnscore-runtime-") for _, copy in private.mirrors)
+    finally:
+        shutil.rmtree(other, ignore_errors=True)

@@ -32,6 +32,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 from attnscore.sandbox.removal import remove_tree, run_prefix
@@ -217,6 +218,7 @@ def _make_mirrors(root: str, outermost: list[str], path: tuple[str, ...]) -> tup
 _FORMAT = 1
 _LOCK_FOLDER = "/tmp/attnscore-uid-locks"  # root-only, shared with the sandbox's uid locks
 _MANIFEST = "manifest.json"
+_BUILD_WAIT_S = 120.0  # how long a grader waits for another one's build before making its own mirror
 _HELD: list[int] = []  # lock files this process holds shared (kept open until it exits)
 BUILDS: list[str] = []  # the mirrors this process built (a record for tests and benchmarks)
 
@@ -258,6 +260,12 @@ def mirror_key(executable: str, path: tuple[str, ...], outermost: list[str]) -> 
 def _safe_folder(info: os.stat_result) -> bool:
     """Root's own and writable by nobody else."""
     return info.st_uid == 0 and not info.st_mode & 0o022
+
+
+def _lock_name(cached: str) -> str:
+    """The lock file's name for the cached folder ``cached``: one per folder (the same interpreter
+    cached in two temporary folders has two locks, so a grader holding one never blocks the other)."""
+    return "mirror-" + hashlib.sha256(os.path.abspath(cached).encode()).hexdigest()[:32]
 
 
 def _lock_file(name: str) -> int | None:
@@ -334,14 +342,26 @@ def _cached_mirrors(
         return None
     name = f"attnscore-mirror-{interpreter}-{key}"
     cached = os.path.join(folder, name)
-    lock = _lock_file(name)
+    lock = _lock_file(_lock_name(cached))
     if lock is None:
         return None
     try:
         fcntl.flock(lock, fcntl.LOCK_SH)
         found = valid_mirrors(cached, key)
-        if found is None:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others wait here, then find it built
+        waited_until = time.monotonic() + _BUILD_WAIT_S
+        while found is None:
+            try:  # one builder; the others find it built once it holds the lock shared again
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # another grader builds it, or uses an unsound one it validated before: never
+                # wait for that grader's end (a private mirror for this process instead)
+                if time.monotonic() > waited_until:
+                    os.close(lock)
+                    return None
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                time.sleep(0.05)
+                found = valid_mirrors(cached, key)
+                continue
             found = valid_mirrors(cached, key)
             if found is None:
                 found = _build_cache(cached, key, outermost, path, folder)
@@ -395,7 +415,7 @@ def _remove_older(folder: str, interpreter: str, keep: str) -> None:
     for other in names:
         if not other.startswith(f"attnscore-mirror-{interpreter}-") or other == keep:
             continue
-        lock = _lock_file(other)
+        lock = _lock_file(_lock_name(os.path.join(folder, other)))
         if lock is None:
             continue
         try:
@@ -409,7 +429,7 @@ def _remove_older(folder: str, interpreter: str, keep: str) -> None:
                 doomed = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
                 os.rename(os.path.join(folder, other), doomed)
                 remove_tree(doomed)
-            os.unlink(os.path.join(_LOCK_FOLDER, other))
+            os.unlink(os.path.join(_LOCK_FOLDER, _lock_name(os.path.join(folder, other))))
         except OSError:
             pass
         finally:
