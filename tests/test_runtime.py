@@ -345,7 +345,7 @@ def test_two_graders_starting_at_once_build_the_mirror_once(private_python, cach
 def test_a_build_killed_half_way_is_swept_and_the_cache_is_not(private_python, cache):
     """A build folder of a grader that was killed is removed by the sweep of dead runs; the cached
     mirror is never swept (its name is no run's)."""
-    from attnscore.sandbox import runtime
+    from attnscore.sandbox import folders, runtime
     from attnscore.sandbox.removal import sweep_stale
 
     _build(private_python, cache)
@@ -355,7 +355,7 @@ def test_a_build_killed_half_way_is_swept_and_the_cache_is_not(private_python, c
     half = cache / (dead + "x")
     (half / "0" / "python").mkdir(parents=True)
     (half / "0" / "python" / "os.py").write_text("")
-    assert sweep_stale(str(cache), sandbox._RUN_FOLDERS, lambda uid: uid == 0) == []
+    assert sweep_stale(str(cache), folders._RUN_FOLDERS, lambda uid: uid == 0) == []
     assert not half.exists() and _cached(cache) == [name]
     assert runtime.valid_mirrors(str(cache / name), runtime.mirror_key(str(private_python), *_outer(private_python))[1])
 
