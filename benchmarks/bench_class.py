@@ -57,9 +57,7 @@ WRONG = {
     "sorted": "import torch\n\n\ndef scores(q, keys):\n    return torch.sort(keys @ q).values\n",
     "squared": "def scores(q, keys):\n    return (keys @ q) ** 2\n",
     "relu": "import torch\n\n\ndef scores(q, keys):\n    return torch.relu(keys @ q)\n",
-    "sum_normalised": (
-        "def scores(q, keys):\n    s = keys @ q\n    return s / (s.abs().sum() + 1e-9)\n"
-    ),
+    "sum_normalised": ("def scores(q, keys):\n    s = keys @ q\n    return s / (s.abs().sum() + 1e-9)\n"),
     "key_sums": "def scores(q, keys):\n    return keys.sum(dim=-1) * q.sum()\n",
     "softmax": "import torch\n\n\ndef scores(q, keys):\n    return torch.softmax(keys @ q, dim=-1)\n",
     "cosine": (
