@@ -1,8 +1,9 @@
 """attnscore: spec-driven verification and grading toolkit for attention scores.
 
-The public API is :data:`__all__`: the reference functions (torch, imported with the package),
-and the toolkit, imported on first use so that ``import attnscore`` stays as cheap as the
-reference alone:
+The public API is :data:`__all__`: the reference functions and the toolkit, each imported on
+first use, so that ``import attnscore`` imports neither torch nor any grading module (the
+command line starts the sandbox's worker template, which loads torch in its own process,
+before this process has imported torch):
 
 - load a spec: :func:`load_spec` -> :class:`Spec` (invalid: :class:`SpecError`, every problem
   located); :func:`bundled_spec_path` names a bundled one;
@@ -30,21 +31,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from attnscore.maths.reference import (
-    ScoreInputError,
-    additive_scores,
-    attention,
-    attention_weights,
-    bilinear_scores,
-    causal_attention,
-    causal_mask,
-    masked_scores,
-    scaled_score_matrix,
-    score,
-    score_matrix,
-    scores,
-)
-
 if TYPE_CHECKING:
     from attnscore.check.cases import build_cases
     from attnscore.check.implementation import load_impl, run_impl
@@ -52,6 +38,20 @@ if TYPE_CHECKING:
     from attnscore.check.session import Budget, Session
     from attnscore.check.verify import MutationResult, bundled_spec_path, mutation_test, verify_spec
     from attnscore.grade.grading import grade_many, grade_submission
+    from attnscore.maths.reference import (
+        ScoreInputError,
+        additive_scores,
+        attention,
+        attention_weights,
+        bilinear_scores,
+        causal_attention,
+        causal_mask,
+        masked_scores,
+        scaled_score_matrix,
+        score,
+        score_matrix,
+        scores,
+    )
     from attnscore.report.results import CaseResult, SubmissionResult, Verdict
     from attnscore.selfcheck import SelfCheck, check_function, check_path
     from attnscore.spec.load import load_spec
@@ -59,6 +59,18 @@ if TYPE_CHECKING:
     from attnscore.spec.model import Spec
 
 _LAZY = {
+    "ScoreInputError": "attnscore.maths.reference",
+    "additive_scores": "attnscore.maths.reference",
+    "attention": "attnscore.maths.reference",
+    "attention_weights": "attnscore.maths.reference",
+    "bilinear_scores": "attnscore.maths.reference",
+    "causal_attention": "attnscore.maths.reference",
+    "causal_mask": "attnscore.maths.reference",
+    "masked_scores": "attnscore.maths.reference",
+    "scaled_score_matrix": "attnscore.maths.reference",
+    "score": "attnscore.maths.reference",
+    "score_matrix": "attnscore.maths.reference",
+    "scores": "attnscore.maths.reference",
     "Budget": "attnscore.check.session",
     "CaseResult": "attnscore.report.results",
     "InProcessRunner": "attnscore.check.runner",
@@ -82,7 +94,7 @@ _LAZY = {
     "run_impl": "attnscore.check.implementation",
     "verify_spec": "attnscore.check.verify",
 }
-"""Toolkit names -> the module that defines each, imported on first use (:func:`__getattr__`)."""
+"""Public names -> the module that defines each, imported on first use (:func:`__getattr__`)."""
 
 __all__ = [
     "Budget",

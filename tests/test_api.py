@@ -84,11 +84,16 @@ def test_dir_lists_every_public_name():
     assert set(attnscore.__all__) <= set(dir(attnscore))
 
 
-def test_importing_attnscore_loads_the_reference_only():
-    """``import attnscore`` imports no grading, sandbox or checking module: they load on first use."""
-    code = "import sys, attnscore; print(sorted(m for m in sys.modules if m.startswith('attnscore')))"
+def test_importing_attnscore_loads_nothing_else():
+    """``import attnscore`` imports no module of its own and not torch: the reference and the
+    toolkit load on first use (the CLI starts the worker template before torch is imported)."""
+    show = "print(sorted(m for m in sys.modules if m.startswith('attnscore')), 'torch' in sys.modules)"
+    code = f"import sys, attnscore; {show}; attnscore.scores; {show}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert done.stdout.strip() == "['attnscore', 'attnscore.maths', 'attnscore.maths.reference']"
+    assert done.stdout.splitlines() == [
+        "['attnscore'] False",
+        "['attnscore', 'attnscore.maths', 'attnscore.maths.reference'] True",
+    ]
 
 
 def test_bundled_spec_path_names_the_bundled_specs_when_the_id_is_unknown():

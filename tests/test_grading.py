@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -333,6 +335,43 @@ def test_parallel_grading_gives_the_same_results():
     assert [(r.score, [c.message for c in r.cases]) for r in parallel] == [
         (r.score, [c.message for c in r.cases]) for r in sequential
     ]
+
+
+_SIGNAL = Path("/nonexistent")
+
+
+def _slow_first(spec_path, submission, options):
+    """A grader child's work that stands in for grading: correct_matmul.py waits for _SIGNAL."""
+    if submission.name.endswith("correct_matmul.py"):
+        for _ in range(600):
+            if _SIGNAL.exists():
+                break
+            time.sleep(0.1)
+    return submission.name  # stands for its result: grade_many only hands it on
+
+
+def test_parallel_grading_hands_on_each_result_as_it_finishes(tmp_path, monkeypatch):
+    """With jobs=2 a slow submission does not hold back the results after it: on_result (a class
+    run's commit, the progress bar) sees them first, and the list still comes back in order.
+    The slow one waits for the others to be handed on (a file the callback writes), so the test
+    does not depend on timing; handed on in submission order, it would wait its full minute."""
+    from attnscore.grade import grading
+
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    paths = [EXAMPLES / "scores" / n for n in ("correct_matmul.py", "cosine_similarity.py", "syntax_error.py")]
+    signal = tmp_path / "others-handed-on"
+    monkeypatch.setattr(sys.modules[__name__], "_SIGNAL", signal)
+    monkeypatch.setattr(grading, "_grade_in_child", _slow_first)  # the grader processes are forked: they see it
+    seen: list[str] = []
+
+    def handed_on(result):
+        seen.append(result)
+        if len(seen) == 2:
+            signal.write_text("")
+
+    results = grade_many(paths, spec, limits=LIMITS, jobs=2, on_result=handed_on)
+    assert results == [str(p) for p in paths]
+    assert seen[-1] == str(paths[0]) and sorted(seen) == sorted(map(str, paths))
 
 
 def _example_sizes(case) -> list[int]:

@@ -13,7 +13,13 @@ Example:
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    TORCH_DTYPES: dict[str, torch.dtype]
+    """dtype name -> ``torch.dtype`` (made on first use, see :func:`__getattr__`)."""
 
 __all__ = [
     "DTYPES",
@@ -30,12 +36,18 @@ DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 LOW_PRECISION = ("float16", "bfloat16")
 
-TORCH_DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+
+def __getattr__(name: str) -> Any:
+    """``TORCH_DTYPES`` (dtype name -> ``torch.dtype``), made on first use: the names and numbers
+    of this table need no torch, so the command line reads them before torch is imported."""
+    if name != "TORCH_DTYPES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import torch
+
+    table = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    globals()["TORCH_DTYPES"] = table
+    return table
+
 
 PRECISION_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 """Significand bits, the implicit one included."""

@@ -26,7 +26,7 @@ from attnscore.check.diagnosis import holds
 from attnscore.check.judge import judge_case, wrong_corner
 from attnscore.check.runner import Runner
 from attnscore.maths.strategies import _without_local_constants, derive_seed
-from attnscore.report.failure import ShrunkFrom
+from attnscore.report.failure import ShrunkFrom, size_of
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
@@ -62,6 +62,7 @@ def shrink_case(
     mistake: str | None = None,
     corner: str = "",
     clock: Callable[[], float] = time.monotonic,
+    small_enough: int = 0,
 ) -> CaseResult | None:
     """The failing result of ``case``'s property on its shrunk minimal example, or None.
 
@@ -79,7 +80,9 @@ def shrink_case(
     seconds of ``clock`` (default wall time; the grader passes
     :func:`attnscore.check.session.work_clock`, which a busy machine does not run down), no more
     calls are made and the best example so far is kept. None when the property passes on every
-    input hypothesis tries, or hypothesis itself gives up.
+    input hypothesis tries, or hypothesis itself gives up. A failing input of at most
+    ``small_enough`` entries (the smallest the property draws) ends the search at once: no
+    smaller one is to be had.
     """
     if case.kind != "property" or not case.property_name:
         return None
@@ -117,6 +120,8 @@ def shrink_case(
             if observed and wrong_corner(spec, *observed[-1]) != corner:
                 return  # smaller, but wrong in another convention corner (or no longer in its own)
             last.append(result)
+            if result.failure is not None and result.failure.size <= small_enough:
+                raise _OutOfBudget  # as small as the property's inputs get: no step can make it smaller
             raise _Failed(result.verdict.label)
 
     try:
@@ -176,11 +181,22 @@ def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Run
     """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
     if original.verdict not in _SHRINKABLE:
         return original
+    floor = min((size_of(call.args) for call in case.calls), default=0)
+    if original.size <= floor:
+        return original  # already as small as any input the property draws (its simplest among them)
     mistake = None
     if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
         mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
     shrunk = shrink_case(
-        spec, case, make_runner, dtype, verdict=original.verdict, mistake=mistake, corner=original.corner, **kwargs
+        spec,
+        case,
+        make_runner,
+        dtype,
+        verdict=original.verdict,
+        mistake=mistake,
+        corner=original.corner,
+        small_enough=floor,
+        **kwargs,
     )
     if shrunk is None or shrunk.failure is None:
         return original

@@ -136,6 +136,14 @@ def grade(
     grading machine failed (a grader error, or a class run could not store or write some student's
     outputs; the other submissions are still graded and reported).
     """
+    from attnscore.sandbox.limits import Limits
+    from attnscore.sandbox.processes import warm_template  # neither imports torch
+
+    if scheduler is None and device == "cpu":
+        # first: the worker template loads torch in its own process while this one imports the
+        # grader and loads the spec (both import torch as well)
+        warm_template(Limits(template=False if no_template else None), wait=False)
+
     from rich.console import Console
 
     from attnscore.cli.batch import grade_batch, has_dask
@@ -145,7 +153,7 @@ def grade(
     from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES
     from attnscore.report.results import Verdict
     from attnscore.sandbox.gpu import device_problem
-    from attnscore.sandbox.launch import Limits, preflight, spec_exposure, warm_template
+    from attnscore.sandbox.launch import preflight, spec_exposure
     from attnscore.spec.load import load_spec
     from attnscore.submission.files import find_submissions
 
@@ -167,7 +175,7 @@ def grade(
         raise BadUsage(f"--hidden-cases {hidden_cases} is for --format gradescope, found --format {fmt}")
     if out is not None and fmt == "gradescope":
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
-    if scheduler is None:  # the worker template loads torch while this process loads the spec
+    if scheduler is None and device != "cpu":  # after the device check: loads torch while this process loads the spec
         warm_template(Limits(template=False if no_template else None), wait=False)
     spec = load_spec(spec_path)
     if spec.student_copy is not None:

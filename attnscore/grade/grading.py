@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,9 @@ def grade_many(
 ) -> list[SubmissionResult]:
     """Grade every submission against ``spec``; results come back in the same order.
 
+    ``on_result`` is called in this process with each result as it is ready: in order with one
+    job, in finishing order with ``jobs`` > 1.
+
     Every file is read before the first submission runs: a submission that rewrites files on disk
     cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
     (forked from this one with the cases built; fresh interpreters building the same derandomised
@@ -152,12 +155,17 @@ def grade_many(
         with ProcessPoolExecutor(
             max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
         ) as pool:
-            futures = [pool.submit(_grade_in_child, spec.path, submission, options) for submission in read]
-            for future in futures:
-                results.append(future.result())
+            futures = {
+                pool.submit(_grade_in_child, spec.path, submission, options): n for n, submission in enumerate(read)
+            }
+            finished: dict[int, SubmissionResult] = {}
+            # each result is handed on as it finishes (a class run commits it at once), so a slow
+            # or hanging submission never holds back the commits and progress of those after it
+            for future in as_completed(futures):
+                finished[futures[future]] = future.result()
                 if on_result is not None:
-                    on_result(results[-1])
-        return results
+                    on_result(finished[futures[future]])
+        return [finished[n] for n in range(len(read))]
     for submission in read:
         results.append(grade_submission(submission, spec, cases, **options))
         if on_result is not None:

@@ -12,7 +12,10 @@ So the worker gets a *readable view* of its module search path: every ``sys.path
 interpreter that the worker uid cannot read is mirrored, file by file, as hard links (a copy when
 the temporary folder is on another filesystem) into a private temporary folder whose directories
 that uid may enter; the worker then searches the mirror instead of the original. Nothing outside
-that temporary folder changes: no permission of the installation is touched. Files the
+that temporary folder changes: no permission of the installation is touched. The mirror is built
+once per interpreter and kept for the next runs (``attnscore-mirror-*``, root's own and writable by
+nobody else, validated in O(1) per run and rebuilt when the installation changed or the folder was
+tampered with; see the comment above :func:`mirror_key`). Files the
 installation itself keeps private (mode 0600) stay private, and the check before grading
 (:func:`attnscore.sandbox.launch.preflight`) then says which module cannot be read and how to fix it.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -28,11 +32,19 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 from attnscore.sandbox.removal import remove_tree, run_prefix
 
-__all__ = ["WorkerRuntime", "through_mirrors", "worker_runtime", "unreadable_by"]
+__all__ = [
+    "WorkerRuntime",
+    "through_mirrors",
+    "worker_runtime",
+    "unreadable_by",
+    "mirror_key",
+    "valid_mirrors",
+]
 
 # Directories that hold another environment's packages: mirrored only when they are themselves
 # on the worker's path (the base interpreter's site-packages under a venv is not).
@@ -141,15 +153,32 @@ def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
                 _link_or_copy(full, os.path.join(out, name))
 
 
-def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
+def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> WorkerRuntime:
     path = _interpreter_path(executable)
     blocked = unreadable_by(path, uid, gid)
     if not blocked:
         return WorkerRuntime(executable, path)
     # Mirror only the outermost blocked entries; nested ones come along (when kept).
     outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
-    root = tempfile.mkdtemp(prefix=run_prefix("runtime"))
-    atexit.register(remove_tree, root)
+    folder = tempfile.gettempdir() if cache is None else cache
+    found = _cached_mirrors(executable, path, outermost, folder)
+    problems: list[str] = []
+    if found is not None:
+        mirrors = found
+    else:  # no safe cache to be had here: a private mirror for this process, removed when it exits
+        root = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
+        atexit.register(remove_tree, root)
+        mirrors, problems = _make_mirrors(root, outermost, path)
+    still = unreadable_by(tuple(copy for _, copy in mirrors), uid, gid)
+    if still:
+        problems.append(
+            f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
+        )
+    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
+
+
+def _make_mirrors(root: str, outermost: list[str], path: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Mirror each of ``outermost`` under ``root`` (as ``root/N/basename``); ``(mirrors, problems)``."""
     os.chmod(root, 0o755)
     mirrors: list[tuple[str, str]] = []
     problems: list[str] = []
@@ -166,13 +195,245 @@ def _build(executable: str, uid: int, gid: int) -> WorkerRuntime:
             problems.append(f"could not make a readable copy of {original}: {exc.strerror or exc}")
             continue
         mirrors.append((original, copy))
-    still = unreadable_by(tuple(copy for _, copy in mirrors), uid, gid)
-    if still:
-        problems.append(
-            f"the temporary folder {tempfile.gettempdir()} is not readable by uid {uid}; "
-            "set TMPDIR to a folder it can enter"
-        )
-    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
+    return mirrors, problems
+
+
+# ------------------------------------------------------------------ the mirror, built once per interpreter
+#
+# The mirror is kept between grader runs in the temporary folder as ``attnscore-mirror-<E>-<K>``:
+# ``E`` names the interpreter, ``K`` hashes what the mirror was made from (the interpreter's path,
+# the identity -- device, inode, modification and change times -- of the interpreter and of every
+# folder on its module path, this format and attnscore's version). A run validates it in O(1): the
+# folder and its manifest are root's own, writable by nobody else, not links, and the manifest names
+# the same key; each mirror's top folders likewise. Only root can change anything below a folder
+# made that way, so a worker uid can neither plant files in it nor swap it (a planted or tampered
+# folder fails the check: it is removed and built again). Builds happen in a run-named folder
+# (``attnscore-runtime-<run>-``, swept when its run is gone, so a build killed half-way leaves
+# nothing for good) renamed into place when complete, under an exclusive lock of the key's lock file
+# (in the root-only lock folder), so two graders starting at once build it once; a grader holds a
+# shared lock while it uses a mirror, and an older mirror of the same interpreter is removed only
+# when nobody holds it. What a pip install changes is seen through the site folder's times; a file
+# rewritten in place is the same inode, which the hard link shows as it is.
+
+_FORMAT = 1
+_LOCK_FOLDER = "/tmp/attnscore-uid-locks"  # root-only, shared with the sandbox's uid locks
+_MANIFEST = "manifest.json"
+_BUILD_WAIT_S = 120.0  # how long a grader waits for another one's build before making its own mirror
+_HELD: list[int] = []  # lock files this process holds shared (kept open until it exits)
+BUILDS: list[str] = []  # the mirrors this process built (a record for tests and benchmarks)
+
+
+def _identity(path: str) -> list[int]:
+    info = os.stat(path)
+    return [info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("attnscore")
+    except Exception:  # noqa: BLE001 - not installed as a distribution: the format alone
+        return "unknown"
+
+
+def mirror_key(executable: str, path: tuple[str, ...], outermost: list[str]) -> tuple[str, str]:
+    """``(interpreter name, key)`` of the mirror of ``outermost`` (see the comment above).
+
+    Raises:
+        OSError: one of the folders is gone.
+    """
+    exe = os.path.realpath(executable)
+    made_of = [
+        _FORMAT,
+        _version(),
+        exe,
+        _identity(exe),
+        list(path),
+        [[p, _identity(p)] for p in outermost],
+        [[p, _identity(p)] for p in path],
+    ]
+    digest = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
+    return hashlib.sha256(exe.encode()).hexdigest()[:12], digest[:32]
+
+
+def _safe_folder(info: os.stat_result) -> bool:
+    """Root's own and writable by nobody else."""
+    return info.st_uid == 0 and not info.st_mode & 0o022
+
+
+def _lock_name(cached: str) -> str:
+    """The lock file's name for the cached folder ``cached``: one per folder (the same interpreter
+    cached in two temporary folders has two locks, so a grader holding one never blocks the other)."""
+    return "mirror-" + hashlib.sha256(os.path.abspath(cached).encode()).hexdigest()[:32]
+
+
+def _lock_file(name: str) -> int | None:
+    """An open lock file ``name`` in the root-only lock folder, or None when that folder is not
+    root's own (then nothing is cached)."""
+    try:
+        os.mkdir(_LOCK_FOLDER, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        info = os.lstat(_LOCK_FOLDER)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+        return None
+    try:
+        return os.open(os.path.join(_LOCK_FOLDER, name), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+
+
+def valid_mirrors(folder: str, key: str) -> list[tuple[str, str]] | None:
+    """The mirrors of the cached ``folder`` when it is sound and was made for ``key``, else None.
+
+    Sound: ``folder``, its manifest and each mirror's two top levels are root's own, writable by
+    nobody else and not symbolic links; the manifest says ``key``. O(number of mirrors).
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not _safe_folder(os.fstat(fd)):
+            return None
+        manifest = os.open(_MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            info = os.fstat(manifest)
+            if not stat.S_ISREG(info.st_mode) or not _safe_folder(info) or info.st_size > 1 << 20:
+                return None
+            said = json.loads(os.read(manifest, 1 << 20).decode())
+        finally:
+            os.close(manifest)
+        if not isinstance(said, dict) or said.get("format") != _FORMAT or said.get("key") != key:
+            return None
+        mirrors = []
+        for original, relative in said.get("mirrors", []):
+            number, name = relative.split("/")
+            if not number.isdigit() or name in ("", ".", ".."):
+                return None
+            for part in (number, relative):
+                if not _safe_folder(os.stat(part, dir_fd=fd, follow_symlinks=False)):
+                    return None
+            mirrors.append((str(original), os.path.join(folder, relative)))
+        return mirrors
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _cached_mirrors(
+    executable: str, path: tuple[str, ...], outermost: list[str], folder: str
+) -> list[tuple[str, str]] | None:
+    """The mirrors of ``outermost`` from the cache in ``folder``, built first when missing,
+    stale or unsound; None when no cache can be kept safely (no root-only lock folder, a folder
+    that cannot be removed, a build that failed): the caller then makes a private one."""
+    import fcntl
+
+    try:
+        interpreter, key = mirror_key(executable, path, outermost)
+    except OSError:
+        return None
+    name = f"attnscore-mirror-{interpreter}-{key}"
+    cached = os.path.join(folder, name)
+    lock = _lock_file(_lock_name(cached))
+    if lock is None:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        found = valid_mirrors(cached, key)
+        waited_until = time.monotonic() + _BUILD_WAIT_S
+        while found is None:
+            try:  # one builder; the others find it built once it holds the lock shared again
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # another grader builds it, or uses an unsound one it validated before: never
+                # wait for that grader's end (a private mirror for this process instead)
+                if time.monotonic() > waited_until:
+                    os.close(lock)
+                    return None
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                time.sleep(0.05)
+                found = valid_mirrors(cached, key)
+                continue
+            found = valid_mirrors(cached, key)
+            if found is None:
+                found = _build_cache(cached, key, outermost, path, folder)
+                if found is None:
+                    os.close(lock)
+                    return None
+                _remove_older(folder, interpreter, name)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+    except OSError:
+        os.close(lock)
+        return None
+    _HELD.append(lock)  # held shared until this process exits: nobody removes it meanwhile
+    return found
+
+
+def _build_cache(
+    cached: str, key: str, outermost: list[str], path: tuple[str, ...], folder: str
+) -> list[tuple[str, str]] | None:
+    """Build the mirror into a run-named folder, then rename it to ``cached`` (what was there,
+    unsound or stale, removed first). The caller holds the key's lock exclusively."""
+    if os.path.lexists(cached) and remove_tree(cached) is not None:
+        return None
+    build = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
+    mirrors, problems = _make_mirrors(build, outermost, path)
+    if problems:
+        remove_tree(build)
+        return None
+    relative = [[original, os.path.relpath(copy, build)] for original, copy in mirrors]
+    manifest = os.path.join(build, _MANIFEST)
+    with open(manifest, "x") as f:
+        json.dump({"format": _FORMAT, "key": key, "mirrors": relative}, f)
+    os.chmod(manifest, 0o444)
+    try:
+        os.rename(build, cached)
+    except OSError:
+        remove_tree(build)
+        return None
+    BUILDS.append(cached)
+    return [(original, os.path.join(cached, rel)) for original, rel in relative]
+
+
+def _remove_older(folder: str, interpreter: str, keep: str) -> None:
+    """Remove the mirrors of the same interpreter made for an older key that nobody holds: each is
+    renamed to a run-named folder first (so nobody finds it half removed), then removed."""
+    import fcntl
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for other in names:
+        if not other.startswith(f"attnscore-mirror-{interpreter}-") or other == keep:
+            continue
+        lock = _lock_file(_lock_name(os.path.join(folder, other)))
+        if lock is None:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            continue  # in use by a grader that still runs on it
+        try:
+            info = os.lstat(os.path.join(folder, other))
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == 0:
+                doomed = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
+                os.rename(os.path.join(folder, other), doomed)
+                remove_tree(doomed)
+            os.unlink(os.path.join(_LOCK_FOLDER, _lock_name(os.path.join(folder, other))))
+        except OSError:
+            pass
+        finally:
+            os.close(lock)
 
 
 @functools.cache

@@ -1,0 +1,239 @@
+"""A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
+
+Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200] [--baseline PATH/attnscore] [--skip-cold]``.
+
+The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
+written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
+two-file folder, a notebook), the catalogued mistakes (negated, sorted, squared, relu,
+sum-normalised, key sums, softmax applied, cosine similarity, absolute value, no sum, scaled by
+√d_k), and a few that hang in a call or crash their process. Every file differs (a student number
+in a comment), as a real class's do.
+
+Each ``attnscore`` given (this checkout's, and ``--baseline``, e.g. ``/work/main/.venv/bin/attnscore``)
+grades the class with ``--jobs 1`` and ``--jobs 2`` into fresh ``--out`` folders, then once more
+unchanged; the figures are printed side by side, each with the machine's load
+(``/proc/loadavg``) at its start: submissions/s, per-submission grading time p50/p95 for right and
+wrong submissions, the time outside grading (wall time less the grading time of the submissions,
+divided by the jobs), the mean counterexample size (entries of the failing call's arguments, over
+failing visible properties), the unchanged rerun, and a cold single submission (``attnscore grade
+correct_matmul.py``, the median of three) next to ``python -c 'import torch'``. When otter-grader
+is importable, the same class runs through its Python API too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "specs" / "dot_product_scores.yaml"
+ONE = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
+
+RIGHT = {
+    "matmul": "def scores(q, keys):\n    return keys @ q\n",
+    "loops": (
+        "import torch\n\n\ndef scores(q, keys):\n    out = torch.zeros(keys.shape[0], dtype=q.dtype)\n"
+        "    for j in range(keys.shape[0]):\n        for i in range(q.shape[0]):\n"
+        "            out[j] += q[i] * keys[j, i]\n    return out\n"
+    ),
+    "einsum": "import torch\n\n\ndef scores(q, keys):\n    return torch.einsum('d,kd->k', q, keys)\n",
+    "numpy": (
+        "import numpy as np\nimport torch\n\n\ndef scores(q, keys):\n"
+        "    return torch.from_numpy(np.asarray(keys.numpy() @ q.numpy()))\n"
+    ),
+    "sum_of_products": "def scores(q, keys):\n    return (keys * q).sum(dim=-1)\n",
+    "mv": "import torch\n\n\ndef scores(q, keys):\n    return torch.mv(keys, q)\n",
+}
+WRONG = {
+    "negated": "def scores(q, keys):\n    return -(keys @ q)\n",
+    "sorted": "import torch\n\n\ndef scores(q, keys):\n    return torch.sort(keys @ q).values\n",
+    "squared": "def scores(q, keys):\n    return (keys @ q) ** 2\n",
+    "relu": "import torch\n\n\ndef scores(q, keys):\n    return torch.relu(keys @ q)\n",
+    "sum_normalised": ("def scores(q, keys):\n    s = keys @ q\n    return s / (s.abs().sum() + 1e-9)\n"),
+    "key_sums": "def scores(q, keys):\n    return keys.sum(dim=-1) * q.sum()\n",
+    "softmax": "import torch\n\n\ndef scores(q, keys):\n    return torch.softmax(keys @ q, dim=-1)\n",
+    "cosine": (
+        "import torch\n\n\ndef scores(q, keys):\n"
+        "    return torch.nn.functional.cosine_similarity(keys, q[None, :], dim=-1)\n"
+    ),
+    "absolute": "def scores(q, keys):\n    return (keys @ q).abs()\n",
+    "no_sum": "def scores(q, keys):\n    return (keys * q)[:, 0]\n",
+    "scaled": "def scores(q, keys):\n    return (keys @ q) / q.shape[0] ** 0.5\n",
+}
+BROKEN = {
+    "hangs": "def scores(q, keys):\n    while True:\n        pass\n",
+    "crashes": "import os\n\n\ndef scores(q, keys):\n    os._exit(3)\n",
+    "import_error": "import no_such_module_anywhere\n\n\ndef scores(q, keys):\n    return keys @ q\n",
+}
+
+
+def _notebook(source: str) -> str:
+    cell = {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def make_class(folder: Path, size: int) -> dict[str, str]:
+    """Write ``size`` submissions into ``folder``; returns name -> kind (right/wrong/broken)."""
+    kinds: dict[str, str] = {}
+    broken = max(3, size // 50)  # a few hang or crash: 2% of the class
+    plan = [("broken", k, v) for k, v in BROKEN.items()] * (broken // len(BROKEN) + 1)
+    plan = plan[:broken]
+    while len(plan) < size:
+        plan += [("right", k, v) for k, v in RIGHT.items()] + [("wrong", k, v) for k, v in WRONG.items()]
+    for n, (kind, name, source) in enumerate(plan[:size]):
+        student = f"s{n:03d}_{name}"
+        text = f"# student {n}\n{source}"
+        if kind == "right" and n % 10 == 1:  # a two-file folder: the work in a helper module
+            (folder / student).mkdir()
+            (folder / student / "helper.py").write_text(text)
+            (folder / student / "solution.py").write_text("from helper import scores  # noqa: F401\n")
+        elif n % 10 == 3:  # a notebook
+            (folder / f"{student}.ipynb").write_text(_notebook(text))
+        else:
+            (folder / f"{student}.py").write_text(text)
+        kinds[student] = kind
+    return kinds
+
+
+def load() -> str:
+    return Path("/proc/loadavg").read_text().split(" ")[0]
+
+
+def _kind_of(submission: str, kinds: dict[str, str]) -> str:
+    name = Path(submission).name
+    for suffix in (".py", ".ipynb"):
+        name = name.removesuffix(suffix)
+    return kinds.get(name, "?")
+
+
+def _entries(value: object) -> int:
+    if isinstance(value, list):
+        return sum(_entries(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_entries(v) for v in value.values())
+    return 1
+
+
+def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) -> dict[str, object]:
+    """One class run of ``exe``; its figures."""
+    at_load = load()
+    report = out.parent / f"{out.name}.json"
+    start = time.perf_counter()
+    done = subprocess.run(
+        [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs)]
+        + ["--format", "json", "--output", str(report)],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    if not report.exists():
+        raise SystemExit(f"{exe} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    subs = json.loads(report.read_text())["submissions"]
+    times: dict[str, list[float]] = {"right": [], "wrong": [], "broken": []}
+    sizes = []
+    for sub in subs:
+        kind = _kind_of(sub["submission"], kinds)
+        times.setdefault(kind, []).append(sub["duration_s"])
+        for case in sub["cases"]:
+            failure = case.get("failure")
+            if case["kind"] == "property" and failure and failure.get("args") and case["visibility"] != "hidden":
+                sizes.append(_entries(failure["args"]))
+    graded = sum(times["right"] + times["wrong"] + times["broken"])
+
+    def pct(values: list[float], q: float) -> float:
+        return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values or [0.0])[0]
+
+    return {
+        "load": at_load,
+        "wall": wall,
+        "rate": len(subs) / wall,
+        "right": (pct(times["right"], 50), pct(times["right"], 95)),
+        "wrong": (pct(times["wrong"], 50), pct(times["wrong"], 95)),
+        "outside": wall - graded / jobs,
+        "size": statistics.mean(sizes) if sizes else 0.0,
+        "count": len(subs),
+    }
+
+
+def rerun(exe: str, klass: Path, out: Path) -> tuple[str, float]:
+    at_load = load()
+    start = time.perf_counter()
+    subprocess.run([exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out)], capture_output=True)
+    return at_load, time.perf_counter() - start
+
+
+def cold(exe: str) -> tuple[str, float, float]:
+    """(load, median wall of a cold single grade, median wall of `import torch`), three of each, interleaved."""
+    python = str(Path(exe).parent / "python")
+    at_load, grades, imports = load(), [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([exe, "grade", str(ONE), "--spec", str(SPEC)], capture_output=True)
+        grades.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        subprocess.run([python, "-c", "import torch"], capture_output=True)
+        imports.append(time.perf_counter() - start)
+    return at_load, statistics.median(grades), statistics.median(imports)
+
+
+def otter(klass: Path) -> str:
+    try:
+        import otter  # noqa: F401
+    except ImportError:
+        return "otter-grader: not installed here (pip install otter-grader to compare side by side)"
+    return "otter-grader: importable, but its run needs an autograder zip for this class: not measured"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=200, help="submissions in the class (default 200)")
+    parser.add_argument("--baseline", default=None, help="another attnscore executable to run side by side")
+    parser.add_argument("--jobs", default="1,2", help="job counts to run (default 1,2)")
+    parser.add_argument("--skip-cold", action="store_true", help="leave out the cold single-submission figure")
+    args = parser.parse_args()
+    ours = str(Path(sys.executable).parent / "attnscore")
+    exes = [("this", ours)] + ([("baseline", args.baseline)] if args.baseline else [])
+    jobs = [int(j) for j in args.jobs.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
+        klass = Path(tmp) / "class"
+        klass.mkdir()
+        kinds = make_class(klass, args.size)
+        counts = {k: list(kinds.values()).count(k) for k in ("right", "wrong", "broken")}
+        print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
+        header = "run            jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s  cex size"
+        print(header)
+        for j in jobs:
+            for label, exe in exes:  # interleaved: each pair runs under the same load
+                out = Path(tmp) / f"out-{label}-{j}"
+                r = grade(exe, klass, out, j, kinds)
+                print(
+                    f"{label:<14} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
+                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
+                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}",
+                    flush=True,
+                )
+        for label, exe in exes:
+            at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{label}-{jobs[0]}")
+            print(f"unchanged rerun, {label}: {seconds:.2f} s (load {at_load})", flush=True)
+        if not args.skip_cold:
+            for label, exe in exes:
+                at_load, seconds, torch_s = cold(exe)
+                print(
+                    f"cold single submission, {label}: {seconds:.2f} s; import torch {torch_s:.2f} s (load {at_load})",
+                    flush=True,
+                )
+        print(otter(klass))
+        print(f"load at the end: {load()}")
+        shutil.rmtree(klass)
+
+
+if __name__ == "__main__":
+    main()
