@@ -134,7 +134,7 @@ def test_one_student_cannot_overwrite_anothers_feedback(tmp_path, fake_grading):
     files = {feedback_name(n) for n in run.graded}
     assert len(files) == len(names) == len(list((out / "feedback").iterdir()))
     for student in run.graded:
-        assert (out / "feedback" / feedback_name(student)).read_text("utf-8").startswith(f"{klass}/{student}")
+        assert (out / "feedback" / feedback_name(student)).read_text("utf-8").startswith(f"{student}  ")
 
 
 @given(st.lists(st.text(min_size=1, max_size=300), min_size=2, max_size=6, unique=True))

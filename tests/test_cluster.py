@@ -50,7 +50,8 @@ def test_cluster_grades_like_grade_many(cluster):
     for there, here in zip(remote, local, strict=True):
         assert [(c.id, c.verdict, c.points) for c in there.cases] == [(c.id, c.verdict, c.points) for c in here.cases]
         assert there.spec_path == here.spec_path == "dot_product_scores.yaml" and there.error == here.error
-        assert [(c.location, c.message) for c in there.cases] == [(c.location, c.message) for c in here.cases]
+        assert [c.location for c in there.cases] == [c.location for c in here.cases]  # the worker's copy is not named
+        assert all(f"({c.location})" in c.message for c in there.cases if c.failure and c.failure.scope == "call")
     assert [str(r.score) for r in remote] == ["11", "4", "0", "11"]
     assert len(build_cases(spec, spec.dtypes[0], None)) == len(remote[0].cases)
 

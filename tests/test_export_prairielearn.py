@@ -288,3 +288,30 @@ def test_bad_file_name_is_a_usage_error(tmp_path):
     )
     assert result.exit_code == 2
     assert "--file-name '../a.sh': expected a file name ending in .py or .ipynb" in result.output
+
+
+@pytest.mark.parametrize(
+    "files, problems",
+    [
+        pytest.param({"solution.py": b"def f():\n    return 1\n"}, [], id="parses"),
+        pytest.param({"solution.py": b"def f(:\n"}, ["solution.py, line 1: invalid syntax"], id="syntax error"),
+        pytest.param(
+            {"a.py": b"x = 1\n", "b.py": b"if x:\nreturn\n"},
+            ["b.py, line 2: expected an indented block after 'if' statement on line 1"],
+            id="indentation, second file",
+        ),
+        pytest.param({"n.py": b"a\x00b\n"}, ["n.py"], id="null byte"),
+        pytest.param({"d.py": b"(" * 300}, ["d.py"], id="nesting too deep"),
+        pytest.param({"notes.txt": b"def f(:\n"}, [], id="not a .py file"),
+    ],
+)
+def test_unparsed_files(files, problems):
+    """One line per .py file that does not parse (file, line, the parser's words); parsing runs nothing.
+    (For a null byte or nesting too deep only the file is checked: the words differ between Pythons.)"""
+    from attnscore.export.prairielearn_grader import unparsed_files
+    from attnscore.submission.files import Submission
+
+    found = unparsed_files(Submission(Path("student"), tuple(files.items()), None))
+    assert len(found) == len(problems)
+    for line, expected in zip(found, problems, strict=True):
+        assert line == expected if ":" in expected else line.startswith(f"{expected}")

@@ -262,15 +262,15 @@ def test_exception_whose_str_fails_is_an_exception(tmp_path, spec, cases, str_bo
         )
 
 
-def test_feedback_names_the_spec_relative_to_where_the_grader_started(tmp_path, monkeypatch):
-    """Feedback shows the spec as a relative path or its file name, never the machine's absolute path."""
+def test_feedback_names_the_spec_by_its_id_wherever_the_grader_started(tmp_path, monkeypatch):
+    """Feedback shows the spec as <id>.yaml, from any folder, never the machine's absolute path."""
     sub = tmp_path / "s.py"
     sub.write_text("def scores(q, keys):\n    return (keys @ q).abs()\n")
     monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(main, ["grade", str(sub), "--spec", str(SPEC_PATH), "--format", "json"])
     data = json.loads(result.output)
-    assert data["cases"][1]["location"] == "specs/dot_product_scores.yaml:45"
-    assert data["spec"]["path"] == "specs/dot_product_scores.yaml"
+    assert data["cases"][1]["location"] == "dot_product_scores.yaml:45"
+    assert data["spec"]["path"] == "dot_product_scores.yaml" and data["submission"] == "s.py"
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["grade", str(sub), "--spec", str(SPEC_PATH), "--format", "gradescope"])
     assert str(ROOT) not in result.output
