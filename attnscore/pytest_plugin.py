@@ -156,12 +156,12 @@ class SpecCaseItem(pytest.Item):
             result = judge_cases(
                 self.spec,
                 [self.case],
-                InProcessRunner(self.function, self.device),
+                InProcessRunner(self.spec.contract.binding(self.function), self.device),
                 dtype=self.dtype,
                 device=self.device,
                 submission=self.nodeid,
                 seed=self.spec.seed if seed is None else seed,
-                make_runner=lambda: InProcessRunner(self.function, self.device),
+                make_runner=lambda: InProcessRunner(self.spec.contract.binding(self.function), self.device),
             ).cases[0]
         if result.failure is not None:
             raise AttnscoreCaseFailure(pytest_text(result.failure))

@@ -144,12 +144,12 @@ def run_impl(
         result = judge_cases(
             spec,
             built,
-            InProcessRunner(function, device),
+            InProcessRunner(spec.contract.binding(function), device),
             dtype=dtype,
             device=device,
             submission=name or getattr(function, "__qualname__", repr(function)),
             seed=spec.seed if seed is None else seed,
             budget=(budget or Budget()) if shrink else NO_SHRINK,
-            make_runner=lambda: InProcessRunner(function, device),
+            make_runner=lambda: InProcessRunner(spec.contract.binding(function), device),
         )
     return dataclasses.replace(result, environment=environment(device), duration_s=time.perf_counter() - start)

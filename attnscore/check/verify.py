@@ -89,7 +89,7 @@ def verify_spec(
     """
     results = []
     for dtype in dtypes or spec.dtypes:
-        runner = InProcessRunner(spec.contract.reference)
+        runner = InProcessRunner(spec.contract.binding(spec.contract.reference))
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
         results.append(
             judge_cases(
