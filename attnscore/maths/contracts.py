@@ -191,9 +191,8 @@ class Contract:
                 raise ValueError(f"keyword {name}: expected {kw.expected()}, found {value!r}")
         missing = [n for n in self.parameter_names if n not in kept and n not in self.optional_parameters]
         if missing:
-            raise ValueError(
-                f"contract {self.name} needs parameter {missing[0]}; only {', '.join(sorted(self.optional_parameters)) or 'none'} may be left out"
-            )
+            optional = ", ".join(sorted(self.optional_parameters)) or "none"
+            raise ValueError(f"contract {self.name} needs parameter {missing[0]}; only {optional} may be left out")
         if not options and kept == self.parameter_names:
             return self
         if self.configure is None:

@@ -27,9 +27,9 @@ import keyword
 import os
 import stat
 from collections.abc import Sequence
-from typing import Any
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
