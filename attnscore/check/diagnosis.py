@@ -386,7 +386,7 @@ def diagnose(spec: Any, call: Any, received: Received, dtype: str, runner: Any =
     """
     got = received.array.astype(np.float64)
     found: list[_Candidate] = []
-    for mistake in mistakes_for(spec.contract.name):
+    for mistake in mistakes_for(spec.contract):
         if not mistake.applies_in(dtype):
             continue
         cand = _explains(mistake, spec, call, got, dtype)

@@ -144,7 +144,7 @@ def targeted_mistakes(spec: Spec) -> list[Mistake]:
     """The mistakes ``spec`` must catch: its ``mistakes`` list, else every one that applies."""
     if spec.mistakes is not None:
         return [get_mistake(m) for m in spec.mistakes]
-    return mistakes_for(spec.contract.name)
+    return mistakes_for(spec.contract)
 
 
 def mutation_test(

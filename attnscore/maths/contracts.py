@@ -561,9 +561,16 @@ def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str,
         S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
 
+    parameters = base.parameters
+    returns = base.returns
+    if enable_gqa:  # the heads axis is explicit: H_q query heads over H_kv key/value heads
+        heads = {"query": "h_q", "key": "h_kv", "value": "h_kv", "attn_mask": "h_q"}
+        parameters = tuple((n, ("...", heads[n], *legend[1:])) for n, legend in base.parameters)
+        returns = ("...", "h_q", *base.returns[1:])
     return dataclasses.replace(
         base,
-        parameters=tuple(p for p in base.parameters if p[0] in kept),
+        parameters=tuple(p for p in parameters if p[0] in kept),
+        returns=returns,
         bool_parameters=base.bool_parameters & frozenset(kept),
         keyword_parameters=base.keyword_parameters & frozenset(kept),
         reference=ref,

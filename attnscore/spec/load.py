@@ -224,7 +224,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
     mistakes: tuple[str, ...] | None = None
     if "mistakes" in data:
-        from attnscore.catalogue.mistakes import MISTAKES
+        from attnscore.catalogue.mistakes import MISTAKES, mistakes_for
 
         listed: list[str] = []
         for i, mid in enumerate(data["mistakes"]):
@@ -235,7 +235,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                         f"expected a catalogue mistake, found {mid!r}; known: {', '.join(sorted(MISTAKES))}",
                     )
                 )
-            elif contract.name not in MISTAKES[mid].contracts:
+            elif MISTAKES[mid] not in mistakes_for(contract):
                 problems.append(
                     doc.problem(
                         ("mistakes", i), f"expected a mistake that applies to contract {contract.name}, found {mid!r}"
