@@ -1,4 +1,4 @@
-"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, grouped heads and causal alignment."""
+"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, grouped heads, causal alignment."""
 
 from __future__ import annotations
 
