@@ -110,6 +110,8 @@ class Contract:
             implementation's default applies, e.g. no ``attn_mask``).
         configure: ``(contract, options, kept parameters) -> contract``: this contract for a
             spec's keywords and parameters (:meth:`configured`); None for positional contracts.
+        samples: representative ``(options, kept parameters)`` configurations
+            (:meth:`sample_configurations`).
         low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
             in the low precision and accumulates in float32, for contracts whose error is not one
             sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
@@ -155,6 +157,12 @@ class Contract:
     keyword_parameters: frozenset[str] = field(default_factory=frozenset)
     optional_parameters: frozenset[str] = field(default_factory=frozenset)
     configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
+    samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
+
+    def sample_configurations(self) -> tuple[Contract, ...]:
+        """This contract and representative configurations of its keywords (:attr:`samples`, as
+        ``(options, kept parameters)``): what the catalogue tables list a keyword-dependent entry under."""
+        return (self, *(self.configured(dict(options), kept) for options, kept in self.samples))
 
     def keyword(self, name: str) -> Keyword:
         """The keyword called ``name``; KeyError naming the known ones otherwise."""
@@ -604,6 +612,10 @@ def _sdpa() -> Contract:
         optional_parameters=frozenset({"attn_mask"}),
         keywords=_SDPA_KEYWORDS,
         configure=_sdpa_configure,
+        samples=(
+            ((("scale", 0.5), ("enable_gqa", True)), tuple(n for n, _ in parameters)),
+            ((("is_causal", True),), ("query", "key", "value")),
+        ),
         bound_text="u·(error of scores and weights propagated through V)",
     )
     return _sdpa_configure(unconfigured, {}, unconfigured.parameter_names)

@@ -67,7 +67,11 @@ class Mistake:
     @property
     def contracts(self) -> tuple[str, ...]:
         """The names of the bundled contracts it applies to, in the contract table's order."""
-        return tuple(name for name, contract in CONTRACTS.items() if self.applies(contract))
+        return tuple(
+            name
+            for name, contract in CONTRACTS.items()
+            if any(self.applies(c) for c in contract.sample_configurations())
+        )
 
     @property
     def form_count(self) -> int:
@@ -111,10 +115,10 @@ def get_mistake(id: str) -> Mistake:
 
 def mistakes_for(contract: str | Contract) -> list[Mistake]:
     """The catalogue's mistakes that apply to ``contract`` (a bundled contract's name, or a contract),
-    in catalogue order. A contract configured with keywords (``sdpa`` with ``scale: 0.5``,
+    in catalogue order. A contract that takes keywords (``sdpa`` with ``scale: 0.5``,
     :meth:`attnscore.maths.contracts.Contract.configured`) is judged by its own features, since which
-    mistakes can happen depends on its keywords."""
-    if isinstance(contract, Contract) and contract.options:
+    mistakes can happen depends on its keywords; a name stands for every sample configuration."""
+    if isinstance(contract, Contract) and contract.keywords:
         return [m for m in MISTAKES.values() if m.applies(contract)]
     name = contract if isinstance(contract, str) else contract.name
     return [m for m in MISTAKES.values() if name in m.contracts]
