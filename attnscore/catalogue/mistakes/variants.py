@@ -1,4 +1,4 @@
-"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, grouped heads, causal alignment."""
+"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, KV heads, causal alignment."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _kv_heads_tiled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor
     "sdpa_causal_bottom_right",
     "is_causal aligned bottom-right",
     sdpa_causal,
-    "SDPA's is_causal is top-left (torch.ones(n_q, n_k).tril(): query i keeps keys j <= i); you aligned "
+    "is_causal in SDPA is top-left (torch.ones(n_q, n_k).tril(): query i keeps keys j <= i); you aligned "
     "the last query with the last key (j <= i + n_k - n_q), FlashAttention's KV-cache convention",
 )
 def _causal_bottom_right(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
