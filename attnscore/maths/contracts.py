@@ -23,13 +23,51 @@ import numpy as np
 import torch
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
-from attnscore.maths import golden, reference
+from attnscore.maths import golden, golden_variants, reference, variants
 from attnscore.maths.bounds import Bound
 from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
+__all__ = ["Contract", "CONTRACTS", "Keyword", "get_contract", "QK_CONTRACTS"]
 
 Args = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """A keyword argument a spec may fix for every call (``function.keywords``), passed by name.
+
+    Attributes:
+        name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
+        kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
+            null for the default) or ``"zero"`` (the number 0, e.g. ``dropout_p``).
+        default: the value the implementation's default means (what the reference uses unset).
+        description: one line for the docs and error messages.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    description: str
+
+    def expected(self) -> str:
+        """What a value must be, in words (for located errors)."""
+        return {
+            "bool": "true or false",
+            "number": "a number",
+            "positive_or_null": "a number > 0, or null for the default",
+            "zero": "0 (the reference is deterministic)",
+        }[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (as YAML loads it) is a value of this keyword."""
+        is_number = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "number":
+            return bool(is_number)
+        if self.kind == "positive_or_null":
+            return value is None or (bool(is_number) and value > 0)
+        return bool(is_number) and value == 0
 
 
 @dataclass(frozen=True)
@@ -61,6 +99,19 @@ class Contract:
         operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
             scaled into the subnormal range first is off by up to half a subnormal per
             coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
+        keywords: the keyword arguments a spec may fix (:class:`Keyword`); empty for the
+            positional contracts.
+        options: the keyword values this contract was configured with (:meth:`configured`), as
+            ``(name, value)`` pairs: passed by name to the implementation on every call, and used
+            by the reference, the golden path and the error bound.
+        keyword_parameters: tensor parameters passed by name (``attn_mask=``), not by position;
+            they come after the positional ones.
+        optional_parameters: parameters a spec may leave out (then never passed: the
+            implementation's default applies, e.g. no ``attn_mask``).
+        configure: ``(contract, options, kept parameters) -> contract``: this contract for a
+            spec's keywords and parameters (:meth:`configured`); None for positional contracts.
+        samples: representative ``(options, kept parameters)`` configurations
+            (:meth:`sample_configurations`).
         low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
             in the low precision and accumulates in float32, for contracts whose error is not one
             sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
@@ -101,6 +152,74 @@ class Contract:
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
 
     low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
+    keywords: tuple[Keyword, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    keyword_parameters: frozenset[str] = field(default_factory=frozenset)
+    optional_parameters: frozenset[str] = field(default_factory=frozenset)
+    configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
+    samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
+
+    def sample_configurations(self) -> tuple[Contract, ...]:
+        """This contract and representative configurations of its keywords (:attr:`samples`, as
+        ``(options, kept parameters)``): what the catalogue tables list a keyword-dependent entry under."""
+        return (self, *(self.configured(dict(options), kept) for options, kept in self.samples))
+
+    def keyword(self, name: str) -> Keyword:
+        """The keyword called ``name``; KeyError naming the known ones otherwise."""
+        for kw in self.keywords:
+            if kw.name == name:
+                return kw
+        known = ", ".join(k.name for k in self.keywords) or "none"
+        raise KeyError(f"contract {self.name} takes no keyword {name!r}; known: {known}")
+
+    def option(self, name: str) -> Any:
+        """The configured value of keyword ``name``, else its default."""
+        options = dict(self.options)
+        return options[name] if name in options else self.keyword(name).default
+
+    def configured(self, options: Mapping[str, Any], kept: tuple[str, ...] | None = None) -> Contract:
+        """This contract with keyword values fixed and optional parameters left out.
+
+        Args:
+            options: keyword name -> value (each checked by :meth:`Keyword.accepts`).
+            kept: the parameter names a spec declares (None: all); every left-out one must be
+                optional.
+
+        Raises:
+            ValueError: an unknown keyword, a value of the wrong kind, or a required parameter
+                left out (the message says what was expected and what was found).
+        """
+        kept = self.parameter_names if kept is None else tuple(kept)
+        for name, value in options.items():
+            try:
+                kw = self.keyword(name)
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+            if not kw.accepts(value):
+                raise ValueError(f"keyword {name}: expected {kw.expected()}, found {value!r}")
+        missing = [n for n in self.parameter_names if n not in kept and n not in self.optional_parameters]
+        if missing:
+            optional = ", ".join(sorted(self.optional_parameters)) or "none"
+            raise ValueError(f"contract {self.name} needs parameter {missing[0]}; only {optional} may be left out")
+        if not options and kept == self.parameter_names:
+            return self
+        if self.configure is None:
+            raise ValueError(f"contract {self.name} takes no keywords")
+        return self.configure(self, dict(options), kept)
+
+    def binding(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` as the runners call it, ``f(*arguments in parameter order)``, passing the
+        keyword parameters (``attn_mask``) by name and the configured keywords (:attr:`options`)
+        too; ``function`` itself when the contract has neither.
+
+        Example:
+            >>> c = get_contract("sdpa").configured({"scale": 0.5}, ("query", "key", "value", "attn_mask"))
+            >>> c.binding(lambda q, k, v, **kw: sorted(kw))(1, 2, 3, 4)
+            ['attn_mask', 'scale']
+        """
+        if not self.options and not self.keyword_parameters:
+            return function
+        return _KeywordCall(function, self.parameter_names, self.keyword_parameters, dict(self.options))
 
     def tied(self, ties: Mapping[str, str]) -> Contract:
         """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
@@ -150,6 +269,29 @@ class Contract:
     def operand_sums(self, args: Args) -> np.ndarray | None:
         """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
         return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+
+
+class _KeywordCall:
+    """A function called with some arguments by name and fixed keywords (:meth:`Contract.binding`)."""
+
+    def __init__(
+        self, function: Callable[..., Any], names: tuple[str, ...], by_name: frozenset[str], fixed: dict[str, Any]
+    ) -> None:
+        self.function = function
+        self.names = names
+        self.positional = sum(1 for n in names if n not in by_name)
+        self.fixed = fixed
+        self.__name__ = getattr(function, "__name__", "function")
+        self.__qualname__ = getattr(function, "__qualname__", self.__name__)
+
+    def __call__(self, *args: Any) -> Any:
+        named = dict(zip(self.names[self.positional :], args[self.positional :], strict=True))
+        return self.function(*args[: self.positional], **named, **self.fixed)
+
+    def __repr__(self) -> str:
+        by_name = [f"{n}=..." for n in self.names[self.positional :]]
+        fixed = [f"{k}={v!r}" for k, v in self.fixed.items()]
+        return f"{self.__qualname__}(*{list(self.names[: self.positional])}, {', '.join(by_name + fixed)})"
 
 
 def _qk_view(
@@ -356,6 +498,129 @@ def _causal(alignment: str) -> Contract:
     )
 
 
+_SDPA_KEYWORDS = (
+    Keyword("dropout_p", "zero", 0.0, "dropout probability; 0 (a deterministic reference)"),
+    Keyword(
+        "is_causal", "bool", False, "keep key j for query i only when j <= i (top-left, torch.ones(n_q, n_k).tril())"
+    ),
+    Keyword("scale", "positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k"),
+    Keyword(
+        "enable_gqa",
+        "bool",
+        False,
+        "K and V may have fewer heads (axis -3) than Q: head h uses KV head h // (H_q / H_kv)",
+    ),
+)
+
+
+def _kv_grouped(Q: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``X`` (K or V) with each KV head repeated for its group of query heads (``repeat_interleave``
+    on axis -3: ``h0 h0 h1 h1``), when ``X`` has fewer heads than ``Q``."""
+    if Q.ndim >= 3 and X.ndim >= 3 and X.shape[-3] not in (Q.shape[-3], 1):
+        return np.repeat(X, Q.shape[-3] // X.shape[-3], axis=-3)
+    return X
+
+
+def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+    """The SDPA contract for fixed keywords (``is_causal``, ``scale``, ``enable_gqa``, ``dropout_p``)
+    and its kept parameters (``attn_mask`` optional)."""
+    is_causal = bool(options.get("is_causal", False))
+    scale = options.get("scale")
+    enable_gqa = bool(options.get("enable_gqa", False))
+    if is_causal and "attn_mask" in kept:
+        raise ValueError(
+            "keyword is_causal: expected false when attn_mask is a parameter (SDPA refuses both), found true; "
+            "leave attn_mask out of function.parameters for a causal spec"
+        )
+    has_mask = "attn_mask" in kept
+
+    def ref(
+        query: Any,
+        key: Any,
+        value: Any,
+        attn_mask: Any = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = is_causal,
+        scale: float | None = scale,
+        enable_gqa: bool = enable_gqa,
+    ) -> torch.Tensor:
+        # SDPA's signature; dropout_p is 0 and GQA heads are grouped whenever K has fewer heads.
+        return variants.general_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+
+    def gold(a: Args) -> np.ndarray:
+        mask = a["attn_mask"] if has_mask else None
+        return golden_variants.general_attention(
+            a["query"], a["key"], a["value"], attn_mask=mask, is_causal=is_causal, scale=scale
+        )
+
+    def as_attention(a: Args) -> dict[str, np.ndarray]:
+        """The plain ``attention`` contract's arguments with the same scores, weights and output:
+        Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the causal mask folded in."""
+        Q, K, V = _f(a, "query"), _f(a, "key"), _f(a, "value")
+        d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+        if scale is not None:
+            Q = Q * (float(scale) * np.sqrt(d_k))
+        K, V = _kv_grouped(Q, K), _kv_grouped(Q, V)
+        keep = np.ones((n_q, n_k), dtype=bool)
+        if is_causal:
+            keep = golden.causal_keep(n_q, n_k, "top_left")
+        if has_mask:
+            keep = np.asarray(a["attn_mask"], dtype=bool) & keep
+        S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+        return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+
+    parameters = base.parameters
+    returns = base.returns
+    if enable_gqa:  # the heads axis is explicit: H_q query heads over H_kv key/value heads
+        heads = {"query": "h_q", "key": "h_kv", "value": "h_kv", "attn_mask": "h_q"}
+        parameters = tuple((n, ("...", heads[n], *legend[1:])) for n, legend in base.parameters)
+        returns = ("...", "h_q", *base.returns[1:])
+    return dataclasses.replace(
+        base,
+        parameters=tuple(p for p in parameters if p[0] in kept),
+        returns=returns,
+        bool_parameters=base.bool_parameters & frozenset(kept),
+        keyword_parameters=base.keyword_parameters & frozenset(kept),
+        reference=ref,
+        golden_fn=gold,
+        error_fn=lambda a: _attention_error(as_attention(a)),
+        low_error_fn=lambda a, dtype, factor: _attention_low_terms(as_attention(a), dtype, factor),
+        options=tuple(sorted(options.items())),
+    )
+
+
+def _sdpa() -> Contract:
+    """``torch.nn.functional.scaled_dot_product_attention`` with ``dropout_p = 0``, its keywords fixed
+    by the spec (:meth:`Contract.configured`); reference :func:`attnscore.maths.variants.general_attention`,
+    golden :func:`attnscore.maths.golden_variants.general_attention`, the error bound of ``attention``."""
+    parameters = (
+        ("query", ("...", "n_q", "d_k")),
+        ("key", ("...", "n_k", "d_k")),
+        ("value", ("...", "n_k", "d_v")),
+        ("attn_mask", _MASK),
+    )
+    unconfigured = Contract(
+        name="sdpa",
+        kind="sdpa",
+        parameters=parameters,
+        returns=("...", "n_q", "d_v"),
+        reference=variants.general_attention,
+        golden_fn=lambda a: np.zeros(0),
+        error_fn=lambda a: (1, np.zeros(0)),
+        bool_parameters=frozenset({"attn_mask"}),
+        keyword_parameters=frozenset({"attn_mask"}),
+        optional_parameters=frozenset({"attn_mask"}),
+        keywords=_SDPA_KEYWORDS,
+        configure=_sdpa_configure,
+        samples=(
+            ((("scale", 0.5), ("enable_gqa", True)), tuple(n for n, _ in parameters)),
+            ((("is_causal", True),), ("query", "key", "value")),
+        ),
+        bound_text="u·(error of scores and weights propagated through V)",
+    )
+    return _sdpa_configure(unconfigured, {}, unconfigured.parameter_names)
+
+
 CONTRACTS: dict[str, Contract] = {
     c.name: c
     for c in (
@@ -480,6 +745,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         _causal("top_left"),
         _causal("bottom_right"),
+        _sdpa(),
     )
 }
 

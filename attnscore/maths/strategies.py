@@ -183,6 +183,9 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
     sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
     for sym in sorted(symbols - {"..."}):
         sizes[sym] = draw(st.integers(min_size, max(min_size, max_size)))
+    if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
+        sizes["h_kv"] = draw(st.integers(1, 3))
+        sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, 3))
     return sizes
 
 
