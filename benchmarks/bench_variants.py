@@ -85,9 +85,7 @@ def run(shape: tuple[int, int, int, int], H_kv: int, repeats: int, device: str, 
             k: torch.Tensor = k, v: torch.Tensor = v, m: Any = sdpa_mask, c: bool = causal, g: bool = gqa
         ) -> torch.Tensor:
             with sdpa_kernel(SDPBackend.MATH):
-                return torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v, attn_mask=m, is_causal=c, enable_gqa=g
-                )
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=c, enable_gqa=g)
 
         def ref(k: torch.Tensor = k, v: torch.Tensor = v, o: dict[str, Any] = options) -> torch.Tensor:
             return variants.general_attention(q, k, v, **o)

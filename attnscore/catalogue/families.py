@@ -4,14 +4,14 @@ Properties (``Property.applies``) and mistakes (``Mistake.applies``) select the 
 apply to the same way: by what a contract *is* (a Q Kᵀ view, scaled by 1/√d_k, a mask, weights,
 attention, causal; one query or many), never by a list of contract names, so a contract added
 later is covered by every entry whose features it has. Each predicate takes a
-:class:`attnscore.maths.contracts.Contract` and returns a bool.
+:class:`attnscore.maths.contract.Contract` and returns a bool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 __all__ = [
     "Applies",

@@ -2,7 +2,7 @@
 
 Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
 ``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
-``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contracts.Contract.pack` turns the
+``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contract.Contract.pack` turns the
 pair into the contract's arguments.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 if TYPE_CHECKING:
-    from attnscore.maths.contracts import Contract
+    from attnscore.maths.contract import Contract
 
 __all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
 

@@ -35,7 +35,8 @@ from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
-from attnscore.maths.contracts import CONTRACTS, Contract
+from attnscore.maths.contract import Contract
+from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
@@ -75,7 +76,7 @@ def _configured(
     doc: Positioned, contract: Contract, fn: dict[str, Any], problems: list[SpecProblem]
 ) -> tuple[Contract, bool]:
     """``contract`` with the spec's ``function.keywords`` fixed and its optional parameters that
-    the spec leaves out dropped (:meth:`attnscore.maths.contracts.Contract.configured`), and
+    the spec leaves out dropped (:meth:`attnscore.maths.contract.Contract.configured`), and
     whether that worked; each unknown keyword or value of the wrong kind is a located problem."""
     keywords: dict[str, Any] = fn.get("keywords", {})
     ok = True

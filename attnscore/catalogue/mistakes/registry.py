@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.maths.contracts import CONTRACTS, Contract
+from attnscore.maths.contract import Contract
+from attnscore.maths.contracts import CONTRACTS
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
 
@@ -116,7 +117,7 @@ def get_mistake(id: str) -> Mistake:
 def mistakes_for(contract: str | Contract) -> list[Mistake]:
     """The catalogue's mistakes that apply to ``contract`` (a bundled contract's name, or a contract),
     in catalogue order. A contract that takes keywords (``sdpa`` with ``scale: 0.5``,
-    :meth:`attnscore.maths.contracts.Contract.configured`) is judged by its own features, since which
+    :meth:`attnscore.maths.contract.Contract.configured`) is judged by its own features, since which
     mistakes can happen depends on its keywords; a name stands for every sample configuration."""
     if isinstance(contract, Contract) and contract.keywords:
         return [m for m in MISTAKES.values() if m.applies(contract)]

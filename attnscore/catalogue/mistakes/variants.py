@@ -9,7 +9,7 @@ import torch
 from attnscore.catalogue.families import sdpa_bool_mask, sdpa_causal, sdpa_grouped_heads, sdpa_scale_given
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # scaled_dot_product_attention (the ``sdpa`` contract; keywords in ``contract.options``)
