@@ -29,7 +29,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
-from attnscore.maths.variant_contracts import MASK, sdpa_contract
+from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 
 __all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
 
@@ -233,6 +233,7 @@ CONTRACTS: dict[str, Contract] = {
         _causal("top_left"),
         _causal("bottom_right"),
         sdpa_contract(),
+        kernel_attention_contract(),
     )
 }
 
