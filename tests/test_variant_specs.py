@@ -266,3 +266,26 @@ def test_reference_signature_takes_flags_by_name():
     v = torch.tensor([[[1.0], [0.0]]], dtype=torch.float64)
     out = c.binding(c.reference)(q, k, v)
     assert out.item() == pytest.approx(1 / (1 + math.exp(-2 * math.tanh(0.5))), abs=1e-12)
+
+
+def test_alibi_slopes_per_batch_item_are_taken():
+    """A kernel that only takes slopes of shape (h,) loses the per-batch-and-head property, and only it."""
+    spec = load_spec("specs/alibi.yaml")
+
+    def per_head_only(query, key, value, alibi_slopes=None, **flags):
+        if alibi_slopes.ndim != 1:
+            raise ValueError(f"expected alibi_slopes of shape (h,), found {tuple(alibi_slopes.shape)}")
+        return kernel_attention(query, key, value, alibi_slopes, **flags)
+
+    result = run_impl(spec, per_head_only, dtype="float64", shrink=False)
+    lost = {c.id: c.verdict.value for c in result.cases if c.points < c.max_points}
+    assert lost == {"property:alibi_slopes_per_batch": "exception"}
+    batch = np.stack([ROWS, ROWS + 1])  # (2, 2, 2, 4): two batch items, two heads
+    example = {"query": batch, "key": batch, "value": batch, "alibi_slopes": np.array([1.0, 0.5])}
+    assert _check(spec, "alibi_slopes_per_batch", example, spec.contract.reference) is None
+
+    def read_as_head_by_batch(q, k, v, s):  # (batch, h) slopes read as (h, batch)
+        return kernel_attention(q, k, v, s if s.ndim == 1 else s.mT.reshape(s.shape))
+
+    message = _check(spec, "alibi_slopes_per_batch", example, read_as_head_by_batch)
+    assert message is not None and "alibi_slopes[b, h]" in message, message

@@ -196,3 +196,53 @@ register(
         check=_suffix_agrees,
     )
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# ALiBi slopes per head, or per batch item and head (FlashAttention takes both)
+
+
+def _batched_example(contract: Any, max_value: float) -> st.SearchStrategy[Args]:
+    """Arguments with at least one batch dim (so that slopes per batch item and head differ in shape)."""
+    sizes = legend_sizes(contract).filter(lambda s: len(s["..."]) > 0)
+    return sizes.flatmap(lambda s: random_args(contract, max_value, s))
+
+
+def _per_batch_calls(contract: Any, args: Args) -> list[Args]:
+    """The call with slopes ``(h,)``, and with the same slopes for every batch item, ``(*batch, h)``."""
+    slopes = np.asarray(args["alibi_slopes"])
+    batch = np.broadcast_shapes(np.shape(args["query"])[:-3], np.shape(args["key"])[:-3])
+    return [args, {**args, "alibi_slopes": np.broadcast_to(slopes, (*batch, slopes.shape[-1])).copy()}]
+
+
+def _per_batch_agrees(ctx: CheckContext) -> str | None:
+    per_head, per_item = ctx.values(0), ctx.values(1)
+    problem = _shapes_differ(ctx, (per_head, np.shape(ctx.goldens[0])), (per_item, np.shape(ctx.goldens[1])))
+    if problem:
+        return problem
+    allowed = np.maximum(np.asarray(ctx.allowed[0]), np.asarray(ctx.allowed[1]))
+    index = _first_moved(ctx, per_head, per_item, allowed)
+    if index is None:
+        return None
+    where = ", ".join(map(str, index))
+    shape = np.shape(ctx.args[1]["alibi_slopes"])
+    return (
+        f"with slopes of shape {np.shape(ctx.args[0]['alibi_slopes'])} out[{where}] = {per_head[index]:.6g}, but "
+        f"with the same slopes for every batch item, shape {shape}, it is {per_item[index]:.6g}: slopes of shape "
+        "(batch, h) give batch item b and head h the slope alibi_slopes[b, h]"
+    )
+
+
+register(
+    Property(
+        name="alibi_slopes_per_batch",
+        summary=(
+            "ALiBi slopes of shape (h,) and the same slopes for every batch item, shape (batch, h), give the "
+            "same output (FlashAttention takes both forms)."
+        ),
+        strategy=_batched_example,
+        applies=kernel_alibi,
+        calls=_per_batch_calls,
+        check=_per_batch_agrees,
+    )
+)
