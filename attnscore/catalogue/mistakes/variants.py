@@ -240,7 +240,7 @@ def _softcap_scale_after(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
     "alibi_wrong_sign",
     "ALiBi bias with the wrong sign",
     kernel_alibi,
-    "ALiBi penalises distance: add -slope · |i + n_k - n_q - j|; you added +slope · distance, so far keys win",
+    "the ALiBi bias penalises distance: add -slope · |i + n_k - n_q - j|; you added +slope · distance: far keys win",
 )
 def _alibi_wrong_sign(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _manual(c, args, bias_sign=1.0)
@@ -250,7 +250,7 @@ def _alibi_wrong_sign(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
     "alibi_signed_distance",
     "ALiBi distance signed (j - i), not absolute",
     kernel_alibi,
-    "FlashAttention's ALiBi uses the absolute distance -slope · |i + n_k - n_q - j|; the causal paper's "
+    "the ALiBi distance is absolute in FlashAttention, -slope · |i + n_k - n_q - j|; the causal paper's "
     "slope · (j - i) rewards keys after the query when nothing masks them",
 )
 def _alibi_signed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
