@@ -189,9 +189,10 @@ class SpecCaseItem(pytest.Item):
             self.spec, (self.case,), self.dtype, self.device, self.nodeid, self.spec.seed if seed is None else seed
         )
         with pinned_precision():
+            bound = self.spec.contract.binding(self.function)
             (result,) = session.run(
-                InProcessRunner(self.function, self.device),
-                make_runner=lambda: InProcessRunner(self.function, self.device),
+                InProcessRunner(bound, self.device),
+                make_runner=lambda: InProcessRunner(bound, self.device),
             ).cases
         if result.failure is not None:
             raise AttnscoreCaseFailure(pytest_text(result.failure))

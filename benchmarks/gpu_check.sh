@@ -9,7 +9,10 @@
 #   1. the tests marked cuda (pytest -m cuda): TF32 pinning, device recording, CUDA events;
 #   2. attnscore test on cuda with the example implementations in float32 (exact rules) and in
 #      float16/bfloat16 with the low-precision rule (--ratio 2);
-#   3. torch's own SDPA against the causal spec with is_causal=true, fp16 and bf16;
+#   3. torch's own SDPA against the causal spec with is_causal=true, fp16 and bf16, and against
+#      specs/sdpa.yaml and specs/sdpa_causal.yaml (keywords from the spec) in four dtypes;
+#      examples/impl/kernel_attention.py against specs/gqa.yaml, softcap.yaml, alibi.yaml (float32/float64);
+#      benchmarks/bench_variants.py (the variant reference vs SDPA's math backend, CPU and CUDA);
 #   4. attnscore bench on cuda: attention in float16 and score_matrix in float32, default sizes;
 #   5. attnscore grade --device cuda on the example submissions (when the grade command has --device).
 # Exit code: 0 when every step passed, 1 otherwise, 2 when there is no usable GPU.
@@ -47,6 +50,21 @@ done
 step "SDPA is_causal on $DEVICE, fp16/bf16 --ratio 2" "${ATTNSCORE[@]}" test \
     --impl torch.nn.functional:scaled_dot_product_attention --spec specs/causal_attention.yaml \
     --keyword is_causal=true --device "$DEVICE" --dtype float16 --dtype bfloat16 --ratio 2
+for spec in sdpa sdpa_causal; do  # keyword passing: attn_mask, scale, enable_gqa / is_causal come from the spec
+    step "SDPA against specs/$spec.yaml on $DEVICE, float32/float64" "${ATTNSCORE[@]}" test \
+        --impl torch.nn.functional:scaled_dot_product_attention --spec "specs/$spec.yaml" \
+        --device "$DEVICE" --dtype float32 --dtype float64
+    step "SDPA against specs/$spec.yaml on $DEVICE, fp16/bf16 --ratio 2" "${ATTNSCORE[@]}" test \
+        --impl torch.nn.functional:scaled_dot_product_attention --spec "specs/$spec.yaml" \
+        --device "$DEVICE" --dtype float16 --dtype bfloat16 --ratio 2
+done
+for pair in gqa:gqa_attention softcap:kernel_attention alibi:kernel_attention; do  # flags by name from the spec
+    spec=${pair%%:*}; fn=${pair##*:}
+    step "kernel against specs/$spec.yaml on $DEVICE, float32/float64" "${ATTNSCORE[@]}" test \
+        --impl "examples.impl.kernel_attention:$fn" --spec "specs/$spec.yaml" \
+        --device "$DEVICE" --dtype float32 --dtype float64
+done
+step "bench_variants: reference vs SDPA math backend" "$PYTHON" benchmarks/bench_variants.py --no-golden
 step "bench attention float16 on $DEVICE" "${ATTNSCORE[@]}" bench --impl examples.impl.my_attention:attention \
     --spec specs/attention.yaml --device "$DEVICE" --dtype float16 "${BENCH[@]}"
 step "bench score_matrix float32 on $DEVICE" "${ATTNSCORE[@]}" bench --impl examples.impl.my_attention:score_matrix \

@@ -292,7 +292,7 @@ def test_inputs_whose_batch_dims_broadcast_to_a_huge_tensor_are_refused_before_c
     """Q of batch (40, 1, 40, 1) against K of batch (1, 40, 1, 40): 1,600 values each, 2.6
     million scores once broadcast (and the same with six batch axes would be 32 GB): a located
     problem, and the golden value is never computed."""
-    from attnscore.maths.contracts import Contract
+    from attnscore.maths.contract import Contract
 
     real = Contract.golden
 

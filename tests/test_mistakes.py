@@ -73,7 +73,7 @@ def test_unknown_mistake_names_the_known_ones():
 def test_every_applicable_mistake_is_wrong_on_some_worked_example_or_changes_inputs(spec_path):
     """Each mistake differs from the golden value on some worked example, or is a side-effect mistake."""
     spec = load_spec(spec_path)
-    for mistake in mistakes_for(spec.contract.name):
+    for mistake in mistakes_for(spec.contract):
         if mistake.id in (
             "inputs_mutated",
             "hard_coded_examples",

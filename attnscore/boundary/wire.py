@@ -184,7 +184,14 @@ class CallRequest:
     """The grader asks for one call: ``id`` (1, 2, ... per worker), the tested ``dtype``, the
     worker's ``device``, the argument ``names`` in order and each input's place in the shared
     memory (``inputs``: ``name``, ``dtype``, ``shape``, ``offset``, and for a strided layout
-    ``strides``, ``storage_offset`` and ``count``)."""
+    ``strides``, ``storage_offset`` and ``count``).
+
+    How the function is called, as a spec's contract binds it in process
+    (``attnscore.maths.contract.Contract.binding``): the last ``len(by_name)`` inputs are passed
+    by name, under the names ``by_name`` gives (``attn_mask=``), and ``options`` (keyword name ->
+    a bool, a number or None: ``scale=0.5``) are passed by name too, so the worker calls
+    ``f(*positional, **by_name, **options)``. Both are empty for a positional contract, and then
+    absent from the message."""
 
     TYPE: ClassVar[str] = "call"
     id: int
@@ -192,6 +199,8 @@ class CallRequest:
     device: str
     names: tuple[str, ...]
     inputs: tuple[dict[str, Any], ...]
+    by_name: tuple[str, ...] = ()
+    options: tuple[tuple[str, bool | int | float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -299,7 +308,7 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
         writes it; ``exception``, ``module``, ``file`` (and a loading message's ``id``) only when
         set, so each message is the object it has always been on the wire."""
         if of_type(message, request):
-            return {
+            call = {
                 "type": message.TYPE,
                 "id": message.id,
                 "dtype": message.dtype,
@@ -307,6 +316,11 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 "names": listed(message.names),
                 "inputs": [mapping(item) for item in message.inputs],
             }
+            if message.by_name:
+                call["by_name"] = listed(message.by_name)
+            if message.options:
+                call["options"] = mapping(message.options)
+            return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
         if of_type(message, result):
@@ -335,14 +349,26 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
     """A call request read by the worker (from the grader, whose messages it trusts).
 
     Raises:
-        KeyError, TypeError, ValueError: ``obj`` is not a call request.
+        KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
+            inputs than the call has, or ``options`` holds something other than a bool, a number
+            or None under an identifier).
     """
+    names = tuple(str(n) for n in obj.get("names", []))
+    by_name = tuple(str(n) for n in obj.get("by_name", []))
+    options = tuple((str(k), v) for k, v in dict(obj.get("options", {})).items())
+    if len(by_name) > len(names) or not all(n.isidentifier() for n in by_name):
+        raise ValueError(f"expected at most {len(names)} identifiers in by_name, found {list(by_name)}")
+    for key, value in options:
+        if not key.isidentifier() or not (value is None or isinstance(value, bool | int | float)):
+            raise ValueError(f"expected options of identifiers -> bool, number or null, found {key!r}: {value!r}")
     return CallRequest(
         int(obj["id"]),
         str(obj["dtype"]),
         str(obj.get("device", "cpu")),
-        tuple(str(n) for n in obj.get("names", [])),
+        names,
         tuple(obj["inputs"]),
+        by_name,
+        options,
     )
 
 

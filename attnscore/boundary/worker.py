@@ -99,14 +99,15 @@ def bound_inspector(shared: Any) -> Any:
     """``call(function, args, regions) -> (value, mutated indices)``, built before the submission
     is imported (every function it uses is held in its closure).
 
-    It calls ``function(*args)`` and, in the same C-level iteration (no Python bytecode of the
-    worker runs in between, so no thread of the submission is switched in, no patched global is
-    looked up and no trace or profile hook of the worker fires), snapshots each argument: the
-    bytes of its ``regions`` of the shared memory (``(start, end)`` or None), its class, and,
-    with every ``__torch_function__`` override and mode disabled, its shape, strides, data
-    pointer, dtype and negation/conjugation bits. An argument whose snapshot differs from the one
-    taken before the call was changed in place (values or metadata: ``K.transpose_()``,
-    ``v.unsqueeze_()``, ``W.t_()``, ``x.set_(...)``), whatever the submission restores later."""
+    It calls ``function(*args)`` (or the first ``positional`` of them) and, in the same C-level
+    iteration (no Python bytecode of the worker runs in between, so no thread of the submission
+    is switched in, no patched global is looked up and no trace or profile hook of the worker
+    fires), snapshots each argument: the bytes of its ``regions`` of the shared memory
+    (``(start, end)`` or None), its class, and, with every ``__torch_function__`` override and
+    mode disabled, its shape, strides, data pointer, dtype and negation/conjugation bits. An
+    argument whose snapshot differs from the one taken before the call was changed in place
+    (values or metadata: ``K.transpose_()``, ``v.unsqueeze_()``, ``W.t_()``, ``x.set_(...)``),
+    whatever the submission restores later."""
     import gc
     import itertools
 
@@ -131,9 +132,14 @@ def bound_inspector(shared: Any) -> Any:
         parts += [each(field, args) for field in metadata]
         return parts + [starmap(leave, [(None, None, None)]), starmap(gc_on, [()])]
 
-    def call(function: Any, args: list[Any], spans: list[tuple[int, int] | None]) -> tuple[Any, list[int]]:
-        """``(value, indices of the arguments changed in place)``; raises what ``function`` raises."""
+    def call(
+        function: Any, args: list[Any], spans: list[tuple[int, int] | None], positional: int | None = None
+    ) -> tuple[Any, list[int]]:
+        """``(value, indices of the arguments changed in place)``; raises what ``function`` raises.
+        ``function`` gets the first ``positional`` arguments (default all) by position: the others
+        are already bound to it by name (a :func:`functools.partial`), and every one is inspected."""
         n = length(args)
+        given = args if positional is None else args[:positional]
         shared_at = [i for i in ranged(n) if spans[i] is not None and read is not None]
         regions = [span for span in spans if span is not None] if read is not None else []
         before = listed(chain(*snapshot(args, regions)))[2:]
@@ -141,7 +147,7 @@ def bound_inspector(shared: Any) -> Any:
         set_profile(None)
         got: list[Any] = listed()
         try:
-            got.extend(chain(starmap(function, [args]), *snapshot(args, regions)))
+            got.extend(chain(starmap(function, [given]), *snapshot(args, regions)))
         except BaseException:
             if not got:
                 raise  # the function's own exception
@@ -609,6 +615,7 @@ def serve(
     uses once the submission is imported (the sender, the call inspector, the input builders) is
     bound here, before the import: patching this module's globals cannot change them.
     """
+    import functools
     import importlib.util
 
     from attnscore.boundary import wire
@@ -622,7 +629,7 @@ def serve(
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
-    listed, size_of = list, len
+    listed, size_of, mapping, zipped, bind = list, len, dict, zip, functools.partial
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -684,6 +691,9 @@ def serve(
         call_id, inputs = request.id, listed(request.inputs)
         names = listed(request.names)
         count = size_of(names)
+        # f(*positional, **by_name, **options), as Contract.binding calls it in process
+        by_name, options = listed(request.by_name), mapping(request.options)
+        positional = count - size_of(by_name)
         try:
             args, pairs = device_inputs(shared, inputs, device)
             spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
@@ -691,7 +701,11 @@ def serve(
             send(call_failed(call_id, grader_error, f"the worker could not build the inputs: {exc}"))
             continue
         try:
-            value, changed = inspected(function, args, spans)
+            if by_name or options:
+                named = mapping(zipped(by_name, args[positional:]))
+                value, changed = inspected(bind(function, **named, **options), args, spans, positional)
+            else:
+                value, changed = inspected(function, args, spans)
             if device != "cpu":  # an asynchronous CUDA error is this call's
                 import torch
 

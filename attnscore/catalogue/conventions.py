@@ -29,7 +29,7 @@ from attnscore.maths.golden import causal_keep
 
 if TYPE_CHECKING:
     from attnscore.boundary.outputs import Received
-    from attnscore.maths.contracts import Contract
+    from attnscore.maths.contract import Contract
 
 __all__ = ["Corner", "CORNERS", "get_corner", "corner_region", "set_aside", "applicable_corners"]
 

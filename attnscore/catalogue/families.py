@@ -4,14 +4,14 @@ Properties (``Property.applies``) and mistakes (``Mistake.applies``) select the 
 apply to the same way: by what a contract *is* (a Q Kᵀ view, scaled by 1/√d_k, a mask, weights,
 attention, causal; one query or many), never by a list of contract names, so a contract added
 later is covered by every entry whose features it has. Each predicate takes a
-:class:`attnscore.maths.contracts.Contract` and returns a bool.
+:class:`attnscore.maths.contract.Contract` and returns a bool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 __all__ = [
     "Applies",
@@ -31,6 +31,11 @@ __all__ = [
     "scaled",
     "many_queries",
     "many_keys",
+    "sdpa",
+    "sdpa_scale_given",
+    "sdpa_bool_mask",
+    "sdpa_grouped_heads",
+    "sdpa_causal",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -119,3 +124,28 @@ def many_queries(c: Contract) -> bool:
 def many_keys(c: Contract) -> bool:
     """A contract that takes several keys (not one key vector)."""
     return not c.single_key
+
+
+def sdpa(c: Contract) -> bool:
+    """A drop-in for ``torch.nn.functional.scaled_dot_product_attention`` (keywords fixed by the spec)."""
+    return c.kind == "sdpa"
+
+
+def sdpa_scale_given(c: Contract) -> bool:
+    """SDPA with an explicit ``scale`` keyword (not the default ``1/√d_k``)."""
+    return sdpa(c) and c.option("scale") is not None
+
+
+def sdpa_bool_mask(c: Contract) -> bool:
+    """SDPA with a bool ``attn_mask`` (True = takes part)."""
+    return sdpa(c) and "attn_mask" in c.bool_parameters
+
+
+def sdpa_grouped_heads(c: Contract) -> bool:
+    """SDPA with ``enable_gqa``: K and V may have fewer heads than Q."""
+    return sdpa(c) and bool(c.option("enable_gqa"))
+
+
+def sdpa_causal(c: Contract) -> bool:
+    """SDPA with ``is_causal`` (top-left)."""
+    return sdpa(c) and bool(c.option("is_causal"))

@@ -389,7 +389,7 @@ def diagnose(
     """
     got = received.array.astype(np.float64)
     found: list[_Candidate] = []
-    for mistake in mistakes_for(spec.contract.name):
+    for mistake in mistakes_for(spec.contract):
         if not mistake.applies_in(dtype):
             continue
         cand = _explains(mistake, spec, call, got, dtype)

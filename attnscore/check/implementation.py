@@ -151,6 +151,7 @@ def run_impl(
         environment=environment(device),
     )
     with pinned_precision():
+        bound = spec.contract.binding(function)
         return session.run(
-            InProcessRunner(function, device), make_runner=lambda: InProcessRunner(function, device), started=start
+            InProcessRunner(bound, device), make_runner=lambda: InProcessRunner(bound, device), started=start
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,30 @@ def _failed(case: Case, failure: Failure, calls: int) -> CaseResult:
         case.location,
         failure,
         calls,
+    )
+
+
+def _by_name(spec: Spec, case: Case) -> tuple[str, ...]:
+    """The case's argument names (the spec's) that the contract passes by name (``attn_mask``)."""
+    if not case.calls or not spec.contract.keyword_parameters:
+        return ()
+    names = zip(case.calls[0].args, spec.contract.parameter_names, strict=False)
+    return tuple(name for name, own in names if own in spec.contract.keyword_parameters)
+
+
+def _keyword_hint(
+    outcome: CallFailure, spec: Spec, function: str | None, by_name: tuple[str, ...], keywords: dict[str, Any] | None
+) -> str:
+    """A failed call's text, with how the spec calls the function added when it raised a
+    ``TypeError`` about a keyword argument it does not take (or a positional one it lacks)."""
+    if outcome.exception != "TypeError" or not (by_name or keywords) or "argument" not in outcome.message:
+        return outcome.message
+    positional = len(spec.parameter_names) - len(by_name)
+    shown = [*spec.parameter_names[:positional], *(f"{n}=..." for n in by_name)]
+    shown += [f"{k}={v!r}" for k, v in (keywords or {}).items()]
+    return (
+        f"{outcome.message}; every call is {function or spec.function}({', '.join(shown)}): "
+        "your function must take these keyword arguments by name"
     )
 
 
@@ -174,7 +199,9 @@ def _judge_once(
     """One pass over the case's calls, with ``spec.set_aside`` applied (see :func:`judge_case`);
     ``raw``, when given, receives the failing call and its output as returned (no corner set aside)."""
     device = runner.device
-    keywords = dict(runner.keywords) or None
+    # the call as the contract binds it: trailing parameters by name, the spec's keywords fixed
+    keywords = {**dict(spec.contract.options), **runner.keywords} or None
+    by_name = _by_name(spec, case)
     outputs: dict[int, Received] = {}
     inspections: dict[int, dict[str, list[str]] | None] = {}
     case_dtype = dtype
@@ -185,11 +212,12 @@ def _judge_once(
             "args": {n: json_array(a) for n, a in call.args.items()},
             "layouts": dict(call.layouts) if call.layouts else None,
             "keywords": keywords,
+            "by_name": by_name,
         }
         if isinstance(outcome, CallFailure):
             verdict = outcome.verdict
             call_fields: dict[str, object] = {
-                "detail": outcome.message,
+                "detail": _keyword_hint(outcome, spec, function, by_name, keywords),
                 "exception": outcome.exception,
                 "scope": outcome.scope,
                 "disclosed": disclosed is not None and outcome is disclosed,

@@ -76,7 +76,7 @@ def verify_spec(
         session = Session(
             spec, tuple(built), dtype, "cpu", f"reference:{spec.contract.name}", spec.seed, budget=NO_SHRINK
         )
-        results.append(session.run(InProcessRunner(spec.contract.reference)))
+        results.append(session.run(InProcessRunner(spec.contract.binding(spec.contract.reference))))
     return results
 
 
@@ -118,7 +118,7 @@ def targeted_mistakes(spec: Spec) -> list[Mistake]:
     """The mistakes ``spec`` must catch: its ``mistakes`` list, else every one that applies."""
     if spec.mistakes is not None:
         return [get_mistake(m) for m in spec.mistakes]
-    return mistakes_for(spec.contract.name)
+    return mistakes_for(spec.contract)
 
 
 def mutation_test(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from attnscore.maths.contracts import Contract
+    from attnscore.maths.contract import Contract
 
 __all__ = ["Bound", "parse_bound", "legend_of", "admits", "broken_bounds", "check_symbols"]
 

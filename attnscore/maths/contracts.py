@@ -14,142 +14,24 @@ function, error scale and argument strategy.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden, reference
-from attnscore.maths.bounds import Bound
-from attnscore.maths.tolerance import ErrorTerms
+from attnscore.maths.contract import Args, Contract
+from attnscore.maths.error_scales import (
+    as_float64,
+    attention_error,
+    attention_low_terms,
+    weights_error,
+    weights_low_terms,
+)
+from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 
-__all__ = ["Contract", "CONTRACTS", "get_contract", "QK_CONTRACTS"]
-
-Args = Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Contract:
-    """One function contract.
-
-    Attributes:
-        name: the contract's name, as written in a spec's ``function.contract``.
-        parameters: ``(name, shape)`` pairs; a shape is a tuple of legend symbols
-            (``"..."``, ``"n_q"``, ``"n_k"``, ``"d_k"``, ``"d_v"``, ``"d_q"``, ``"d_a"``).
-        returns: the return shape in the same legend.
-        reference: the torch reference implementation.
-        golden_fn: ``args -> float64 array``, the independent numpy path.
-        error_fn: ``args -> (n, scale)``: the allowed error per entry is about
-            ``factor · n · u · scale`` (see :func:`attnscore.maths.tolerance.allowed_error`).
-        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
-            with a causal flag instead of a mask argument; which properties and mistakes apply).
-        bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
-        to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
-        qk_operands: for Q Kᵀ views, the positional arguments (numpy arrays or torch tensors, in
-            parameter order) as ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` →
-            ``(q[None, :], k[None, :])``: the one home of this geometry (``to_qk`` is built on it,
-            and the mistake catalogue uses it on tensors); None otherwise.
-        batched, single_query, single_key: what shapes the Q Kᵀ views can express.
-        scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
-        ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
-        bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
-            generated inputs are drawn inside it (see :meth:`bounded`).
-        operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
-            scaled into the subnormal range first is off by up to half a subnormal per
-            coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
-        low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
-            in the low precision and accumulates in float32, for contracts whose error is not one
-            sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
-            (:meth:`attnscore.maths.tolerance.ErrorTerms.of_sum`).
-    """
-
-    name: str
-    parameters: tuple[tuple[str, tuple[str, ...]], ...]
-    returns: tuple[str, ...]
-    reference: Callable[..., torch.Tensor]
-    golden_fn: Callable[[Args], np.ndarray]
-    error_fn: Callable[[Args], tuple[int, np.ndarray]]
-    kind: str = "scores"
-    bool_parameters: frozenset[str] = field(default_factory=frozenset)
-    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
-    qk_operands: Callable[..., tuple[Any, Any]] | None = None
-    from_scores: Callable[[np.ndarray], np.ndarray] | None = None
-    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
-    batched: bool = True
-    single_query: bool = False
-    single_key: bool = False
-    scale: str = "none"
-    bound_text: str = "d_k·u·Σ|q_i k_i|"
-    operand_fn: Callable[[Args], np.ndarray] | None = None
-    ties: tuple[tuple[str, str], ...] = ()
-    bounds: tuple[Bound, ...] = ()
-
-    def bounded(self, bounds: tuple[Bound, ...]) -> Contract:
-        """This contract with shape bounds added (``n_q <= n_k``): generated inputs lie inside them.
-
-        Raises:
-            ValueError: a bound names a symbol this contract's legend does not use.
-        """
-        from attnscore.maths.bounds import check_symbols
-
-        check_symbols(bounds, self)
-        added = tuple(b for b in bounds if b not in self.bounds)
-        return dataclasses.replace(self, bounds=self.bounds + added) if added else self
-
-    low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
-
-    def tied(self, ties: Mapping[str, str]) -> Contract:
-        """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
-
-        Kernels often require it (FlashAttention-style kernels need ``d_v = d_k``): generated
-        inputs, worked-example checks and shapes in feedback then use one size for both.
-        """
-        if not ties:
-            return self
-
-        def sub(legend: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(ties.get(sym, sym) for sym in legend)
-
-        return dataclasses.replace(
-            self,
-            parameters=tuple((name, sub(legend)) for name, legend in self.parameters),
-            returns=sub(self.returns),
-            ties=tuple(sorted({**dict(self.ties), **ties}.items())),
-        )
-
-    @property
-    def parameter_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.parameters)
-
-    @property
-    def is_qk_view(self) -> bool:
-        """Whether this contract is a view of ``Q Kᵀ`` (raw or scaled), reachable from ``(Q, K)``."""
-        return self.to_qk is not None
-
-    def golden(self, args: Args) -> np.ndarray:
-        """The float64 golden value for ``args`` (numpy path, independent of the reference)."""
-        return np.asarray(self.golden_fn(args), dtype=np.float64)
-
-    def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
-        """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
-        return self.error_fn(args)
-
-    def low_precision_terms(self, args: Args, dtype: str = "bfloat16", factor: float = 1.0) -> ErrorTerms:
-        """The ``dtype`` (float16/bfloat16) error budget per output entry, for a bound with ``factor``
-        (:class:`attnscore.maths.tolerance.ErrorTerms`; the factor only sets how far a
-        non-linear step such as softmax may amplify the errors before it)."""
-        if self.low_error_fn is not None:
-            return self.low_error_fn(args, dtype, factor)
-        n, scale = self.error_fn(args)
-        return ErrorTerms.of_sum(n, scale, self.operand_sums(args))
-
-    def operand_sums(self, args: Args) -> np.ndarray | None:
-        """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
-        return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+__all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
 
 
 def _qk_view(
@@ -167,7 +49,7 @@ def _qk_view(
     scaled: bool = False,
 ) -> Contract:
     def to_qk(a: Args) -> tuple[np.ndarray, np.ndarray]:
-        Q, K = qk_operands(*(_f(a, n) for n, _ in parameters))
+        Q, K = qk_operands(*(as_float64(a, n) for n, _ in parameters))
         return np.asarray(Q), np.asarray(K)
 
     def gold(a: Args) -> np.ndarray:
@@ -205,136 +87,6 @@ def _qk_view(
     )
 
 
-def _f(a: Args, name: str) -> np.ndarray:
-    return np.asarray(a[name], dtype=np.float64)
-
-
-def _weights_error(S: np.ndarray, mask: np.ndarray | None) -> tuple[int, np.ndarray]:
-    """Softmax error scale: ``w·(1 + |s| + |max s|)`` plus a floor of one unit per row (``1/n_k``).
-
-    Rounding each score by a relative ``u`` moves ``s_i - logsumexp(s)`` by up to ``u·(|s_i| + |max s|)``,
-    so any backward-stable softmax (max subtraction, or ``exp(s - logsumexp(s))``) stays inside.
-    """
-    S = np.asarray(S, dtype=np.float64)
-    w = golden.softmax_weights(S, mask)
-    keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
-    with np.errstate(invalid="ignore"):
-        z = np.where(keep & np.isfinite(S), S, -np.inf)
-        m = np.max(z, axis=-1, keepdims=True)
-        spread = np.where(keep & np.isfinite(z - m), np.abs(z) + np.abs(m), 0.0)
-    n_k = S.shape[-1]
-    return n_k, np.nan_to_num(w) * (1.0 + spread) + 1.0 / n_k
-
-
-def _softmax_parts(S: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(W, gap, spread)`` of a masked softmax: weights (NaN as 0), ``|s - max s|`` and ``|s| + |max s|``
-    at kept finite entries (0 elsewhere)."""
-    w = golden.softmax_weights(S, keep)
-    with np.errstate(invalid="ignore"):
-        z = np.where(keep & np.isfinite(S), S, -np.inf)
-        m = np.max(z, axis=-1, keepdims=True)
-        ok = keep & np.isfinite(z - m)
-        gap = np.where(ok, np.abs(z - m), 0.0)
-        spread = np.where(ok, np.abs(z) + np.abs(m), 0.0)
-    return np.nan_to_num(w), gap, spread
-
-
-def _neg_log(W: np.ndarray) -> np.ndarray:
-    """``|log w|`` where ``w > 0``, else 0."""
-    with np.errstate(divide="ignore"):
-        return np.where(W > 0, -np.log(np.where(W > 0, W, 1.0)), 0.0)
-
-
-def _weights_low_terms(S: np.ndarray, mask: np.ndarray | None) -> ErrorTerms:
-    """Softmax in float16/bfloat16, accumulated in float32 (:class:`ErrorTerms`).
-
-    Rounded in the low precision, relative to ``w_i``: ``s_i - max s`` (the inputs are exact, so
-    the subtraction is rounded once: ``|s_i - max s|``, at most ``|log w_i|``), or ``log w_i``
-    itself for ``exp(log_softmax(s))`` (``|log w_i|``), then ``exp``, the row sum and the division;
-    the row sum's rounding moves every weight by the weighted mean of the exponents' errors.
-    Accumulated in float32: the float32 budget of a softmax computed in float32
-    (``n_k·(w·(1 + |s| + |max s|) + 1/n_k)``). Floor: ``2 + n_k·w`` subnormals (each
-    ``exp`` that underflows, over the row sum). A row sum accumulated in the low precision (every
-    weight doubled for 4,096 equal float16 scores) does not fit.
-    """
-    S = np.asarray(S, dtype=np.float64)
-    keep = np.ones(S.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), S.shape)
-    W, gap, spread = _softmax_parts(S, keep)
-    n_k = S.shape[-1]
-    mean_gap = np.sum(W * gap, axis=-1, keepdims=True)
-    rounding = W * (3.0 + _neg_log(W) + mean_gap)
-    accumulation = n_k * (W * (1.0 + spread) + 1.0 / max(n_k, 1))
-    return ErrorTerms(rounding, accumulation, 2.0 + n_k * W)
-
-
-def _attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
-    """Attention in float16/bfloat16 with float32 accumulation (:class:`ErrorTerms`).
-
-    Scores ``s = Q Kᵀ/√d_k``: rounded in the low precision up to ``2|s| + Σ|q_i k_i|/√d_k`` (a
-    query scaled first and the product's result, or the product and the division, or ``√d_k``
-    rounded too), accumulated in float32 ``d_k·Σ|q_i k_i|/√d_k``, floor ``d_k + 1 + Σ(|q_i| + |k_i|)``
-    subnormals. Softmax renormalises, so a score error ``δs_j`` (or a rounded exponent
-    ``s_j - max s``) moves the output by ``Σ_j w_j δs_j (v_j - o)``: it is carried by ``|v_j - o|``,
-    not ``|v_j|``, and amplified by ``exp(2·max_j δs_j)`` when it is not small (huge scores in
-    bfloat16). Each weight's own roundings (``exp``, the division, the cast before ``P V``, and
-    ``log w_j`` for ``exp(log_softmax)``) are carried by ``|v_j|``; the row sum's rounding scales
-    the whole output (``2|o|``); ``P V`` and the softmax's sums are accumulated in float32
-    (``(2 n_k + 2)·Σ_j w_j |v_j|``).
-    """
-    Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
-    d_k, n_k = Q.shape[-1], K.shape[-2]
-    u, u32, sub = UNIT_ROUNDOFF[dtype], UNIT_ROUNDOFF["float32"], SMALLEST_SUBNORMAL[dtype]
-    S = golden.scaled_dot_products(Q, K)
-    kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
-    W, gap, spread = _softmax_parts(S, kept)
-    with np.errstate(invalid="ignore", over="ignore"):
-        mags = golden.dot_magnitudes(Q, K) / np.sqrt(d_k)
-        fin = kept & np.isfinite(S) & np.isfinite(mags)
-
-        def clean(x: np.ndarray) -> np.ndarray:
-            return np.where(fin, np.nan_to_num(x, nan=0.0, posinf=0.0), 0.0)
-
-        r_s = clean(2.0 * np.abs(S) + mags)
-        a_s = clean(d_k * mags)
-        f_s = clean(d_k + 1.0 + golden.operand_sums(Q, K))
-        delta = factor * (u * r_s + u32 * a_s) + sub * f_s  # the scores' own allowed error
-        amp = np.exp(np.minimum(2.0 * np.max(delta, axis=-1, keepdims=True), 50.0))[..., None]  # (..., n_q, 1, 1)
-        Vk = np.where(kept[..., None], np.nan_to_num(V[..., None, :, :], nan=0.0, posinf=0.0, neginf=0.0), 0.0)
-        Wk = W[..., None]  # (..., n_q, n_k, 1)
-        out = np.sum(Wk * Vk, axis=-2, keepdims=True)  # (..., n_q, 1, d_v)
-        dev, size = np.abs(Vk - out), np.abs(Vk)  # (..., n_q, n_k, d_v)
-
-        def keys(x: np.ndarray, carried: np.ndarray) -> np.ndarray:
-            return np.sum(x[..., None] * carried, axis=-2)  # (..., n_q, n_k, d_v) -> (..., n_q, d_v)
-
-        o = np.abs(out[..., 0, :])
-        amp = amp[..., 0, :]
-        rounding = amp * keys(W * (r_s + gap), dev) + keys(W * (3.0 + _neg_log(W)), size) + 2.0 * o
-        accumulation = amp * keys(W * (a_s + spread), dev) + (2.0 * n_k + 2.0) * keys(W, size)
-        floor = amp * keys(W * f_s, dev) + keys(np.where(kept, 2.0 + n_k * W, 0.0), size) + 2.0
-    return ErrorTerms(rounding, accumulation, floor)
-
-
-def _attention_error(a: Args) -> tuple[int, np.ndarray]:
-    Q, K, V = _f(a, "Q"), _f(a, "K"), _f(a, "V")
-    d_k, n_k = Q.shape[-1], K.shape[-2]
-    S = golden.scaled_dot_products(Q, K)
-    w = golden.softmax_weights(S, a["mask"])
-    kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
-    with np.errstate(invalid="ignore", over="ignore"):
-        # Masked keys contribute nothing, whatever they hold (NaN, inf); a non-finite kept key makes
-        # its row's golden value non-finite, which is compared by placement, not by this bound.
-        err_S = np.where(kept, d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S), 0.0)  # units of u
-        row = np.max(np.nan_to_num(err_S, nan=0.0, posinf=0.0), axis=-1, keepdims=True)
-        W = np.nan_to_num(w)
-        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V)[..., None, :, :]
-        per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
-    return 1, per_key.sum(axis=-2)  # (..., n_q, n_k, d_v) summed over keys -> (..., n_q, d_v)
-
-
-_MASK = ("...", "n_q", "n_k")
-
-
 def _causal(alignment: str) -> Contract:
     def with_mask(a: Args) -> dict[str, np.ndarray]:
         keep = golden.causal_keep(np.shape(a["Q"])[-2], np.shape(a["K"])[-2], alignment)
@@ -350,8 +102,8 @@ def _causal(alignment: str) -> Contract:
         returns=("...", "n_q", "d_v"),
         reference=ref,
         golden_fn=lambda a: golden.causal_attention(a["Q"], a["K"], a["V"], alignment),
-        error_fn=lambda a: _attention_error(with_mask(a)),
-        low_error_fn=lambda a, dtype, factor: _attention_low_terms(with_mask(a), dtype, factor),
+        error_fn=lambda a: attention_error(with_mask(a)),
+        low_error_fn=lambda a, dtype, factor: attention_low_terms(with_mask(a), dtype, factor),
         bound_text="u·(error of scores and weights propagated through V)",
     )
 
@@ -441,7 +193,7 @@ CONTRACTS: dict[str, Contract] = {
         Contract(
             name="masked_scores",
             kind="mask",
-            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)),
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.masked_scores,
             bool_parameters=frozenset({"mask"}),
@@ -452,13 +204,13 @@ CONTRACTS: dict[str, Contract] = {
         Contract(
             name="attention_weights",
             kind="weights",
-            parameters=(("S", ("...", "n_q", "n_k")), ("mask", _MASK)),
+            parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.attention_weights,
             bool_parameters=frozenset({"mask"}),
             golden_fn=lambda a: golden.softmax_weights(a["S"], a["mask"]),
-            error_fn=lambda a: _weights_error(a["S"], a["mask"]),
-            low_error_fn=lambda a, dtype, factor: _weights_low_terms(a["S"], a["mask"]),
+            error_fn=lambda a: weights_error(a["S"], a["mask"]),
+            low_error_fn=lambda a, dtype, factor: weights_low_terms(a["S"], a["mask"]),
             bound_text="n_k·u·(w·(1 + |s| + |max s|) + 1/n_k)",
         ),
         Contract(
@@ -468,18 +220,20 @@ CONTRACTS: dict[str, Contract] = {
                 ("Q", ("...", "n_q", "d_k")),
                 ("K", ("...", "n_k", "d_k")),
                 ("V", ("...", "n_k", "d_v")),
-                ("mask", _MASK),
+                ("mask", MASK),
             ),
             returns=("...", "n_q", "d_v"),
             reference=reference.attention,
             bool_parameters=frozenset({"mask"}),
             golden_fn=lambda a: golden.attention(a["Q"], a["K"], a["V"], a["mask"]),
-            error_fn=_attention_error,
-            low_error_fn=_attention_low_terms,
+            error_fn=attention_error,
+            low_error_fn=attention_low_terms,
             bound_text="u·(error of scores and weights propagated through V)",
         ),
         _causal("top_left"),
         _causal("bottom_right"),
+        sdpa_contract(),
+        kernel_attention_contract(),
     )
 }
 

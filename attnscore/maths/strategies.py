@@ -2,7 +2,7 @@
 
 Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
 ``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
-``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contracts.Contract.pack` turns the
+``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contract.Contract.pack` turns the
 pair into the contract's arguments.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 if TYPE_CHECKING:
-    from attnscore.maths.contracts import Contract
+    from attnscore.maths.contract import Contract
 
 __all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
 
@@ -199,6 +199,9 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
     sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
     for sym in sorted(symbols - {"..."}):
         sizes[sym] = draw(st.integers(min_size, max(min_size, max_size)))
+    if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
+        sizes["h_kv"] = draw(st.integers(1, 3))
+        sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, 3))
     return sizes
 
 

@@ -129,7 +129,9 @@ class Failure:
             ±inf are the strings ``"nan"``, ``"inf"``, ``"-inf"``); None for a submission-wide failure.
         layouts: the memory layout each argument was handed over in (``{"K": "transposed"}``), or None
             (:attr:`layout_text` says them in words).
-        keywords: keyword arguments fixed on the function (``attnscore test --keyword``).
+        keywords: keyword arguments fixed on the function (``attnscore test --keyword``, a spec's
+            ``function.keywords``).
+        by_name: the arguments (of ``args``) passed by name, not by position (``attn_mask=``).
         mismatch: the comparison's findings (:class:`Mismatch`; :class:`Withheld` once redacted), or None.
         check: a property check's own failure text (it may quote values), or "".
         detail: a failed call's text ("raised ValueError: ...", "exceeded the time limit ...") or "".
@@ -182,6 +184,7 @@ class Failure:
     other_causes: tuple[Failure, ...] = field(default=(), metadata=ADDED)
     beside: str = field(default="", metadata=ADDED)
     property_held: bool = field(default=False, metadata=ADDED)
+    by_name: tuple[str, ...] = field(default=(), metadata=ADDED)
 
     @property
     def size(self) -> int:

@@ -168,7 +168,7 @@ def reproduction(failure: Failure) -> str:
             text += f".expand{tuple(int(n) for n in full.shape)}"
         elif layout == "sliced" and arr.ndim:
             text += ".repeat_interleave(2, dim=-1)[..., ::2]"
-        parts.append(text)
+        parts.append(f"{name}={text}" if name in failure.by_name else text)
     parts.extend(f"{key}={value!r}" for key, value in (failure.keywords or {}).items())
     return f"{failure.function}({', '.join(parts)})"
 

@@ -67,15 +67,23 @@ class SandboxRunner:
         limits: Limits | None = None,
         source: bytes | None = None,
         runtime: WorkerRuntime | None = None,
+        by_name: tuple[str, ...] = (),
+        options: Mapping[str, bool | int | float | None] | None = None,
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
-        worker runs (default: this one, through a readable mirror when needed)."""
+        worker runs (default: this one, through a readable mirror when needed). ``by_name`` and
+        ``options``: how the worker calls the function, as a spec's contract binds it
+        (:meth:`attnscore.maths.contract.Contract.binding`): the last ``len(by_name)`` arguments
+        of each call by name under these names (``attn_mask=``), and ``options`` by name too
+        (``scale=0.5``): ``f(*positional, **by_name, **options)``."""
         if not isinstance(submission, Submission):
             submission = Submission.from_file(Path(submission), source)
         self.submission = submission
         self.entry = submission.entry
         self.function = function
+        self.by_name = tuple(by_name)
+        self.options = dict(options or {})
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
         plan = resolve(self.limits)
@@ -159,8 +167,8 @@ class SandboxRunner:
 
     @property
     def keywords(self) -> Mapping[str, object]:
-        """Keyword arguments fixed on the submission's function: none (it is called with its inputs alone)."""
-        return {}
+        """Keyword arguments fixed on the submission's function: the ``options`` every call passes by name."""
+        return dict(self.options)
 
     def _make_cgroup(self) -> str | None:
         """This submission's cgroup v2 group (one CPU, memory, processes), or None where there is
@@ -307,6 +315,8 @@ class SandboxRunner:
             gpu.worker_device(self.limits.device),
             tuple(args),
             tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
+            self.by_name,
+            tuple(self.options.items()),
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.model import WorkedExample

@@ -29,11 +29,13 @@ import stat
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
+from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
@@ -71,6 +73,40 @@ def _rubric_problems(
     return found
 
 
+def _configured(
+    doc: Positioned, contract: Contract, fn: dict[str, Any], problems: list[SpecProblem]
+) -> tuple[Contract, bool]:
+    """``contract`` with the spec's ``function.keywords`` fixed and its optional parameters that
+    the spec leaves out dropped (:meth:`attnscore.maths.contract.Contract.configured`), and
+    whether that worked; each unknown keyword or value of the wrong kind is a located problem."""
+    keywords: dict[str, Any] = fn.get("keywords", {})
+    ok = True
+    for name, value in keywords.items():
+        try:
+            kw = contract.keyword(name)
+        except KeyError as exc:
+            problems.append(doc.problem(("function", "keywords", name), exc.args[0], key=True))
+            ok = False
+            continue
+        if not kw.accepts(value):
+            problems.append(
+                doc.problem(
+                    ("function", "keywords", name),
+                    f"keyword {name}: expected {kw.expected()}, found {found_text(value)}",
+                )
+            )
+            ok = False
+    if not ok:
+        return contract, False
+    names = {p["name"] for p in fn["parameters"]}
+    kept = tuple(n for n in contract.parameter_names if n in names or n not in contract.optional_parameters)
+    try:
+        return contract.configured(keywords, kept), True
+    except ValueError as exc:
+        problems.append(doc.problem(("function", "keywords") if keywords else ("function", "parameters"), str(exc)))
+        return contract, False
+
+
 def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     data = doc.data
     fn = data["function"]
@@ -82,6 +118,9 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                 f"expected one of {', '.join(sorted(CONTRACTS))}, found {found_text(fn['contract'])}",
             )
         )
+        return None
+    contract, configured = _configured(doc, contract, fn, problems)
+    if not configured:
         return None
     declared = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
     ties = shape_ties(contract, declared, tuple(fn["returns"]["shape"]))
@@ -188,7 +227,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
     mistakes: tuple[str, ...] | None = None
     if "mistakes" in data:
-        from attnscore.catalogue.mistakes import MISTAKES
+        from attnscore.catalogue.mistakes import MISTAKES, mistakes_for
 
         listed: list[str] = []
         for i, mid in enumerate(data["mistakes"]):
@@ -199,7 +238,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                         f"expected a catalogue mistake, found {mid!r}; known: {', '.join(sorted(MISTAKES))}",
                     )
                 )
-            elif contract.name not in MISTAKES[mid].contracts:
+            elif MISTAKES[mid] not in mistakes_for(contract):
                 problems.append(
                     doc.problem(
                         ("mistakes", i), f"expected a mistake that applies to contract {contract.name}, found {mid!r}"

@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis.errors import HypothesisException
 
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
 
 __all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]

@@ -28,7 +28,7 @@ import torch
 
 from attnscore.boundary.dtypes import TORCH_DTYPES, UNIT_ROUNDOFF
 from attnscore.maths import golden
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 from attnscore.timing.kernel_timer import FLUSH_BYTES, Timing, time_calls
 
 __all__ = [

@@ -11,7 +11,7 @@ from attnscore.catalogue.families import causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import causal_keep
 from attnscore.maths import reference
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # causal attention (the flag form)

@@ -12,7 +12,7 @@ from attnscore.catalogue.families import attention, gives_weights, masked, rows_
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qkvm
 from attnscore.maths import reference
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # masks and softmax

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscore.maths.contracts import CONTRACTS, Contract
+from attnscore.maths.contract import Contract
+from attnscore.maths.contracts import CONTRACTS
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
 
@@ -67,7 +68,11 @@ class Mistake:
     @property
     def contracts(self) -> tuple[str, ...]:
         """The names of the bundled contracts it applies to, in the contract table's order."""
-        return tuple(name for name, contract in CONTRACTS.items() if self.applies(contract))
+        return tuple(
+            name
+            for name, contract in CONTRACTS.items()
+            if any(self.applies(c) for c in contract.sample_configurations())
+        )
 
     @property
     def form_count(self) -> int:
@@ -109,6 +114,12 @@ def get_mistake(id: str) -> Mistake:
         raise KeyError(f"unknown mistake {id!r}; known: {', '.join(sorted(MISTAKES))}") from None
 
 
-def mistakes_for(contract_name: str) -> list[Mistake]:
-    """The catalogue's mistakes that apply to ``contract_name``, in catalogue order."""
-    return [m for m in MISTAKES.values() if contract_name in m.contracts]
+def mistakes_for(contract: str | Contract) -> list[Mistake]:
+    """The catalogue's mistakes that apply to ``contract`` (a bundled contract's name, or a contract),
+    in catalogue order. A contract that takes keywords (``sdpa`` with ``scale: 0.5``,
+    :meth:`attnscore.maths.contract.Contract.configured`) is judged by its own features, since which
+    mistakes can happen depends on its keywords; a name stands for every sample configuration."""
+    if isinstance(contract, Contract) and contract.keywords:
+        return [m for m in MISTAKES.values() if m.applies(contract)]
+    name = contract if isinstance(contract, str) else contract.name
+    return [m for m in MISTAKES.values() if name in m.contracts]

@@ -12,7 +12,7 @@ from attnscore.catalogue.families import attention, raw_dot_product, scaled, sca
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qk_pair, qkvm, scale_factor, softmax_weights, to_output
 from attnscore.maths import reference
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # scaling

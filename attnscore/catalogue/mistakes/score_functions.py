@@ -10,7 +10,7 @@ from attnscore.catalogue.families import additive, bilinear, dot_product, many_k
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result, qk_pair, scale_factor, to_output
 from attnscore.maths import reference
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # wrong score functions

@@ -9,7 +9,7 @@ import torch
 from attnscore.catalogue.families import bilinear, dot_product, many_keys, many_queries, score_function
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result, qk_pair, scale_factor
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # shapes and axes

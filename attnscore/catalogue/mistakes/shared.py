@@ -9,7 +9,7 @@ import torch
 
 from attnscore.catalogue.families import causal, scaled
 from attnscore.maths import reference
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # helpers: every Q Kᵀ view as (Q, K) and back

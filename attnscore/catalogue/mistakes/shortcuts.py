@@ -10,7 +10,7 @@ import torch
 from attnscore.catalogue.families import every
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 # ---------------------------------------------------------------------------------------------
 # precision, side effects, shortcuts

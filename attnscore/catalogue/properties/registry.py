@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.outputs import Received
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 
 __all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register", "applicable_properties"]
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from attnscore.catalogue.families import dot_product, many_keys, many_queries, scaled_dot_product
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 from attnscore.maths.strategies import perpendicular_qk, random_qk
 from attnscore.maths.tolerance import close_enough
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.catalogue.families import attention, gives_weights, masked, weights
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
-from attnscore.maths.contracts import Contract
+from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_number
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough

@@ -1,0 +1,303 @@
+"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, KV heads, causal
+alignment; a kernel's grouped-query heads, softcap and ALiBi bias (the ``kernel_attention`` contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attnscore.catalogue.families import sdpa_bool_mask, sdpa_causal, sdpa_grouped_heads, sdpa_scale_given
+from attnscore.catalogue.mistakes.registry import add
+from attnscore.maths import variants
+from attnscore.maths.contract import Contract
+
+# ---------------------------------------------------------------------------------------------
+# which contracts (by features; the kernel ones are this section's own)
+
+
+def kernel(c: Contract) -> bool:
+    """An attention kernel with FlashAttention's options in SDPA's layout (``kernel_attention``)."""
+    return c.kind == "kernel_attention"
+
+
+def kernel_grouped_heads(c: Contract) -> bool:
+    """A kernel whose key/value heads are their own symbol (``h_kv``, not tied to ``h_q``)."""
+    return kernel(c) and dict(c.parameters)["key"][-3] == "h_kv"
+
+
+def grouped_heads(c: Contract) -> bool:
+    """Grouped-query heads: SDPA with ``enable_gqa``, or a kernel with its own ``h_kv``."""
+    return sdpa_grouped_heads(c) or kernel_grouped_heads(c)
+
+
+def kernel_softcap(c: Contract) -> bool:
+    """A kernel with ``softcap`` set."""
+    return kernel(c) and c.option("softcap") is not None
+
+
+def kernel_softcap_masked(c: Contract) -> bool:
+    """A kernel with ``softcap`` and something that masks or biases the capped scores (causal, ALiBi)."""
+    return kernel_softcap(c) and (bool(c.option("is_causal")) or "alibi_slopes" in c.parameter_names)
+
+
+def kernel_alibi(c: Contract) -> bool:
+    """A kernel that takes ``alibi_slopes``."""
+    return kernel(c) and "alibi_slopes" in c.parameter_names
+
+
+def _call(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
+    """The contract's own attention on its arguments with its configured keywords, some ``changed``."""
+    if c.kind == "sdpa":
+        return _sdpa_with(c, args, **changed)
+    return _kernel_with(c, args, **changed)
+
+
+def _kernel_with(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
+    """``kernel_attention`` on the contract's arguments with its configured keywords, some ``changed``."""
+    named = dict(zip(c.parameter_names, args, strict=True))
+    options = {
+        "is_causal": bool(c.option("is_causal")),
+        "alignment": "bottom_right",
+        "scale": c.option("scale"),
+        "softcap": c.option("softcap"),
+        "alibi_slopes": named.get("alibi_slopes"),
+        **changed,
+    }
+    return variants.general_attention(named["query"], named["key"], named["value"], **options)
+
+
+def _grouped(Q: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """K or V with each KV head repeated for its query heads (``h0 h0 h1 h1``)."""
+    return X.repeat_interleave(Q.shape[-3] // X.shape[-3], dim=-3)
+
+
+def _manual(
+    c: Contract,
+    args: tuple[torch.Tensor, ...],
+    scores_fn: Any = None,
+    bias_sign: float = -1.0,
+    distance: str = "absolute",
+    mask_before_cap: bool = False,
+) -> torch.Tensor:
+    """The kernel's attention written out step by step, with one step changed (the mistakes below):
+    ``scores_fn(raw Q Kᵀ, scale, cap) -> capped scores``; the ALiBi bias ``bias_sign · slope · dist``
+    with ``dist`` ``|i + n_k - n_q - j|`` (``"absolute"``), ``j - i - (n_k - n_q)`` (``"signed"``)
+    or ``|i - j|`` (``"top_left"``); the causal mask before the cap (``mask_before_cap``)."""
+    named = dict(zip(c.parameter_names, args, strict=True))
+    Q = named["query"].double()
+    K, V = _grouped(Q, named["key"].double()), _grouped(Q, named["value"].double())
+    n_q, n_k, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
+    scale = c.option("scale")
+    scale = 1.0 / d_k**0.5 if scale is None else float(scale)
+    cap = c.option("softcap")
+    raw = Q @ K.transpose(-2, -1)  # (..., H_q, n_q, n_k)
+    i = torch.arange(n_q, dtype=torch.float64).unsqueeze(-1)
+    j = torch.arange(n_k, dtype=torch.float64).unsqueeze(0)
+    keep = torch.ones(n_q, n_k, dtype=torch.bool)
+    if c.option("is_causal"):
+        keep = j <= i + (n_k - n_q)
+    bias = torch.zeros(n_q, n_k, dtype=torch.float64)
+    if "alibi_slopes" in named:
+        dist = {
+            "absolute": (i + (n_k - n_q) - j).abs(),
+            "signed": j - i - (n_k - n_q),
+            "top_left": (i - j).abs(),
+        }[distance]
+        slopes = named["alibi_slopes"].double()[..., None, None]  # (H_q, 1, 1)
+        sign = bias_sign if distance != "signed" else 1.0
+        bias = sign * slopes * dist
+    if mask_before_cap:  # masked to -inf first, then capped: cap · tanh(-inf) = -cap, the key leaks in
+        s = (raw * scale).masked_fill(~keep, float("-inf")) + bias
+        s = cap * torch.tanh(s / cap)
+    else:
+        s = scores_fn(raw, scale, cap) if scores_fn is not None else raw * scale
+        s = (s + bias).masked_fill(~keep, float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    w = torch.nan_to_num(w, nan=0.0)
+    return (w @ V).to(named["query"].dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# scaled_dot_product_attention (the ``sdpa`` contract; keywords in ``contract.options``)
+
+
+def _sdpa_with(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
+    """SDPA on the contract's arguments with its configured keywords, some ``changed``."""
+    named = dict(zip(c.parameter_names, args, strict=True))
+    options = {
+        "attn_mask": named.get("attn_mask"),
+        "is_causal": bool(c.option("is_causal")),
+        "scale": c.option("scale"),
+        **changed,
+    }
+    return variants.general_attention(named["query"], named["key"], named["value"], **options)
+
+
+@add(
+    "sdpa_scale_ignored",
+    "scale keyword ignored",
+    sdpa_scale_given,
+    "the scores are divided by √d_k whatever scale says: multiply Q Kᵀ by the scale you are given "
+    "(SDPA's default 1/√d_k applies only when scale is None)",
+)
+def _scale_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _sdpa_with(c, args, scale=None)
+
+
+@add(
+    "sdpa_bool_mask_inverted",
+    "bool attn_mask read as True = masked out",
+    sdpa_bool_mask,
+    "in SDPA a bool attn_mask is True where the key takes part (the opposite of nn.MultiheadAttention's "
+    "key_padding_mask): keep the keys where the mask is True",
+)
+def _bool_mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    return _sdpa_with(c, args, attn_mask=~named["attn_mask"])
+
+
+@add(
+    "kv_heads_tiled",
+    "KV heads tiled (h0 h1 h0 h1) instead of grouped",
+    grouped_heads,
+    "query head h uses key/value head h // (H_q / H_kv) (h0 h0 h1 h1, repeat_interleave), "
+    "not h % H_kv (h0 h1 h0 h1, repeat or tile)",
+)
+def _kv_heads_tiled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    Q, K, V = named["query"], named["key"], named["value"]
+    groups = Q.shape[-3] // K.shape[-3]
+    lead = (1,) * (K.ndim - 3)
+    K = K.repeat(*lead, groups, 1, 1)  # (..., H_kv, n_k, d_k) -> (..., H_q, n_k, d_k): h0 h1 h0 h1
+    V = V.repeat(*lead, groups, 1, 1)
+    return _call(c, (Q, K, V, *args[3:]))
+
+
+@add(
+    "kv_head_zero_for_all",
+    "every query head uses KV head 0 (multi-query code on grouped heads)",
+    grouped_heads,
+    "query head h uses key/value head h // (H_q / H_kv); you used key/value head 0 for every query head, "
+    "as multi-query attention (H_kv = 1) would: repeat each KV head for its group (repeat_interleave)",
+)
+def _kv_head_zero(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    K, V = named["key"][..., :1, :, :], named["value"][..., :1, :, :]  # (..., 1, n_k, d): broadcast to every head
+    return _call(c, (named["query"], K, V, *args[3:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# softcap (cap · tanh(s / cap) on the scaled scores, before the mask and the bias)
+
+
+@add(
+    "softcap_ignored",
+    "softcap ignored",
+    kernel_softcap,
+    "the scores were not capped: apply cap · tanh(s / cap) to the scaled scores before the softmax",
+)
+def _softcap_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _kernel_with(c, args, softcap=None)
+
+
+@add(
+    "softcap_after_mask",
+    "softcap applied after the mask",
+    kernel_softcap_masked,
+    "cap the scaled scores before masking and biasing them: capping a masked -inf gives -cap, so a masked "
+    "key gets weight again (FlashAttention and ONNX cap first, then add the bias and mask)",
+)
+def _softcap_after_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, mask_before_cap=True)
+
+
+@add(
+    "softcap_scale_twice",
+    "scale applied before and after the softcap",
+    kernel_softcap,
+    "scale once, before the cap: cap · tanh(scale · s / cap); you multiplied by the scale again afterwards",
+)
+def _softcap_scale_twice(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw * scale / cap))
+
+
+@add(
+    "softcap_scale_after",
+    "scale applied after the softcap only",
+    kernel_softcap,
+    "the cap applies to the scaled scores: cap · tanh(scale · s / cap), not scale · cap · tanh(s / cap)",
+)
+def _softcap_scale_after(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw / cap))
+
+
+# ---------------------------------------------------------------------------------------------
+# ALiBi (-slope · |i + n_k - n_q - j| added to the scores, FlashAttention's form)
+
+
+@add(
+    "alibi_wrong_sign",
+    "ALiBi bias with the wrong sign",
+    kernel_alibi,
+    "the ALiBi bias penalises distance: add -slope · |i + n_k - n_q - j|; you added +slope · distance: far keys win",
+)
+def _alibi_wrong_sign(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, bias_sign=1.0)
+
+
+@add(
+    "alibi_signed_distance",
+    "ALiBi distance signed (j - i), not absolute",
+    kernel_alibi,
+    "the ALiBi distance is absolute in FlashAttention, -slope · |i + n_k - n_q - j|; the causal paper's "
+    "slope · (j - i) rewards keys after the query when nothing masks them",
+)
+def _alibi_signed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, distance="signed")
+
+
+@add(
+    "alibi_top_left",
+    "ALiBi distance aligned top-left (|i - j|)",
+    kernel_alibi,
+    "the ALiBi distance is aligned bottom-right, |i + n_k - n_q - j| (the last query sits at the last key); "
+    "you used |i - j|, which differs when n_q != n_k",
+)
+def _alibi_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _manual(c, args, distance="top_left")
+
+
+@add(
+    "alibi_bias_scaled",
+    "ALiBi bias scaled with the scores",
+    kernel_alibi,
+    "add the ALiBi bias to the scaled scores: scale · Q Kᵀ - slope · distance; you added it before scaling, "
+    "so the bias was multiplied by the scale too",
+)
+def _alibi_bias_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    scale = c.option("scale")
+    scale = 1.0 / named["query"].shape[-1] ** 0.5 if scale is None else float(scale)
+    return _kernel_with(c, args, alibi_slopes=named["alibi_slopes"] * scale)
+
+
+@add(
+    "sdpa_causal_bottom_right",
+    "is_causal aligned bottom-right",
+    sdpa_causal,
+    "is_causal in SDPA is top-left (torch.ones(n_q, n_k).tril(): query i keeps keys j <= i); you aligned "
+    "the last query with the last key (j <= i + n_k - n_q), FlashAttention's KV-cache convention",
+)
+def _causal_bottom_right(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _sdpa_with(c, args, alignment="bottom_right")
+
+
+@add(
+    "sdpa_is_causal_ignored",
+    "is_causal ignored",
+    sdpa_causal,
+    "every query attends to every key: with is_causal=True query i keeps only keys j <= i",
+)
+def _is_causal_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _sdpa_with(c, args, is_causal=False)

@@ -1,0 +1,285 @@
+"""What a function contract is: the parameters a graded function takes, what it returns, and how its
+truth and its allowed error are computed (:class:`Contract`), and the keywords a spec may fix
+(:class:`Keyword`). The contracts themselves are in :mod:`attnscore.maths.contracts` (plain and causal
+attention, the score functions) and :mod:`attnscore.maths.variant_contracts` (SDPA and the variants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.maths.bounds import Bound
+from attnscore.maths.tolerance import ErrorTerms
+
+__all__ = ["Args", "Contract", "Keyword"]
+
+Args = Mapping[str, np.ndarray]
+"""A call's arguments by parameter name, as numpy arrays."""
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """A keyword argument a spec may fix for every call (``function.keywords``), passed by name.
+
+    Attributes:
+        name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
+        kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
+            null for the default) or ``"zero"`` (the number 0, e.g. ``dropout_p``).
+        default: the value the implementation's default means (what the reference uses unset).
+        description: one line for the docs and error messages.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    description: str
+
+    def expected(self) -> str:
+        """What a value must be, in words (for located errors)."""
+        return {
+            "bool": "true or false",
+            "number": "a number",
+            "positive_or_null": "a number > 0, or null for the default",
+            "zero": "0 (the reference is deterministic)",
+        }[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (as YAML loads it) is a value of this keyword."""
+        is_number = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "number":
+            return bool(is_number)
+        if self.kind == "positive_or_null":
+            return value is None or (bool(is_number) and value > 0)
+        return bool(is_number) and value == 0
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One function contract.
+
+    Attributes:
+        name: the contract's name, as written in a spec's ``function.contract``.
+        parameters: ``(name, shape)`` pairs; a shape is a tuple of legend symbols
+            (``"..."``, ``"n_q"``, ``"n_k"``, ``"d_k"``, ``"d_v"``, ``"d_q"``, ``"d_a"``).
+        returns: the return shape in the same legend.
+        reference: the torch reference implementation.
+        golden_fn: ``args -> float64 array``, the independent numpy path.
+        error_fn: ``args -> (n, scale)``: the allowed error per entry is about
+            ``factor · n · u · scale`` (see :func:`attnscore.maths.tolerance.allowed_error`).
+        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
+            with a causal flag instead of a mask argument; which properties and mistakes apply).
+        bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
+        to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
+        qk_operands: for Q Kᵀ views, the positional arguments (numpy arrays or torch tensors, in
+            parameter order) as ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` →
+            ``(q[None, :], k[None, :])``: the one home of this geometry (``to_qk`` is built on it,
+            and the mistake catalogue uses it on tensors); None otherwise.
+        batched, single_query, single_key: what shapes the Q Kᵀ views can express.
+        scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
+        ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
+        bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
+            generated inputs are drawn inside it (see :meth:`bounded`).
+        operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
+            scaled into the subnormal range first is off by up to half a subnormal per
+            coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
+        keywords: the keyword arguments a spec may fix (:class:`Keyword`); empty for the
+            positional contracts.
+        options: the keyword values this contract was configured with (:meth:`configured`), as
+            ``(name, value)`` pairs: passed by name to the implementation on every call, and used
+            by the reference, the golden path and the error bound.
+        keyword_parameters: tensor parameters passed by name (``attn_mask=``), not by position;
+            they come after the positional ones.
+        optional_parameters: parameters a spec may leave out (then never passed: the
+            implementation's default applies, e.g. no ``attn_mask``).
+        configure: ``(contract, options, kept parameters) -> contract``: this contract for a
+            spec's keywords and parameters (:meth:`configured`); None for positional contracts.
+        samples: representative ``(options, kept parameters)`` configurations
+            (:meth:`sample_configurations`).
+        low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
+            in the low precision and accumulates in float32, for contracts whose error is not one
+            sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
+            (:meth:`attnscore.maths.tolerance.ErrorTerms.of_sum`).
+    """
+
+    name: str
+    parameters: tuple[tuple[str, tuple[str, ...]], ...]
+    returns: tuple[str, ...]
+    reference: Callable[..., torch.Tensor]
+    golden_fn: Callable[[Args], np.ndarray]
+    error_fn: Callable[[Args], tuple[int, np.ndarray]]
+    kind: str = "scores"
+    bool_parameters: frozenset[str] = field(default_factory=frozenset)
+    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
+    qk_operands: Callable[..., tuple[Any, Any]] | None = None
+    from_scores: Callable[[np.ndarray], np.ndarray] | None = None
+    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
+    batched: bool = True
+    single_query: bool = False
+    single_key: bool = False
+    scale: str = "none"
+    bound_text: str = "d_k·u·Σ|q_i k_i|"
+    operand_fn: Callable[[Args], np.ndarray] | None = None
+    ties: tuple[tuple[str, str], ...] = ()
+    bounds: tuple[Bound, ...] = ()
+
+    def bounded(self, bounds: tuple[Bound, ...]) -> Contract:
+        """This contract with shape bounds added (``n_q <= n_k``): generated inputs lie inside them.
+
+        Raises:
+            ValueError: a bound names a symbol this contract's legend does not use.
+        """
+        from attnscore.maths.bounds import check_symbols
+
+        check_symbols(bounds, self)
+        added = tuple(b for b in bounds if b not in self.bounds)
+        return dataclasses.replace(self, bounds=self.bounds + added) if added else self
+
+    low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
+    keywords: tuple[Keyword, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    keyword_parameters: frozenset[str] = field(default_factory=frozenset)
+    optional_parameters: frozenset[str] = field(default_factory=frozenset)
+    configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
+    samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
+
+    def sample_configurations(self) -> tuple[Contract, ...]:
+        """This contract and representative configurations of its keywords (:attr:`samples`, as
+        ``(options, kept parameters)``): what the catalogue tables list a keyword-dependent entry under."""
+        return (self, *(self.configured(dict(options), kept) for options, kept in self.samples))
+
+    def keyword(self, name: str) -> Keyword:
+        """The keyword called ``name``; KeyError naming the known ones otherwise."""
+        for kw in self.keywords:
+            if kw.name == name:
+                return kw
+        known = ", ".join(k.name for k in self.keywords) or "none"
+        raise KeyError(f"contract {self.name} takes no keyword {name!r}; known: {known}")
+
+    def option(self, name: str) -> Any:
+        """The configured value of keyword ``name``, else its default."""
+        options = dict(self.options)
+        return options[name] if name in options else self.keyword(name).default
+
+    def configured(self, options: Mapping[str, Any], kept: tuple[str, ...] | None = None) -> Contract:
+        """This contract with keyword values fixed and optional parameters left out.
+
+        Args:
+            options: keyword name -> value (each checked by :meth:`Keyword.accepts`).
+            kept: the parameter names a spec declares (None: all); every left-out one must be
+                optional.
+
+        Raises:
+            ValueError: an unknown keyword, a value of the wrong kind, or a required parameter
+                left out (the message says what was expected and what was found).
+        """
+        kept = self.parameter_names if kept is None else tuple(kept)
+        for name, value in options.items():
+            try:
+                kw = self.keyword(name)
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+            if not kw.accepts(value):
+                raise ValueError(f"keyword {name}: expected {kw.expected()}, found {value!r}")
+        missing = [n for n in self.parameter_names if n not in kept and n not in self.optional_parameters]
+        if missing:
+            optional = ", ".join(sorted(self.optional_parameters)) or "none"
+            raise ValueError(f"contract {self.name} needs parameter {missing[0]}; only {optional} may be left out")
+        if not options and kept == self.parameter_names:
+            return self
+        if self.configure is None:
+            raise ValueError(f"contract {self.name} takes no keywords")
+        return self.configure(self, dict(options), kept)
+
+    def binding(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` as the runners call it, ``f(*arguments in parameter order)``, passing the
+        keyword parameters (``attn_mask``) by name and the configured keywords (:attr:`options`)
+        too; ``function`` itself when the contract has neither.
+
+        Example:
+            >>> c = get_contract("sdpa").configured({"scale": 0.5}, ("query", "key", "value", "attn_mask"))
+            >>> c.binding(lambda q, k, v, **kw: sorted(kw))(1, 2, 3, 4)
+            ['attn_mask', 'scale']
+        """
+        if not self.options and not self.keyword_parameters:
+            return function
+        return _KeywordCall(function, self.parameter_names, self.keyword_parameters, dict(self.options))
+
+    def tied(self, ties: Mapping[str, str]) -> Contract:
+        """This contract with legend symbols tied (``{"d_v": "d_k"}``: d_v is always d_k's size).
+
+        Kernels often require it (FlashAttention-style kernels need ``d_v = d_k``): generated
+        inputs, worked-example checks and shapes in feedback then use one size for both.
+        """
+        if not ties:
+            return self
+
+        def sub(legend: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(ties.get(sym, sym) for sym in legend)
+
+        return dataclasses.replace(
+            self,
+            parameters=tuple((name, sub(legend)) for name, legend in self.parameters),
+            returns=sub(self.returns),
+            ties=tuple(sorted({**dict(self.ties), **ties}.items())),
+        )
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parameters)
+
+    @property
+    def is_qk_view(self) -> bool:
+        """Whether this contract is a view of ``Q Kᵀ`` (raw or scaled), reachable from ``(Q, K)``."""
+        return self.to_qk is not None
+
+    def golden(self, args: Args) -> np.ndarray:
+        """The float64 golden value for ``args`` (numpy path, independent of the reference)."""
+        return np.asarray(self.golden_fn(args), dtype=np.float64)
+
+    def error_scale(self, args: Args) -> tuple[int, np.ndarray]:
+        """``(n, scale)`` per output entry for the error bound (``n`` = ``d_k`` for dot products)."""
+        return self.error_fn(args)
+
+    def low_precision_terms(self, args: Args, dtype: str = "bfloat16", factor: float = 1.0) -> ErrorTerms:
+        """The ``dtype`` (float16/bfloat16) error budget per output entry, for a bound with ``factor``
+        (:class:`attnscore.maths.tolerance.ErrorTerms`; the factor only sets how far a
+        non-linear step such as softmax may amplify the errors before it)."""
+        if self.low_error_fn is not None:
+            return self.low_error_fn(args, dtype, factor)
+        n, scale = self.error_fn(args)
+        return ErrorTerms.of_sum(n, scale, self.operand_sums(args))
+
+    def operand_sums(self, args: Args) -> np.ndarray | None:
+        """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
+        return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+
+
+class _KeywordCall:
+    """A function called with some arguments by name and fixed keywords (:meth:`Contract.binding`)."""
+
+    def __init__(
+        self, function: Callable[..., Any], names: tuple[str, ...], by_name: frozenset[str], fixed: dict[str, Any]
+    ) -> None:
+        self.function = function
+        self.names = names
+        self.positional = sum(1 for n in names if n not in by_name)
+        self.fixed = fixed
+        self.__name__ = getattr(function, "__name__", "function")
+        self.__qualname__ = getattr(function, "__qualname__", self.__name__)
+
+    def __call__(self, *args: Any) -> Any:
+        named = dict(zip(self.names[self.positional :], args[self.positional :], strict=True))
+        return self.function(*args[: self.positional], **named, **self.fixed)
+
+    def __repr__(self) -> str:
+        by_name = [f"{n}=..." for n in self.names[self.positional :]]
+        fixed = [f"{k}={v!r}" for k, v in self.fixed.items()]
+        return f"{self.__qualname__}(*{list(self.names[: self.positional])}, {', '.join(by_name + fixed)})"
