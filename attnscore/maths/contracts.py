@@ -29,6 +29,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
+from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, sdpa_contract
 
 __all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
@@ -233,6 +234,7 @@ CONTRACTS: dict[str, Contract] = {
         _causal("top_left"),
         _causal("bottom_right"),
         sdpa_contract(),
+        flash_attn_contract(),
     )
 }
 

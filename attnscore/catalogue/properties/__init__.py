@@ -24,6 +24,7 @@ from attnscore.catalogue.properties import general, scores, weights  # noqa: F40
 
 # isort: split
 from attnscore.catalogue.properties import causal  # noqa: F401  (registered last)
+from attnscore.catalogue.properties import sequences  # noqa: F401  (the flash_attn masks)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,
