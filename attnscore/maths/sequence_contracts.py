@@ -89,7 +89,8 @@ def _to_heads_first(x: Any, name: str) -> torch.Tensor:
     t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     if t.ndim != 4:
         raise ScoreInputError(
-            name, f"expected FlashAttention's layout (batch, seqlen, nheads, headdim), 4-D; found shape {tuple(t.shape)}"
+            name,
+            f"expected FlashAttention's layout (batch, seqlen, nheads, headdim), 4-D; found shape {tuple(t.shape)}",
         )
     return t.transpose(1, 2)
 
@@ -101,7 +102,8 @@ def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str
         options["window_size"] = tuple(int(x) for x in options["window_size"])
     configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
     causal = bool(configured.option("causal"))
-    window = tuple(int(x) for x in configured.option("window_size"))
+    left, right = (int(x) for x in configured.option("window_size"))
+    window = (left, right)
     scale = configured.option("softmax_scale")
     keep_window = flash_window(configured)
 

@@ -13,8 +13,7 @@ Mistakes are plain functions ``fn(contract, spec, *args)``; ``spec`` is only use
 "hard-coded worked examples" mistake.
 """
 
-from attnscore.catalogue.mistakes import causal, masks, scaling, score_functions, shapes, shortcuts, variants
-from attnscore.catalogue.mistakes import sequences
+from attnscore.catalogue.mistakes import causal, masks, scaling, score_functions, sequences, shapes, shortcuts, variants
 from attnscore.catalogue.mistakes.registry import MISTAKES, Mistake, get_mistake, mistakes_for
 
 SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, shortcuts)

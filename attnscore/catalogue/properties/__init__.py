@@ -23,8 +23,7 @@ contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every c
 from attnscore.catalogue.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
 
 # isort: split
-from attnscore.catalogue.properties import causal  # noqa: F401  (registered last)
-from attnscore.catalogue.properties import sequences  # noqa: F401  (the flash_attn masks)
+from attnscore.catalogue.properties import causal, sequences  # noqa: F401  (registered last: causal, then the flash_attn masks)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,

@@ -78,7 +78,8 @@ def _limits(ctx: CheckContext, shape: tuple[int, ...]) -> list[np.ndarray]:
 def _shape_problem(ctx: CheckContext, *pairs: tuple[int, tuple[int, ...]]) -> str | None:
     for i, want in pairs:
         if ctx.values(i).shape != want:
-            return f"expected an output of shape {want}, found {ctx.values(i).shape}: which query saw which key cannot be told"
+            found = ctx.values(i).shape
+            return f"expected an output of shape {want}, found {found}: which query saw which key cannot be told"
     return None
 
 
@@ -91,7 +92,7 @@ def _outside_ignored(ctx: CheckContext) -> str | None:
     hidden = _outside(ctx.contract, args, r)
     n_q, n_k = np.shape(args["q"])[1], np.shape(args["k"])[1]
     keep = flash_keep(flash_window(ctx.contract), n_q, n_k)
-    blind = ~keep[:, hidden].any(axis=-1)  # (n_q,): queries that keep none of the changed keys
+    blind = np.asarray(~keep[:, hidden].any(axis=-1))  # (n_q,): queries that keep none of the changed keys
     limits = _limits(ctx, before.shape)
     allowed = np.maximum(limits[0], limits[1])
     with np.errstate(invalid="ignore"):
