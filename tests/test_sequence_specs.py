@@ -237,3 +237,28 @@ def test_window_property_catches_a_missing_window():
     assert _case(
         run_impl(load_spec(WINDOW), flash_like, dtype="float64", shrink=False), "keys_outside_window_ignored"
     ).passed
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), window=st.sampled_from([(2, 1), (-1, 1), (3, -1), (0, 0), (-1, 0), (1, -1)]))
+def test_window_property_always_has_keys_to_change(data, window):
+    """For any bounded window (one side unbounded too) the drawn query has keys outside its window."""
+    from attnscore.catalogue.properties import get_property
+
+    c = get_contract("flash_attn").configured({"window_size": list(window)})
+    prop = get_property("keys_outside_window_ignored")
+    assert prop.applies(c)
+    args, r, _ = data.draw(prop.examples(c, 10.0))
+    keep = flash_keep(window, args["q"].shape[1], args["k"].shape[1])
+    assert not keep[r].all()
+    before, after = prop.calls(c, (args, r, 0))
+    changed = ~np.all(before["k"] == after["k"], axis=(0, 2, 3)) | ~np.all(before["v"] == after["v"], axis=(0, 2, 3))
+    assert not (changed & keep[r]).any()  # only keys outside query r's window were changed
+
+
+def test_no_property_for_full_attention():
+    """Without causal or a window nothing is hidden: neither sequence property applies."""
+    from attnscore.catalogue.properties import applicable_properties
+
+    names = applicable_properties(get_contract("flash_attn"))
+    assert "keys_outside_window_ignored" not in names and "cache_decoding_matches_full_causal" not in names

@@ -21,17 +21,19 @@ def _bounded(c: Any) -> bool:
 
 
 def _sizes(contract: Any, square: bool) -> st.SearchStrategy[dict[str, Any]]:
-    """Legend sizes with ``2 <= n_q <= n_k`` and ``n_k`` past the window's span (so that some query
-    has keys outside its window); ``n_q = n_k`` when ``square``."""
+    """Legend sizes with ``2 <= n_q <= n_k`` such that some query has keys outside its window:
+    a bounded left side hides key 0 from the last query once ``n_k >= left + 2``, a bounded right
+    side hides key ``n_k - 1`` from query 0 once ``n_q >= right + 2``; ``n_q = n_k`` when ``square``."""
     left, right = flash_window(contract)
-    span = left + right + 1 if -1 not in (left, right) else 2
+    least_k = max(2, left + 2 if left != -1 else 2)
+    least_q = max(2, right + 2 if right != -1 else 2)
 
     def resize(sizes: dict[str, Any], n_k: int, n_q: int) -> dict[str, Any]:
         return {**sizes, "n_k": n_k, "n_q": n_k if square else n_q}
 
     return legend_sizes(contract).flatmap(
-        lambda sizes: st.integers(max(2, span + 1), span + 4).flatmap(
-            lambda n_k: st.integers(2, n_k).map(lambda n_q: resize(sizes, n_k, n_q))
+        lambda sizes: st.integers(max(least_k, least_q), max(least_k, least_q) + 3).flatmap(
+            lambda n_k: st.integers(least_q, n_k).map(lambda n_q: resize(sizes, n_k, n_q))
         )
     )
 
