@@ -30,7 +30,8 @@ class Keyword:
     Attributes:
         name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
         kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
-            null for the default) or ``"zero"`` (the number 0, e.g. ``dropout_p``).
+            null for the default), ``"zero"`` (the number 0, e.g. ``dropout_p``) or ``"window"`` (two
+            integers ``[left, right]``, each >= 0 or -1 for unbounded: FlashAttention's ``window_size``).
         default: the value the implementation's default means (what the reference uses unset).
         description: one line for the docs and error messages.
     """
@@ -47,6 +48,7 @@ class Keyword:
             "number": "a number",
             "positive_or_null": "a number > 0, or null for the default",
             "zero": "0 (the reference is deterministic)",
+            "window": "[left, right], two integers each >= 0 or -1 (unbounded)",
         }[self.kind]
 
     def accepts(self, value: Any) -> bool:
@@ -58,6 +60,12 @@ class Keyword:
             return bool(is_number)
         if self.kind == "positive_or_null":
             return value is None or (bool(is_number) and value > 0)
+        if self.kind == "window":
+            return (
+                isinstance(value, list | tuple)
+                and len(value) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in value)
+            )
         return bool(is_number) and value == 0
 
 

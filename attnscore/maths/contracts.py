@@ -29,6 +29,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
+from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 
 __all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
@@ -234,6 +235,7 @@ CONTRACTS: dict[str, Contract] = {
         _causal("bottom_right"),
         sdpa_contract(),
         kernel_attention_contract(),
+        flash_attn_contract(),
     )
 }
 

@@ -23,7 +23,7 @@ contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every c
 from attnscore.catalogue.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
 
 # isort: split
-from attnscore.catalogue.properties import causal, variants  # noqa: F401  (registered last)
+from attnscore.catalogue.properties import causal, sequences, variants  # noqa: F401  (registered last: causal, the flash_attn masks, the kernel variants)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,

@@ -1,0 +1,200 @@
+"""The contract of FlashAttention's ``flash_attn_func``: sliding-window and KV-cache attention.
+
+``flash_attn`` is ``flash_attn.flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None,
+causal=False, window_size=(-1, -1), ...)`` as FlashAttention 2.1+ defines it, configured per
+spec by its keywords (:meth:`attnscore.maths.contract.Contract.configured`):
+
+- layout ``(batch, seqlen, nheads, headdim)``: ``q`` ``(b, n_q, h_q, d_k)``, ``k``
+  ``(b, n_k, h_kv, d_k)``, ``v`` ``(b, n_k, h_kv, d_v)``, the result ``(b, n_q, h_q, d_v)``; query
+  head ``h`` uses key/value head ``h // (h_q / h_kv)`` (multi- and grouped-query attention);
+- every mask is aligned **bottom-right**: query ``i`` sits at key position ``i + n_k - n_q`` (the
+  last query with the last key: a KV cache of ``n_k - n_q`` earlier tokens, ONNX's ``past_key``
+  offset when the cache is not padded);
+- ``causal``: query ``i`` keeps keys ``j <= i + n_k - n_q``;
+- ``window_size = (left, right)``: query ``i`` keeps keys ``j`` in
+  ``[i + n_k - n_q - left, i + n_k - n_q + right]``, ``-1`` = unbounded on that side; with
+  ``causal`` the right side is 0;
+- ``softmax_scale`` defaults to ``1/√d_k``; ``dropout_p`` is 0; a query with no key left gets the
+  zero vector.
+
+Reference :func:`attnscore.maths.variants.general_attention` (``alignment="bottom_right"``), golden
+:func:`attnscore.maths.golden_variants.general_attention`, both on the inputs transposed to
+``(b, h, n, d)``; the error bound is attention's (:mod:`attnscore.maths.error_scales`) on the
+equivalent plain attention arguments with the window folded into a bool mask.
+
+Source: FlashAttention README ("causal", "sliding window", 2.1 and 2.3 changes) and
+``flash_attn_interface.flash_attn_func``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.maths import golden_variants, variants
+from attnscore.maths.contract import Args, Contract, Keyword
+from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.reference import ScoreInputError
+from attnscore.maths.tolerance import ErrorTerms
+
+__all__ = ["flash_attn_contract", "flash_keep", "flash_window"]
+
+_FLASH_KEYWORDS = (
+    Keyword("dropout_p", "zero", 0.0, "dropout probability; 0 (a deterministic reference)"),
+    Keyword("softmax_scale", "positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k"),
+    Keyword(
+        "causal",
+        "bool",
+        False,
+        "keep key j for query i only when j <= i + n_k - n_q (bottom-right: the last query sees the last key)",
+    ),
+    Keyword(
+        "window_size",
+        "window",
+        (-1, -1),
+        "(left, right): query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; -1 = unbounded",
+    ),
+)
+
+
+def flash_window(contract: Contract) -> tuple[int, int]:
+    """The ``(left, right)`` window a ``flash_attn`` contract keeps, with ``causal`` folded in
+    (right side 0); ``(-1, -1)`` is full attention."""
+    left, right = (int(x) for x in contract.option("window_size"))
+    if contract.option("causal"):
+        right = 0
+    return left, right
+
+
+def flash_keep(window: tuple[int, int], n_q: int, n_k: int, offset: int | None = None) -> np.ndarray:
+    """``(n_q, n_k)`` bool: True where query ``i`` keeps key ``j`` under ``window`` (``-1`` unbounded),
+    query ``i`` sitting at key position ``i + offset`` (default ``n_k - n_q``, bottom-right)."""
+    offset = n_k - n_q if offset is None else offset
+    rel = np.arange(n_k)[None, :] - (np.arange(n_q)[:, None] + offset)  # (n_q, n_k): j - (i + offset)
+    left, right = window
+    keep = np.ones((n_q, n_k), dtype=bool)
+    if left != -1:
+        keep &= rel >= -left
+    if right != -1:
+        keep &= rel <= right
+    return keep
+
+
+def _to_heads_first(x: Any, name: str) -> torch.Tensor:
+    """``(b, n, h, d)`` -> ``(b, h, n, d)`` (a view), checking the rank."""
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if t.ndim != 4:
+        raise ScoreInputError(
+            name,
+            f"expected FlashAttention's layout (batch, seqlen, nheads, headdim), 4-D; found shape {tuple(t.shape)}",
+        )
+    return t.transpose(1, 2)
+
+
+def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+    """The ``flash_attn`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
+    options = dict(options)
+    if "window_size" in options:
+        options["window_size"] = tuple(int(x) for x in options["window_size"])
+    configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
+    causal = bool(configured.option("causal"))
+    left, right = (int(x) for x in configured.option("window_size"))
+    window = (left, right)
+    scale = configured.option("softmax_scale")
+    keep_window = flash_window(configured)
+
+    def ref(
+        q: Any,
+        k: Any,
+        v: Any,
+        dropout_p: float = 0.0,
+        softmax_scale: float | None = scale,
+        causal: bool = causal,
+        window_size: tuple[int, int] = window,
+    ) -> torch.Tensor:
+        # flash_attn_func's signature and layout; dropout_p is 0, every mask bottom-right aligned.
+        out = variants.general_attention(
+            _to_heads_first(q, "q"),
+            _to_heads_first(k, "k"),
+            _to_heads_first(v, "v"),
+            is_causal=causal,
+            alignment="bottom_right",
+            window=tuple(window_size),
+            scale=softmax_scale,
+        )
+        return out.transpose(1, 2)  # (b, h_q, n_q, d_v) -> (b, n_q, h_q, d_v)
+
+    def gold(a: Args) -> np.ndarray:
+        q, k, v = (np.swapaxes(as_float64(a, n), -3, -2) for n in ("q", "k", "v"))
+        out = golden_variants.general_attention(
+            q, k, v, is_causal=causal, alignment="bottom_right", window=window, scale=scale
+        )
+        return np.swapaxes(out, -3, -2)
+
+    def as_attention(a: Args) -> dict[str, np.ndarray]:
+        """The plain ``attention`` contract's arguments with the same scores, weights and output:
+        heads first, Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the window
+        folded into a bool mask."""
+        Q, K, V = (np.swapaxes(as_float64(a, n), -3, -2) for n in ("q", "k", "v"))  # (b, h, n, d)
+        d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+        if scale is not None:
+            Q = Q * (float(scale) * np.sqrt(d_k))
+        if K.shape[-3] not in (Q.shape[-3], 0):
+            K = np.repeat(K, Q.shape[-3] // K.shape[-3], axis=-3)  # h0 h0 h1 h1
+            V = np.repeat(V, Q.shape[-3] // V.shape[-3], axis=-3)
+        keep = flash_keep(keep_window, n_q, n_k)
+        S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+        return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+
+    def error(a: Args) -> tuple[int, np.ndarray]:
+        n, per_entry = attention_error(as_attention(a))  # (b, h_q, n_q, d_v)
+        return n, np.swapaxes(per_entry, -3, -2)  # -> (b, n_q, h_q, d_v), the result's layout
+
+    def low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
+        terms = attention_low_terms(as_attention(a), dtype, factor)  # heads first
+
+        def back(x: Any) -> Any:
+            return np.swapaxes(x, -3, -2) if np.ndim(x) >= 3 else x
+
+        return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
+
+    return dataclasses.replace(configured, reference=ref, golden_fn=gold, error_fn=error, low_error_fn=low_terms)
+
+
+def flash_attn_contract() -> Contract:
+    """FlashAttention's ``flash_attn_func`` with ``dropout_p = 0``, its keywords (``causal``,
+    ``window_size``, ``softmax_scale``) fixed by the spec; see the module docstring for the layout
+    and the bottom-right alignment. Reference :func:`attnscore.maths.variants.general_attention`,
+    golden :func:`attnscore.maths.golden_variants.general_attention`, the error bound of ``attention``.
+
+    Example:
+        >>> c = flash_attn_contract().configured({"window_size": [1, 0]})
+        >>> q = torch.zeros(1, 3, 1, 1); v = torch.tensor([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1)
+        >>> c.reference(q, q, v).flatten().tolist()  # query i averages keys i - 1 and i
+        [1.0, 1.5, 2.5]
+    """
+    unconfigured = Contract(
+        name="flash_attn",
+        kind="flash",
+        parameters=(
+            ("q", ("b", "n_q", "h_q", "d_k")),
+            ("k", ("b", "n_k", "h_kv", "d_k")),
+            ("v", ("b", "n_k", "h_kv", "d_v")),
+        ),
+        returns=("b", "n_q", "h_q", "d_v"),
+        reference=variants.general_attention,
+        golden_fn=lambda a: np.zeros(0),
+        error_fn=lambda a: (1, np.zeros(0)),
+        keywords=_FLASH_KEYWORDS,
+        configure=_flash_configure,
+        samples=(
+            ((("window_size", (2, 1)),), ("q", "k", "v")),
+            ((("causal", True),), ("q", "k", "v")),
+        ),
+        bound_text="u·(error of scores and weights propagated through V)",
+    )
+    return _flash_configure(unconfigured, {}, unconfigured.parameter_names)
