@@ -58,6 +58,32 @@ def f(q, k, mask=None, **options):
 """
 
 
+FLASH_LIKE = """
+import torch
+import torch.nn.functional as F
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1)):
+    assert isinstance(window_size, tuple), type(window_size)  # as FlashAttention's own default is
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    i = torch.arange(n_q)[:, None] + (n_k - n_q)
+    j = torch.arange(n_k)[None, :]
+    left, right = window_size
+    right = 0 if causal else right
+    keep = torch.ones(n_q, n_k, dtype=torch.bool)
+    if left >= 0:
+        keep &= j >= i - left
+    if right >= 0:
+        keep &= j <= i + right
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
+    s = (q @ k.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+    return (torch.softmax(s, dim=-1).nan_to_num(0.0) @ v).transpose(1, 2)
+"""
+
+
 def _grade(tmp_path: Path, source: str, spec_path: str):
     path = tmp_path / "solution.py"
     path.write_text(source, encoding="utf-8")
@@ -71,6 +97,22 @@ def test_sdpa_wrapper_gets_full_marks_in_the_sandbox(tmp_path, spec_path):
     result = _grade(tmp_path, WRAPS_SDPA, spec_path)
     assert result.all_passed, {c.id: (c.verdict, c.message) for c in result.cases}
     assert result.score == result.max_score > 0
+
+
+@pytest.mark.parametrize("spec_path", ["specs/sliding_window.yaml", "specs/kv_cache.yaml"])
+def test_flash_attn_kernel_gets_full_marks_in_the_sandbox(tmp_path, spec_path):
+    """A list keyword (window_size: [2, 1]) reaches the submission as the tuple FlashAttention takes."""
+    result = _grade(tmp_path, FLASH_LIKE, spec_path)
+    assert result.all_passed, {c.id: (c.verdict, c.message) for c in result.cases}
+    assert result.score == result.max_score > 0
+
+
+def test_list_option_travels_as_a_tuple():
+    """A JSON list option comes back a tuple; the request equals the one sent."""
+    request = wire.CallRequest(1, "float32", "cpu", ("q",), (), (), (("window_size", (2, 1)),))
+    obj = json.loads(wire.dumps(wire.encode_message(request)))
+    assert obj["options"] == {"window_size": [2, 1]}
+    assert wire.decode_call(obj) == request
 
 
 def test_missing_keyword_parameter_is_a_clear_exception(tmp_path):
@@ -124,7 +166,9 @@ def test_call_request_carries_the_call_form():
     [
         pytest.param({"by_name": ["a", "b", "c"]}, id="more names by name than arguments"),
         pytest.param({"by_name": ["not a name"]}, id="by_name not an identifier"),
-        pytest.param({"options": {"scale": [1]}}, id="option value not a scalar"),
+        pytest.param({"options": {"scale": {"a": 1}}}, id="option value a mapping"),
+        pytest.param({"options": {"window_size": [1, [2]]}}, id="option list not of numbers"),
+        pytest.param({"options": {"scale": "0.5"}}, id="option value a string"),
         pytest.param({"options": {"1x": 1}}, id="option name not an identifier"),
     ],
 )

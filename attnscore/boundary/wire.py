@@ -33,6 +33,7 @@ from attnscore.boundary.verdict import Verdict
 __all__ = [
     "VERSION",
     "MAX_MESSAGE_BYTES",
+    "OptionValue",
     "WireError",
     "encode_array",
     "decode_array",
@@ -54,6 +55,9 @@ __all__ = [
     "decode_call",
     "decode_reply",
 ]
+
+OptionValue = bool | int | float | None | tuple[bool | int | float, ...]
+"""A fixed keyword's value on the wire: a scalar, None, or a tuple of numbers (``window_size=(2, 1)``)."""
 
 VERSION = 1
 MAX_MESSAGE_BYTES = 48 * 1024 * 1024
@@ -189,7 +193,8 @@ class CallRequest:
     How the function is called, as a spec's contract binds it in process
     (``attnscore.maths.contract.Contract.binding``): the last ``len(by_name)`` inputs are passed
     by name, under the names ``by_name`` gives (``attn_mask=``), and ``options`` (keyword name ->
-    a bool, a number or None: ``scale=0.5``) are passed by name too, so the worker calls
+    a bool, a number, None, or a tuple of numbers: ``scale=0.5``, ``window_size=(2, 1)``) are passed
+    by name too, so the worker calls
     ``f(*positional, **by_name, **options)``. Both are empty for a positional contract, and then
     absent from the message."""
 
@@ -200,7 +205,7 @@ class CallRequest:
     names: tuple[str, ...]
     inputs: tuple[dict[str, Any], ...]
     by_name: tuple[str, ...] = ()
-    options: tuple[tuple[str, bool | int | float | None], ...] = ()
+    options: tuple[tuple[str, OptionValue], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -350,17 +355,14 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
 
     Raises:
         KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
-            inputs than the call has, or ``options`` holds something other than a bool, a number
-            or None under an identifier).
+            inputs than the call has, or ``options`` holds something other than a bool, a number,
+            None or a list of numbers under an identifier).
     """
     names = tuple(str(n) for n in obj.get("names", []))
     by_name = tuple(str(n) for n in obj.get("by_name", []))
-    options = tuple((str(k), v) for k, v in dict(obj.get("options", {})).items())
+    options = tuple((str(k), _option(k, v)) for k, v in dict(obj.get("options", {})).items())
     if len(by_name) > len(names) or not all(n.isidentifier() for n in by_name):
         raise ValueError(f"expected at most {len(names)} identifiers in by_name, found {list(by_name)}")
-    for key, value in options:
-        if not key.isidentifier() or not (value is None or isinstance(value, bool | int | float)):
-            raise ValueError(f"expected options of identifiers -> bool, number or null, found {key!r}: {value!r}")
     return CallRequest(
         int(obj["id"]),
         str(obj["dtype"]),
@@ -369,6 +371,21 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         tuple(obj["inputs"]),
         by_name,
         options,
+    )
+
+
+def _option(key: object, value: object) -> OptionValue:
+    """A fixed keyword's value as the function receives it: a JSON list (``window_size``) becomes a
+    tuple, as a Python default like ``(-1, -1)`` is; ValueError for anything but an identifier
+    naming a bool, a number, None or a list of numbers."""
+    scalar = (bool, int, float)
+    if isinstance(key, str) and key.isidentifier():
+        if value is None or isinstance(value, scalar):
+            return value
+        if isinstance(value, list) and all(isinstance(v, scalar) for v in value):
+            return tuple(value)
+    raise ValueError(
+        f"expected options of identifiers -> bool, number, null or list of numbers, found {key!r}: {value!r}"
     )
 
 

@@ -68,7 +68,7 @@ class SandboxRunner:
         source: bytes | None = None,
         runtime: WorkerRuntime | None = None,
         by_name: tuple[str, ...] = (),
-        options: Mapping[str, bool | int | float | None] | None = None,
+        options: Mapping[str, wire.OptionValue] | None = None,
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
