@@ -31,6 +31,7 @@ __all__ = [
     "scaled",
     "many_queries",
     "many_keys",
+    "differentiable",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -119,3 +120,11 @@ def many_queries(c: Contract) -> bool:
 def many_keys(c: Contract) -> bool:
     """A contract that takes several keys (not one key vector)."""
     return not c.single_key
+
+
+def differentiable(c: Contract) -> bool:
+    """A contract whose output is differentiable in its float inputs and has a closed-form gradient
+    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention."""
+    return c.kind in ("scores", "mask", "weights", "attention", "causal") and any(
+        n not in c.bool_parameters for n in c.parameter_names
+    )

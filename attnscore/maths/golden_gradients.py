@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden, golden_variants
 from attnscore.maths.contracts import Contract
+from attnscore.maths.tolerance import Tolerance, allowed_error
 
 __all__ = [
     "dot_products",
@@ -48,6 +50,7 @@ __all__ = [
     "differentiable_parameters",
     "contract_gradients",
     "contract_gradient_scales",
+    "gradient_allowed",
 ]
 
 Args = Mapping[str, np.ndarray]
@@ -398,3 +401,53 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
         grads = {"Q": _unbroadcast(dQ, Q.shape), "K": _unbroadcast(dK, K.shape), "V": _unbroadcast(dV, V.shape)}
         return int(d_k + n_k + d_v + n_q) + 2, grads
     raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+
+
+def gradient_allowed(
+    tol: Tolerance,
+    golden_grad: np.ndarray,
+    scale: np.ndarray,
+    n: int,
+    dtype: str,
+    reference_grad: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-entry allowed absolute error of one gradient, same shape as ``golden_grad`` (float64).
+
+    Args:
+        tol: the spec's tolerance.
+        golden_grad: the float64 gradient (:func:`contract_gradients`).
+        scale, n: its error scale ``M`` and sum length (:func:`contract_gradient_scales`).
+        dtype: the tested dtype.
+        reference_grad: for float16/bfloat16, the reference's own gradient computed in ``dtype``
+            (torch autograd of the reference); required there.
+
+    Rules: ``close`` is the dtype's ``close`` rule on the gradient; otherwise (``dot_bound``,
+    ``exact``, ``ratio`` in float32/float64) ``factor · n · u · M + u·|g| + (n + 1)`` subnormals,
+    with the spec's factor (2 for ``exact``: a gradient is rarely exact where the forward is). In
+    float16/bfloat16 the ratio rule, as forward (FlashAttention's tests): at most ``factor`` (the
+    spec's for ``ratio``, else 2) times the reference's own largest error in that dtype, with the
+    dtype's ``close`` atol, one ulp of each entry and one low-precision rounding of each term summed in
+    float32 (``u·M + n·u_fp32·M``) as floors.
+
+    Raises:
+        ValueError: a float16/bfloat16 dtype without ``reference_grad``.
+
+    Example (float32, a gradient entry of 1 with magnitude 1 over 2 terms, factor 2):
+        >>> allowed = gradient_allowed(Tolerance(), np.array([1.0]), np.array([1.0]), 2, "float32")
+        >>> float(allowed[0] / 2**-24).__round__(6)
+        5.0
+    """
+    g = np.nan_to_num(np.asarray(golden_grad, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    M = _clean(scale)
+    u = UNIT_ROUNDOFF[dtype]
+    if tol.mode == "close":
+        return allowed_error(tol, g, dtype, n, M)
+    if dtype in LOW_PRECISION:
+        if reference_grad is None:
+            raise ValueError(f"gradient_allowed: {dtype} needs the reference's own {dtype} gradient (ratio rule)")
+        factor = tol.factor if tol.mode == "ratio" else 2.0
+        ratio = Tolerance("ratio", factor=factor).ratio_allowed(g, reference_grad, dtype)
+        floor = u * M + max(n, 1) * UNIT_ROUNDOFF["float32"] * M + u * np.abs(g)
+        return np.maximum(ratio, floor + (n + 1) * SMALLEST_SUBNORMAL[dtype])
+    factor = 2.0 if tol.mode == "exact" else tol.factor
+    return factor * max(n, 1) * u * M + u * np.abs(g) + (n + 1) * SMALLEST_SUBNORMAL[dtype]
