@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-
 import torch
 
 from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
