@@ -96,9 +96,9 @@ def backward_call(
     import torch
 
     wanted = differentiable(names, tensors)
-    leaves = {n: t for n, t in zip(names, tensors, strict=True) if n in wanted}
+    leaves = {n: t for n, t in zip(names, tensors, strict=True) if n in wanted and isinstance(t, torch.Tensor)}
     for t in leaves.values():
-        torch.Tensor.requires_grad_(t, True)  # type: ignore[arg-type]
+        torch.Tensor.requires_grad_(t, True)
     with torch.enable_grad():
         value = call(function, tensors) if call is not None else function(*tensors)
     received = to_received(value)

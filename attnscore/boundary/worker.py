@@ -165,6 +165,38 @@ def bound_inspector(shared: Any) -> Any:
     return call
 
 
+def bound_backward(inspected: Any, backward_call: Any, decode_array: Any, device: str) -> Any:
+    """``backward_pass(function, names, args, spans, request) -> (value, changed, result)``, bound
+    before the submission is imported: the call with the float inputs requiring grad, through the
+    inspector, then ``backward(dO)`` with the request's upstream gradient
+    (:func:`attnscore.boundary.gradients.backward_call`); raises what the call raises."""
+    import torch
+
+    from attnscore.boundary.dtypes import TORCH_DTYPES
+
+    dtypes, make = dict(TORCH_DTYPES), torch.tensor
+
+    def backward_pass(function: Any, names: list[str], args: list[Any], spans: list[Any], request: Any) -> Any:
+        _, array = decode_array(request.upstream)
+        upstream = make(array, dtype=dtypes[request.dtype], device=device)
+        seen: list[Any] = []
+
+        def call(f: Any, a: list[Any]) -> Any:
+            value, changed = inspected(f, a, spans)
+            seen.append(changed)
+            return value
+
+        value, result = backward_call(function, names, args, upstream, call)
+        return value, seen[0] if seen else [], result
+
+    return backward_pass
+
+
+def verdict_of_backward(failure: Any) -> Verdict:
+    """A backward pass that could not run: an exception verdict when it raised, else a bad return."""
+    return Verdict.EXCEPTION if failure.exception else Verdict.BAD_RETURN_TYPE
+
+
 def failure_verdict(exc: BaseException) -> Verdict:
     """The verdict of an exception the submission raised (in a call or at import):
     :attr:`Verdict.MEMORY_LIMIT` when it says memory ran out (host or GPU), else :attr:`Verdict.EXCEPTION`."""
@@ -613,14 +645,17 @@ def serve(
 
     from attnscore.boundary import wire
     from attnscore.boundary.calls import describe_exception, inspect_call, type_name
+    from attnscore.boundary.gradients import NoBackward, backward_call
     from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    backward_pass = bound_backward(inspected, backward_call, wire.decode_array, device)
     device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
     call_failed, call_result = wire.CallFailed, wire.CallResult
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
+    backward_verdict = verdict_of_backward
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of = list, len
 
@@ -690,8 +725,12 @@ def serve(
         except Exception as exc:  # noqa: BLE001 - report, do not die
             send(call_failed(call_id, grader_error, f"the worker could not build the inputs: {exc}"))
             continue
+        backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
-            value, changed = inspected(function, args, spans)
+            if request.upstream is not None:
+                value, changed, backward = backward_pass(function, names, args, spans, request)
+            else:
+                value, changed = inspected(function, args, spans)
             if device != "cpu":  # an asynchronous CUDA error is this call's
                 import torch
 
@@ -703,8 +742,11 @@ def serve(
             send(call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file")))
             continue
         copy_back(pairs)
+        if isinstance(backward, NoBackward):
+            send(call_failed(call_id, backward_verdict(backward), backward.message, backward.exception))
+            continue
         try:
-            received = to_received(value)
+            received = backward if backward is not None else to_received(value)
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
             why = f"the returned object could not be read as numbers: {describe_exception(exc)}"
             send(call_failed(call_id, bad_return, why))

@@ -133,7 +133,7 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     mask = np.asarray(args[names["mask"]], dtype=bool)
     if ctx.contract.kind == "attention":
         S_shape = np.broadcast_shapes(np.shape(args[names["Q"]])[:-1] + (np.shape(args[names["K"]])[-2],), mask.shape)
-        unused = ~np.broadcast_to(mask, S_shape).any(axis=-2)  # (..., n_k): keys no query keeps
+        unused = np.asarray(~np.broadcast_to(mask, S_shape).any(axis=-2))  # (..., n_k): keys no query keeps
         for p in ("V", "K"):
             g = got.gradients.get(names[p])
             if g is None or g.shape[:-1] != unused.shape:
@@ -150,9 +150,9 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     g = got.gradients.get(s)
     if g is None:
         return None
-    masked_entries = ~np.broadcast_to(mask, g.shape) if np.broadcast_shapes(mask.shape, g.shape) == g.shape else None
-    if masked_entries is None:
+    if np.broadcast_shapes(mask.shape, g.shape) != g.shape:
         return None
+    masked_entries: np.ndarray = ~np.broadcast_to(mask, g.shape)
     rows = np.argwhere(masked_entries & (g != 0))
     if rows.size:
         at = tuple(int(i) for i in rows[0])
