@@ -100,7 +100,9 @@ def test_missing_scale_in_dq_is_caught():
 
 def test_detached_output_gets_a_clear_verdict():
     """An output detached from the inputs cannot be differentiated: bad return type, saying why."""
-    result = _judge("specs/score_matrix.yaml", "gradients_match_golden", lambda Q, K: (Q @ K.transpose(-2, -1)).detach())
+    result = _judge(
+        "specs/score_matrix.yaml", "gradients_match_golden", lambda Q, K: (Q @ K.transpose(-2, -1)).detach()
+    )
     assert result.verdict is Verdict.BAD_RETURN_TYPE
     assert "does not require grad" in result.failure.detail
 
@@ -247,7 +249,7 @@ def attention(Q, K, V, mask):
 
 SANDBOXED_DETACHED = SANDBOXED_RIGHT.replace("return P @ V", "return (P @ V).detach()")
 
-SANDBOXED_NO_SCALE_IN_DK = '''import torch
+SANDBOXED_NO_SCALE_IN_DK = """import torch
 
 class Attention(torch.autograd.Function):
     @staticmethod
@@ -267,7 +269,7 @@ class Attention(torch.autograd.Function):
 
 def attention(Q, K, V, mask):
     return Attention.apply(Q, K, V, mask)
-'''
+"""
 
 
 @pytest.mark.parametrize(

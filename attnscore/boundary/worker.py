@@ -645,7 +645,7 @@ def serve(
 
     from attnscore.boundary import wire
     from attnscore.boundary.calls import describe_exception, inspect_call, type_name
-    from attnscore.boundary.gradients import NoBackward, backward_call
+    from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
     from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
@@ -655,7 +655,7 @@ def serve(
     call_failed, call_result = wire.CallFailed, wire.CallResult
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
-    backward_verdict = verdict_of_backward
+    backward_verdict, callable_of = verdict_of_backward, as_callable
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of = list, len
 
@@ -708,6 +708,11 @@ def serve(
     function = getattr(module, function_name, None)
     if function is None or not callable(function):
         send(load_error(function_missing, missing_function(function_name, function, vars(module), "submission")))
+        return
+    try:
+        function = callable_of(function)  # a torch.autograd.Function subclass: its .apply
+    except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
+        send(load_error(verdict_of(exc), f"the class {function_name} could not be used: {describe_failure(exc)}"))
         return
     send(ready)
 

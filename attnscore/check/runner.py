@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
-from attnscore.boundary.gradients import NoBackward, backward_call
+from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -94,7 +94,8 @@ class Runner(Protocol):
 
 
 class InProcessRunner:
-    """Calls a trusted function in this process, with torch tensors on ``device``.
+    """Calls a trusted function in this process, with torch tensors on ``device`` (a
+    ``torch.autograd.Function`` subclass is called through its ``.apply``).
 
     After each call ``last_inspection`` says which inputs the function changed in place
     (``"mutated"``) and which ones the output shares memory with (``"aliased"``); the properties
@@ -114,7 +115,7 @@ class InProcessRunner:
     cleanup_problem: str | None = None
 
     def __init__(self, function: Callable[..., object], device: str = "cpu") -> None:
-        self.function = function
+        self.function: Callable[..., object] = as_callable(function)  # type: ignore[assignment]
         self.device = device
         self.last_inspection: Inspection | None = None
 
