@@ -292,3 +292,29 @@ def test_backward_in_the_sandbox(tmp_path, source, verdict, text):
     assert result.verdict is verdict, result.message
     if text:
         assert text in (result.failure.check or result.failure.detail)
+
+
+def backward_spec(tmp_path):
+    """The bundled attention spec with both gradient properties listed (a spec opts in by name)."""
+    text = open("specs/attention.yaml", encoding="utf-8").read()
+    at = text.index("\nproperties:\n") + len("\nproperties:\n")
+    extra = (
+        '  - {name: gradients_match_golden, points: 4, examples: 6, statement: "backward(dO) is right"}\n'
+        '  - {name: masked_entries_get_no_gradient, points: 1, examples: 4, statement: "masked keys get none"}\n'
+    )
+    path = tmp_path / "attention_backward.yaml"
+    path.write_text(text[:at] + extra + text[at:], encoding="utf-8")
+    return load_spec(path)
+
+
+def test_attnscore_test_grades_an_autograd_function_class(tmp_path):
+    """run_impl (``attnscore test``) takes a torch.autograd.Function class and gives it full marks."""
+    from attnscore.check.implementation import load_impl, run_impl
+
+    spec = backward_spec(tmp_path)
+    function = load_impl("examples.impl.attention_gradients:FlashAttention2")
+    result = run_impl(spec, function, dtype="float32")
+    assert result.score == result.max_score, [c.message for c in result.cases if c.verdict is not Verdict.PASSED]
+    assert {"property:gradients_match_golden", "property:masked_entries_get_no_gradient"} <= {
+        c.id for c in result.cases
+    }

@@ -21,10 +21,10 @@ __all__ = ["STYLES"]
 
 
 def naive(Q, K, V, mask):
-    """Plain autograd: masked_fill, softmax, NaN rows to zero."""
+    """Plain autograd: masked_fill, softmax, masked weights (and fully masked rows) set to 0."""
     S = Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5
     P = torch.softmax(S.masked_fill(~mask, float("-inf")), dim=-1)
-    return torch.nan_to_num(P, nan=0.0) @ V
+    return torch.where(mask, P, torch.zeros_like(P)) @ V  # a NaN in a kept key still shows
 
 
 def einsum_where(Q, K, V, mask):
@@ -42,7 +42,7 @@ def logsumexp_form(Q, K, V, mask):
     S = (Q @ K.transpose(-2, -1)) * (1.0 / Q.shape[-1] ** 0.5)
     S = S.masked_fill(~mask, float("-inf"))
     L = torch.logsumexp(S, dim=-1, keepdim=True)
-    L = torch.where(torch.isfinite(L), L, torch.zeros_like(L))
+    L = torch.where(torch.isneginf(L), torch.zeros_like(L), L)
     return torch.exp(S - L) @ V  # exp(-inf) = 0 at masked keys and fully masked rows
 
 
@@ -64,8 +64,9 @@ def _online(Q, K, V, mask, tile):
         l = alpha * l + p.sum(dim=-1)
         acc = alpha[..., None] * acc + p @ V[..., j0 : j0 + tile, :]
         m = m_new
-    O = torch.where(l[..., None] > 0, acc / torch.where(l > 0, l, torch.ones_like(l))[..., None], torch.zeros_like(acc))
-    L = torch.where(l > 0, m + torch.log(torch.where(l > 0, l, torch.ones_like(l))), torch.full_like(l, float("-inf")))
+    empty = l == 0  # no key kept (a NaN score keeps its NaN)
+    O = torch.where(empty[..., None], torch.zeros_like(acc), acc / torch.where(empty, torch.ones_like(l), l)[..., None])
+    L = torch.where(empty, torch.full_like(l, float("-inf")), m + torch.log(torch.where(empty, torch.ones_like(l), l)))
     return O, L
 
 
@@ -80,7 +81,8 @@ class SavedWeights(torch.autograd.Function):
     @staticmethod
     def forward(ctx, Q, K, V, mask):
         scale = Q.shape[-1] ** -0.5
-        P = torch.softmax((Q @ K.transpose(-2, -1) * scale).masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+        P = torch.softmax((Q @ K.transpose(-2, -1) * scale).masked_fill(~mask, float("-inf")), -1)
+        P = torch.where(mask, P, torch.zeros_like(P))
         ctx.save_for_backward(Q, K, V, P)
         ctx.scale = scale
         return P @ V
@@ -199,7 +201,7 @@ class _Saved:
     def __init__(self, Q, K, V, mask):
         self.scale = Q.shape[-1] ** -0.5
         P = torch.softmax((Q @ K.transpose(-2, -1) * self.scale).masked_fill(~mask, float("-inf")), -1)
-        self.saved_tensors = (Q, K, V, P.nan_to_num(0.0))
+        self.saved_tensors = (Q, K, V, torch.where(mask, P, torch.zeros_like(P)))
 
 
 def sdpa(Q, K, V, mask):
