@@ -5,7 +5,7 @@ Each one is right forward and backward (the gradient properties give it full mar
 assignment, written the many ways such solutions are written: plain autograd, a tiled forward with
 an online softmax and autograd's backward, ``torch.autograd.Function`` classes with a hand-written
 backward (saving ``P``, or FlashAttention-2's logsumexp ``L`` and recomputing ``P = exp(S − L)``),
-recomputation in backward, float32 accumulation for low-precision inputs, and SDPA.
+recomputation in backward, float32 accumulation for low-precision inputs, and the softmax written out.
 
 Shapes: Q ``(..., n_q, d_k)``, K ``(..., n_k, d_k)``, V ``(..., n_k, d_v)``, mask bool (True = keep)
 broadcasting to ``(..., n_q, n_k)``; a query whose keys are all masked gets the zero vector.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 # ruff: noqa: E741  (O and l are the paper's names: output, running sum)
 import torch
-import torch.nn.functional as F
 
 __all__ = ["STYLES"]
 
@@ -204,11 +203,16 @@ class _Saved:
         self.saved_tensors = (Q, K, V, torch.where(mask, P, torch.zeros_like(P)))
 
 
-def sdpa(Q, K, V, mask):
-    """torch's scaled_dot_product_attention; a fully masked row keeps a dummy key and is zeroed."""
-    keep = mask.expand(*torch.broadcast_shapes(Q.shape[:-1] + (K.shape[-2],), mask.shape)).any(-1, keepdim=True)
-    out = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask | ~keep)
-    return out * keep
+def manual_softmax(Q, K, V, mask):
+    """The softmax written out: subtract the kept maximum, exponentiate the kept scores, divide by their sum."""
+    S = torch.matmul(Q, K.transpose(-2, -1)) * Q.shape[-1] ** -0.5
+    S = S.masked_fill(~mask, float("-inf"))
+    peak = S.amax(dim=-1, keepdim=True)
+    peak = torch.where(torch.isneginf(peak), torch.zeros_like(peak), peak).detach()  # any shift is exact
+    E = torch.where(mask, torch.exp(S - peak), torch.zeros_like(S))
+    total = E.sum(dim=-1, keepdim=True)
+    P = E / torch.where(total == 0, torch.ones_like(total), total)
+    return torch.matmul(P, V)
 
 
 STYLES = {
@@ -222,6 +226,6 @@ STYLES = {
     "checkpointed": checkpointed,
     "float32_accumulation": float32_accumulation,
     "float32_backward_function": Float32Backward,
-    "sdpa": sdpa,
+    "manual_softmax": manual_softmax,
 }
 """Style name -> the implementation (a function, or an autograd Function class called through ``.apply``)."""
