@@ -318,3 +318,17 @@ def test_attnscore_test_grades_an_autograd_function_class(tmp_path):
     assert {"property:gradients_match_golden", "property:masked_entries_get_no_gradient"} <= {
         c.id for c in result.cases
     }
+
+
+def test_grader_keeps_only_asked_gradients():
+    """The sandbox runner believes gradients only for the call's float inputs, and none for a forward call."""
+    from attnscore.sandbox.runner import _asked_gradients
+
+    forged = WithGradients("tensor", "float32", "cpu", np.zeros(1, np.float32),
+                           {"Q": np.ones(1, np.float32), "secret": np.ones(1, np.float32)}, {"Q": "float32"})  # fmt: skip
+    kept = _asked_gradients(forged, ["Q", "K"], backward=True)
+    assert isinstance(kept, WithGradients) and set(kept.gradients) == {"Q"} and kept.missing == ("K",)
+    forward = _asked_gradients(forged, ["Q", "K"], backward=False)
+    assert type(forward) is Received
+    plain = _asked_gradients(Received("tensor", "float32", "cpu", np.zeros(1, np.float32)), ["Q"], backward=True)
+    assert isinstance(plain, WithGradients) and plain.missing == ("Q",)
