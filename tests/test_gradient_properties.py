@@ -324,8 +324,8 @@ def test_grader_keeps_only_asked_gradients():
     """The sandbox runner believes gradients only for the call's float inputs, and none for a forward call."""
     from attnscore.sandbox.runner import _asked_gradients
 
-    forged = WithGradients("tensor", "float32", "cpu", np.zeros(1, np.float32),
-                           {"Q": np.ones(1, np.float32), "secret": np.ones(1, np.float32)}, {"Q": "float32"})  # fmt: skip
+    grads = {"Q": np.ones(1, np.float32), "secret": np.ones(1, np.float32)}
+    forged = WithGradients("tensor", "float32", "cpu", np.zeros(1, np.float32), grads, {"Q": "float32"})
     kept = _asked_gradients(forged, ["Q", "K"], backward=True)
     assert isinstance(kept, WithGradients) and set(kept.gradients) == {"Q"} and kept.missing == ("K",)
     forward = _asked_gradients(forged, ["Q", "K"], backward=False)
