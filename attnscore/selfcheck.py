@@ -135,10 +135,16 @@ class _TimedRunner(InProcessRunner):
         super().__init__(function, "cpu")
         self.timeout_s = timeout_s
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
         try:
             with _time_limit(self.timeout_s):
-                return super().call(args, dtype, layouts)
+                return super().call(args, dtype, layouts, upstream)
         except _CallTimeout:
             return CallFailure(
                 Verdict.TIMEOUT,

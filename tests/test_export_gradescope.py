@@ -143,6 +143,8 @@ def test_hidden_cases_are_shown_at_once_by_default_and_later_on_request(tmp_path
     ]
     assert later["output"].startswith("dot_product_scores v1: ")
     assert later["output"].endswith("points on the visible cases; 1 hidden case (2 points) shown after the due date")
+
+
 def test_ubuntu_2404_bundle_grades_end_to_end(tmp_path, bundle_2404):
     """The 24.04 bundle carries its own pins and Python, and grades a correct file 11 of 11."""
     with zipfile.ZipFile(bundle_2404) as archive:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
 from attnscore.boundary.verdict import Verdict
 
@@ -119,8 +120,31 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
 
 
 def encode_received(received: Received) -> dict[str, Any]:
-    """Encode a :class:`Received` for the wire."""
-    return {"kind": received.kind, "device": received.device, **encode_array(received.array, received.dtype)}
+    """Encode a :class:`Received` for the wire (with a backward call's gradients and missing inputs)."""
+    head = {"kind": received.kind, "device": received.device, **encode_array(received.array, received.dtype)}
+    if isinstance(received, WithGradients):
+        head["gradients"] = [
+            {"name": n, **encode_array(g, received.gradient_dtypes.get(n))} for n, g in received.gradients.items()
+        ]
+        head["missing"] = list(received.missing)
+    return head
+
+
+def _gradients(obj: dict[str, Any], value: Received) -> WithGradients:
+    """A result's ``gradients`` and ``missing`` fields decoded and validated (names: short text, once each)."""
+    raw, missing = obj.get("gradients"), obj.get("missing", [])
+    if not isinstance(raw, list) or len(raw) > 64 or not isinstance(missing, list) or len(missing) > 64:
+        raise WireError("expected a list of at most 64 gradients and of missing inputs")
+    grads: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
+    for item in raw:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not 0 < len(name) <= 100 or name in grads:
+            raise WireError("expected each gradient to name its input once (at most 100 characters)")
+        dtypes[name], grads[name] = decode_array(item)
+    if not all(isinstance(n, str) and 0 < len(n) <= 100 and n not in grads for n in missing):
+        raise WireError("expected the missing inputs as names without a gradient")
+    return WithGradients(value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing))
 
 
 def decode_received(obj: Any) -> Received:
@@ -133,7 +157,8 @@ def decode_received(obj: Any) -> Received:
     if not isinstance(device, str) or len(device) > 32:
         raise WireError("expected a short device name")
     name, arr = decode_array(obj)
-    return Received(kind, name, device, arr)
+    value = Received(kind, name, device, arr)
+    return _gradients(obj, value) if "gradients" in obj else value
 
 
 def dumps(message: dict[str, Any]) -> bytes:
@@ -194,9 +219,12 @@ class CallRequest:
     (``attnscore.maths.contract.Contract.binding``): the last ``len(by_name)`` inputs are passed
     by name, under the names ``by_name`` gives (``attn_mask=``), and ``options`` (keyword name ->
     a bool, a number, None, or a tuple of numbers: ``scale=0.5``, ``window_size=(2, 1)``) are passed
-    by name too, so the worker calls
-    ``f(*positional, **by_name, **options)``. Both are empty for a positional contract, and then
-    absent from the message."""
+    by name too, so the worker calls ``f(*positional, **by_name, **options)``. Both are empty for a
+    positional contract, and then absent from the message.
+
+    ``upstream``, when set, is the upstream gradient ``dO`` as :func:`encode_array` writes it: the
+    worker also runs the backward pass (:mod:`attnscore.boundary.gradients`) and sends the gradients
+    with the value."""
 
     TYPE: ClassVar[str] = "call"
     id: int
@@ -206,6 +234,7 @@ class CallRequest:
     inputs: tuple[dict[str, Any], ...]
     by_name: tuple[str, ...] = ()
     options: tuple[tuple[str, OptionValue], ...] = ()
+    upstream: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -320,6 +349,7 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 "device": message.device,
                 "names": listed(message.names),
                 "inputs": [mapping(item) for item in message.inputs],
+                **({"upstream": message.upstream} if message.upstream is not None else {}),
             }
             if message.by_name:
                 call["by_name"] = listed(message.by_name)
@@ -371,6 +401,7 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         tuple(obj["inputs"]),
         by_name,
         options,
+        obj.get("upstream"),
     )
 
 

@@ -171,6 +171,51 @@ def bound_inspector(shared: Any) -> Any:
     return call
 
 
+def bound_backward(inspected: Any, backward_call: Any, decode_array: Any, device: str) -> Any:
+    """``backward_pass(function, names, args, spans, request) -> (value, changed, result)``, bound
+    before the submission is imported: the call with the float inputs requiring grad, through the
+    inspector, then ``backward(dO)`` with the request's upstream gradient
+    (:func:`attnscore.boundary.gradients.backward_call`); raises what the call raises."""
+    import torch
+
+    from attnscore.boundary.dtypes import TORCH_DTYPES
+
+    dtypes, make = dict(TORCH_DTYPES), torch.tensor
+
+    def backward_pass(function: Any, names: list[str], args: list[Any], spans: list[Any], request: Any) -> Any:
+        _, array = decode_array(request.upstream)
+        upstream = make(array, dtype=dtypes[request.dtype], device=device)
+        seen: list[Any] = []
+
+        def call(f: Any, a: list[Any]) -> Any:
+            value, changed = inspected(f, a, spans)
+            seen.append(changed)
+            return value
+
+        value, result = backward_call(function, names, args, upstream, call)
+        return value, seen[0] if seen else [], result
+
+    return backward_pass
+
+
+def keyword_call(function: Any, positional: int, by_name: list[str], options: dict[str, Any]) -> Any:
+    """``function`` as the backward pass calls it, with every input positional: the inputs after the
+    first ``positional`` go by the names ``by_name`` gives, and ``options`` by name too, as
+    ``Contract.binding`` calls it in process. Built per call, at call time (the backward pass makes
+    its own leaf copies of the inputs, so they cannot be bound beforehand)."""
+    pairs = zip
+
+    def call(*args: Any) -> Any:
+        return function(*args[:positional], **dict(pairs(by_name, args[positional:])), **options)
+
+    return call
+
+
+def verdict_of_backward(failure: Any) -> Verdict:
+    """A backward pass that could not run: an exception verdict when it raised, else a bad return."""
+    return Verdict.EXCEPTION if failure.exception else Verdict.BAD_RETURN_TYPE
+
+
 def failure_verdict(exc: BaseException) -> Verdict:
     """The verdict of an exception the submission raised (in a call or at import):
     :attr:`Verdict.MEMORY_LIMIT` when it says memory ran out (host or GPU), else :attr:`Verdict.EXCEPTION`."""
@@ -620,16 +665,20 @@ def serve(
 
     from attnscore.boundary import wire
     from attnscore.boundary.calls import describe_exception, inspect_call, type_name
+    from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
     from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    backward_pass = bound_backward(inspected, backward_call, wire.decode_array, device)
     device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
     call_failed, call_result = wire.CallFailed, wire.CallResult
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
+    backward_verdict, callable_of, keyword_form = verdict_of_backward, as_callable, keyword_call
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
-    listed, size_of, mapping, zipped, bind = list, len, dict, zip, functools.partial
+    listed, size_of, mapping, zipped = list, len, dict, zip
+    bind = functools.partial
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -681,6 +730,11 @@ def serve(
     if function is None or not callable(function):
         send(load_error(function_missing, missing_function(function_name, function, vars(module), "submission")))
         return
+    try:
+        function = callable_of(function)  # a torch.autograd.Function subclass: its .apply
+    except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
+        send(load_error(verdict_of(exc), f"the class {function_name} could not be used: {describe_failure(exc)}"))
+        return
     send(ready)
 
     while True:
@@ -700,8 +754,12 @@ def serve(
         except Exception as exc:  # noqa: BLE001 - report, do not die
             send(call_failed(call_id, grader_error, f"the worker could not build the inputs: {exc}"))
             continue
+        backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
-            if by_name or options:
+            if request.upstream is not None:
+                target = keyword_form(function, positional, by_name, options) if by_name or options else function
+                value, changed, backward = backward_pass(target, names, args, spans, request)
+            elif by_name or options:
                 named = mapping(zipped(by_name, args[positional:]))
                 value, changed = inspected(bind(function, **named, **options), args, spans, positional)
             else:
@@ -717,8 +775,11 @@ def serve(
             send(call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file")))
             continue
         copy_back(pairs)
+        if isinstance(backward, NoBackward):
+            send(call_failed(call_id, backward_verdict(backward), backward.message, backward.exception))
+            continue
         try:
-            received = to_received(value)
+            received = backward if backward is not None else to_received(value)
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
             why = f"the returned object could not be read as numbers: {describe_exception(exc)}"
             send(call_failed(call_id, bad_return, why))

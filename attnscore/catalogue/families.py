@@ -36,6 +36,7 @@ __all__ = [
     "sdpa_bool_mask",
     "sdpa_grouped_heads",
     "sdpa_causal",
+    "differentiable",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -149,3 +150,11 @@ def sdpa_grouped_heads(c: Contract) -> bool:
 def sdpa_causal(c: Contract) -> bool:
     """SDPA with ``is_causal`` (top-left)."""
     return sdpa(c) and bool(c.option("is_causal"))
+
+
+def differentiable(c: Contract) -> bool:
+    """A contract whose output is differentiable in its float inputs and has a closed-form gradient
+    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention."""
+    return c.kind in ("scores", "mask", "weights", "attention", "causal") and any(
+        n not in c.bool_parameters for n in c.parameter_names
+    )

@@ -22,6 +22,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.boundary.calls import TORCH_DTYPES, to_torch
 from attnscore.boundary.dtypes import LOW_PRECISION
 from attnscore.catalogue.properties import get_property
+from attnscore.maths import golden_gradients
 from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
@@ -41,7 +42,10 @@ class Call:
     argument's name to the memory layout it is handed over in (:mod:`attnscore.boundary.layouts`);
     arguments not named there are fresh contiguous tensors. ``dtype`` is the dtype this call's
     inputs are cast to when it is not the case's (a property with ``every_dtype`` also calls in the
-    spec's other dtypes); None means the case's.
+    spec's other dtypes); None means the case's. ``upstream`` is the upstream gradient ``dO`` (the
+    output's shape, cast to the tested dtype) of a call whose backward pass is under test; its
+    ``gradient_goldens`` and ``gradient_allowed`` map each differentiable input (the spec's names)
+    to its float64 golden gradient (:mod:`attnscore.maths.golden_gradients`) and allowed error.
     """
 
     args: dict[str, np.ndarray]
@@ -53,6 +57,9 @@ class Call:
     compare_golden: bool = True
     layouts: dict[str, str] | None = None
     dtype: str | None = None
+    upstream: np.ndarray | None = None
+    gradient_goldens: dict[str, np.ndarray] | None = None
+    gradient_allowed: dict[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,8 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
     if extra.get("layouts"):
         extra["layouts"] = {renamed[old]: layout for old, layout in extra["layouts"].items()}
     contract_args = dict(zip(spec.contract.parameter_names, received_args.values(), strict=True))
+    if extra.get("upstream") is not None:
+        extra.update(_gradients(spec, contract_args, cast(extra["upstream"], dtype), dtype, tolerance, renamed))
     with np.errstate(all="ignore"):
         golden = spec.contract.golden(contract_args)
         d_k, scale = spec.contract.error_scale(contract_args)
@@ -122,6 +131,48 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
         else:
             allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands, terms)
     return Call(received_args, golden, allowed, **extra)
+
+
+def _gradients(
+    spec: Spec,
+    args: dict[str, np.ndarray],
+    upstream: np.ndarray,
+    dtype: str,
+    tolerance: Tolerance,
+    renamed: dict[str, str],
+) -> dict[str, Any]:
+    """A backward call's ``upstream``, golden gradients and allowed errors (keyed by the spec's names)."""
+    with np.errstate(all="ignore"):
+        goldens = golden_gradients.contract_gradients(spec.contract, args, upstream)
+        n, scales = golden_gradients.contract_gradient_scales(spec.contract, args, upstream)
+        reference = _reference_gradients(spec, args, upstream, dtype) if dtype in LOW_PRECISION else {}
+        allowed = {
+            name: golden_gradients.gradient_allowed(tolerance, g, scales[name], n, dtype, reference.get(name))
+            for name, g in goldens.items()
+        }
+    return {
+        "upstream": upstream,
+        "gradient_goldens": {renamed[name]: g for name, g in goldens.items()},
+        "gradient_allowed": {renamed[name]: a for name, a in allowed.items()},
+    }
+
+
+def _reference_gradients(
+    spec: Spec, args: dict[str, np.ndarray], upstream: np.ndarray, dtype: str
+) -> dict[str, np.ndarray]:
+    """torch autograd of the reference run in ``dtype`` on the CPU (the ratio rule's own error), float64."""
+    names = golden_gradients.differentiable_parameters(spec.contract)
+    tensors = [to_torch(a, dtype) for a in args.values()]
+    for name, t in zip(args, tensors, strict=True):
+        if name in names:
+            t.requires_grad_(True)
+    out = spec.contract.reference(*tensors)
+    out.backward(to_torch(upstream, dtype))
+    return {
+        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().to(torch.float64).numpy()
+        for name, t in zip(args, tensors, strict=True)
+        if name in names
+    }
 
 
 def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np.ndarray:
@@ -147,6 +198,8 @@ def property_calls(
         for k, args in enumerate(arg_list):
             last = k == len(arg_list) - 1
             extra: dict[str, Any] = {"compare_golden": prop.golden}
+            if last and prop.upstream is not None:
+                extra["upstream"] = prop.upstream(spec.contract, example)
             if prop.call_layouts is not None:
                 extra["layouts"] = prop.call_layouts(spec.contract, example)[k] or None
             elif prop.layouts is not None and last:

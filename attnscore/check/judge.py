@@ -207,7 +207,12 @@ def _judge_once(
     case_dtype = dtype
     for number, call in enumerate(case.calls, start=1):
         dtype = call.dtype or case_dtype  # a call may be made in another of the spec's dtypes
-        outcome = runner.call(call.args, dtype, call.layouts) if call.layouts else runner.call(call.args, dtype)
+        if call.upstream is not None:
+            outcome = runner.call(call.args, dtype, call.layouts, upstream=call.upstream)
+        elif call.layouts:
+            outcome = runner.call(call.args, dtype, call.layouts)
+        else:
+            outcome = runner.call(call.args, dtype)
         where: dict[str, object] = {
             "args": {n: json_array(a) for n, a in call.args.items()},
             "layouts": dict(call.layouts) if call.layouts else None,
@@ -255,6 +260,8 @@ def _judge_once(
                 device=device,
                 contract=spec.contract,
                 example=call.example,
+                gradient_goldens=[case.calls[i].gradient_goldens for i in group],
+                gradient_allowed=[case.calls[i].gradient_allowed for i in group],
             )
             if mismatch is None:
                 check_text = call.check(ctx) or ""

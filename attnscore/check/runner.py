@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import torch
 
 from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
+from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -66,8 +68,20 @@ class Runner(Protocol):
     @property
     def cleanup_problem(self) -> str | None: ...
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
-        """One call with ``args`` (name -> array, in the parameters' order) cast to ``dtype``."""
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
+        """One call with ``args`` (name -> array, in the parameters' order) cast to ``dtype``.
+
+        With ``upstream`` (``dO``, the output's shape) the call also runs the backward pass
+        (:func:`attnscore.boundary.gradients.backward_call`) and a value comes back as
+        :class:`attnscore.boundary.gradients.WithGradients`; callers pass it only when set, and a
+        runner that cannot run backward passes answers with a failure that says so.
+        """
         ...
 
     def output_text(self) -> str:
@@ -80,7 +94,8 @@ class Runner(Protocol):
 
 
 class InProcessRunner:
-    """Calls a trusted function in this process, with torch tensors on ``device``.
+    """Calls a trusted function in this process, with torch tensors on ``device`` (a
+    ``torch.autograd.Function`` subclass is called through its ``.apply``).
 
     After each call ``last_inspection`` says which inputs the function changed in place
     (``"mutated"``) and which ones the output shares memory with (``"aliased"``); the properties
@@ -100,7 +115,7 @@ class InProcessRunner:
     cleanup_problem: str | None = None
 
     def __init__(self, function: Callable[..., object], device: str = "cpu") -> None:
-        self.function = function
+        self.function: Callable[..., object] = as_callable(function)
         self.device = device
         self.last_inspection: Inspection | None = None
 
@@ -109,13 +124,21 @@ class InProcessRunner:
         """The keywords of a :func:`functools.partial` (``attnscore test --keyword``), else empty."""
         return dict(self.function.keywords) if isinstance(self.function, functools.partial) else {}
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
         names = list(args)
         layouts = layouts or {}
         tensors = [to_torch(a, dtype, self.device, layouts.get(n)) for n, a in args.items()]
         copies = [t.clone() for t in tensors]
         before = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
         self.last_inspection = None
+        if upstream is not None:
+            return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
@@ -125,6 +148,19 @@ class InProcessRunner:
         if isinstance(received, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE, received.message)
         return received
+
+    def _backward(self, names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor) -> Outcome:
+        """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`)."""
+        try:
+            _, got = backward_call(self.function, names, list(tensors), upstream)
+        except Exception as exc:  # the implementation's own error is a verdict, not a crash
+            return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
+        if isinstance(got, BadReturn):
+            return CallFailure(Verdict.BAD_RETURN_TYPE, got.message)
+        if isinstance(got, NoBackward):
+            verdict = Verdict.EXCEPTION if got.exception else Verdict.BAD_RETURN_TYPE
+            return CallFailure(verdict, got.message, exception=got.exception)
+        return got
 
     def output_text(self) -> str:
         return ""
@@ -160,7 +196,13 @@ class RefusedRunner:
     def load_failure(self) -> CallFailure:
         return self.failure
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
         return self.failure
 
     def output_text(self) -> str:

@@ -23,8 +23,9 @@ import torch
 
 from attnscore.boundary import kernel_objects, wire
 from attnscore.boundary.calls import to_torch
+from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.layouts import strided_form
-from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import counted
@@ -44,6 +45,23 @@ from attnscore.submission.files import Submission
 __all__ = ["SandboxRunner"]
 
 _CGROUP_NUMBERS = itertools.count()
+
+
+def _asked_gradients(outcome: Outcome, names: list[str], backward: bool) -> Outcome:
+    """A backward call's value as the grader believes it: gradients only for the call's float inputs
+    ``names``, and for a forward-only call none at all (the worker's word about anything else is not
+    taken); a float input the worker sent no gradient for counts as missing."""
+    if not isinstance(outcome, WithGradients):
+        if backward and isinstance(outcome, Received):  # a value without gradients: none reached any input
+            return WithGradients(outcome.kind, outcome.dtype, outcome.device, outcome.array, {}, {}, tuple(names))
+        return outcome
+    plain = Received(outcome.kind, outcome.dtype, outcome.device, outcome.array)
+    if not backward:
+        return plain
+    grads = {n: g for n, g in outcome.gradients.items() if n in names}
+    dtypes = {n: outcome.gradient_dtypes.get(n, outcome.dtype) for n in grads}
+    missing = tuple(n for n in names if n not in grads)
+    return WithGradients(plain.kind, plain.dtype, plain.device, plain.array, grads, dtypes, missing)
 
 
 class SandboxRunner:
@@ -286,9 +304,16 @@ class SandboxRunner:
             offset += len(raw)
         return layout
 
-    def call(self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str] | None = None) -> Outcome:
-        """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`); never raises for
-        anything the submission does."""
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
+        """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`; with ``upstream``
+        also its backward pass, :mod:`attnscore.boundary.gradients`); never raises for anything the
+        submission does."""
         self.calls += 1
         if self.load_failure is not None:
             return self.load_failure
@@ -317,6 +342,7 @@ class SandboxRunner:
             tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
             self.by_name,
             tuple(self.options.items()),
+            None if upstream is None else wire.encode_array(np.asarray(upstream), dtype),
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):
@@ -324,6 +350,8 @@ class SandboxRunner:
             reply = worker.receive(clock)
             self.spent += clock.spent()
         outcome, reported = call_outcome(reply, self, worker)
+        floats = [n for n, a in args.items() if np.asarray(a).dtype != np.bool_]
+        outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
             self.last_inspection = reported
         disk = self._disk_failure()

@@ -17,13 +17,17 @@ other runner they check values only.
 The registry is :mod:`attnscore.catalogue.properties.registry`; the properties themselves are grouped by the
 contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every contract),
 :mod:`~attnscore.catalogue.properties.scores` (the Q Kᵀ views) and :mod:`~attnscore.catalogue.properties.weights`
-(masks, weights, attention) and :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag).
+(masks, weights, attention), :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag)
+and :mod:`~attnscore.catalogue.properties.gradients` (the backward pass of every differentiable contract).
 """
 
 from attnscore.catalogue.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
 
 # isort: split
-from attnscore.catalogue.properties import causal, sequences, variants  # noqa: F401  (registered last: causal, the flash_attn masks, the kernel variants)
+from attnscore.catalogue.properties import causal, sequences, variants  # noqa: F401  (after the forward ones: causal, the flash_attn masks, the kernel variants)
+
+# isort: split
+from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,

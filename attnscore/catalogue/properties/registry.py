@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,8 @@ class CheckContext:
     """What a property's ``check`` sees for one example.
 
     Attributes:
-        outputs: the plain results of the example's calls, in call order.
+        outputs: the plain results of the example's calls, in call order; a backward call's is a
+            :class:`attnscore.boundary.gradients.WithGradients` (its gradients keyed by the spec's names).
         args: the arguments of those calls (cast to the tested dtype).
         goldens, allowed: the float64 golden value and allowed error of each call.
         inspections: per call, the runner's ``last_inspection`` (``{"mutated": [...], "aliased": [...]}``)
@@ -30,6 +31,8 @@ class CheckContext:
         dtype, device: the tested dtype and device.
         contract: the spec's contract.
         example: the drawn example the calls were made from.
+        gradient_goldens, gradient_allowed: per call, the float64 golden gradients and allowed
+            errors of a backward call (:mod:`attnscore.maths.golden_gradients`), else None.
     """
 
     outputs: Sequence[Received]
@@ -41,6 +44,8 @@ class CheckContext:
     device: str
     contract: Contract
     example: Any = None
+    gradient_goldens: Sequence[Mapping[str, np.ndarray] | None] = ()
+    gradient_allowed: Sequence[Mapping[str, np.ndarray] | None] = ()
 
     def values(self, i: int) -> np.ndarray:
         return self.outputs[i].array.astype(np.float64)
@@ -78,6 +83,9 @@ class Property:
         every_dtype: whether each example is also called in every other dtype the spec lists
             (:func:`attnscore.check.cases.property_calls`), so that grading in one dtype still sees
             what the function returns for inputs of the others.
+        upstream: ``(contract, example) -> dO`` (float64, the output's shape): the example's last
+            call also runs its backward pass with this upstream gradient, and its output comes
+            back with the gradients (:mod:`attnscore.catalogue.properties.gradients`); None: forward only.
     """
 
     name: str
@@ -94,6 +102,7 @@ class Property:
     layouts: Callable[[Contract, Any], dict[str, str]] | None = None
     call_layouts: Callable[[Contract, Any], list[dict[str, str] | None]] | None = None
     every_dtype: bool = False
+    upstream: Callable[[Contract, Any], np.ndarray] | None = None
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.

@@ -1,0 +1,205 @@
+"""Properties of the backward pass: gradients against the golden float64 gradients, masked keys.
+
+Each example is ``(args, dO)``: arguments drawn like :func:`attnscore.maths.strategies.random_args`
+and an upstream gradient ``dO`` of the output's shape drawn the same way (deterministic per seed,
+as every drawn input). Its call runs forward with the float inputs requiring grad and then
+``backward(dO)`` (:mod:`attnscore.boundary.gradients`); the output is compared with the golden value
+as usual, then each input's gradient with its float64 golden gradient
+(:mod:`attnscore.maths.golden_gradients`) under :func:`~attnscore.maths.golden_gradients.gradient_allowed`.
+A mask never gets a gradient asked for. A failure names the input and the wrong entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from attnscore.boundary.gradients import WithGradients
+from attnscore.catalogue.families import differentiable, masked
+from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
+from attnscore.maths.contracts import Contract
+from attnscore.maths.display import format_index, format_number, shape_text
+from attnscore.maths.strategies import legend_sizes, random_args
+from attnscore.maths.tolerance import entries_close
+
+__all__ = ["gradient_failure"]
+
+
+def _floats(max_value: float) -> st.SearchStrategy[float]:
+    m = float(np.float32(max_value)) if float(np.float32(max_value)) <= max_value else float(max_value) * 0.999
+    return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
+
+
+@st.composite
+def _args_and_upstream(
+    draw: Callable[..., Any], c: Contract, max_value: float, *, unused_key: bool = False
+) -> tuple[Args, np.ndarray]:
+    sizes = draw(legend_sizes(c))
+    args = draw(random_args(c, max_value, sizes=sizes))
+    if "mask" in args and draw(st.integers(0, 3)) != 0:
+        # most examples keep a key in every row (a fully masked row has no gradient to check)
+        mask = args["mask"].copy()
+        n_q, n_k = mask.shape[-2:]
+        mask[..., np.arange(n_q), np.arange(n_q) % n_k] = True
+        args = {**args, "mask": mask}
+    if unused_key and "mask" in args:
+        mask = args["mask"].copy()
+        j = draw(st.integers(0, mask.shape[-1] - 1))
+        if c.kind == "attention":
+            mask[..., :, j] = False  # key j is masked for every query: its value and key take no part
+        else:
+            mask[..., draw(st.integers(0, mask.shape[-2] - 1)), j] = False
+        args = {**args, "mask": mask}
+    with np.errstate(all="ignore"):
+        shape = np.shape(c.golden(args))
+    d_out = draw(hnp.arrays(np.float64, shape, elements=_floats(max_value)))
+    return args, d_out
+
+
+def _upstream(c: Contract, example: tuple[Args, np.ndarray]) -> np.ndarray:
+    return example[1]
+
+
+def _names(ctx: CheckContext) -> dict[str, str]:
+    """Contract parameter name -> the spec's name."""
+    return dict(zip(ctx.contract.parameter_names, ctx.args[-1], strict=True))
+
+
+def _received_gradients(ctx: CheckContext) -> WithGradients | str:
+    out = ctx.outputs[-1]
+    if not isinstance(out, WithGradients):
+        return "no gradients came back from this call (the runner did not run the backward pass)"
+    return out
+
+
+def gradient_failure(
+    name: str, got: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str, missing: bool = False
+) -> str | None:
+    """What is wrong with the gradient with respect to input ``name``, or None when it is right.
+
+    >>> gradient_failure("K", np.array([[0.5, 2.0]]), np.array([[0.5, 1.0]]), np.array([[1e-6, 1e-6]]), "float32")
+    'the gradient with respect to K is wrong: dK[0, 1] = 2, but should be 1 (allowed error 1e-06); 1 of 2 entries wrong'
+    """
+    if missing:
+        return (
+            f"no gradient reached {name}: its .grad stayed None after backward (the output does not depend on "
+            f"{name} through operations autograd can follow, or the backward returned None for it)"
+        )
+    if np.shape(got) != np.shape(golden):
+        return (
+            f"the gradient with respect to {name} has shape {shape_text(np.shape(got))}, "
+            f"but {name} has shape {shape_text(np.shape(golden))}"
+        )
+    ok = entries_close(got, golden, allowed)
+    if ok.all():
+        return None
+    with np.errstate(invalid="ignore"):
+        excess = np.where(ok, -np.inf, np.nan_to_num(np.abs(got - golden), nan=np.inf) - allowed)
+    at = np.unravel_index(int(np.argmax(excess)), np.shape(got)) if np.ndim(got) else ()
+    index = tuple(int(i) for i in at)
+    return (
+        f"the gradient with respect to {name} is wrong: {format_index('d' + name, index)} = "
+        f"{format_number(np.asarray(got)[index], dtype)}, but should be {format_number(np.asarray(golden)[index])} "
+        f"(allowed error {format_number(float(np.broadcast_to(allowed, np.shape(got))[index]), 'float32')}); "
+        f"{int((~ok).sum())} of {ok.size} entries wrong"
+    )
+
+
+def _gradients_match(ctx: CheckContext) -> str | None:
+    got = _received_gradients(ctx)
+    if isinstance(got, str):
+        return got
+    goldens: Mapping[str, np.ndarray] = ctx.gradient_goldens[-1] or {}
+    allowed: Mapping[str, np.ndarray] = ctx.gradient_allowed[-1] or {}
+    for name, golden in goldens.items():
+        values = got.gradients.get(name)
+        problem = gradient_failure(
+            name,
+            np.zeros(0) if values is None else values.astype(np.float64),
+            golden,
+            allowed[name],
+            got.gradient_dtypes.get(name, ctx.dtype),
+            missing=values is None,
+        )
+        if problem:
+            return problem
+    return None
+
+
+def _masked_no_gradient(ctx: CheckContext) -> str | None:
+    got = _received_gradients(ctx)
+    if isinstance(got, str):
+        return got
+    names = _names(ctx)
+    args = ctx.args[-1]
+    mask = np.asarray(args[names["mask"]], dtype=bool)
+    if ctx.contract.kind == "attention":
+        S_shape = np.broadcast_shapes(np.shape(args[names["Q"]])[:-1] + (np.shape(args[names["K"]])[-2],), mask.shape)
+        unused = np.asarray(~np.broadcast_to(mask, S_shape).any(axis=-2))  # (..., n_k): keys no query keeps
+        for p in ("V", "K"):
+            g = got.gradients.get(names[p])
+            if g is None or g.shape[:-1] != unused.shape:
+                continue  # a missing or misshapen gradient is gradients_match_golden's concern
+            rows = np.argwhere(unused[..., None] & (g != 0))
+            if rows.size:
+                at = tuple(int(i) for i in rows[0])
+                return (
+                    f"a key that every query masks still gets a gradient: {format_index('d' + names[p], at)} = "
+                    f"{format_number(g[at], ctx.dtype)}, but a masked key takes no part, so it should be 0"
+                )
+        return None
+    s = names["S"]
+    g = got.gradients.get(s)
+    if g is None:
+        return None
+    if np.broadcast_shapes(mask.shape, g.shape) != g.shape:
+        return None
+    masked_entries: np.ndarray = ~np.broadcast_to(mask, g.shape)
+    rows = np.argwhere(masked_entries & (g != 0))
+    if rows.size:
+        at = tuple(int(i) for i in rows[0])
+        return (
+            f"a masked score still gets a gradient: {format_index('d' + s, at)} = {format_number(g[at], ctx.dtype)}, "
+            "but a masked entry takes no part in the output, so it should be 0"
+        )
+    return None
+
+
+register(
+    Property(
+        name="gradients_match_golden",
+        summary=(
+            "With an upstream gradient dO drawn like the inputs, the backward pass gives each float input the "
+            "golden float64 gradient (closed forms) within the dtype's error bound; the mask gets none."
+        ),
+        strategy=lambda c, m: _args_and_upstream(c, m),
+        applies=differentiable,
+        upstream=_upstream,
+        calls=lambda c, ex: [ex[0]],
+        check=_gradients_match,
+        default_max_value=3.0,
+        tags=("gradients",),
+    )
+)
+
+register(
+    Property(
+        name="masked_entries_get_no_gradient",
+        summary=(
+            "No gradient flows to what a mask leaves out: a masked score gets a zero gradient, and a key "
+            "that every query masks gets zero gradients for its key and value."
+        ),
+        strategy=lambda c, m: _args_and_upstream(c, m, unused_key=True),
+        applies=lambda c: differentiable(c) and masked(c),
+        upstream=_upstream,
+        calls=lambda c, ex: [ex[0]],
+        check=_masked_no_gradient,
+        golden=False,
+        default_max_value=3.0,
+        tags=("gradients",),
+    )
+)
