@@ -315,3 +315,11 @@ def test_check_target_refuses_a_python_attnscore_does_not_support():
     assert str(caught.value) == (
         "cannot build for ubuntu-20.04 (Python 3.8): attnscore requires Python >=3.10; choose another --image"
     )
+
+
+def test_cli_target_choices_are_the_targets():
+    """The CLI's --image and --python choices are the targets' (spelled out there for a light import)."""
+    from attnscore.cli import export as export_command
+
+    assert export_command.IMAGES == list(targets.TARGETS)
+    assert export_command.PYTHONS == [t.python for t in targets.TARGETS.values()]

@@ -212,6 +212,7 @@ class Contract:
         too; ``function`` itself when the contract has neither.
 
         Example:
+            >>> from attnscore.maths.contracts import get_contract
             >>> c = get_contract("sdpa").configured({"scale": 0.5}, ("query", "key", "value", "attn_mask"))
             >>> c.binding(lambda q, k, v, **kw: sorted(kw))(1, 2, 3, 4)
             ['attn_mask', 'scale']
