@@ -47,7 +47,7 @@ def test_cli_test_takes_an_id_and_names_the_ids_when_neither_matches():
         catch_exceptions=False,
     )
     assert ok.exit_code == 0, ok.output
-    assert "scaled_score_matrix (specs/scaled_score_matrix.yaml) in float32 on cpu" in ok.output
+    assert "scaled_score_matrix (scaled_score_matrix.yaml) in float32 on cpu" in ok.output
     bad = CliRunner().invoke(main, ["test", "--impl", "examples.impl.my_attention:scores", "--spec", "scaled_scores"])
     assert bad.exit_code == 2
     assert bad.output.splitlines()[-1] == f"Error: Invalid value for '--spec': {UNKNOWN}"
