@@ -33,16 +33,16 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="workers get uids of th
 
 
 def _template_pid() -> int:
-    """The pid of this process's template without bwrap (the one LIMITS uses; a template inside
-    bwrap, started by other tests of the session, is another process)."""
-    warm_template(LIMITS)
-    found = [
-        t
-        for (_, _, _, in_bwrap), t in processes._TEMPLATES.items()
-        if not in_bwrap and not isinstance(t, str) and t.alive() and t.owner == os.getpid()
-    ]
-    assert found, "no live worker template"
-    return found[0].pid
+    """The pid of this process's template for LIMITS (no bwrap, this interpreter's runtime): the one
+    a grade with LIMITS uses, not another live one of the session (inside bwrap, or for another
+    runtime, as tests/test_runtime.py starts)."""
+    from attnscore.sandbox.plan import resolve
+
+    plan = resolve(LIMITS)
+    template = processes.template_for(processes.runtime_for(plan), required=True, bwrap=plan.bwrap)
+    assert template is not None and template.owner == os.getpid(), "no live worker template of this process"
+    template.wait_ready()
+    return template.pid
 
 
 def _values(outcome: object) -> list[float]:
