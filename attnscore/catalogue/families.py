@@ -154,7 +154,7 @@ def sdpa_causal(c: Contract) -> bool:
 
 def differentiable(c: Contract) -> bool:
     """A contract whose output is differentiable in its float inputs and has a closed-form gradient
-    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention."""
-    return c.kind in ("scores", "mask", "weights", "attention", "causal") and any(
-        n not in c.bool_parameters for n in c.parameter_names
-    )
+    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, and
+    the keyword contracts (SDPA, the kernel variants, FlashAttention's layout)."""
+    kinds = ("scores", "mask", "weights", "attention", "causal", "sdpa", "kernel_attention", "flash")
+    return c.kind in kinds and any(n not in c.bool_parameters for n in c.parameter_names)
