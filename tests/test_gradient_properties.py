@@ -229,9 +229,8 @@ def test_low_precision_allowed_needs_the_reference():
 
 
 def test_every_bundled_differentiable_spec_accepts_the_gradient_property():
-    """gradients_match_golden applies to every bundled spec whose contract is differentiable: all
-    but the kernel variants' keyword contracts (sdpa, kernel_attention, flash_attn), whose golden
-    gradients are not wired to a contract yet."""
+    """gradients_match_golden applies to every bundled spec whose contract is differentiable: all of
+    them, the kernel variants' keyword contracts (sdpa, kernel_attention, flash_attn) included."""
     from pathlib import Path
 
     from attnscore.catalogue.families import differentiable
@@ -244,7 +243,7 @@ def test_every_bundled_differentiable_spec_accepts_the_gradient_property():
             assert golden_gradients.differentiable_parameters(contract)
         else:
             left_out.append(path.stem)
-    assert left_out == ["alibi", "gqa", "kv_cache", "sdpa", "sdpa_causal", "sliding_window", "softcap"]
+    assert left_out == []
     assert get_contract("score").name == "score"
 
 

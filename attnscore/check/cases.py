@@ -188,9 +188,13 @@ def property_calls(
     """Turn a property's drawn examples into calls (several per example for relational properties).
 
     A property with ``every_dtype`` makes each example's calls again in every other dtype of the
-    spec (``spec.dtypes``), after the ones in ``dtype``; those calls carry their own ``dtype``.
+    spec (``spec.dtypes``), after the ones in ``dtype``; those calls carry their own ``dtype``. A
+    property with its own ``dtype`` (``gradcheck``: float64) makes every call in it, whatever ``dtype``.
     """
     prop = get_property(use_name)
+    if prop.dtype is not None and prop.dtype != dtype:
+        own = property_calls(spec, use_name, examples, prop.dtype, tolerance)
+        return tuple(dataclasses.replace(c, dtype=prop.dtype) for c in own)
     calls: list[Call] = []
     for example in examples:
         arg_list = prop.calls(spec.contract, example)

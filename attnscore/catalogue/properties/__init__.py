@@ -18,7 +18,8 @@ The registry is :mod:`attnscore.catalogue.properties.registry`; the properties t
 contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every contract),
 :mod:`~attnscore.catalogue.properties.scores` (the Q Kᵀ views) and :mod:`~attnscore.catalogue.properties.weights`
 (masks, weights, attention), :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag)
-and :mod:`~attnscore.catalogue.properties.gradients` (the backward pass of every differentiable contract).
+and :mod:`~attnscore.catalogue.properties.gradients` (the backward pass of every differentiable contract),
+:mod:`~attnscore.catalogue.properties.gradcheck` (the backward against finite differences of the forward).
 """
 
 from attnscore.catalogue.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
@@ -28,6 +29,7 @@ from attnscore.catalogue.properties import causal, sequences, variants  # noqa: 
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
+from attnscore.catalogue.properties import gradcheck  # noqa: F401  (finite differences of the forward, float64)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,

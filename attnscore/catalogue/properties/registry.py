@@ -86,6 +86,8 @@ class Property:
         upstream: ``(contract, example) -> dO`` (float64, the output's shape): the example's last
             call also runs its backward pass with this upstream gradient, and its output comes
             back with the gradients (:mod:`attnscore.catalogue.properties.gradients`); None: forward only.
+        dtype: the dtype every call of the property is made in, whatever the case's (``"float64"``
+            for ``gradcheck``'s finite differences); None: the case's dtype.
     """
 
     name: str
@@ -103,6 +105,7 @@ class Property:
     call_layouts: Callable[[Contract, Any], list[dict[str, str] | None]] | None = None
     every_dtype: bool = False
     upstream: Callable[[Contract, Any], np.ndarray] | None = None
+    dtype: str | None = None
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.
