@@ -1,0 +1,367 @@
+"""The backward pass of the keyword contracts (sdpa, kernel_attention, flash_attn) graded through the
+gradient properties and gradcheck: the bundled keyword specs' references and PyTorch's own SDPA get
+full marks, and realistic hand-written backward mistakes of the variants are caught and named
+(attnscore.maths.golden_gradients, attnscore.catalogue.properties.gradients / gradcheck)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnscore.catalogue.properties import get_property
+from attnscore.check.engineer_options import EngineerOptions
+from attnscore.check.implementation import run_impl
+from attnscore.check.judge import judge_case
+from attnscore.check.runner import InProcessRunner
+from attnscore.maths.golden_gradients import differentiable_parameters
+from attnscore.report.results import Verdict
+from attnscore.spec.load import load_spec
+from tests.test_gradient_properties import _case, _Scaled
+
+KEYWORD_SPECS = ("sdpa", "sdpa_causal", "gqa", "softcap", "alibi", "sliding_window", "kv_cache")
+GRADIENT_PROPERTIES = ("gradients_match_golden", "gradcheck")
+
+
+def opted_in(stem: str, folder: Path, properties: tuple[str, ...] = GRADIENT_PROPERTIES) -> object:
+    """The bundled spec ``stem`` with the gradient properties listed (a spec opts in by name)."""
+    text = Path(f"specs/{stem}.yaml").read_text(encoding="utf-8")
+    at = text.index("\nproperties:\n") + len("\nproperties:\n")
+    extra = "".join(
+        f'  - {{name: {name}, points: 2, examples: {4 if name == "gradcheck" else 8}, statement: "{name}"}}\n'
+        for name in properties
+    )
+    path = folder / f"{stem}.yaml"
+    path.write_text(text[:at] + extra + text[at:], encoding="utf-8")
+    return load_spec(path)
+
+
+def _judge(spec_path: str, name: str, function, dtype: str = "float32", count: int = 6):
+    """``name``'s case of the spec judged in process, ``function`` called as the contract binds it (its keywords)."""
+    spec, case = _case(spec_path, name, dtype, count=count)
+    return judge_case(spec, case, InProcessRunner(spec.contract.binding(function)), dtype)
+
+
+@pytest.mark.parametrize("stem", KEYWORD_SPECS)
+def test_reference_backward_passes_in_every_dtype_of_the_spec(stem):
+    """Each bundled keyword spec's reference passes gradients_match_golden in every dtype it lists
+    (float16/bfloat16 by the ratio rule against its own gradients) and gradcheck."""
+    spec = load_spec(f"specs/{stem}.yaml")
+    for dtype in spec.dtypes:
+        result = _judge(f"specs/{stem}.yaml", "gradients_match_golden", spec.contract.reference, dtype, count=4)
+        assert result.verdict is Verdict.PASSED, (dtype, result.message)
+    result = _judge(f"specs/{stem}.yaml", "gradcheck", spec.contract.reference, spec.dtypes[0], count=3)
+    assert result.verdict is Verdict.PASSED, result.message
+
+
+@pytest.mark.parametrize("stem", ["sdpa", "sdpa_causal"])
+def test_torch_sdpa_gets_full_marks_with_gradients(stem, tmp_path):
+    """torch.nn.functional.scaled_dot_product_attention gets every point of the SDPA specs with both gradient
+    properties listed: float32 and float64 as they stand, float16/bfloat16 with --ratio 2."""
+    spec = opted_in(stem, tmp_path)
+    assert {"property:gradients_match_golden", "property:gradcheck"} <= {f"property:{u.name}" for u in spec.properties}
+    for dtype in spec.dtypes:
+        graded = EngineerOptions.parse(ratio=2).reshape(spec)[0] if dtype in ("float16", "bfloat16") else spec
+        result = run_impl(graded, torch.nn.functional.scaled_dot_product_attention, dtype=dtype, shrink=False)
+        assert result.score == result.max_score, (dtype, {c.id: c.message for c in result.cases if c.points < c.max_points})
+
+
+def test_cli_grades_torch_sdpa_backward(tmp_path):
+    """`attnscore test --impl torch.nn.functional:scaled_dot_product_attention` on an opted-in sdpa spec: exit 0."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    opted_in("sdpa", tmp_path)
+    args = ["test", "--impl", "torch.nn.functional:scaled_dot_product_attention", "--spec", str(tmp_path / "sdpa.yaml")]
+    result = CliRunner().invoke(main, [*args, "--dtype", "float32"])
+    assert result.exit_code == 0, result.output
+
+
+class _KernelAttention(torch.autograd.Function):
+    """kernel_attention with a hand-written backward (GQA, softcap, ALiBi, causal bottom-right); the
+    class attributes switch on realistic mistakes."""
+
+    tanh_derivative = True  # False: softcap's backward forgets d(cap·tanh(s/cap))/ds = 1 − tanh²
+    group_reduce = "sum"  # "mean": the K/V gradient of a shared head averaged, not summed, over its group
+
+    @staticmethod
+    def forward(ctx, query, key, value, alibi_slopes, scale, is_causal, softcap):
+        ctx.save_for_backward(query, key, value)
+        ctx.options = (alibi_slopes.detach() if alibi_slopes is not None else None, scale, is_causal, softcap)
+        P, V_h, _ = _KernelAttention.weights(query, key, value, *ctx.options)
+        return P @ V_h
+
+    @staticmethod
+    def weights(query, key, value, alibi_slopes, scale, is_causal, softcap):
+        n_q, n_k, d_k = query.shape[-2], key.shape[-2], query.shape[-1]
+        group = query.shape[-3] // key.shape[-3]
+        K_h, V_h = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
+        s = (query @ K_h.transpose(-2, -1)) * (1.0 / math.sqrt(d_k) if scale is None else scale)
+        raw = s
+        if softcap is not None:
+            s = softcap * torch.tanh(s / softcap)
+        rows = torch.arange(n_q).unsqueeze(-1) + (n_k - n_q)
+        cols = torch.arange(n_k).unsqueeze(0)
+        if alibi_slopes is not None:
+            s = s - alibi_slopes.to(s.dtype)[..., None, None] * (rows - cols).abs().to(s.dtype)
+        if is_causal:
+            s = s.masked_fill(cols > rows, float("-inf"))
+        return torch.softmax(s, -1).nan_to_num(0.0), V_h, raw
+
+    @staticmethod
+    def backward(ctx, dO):
+        query, key, value = ctx.saved_tensors
+        alibi_slopes, scale, is_causal, softcap = ctx.options
+        P, V_h, raw = _KernelAttention.weights(query, key, value, *ctx.options)
+        s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        group = query.shape[-3] // key.shape[-3]
+        dV_h = P.transpose(-2, -1) @ dO
+        dP = dO @ V_h.transpose(-2, -1)
+        dS = P * (dP - (dP * P).sum(-1, keepdim=True))
+        if softcap is not None and _KernelAttention.tanh_derivative:
+            dS = dS * (1 - torch.tanh(raw / softcap) ** 2)
+        K_h = key.repeat_interleave(group, -3)
+        dQ = dS @ K_h * s
+        dK_h = dS.transpose(-2, -1) @ query * s
+
+        def per_kv_head(g):
+            grouped = g.reshape(*g.shape[:-3], key.shape[-3], group, *g.shape[-2:])
+            return grouped.sum(-3) if _KernelAttention.group_reduce == "sum" else grouped.mean(-3)
+
+        return dQ, per_kv_head(dK_h), per_kv_head(dV_h), None, None, None, None
+
+
+def kernel_attention(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None):
+    return _KernelAttention.apply(query, key, value, alibi_slopes, scale, is_causal, softcap)
+
+
+def gqa_attention(query, key, value, **flags):
+    return kernel_attention(query, key, value, **flags)
+
+
+@pytest.fixture
+def kernel_mistake():
+    """Set a mistake on _KernelAttention for one test, then put it right."""
+    yield _KernelAttention
+    _KernelAttention.tanh_derivative, _KernelAttention.group_reduce = True, "sum"
+
+
+@pytest.mark.parametrize("stem", ["gqa", "softcap", "alibi"])
+def test_hand_written_kernel_backward_passes(stem, kernel_mistake):
+    """The right hand-written backward passes gradients_match_golden and gradcheck on each kernel spec."""
+    for name in GRADIENT_PROPERTIES:
+        result = _judge(f"specs/{stem}.yaml", name, kernel_attention)
+        assert result.verdict is Verdict.PASSED, (name, result.message)
+
+
+def test_softcap_backward_without_the_tanh_derivative_is_caught(kernel_mistake):
+    """Softcap's backward missing 1 − tanh²(s/cap): the gradient of query or key is wrong, and named."""
+    kernel_mistake.tanh_derivative = False
+    golden = _judge("specs/softcap.yaml", "gradients_match_golden", kernel_attention)
+    assert golden.verdict is Verdict.WRONG_VALUE
+    assert golden.failure.check.startswith(("the gradient with respect to query is wrong: dquery[",
+                                            "the gradient with respect to key is wrong: dkey["))  # fmt: skip
+    checked = _judge("specs/softcap.yaml", "gradcheck", kernel_attention)
+    assert checked.verdict is Verdict.WRONG_VALUE
+    assert checked.failure.check.startswith(("gradcheck: the gradient with respect to query disagrees",
+                                             "gradcheck: the gradient with respect to key disagrees"))  # fmt: skip
+
+
+def test_gqa_kv_gradient_averaged_over_the_group_is_caught(kernel_mistake):
+    """The K/V gradient of a shared head averaged over its query heads instead of summed: key named."""
+    kernel_mistake.group_reduce = "mean"
+    golden = _judge("specs/gqa.yaml", "gradients_match_golden", gqa_attention, count=10)
+    assert golden.verdict is Verdict.WRONG_VALUE
+    assert golden.failure.check.startswith("the gradient with respect to key is wrong: dkey[")
+    checked = _judge("specs/gqa.yaml", "gradcheck", gqa_attention, count=10)
+    assert checked.verdict is Verdict.WRONG_VALUE
+    assert checked.failure.check.startswith("gradcheck: the gradient with respect to key disagrees")
+
+
+def test_alibi_slopes_gradient_is_never_asked_for(kernel_mistake):
+    """The ALiBi slopes get no golden gradient, so a backward returning None for them (as the hand-written one
+    does) passes; the calls compare query, key and value only."""
+    spec, case = _case("specs/alibi.yaml", "gradients_match_golden")
+    assert "alibi_slopes" in spec.parameter_names
+    assert all(set(c.gradient_goldens) == {"query", "key", "value"} for c in case.calls)
+    assert differentiable_parameters(spec.contract) == ("query", "key", "value")
+    runner = InProcessRunner(spec.contract.binding(kernel_attention))
+    assert judge_case(spec, case, runner, "float32").verdict is Verdict.PASSED
+
+
+def test_sdpa_mask_gradient_is_never_asked_for():
+    """SDPA's bool attn_mask gets no gradient asked for, in the golden gradients or the backward call."""
+    from attnscore.boundary.gradients import WithGradients
+
+    spec, case = _case("specs/sdpa.yaml", "gradients_match_golden")
+    assert all(set(c.gradient_goldens) == {"query", "key", "value"} for c in case.calls)
+    call = case.calls[0]
+    got = InProcessRunner(spec.contract.binding(torch.nn.functional.scaled_dot_product_attention)).call(
+        call.args, "float32", upstream=call.upstream
+    )
+    assert isinstance(got, WithGradients) and set(got.gradients) == {"query", "key", "value"}
+
+
+def _windowed(q, k, v, *, leak: bool, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1)):
+    """flash_attn_func in its (b, n, h, d) layout; ``leak``: the backward recomputes P without the window."""
+
+    class Windowed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return Windowed.run(q, k, v, window=True)[0]
+
+        @staticmethod
+        def run(q, k, v, window):
+            Q, K, V = (x.transpose(1, 2) for x in (q, k, v))  # (b, h, n, d)
+            group = Q.shape[1] // K.shape[1]
+            K, V = K.repeat_interleave(group, 1), V.repeat_interleave(group, 1)
+            n_q, n_k = Q.shape[-2], K.shape[-2]
+            S = Q @ K.transpose(-2, -1) * Q.shape[-1] ** -0.5
+            rel = torch.arange(n_k)[None, :] - (torch.arange(n_q)[:, None] + n_k - n_q)
+            left, right = window_size
+            right = 0 if causal else right
+            keep = torch.ones(n_q, n_k, dtype=torch.bool)
+            if window:
+                if left >= 0:
+                    keep &= rel >= -left
+                if right >= 0:
+                    keep &= rel <= right
+            P = torch.softmax(S.masked_fill(~keep, float("-inf")), -1).nan_to_num(0.0)
+            return (P @ V).transpose(1, 2), Q, K, V, P, group
+
+        @staticmethod
+        def backward(ctx, dO):
+            q, k, v = ctx.saved_tensors
+            _, Q, K, V, P, group = Windowed.run(q, k, v, window=not leak)
+            dO = dO.transpose(1, 2)
+            dV = P.transpose(-2, -1) @ dO
+            dP = dO @ V.transpose(-2, -1)
+            dS = P * (dP - (dP * P).sum(-1, keepdim=True))
+            s = Q.shape[-1] ** -0.5
+            dQ, dK = dS @ K * s, dS.transpose(-2, -1) @ Q * s
+
+            def kv(g):
+                return g.reshape(g.shape[0], -1, group, *g.shape[-2:]).sum(2).transpose(1, 2)
+
+            return dQ.transpose(1, 2), kv(dK), kv(dV)
+
+    return Windowed.apply(q, k, v)
+
+
+@pytest.mark.parametrize("stem", ["sliding_window", "kv_cache"])
+def test_flash_layout_backward_passes_and_a_window_left_out_of_backward_is_caught(stem):
+    """flash_attn's (b, n, h, d) layout: the right hand-written backward passes; one that recomputes P
+    without the window (or the causal mask) in backward is caught, naming its gradient."""
+    spec = load_spec(f"specs/{stem}.yaml")
+
+    def right(q, k, v, **kw):
+        return _windowed(q, k, v, leak=False, **kw)
+
+    def leaky(q, k, v, **kw):
+        return _windowed(q, k, v, leak=True, **kw)
+
+    for name in GRADIENT_PROPERTIES:
+        assert _judge(f"specs/{stem}.yaml", name, right).verdict is Verdict.PASSED, name
+    result = _judge(f"specs/{stem}.yaml", "gradients_match_golden", leaky, count=10)
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith(tuple(f"the gradient with respect to {n} is wrong" for n in spec.parameter_names))
+    assert _judge(f"specs/{stem}.yaml", "gradcheck", leaky, count=10).verdict is Verdict.WRONG_VALUE
+
+
+def test_gradcheck_names_the_wrong_input_and_runs_in_float64():
+    """gradcheck (float64 calls whatever the tested dtype) catches dK off by 1% and names K; the right one passes."""
+    from tests.test_gradient_properties import _hand_written
+
+    spec, case = _case("specs/attention.yaml", "gradcheck", "float32")
+    assert all(c.dtype == "float64" for c in case.calls)
+    # per example: K + h·u, K - h·u for each of Q, K, V (six forward calls), then the backward call
+    assert [c.upstream is not None for c in case.calls] == ([False] * 6 + [True]) * (len(case.calls) // 7)
+    assert judge_case(spec, case, InProcessRunner(_hand_written), "float32").verdict is Verdict.PASSED
+    _Scaled.k_scale = 1.01
+    try:
+        result = judge_case(spec, case, InProcessRunner(_hand_written), "float32")
+    finally:
+        _Scaled.k_scale = 1.0
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith("gradcheck: the gradient with respect to K disagrees with finite differences")
+    assert "(h = 1e-06, float64;" in result.failure.check
+
+
+def test_gradcheck_agrees_with_torch_gradcheck():
+    """On the same submissions torch.autograd.gradcheck and the gradcheck property agree: right passes, wrong fails."""
+    from tests.test_gradient_properties import _hand_written
+
+    g = torch.Generator().manual_seed(0)
+    Q, K, V = (torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True) for shape in ((2, 3), (4, 3), (4, 2)))
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    assert torch.autograd.gradcheck(lambda q, k, v: _hand_written(q, k, v, mask), (Q, K, V))
+    _Scaled.k_scale = 1.01
+    try:
+        torch_says = torch.autograd.gradcheck(lambda q, k, v: _hand_written(q, k, v, mask), (Q, K, V), raise_exception=False)
+        ours = _judge("specs/attention.yaml", "gradcheck", _hand_written).verdict
+    finally:
+        _Scaled.k_scale = 1.0
+    assert torch_says is False and ours is Verdict.WRONG_VALUE
+
+
+def test_gradcheck_missing_gradient_is_named():
+    """A result rebuilt as a fresh leaf leaves .grad None: gradcheck names the input."""
+
+    def rebuilt(Q, K):
+        return torch.tensor((Q @ K.transpose(-2, -1)).tolist(), dtype=Q.dtype, requires_grad=True)
+
+    result = _judge("specs/score_matrix.yaml", "gradcheck", rebuilt)
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith("gradcheck: no gradient reached Q")
+
+
+def test_gradcheck_applies_to_every_differentiable_spec():
+    """gradcheck is catalogued and applies to every bundled spec (all are differentiable)."""
+    prop = get_property("gradcheck")
+    assert prop.dtype == "float64" and "gradients" in prop.tags
+    for path in sorted(Path("specs").glob("*.yaml")):
+        assert prop.applies(load_spec(path).contract), path
+
+
+def test_gradcheck_in_the_sandbox(tmp_path):
+    """The sandboxed worker answers gradcheck's float64 forward and backward calls: right passes, dK unscaled fails."""
+    from attnscore.sandbox.launch import Limits, SandboxRunner
+    from tests.test_gradient_properties import SANDBOXED_NO_SCALE_IN_DK, SANDBOXED_RIGHT
+
+    spec, case = _case("specs/attention.yaml", "gradcheck", count=3)
+    for source, verdict in ((SANDBOXED_RIGHT, Verdict.PASSED), (SANDBOXED_NO_SCALE_IN_DK, Verdict.WRONG_VALUE)):
+        path = tmp_path / "solution.py"
+        path.write_text(source)
+        with SandboxRunner(path, "attention", Limits(call_timeout_s=30.0)) as runner:
+            result = judge_case(spec, case, runner, "float32")
+        assert result.verdict is verdict, result.message
+    assert result.failure.check.startswith("gradcheck: the gradient with respect to K disagrees")
+
+
+def test_verify_covers_the_gradient_properties(tmp_path):
+    """`attnscore verify` on a keyword spec that opts in: the reference passes both gradient properties."""
+    from attnscore.check.verify import verify_spec
+
+    spec = opted_in("softcap", tmp_path)
+    results = verify_spec(spec)
+    cases = {c.id: c for r in results for c in r.cases}
+    assert {"property:gradients_match_golden", "property:gradcheck"} <= set(cases)
+    assert all(r.score == r.max_score for r in results)
+
+
+def test_gradcheck_example_shapes_stay_small():
+    """gradcheck draws small inputs: every size at most 3, one direction per differentiable input."""
+    from attnscore.maths.contracts import get_contract
+    from attnscore.maths.strategies import draw_examples
+
+    c = get_contract("kernel_attention")
+    prop = get_property("gradcheck")
+    for ex in draw_examples(prop.strategy(c, 2.0), 5, seed=1):
+        assert set(ex.directions) == {"query", "key", "value"}
+        assert max(max(np.shape(a)[-2:]) for a in ex.args.values() if np.ndim(a) >= 2) <= 3
+        assert len(prop.calls(c, ex)) == 7
