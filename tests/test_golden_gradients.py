@@ -205,7 +205,9 @@ def test_sdpa_gqa_key_and_value_gradients_sum_over_the_group() -> None:
     dO = rng.normal(size=(4, 3, 3))
     g = gg.contract_gradients(c, a, dO)
     for kv in range(2):
-        heads = [gg.attention(a["query"][h], a["key"][kv], a["value"][kv], None, dO[h], 0.5) for h in (2 * kv, 2 * kv + 1)]
+        heads = [
+            gg.attention(a["query"][h], a["key"][kv], a["value"][kv], None, dO[h], 0.5) for h in (2 * kv, 2 * kv + 1)
+        ]  # noqa: E501
         np.testing.assert_allclose(g["key"][kv], heads[0][1] + heads[1][1], rtol=1e-12)
         np.testing.assert_allclose(g["value"][kv], heads[0][2] + heads[1][2], rtol=1e-12)
         np.testing.assert_allclose(g["query"][2 * kv + 1], heads[1][0], rtol=1e-12)

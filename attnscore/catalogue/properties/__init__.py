@@ -29,6 +29,8 @@ from attnscore.catalogue.properties import causal, sequences, variants  # noqa: 
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
+
+# isort: split
 from attnscore.catalogue.properties import gradcheck  # noqa: F401  (finite differences of the forward, float64)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,

@@ -37,7 +37,7 @@ from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import differentiable
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
-from attnscore.maths.display import format_number
+from attnscore.maths.display import format_number, shape_text
 from attnscore.maths.golden_gradients import differentiable_parameters
 from attnscore.maths.strategies import legend_sizes, random_args
 
@@ -134,7 +134,10 @@ def _check(ctx: CheckContext) -> str | None:
                 f"depend on {name} through operations autograd can follow, or the backward returned None for it)"
             )
         if np.shape(grad) != np.shape(u):
-            return f"gradcheck: the gradient with respect to {name} has shape {np.shape(grad)}, but {name} has {np.shape(u)}"
+            return (
+                f"gradcheck: the gradient with respect to {name} has shape {shape_text(np.shape(grad))}, "
+                f"but {name} has shape {shape_text(np.shape(u))}"
+            )
         plus, minus = ctx.values(2 * k), ctx.values(2 * k + 1)
         if np.shape(plus) != np.shape(dO) or np.shape(minus) != np.shape(dO):
             return None  # a forward of the wrong shape is the other properties' concern
