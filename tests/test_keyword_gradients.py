@@ -370,3 +370,51 @@ def test_gradcheck_example_shapes_stay_small():
         assert set(ex.directions) == {"query", "key", "value"}
         assert max(max(np.shape(a)[-2:]) for a in ex.args.values() if np.ndim(a) >= 2) <= 3
         assert len(prop.calls(c, ex)) == 7
+
+
+def test_masked_keys_get_no_gradient_in_the_keyword_specs():
+    """masked_entries_get_no_gradient covers SDPA's bool attn_mask, causal and windows: the reference passes,
+    a backward that recomputes P without the window leaks gradient to a key no query keeps, and is named."""
+    prop = get_property("masked_entries_get_no_gradient")
+    applies = {stem: prop.applies(load_spec(f"specs/{stem}.yaml").contract) for stem in KEYWORD_SPECS}
+    assert applies == {"sdpa": True, "sdpa_causal": True, "gqa": False, "softcap": True, "alibi": False,
+                       "sliding_window": True, "kv_cache": True}  # fmt: skip
+    for stem in (s for s, yes in applies.items() if yes):
+        spec = load_spec(f"specs/{stem}.yaml")
+        result = _judge(f"specs/{stem}.yaml", "masked_entries_get_no_gradient", spec.contract.reference)
+        assert result.verdict is Verdict.PASSED, (stem, result.message)
+
+    def leaky(q, k, v, **kw):
+        return _windowed(q, k, v, leak=True, **kw)
+
+    result = _judge("specs/sliding_window.yaml", "masked_entries_get_no_gradient", leaky, count=10)
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith(("a key that no query keeps still gets a gradient: dk[",
+                                            "a key that no query keeps still gets a gradient: dv["))  # fmt: skip
+
+
+def test_sdpa_examples_leave_a_key_out_and_a_forward_only_mask_is_caught():
+    """Each drawn SDPA example has a key no query keeps; a mask applied to the value only (not the backward) fails."""
+    from attnscore.catalogue.properties.gradients import _unused_keys
+    from attnscore.catalogue.properties.registry import CheckContext
+
+    spec, case = _case("specs/sdpa.yaml", "masked_entries_get_no_gradient")
+    for call in case.calls:
+        ctx = CheckContext([], [call.args], [], [], [], "float32", "cpu", spec.contract)
+        assert all(u.any() for u in _unused_keys(ctx).values())
+
+    def forward_only_mask(query, key, value, attn_mask=None, **kw):
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        right = sdpa(query, key, value, attn_mask=attn_mask, **kw)
+        plain = sdpa(query, key, value, **kw)
+        return right + (plain - plain.detach())
+
+    result = _judge("specs/sdpa.yaml", "masked_entries_get_no_gradient", forward_only_mask)
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith("a key that no query keeps still gets a gradient: d")
+    assert (
+        _judge(
+            "specs/sdpa.yaml", "masked_entries_get_no_gradient", torch.nn.functional.scaled_dot_product_attention
+        ).verdict
+        is Verdict.PASSED
+    )  # noqa: E501

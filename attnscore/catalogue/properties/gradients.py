@@ -21,6 +21,7 @@ from hypothesis.extra import numpy as hnp
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import differentiable, masked
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
+from attnscore.maths import golden_gradients, golden_variants
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -46,6 +47,10 @@ def _args_and_upstream(
         n_q, n_k = mask.shape[-2:]
         mask[..., np.arange(n_q), np.arange(n_q) % n_k] = True
         args = {**args, "mask": mask}
+    if unused_key and "attn_mask" in args and args["attn_mask"].dtype == np.bool_:
+        mask = args["attn_mask"].copy()
+        mask[..., :, draw(st.integers(0, mask.shape[-1] - 1))] = False  # a key no query keeps
+        args = {**args, "attn_mask": mask}
     if unused_key and "mask" in args:
         mask = args["mask"].copy()
         j = draw(st.integers(0, mask.shape[-1] - 1))
@@ -130,10 +135,63 @@ def _gradients_match(ctx: CheckContext) -> str | None:
     return None
 
 
+def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
+    """A keyword contract's keys that no query keeps (a bool ``attn_mask``, causal, a window), per
+    key/value gradient in its own layout: ``{spec name of K or V: bool (..., h_kv, n_k) or (b, n_k, h_kv)}``."""
+    c = ctx.contract
+    names = _names(ctx)
+    a = {n: np.asarray(ctx.args[-1][names[n]]) for n in c.parameter_names}
+    q, k, v = c.parameter_names[:3]
+    options = golden_gradients.keyword_attention_options(c, a)
+    Q, K, V = (np.swapaxes(a[n], -3, -2) if c.kind == "flash" else a[n] for n in (q, k, v))
+    if Q.ndim == 2:
+        Q, K, V = Q[None], K[None], V[None]
+        options["alibi_slopes"] = None
+    with np.errstate(all="ignore"):
+        keep = np.isfinite(golden_variants.general_attention_parts(Q, K, V, **options).biased)  # (*b, H_q, n_q, n_k)
+    H_kv = K.shape[-3]
+    grouped = keep.reshape(*keep.shape[:-3], H_kv, keep.shape[-3] // H_kv, *keep.shape[-2:])
+    unused = ~grouped.any(axis=(-3, -2))  # (*b, H_kv, n_k): no query of the group keeps the key
+    if c.kind == "flash":
+        unused = np.swapaxes(unused, -2, -1)  # (b, n_k, h_kv), the key's layout without d
+    elif a[q].ndim == 2:
+        unused = unused[0]
+    return {names[k]: unused, names[v]: unused}
+
+
+def _keyword_masked_no_gradient(ctx: CheckContext, got: WithGradients) -> str | None:
+    for name, unused in _unused_keys(ctx).items():
+        g = got.gradients.get(name)
+        if g is None or g.shape[:-1] != unused.shape:
+            continue  # a missing or misshapen gradient is gradients_match_golden's concern
+        rows = np.argwhere(unused[..., None] & (g != 0))
+        if rows.size:
+            at = tuple(int(i) for i in rows[0])
+            return (
+                f"a key that no query keeps still gets a gradient: {format_index('d' + name, at)} = "
+                f"{format_number(g[at], ctx.dtype)}, but a key every query masks (attn_mask, causal or window) "
+                "takes no part, so it should be 0"
+            )
+    return None
+
+
+def _keyword_can_leave_keys_out(c: Contract) -> bool:
+    """A keyword contract where a key can be left out by every query: a bool attn_mask, causal, a window."""
+    if c.kind == "sdpa":
+        return "attn_mask" in c.bool_parameters or bool(c.option("is_causal"))
+    if c.kind == "kernel_attention":
+        return bool(c.option("is_causal"))
+    if c.kind == "flash":
+        return bool(c.option("causal")) or tuple(c.option("window_size")) != (-1, -1)
+    return False
+
+
 def _masked_no_gradient(ctx: CheckContext) -> str | None:
     got = _received_gradients(ctx)
     if isinstance(got, str):
         return got
+    if ctx.contract.kind in golden_gradients.KEYWORD_KINDS:
+        return _keyword_masked_no_gradient(ctx, got)
     names = _names(ctx)
     args = ctx.args[-1]
     mask = np.asarray(args[names["mask"]], dtype=bool)
@@ -191,10 +249,11 @@ register(
         name="masked_entries_get_no_gradient",
         summary=(
             "No gradient flows to what a mask leaves out: a masked score gets a zero gradient, and a key "
-            "that every query masks gets zero gradients for its key and value."
+            "that every query masks (a mask, SDPA's bool attn_mask, causal, a window) gets zero gradients for its "
+            "key and value."
         ),
         strategy=lambda c, m: _args_and_upstream(c, m, unused_key=True),
-        applies=lambda c: differentiable(c) and masked(c),
+        applies=lambda c: differentiable(c) and (masked(c) or _keyword_can_leave_keys_out(c)),
         upstream=_upstream,
         calls=lambda c, ex: [ex[0]],
         check=_masked_no_gradient,
