@@ -418,3 +418,16 @@ def test_sdpa_examples_leave_a_key_out_and_a_forward_only_mask_is_caught():
         ).verdict
         is Verdict.PASSED
     )  # noqa: E501
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_variant_backward_by_the_ratio_rule(dtype, kernel_mistake):
+    """In float16/bfloat16 a hand-written softcap/GQA/ALiBi backward run in that dtype passes by the ratio
+    rule against the reference's own gradients in that dtype, and the missing tanh derivative is still caught."""
+    for stem in ("gqa", "softcap", "alibi"):
+        result = _judge(f"specs/{stem}.yaml", "gradients_match_golden", kernel_attention, dtype, count=4)
+        assert result.verdict is Verdict.PASSED, (stem, result.message)
+    kernel_mistake.tanh_derivative = False
+    result = _judge("specs/softcap.yaml", "gradients_match_golden", kernel_attention, dtype)
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.check.startswith("the gradient with respect to ")
