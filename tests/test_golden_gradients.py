@@ -288,3 +288,29 @@ def test_keyword_options_refuse_other_contracts() -> None:
     """keyword_attention_options names a contract that is not a keyword contract."""
     with pytest.raises(ValueError, match="contract 'attention': not a keyword contract"):
         gg.keyword_attention_options(get_contract("attention"), {})
+
+
+@pytest.mark.parametrize("stem", ["sdpa", "sdpa_causal", "gqa", "softcap", "alibi", "sliding_window", "kv_cache"])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_bundled_keyword_spec_gradients_match_autograd(stem: str, data: st.DataObject) -> None:
+    """Each bundled keyword spec's own configuration (its keywords, ties and kept parameters): as autograd."""
+    contract = _bundled(stem)
+    args, d_out = data.draw(contract_case(contract))
+    want = autograd(contract, args, d_out)
+    got = gg.contract_gradients(contract, args, d_out)
+    assert set(got) == set(want)
+    for n in want:
+        np.testing.assert_allclose(got[n], want[n], rtol=1e-9, atol=1e-9, err_msg=n)
+
+
+_BUNDLED: dict = {}
+
+
+def _bundled(stem: str):
+    """The contract of specs/<stem>.yaml, loaded once."""
+    from attnscore.spec.load import load_spec
+
+    if stem not in _BUNDLED:
+        _BUNDLED[stem] = load_spec(f"specs/{stem}.yaml").contract
+    return _BUNDLED[stem]
