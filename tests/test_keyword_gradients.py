@@ -431,3 +431,18 @@ def test_low_precision_variant_backward_by_the_ratio_rule(dtype, kernel_mistake)
     result = _judge("specs/softcap.yaml", "gradients_match_golden", kernel_attention, dtype)
     assert result.verdict is Verdict.WRONG_VALUE
     assert result.failure.check.startswith("the gradient with respect to ")
+
+
+@pytest.mark.parametrize("name", GRADIENT_PROPERTIES)
+def test_a_wrong_backward_is_not_diagnosed_as_a_forward_mistake(name):
+    """A right forward with a wrong dK, graded in float64: no forward mistake (computed_in_float32 would fit
+    the right output's rounding) is named for a gradient failure."""
+    _Scaled.k_scale = 1.05
+    try:
+        from tests.test_gradient_properties import _hand_written
+
+        result = _judge("specs/attention.yaml", name, _hand_written, "float64")
+    finally:
+        _Scaled.k_scale = 1.0
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert "with respect to K" in result.failure.check and result.failure.diagnosis is None

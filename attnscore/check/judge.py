@@ -281,7 +281,8 @@ def _judge_once(
             observe.append((call, outcome))
         if raw is not None:
             raw.append((call, returned))
-        if diagnosis is None and diagnose_failures:
+        backward_only = call.upstream is not None and mismatch is None  # the output is right: only a gradient is wrong
+        if diagnosis is None and diagnose_failures and not backward_only:
             diagnosis = diagnose(spec, call, outcome, dtype, runner)
         hint = ""
         if case.property_name and verdict is Verdict.WRONG_VALUE:
