@@ -446,3 +446,47 @@ def test_a_wrong_backward_is_not_diagnosed_as_a_forward_mistake(name):
         _Scaled.k_scale = 1.0
     assert result.verdict is Verdict.WRONG_VALUE
     assert "with respect to K" in result.failure.check and result.failure.diagnosis is None
+
+
+SANDBOXED_SDPA = """import torch
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+"""
+
+SANDBOXED_ALIBI = """import math
+import torch
+
+def alibi_attention(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None):
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    group = query.shape[-3] // key.shape[-3]
+    key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    distance = (torch.arange(n_q)[:, None] + n_k - n_q - torch.arange(n_k)[None, :]).abs()
+    s = s - alibi_slopes[:, None, None] * distance
+    return torch.softmax(s, -1) @ value
+"""
+
+
+@pytest.mark.parametrize(
+    "stem, source, function",
+    [
+        pytest.param("sdpa", SANDBOXED_SDPA, "scaled_dot_product_attention", id="sdpa by-name mask and keywords"),
+        pytest.param("alibi", SANDBOXED_ALIBI, "alibi_attention", id="alibi slopes by name"),
+    ],
+)
+def test_keyword_backward_in_the_sandbox(tmp_path, stem, source, function):
+    """The sandboxed worker runs a keyword contract's backward (inputs by name, keywords fixed): full marks."""
+    from attnscore.sandbox.launch import Limits, SandboxRunner
+
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    spec, case = _case(f"specs/{stem}.yaml", "gradients_match_golden", count=3)
+    contract = spec.contract
+    by_name = tuple(n for n in spec.parameter_names if n in contract.keyword_parameters)
+    limits = Limits(call_timeout_s=30.0)
+    with SandboxRunner(path, function, limits, by_name=by_name, options=dict(contract.options)) as runner:
+        result = judge_case(spec, case, runner, "float32")
+    assert result.verdict is Verdict.PASSED, result.message
