@@ -146,7 +146,7 @@ def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
     Q, K, V = (np.swapaxes(a[n], -3, -2) if c.kind == "flash" else a[n] for n in (q, k, v))
     if Q.ndim == 2:
         Q, K, V = Q[None], K[None], V[None]
-        options["alibi_slopes"] = None
+        options["alibi_slopes"] = None  # a finite bias never leaves a key out
     with np.errstate(all="ignore"):
         keep = np.isfinite(golden_variants.general_attention_parts(Q, K, V, **options).biased)  # (*b, H_q, n_q, n_k)
     H_kv = K.shape[-3]
