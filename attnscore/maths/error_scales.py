@@ -95,12 +95,23 @@ def attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
     ``log w_j`` for ``exp(log_softmax)``) are carried by ``|v_j|``; the row sum's rounding scales
     the whole output (``2|o|``); ``P V`` and the softmax's sums are accumulated in float32
     (``(2 n_k + 2)·Σ_j w_j |v_j|``).
+
+    With ``a["bias"]`` (a float mask broadcastable to the scores, finite where ``a["mask"]`` keeps
+    the key), the softmax runs on ``b = s + bias``: the addition is rounded once more (``|b|``),
+    and the weights, the exponents' gaps and spreads are those of ``b`` (a bias of magnitude
+    ``|bias|`` adds to the score scale).
     """
     Q, K, V = as_float64(a, "Q"), as_float64(a, "K"), as_float64(a, "V")
     d_k, n_k = Q.shape[-1], K.shape[-2]
     u, u32, sub = UNIT_ROUNDOFF[dtype], UNIT_ROUNDOFF["float32"], SMALLEST_SUBNORMAL[dtype]
-    S = golden.scaled_dot_products(Q, K)
+    raw = golden.scaled_dot_products(Q, K)
+    S = raw
     kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
+    bias = None
+    if a.get("bias") is not None:  # a float mask added to the scores: b = s + bias, rounded once more
+        bias = np.broadcast_to(np.where(kept, as_float64(a, "bias"), 0.0), S.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            S = raw + bias
     W, gap, spread = _softmax_parts(S, kept)
     with np.errstate(invalid="ignore", over="ignore"):
         mags = golden.dot_magnitudes(Q, K) / np.sqrt(d_k)
@@ -109,7 +120,7 @@ def attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
         def clean(x: np.ndarray) -> np.ndarray:
             return np.where(fin, np.nan_to_num(x, nan=0.0, posinf=0.0), 0.0)
 
-        r_s = clean(2.0 * np.abs(S) + mags)
+        r_s = clean(2.0 * np.abs(raw) + mags + (0.0 if bias is None else np.abs(S)))
         a_s = clean(d_k * mags)
         f_s = clean(d_k + 1.0 + golden.operand_sums(Q, K))
         delta = factor * (u * r_s + u32 * a_s) + sub * f_s  # the scores' own allowed error
