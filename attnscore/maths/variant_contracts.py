@@ -8,7 +8,7 @@ keywords (:meth:`attnscore.maths.contract.Contract.configured`):
 - ``kernel_attention``, an attention kernel with FlashAttention's options (grouped-query heads,
   ``softcap``, ``alibi_slopes``, causal aligned bottom-right) in SDPA's ``(..., H, n, d)`` layout:
   ``f(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None)``; its
-  error bound is :func:`kernel_attention_error`.
+  error bound is :func:`kernel_attention_error`, in float16/bfloat16 :func:`kernel_attention_low_terms`.
 
 Reference :mod:`attnscore.maths.variants`, golden :mod:`attnscore.maths.golden_variants`.
 """
@@ -25,8 +25,9 @@ import torch
 from attnscore.maths import golden, golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["MASK", "kernel_attention_contract", "kernel_attention_error", "sdpa_contract"]
+__all__ = ["MASK", "kernel_attention_contract", "kernel_attention_error", "kernel_attention_low_terms", "sdpa_contract"]
 
 MASK = ("...", "n_q", "n_k")
 """The shape legend of a mask over the scores."""
@@ -281,6 +282,40 @@ def _variant_error(
     return 1, per_key.sum(axis=-2)  # (..., H_q, n_q, n_k, d_v) summed over keys -> (..., H_q, n_q, d_v)
 
 
+def kernel_attention_low_terms(a: Args, options: Mapping[str, Any], dtype: str, factor: float) -> ErrorTerms:
+    """The float16/bfloat16 budget (:class:`~attnscore.maths.tolerance.ErrorTerms`) of
+    :func:`attnscore.maths.variants.general_attention` with ``options`` (``scale``, ``is_causal``
+    bottom-right, ``softcap``; ``alibi_slopes`` from ``a``) on ``a``, for a kernel that rounds in
+    ``dtype`` and accumulates in float32: attention's budget
+    (:func:`attnscore.maths.error_scales.attention_low_terms`) on ``Q`` rescaled so that
+    ``Q' Kᵀ/√d_k = scale·Q Kᵀ`` and K, V grouped, with the cap ``cap·tanh(s/cap)`` (its slope
+    carries the scores' errors; the division, ``tanh`` and the product are rounded) and the ALiBi
+    bias ``-slope·|i + n_k - n_q - j|`` (the product rounded, then the addition) on the kept scores.
+    """
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+    scale = options.get("scale")
+    if scale is not None:
+        Q = Q * (float(scale) * np.sqrt(d_k))
+    K, V = _kv_grouped(Q, K), _kv_grouped(Q, V)
+    S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+    keep = np.ones((n_q, n_k), dtype=bool)
+    if options.get("is_causal"):
+        keep = golden.causal_keep(n_q, n_k, "bottom_right")
+    terms: dict[str, Any] = {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+    if options.get("softcap") is not None:
+        terms["softcap"] = float(options["softcap"])
+    if a.get("alibi_slopes") is not None:
+        slopes = as_float64(a, "alibi_slopes")  # (H_q,) or (*batch, H_q)
+        distance = np.abs(np.arange(n_q)[:, None] + (n_k - n_q) - np.arange(n_k)[None, :])  # (n_q, n_k)
+        bias = -slopes[..., None, None] * distance  # (..., H_q, n_q, n_k)
+        S_shape = np.broadcast_shapes(S_shape, bias.shape)
+        terms["mask"] = np.broadcast_to(keep, S_shape)
+        terms["bias"] = np.broadcast_to(bias, S_shape)
+        terms["bias_rounding"] = np.abs(terms["bias"])
+    return attention_low_terms(terms, dtype, factor)
+
+
 def _kernel_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
     """The ``kernel_attention`` contract for fixed keywords (``scale``, ``is_causal``, ``softcap``)
     and its kept parameters (``alibi_slopes`` optional)."""
@@ -330,6 +365,7 @@ def _kernel_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         reference=ref,
         golden_fn=gold,
         error_fn=lambda a: kernel_attention_error(a, fixed),
+        low_error_fn=lambda a, dtype, factor: kernel_attention_low_terms(a, fixed, dtype, factor),
         options=tuple(sorted(options.items())),
     )
 
