@@ -86,11 +86,13 @@ def _manual(
     bias_sign: float = -1.0,
     distance: str = "absolute",
     mask_before_cap: bool = False,
+    causal_offset: str = "bottom_right",
 ) -> torch.Tensor:
     """The kernel's attention written out step by step, with one step changed (the mistakes below):
     ``scores_fn(raw Q Kᵀ, scale, cap) -> capped scores``; the ALiBi bias ``bias_sign · slope · dist``
     with ``dist`` ``|i + n_k - n_q - j|`` (``"absolute"``), ``j - i - (n_k - n_q)`` (``"signed"``)
-    or ``|i - j|`` (``"top_left"``); the causal mask before the cap (``mask_before_cap``)."""
+    or ``|i - j|`` (``"top_left"``); the causal mask before the cap (``mask_before_cap``); the causal
+    mask aligned ``"bottom_right"`` (``j <= i + n_k - n_q``) or ``"top_left"`` (``j <= i``, ``causal_offset``)."""
     named = dict(zip(c.parameter_names, args, strict=True))
     Q = named["query"].double()
     K, V = _grouped(Q, named["key"].double()), _grouped(Q, named["value"].double())
@@ -103,7 +105,7 @@ def _manual(
     j = torch.arange(n_k, dtype=torch.float64).unsqueeze(0)
     keep = torch.ones(n_q, n_k, dtype=torch.bool)
     if c.option("is_causal"):
-        keep = j <= i + (n_k - n_q)
+        keep = j <= i + ((n_k - n_q) if causal_offset == "bottom_right" else 0)
     bias = torch.zeros(n_q, n_k, dtype=torch.float64)
     if "alibi_slopes" in named:
         dist = {
@@ -359,6 +361,26 @@ def _alibi_bias_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
     scale = c.option("scale")
     scale = 1.0 / named["query"].shape[-1] ** 0.5 if scale is None else float(scale)
     return _kernel_with(c, args, alibi_slopes=named["alibi_slopes"] * scale)
+
+
+def kernel_causal(c: Contract) -> bool:
+    """A kernel with ``is_causal`` (aligned bottom-right, FlashAttention's causal)."""
+    return kernel(c) and bool(c.option("is_causal"))
+
+
+@add(
+    "kernel_causal_top_left",
+    "causal mask aligned top-left",
+    kernel_causal,
+    "FlashAttention's causal mask is aligned bottom-right: query i sits at key i + n_k - n_q and keeps keys "
+    "j <= i + n_k - n_q (the last query sees every key); you kept j <= i (top-left, torch.ones(n_q, n_k).tril(), "
+    "SDPA's is_causal), which differs whenever n_q != n_k",
+)
+def _kernel_causal_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def capped(raw: torch.Tensor, scale: float, cap: float | None) -> torch.Tensor:
+        return raw * scale if cap is None else cap * torch.tanh(raw * scale / cap)
+
+    return _manual(c, args, scores_fn=capped, causal_offset="top_left")
 
 
 @add(
