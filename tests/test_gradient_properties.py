@@ -244,7 +244,16 @@ def test_every_bundled_differentiable_spec_accepts_the_gradient_property():
             assert golden_gradients.differentiable_parameters(contract)
         else:
             left_out.append(path.stem)
-    assert left_out == ["alibi", "gqa", "kv_cache", "sdpa", "sdpa_causal", "sdpa_float_mask", "sliding_window", "softcap"]
+    assert left_out == [
+        "alibi",
+        "gqa",
+        "kv_cache",
+        "sdpa",
+        "sdpa_causal",
+        "sdpa_float_mask",
+        "sliding_window",
+        "softcap",
+    ]
     assert get_contract("score").name == "score"
 
 
