@@ -22,6 +22,7 @@ from attnscore.check.verify import mutation_test, targeted_mistakes
 from attnscore.cli import main
 from attnscore.maths.contracts import get_contract
 from attnscore.maths.strategies import draw_examples, random_args
+from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.load import load_spec
 
 SPEC = "specs/sdpa_float_mask.yaml"
@@ -226,3 +227,51 @@ def test_pytorch_sdpa_gets_full_marks_in_four_dtypes(path):
             assert got == total and int(total) > 10, score
         for dtype in dtypes:
             assert f"in {dtype} on cpu" in result.output
+
+
+GQA_EXAMPLE = """worked_examples:
+  - id: two_heads_one_kv_head
+    title: two query heads over one KV head, each with its own mask row
+    inputs:
+      query: [[[2, 0, 0, 0]], [[2, 0, 0, 0]]]
+      key: [[[1, 0, 0, 0], [1, 0, 0, 0]]]
+      value: [[[0], [4]]]
+      attn_mask: [[[0, 1.0986122886681098]], [[0, 0]]]
+    expected: [[[3]], [[2]]]
+    explanation: Equal scores 0.6; head 0 lowers key 0 by ln 3 relative to key 1 (weights 1/4, 3/4), head 1 does not.
+    points: 1
+"""
+
+
+def _keyword_spec(tmp_path):
+    """specs/sdpa_float_mask.yaml with scale 0.3 and enable_gqa (heads axes explicit), one GQA worked example."""
+    text = open(SPEC, encoding="utf-8").read().replace("id: sdpa_float_mask", "id: sdpa_float_mask_gqa")
+    text = text.replace(
+        "  contract: sdpa_float_mask\n", "  contract: sdpa_float_mask\n  keywords: {scale: 0.3, enable_gqa: true}\n"
+    )
+    for old, new in (("n_q, d_k", "h_q, n_q, d_k"), ("n_k, d_k", "h_kv, n_k, d_k"), ("n_k, d_v", "h_kv, n_k, d_v")):
+        text = text.replace(f'["...", {old}]', f'["...", {new}]')
+    text = text.replace('["...", n_q, n_k]', '["...", h_q, n_q, n_k]').replace(
+        '["...", n_q, d_v]', '["...", h_q, n_q, d_v]'
+    )
+    head, rest = text.split("worked_examples:\n", 1)
+    path = tmp_path / "sdpa_float_mask_gqa.yaml"
+    path.write_text(head + GQA_EXAMPLE + rest[rest.index("properties:") :], encoding="utf-8")
+    return load_spec(path)
+
+
+def test_float_mask_with_scale_and_grouped_heads(tmp_path):
+    """The float-mask contract with keywords (scale 0.3, enable_gqa): SDPA gets full marks, and the scale and
+    KV-head mistakes apply, are caught and named beside the float-mask ones."""
+    spec = _keyword_spec(tmp_path)
+    assert dict(spec.contract.options) == {"enable_gqa": True, "scale": 0.3}
+    assert dict(spec.contract.parameters)["attn_mask"] == ("...", "h_q", "n_q", "n_k")
+    ids = {m.id for m in targeted_mistakes(spec)}
+    assert {"sdpa_scale_ignored", "kv_heads_tiled", "kv_head_zero_for_all", *FLOAT_MISTAKES} <= ids
+    for dtype in ("float32", "bfloat16"):
+        used = spec if dtype == "float32" else dataclasses.replace(spec, tolerance=Tolerance("ratio", factor=2.0))
+        result = run_impl(used, _sdpa, dtype=dtype, shrink=False)
+        assert result.all_passed, {c.id: c.message for c in result.cases if c.points < c.max_points}
+    for mistake in ("kv_heads_tiled", "sdpa_scale_ignored", "sdpa_float_mask_before_scale"):
+        (result,) = mutation_test(dataclasses.replace(spec, mistakes=(mistake,)), dtype="float32")
+        assert result.caught and result.diagnosed, result
