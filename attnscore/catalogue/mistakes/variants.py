@@ -178,7 +178,7 @@ def _sdpa_scale(c: Contract, query: torch.Tensor) -> float:
     "sdpa_float_mask_before_scale",
     "float attn_mask added before the scale",
     sdpa_float_mask,
-    "SDPA adds a float attn_mask to the scaled scores, scale · Q Kᵀ + attn_mask; you added it to Q Kᵀ "
+    "a float attn_mask is added to the scaled scores, scale · Q Kᵀ + attn_mask (SDPA); you added it to Q Kᵀ "
     "and scaled the sum, so every bias was multiplied by the scale too",
 )
 def _float_mask_before_scale(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
@@ -372,7 +372,7 @@ def kernel_causal(c: Contract) -> bool:
     "kernel_causal_top_left",
     "causal mask aligned top-left",
     kernel_causal,
-    "FlashAttention's causal mask is aligned bottom-right: query i sits at key i + n_k - n_q and keeps keys "
+    "the causal mask is aligned bottom-right (FlashAttention): query i sits at key i + n_k - n_q and keeps keys "
     "j <= i + n_k - n_q (the last query sees every key); you kept j <= i (top-left, torch.ones(n_q, n_k).tril(), "
     "SDPA's is_causal), which differs whenever n_q != n_k",
 )
