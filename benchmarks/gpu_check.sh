@@ -10,8 +10,9 @@
 #   2. attnscore test on cuda with the example implementations in float32 (exact rules) and in
 #      float16/bfloat16 with the low-precision rule (--ratio 2);
 #   3. torch's own SDPA against the causal spec with is_causal=true, fp16 and bf16, and against
-#      specs/sdpa.yaml and specs/sdpa_causal.yaml (keywords from the spec) in four dtypes;
-#      examples/impl/kernel_attention.py against specs/gqa.yaml, softcap.yaml, alibi.yaml (float32/float64);
+#      specs/sdpa.yaml, specs/sdpa_causal.yaml and specs/sdpa_float_mask.yaml (keywords from the spec) in
+#      four dtypes; examples/impl/kernel_attention.py against specs/gqa.yaml, softcap.yaml, alibi.yaml
+#      (float32/float64; softcap and alibi in float16/bfloat16 too);
 #      benchmarks/bench_variants.py (the variant reference vs SDPA's math backend, CPU and CUDA);
 #   4. attnscore bench on cuda: attention in float16 and score_matrix in float32, default sizes;
 #   5. attnscore grade --device cuda on the example submissions (when the grade command has --device).
@@ -50,7 +51,7 @@ done
 step "SDPA is_causal on $DEVICE, fp16/bf16 --ratio 2" "${ATTNSCORE[@]}" test \
     --impl torch.nn.functional:scaled_dot_product_attention --spec specs/causal_attention.yaml \
     --keyword is_causal=true --device "$DEVICE" --dtype float16 --dtype bfloat16 --ratio 2
-for spec in sdpa sdpa_causal; do  # keyword passing: attn_mask, scale, enable_gqa / is_causal come from the spec
+for spec in sdpa sdpa_causal sdpa_float_mask; do  # keyword passing: attn_mask, scale, enable_gqa / is_causal come from the spec
     step "SDPA against specs/$spec.yaml on $DEVICE, float32/float64" "${ATTNSCORE[@]}" test \
         --impl torch.nn.functional:scaled_dot_product_attention --spec "specs/$spec.yaml" \
         --device "$DEVICE" --dtype float32 --dtype float64
@@ -63,6 +64,11 @@ for pair in gqa:gqa_attention softcap:kernel_attention alibi:kernel_attention; d
     step "kernel against specs/$spec.yaml on $DEVICE, float32/float64" "${ATTNSCORE[@]}" test \
         --impl "examples.impl.kernel_attention:$fn" --spec "specs/$spec.yaml" \
         --device "$DEVICE" --dtype float32 --dtype float64
+    if [ "$spec" != gqa ]; then  # softcap and alibi are graded in float16 and bfloat16 too
+        step "kernel against specs/$spec.yaml on $DEVICE, float16/bfloat16" "${ATTNSCORE[@]}" test \
+            --impl "examples.impl.kernel_attention:$fn" --spec "specs/$spec.yaml" \
+            --device "$DEVICE" --dtype float16 --dtype bfloat16
+    fi
 done
 step "bench_variants: reference vs SDPA math backend" "$PYTHON" benchmarks/bench_variants.py --no-golden
 step "bench attention float16 on $DEVICE" "${ATTNSCORE[@]}" bench --impl examples.impl.my_attention:attention \

@@ -127,6 +127,9 @@ def _args(spec, example_id):
             [1 / (1 + math.exp(-4))],
             id="top-left distance",
         ),
+        pytest.param(
+            "specs/softcap.yaml", "causal_is_bottom_right", "kernel_causal_top_left", [1.0], id="causal top-left"
+        ),
     ],
 )
 def test_mistake_values_on_the_worked_examples(path, example, mistake, wrong):
@@ -147,6 +150,7 @@ MISTAKES = [
     ("specs/softcap.yaml", "softcap_after_mask"),
     ("specs/softcap.yaml", "softcap_scale_twice"),
     ("specs/softcap.yaml", "softcap_scale_after"),
+    ("specs/softcap.yaml", "kernel_causal_top_left"),
     ("specs/alibi.yaml", "alibi_wrong_sign"),
     ("specs/alibi.yaml", "alibi_signed_distance"),
     ("specs/alibi.yaml", "alibi_top_left"),
@@ -289,3 +293,12 @@ def test_alibi_slopes_per_batch_item_are_taken():
 
     message = _check(spec, "alibi_slopes_per_batch", example, read_as_head_by_batch)
     assert message is not None and "alibi_slopes[b, h]" in message, message
+
+
+def test_causal_top_left_targets_the_causal_kernel_specs_only():
+    """kernel_causal_top_left applies where is_causal is set (softcap.yaml), not to gqa or alibi (no causal flag)."""
+    for path in SPECS:
+        ids = {m.id for m in mistakes_for(load_spec(path).contract)}
+        assert ("kernel_causal_top_left" in ids) is (path == "specs/softcap.yaml"), path
+    flags = get_contract("kernel_attention").configured({"is_causal": True}, ("query", "key", "value"))
+    assert "kernel_causal_top_left" in {m.id for m in mistakes_for(flags)}

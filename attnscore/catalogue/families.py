@@ -34,6 +34,7 @@ __all__ = [
     "sdpa",
     "sdpa_scale_given",
     "sdpa_bool_mask",
+    "sdpa_float_mask",
     "sdpa_grouped_heads",
     "sdpa_causal",
     "differentiable",
@@ -140,6 +141,11 @@ def sdpa_scale_given(c: Contract) -> bool:
 def sdpa_bool_mask(c: Contract) -> bool:
     """SDPA with a bool ``attn_mask`` (True = takes part)."""
     return sdpa(c) and "attn_mask" in c.bool_parameters
+
+
+def sdpa_float_mask(c: Contract) -> bool:
+    """SDPA with a float ``attn_mask`` added to the scaled scores (``-inf`` masks)."""
+    return sdpa(c) and "attn_mask" in c.additive_parameters
 
 
 def sdpa_grouped_heads(c: Contract) -> bool:

@@ -217,6 +217,26 @@ def holds(mistake: Mistake, spec: Any, call: Any, received: Received, dtype: str
     return _explains(mistake, spec, call, received.array.astype(np.float64), dtype) is not None
 
 
+def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A float mask added to the scores: biases in ±[0.25, 2], about one entry in five exactly 0 and
+    one in four ``-inf``; every row keeps a finite entry and (with two or more keys) has a ``-inf`` one
+    and a non-zero finite one where it can (so reading it as bool, ignoring it or subtracting it all differ)."""
+    mask = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.25, 2.0, size=shape)
+    draw = rng.random(shape)
+    mask[draw < 0.2] = 0.0
+    mask[draw > 0.75] = -np.inf
+    if len(shape) >= 1 and shape[-1] >= 1:
+        rows = mask.reshape(-1, shape[-1])
+        for row in rows:
+            j = rng.integers(shape[-1])
+            if not np.isfinite(row[j]):
+                row[j] = rng.uniform(0.25, 2.0)
+            if shape[-1] >= 2 and np.isfinite(row).all():
+                row[(j + 1 + rng.integers(shape[-1] - 1)) % shape[-1]] = -np.inf
+        mask = rows.reshape(shape)
+    return mask
+
+
 def _random_array(rng: np.random.Generator, shape: tuple[int, ...], is_bool: bool) -> np.ndarray:
     """Random non-zero values in ±[0.25, 2] (no ties, no zeros); a mask keeps about 60% of the
     keys, and in every row at least one key and (with two or more keys) masks at least one."""
@@ -247,7 +267,10 @@ def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
             shape: tuple[int, ...] = ()
             for sym in legend:
                 shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)
-            args[name] = _random_array(rng, shape, name in contract.bool_parameters)
+            if name in contract.additive_parameters:
+                args[name] = _additive_mask(rng, shape)
+            else:
+                args[name] = _random_array(rng, shape, name in contract.bool_parameters)
         out.append(args)
     return out
 
@@ -278,6 +301,10 @@ def _corners(spec: Any, base: dict[str, np.ndarray]) -> list[dict[str, np.ndarra
             K = np.array(base["K"], dtype=np.float64)
             K[..., j, :] = np.inf * np.sign(q0)  # query 0's masked key j scores +inf
             out.append(dict(base, K=K))
+    for name in sorted(contract.additive_parameters & names):  # a float mask: query 0 with every entry -inf
+        blank = np.array(base[name], dtype=np.float64)
+        blank[..., 0, :] = -np.inf
+        out.append(dict(base, **{name: blank}))
     if contract.name.startswith("causal_attention") and {"Q", "K", "V"} <= names:
         Q, K, V = (np.asarray(base[n]) for n in ("Q", "K", "V"))
         n = min(K.shape[-2], Q.shape[-2])

@@ -85,6 +85,10 @@ class Contract:
         kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
             with a causal flag instead of a mask argument; which properties and mistakes apply).
         bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
+        additive_parameters: float masks added to the scaled scores (SDPA's float ``attn_mask``):
+            cast to the tested dtype like every float input; ``-inf`` entries mask their key.
+            Generated inputs hold finite biases, ``-inf`` entries and whole rows of ``-inf``
+            (:func:`attnscore.maths.strategies.random_args`).
         to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
         qk_operands: for Q Kᵀ views, the positional arguments (numpy arrays or torch tensors, in
             parameter order) as ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` →
@@ -157,6 +161,7 @@ class Contract:
     optional_parameters: frozenset[str] = field(default_factory=frozenset)
     configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
     samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
+    additive_parameters: frozenset[str] = field(default_factory=frozenset)
 
     def sample_configurations(self) -> tuple[Contract, ...]:
         """This contract and representative configurations of its keywords (:attr:`samples`, as

@@ -234,6 +234,7 @@ CONTRACTS: dict[str, Contract] = {
         _causal("top_left"),
         _causal("bottom_right"),
         sdpa_contract(),
+        sdpa_contract(float_mask=True),
         kernel_attention_contract(),
         flash_attn_contract(),
     )

@@ -95,12 +95,30 @@ def attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
     ``log w_j`` for ``exp(log_softmax)``) are carried by ``|v_j|``; the row sum's rounding scales
     the whole output (``2|o|``); ``P V`` and the softmax's sums are accumulated in float32
     (``(2 n_k + 2)·Σ_j w_j |v_j|``).
+
+    With ``a["softcap"]`` (``cap > 0``) the scores are ``c = cap·tanh(s/cap)``: the slope
+    ``1 - tanh²(s/cap)`` carries ``s``'s errors (a saturated score's vanish) and ``s/cap``, ``tanh``
+    and the product are rounded (``|s|`` before the slope, ``2|c|`` after). With ``a["bias"]`` (a
+    float mask or the ALiBi bias, broadcastable to the scores, finite where ``a["mask"]`` keeps the
+    key), the softmax runs on ``b = c + bias``: the addition is rounded once more (``|b|``), plus
+    ``a["bias_rounding"]`` when the bias is itself computed (ALiBi's ``slope · distance``: ``|bias|``),
+    and the weights, the exponents' gaps and spreads are those of ``b`` (a bias of magnitude
+    ``|bias|`` adds to the score scale).
     """
     Q, K, V = as_float64(a, "Q"), as_float64(a, "K"), as_float64(a, "V")
     d_k, n_k = Q.shape[-1], K.shape[-2]
     u, u32, sub = UNIT_ROUNDOFF[dtype], UNIT_ROUNDOFF["float32"], SMALLEST_SUBNORMAL[dtype]
-    S = golden.scaled_dot_products(Q, K)
+    raw = golden.scaled_dot_products(Q, K)
+    cap = a.get("softcap")
+    with np.errstate(invalid="ignore", over="ignore"):
+        capped = raw if cap is None else float(cap) * np.tanh(raw / float(cap))
+    S = capped
     kept = np.broadcast_to(np.asarray(a["mask"], dtype=bool), S.shape)
+    bias = None
+    if a.get("bias") is not None:  # a bias added to the (capped) scores: b = s + bias, rounded once more
+        bias = np.broadcast_to(np.where(kept, as_float64(a, "bias"), 0.0), S.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            S = capped + bias
     W, gap, spread = _softmax_parts(S, kept)
     with np.errstate(invalid="ignore", over="ignore"):
         mags = golden.dot_magnitudes(Q, K) / np.sqrt(d_k)
@@ -109,9 +127,17 @@ def attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
         def clean(x: np.ndarray) -> np.ndarray:
             return np.where(fin, np.nan_to_num(x, nan=0.0, posinf=0.0), 0.0)
 
-        r_s = clean(2.0 * np.abs(S) + mags)
-        a_s = clean(d_k * mags)
-        f_s = clean(d_k + 1.0 + golden.operand_sums(Q, K))
+        r_s = 2.0 * np.abs(raw) + mags
+        a_s = d_k * mags
+        f_s = d_k + 1.0 + golden.operand_sums(Q, K)
+        if cap is not None:  # cap·tanh(s/cap): its slope 1 - tanh² carries s's error; s/cap, tanh and cap·t rounded
+            slope = 1.0 - np.square(np.tanh(raw / float(cap)))
+            r_s = (r_s + np.abs(raw)) * slope + 2.0 * np.abs(capped)
+            a_s = a_s * slope
+        if bias is not None:  # the addition, and the bias's own rounding (ALiBi's slope · distance)
+            own = a.get("bias_rounding")
+            r_s = r_s + np.abs(S) + (0.0 if own is None else np.broadcast_to(as_float64(a, "bias_rounding"), S.shape))
+        r_s, a_s, f_s = clean(r_s), clean(a_s), clean(f_s)
         delta = factor * (u * r_s + u32 * a_s) + sub * f_s  # the scores' own allowed error
         amp = np.exp(np.minimum(2.0 * np.max(delta, axis=-1, keepdims=True), 50.0))[..., None]  # (..., n_q, 1, 1)
         Vk = np.where(kept[..., None], np.nan_to_num(V[..., None, :, :], nan=0.0, posinf=0.0, neginf=0.0), 0.0)

@@ -195,6 +195,21 @@ def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, i
     return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
 
 
+def _additive_mask(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float) -> np.ndarray:
+    """A float mask added to the scores (SDPA's float ``attn_mask``), ``shape`` ``(..., n_q, n_k)``:
+    finite biases in ``±max_value`` (negative and positive: they shift the scores), about one entry
+    in four ``-inf`` (the key is masked out), and about one row in five all ``-inf`` (a query with no
+    key left, whose output is the zero vector as PyTorch 2.5+ gives)."""
+    entry = st.one_of(_values(max_value), _values(max_value), _values(max_value), st.just(-np.inf))
+    mask = np.array(draw(hnp.arrays(np.float64, shape, elements=entry)), dtype=np.float64)
+    if mask.ndim >= 1 and mask.size:
+        rows = mask.reshape(-1, shape[-1])
+        blank = draw(st.lists(st.integers(0, 4), min_size=rows.shape[0], max_size=rows.shape[0]))
+        rows[np.array(blank) == 0] = -np.inf
+        mask = rows.reshape(shape)
+    return mask
+
+
 def _mask_shape(
     draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any]
 ) -> tuple[int, ...]:
@@ -225,6 +240,8 @@ def random_args(
 
     Bool parameters (masks) get random True/False entries (True = keep); an attention mask also
     comes shared by the batch (``(n_q, n_k)``) or with size-1 batch dims (see :func:`_mask_shape`).
+    Additive float masks (``contract.additive_parameters``) get finite biases, ``-inf`` entries and
+    whole rows of ``-inf`` (see :func:`_additive_mask`).
     A mask that keeps everything is not forced here (it would make the diagnosis's confirmation
     inputs unable to tell a mask ignored from another mistake); ``output_not_aliased`` makes that
     call itself.
@@ -239,7 +256,10 @@ def random_args(
         else:
             for sym in legend:
                 shape += sizes["..."] if sym == "..." else (sizes[sym],)
-        args[name] = _array(draw, shape, max_value, is_bool)
+        if name in contract.additive_parameters:
+            args[name] = _additive_mask(draw, shape, max_value)
+        else:
+            args[name] = _array(draw, shape, max_value, is_bool)
     return args
 
 

@@ -3,10 +3,12 @@ keywords (:meth:`attnscore.maths.contract.Contract.configured`):
 
 - ``sdpa``, a drop-in for ``torch.nn.functional.scaled_dot_product_attention``; its error bound is
   attention's (:mod:`attnscore.maths.error_scales`) on the equivalent plain attention arguments;
+- ``sdpa_float_mask``, the same drop-in with a float ``attn_mask`` added to the scaled scores
+  (``-inf`` masks); its error bound is :func:`kernel_attention_error`'s with the mask as the bias;
 - ``kernel_attention``, an attention kernel with FlashAttention's options (grouped-query heads,
   ``softcap``, ``alibi_slopes``, causal aligned bottom-right) in SDPA's ``(..., H, n, d)`` layout:
   ``f(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None)``; its
-  error bound is :func:`kernel_attention_error`.
+  error bound is :func:`kernel_attention_error`, in float16/bfloat16 :func:`kernel_attention_low_terms`.
 
 Reference :mod:`attnscore.maths.variants`, golden :mod:`attnscore.maths.golden_variants`.
 """
@@ -23,8 +25,9 @@ import torch
 from attnscore.maths import golden, golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["MASK", "kernel_attention_contract", "kernel_attention_error", "sdpa_contract"]
+__all__ = ["MASK", "kernel_attention_contract", "kernel_attention_error", "kernel_attention_low_terms", "sdpa_contract"]
 
 MASK = ("...", "n_q", "n_k")
 """The shape legend of a mask over the scores."""
@@ -65,6 +68,7 @@ def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str,
             "leave attn_mask out of function.parameters for a causal spec"
         )
     has_mask = "attn_mask" in kept
+    float_mask = has_mask and "attn_mask" in base.additive_parameters  # added to the scores, -inf masks
 
     def ref(
         query: Any,
@@ -96,10 +100,22 @@ def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str,
         keep = np.ones((n_q, n_k), dtype=bool)
         if is_causal:
             keep = golden.causal_keep(n_q, n_k, "top_left")
+        S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+        if float_mask:  # the float mask's -inf entries mask; the others are a bias on the scores
+            bias = as_float64(a, "attn_mask")
+            keep = ~np.isneginf(bias) & keep
+            S_shape = np.broadcast_shapes(S_shape, bias.shape)
+            keep = np.broadcast_to(keep, S_shape)
+            return {"Q": Q, "K": K, "V": V, "mask": keep, "bias": np.where(keep, np.broadcast_to(bias, S_shape), 0.0)}
         if has_mask:
             keep = np.asarray(a["attn_mask"], dtype=bool) & keep
-        S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+
+    def error(a: Args) -> tuple[int, np.ndarray]:
+        if not float_mask:
+            return attention_error(as_attention(a))
+        mask = as_float64(a, "attn_mask")
+        return _variant_error(a, is_causal=is_causal, alignment="top_left", scale=scale, attn_mask=mask)
 
     parameters = base.parameters
     returns = base.returns
@@ -112,43 +128,67 @@ def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str,
         parameters=tuple(p for p in parameters if p[0] in kept),
         returns=returns,
         bool_parameters=base.bool_parameters & frozenset(kept),
+        additive_parameters=base.additive_parameters & frozenset(kept),
         keyword_parameters=base.keyword_parameters & frozenset(kept),
         reference=ref,
         golden_fn=gold,
-        error_fn=lambda a: attention_error(as_attention(a)),
+        error_fn=error,
         low_error_fn=lambda a, dtype, factor: attention_low_terms(as_attention(a), dtype, factor),
         options=tuple(sorted(options.items())),
     )
 
 
-def sdpa_contract() -> Contract:
+def sdpa_contract(float_mask: bool = False) -> Contract:
     """``torch.nn.functional.scaled_dot_product_attention`` with ``dropout_p = 0``, its keywords fixed
     by the spec (:meth:`Contract.configured`); reference :func:`attnscore.maths.variants.general_attention`,
-    golden :func:`attnscore.maths.golden_variants.general_attention`, the error bound of ``attention``."""
+    golden :func:`attnscore.maths.golden_variants.general_attention`.
+
+    ``float_mask=False``: the ``sdpa`` contract, a bool ``attn_mask`` (True = takes part), the error
+    bound of ``attention``. ``float_mask=True``: the ``sdpa_float_mask`` contract, ``attn_mask`` a
+    float mask of the query's dtype, cast to the tested dtype like the other float inputs, added to
+    the scaled scores ``scale · Q Kᵀ + attn_mask`` (after the scale, as SDPA adds it); ``-inf``
+    entries mask their key, and a query whose entries are all ``-inf`` gets the zero vector
+    (PyTorch 2.5+). Its error bound is :func:`kernel_attention_error`'s with the mask as the bias
+    (the bias's magnitude adds to the score scale); in float16/bfloat16 ``attention``'s budget on
+    the biased scores (:func:`attnscore.maths.error_scales.attention_low_terms`).
+    Source: PyTorch's ``scaled_dot_product_attention`` documentation (attn_mask: "a float mask of
+    the same type as query, key, value that is added to the attention score").
+    """
     parameters = (
         ("query", ("...", "n_q", "d_k")),
         ("key", ("...", "n_k", "d_k")),
         ("value", ("...", "n_k", "d_v")),
         ("attn_mask", MASK),
     )
+    everything = tuple(n for n, _ in parameters)
     unconfigured = Contract(
-        name="sdpa",
+        name="sdpa_float_mask" if float_mask else "sdpa",
         kind="sdpa",
         parameters=parameters,
         returns=("...", "n_q", "d_v"),
         reference=variants.general_attention,
         golden_fn=lambda a: np.zeros(0),
         error_fn=lambda a: (1, np.zeros(0)),
-        bool_parameters=frozenset({"attn_mask"}),
+        bool_parameters=frozenset() if float_mask else frozenset({"attn_mask"}),
+        additive_parameters=frozenset({"attn_mask"}) if float_mask else frozenset(),
         keyword_parameters=frozenset({"attn_mask"}),
         optional_parameters=frozenset({"attn_mask"}),
         keywords=_SDPA_KEYWORDS,
         configure=_sdpa_configure,
         samples=(
-            ((("scale", 0.5), ("enable_gqa", True)), tuple(n for n, _ in parameters)),
+            ((("scale", 0.5), ("enable_gqa", True)), everything),
+            ((("enable_gqa", True),), everything),
+        )
+        if float_mask
+        else (
+            ((("scale", 0.5), ("enable_gqa", True)), everything),
             ((("is_causal", True),), ("query", "key", "value")),
         ),
-        bound_text="u·(error of scores and weights propagated through V)",
+        bound_text=(
+            "u·(error of scores, bias and weights propagated through V)"
+            if float_mask
+            else "u·(error of scores and weights propagated through V)"
+        ),
     )
     return _sdpa_configure(unconfigured, {}, unconfigured.parameter_names)
 
@@ -186,27 +226,51 @@ def kernel_attention_error(a: Args, options: Mapping[str, Any]) -> tuple[int, np
     softmax's and ``P V``'s roundings add ``(n_k + 2)·w`` and ``n_k·w``, each carried by ``|v|``
     and summed over the kept keys.
     """
-    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
     slopes = a.get("alibi_slopes")
-    parts = golden_variants.general_attention_parts(
-        Q,
-        K,
-        V,
+    return _variant_error(
+        a,
         is_causal=bool(options.get("is_causal", False)),
         alignment="bottom_right",
         scale=options.get("scale"),
         softcap=options.get("softcap"),
         alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
     )
+
+
+def _variant_error(
+    a: Args,
+    *,
+    is_causal: bool,
+    alignment: str,
+    scale: float | None,
+    softcap: float | None = None,
+    alibi_slopes: np.ndarray | None = None,
+    attn_mask: np.ndarray | None = None,
+) -> tuple[int, np.ndarray]:
+    """``(1, scale)`` of :func:`kernel_attention_error` for any of the variant options: the bias
+    (ALiBi, a float ``attn_mask``) is ``biased - capped`` at the kept entries (``-inf`` float-mask
+    entries are masked, so they add nothing)."""
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    parts = golden_variants.general_attention_parts(
+        Q,
+        K,
+        V,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        alignment=alignment,
+        scale=scale,
+        softcap=softcap,
+        alibi_slopes=alibi_slopes,
+    )
     K_h, V_h = _kv_grouped(Q, K), _kv_grouped(Q, V)  # (..., H_q, n_k, d)
     d_k, n_k = Q.shape[-1], K.shape[-2]
-    factor = abs(float(options["scale"])) if options.get("scale") is not None else 1.0 / np.sqrt(d_k)
+    factor = abs(float(scale)) if scale is not None else 1.0 / np.sqrt(d_k)
     kept = np.isfinite(parts.biased)  # (..., H_q, n_q, n_k)
     with np.errstate(invalid="ignore", over="ignore"):
         mags = factor * np.einsum("...id,...jd->...ij", np.abs(Q), np.abs(K_h))  # |scale|·Σ|q_i k_i|
         bias = np.where(kept, parts.biased - parts.capped, 0.0)
         err_S = d_k * mags + np.abs(parts.scores)  # the scaled product
-        cap = options.get("softcap")
+        cap = softcap
         if cap is not None:  # through cap·tanh(s/cap), slope 1 - tanh², plus its own three roundings
             slope = 1.0 - np.square(np.tanh(parts.scores / float(cap)))
             err_S = (err_S + np.abs(parts.scores)) * slope + 2.0 * np.abs(parts.capped)
@@ -216,6 +280,40 @@ def kernel_attention_error(a: Args, options: Mapping[str, Any]) -> tuple[int, np
         per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V_h)[..., None, :, :]
         per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
     return 1, per_key.sum(axis=-2)  # (..., H_q, n_q, n_k, d_v) summed over keys -> (..., H_q, n_q, d_v)
+
+
+def kernel_attention_low_terms(a: Args, options: Mapping[str, Any], dtype: str, factor: float) -> ErrorTerms:
+    """The float16/bfloat16 budget (:class:`~attnscore.maths.tolerance.ErrorTerms`) of
+    :func:`attnscore.maths.variants.general_attention` with ``options`` (``scale``, ``is_causal``
+    bottom-right, ``softcap``; ``alibi_slopes`` from ``a``) on ``a``, for a kernel that rounds in
+    ``dtype`` and accumulates in float32: attention's budget
+    (:func:`attnscore.maths.error_scales.attention_low_terms`) on ``Q`` rescaled so that
+    ``Q' Kᵀ/√d_k = scale·Q Kᵀ`` and K, V grouped, with the cap ``cap·tanh(s/cap)`` (its slope
+    carries the scores' errors; the division, ``tanh`` and the product are rounded) and the ALiBi
+    bias ``-slope·|i + n_k - n_q - j|`` (the product rounded, then the addition) on the kept scores.
+    """
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+    scale = options.get("scale")
+    if scale is not None:
+        Q = Q * (float(scale) * np.sqrt(d_k))
+    K, V = _kv_grouped(Q, K), _kv_grouped(Q, V)
+    S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+    keep = np.ones((n_q, n_k), dtype=bool)
+    if options.get("is_causal"):
+        keep = golden.causal_keep(n_q, n_k, "bottom_right")
+    terms: dict[str, Any] = {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+    if options.get("softcap") is not None:
+        terms["softcap"] = float(options["softcap"])
+    if a.get("alibi_slopes") is not None:
+        slopes = as_float64(a, "alibi_slopes")  # (H_q,) or (*batch, H_q)
+        distance = np.abs(np.arange(n_q)[:, None] + (n_k - n_q) - np.arange(n_k)[None, :])  # (n_q, n_k)
+        bias = -slopes[..., None, None] * distance  # (..., H_q, n_q, n_k)
+        S_shape = np.broadcast_shapes(S_shape, bias.shape)
+        terms["mask"] = np.broadcast_to(keep, S_shape)
+        terms["bias"] = np.broadcast_to(bias, S_shape)
+        terms["bias_rounding"] = np.abs(terms["bias"])
+    return attention_low_terms(terms, dtype, factor)
 
 
 def _kernel_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
@@ -267,6 +365,7 @@ def _kernel_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         reference=ref,
         golden_fn=gold,
         error_fn=lambda a: kernel_attention_error(a, fixed),
+        low_error_fn=lambda a, dtype, factor: kernel_attention_low_terms(a, fixed, dtype, factor),
         options=tuple(sorted(options.items())),
     )
 

@@ -1,5 +1,6 @@
-"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool mask, KV heads, causal
-alignment; a kernel's grouped-query heads, softcap and ALiBi bias (the ``kernel_attention`` contract)."""
+"""Mistakes of the attention variants real kernels implement: SDPA's scale, bool and float masks, KV heads,
+causal alignment; a kernel's grouped-query heads, softcap, ALiBi bias and causal alignment (the
+``kernel_attention`` contract)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 
 import torch
 
-from attnscore.catalogue.families import sdpa_bool_mask, sdpa_causal, sdpa_grouped_heads, sdpa_scale_given
+from attnscore.catalogue.families import (
+    sdpa_bool_mask,
+    sdpa_causal,
+    sdpa_float_mask,
+    sdpa_grouped_heads,
+    sdpa_scale_given,
+)
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
@@ -79,11 +86,13 @@ def _manual(
     bias_sign: float = -1.0,
     distance: str = "absolute",
     mask_before_cap: bool = False,
+    causal_offset: str = "bottom_right",
 ) -> torch.Tensor:
     """The kernel's attention written out step by step, with one step changed (the mistakes below):
     ``scores_fn(raw Q Kᵀ, scale, cap) -> capped scores``; the ALiBi bias ``bias_sign · slope · dist``
     with ``dist`` ``|i + n_k - n_q - j|`` (``"absolute"``), ``j - i - (n_k - n_q)`` (``"signed"``)
-    or ``|i - j|`` (``"top_left"``); the causal mask before the cap (``mask_before_cap``)."""
+    or ``|i - j|`` (``"top_left"``); the causal mask before the cap (``mask_before_cap``); the causal
+    mask aligned ``"bottom_right"`` (``j <= i + n_k - n_q``) or ``"top_left"`` (``j <= i``, ``causal_offset``)."""
     named = dict(zip(c.parameter_names, args, strict=True))
     Q = named["query"].double()
     K, V = _grouped(Q, named["key"].double()), _grouped(Q, named["value"].double())
@@ -96,7 +105,7 @@ def _manual(
     j = torch.arange(n_k, dtype=torch.float64).unsqueeze(0)
     keep = torch.ones(n_q, n_k, dtype=torch.bool)
     if c.option("is_causal"):
-        keep = j <= i + (n_k - n_q)
+        keep = j <= i + ((n_k - n_q) if causal_offset == "bottom_right" else 0)
     bias = torch.zeros(n_q, n_k, dtype=torch.float64)
     if "alibi_slopes" in named:
         dist = {
@@ -155,6 +164,78 @@ def _scale_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
 def _bool_mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     named = dict(zip(c.parameter_names, args, strict=True))
     return _sdpa_with(c, args, attn_mask=~named["attn_mask"])
+
+
+# SDPA's float attn_mask: added to the scaled scores, -inf masks, a row of -inf gives zeros
+
+
+def _sdpa_scale(c: Contract, query: torch.Tensor) -> float:
+    scale = c.option("scale")
+    return 1.0 / query.shape[-1] ** 0.5 if scale is None else float(scale)
+
+
+@add(
+    "sdpa_float_mask_before_scale",
+    "float attn_mask added before the scale",
+    sdpa_float_mask,
+    "a float attn_mask is added to the scaled scores, scale · Q Kᵀ + attn_mask (SDPA); you added it to Q Kᵀ "
+    "and scaled the sum, so every bias was multiplied by the scale too",
+)
+def _float_mask_before_scale(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    # (Q Kᵀ + m) · scale = scale · Q Kᵀ + scale · m; -inf stays -inf
+    return _sdpa_with(c, args, attn_mask=named["attn_mask"] * _sdpa_scale(c, named["query"]))
+
+
+@add(
+    "sdpa_float_mask_as_bool",
+    "float attn_mask read as bool (non-zero = takes part)",
+    sdpa_float_mask,
+    "a float attn_mask is added to the scores, not read as keep/drop: a 0 entry keeps its key unchanged "
+    "and -inf masks it out; you kept the keys with a non-zero entry (-inf among them) and dropped the 0 ones",
+)
+def _float_mask_as_bool(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    return _sdpa_with(c, args, attn_mask=named["attn_mask"] != 0)
+
+
+@add(
+    "sdpa_float_mask_subtracted",
+    "float attn_mask subtracted from the scores",
+    sdpa_float_mask,
+    "add the float attn_mask to the scaled scores (scores + attn_mask); you subtracted it, so a negative "
+    "bias raised the score and a -inf entry became +inf (a NaN row after softmax)",
+)
+def _float_mask_subtracted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    return _sdpa_with(c, args, attn_mask=-named["attn_mask"])
+
+
+@add(
+    "sdpa_float_mask_ignored",
+    "float attn_mask ignored",
+    sdpa_float_mask,
+    "the float attn_mask was not used: add it to the scaled scores before the softmax "
+    "(scale · Q Kᵀ + attn_mask; its -inf entries mask their keys)",
+)
+def _float_mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    return _sdpa_with(c, args, attn_mask=None)
+
+
+@add(
+    "sdpa_float_mask_nan_rows",
+    "a query whose float mask is all -inf gives NaN",
+    sdpa_float_mask,
+    "a query whose attn_mask entries are all -inf has no key left: softmax over all -inf is 0/0 = NaN, but "
+    "SDPA (PyTorch 2.5+) gives the zero vector there; set the weights of such a row to 0 (e.g. "
+    "torch.nan_to_num on the weights, or where(row has a finite entry, weights, 0))",
+)
+def _float_mask_nan_rows(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    named = dict(zip(c.parameter_names, args, strict=True))
+    out = _sdpa_with(c, args)  # (..., n_q, d_v): zeros where a row is all -inf
+    empty = torch.isneginf(named["attn_mask"]).all(dim=-1, keepdim=True)  # (..., n_q, 1), broadcast like the mask
+    empty = torch.broadcast_to(empty, (*torch.broadcast_shapes(empty.shape[:-1], out.shape[:-1]), 1))
+    return torch.where(empty, torch.full((), float("nan"), dtype=out.dtype), out)
 
 
 @add(
@@ -280,6 +361,26 @@ def _alibi_bias_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
     scale = c.option("scale")
     scale = 1.0 / named["query"].shape[-1] ** 0.5 if scale is None else float(scale)
     return _kernel_with(c, args, alibi_slopes=named["alibi_slopes"] * scale)
+
+
+def kernel_causal(c: Contract) -> bool:
+    """A kernel with ``is_causal`` (aligned bottom-right, FlashAttention's causal)."""
+    return kernel(c) and bool(c.option("is_causal"))
+
+
+@add(
+    "kernel_causal_top_left",
+    "causal mask aligned top-left",
+    kernel_causal,
+    "the causal mask is aligned bottom-right (FlashAttention): query i sits at key i + n_k - n_q and keeps keys "
+    "j <= i + n_k - n_q (the last query sees every key); you kept j <= i (top-left, torch.ones(n_q, n_k).tril(), "
+    "SDPA's is_causal), which differs whenever n_q != n_k",
+)
+def _kernel_causal_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    def capped(raw: torch.Tensor, scale: float, cap: float | None) -> torch.Tensor:
+        return raw * scale if cap is None else cap * torch.tanh(raw * scale / cap)
+
+    return _manual(c, args, scores_fn=capped, causal_offset="top_left")
 
 
 @add(

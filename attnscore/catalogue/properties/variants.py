@@ -1,6 +1,7 @@
 """Properties of the attention variants real kernels implement: grouped-query heads (SDPA with
-``enable_gqa``, ``kernel_attention`` with its own ``h_kv``), the softcap's bound on the scores, and
-the bottom-right alignment of FlashAttention's causal mask and ALiBi distance.
+``enable_gqa``, ``kernel_attention`` with its own ``h_kv``), the softcap's bound on the scores, the
+bottom-right alignment of FlashAttention's causal mask and ALiBi distance, and SDPA's float
+``attn_mask`` (a bias on the scores: a row shift changes nothing; ``-inf`` keys take no part).
 
 Each is relational (two calls, or a call on inputs built to expose one stage) and says more than
 the worked examples: random shapes and values, every head count.
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from attnscore.catalogue.families import sdpa_float_mask
 from attnscore.catalogue.mistakes.variants import grouped_heads, kernel, kernel_alibi, kernel_softcap
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -244,5 +246,121 @@ register(
         applies=kernel_alibi,
         calls=_per_batch_calls,
         check=_per_batch_agrees,
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# SDPA's float attn_mask: a bias on the scores (softmax is shift-invariant), -inf keys unused
+
+
+def _shift_example(contract: Any, max_value: float) -> st.SearchStrategy[tuple[Args, list[int]]]:
+    """Arguments and one integer shift per query row of the mask (its entries over ``n_k`` flattened)."""
+
+    def with_shifts(a: Args) -> st.SearchStrategy[tuple[Args, list[int]]]:
+        rows = int(np.prod(np.shape(a["attn_mask"])[:-1], dtype=int))
+        shifts = st.lists(st.integers(-4, 4).filter(bool), min_size=rows, max_size=rows)
+        return st.tuples(st.just(a), shifts)
+
+    return random_args(contract, max_value).flatmap(with_shifts)
+
+
+def _shift_calls(contract: Any, example: tuple[Args, list[int]]) -> list[Args]:
+    """The call, and the same call with each query row's mask shifted by its constant (-inf stays -inf)."""
+    args, shifts = example
+    mask = np.asarray(args["attn_mask"], dtype=np.float64)
+    shift = np.asarray(shifts, dtype=np.float64).reshape(*mask.shape[:-1], 1)
+    return [args, {**args, "attn_mask": mask + shift}]
+
+
+def _golden_moved(ctx: CheckContext) -> tuple[int, ...] | None:
+    """The first index where the two calls' outputs differ by more than twice the allowed error plus
+    the difference of their golden values (the inputs, cast to the tested dtype, may differ slightly)."""
+    a, b = ctx.values(0), ctx.values(1)
+    g0, g1 = (np.asarray(g, dtype=np.float64) for g in ctx.goldens[:2])
+    with np.errstate(invalid="ignore"):
+        slack = np.nan_to_num(np.abs(g0 - g1), nan=0.0, posinf=0.0)
+    allowed = np.maximum(np.asarray(ctx.allowed[0]), np.asarray(ctx.allowed[1])) + slack / 2
+    return _first_moved(ctx, a, b, allowed)
+
+
+def _shift_agrees(ctx: CheckContext) -> str | None:
+    first, shifted = ctx.values(0), ctx.values(1)
+    problem = _shapes_differ(ctx, (first, np.shape(ctx.goldens[0])), (shifted, np.shape(ctx.goldens[1])))
+    if problem:
+        return problem
+    index = _golden_moved(ctx)
+    if index is None:
+        return None
+    where = ", ".join(map(str, index))
+    return (
+        f"out[{where}] = {first[index]:.6g}, but with a constant added to every entry of query {index[-2]}'s "
+        f"attn_mask row it is {shifted[index]:.6g}: the float mask is added to the scores, and softmax does not "
+        "change when one constant is added to a whole row"
+    )
+
+
+register(
+    Property(
+        name="float_mask_row_shift",
+        summary=(
+            "Adding one constant to every entry of a query's float attn_mask row (-inf stays -inf) leaves its "
+            "output unchanged: the mask is added to the scores, and softmax is shift-invariant."
+        ),
+        strategy=_shift_example,
+        applies=sdpa_float_mask,
+        calls=_shift_calls,
+        check=_shift_agrees,
+    )
+)
+
+
+def _unused_example(contract: Any, max_value: float) -> st.SearchStrategy[tuple[Args, int]]:
+    """Arguments with at least two keys, and which key to mask for every query (0 .. n_k - 1)."""
+    sizes = legend_sizes(contract, min_size=2)
+    args = sizes.flatmap(lambda s: random_args(contract, max_value, s))
+    return args.flatmap(lambda a: st.tuples(st.just(a), st.integers(0, np.shape(a["key"])[-2] - 1)))
+
+
+def _unused_calls(contract: Any, example: tuple[Args, int]) -> list[Args]:
+    """Key ``j`` masked with -inf for every query; then the same call with key ``j``'s key and value changed."""
+    args, j = example
+    mask = np.array(args["attn_mask"], dtype=np.float64)
+    mask[..., j] = -np.inf
+    K, V = np.array(args["key"], dtype=np.float64), np.array(args["value"], dtype=np.float64)
+    K[..., j, :] = -3.0 * K[..., j, :] + 5.0
+    V[..., j, :] = 7.0
+    masked = {**args, "attn_mask": mask}
+    return [masked, {**masked, "key": K, "value": V}]
+
+
+def _unused_agrees(ctx: CheckContext) -> str | None:
+    first, changed = ctx.values(0), ctx.values(1)
+    problem = _shapes_differ(ctx, (first, np.shape(ctx.goldens[0])), (changed, np.shape(ctx.goldens[1])))
+    if problem:
+        return problem
+    index = _golden_moved(ctx)
+    if index is None:
+        return None
+    _, j = ctx.example
+    where = ", ".join(map(str, index))
+    return (
+        f"with key {j} masked by -inf for every query out[{where}] = {first[index]:.6g}, but with that key's "
+        f"key and value changed it is {changed[index]:.6g}: a key whose attn_mask entry is -inf takes no part "
+        "(weight exactly 0), whatever it holds"
+    )
+
+
+register(
+    Property(
+        name="float_mask_neg_inf_keys_unused",
+        summary=(
+            "A key whose float attn_mask entry is -inf for every query takes no part: changing its key and value "
+            "leaves the output unchanged."
+        ),
+        strategy=_unused_example,
+        applies=sdpa_float_mask,
+        calls=_unused_calls,
+        check=_unused_agrees,
     )
 )
