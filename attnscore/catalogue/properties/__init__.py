@@ -28,6 +28,9 @@ from attnscore.catalogue.properties import causal, sequences, variants  # noqa: 
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
+
+# isort: split
+from attnscore.catalogue.properties import flash_attention  # noqa: F401  (FlashAttention-2's logsumexp and long rows)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
     CheckContext,
