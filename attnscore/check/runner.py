@@ -107,7 +107,8 @@ class InProcessRunner:
     and with ``place == "returned"`` every call's ``(O, L)`` tuple is taken as ``O``. ``factory``:
     ``function`` returns the ``torch.autograd.Function`` subclass to grade when called with no
     arguments (:func:`attnscore.boundary.gradients.resolve_factory`); when it cannot, every call
-    fails with that reason (:attr:`load_failure`).
+    fails with that reason (:attr:`load_failure`). ``bind`` (a contract's
+    :meth:`~attnscore.maths.contract.Contract.binding`) wraps the function once it is resolved.
 
     >>> import numpy as np
     >>> runner = InProcessRunner(lambda q, k: k @ q)
@@ -128,6 +129,7 @@ class InProcessRunner:
         *,
         logsumexp: tuple[str, int | None] | None = None,
         factory: bool = False,
+        bind: Callable[[Callable[..., object]], Callable[..., object]] | None = None,
     ) -> None:
         self.logsumexp = logsumexp
         if factory:
@@ -139,6 +141,8 @@ class InProcessRunner:
                     verdict, f"the factory {getattr(function, '__name__', 'function')}(): {describe_exception(exc)}"
                 )
         self.function: Callable[..., object] = as_callable(function)
+        if bind is not None:  # the spec's binding (keywords by name) around the class's .apply
+            self.function = bind(self.function)
         self.device = device
         self.last_inspection: Inspection | None = None
 

@@ -46,7 +46,7 @@ def _flash_example(
     n_keys = draw(st.integers(*n_k))
     n_q = draw(st.integers(1, 6))
     d = draw(st.integers(1, 8))
-    elements = _floats(float(np.float32(max_value)) * 0.999)
+    elements = _floats(float(np.float32(max_value * 0.999)))
     Q = draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements))
     K = draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements))
     V = draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements))
