@@ -164,17 +164,23 @@ def find_logsumexp(
     else:
         grad_fn = torch._C.TensorBase.__dict__["grad_fn"]  # the base's descriptor: a subclass cannot answer
         node = grad_fn.__get__(value) if isinstance(value, torch.Tensor) else None
-        try:
-            saved = tuple(node.saved_tensors) if node is not None else None  # type: ignore[attr-defined]
-        except (AttributeError, RuntimeError) as exc:
-            return None, (
-                f"expected the logsumexp L of shape {want} among the tensors the forward saved "
-                f"(ctx.save_for_backward), found none could be read ({type(exc).__name__})"
-            )
-        if saved is None:
+        if node is None:
             return None, (
                 f"expected the output of a torch.autograd.Function whose forward saves the logsumexp L of "
-                f"shape {want} with ctx.save_for_backward, found an output with no saved tensors"
+                f"shape {want} with ctx.save_for_backward, found an output with no autograd graph"
+            )
+        try:
+            saved = tuple(node.saved_tensors)
+        except AttributeError:
+            return None, (
+                f"expected the output of a torch.autograd.Function whose forward saves the logsumexp L of shape "
+                f"{want} with ctx.save_for_backward, found an output computed by {type(node).__name__} (return the "
+                "Function's output itself)"
+            )
+        except RuntimeError as exc:
+            return None, (
+                f"expected the logsumexp L of shape {want} among the tensors the forward saved "
+                f"(ctx.save_for_backward), found they could not be read ({str(exc)[:120]})"
             )
         shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in saved]
         listed = ", ".join("(" + ", ".join(map(str, s)) + ")" if s is not None else "None" for s in shapes) or "none"
