@@ -133,8 +133,13 @@ def test_spec_mistakes_are_located(tmp_path, old, new, text):
 
 def test_logsumexp_field_refused_on_another_contract(tmp_path):
     """function.logsumexp on a contract without a logsumexp is a located problem."""
-    source = Path("specs/causal_attention.yaml").read_text().replace(
-        "  contract: causal_attention_top_left\n", "  contract: causal_attention_top_left\n  logsumexp: {in: returned}\n"
+    source = (
+        Path("specs/causal_attention.yaml")
+        .read_text()
+        .replace(
+            "  contract: causal_attention_top_left\n",
+            "  contract: causal_attention_top_left\n  logsumexp: {in: returned}\n",
+        )
     )
     bad = tmp_path / "bad.yaml"
     bad.write_text(source)
@@ -203,9 +208,10 @@ def test_saves_no_l_loses_only_the_logsumexp_points(tmp_path):
     failed = {c.id: c for c in result.cases if c.verdict is not Verdict.PASSED}
     assert set(failed) == {"example:two_equal_keys", "example:one_key", "example:huge_scores",
                            "example:scale_in_every_gradient", "property:logsumexp_matches_golden"}  # fmt: skip
-    assert "the logsumexp L could not be read: expected exactly one saved tensor of shape (" in failed[
-        "property:logsumexp_matches_golden"
-    ].message
+    assert (
+        "the logsumexp L could not be read: expected exactly one saved tensor of shape ("
+        in failed["property:logsumexp_matches_golden"].message
+    )
     assert "found 0 among the saved tensors' shapes" in failed["example:one_key"].message
 
 

@@ -159,7 +159,10 @@ def find_logsumexp(
                 f"found a single {type(value).__name__}"
             )
         if not isinstance(extra, torch.Tensor):
-            return None, f"expected L, the second item returned, as a tensor of shape {want}, found a {type(extra).__name__}"
+            return (
+                None,
+                f"expected L, the second item returned, as a tensor of shape {want}, found a {type(extra).__name__}",
+            )
         found = extra
     else:
         grad_fn = torch._C.TensorBase.__dict__["grad_fn"]  # the base's descriptor: a subclass cannot answer
@@ -283,7 +286,9 @@ def backward_call(
         )
     lse, lse_problem = (None, "")
     if logsumexp is not None:  # before backward: a Function's saved tensors are freed by it
-        lse, lse_problem = find_logsumexp(value, extra, logsumexp[0], logsumexp[1], tuple(torch.Tensor.size(value))[:-1])
+        lse, lse_problem = find_logsumexp(
+            value, extra, logsumexp[0], logsumexp[1], tuple(torch.Tensor.size(value))[:-1]
+        )
     up = upstream if isinstance(upstream, torch.Tensor) else torch.as_tensor(upstream)
     if tuple(torch.Tensor.size(value)) != tuple(up.shape):
         return value, NoBackward(

@@ -423,7 +423,7 @@ def recompute_backward(
     """The mistake's forward and backward on ``call``'s inputs and upstream in float64 (its ``L``
     read as the spec reads a submission's), or None when it cannot run there."""
     names = list(call.args)
-    tensors = _tensors(call.args)
+    tensors: list[object] = list(_tensors(call.args))
     place = getattr(spec, "logsumexp", None) or ("saved_tensors", None)
     try:
         with warnings.catch_warnings():
@@ -450,7 +450,13 @@ def _parts(call: Any, spec: Any, dtype: str) -> list[tuple[str, np.ndarray, np.n
 
         values = list(call.args.values())
         causal = bool(spec.contract.option("is_causal"))
-        parts.append(("L", logsumexp_golden(values[0], values[1], causal), logsumexp_allowed(values[0], values[1], causal, dtype, 4.0)))
+        parts.append(
+            (
+                "L",
+                logsumexp_golden(values[0], values[1], causal),
+                logsumexp_allowed(values[0], values[1], causal, dtype, 4.0),
+            )
+        )
     return parts
 
 

@@ -11,6 +11,7 @@ the error bound of plain attention (:mod:`attnscore.maths.error_scales`).
 
 from __future__ import annotations
 
+# ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -135,7 +136,12 @@ class FlashReference(torch.autograd.Function):
         dP = dO @ V.transpose(-2, -1)
         D = (dO * O).sum(dim=-1, keepdim=True)  # (..., n_q, 1)
         dS = P * (dP - D)
-        return _sum_to(dS @ K * scale, Q.shape), _sum_to(dS.transpose(-2, -1) @ Q * scale, K.shape), _sum_to(dV, V.shape), None
+        return (
+            _sum_to(dS @ K * scale, Q.shape),
+            _sum_to(dS.transpose(-2, -1) @ Q * scale, K.shape),
+            _sum_to(dV, V.shape),
+            None,
+        )
 
 
 def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -170,7 +176,7 @@ def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]
     is_causal = bool(options.get("is_causal", False))
 
     def ref(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = is_causal) -> torch.Tensor:
-        return FlashReference.apply(Q, K, V, is_causal)  # type: ignore[no-any-return]
+        return FlashReference.apply(Q, K, V, is_causal)
 
     def gold(a: Args) -> np.ndarray:
         if is_causal:

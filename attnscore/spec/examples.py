@@ -263,7 +263,9 @@ def _backward_parts(
     if "upstream" not in raw:
         for key in ("expected_gradients", "expected_logsumexp"):
             if key in raw:
-                problems.append(doc.problem(path + (key,), f"expected upstream (dO) beside {key}, found none", key=True))
+                problems.append(
+                    doc.problem(path + (key,), f"expected upstream (dO) beside {key}, found none", key=True)
+                )
                 return None
         return None, {}, None
     from attnscore.catalogue.families import differentiable

@@ -132,7 +132,9 @@ def get_flashattention_autograd_function_pytorch():
                 acc = torch.zeros_like(Qi)
                 last = q0 + Qi.shape[-2] - 1
                 for k0 in range(0, n_k if not is_causal else min(n_k, last + 1), Bk):
-                    S2 = _causal_fill(torch.einsum("...id,...jd->...ij", Qi, K[..., k0 : k0 + Bk, :]) * scale2, q0, k0, is_causal)
+                    S2 = _causal_fill(
+                        torch.einsum("...id,...jd->...ij", Qi, K[..., k0 : k0 + Bk, :]) * scale2, q0, k0, is_causal
+                    )
                     m_new = torch.maximum(m, S2.amax(-1))
                     P = torch.exp2(S2 - m_new[..., None])
                     alpha = torch.exp2(m - m_new)

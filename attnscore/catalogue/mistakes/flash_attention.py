@@ -14,6 +14,7 @@ is exact for one key, a base-2 ``L`` is visible only in ``L`` itself).
 
 from __future__ import annotations
 
+# ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import math
 from typing import Any
 
@@ -169,7 +170,8 @@ def _fit_tiles(variants: tuple[int, ...], switch: str, causal_only: bool = False
         for tile in TILES:
             for variant in variants:
                 with torch.no_grad():
-                    O = flash_function(is_causal=is_causal, tile=tile, **{switch: variant}).apply(Q, K, V, is_causal)
+                    switches: dict[str, Any] = {switch: variant}
+                    O = flash_function(is_causal=is_causal, tile=tile, **switches).apply(Q, K, V, is_causal)
                 want = O.detach().numpy()
                 if want.shape == got.shape and np.allclose(want, got, rtol=1e-3, atol=1e-4, equal_nan=True):
                     return {"tile": float(tile), "variant": float(variant)}
