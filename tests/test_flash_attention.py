@@ -344,3 +344,13 @@ def test_judging_a_worked_example_with_upstream_names_the_gradient():
                                                    logsumexp=spec.logsumexp), "float32")  # fmt: skip
     assert result.verdict is Verdict.WRONG_VALUE
     assert "the gradient with respect to K is wrong: dK[0, 0] = 0.5, but should be -0.5" in result.failure.check
+
+
+def test_self_check_calls_as_the_grader():
+    """attnscore check passes the causal spec's is_causal by name and reads L, as grading does."""
+    from attnscore.selfcheck import check_function
+
+    checked = check_function(STYLES["tiled_two_loops"][0], SPECS[1])
+    assert checked.passed, checked.text()
+    wrong = check_function(_load(SUBMISSIONS / "logsumexp_is_running_max.py"), SPECS[1])
+    assert not wrong.passed and "logsumexp_is_running_max" in wrong.text()
