@@ -189,10 +189,14 @@ class SpecCaseItem(pytest.Item):
             self.spec, (self.case,), self.dtype, self.device, self.nodeid, self.spec.seed if seed is None else seed
         )
         with pinned_precision():
-            bound = self.spec.contract.binding(self.function)
+            how: dict[str, Any] = {
+                "logsumexp": self.spec.logsumexp,
+                "factory": self.spec.factory,
+                "bind": self.spec.contract.binding,
+            }
             (result,) = session.run(
-                InProcessRunner(bound, self.device),
-                make_runner=lambda: InProcessRunner(bound, self.device),
+                InProcessRunner(self.function, self.device, **how),
+                make_runner=lambda: InProcessRunner(self.function, self.device, **how),
             ).cases
         if result.failure is not None:
             raise AttnscoreCaseFailure(pytest_text(result.failure))

@@ -5,7 +5,10 @@ the batch, as a class run does): a correct one, one whose output is detached, an
 Function whose backward leaves the scale out of dK. Each is graded against the bundled
 ``attention`` spec (forward only) and against the same spec with ``gradients_match_golden`` (20
 examples) and ``masked_entries_get_no_gradient`` (10 examples) added, so both figures come from
-the same machine at the same load. Prints seconds per submission and the scores.
+the same machine at the same load. In the same run, the FlashAttention-2 assignment
+(``specs/flash_attention_2.yaml``, an autograd Function with the saved ``L`` checked): the correct
+student file and two catalogued mistakes from ``examples/submissions/flash_attention_2/`` (``D``
+omitted, ``L`` in base 2). Prints seconds per submission and the scores.
 
     .venv/bin/python benchmarks/bench_gradients.py
 """
@@ -59,6 +62,17 @@ def main() -> None:
                 print(f"{label:8} {path.stem:12} {float(result.score):5.1f}/{float(result.max_score):<5.1f} "
                       f"{result.duration_s:6.2f} s")  # fmt: skip
             print(f"{label:8} {'(batch)':12} {'':11} {total:6.2f} s for {len(subs)} submissions")
+        flash = ROOT / "examples" / "submissions" / "flash_attention_2"
+        fa2 = [flash / f"{n}.py" for n in ("correct_tiled", "backward_d_term_omitted", "logsumexp_base_2")]
+        spec = load_spec(ROOT / "specs" / "flash_attention_2.yaml")
+        start = time.perf_counter()
+        results = grade_many(fa2, spec)
+        total = time.perf_counter() - start
+        for path, result in zip(fa2, results, strict=True):
+            named = sorted({c.diagnosis["id"] for c in result.cases if c.diagnosis})
+            print(f"{'fa2':8} {path.stem:24} {float(result.score):5.1f}/{float(result.max_score):<5.1f} "
+                  f"{result.duration_s:6.2f} s {', '.join(named)}")  # fmt: skip
+        print(f"{'fa2':8} {'(batch)':24} {'':11} {total:6.2f} s for {len(fa2)} submissions")
 
 
 if __name__ == "__main__":

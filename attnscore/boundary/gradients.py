@@ -25,7 +25,22 @@ import numpy as np
 
 from attnscore.boundary.outputs import BadReturn, Received, to_received
 
-__all__ = ["WithGradients", "NoBackward", "backward_call", "differentiable", "as_callable"]
+__all__ = [
+    "WithGradients",
+    "NoBackward",
+    "backward_call",
+    "differentiable",
+    "as_callable",
+    "LOGSUMEXP_PLACES",
+    "resolve_factory",
+    "first_output",
+    "find_logsumexp",
+]
+
+LOGSUMEXP_PLACES = ("saved_tensors", "returned")
+"""Where a submission's logsumexp ``L`` is read (a spec's ``function.logsumexp.in``): among the
+tensors its ``torch.autograd.Function`` saved (``ctx.save_for_backward``, read as the output's
+``grad_fn.saved_tensors``), or as the second item of a returned ``(O, L)`` tuple."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +52,16 @@ class WithGradients(Received):
             own dtype (``bfloat16`` travels as float32 with ``gradient_dtypes`` saying so).
         gradient_dtypes: ``{input name: dtype name}`` of each gradient as the submission made it.
         missing: the differentiable inputs whose ``.grad`` stayed None after backward.
+        logsumexp: the logsumexp ``L`` ``(..., n_q)`` the forward kept (float64 copy), when the
+            call asked for it (:func:`find_logsumexp`) and it was found; else None.
+        logsumexp_problem: why ``L`` was not found (what was expected, what was found), or "".
     """
 
     gradients: Mapping[str, np.ndarray] = field(default_factory=dict)
     gradient_dtypes: Mapping[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
+    logsumexp: np.ndarray | None = None
+    logsumexp_problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,121 @@ def as_callable(obj: object) -> Any:
     return obj
 
 
+def resolve_factory(obj: object) -> Any:
+    """The ``torch.autograd.Function`` subclass a factory returns (a course handout's
+    ``get_flashattention_autograd_function_pytorch()``): ``obj()`` called with no arguments.
+
+    Raises:
+        TypeError: ``obj`` is not callable, or what it returns is not a ``torch.autograd.Function``
+            subclass (the message says what was found); whatever ``obj()`` raises is raised.
+
+    >>> import torch
+    >>> class Identity(torch.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x.clone()
+    >>> resolve_factory(lambda: Identity) is Identity
+    True
+    """
+    import torch
+
+    if not callable(obj):
+        raise TypeError(f"expected a function returning a torch.autograd.Function subclass, found {type(obj).__name__}")
+    made = obj()
+    if not (isinstance(made, type) and issubclass(made, torch.autograd.Function)):
+        what = f"the class {made.__name__}" if isinstance(made, type) else f"a {type(made).__name__}"
+        raise TypeError(
+            f"expected the function to return a torch.autograd.Function subclass (the class itself, not an "
+            f"instance or its .apply), found {what}"
+        )
+    return made
+
+
+def first_output(value: object, place: str | None) -> tuple[object, object]:
+    """``(O, L)`` of a call's returned value: for ``place == "returned"`` a tuple or list ``(O, L)``
+    is split (anything else is kept as ``O``, with ``L`` None); otherwise ``(value, None)``."""
+    if place == "returned" and isinstance(value, tuple | list) and len(value) == 2:
+        return value[0], value[1]
+    return value, None
+
+
+def find_logsumexp(
+    value: object, extra: object, place: str, index: int | None, rows: tuple[int, ...]
+) -> tuple[np.ndarray | None, str]:
+    """The logsumexp ``L`` of shape ``rows`` (``(..., n_q)``) a call kept, as a float64 array, or why not.
+
+    Args:
+        value: the returned output ``O`` (a tensor whose ``grad_fn`` is the Function's node).
+        extra: the second item of a returned ``(O, L)`` tuple (:func:`first_output`), or None.
+        place: ``"saved_tensors"`` (the output's ``grad_fn.saved_tensors``: the tensors of
+            ``ctx.save_for_backward``) or ``"returned"`` (``extra``).
+        index: for ``saved_tensors``, the position of ``L`` among them; None means the one saved
+            tensor of shape ``rows`` (CS336's rule: exactly one may have it).
+        rows: the expected shape of ``L``, the output's shape without its last axis.
+
+    Returns:
+        ``(L, "")`` or ``(None, problem)``, the problem saying what was expected and what was found.
+    """
+    import torch
+
+    want = "(" + ", ".join(str(n) for n in rows) + ("," if len(rows) == 1 else "") + ")"
+    if place == "returned":
+        if extra is None:
+            return None, (
+                f"expected the forward to return a tuple (O, L) with the logsumexp L of shape {want}, "
+                f"found a single {type(value).__name__}"
+            )
+        if not isinstance(extra, torch.Tensor):
+            return (
+                None,
+                f"expected L, the second item returned, as a tensor of shape {want}, found a {type(extra).__name__}",
+            )
+        found = extra
+    else:
+        grad_fn = torch._C.TensorBase.__dict__["grad_fn"]  # the base's descriptor: a subclass cannot answer
+        node = grad_fn.__get__(value) if isinstance(value, torch.Tensor) else None
+        if node is None:
+            return None, (
+                f"expected the output of a torch.autograd.Function whose forward saves the logsumexp L of "
+                f"shape {want} with ctx.save_for_backward, found an output with no autograd graph"
+            )
+        try:
+            saved = tuple(node.saved_tensors)
+        except AttributeError:
+            return None, (
+                f"expected the output of a torch.autograd.Function whose forward saves the logsumexp L of shape "
+                f"{want} with ctx.save_for_backward, found an output computed by {type(node).__name__} (return the "
+                "Function's output itself)"
+            )
+        except RuntimeError as exc:
+            return None, (
+                f"expected the logsumexp L of shape {want} among the tensors the forward saved "
+                f"(ctx.save_for_backward), found they could not be read ({str(exc)[:120]})"
+            )
+        shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in saved]
+        listed = ", ".join("(" + ", ".join(map(str, s)) + ")" if s is not None else "None" for s in shapes) or "none"
+        if index is not None:
+            if not 0 <= index < len(saved) or shapes[index] != tuple(rows):
+                return None, (
+                    f"expected the logsumexp L of shape {want} as saved tensor {index} (ctx.save_for_backward), "
+                    f"found the saved tensors' shapes: {listed}"
+                )
+            found = saved[index]
+        else:
+            matching = [t for t, s in zip(saved, shapes, strict=True) if s == tuple(rows)]
+            if len(matching) != 1:
+                return None, (
+                    f"expected exactly one saved tensor of shape {want}, the logsumexp L "
+                    f"(ctx.save_for_backward), found {len(matching)} among the saved tensors' shapes: {listed}"
+                )
+            found = matching[0]
+    if tuple(found.shape) != tuple(rows):
+        return None, f"expected L of shape {want}, found shape {tuple(found.shape)}"
+    if not found.dtype.is_floating_point:
+        return None, f"expected L as floating-point numbers, found dtype {str(found.dtype).replace('torch.', '')}"
+    return np.array(torch.Tensor.detach(found).to("cpu", torch.float64).numpy(), order="C"), ""
+
+
 def differentiable(names: list[str], tensors: list[object]) -> list[str]:
     """The inputs a gradient is asked for: the floating-point tensors (bool masks never)."""
     import torch
@@ -94,6 +229,7 @@ def backward_call(
     tensors: list[object],
     upstream: object,
     call: Callable[[Callable[..., object], list[object]], object] | None = None,
+    logsumexp: tuple[str, int | None] | None = None,
 ) -> tuple[object, WithGradients | NoBackward | BadReturn]:
     """Call ``function(*tensors)`` with the float inputs requiring grad and run its backward with ``upstream``.
 
@@ -104,6 +240,8 @@ def backward_call(
         upstream: ``dO``, a tensor of the output's shape and the inputs' dtype and device.
         call: how to call the function (``call(function, tensors) -> value``); default a plain call.
             The worker passes its inspector here; whatever it raises is raised.
+        logsumexp: ``(place, index)`` when the logsumexp ``L`` is under test (:func:`find_logsumexp`):
+            a ``"returned"`` ``(O, L)`` tuple is split first, backward runs on ``O`` only.
 
     Returns:
         ``(value, result)``: the returned object (for the caller's own inspection) and
@@ -124,6 +262,7 @@ def backward_call(
         torch.Tensor.requires_grad_(t, True)
     with torch.enable_grad():
         value = call(function, tensors) if call is not None else function(*tensors)
+    value, extra = first_output(value, logsumexp[0] if logsumexp else None)
     received = to_received(value)
     if isinstance(received, BadReturn):
         return value, received
@@ -144,6 +283,11 @@ def backward_call(
         return value, NoBackward(
             f"the call itself set .grad of {', '.join(early)}; leave .grad to autograd (return the output, "
             "do not write gradients into the inputs)"
+        )
+    lse, lse_problem = (None, "")
+    if logsumexp is not None:  # before backward: a Function's saved tensors are freed by it
+        lse, lse_problem = find_logsumexp(
+            value, extra, logsumexp[0], logsumexp[1], tuple(torch.Tensor.size(value))[:-1]
         )
     up = upstream if isinstance(upstream, torch.Tensor) else torch.as_tensor(upstream)
     if tuple(torch.Tensor.size(value)) != tuple(up.shape):
@@ -168,5 +312,5 @@ def backward_call(
             continue
         grads[n], dtypes[n] = plain
     return value, WithGradients(
-        received.kind, received.dtype, received.device, received.array, grads, dtypes, tuple(missing)
+        received.kind, received.dtype, received.device, received.array, grads, dtypes, tuple(missing), lse, lse_problem
     )

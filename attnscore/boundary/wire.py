@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from attnscore.boundary.gradients import WithGradients
+from attnscore.boundary.gradients import LOGSUMEXP_PLACES, WithGradients
 from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
 from attnscore.boundary.verdict import Verdict
 
@@ -127,6 +127,10 @@ def encode_received(received: Received) -> dict[str, Any]:
             {"name": n, **encode_array(g, received.gradient_dtypes.get(n))} for n, g in received.gradients.items()
         ]
         head["missing"] = list(received.missing)
+        if received.logsumexp is not None:
+            head["logsumexp"] = encode_array(received.logsumexp, "float64")
+        if received.logsumexp_problem:
+            head["logsumexp_problem"] = received.logsumexp_problem
     return head
 
 
@@ -144,7 +148,17 @@ def _gradients(obj: dict[str, Any], value: Received) -> WithGradients:
         dtypes[name], grads[name] = decode_array(item)
     if not all(isinstance(n, str) and 0 < len(n) <= 100 and n not in grads for n in missing):
         raise WireError("expected the missing inputs as names without a gradient")
-    return WithGradients(value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing))
+    lse = None
+    if "logsumexp" in obj:
+        lse_dtype, lse = decode_array(obj["logsumexp"])
+        if lse_dtype != "float64":
+            raise WireError(f"expected the logsumexp as float64, found {lse_dtype[:20]}")
+    problem = obj.get("logsumexp_problem", "")
+    if not isinstance(problem, str) or len(problem) > 2000:
+        raise WireError("expected the logsumexp problem as text of at most 2000 characters")
+    return WithGradients(
+        value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing), lse, problem
+    )
 
 
 def decode_received(obj: Any) -> Received:
@@ -224,7 +238,13 @@ class CallRequest:
 
     ``upstream``, when set, is the upstream gradient ``dO`` as :func:`encode_array` writes it: the
     worker also runs the backward pass (:mod:`attnscore.boundary.gradients`) and sends the gradients
-    with the value."""
+    with the value.
+
+    ``logsumexp``, when set, is ``(place, index)``: where the forward keeps its logsumexp ``L``
+    (:func:`attnscore.boundary.gradients.find_logsumexp`; a ``"returned"`` ``(O, L)`` tuple is taken
+    as ``O`` in every call). ``factory``: the named function returns the
+    ``torch.autograd.Function`` subclass to call (:func:`attnscore.boundary.gradients.resolve_factory`),
+    resolved by the worker at its first call."""
 
     TYPE: ClassVar[str] = "call"
     id: int
@@ -235,6 +255,8 @@ class CallRequest:
     by_name: tuple[str, ...] = ()
     options: tuple[tuple[str, OptionValue], ...] = ()
     upstream: dict[str, Any] | None = None
+    logsumexp: tuple[str, int | None] | None = None
+    factory: bool = False
 
 
 @dataclass(frozen=True)
@@ -355,6 +377,10 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 call["by_name"] = listed(message.by_name)
             if message.options:
                 call["options"] = mapping(message.options)
+            if message.logsumexp is not None:
+                call["logsumexp"] = listed(message.logsumexp)
+            if message.factory:
+                call["factory"] = True
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
@@ -402,7 +428,23 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         by_name,
         options,
         obj.get("upstream"),
+        _logsumexp(obj.get("logsumexp")),
+        obj.get("factory") is True,
     )
+
+
+def _logsumexp(raw: object) -> tuple[str, int | None] | None:
+    """A call's ``logsumexp`` field: None, or ``[place, index]`` with a known place and an index >= 0 or null."""
+    if raw is None:
+        return None
+    if (
+        isinstance(raw, list)
+        and len(raw) == 2
+        and raw[0] in LOGSUMEXP_PLACES
+        and (raw[1] is None or (isinstance(raw[1], int) and not isinstance(raw[1], bool) and raw[1] >= 0))
+    ):
+        return str(raw[0]), raw[1]
+    raise ValueError(f"expected logsumexp as [place, index or null], found {str(raw)[:80]}")
 
 
 def _option(key: object, value: object) -> OptionValue:

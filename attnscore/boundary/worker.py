@@ -192,7 +192,7 @@ def bound_backward(inspected: Any, backward_call: Any, decode_array: Any, device
             seen.append(changed)
             return value
 
-        value, result = backward_call(function, names, args, upstream, call)
+        value, result = backward_call(function, names, args, upstream, call, logsumexp=request.logsumexp)
         return value, seen[0] if seen else [], result
 
     return backward_pass
@@ -665,7 +665,7 @@ def serve(
 
     from attnscore.boundary import wire
     from attnscore.boundary.calls import describe_exception, inspect_call, type_name
-    from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
+    from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
@@ -676,6 +676,9 @@ def serve(
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
     backward_verdict, callable_of, keyword_form = verdict_of_backward, as_callable, keyword_call
+    made_by, split_output = resolve_factory, first_output
+    factory_failure: Any = None  # (verdict, message) once a factory could not give a Function
+    resolved = False
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
     bind = functools.partial
@@ -743,6 +746,16 @@ def serve(
             return
         request = decode_call(loads(line))
         call_id, inputs = request.id, listed(request.inputs)
+        if request.factory and not resolved:  # the handout's factory, called once with no arguments
+            resolved = True
+            try:
+                function = callable_of(made_by(function))
+            except BaseException as exc:  # noqa: BLE001 - the factory's own failure is its verdict
+                kind = bad_return if isinstance(exc, TypeError) else verdict_of(exc)
+                factory_failure = (kind, f"the factory {function_name}(): {describe_failure(exc)}")
+        if factory_failure is not None:
+            send(call_failed(call_id, factory_failure[0], factory_failure[1]))
+            continue
         names = listed(request.names)
         count = size_of(names)
         # f(*positional, **by_name, **options), as Contract.binding calls it in process
@@ -764,6 +777,8 @@ def serve(
                 value, changed = inspected(bind(function, **named, **options), args, spans, positional)
             else:
                 value, changed = inspected(function, args, spans)
+            if backward is None and request.logsumexp is not None:
+                value, _ = split_output(value, request.logsumexp[0])  # (O, L) returned: O is graded here
             if device != "cpu":  # an asynchronous CUDA error is this call's
                 import torch
 

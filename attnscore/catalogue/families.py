@@ -38,6 +38,8 @@ __all__ = [
     "sdpa_grouped_heads",
     "sdpa_causal",
     "differentiable",
+    "flash_attention_2",
+    "flash_attention_2_causal",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -160,7 +162,17 @@ def sdpa_causal(c: Contract) -> bool:
 
 def differentiable(c: Contract) -> bool:
     """A contract whose output is differentiable in its float inputs and has a closed-form gradient
-    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, and
-    the keyword contracts (SDPA, the kernel variants, FlashAttention's layout)."""
-    kinds = ("scores", "mask", "weights", "attention", "causal", "sdpa", "kernel_attention", "flash")
+    (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, the
+    keyword contracts (SDPA, the kernel variants, FlashAttention's layout) and FlashAttention-2 Functions."""
+    kinds = ("scores", "mask", "weights", "attention", "causal", "sdpa", "kernel_attention", "flash", "flash_attention_2")
     return c.kind in kinds and any(n not in c.bool_parameters for n in c.parameter_names)
+
+
+def flash_attention_2(c: Contract) -> bool:
+    """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.flash_contract`)."""
+    return c.kind == "flash_attention_2"
+
+
+def flash_attention_2_causal(c: Contract) -> bool:
+    """A FlashAttention-2 assignment with ``is_causal`` set (top-left)."""
+    return flash_attention_2(c) and bool(c.option("is_causal"))

@@ -225,6 +225,16 @@ def property_calls(
     return tuple(calls)
 
 
+def _example_call(spec: Spec, ex: Any, dtype: str, tol: Tolerance) -> Call:
+    """A worked example's call; with ``upstream`` also its backward pass, judged by
+    :func:`attnscore.catalogue.properties.flash_attention.backward_check` (gradients, and ``L``)."""
+    if getattr(ex, "upstream", None) is None:
+        return _call(spec, ex.inputs, dtype, tol)
+    from attnscore.catalogue.properties.flash_attention import backward_check
+
+    return _call(spec, ex.inputs, dtype, tol, upstream=ex.upstream, check=backward_check, example=ex.inputs)
+
+
 def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> list[Case]:
     """Build every case of ``spec`` for ``dtype`` (default: the spec's first) and base ``seed``."""
     dtype = dtype or spec.dtypes[0]
@@ -238,7 +248,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 kind="example",
                 title=ex.title,
                 statement="",
-                calls=(_call(spec, ex.inputs, dtype, tol),),
+                calls=(_example_call(spec, ex, dtype, tol),),
                 points=ex.points,
                 visibility=ex.visibility,
                 location=spec.location(ex.line),

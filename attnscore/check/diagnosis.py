@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
+from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call
@@ -414,6 +415,10 @@ def diagnose(
     the failing call counts as evidence. The message has the fitted parameters filled in
     (``r = 0.5`` for a constant scale ratio).
     """
+    if isinstance(received, WithGradients) and getattr(call, "upstream", None) is not None:
+        named = _diagnose_backward(spec, call, received, dtype, runner)
+        if named is not None:
+            return named
     got = received.array.astype(np.float64)
     found: list[_Candidate] = []
     for mistake in mistakes_for(spec.contract):
@@ -433,6 +438,153 @@ def diagnose(
     if len(found) != 1:
         return None
     return {"id": found[0].mistake.id, "message": found[0].mistake.describe(found[0].params)}
+
+
+# ---------------------------------------------------------------------------------------------
+# backward mistakes: matched on the output, every gradient and the saved logsumexp together
+
+
+def recompute_backward(
+    mistake: Mistake, spec: Any, call: Any, params: dict[str, float] | None = None
+) -> WithGradients | None:
+    """The mistake's forward and backward on ``call``'s inputs and upstream in float64 (its ``L``
+    read as the spec reads a submission's), or None when it cannot run there."""
+    names = list(call.args)
+    tensors: list[object] = list(_tensors(call.args))
+    place = getattr(spec, "logsumexp", None) or ("saved_tensors", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, got = backward_call(
+                mistake.bind(spec.contract, spec, 0, **(params or {})),
+                names,
+                tensors,
+                torch.tensor(np.asarray(call.upstream), dtype=torch.float64),
+                logsumexp=place,
+            )
+    except Exception:  # noqa: BLE001 - a mistake that cannot run on these inputs does not match
+        return None
+    return got if isinstance(got, WithGradients) and not isinstance(got, NoBackward) else None
+
+
+def _parts(call: Any, spec: Any, dtype: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``(part, golden, allowed)`` of a backward call: the output, each gradient, and ``L``."""
+    parts = [("O", np.asarray(call.golden, dtype=np.float64), np.asarray(call.allowed, dtype=np.float64))]
+    for name, golden in (call.gradient_goldens or {}).items():
+        parts.append((name, golden, (call.gradient_allowed or {})[name]))
+    if spec.contract.kind == "flash_attention_2":
+        from attnscore.maths.flash_contract import logsumexp_allowed, logsumexp_golden
+
+        values = list(call.args.values())
+        causal = bool(spec.contract.option("is_causal"))
+        parts.append(
+            (
+                "L",
+                logsumexp_golden(values[0], values[1], causal),
+                logsumexp_allowed(values[0], values[1], causal, dtype, 4.0),
+            )
+        )
+    return parts
+
+
+def _part_of(value: WithGradients, part: str) -> np.ndarray | None:
+    if part == "O":
+        return value.array.astype(np.float64)
+    if part == "L":
+        return value.logsumexp
+    grad = value.gradients.get(part)
+    return None if grad is None else grad.astype(np.float64)
+
+
+def _backward_agrees(got: WithGradients, want: WithGradients, call: Any, spec: Any, dtype: str) -> tuple[bool, int]:
+    """Whether ``got`` is ``want`` in every part both have, and how many entries ``want`` gets wrong."""
+    evidence = 0
+    for part, golden, allowed in _parts(call, spec, dtype):
+        mine, theirs = _part_of(got, part), _part_of(want, part)
+        if theirs is None:
+            continue
+        if mine is None:
+            if part == "L":
+                continue  # the submission's L could not be read: judge the rest
+            return False, 0
+        tol = allowed if np.shape(theirs) == np.shape(golden) else 0.0
+        if not matches(mine, theirs, tol, dtype):
+            return False, 0
+        evidence += _differing(theirs, golden, np.asarray(allowed), dtype)
+    return True, evidence
+
+
+def _backward_calls(spec: Any, dtype: str) -> list[Any]:
+    """The confirmation inputs with an upstream gradient each (drawn once per spec and dtype)."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "backward")
+    if key not in _INPUTS:
+        calls = []
+        for number, args in enumerate(confirmation_args(spec)):
+            rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis-upstream", number))
+            with np.errstate(all="ignore"):
+                shape = np.shape(spec.contract.golden(args))
+            upstream = _random_array(rng, shape, False)
+            calls.append(_call(spec, args, dtype, spec.tolerance, upstream=upstream))
+        _INPUTS[key] = calls
+    return _INPUTS[key]
+
+
+def _backward_outputs(spec: Any, runner: Runner, dtype: str) -> list[tuple[Any, Any]]:
+    calls = _backward_calls(spec, dtype)
+    try:
+        cache = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        cache = {}
+    key = (spec.id, str(spec.version), dtype, "backward")
+    if key not in cache:
+        cache[key] = [runner.call(c.args, dtype, upstream=c.upstream) for c in calls]
+    return list(zip(calls, cache[key], strict=True))
+
+
+def _diagnose_backward(
+    spec: Any, call: Any, received: WithGradients, dtype: str, runner: Runner | None
+) -> dict[str, str] | None:
+    """The one backward mistake (``Mistake.backward``) whose output, gradients and ``L`` are the
+    submission's on the failing call and on the confirmation inputs, with evidence; else None."""
+    found: list[tuple[Mistake, dict[str, float], int]] = []
+    for mistake in mistakes_for(spec.contract):
+        if not mistake.backward or not mistake.applies_in(dtype):
+            continue
+        params: dict[str, float] = {}
+        if mistake.fit is not None:
+            try:
+                fitted = mistake.fit(spec.contract, tuple(_tensors(call.args)), received.array.astype(np.float64))
+            except Exception:  # noqa: BLE001 - a fit that cannot run here explains nothing
+                fitted = None
+            if fitted is None:
+                continue
+            params = dict(fitted)
+        want = recompute_backward(mistake, spec, call, params)
+        if want is None:
+            continue
+        agrees, evidence = _backward_agrees(received, want, call, spec, dtype)
+        if agrees and evidence > 0:
+            found.append((mistake, params, evidence))
+    if runner is not None and found:
+        kept = []
+        observed = _backward_outputs(spec, runner, dtype)
+        for mistake, params, evidence in found:
+            for other, outcome in observed:
+                want = recompute_backward(mistake, spec, other, params)
+                if isinstance(outcome, CallFailure) or not isinstance(outcome, WithGradients) or want is None:
+                    break
+                agrees, more = _backward_agrees(outcome, want, other, spec, dtype)
+                if not agrees:
+                    break
+                evidence += more
+            else:
+                kept.append((mistake, params, evidence))
+        found = kept
+    found = [f for f in found if f[2] >= MIN_EVIDENCE]
+    if len(found) != 1:
+        return None
+    mistake, params, _ = found[0]
+    return {"id": mistake.id, "message": mistake.describe(params)}
 
 
 def _keep(spec: Any, args: dict[str, np.ndarray]) -> np.ndarray | None:

@@ -151,7 +151,9 @@ def run_impl(
         environment=environment(device),
     )
     with pinned_precision():
-        bound = spec.contract.binding(function)
+        how: dict[str, Any] = {"logsumexp": spec.logsumexp, "factory": spec.factory, "bind": spec.contract.binding}
         return session.run(
-            InProcessRunner(bound, device), make_runner=lambda: InProcessRunner(bound, device), started=start
+            InProcessRunner(function, device, **how),
+            make_runner=lambda: InProcessRunner(function, device, **how),
+            started=start,
         )

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
-from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
+from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -102,6 +102,14 @@ class InProcessRunner:
     ``inputs_not_mutated`` and ``output_not_aliased`` read it. Its output is not captured (it goes
     where this process's goes), it has nothing to load and nothing to close.
 
+    ``logsumexp`` (a spec's ``function.logsumexp``, as ``(place, index)``): a backward call also
+    reads the logsumexp ``L`` the forward kept (:func:`attnscore.boundary.gradients.find_logsumexp`),
+    and with ``place == "returned"`` every call's ``(O, L)`` tuple is taken as ``O``. ``factory``:
+    ``function`` returns the ``torch.autograd.Function`` subclass to grade when called with no
+    arguments (:func:`attnscore.boundary.gradients.resolve_factory`); when it cannot, every call
+    fails with that reason (:attr:`load_failure`). ``bind`` (a contract's
+    :meth:`~attnscore.maths.contract.Contract.binding`) wraps the function once it is resolved.
+
     >>> import numpy as np
     >>> runner = InProcessRunner(lambda q, k: k @ q)
     >>> runner.call({"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.7, 0.7]])}, "float64").array
@@ -114,8 +122,27 @@ class InProcessRunner:
     spent: float = 0.0  # the function's time is this thread's own
     cleanup_problem: str | None = None
 
-    def __init__(self, function: Callable[..., object], device: str = "cpu") -> None:
+    def __init__(
+        self,
+        function: Callable[..., object],
+        device: str = "cpu",
+        *,
+        logsumexp: tuple[str, int | None] | None = None,
+        factory: bool = False,
+        bind: Callable[[Callable[..., object]], Callable[..., object]] | None = None,
+    ) -> None:
+        self.logsumexp = logsumexp
+        if factory:
+            try:
+                function = resolve_factory(function)
+            except Exception as exc:  # the factory's own failure is the run's verdict
+                verdict = Verdict.BAD_RETURN_TYPE if isinstance(exc, TypeError) else Verdict.EXCEPTION
+                self.load_failure = CallFailure(
+                    verdict, f"the factory {getattr(function, '__name__', 'function')}(): {describe_exception(exc)}"
+                )
         self.function: Callable[..., object] = as_callable(function)
+        if bind is not None:  # the spec's binding (keywords by name) around the class's .apply
+            self.function = bind(self.function)
         self.device = device
         self.last_inspection: Inspection | None = None
 
@@ -137,12 +164,15 @@ class InProcessRunner:
         copies = [t.clone() for t in tensors]
         before = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
         self.last_inspection = None
+        if self.load_failure is not None:
+            return self.load_failure
         if upstream is not None:
             return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
         try:
             value = self.function(*tensors)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
+        value, _ = first_output(value, self.logsumexp[0] if self.logsumexp else None)
         self.last_inspection = inspect_call(names, tensors, copies, value, before)
         received = to_received(value)
         if isinstance(received, BadReturn):
@@ -152,7 +182,7 @@ class InProcessRunner:
     def _backward(self, names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor) -> Outcome:
         """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`)."""
         try:
-            _, got = backward_call(self.function, names, list(tensors), upstream)
+            _, got = backward_call(self.function, names, list(tensors), upstream, logsumexp=self.logsumexp)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         if isinstance(got, BadReturn):

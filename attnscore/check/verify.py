@@ -76,7 +76,13 @@ def verify_spec(
         session = Session(
             spec, tuple(built), dtype, "cpu", f"reference:{spec.contract.name}", spec.seed, budget=NO_SHRINK
         )
-        results.append(session.run(InProcessRunner(spec.contract.binding(spec.contract.reference))))
+        reference = spec.contract.reference
+        if spec.logsumexp is not None and spec.logsumexp[0] == "returned":
+            from attnscore.maths.flash_contract import returning_logsumexp
+
+            reference = returning_logsumexp(reference)
+        runner = InProcessRunner(spec.contract.binding(reference), logsumexp=spec.logsumexp)
+        results.append(session.run(runner))
     return results
 
 
@@ -138,7 +144,7 @@ def mutation_test(
         if not mistake.applies_in(dtype) or dtype in NOT_WRONG_IN.get(mistake.id, ()):
             continue  # not wrong in this dtype (e.g. computed_in_float32 in a float32 run)
         session = Session(spec, tuple(cases), dtype, "cpu", f"mistake:{mistake.id}", spec.seed, budget=NO_SHRINK)
-        result = session.run(InProcessRunner(mistake.bind(spec.contract, spec)))
+        result = session.run(InProcessRunner(mistake.bind(spec.contract, spec), logsumexp=spec.logsumexp))
         failed = tuple(c.id for c in result.cases if not c.passed)
         diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)
         out.append(

@@ -89,7 +89,15 @@ def grade_submission(
         return session.run(RefusedRunner(refused, limits.device), on_case=on_case, started=start)
     contract = spec.contract  # the worker calls the function as the contract binds it in process
     by_name = tuple(n for n in contract.parameter_names if n in contract.keyword_parameters)
-    runner = SandboxRunner(submission, function, limits, by_name=by_name, options=dict(contract.options))
+    runner = SandboxRunner(
+        submission,
+        function,
+        limits,
+        by_name=by_name,
+        options=dict(contract.options),
+        logsumexp=spec.logsumexp,
+        factory=spec.factory,
+    )
     # Visible cases and their shrinking first: nothing the submission says after it has seen a
     # hidden input (its output, a later exception, its import error) can reach the student.
     graded = replace(session, budget=grading_budget(shrink_steps), hidden_last=True)

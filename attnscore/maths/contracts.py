@@ -29,6 +29,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
+from attnscore.maths.flash_contract import flash_attention_2_contract
 from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 
@@ -237,6 +238,7 @@ CONTRACTS: dict[str, Contract] = {
         sdpa_contract(float_mask=True),
         kernel_attention_contract(),
         flash_attn_contract(),
+        flash_attention_2_contract(),
     )
 }
 

@@ -334,6 +334,8 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
     if contract.kind == "causal":
         grads = causal_attention(a["Q"], a["K"], a["V"], _alignment(contract), dO)
         return dict(zip(("Q", "K", "V"), grads, strict=True))
+    if contract.kind == "flash_attention_2":
+        return contract_gradients(_attention(), _flash_as_attention(contract, a), dO)
     raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
 
 
@@ -427,7 +429,24 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
         dK = s * np.einsum("...ij,...id->...jd", dS, aQ)
         grads = {"Q": _unbroadcast(dQ, Q.shape), "K": _unbroadcast(dK, K.shape), "V": _unbroadcast(dV, V.shape)}
         return int(d_k + n_k + d_v + n_q) + 2, grads
+    if contract.kind == "flash_attention_2":
+        return contract_gradient_scales(_attention(), _flash_as_attention(contract, args), d_out)
     raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+
+
+def _attention() -> Contract:
+    """The plain ``attention`` contract (imported at use: the contract table is built after this module)."""
+    from attnscore.maths.contracts import get_contract
+
+    return get_contract("attention")
+
+
+def _flash_as_attention(contract: Contract, args: Args) -> dict[str, np.ndarray]:
+    """A FlashAttention-2 call's arguments as plain ``attention``'s: its causal flag as a mask."""
+    Q, K = np.asarray(args["Q"]), np.asarray(args["K"])
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = golden.causal_keep(n_q, n_k, "top_left") if contract.option("is_causal") else np.ones((n_q, n_k), bool)
+    return {"Q": Q, "K": K, "V": np.asarray(args["V"]), "mask": keep}
 
 
 def gradient_allowed(

@@ -61,7 +61,17 @@ def _asked_gradients(outcome: Outcome, names: list[str], backward: bool) -> Outc
     grads = {n: g for n, g in outcome.gradients.items() if n in names}
     dtypes = {n: outcome.gradient_dtypes.get(n, outcome.dtype) for n in grads}
     missing = tuple(n for n in names if n not in grads)
-    return WithGradients(plain.kind, plain.dtype, plain.device, plain.array, grads, dtypes, missing)
+    return WithGradients(
+        plain.kind,
+        plain.dtype,
+        plain.device,
+        plain.array,
+        grads,
+        dtypes,
+        missing,
+        outcome.logsumexp,
+        outcome.logsumexp_problem,
+    )
 
 
 class SandboxRunner:
@@ -87,6 +97,8 @@ class SandboxRunner:
         runtime: WorkerRuntime | None = None,
         by_name: tuple[str, ...] = (),
         options: Mapping[str, wire.OptionValue] | None = None,
+        logsumexp: tuple[str, int | None] | None = None,
+        factory: bool = False,
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
@@ -94,7 +106,9 @@ class SandboxRunner:
         ``options``: how the worker calls the function, as a spec's contract binds it
         (:meth:`attnscore.maths.contract.Contract.binding`): the last ``len(by_name)`` arguments
         of each call by name under these names (``attn_mask=``), and ``options`` by name too
-        (``scale=0.5``): ``f(*positional, **by_name, **options)``."""
+        (``scale=0.5``): ``f(*positional, **by_name, **options)``. ``logsumexp`` and ``factory``: a
+        spec's ``function.logsumexp`` as ``(place, index)`` and ``function.factory``, sent with every
+        call (:class:`attnscore.boundary.wire.CallRequest`)."""
         if not isinstance(submission, Submission):
             submission = Submission.from_file(Path(submission), source)
         self.submission = submission
@@ -102,6 +116,7 @@ class SandboxRunner:
         self.function = function
         self.by_name = tuple(by_name)
         self.options = dict(options or {})
+        self.logsumexp, self.factory = logsumexp, factory
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
         plan = resolve(self.limits)
@@ -343,6 +358,8 @@ class SandboxRunner:
             self.by_name,
             tuple(self.options.items()),
             None if upstream is None else wire.encode_array(np.asarray(upstream), dtype),
+            self.logsumexp,
+            self.factory,
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):

@@ -208,7 +208,14 @@ def worked_example(
             )
         )
         return None
+    backward = _backward_parts(doc, path, raw, contract, inputs, golden.shape, problems)
+    if backward is None:
+        return None
+    upstream, grads, lse = backward
     return WorkedExample(
+        upstream=upstream,
+        expected_gradients=grads,
+        expected_logsumexp=lse,
         id=raw["id"],
         title=raw.get("title", raw["id"].replace("_", " ")),
         inputs=inputs,
@@ -219,6 +226,97 @@ def worked_example(
         tolerance=read_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
         line=doc.where(path)[0],
     )
+
+
+def _close_or_problem(
+    doc: Positioned, where: tuple[Any, ...], what: str, got: np.ndarray, want: np.ndarray, problems: list[SpecProblem]
+) -> bool:
+    """Whether a written value is the golden one (shape, then values to 1e-9); else a located problem."""
+    if got.shape != want.shape:
+        problems.append(
+            doc.problem(
+                where,
+                f"expected {what} of shape {legend_shape_text(want.shape)} (from the inputs), "
+                f"found shape {legend_shape_text(got.shape)}",
+            )
+        )
+        return False
+    if not np.allclose(got, want, rtol=1e-9, atol=1e-9, equal_nan=True):
+        problems.append(
+            doc.problem(where, f"expected {what} the inputs give, {np.round(want, 9).tolist()}, found {got.tolist()}")
+        )
+        return False
+    return True
+
+
+def _backward_parts(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    raw: dict[str, Any],
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    out_shape: tuple[int, ...],
+    problems: list[SpecProblem],
+) -> tuple[np.ndarray | None, dict[str, np.ndarray], np.ndarray | None] | None:
+    """A worked example's ``upstream``, ``expected_gradients`` and ``expected_logsumexp``, each
+    checked against the golden value (None when one is wrong: the problems say where)."""
+    if "upstream" not in raw:
+        for key in ("expected_gradients", "expected_logsumexp"):
+            if key in raw:
+                problems.append(
+                    doc.problem(path + (key,), f"expected upstream (dO) beside {key}, found none", key=True)
+                )
+                return None
+        return None, {}, None
+    from attnscore.catalogue.families import differentiable
+    from attnscore.maths import golden_gradients
+
+    if not differentiable(contract):
+        problems.append(
+            doc.problem(path + ("upstream",), f"expected a differentiable contract for upstream, found {contract.name}")
+        )
+        return None
+    upstream = _array(doc, path + ("upstream",), raw["upstream"], problems)
+    if upstream is None:
+        return None
+    if upstream.shape != out_shape:
+        problems.append(
+            doc.problem(
+                path + ("upstream",),
+                f"expected dO of the output's shape {legend_shape_text(out_shape)}, "
+                f"found shape {legend_shape_text(upstream.shape)}",
+            )
+        )
+        return None
+    with np.errstate(all="ignore"):
+        goldens = golden_gradients.contract_gradients(contract, inputs, upstream)
+    grads: dict[str, np.ndarray] = {}
+    for name, value in dict(raw.get("expected_gradients") or {}).items():
+        where = path + ("expected_gradients", name)
+        if name not in goldens:
+            problems.append(
+                doc.problem(where, f"expected a gradient of {', '.join(goldens)}, found {name!r}", key=True)
+            )
+            return None
+        arr = _array(doc, where, value, problems)
+        if arr is None or not _close_or_problem(doc, where, f"the gradient d{name}", arr, goldens[name], problems):
+            return None
+        grads[name] = arr
+    lse = None
+    if "expected_logsumexp" in raw:
+        where = path + ("expected_logsumexp",)
+        if contract.kind != "flash_attention_2":
+            problems.append(
+                doc.problem(where, f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}")
+            )
+            return None
+        from attnscore.maths.flash_contract import logsumexp_golden
+
+        lse = _array(doc, where, raw["expected_logsumexp"], problems)
+        want = logsumexp_golden(inputs["Q"], inputs["K"], bool(contract.option("is_causal")))
+        if lse is None or not _close_or_problem(doc, where, "the logsumexp L", lse, want, problems):
+            return None
+    return upstream, grads, lse
 
 
 def shape_ties(

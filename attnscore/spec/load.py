@@ -107,6 +107,56 @@ def _configured(
         return contract, False
 
 
+def _logsumexp_source(
+    doc: Positioned,
+    fn: dict[str, Any],
+    contract: Any,
+    examples: list[WorkedExample],
+    props: list[PropertyUse],
+    problems: list[SpecProblem],
+) -> tuple[str, int | None] | None:
+    """``function.logsumexp`` as ``(place, index)`` (None when absent); a located problem for a
+    contract without a logsumexp, an index with ``returned``, or an expected L with nowhere to read it."""
+    raw = fn.get("logsumexp")
+    if raw is None:
+        for i, use in enumerate(props):
+            if use.name == "logsumexp_matches_golden":
+                problems.append(
+                    doc.problem(
+                        ("properties", i, "name"),
+                        "expected function.logsumexp to say where L is read for logsumexp_matches_golden, found none",
+                    )
+                )
+        for i, ex in enumerate(examples):
+            if ex.expected_logsumexp is not None:
+                problems.append(
+                    doc.problem(
+                        ("worked_examples", i, "expected_logsumexp"),
+                        "expected function.logsumexp to say where L is read, found none",
+                    )
+                )
+        return None
+    if contract.kind != "flash_attention_2":
+        problems.append(
+            doc.problem(
+                ("function", "logsumexp"),
+                f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}",
+                key=True,
+            )
+        )
+        return None
+    if raw["in"] == "returned" and "index" in raw:
+        problems.append(
+            doc.problem(
+                ("function", "logsumexp", "index"),
+                "expected no index with in: returned (L is the second item returned), found one",
+                key=True,
+            )
+        )
+        return None
+    return str(raw["in"]), raw.get("index")
+
+
 def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     data = doc.data
     fn = data["function"]
@@ -260,6 +310,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         elif choice == "any":
             set_aside.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
+    logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
     if problems:
         return None
     return Spec(
@@ -281,6 +332,8 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
         set_aside=tuple(set_aside),
+        logsumexp=logsumexp,
+        factory=bool(fn.get("factory", False)),
         student_copy=(
             StudentCopy(data["student_copy"]["hidden_cases"], as_fraction(data["student_copy"]["hidden_points"]))
             if "student_copy" in data

@@ -7,7 +7,7 @@ validating it; everything downstream (cases, grading, verification) reads only t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -35,6 +35,12 @@ class WorkedExample:
         visibility: ``"visible"`` or ``"hidden"``.
         tolerance: an override of the spec's tolerance, or None.
         line: line of the example in the spec file.
+        upstream: the upstream gradient ``dO`` (float64, the output's shape): the example also runs
+            the backward pass and its gradients (and ``L``, when the spec has ``function.logsumexp``)
+            are judged; None: forward only.
+        expected_gradients: input name -> the gradient written in the spec (checked against the
+            golden gradient on load), for the student's reading; empty when none is written.
+        expected_logsumexp: ``L`` as written in the spec (checked on load), or None.
     """
 
     id: str
@@ -46,6 +52,9 @@ class WorkedExample:
     visibility: str
     tolerance: Tolerance | None
     line: int
+    upstream: np.ndarray | None = None
+    expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    expected_logsumexp: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,12 @@ class Spec:
         set_aside: convention corners whose entries are taken as right (``conventions:
             {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.catalogue.conventions`); every other
             entry of a case is still compared.
+        logsumexp: where the submission keeps its logsumexp ``L`` (``function.logsumexp``), as
+            ``(place, index)``: ``"saved_tensors"`` (``ctx.save_for_backward``; ``index`` its position,
+            or None for the one saved tensor of shape ``(..., n_q)``) or ``"returned"`` (an
+            ``(O, L)`` tuple); None when ``L`` is not under test.
+        factory: ``function.factory``: the named function returns the ``torch.autograd.Function``
+            subclass to grade when called with no arguments.
     """
 
     id: str
@@ -130,6 +145,8 @@ class Spec:
     mistakes: tuple[str, ...] | None = None
     student_copy: StudentCopy | None = None
     set_aside: tuple[str, ...] = ()
+    logsumexp: tuple[str, int | None] | None = None
+    factory: bool = False
 
     def allowing(self, corners: tuple[str, ...]) -> Spec:
         """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).

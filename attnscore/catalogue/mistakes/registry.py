@@ -39,6 +39,9 @@ class Mistake:
             in float32).
         dtypes: the tested dtypes in which the mistake can happen (empty: every dtype).
         not_dtypes: the tested dtypes in which it cannot (its message would be false there).
+        backward: whether the mistake shows in the backward pass or the saved logsumexp (its ``fn``
+            returns the output of a ``torch.autograd.Function``): a backward call's failure is also
+            matched on its gradients and ``L`` (:mod:`attnscore.check.diagnosis`).
     """
 
     id: str
@@ -52,6 +55,7 @@ class Mistake:
     computes_in: str | None = None
     dtypes: tuple[str, ...] = ()
     not_dtypes: tuple[str, ...] = ()
+    backward: bool = False
 
     def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
         """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of

@@ -1,0 +1,285 @@
+"""Mistakes of a FlashAttention-2 ``torch.autograd.Function`` (:mod:`attnscore.maths.flash_contract`).
+
+Each is written as the students' own code is: a tiled forward with an online softmax over key
+tiles (:func:`flash_function` builds the ``torch.autograd.Function``) that saves ``(Q, K, V, O, L)``,
+and a hand-written backward that recomputes ``P = exp(S − L)``; one switch turns one known mistake
+on. Most are visible only in the backward pass or in the saved ``L`` (``backward=True``: the
+diagnosis compares the gradients and ``L`` too, :mod:`attnscore.check.diagnosis`). The ones that
+depend on the tile size (a missing rescale, causal tiles skipped) fit it to the output first.
+
+Source: Dao (2023), FlashAttention-2, Algorithms 1 and 2; the field notes' "bugs that hide on
+small shapes" (a missing rescale is exact while a row fits in one tile, ``L`` as the running max
+is exact for one key, a base-2 ``L`` is visible only in ``L`` itself).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.catalogue.families import flash_attention_2, flash_attention_2_causal
+from attnscore.catalogue.mistakes.registry import add
+from attnscore.maths.contract import Contract
+
+__all__ = ["flash_function", "TILES"]
+
+TILES = (1, 2, 3, 4, 8, 16, 32, 64, 128)
+"""The key-tile sizes a tile-dependent mistake is fitted over (powers of two and 3)."""
+
+
+def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    while g.dim() > len(shape):
+        g = g.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdim=True)
+    return g
+
+
+def _visible(n_q: int, n_k: int, is_causal: bool, tile: int, skip: int, device: Any) -> torch.Tensor:
+    """Which keys each query's tiles reach ``(n_q, n_k)``: every key, or with ``is_causal`` the keys
+    ``j <= i`` of the key tiles the loop visits. ``skip`` 0: tiles up to the one holding the
+    query's own position (correct); 1: the loop stops one tile early (``range(t)`` for query tile
+    ``t``, tiles of ``tile`` queries and keys), so the diagonal tile is never read; 2: one tile too
+    many, and the causal mask is applied on the diagonal tile only (the next tile leaks the future)."""
+    i = torch.arange(n_q, device=device)[:, None]
+    j = torch.arange(n_k, device=device)[None, :]
+    if not is_causal:
+        return torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    q_tile, k_tile = i // tile, j // tile
+    if skip == 1:
+        return (k_tile < q_tile) & (j <= i)
+    if skip == 2:
+        return (k_tile < q_tile) | ((k_tile == q_tile) & (j <= i)) | (k_tile == q_tile + 1)
+    return j <= i
+
+
+def flash_function(
+    *,
+    is_causal: bool = False,
+    tile: int = 16,
+    rescale: int = 0,
+    lse: str = "natural",
+    use_d: bool = True,
+    scale_dq: bool = True,
+    scale_dk: bool = True,
+    dv_normalised: bool = True,
+    skip: int = 0,
+) -> type[torch.autograd.Function]:
+    """A FlashAttention-2 ``torch.autograd.Function`` over key tiles of ``tile`` keys, with mistakes.
+
+    Args:
+        is_causal: the default of ``forward``'s ``is_causal`` (a call may pass its own).
+        tile: key (and, for the causal tile rule, query) tile size.
+        rescale: 0 the online softmax rescales the running sum ``l`` and output ``acc`` by
+            ``exp(m_old − m_new)``; 1 neither is rescaled; 2 only ``l`` is not; 3 only ``acc`` is not.
+        lse: what is saved as ``L``: ``"natural"`` ``m + log l``; ``"max"`` the running max ``m``
+            only; ``"base2"`` ``log2`` of the sum (``L / ln 2``, the backward using it consistently).
+        use_d, scale_dq, scale_dk, dv_normalised: False leaves ``D = rowsum(dO ⊙ O)`` out of ``dS``,
+            the scale out of ``dQ`` or ``dK``, or computes ``dV`` from ``exp(S − rowmax S)``.
+        skip: the causal key-tile rule (:func:`_visible`).
+
+    Returns:
+        The class; ``forward(ctx, Q, K, V, is_causal)`` saves ``(Q, K, V, O, L)``.
+    """
+
+    def forward_tiles(
+        Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        scale = Q.shape[-1] ** -0.5
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        keep = _visible(n_q, n_k, causal, tile, skip, Q.device)
+        rows = torch.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,))  # (..., n_q)
+        m = torch.full(rows, float("-inf"), dtype=Q.dtype, device=Q.device)
+        total = torch.zeros(rows, dtype=Q.dtype, device=Q.device)
+        acc = torch.zeros((*rows, V.shape[-1]), dtype=Q.dtype, device=Q.device)
+        for start in range(0, n_k, tile):
+            S = (Q @ K[..., start : start + tile, :].transpose(-2, -1)) * scale  # (..., n_q, tile)
+            S = S.masked_fill(~keep[:, start : start + tile], float("-inf"))
+            m_new = torch.maximum(m, S.amax(dim=-1))
+            base = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+            p = torch.exp(S - base[..., None])
+            alpha = torch.exp(m - base)  # 0 on the first tile (m = -inf)
+            total = (total if rescale in (1, 2) else alpha * total) + p.sum(dim=-1)
+            acc = (acc if rescale in (1, 3) else alpha[..., None] * acc) + p @ V[..., start : start + tile, :]
+            m = m_new
+        O = acc / total[..., None]
+        L = m + torch.log(total)
+        if lse == "max":
+            L = m
+        elif lse == "base2":
+            L = L / math.log(2.0)
+        return O, L, keep
+
+    class FlashAttention2Mistaken(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = is_causal) -> Any:
+            O, L, _ = forward_tiles(Q, K, V, bool(is_causal))
+            ctx.save_for_backward(Q, K, V, O, L)
+            ctx.is_causal = bool(is_causal)
+            return O
+
+        @staticmethod
+        def backward(ctx: Any, dO: torch.Tensor) -> Any:
+            Q, K, V, O, L = ctx.saved_tensors
+            scale = Q.shape[-1] ** -0.5
+            keep = _visible(Q.shape[-2], K.shape[-2], ctx.is_causal, tile, skip, Q.device)
+            S = ((Q @ K.transpose(-2, -1)) * scale).masked_fill(~keep, float("-inf"))
+            L_e = L * math.log(2.0) if lse == "base2" else L  # exp2(S·log2 e − L₂) = exp(S − L)
+            P = torch.exp(S - L_e[..., None])
+            if dv_normalised:
+                W = P
+            else:
+                row_max = S.amax(dim=-1, keepdim=True)
+                W = torch.exp(S - torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max)))
+            dV = W.transpose(-2, -1) @ dO
+            dP = dO @ V.transpose(-2, -1)
+            D = (dO * O).sum(dim=-1, keepdim=True) if use_d else torch.zeros_like(dO[..., :1])
+            dS = P * (dP - D)
+            dQ = (dS @ K) * (scale if scale_dq else 1.0)
+            dK = (dS.transpose(-2, -1) @ Q) * (scale if scale_dk else 1.0)
+            return _sum_to(dQ, Q.shape), _sum_to(dK, K.shape), _sum_to(dV, V.shape), None
+
+    FlashAttention2Mistaken.forward_tiles = staticmethod(forward_tiles)  # type: ignore[attr-defined]
+    return FlashAttention2Mistaken
+
+
+def _call(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, **switches: Any) -> Any:
+    """The mistaken Function applied as the spec calls it (``is_causal`` from the contract), returning
+    ``(O, L)`` when the spec reads ``L`` from a returned tuple."""
+    is_causal = bool(c.option("is_causal")) if c.keywords else False
+    fn = flash_function(is_causal=is_causal, **switches)
+    O = fn.apply(Q, K, V, is_causal)
+    if spec is not None and getattr(spec, "logsumexp", None) and spec.logsumexp[0] == "returned":
+        return O, fn.forward_tiles(Q.detach(), K.detach(), V.detach(), is_causal)[1]  # type: ignore[attr-defined]
+    return O
+
+
+def _fit_tiles(variants: tuple[int, ...], switch: str, causal_only: bool = False) -> Any:
+    """A fit of ``(tile, variant)``: the first pair whose forward output is the observed one."""
+
+    def fit(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> dict[str, float] | None:
+        Q, K, V = args[:3]
+        is_causal = bool(c.option("is_causal")) if c.keywords else False
+        if causal_only and not is_causal:
+            return None
+        for tile in TILES:
+            for variant in variants:
+                with torch.no_grad():
+                    switches: dict[str, Any] = {switch: variant}
+                    O = flash_function(is_causal=is_causal, tile=tile, **switches).apply(Q, K, V, is_causal)
+                want = O.detach().numpy()
+                if want.shape == got.shape and np.allclose(want, got, rtol=1e-3, atol=1e-4, equal_nan=True):
+                    return {"tile": float(tile), "variant": float(variant)}
+        return None
+
+    return fit
+
+
+@add(
+    "online_softmax_not_rescaled",
+    "online softmax without rescaling the running sum or the output",
+    flash_attention_2,
+    "your online softmax does not rescale the running sum l and the output accumulator when the running max "
+    "grows (key tiles of {tile}): after m_new = max(m, rowmax(S_j)), multiply both by exp(m − m_new) before "
+    "adding the new tile's exp(S_j − m_new) terms; it is exact only while a row fits in one tile",
+    fit=_fit_tiles((1, 2, 3), "rescale"),
+    defaults=(("tile", 16.0), ("variant", 1.0)),
+    backward=True,
+)
+def _online_softmax_not_rescaled(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
+) -> Any:
+    return _call(c, spec, Q, K, V, tile=int(tile), rescale=int(variant))
+
+
+@add(
+    "logsumexp_is_running_max",
+    "L saved as the running max only",
+    flash_attention_2,
+    "the L you save is the running max m alone: L = m + log(l), the logsumexp of the scaled scores, so that "
+    "the backward's exp(S − L) are the softmax weights (with L = m they do not sum to 1; exact only for one key)",
+    backward=True,
+)
+def _logsumexp_is_running_max(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, lse="max")
+
+
+@add(
+    "logsumexp_base_2",
+    "L saved in base 2 instead of base e",
+    flash_attention_2,
+    "the L you save is in base 2 (log2 of the sum of 2^(S·log2 e), i.e. L / ln 2): your backward undoes it "
+    "consistently, so the gradients are right, but L must be the natural-log logsumexp m + ln(l); multiply "
+    "by ln 2 before saving",
+    backward=True,
+)
+def _logsumexp_base_2(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, lse="base2")
+
+
+@add(
+    "backward_d_term_omitted",
+    "D = rowsum(dO ⊙ O) left out of dS",
+    flash_attention_2,
+    "your backward computes dS = P ⊙ dP: the softmax's Jacobian needs dS = P ⊙ (dP − D) with "
+    "D = rowsum(dO ⊙ O) per query (FlashAttention-2, Algorithm 2, line 4)",
+    backward=True,
+)
+def _backward_d_term_omitted(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, use_d=False)
+
+
+@add(
+    "backward_dq_unscaled",
+    "the scale 1/√d missing from dQ",
+    flash_attention_2,
+    "your dQ is √d times too large: S = Q Kᵀ / √d, so dQ = dS K / √d (the same scale as the forward)",
+    backward=True,
+)
+def _backward_dq_unscaled(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, scale_dq=False)
+
+
+@add(
+    "backward_dk_unscaled",
+    "the scale 1/√d missing from dK",
+    flash_attention_2,
+    "your dK is √d times too large: S = Q Kᵀ / √d, so dK = dSᵀ Q / √d (the same scale as the forward)",
+    backward=True,
+)
+def _backward_dk_unscaled(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, scale_dk=False)
+
+
+@add(
+    "causal_tiles_off_by_one",
+    "causal key tiles skipped off by one",
+    flash_attention_2_causal,
+    "your causal loop over key tiles is off by one tile (tiles of {tile}): a query tile must visit every key "
+    "tile up to and including the one holding its own last position, with the mask j <= i applied inside it; "
+    "stopping one tile early drops the diagonal tile, and one tile more without the mask leaks future keys",
+    fit=_fit_tiles((1, 2), "skip", causal_only=True),
+    defaults=(("tile", 16.0), ("variant", 1.0)),
+    backward=True,
+)
+def _causal_tiles_off_by_one(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
+) -> Any:
+    return _call(c, spec, Q, K, V, tile=int(tile), skip=int(variant))
+
+
+@add(
+    "backward_dv_unnormalised",
+    "dV from unnormalised weights",
+    flash_attention_2,
+    "your dV uses the unnormalised weights exp(S − rowmax S): dV = Pᵀ dO with the softmax weights "
+    "P = exp(S − L), recomputed from the saved logsumexp L",
+    backward=True,
+)
+def _backward_dv_unnormalised(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+    return _call(c, spec, Q, K, V, dv_normalised=False)

@@ -1,0 +1,217 @@
+"""The FlashAttention-2 assignment's contract: ``forward(ctx, Q, K, V, is_causal=False)`` of a
+``torch.autograd.Function``, as Stanford CS336 assignment 2 hands it out, and its logsumexp ``L``.
+
+``O = softmax(S) V`` with ``S = Q Kᵀ / √d`` (one width ``d`` for Q, K and V), and with
+``is_causal`` query ``i`` keeps key ``j`` only when ``j <= i`` (top-left, as CS336 and PyTorch's
+``is_causal``). The forward saves ``L_i = logsumexp_j S_ij`` (natural log, over the kept keys) for
+the backward, which recomputes ``P = exp(S − L)`` (Dao (2023), FlashAttention-2, Algorithms 1 and 2).
+Reference :func:`attnscore.maths.reference.attention`, golden :func:`attnscore.maths.golden.attention`,
+the error bound of plain attention (:mod:`attnscore.maths.error_scales`).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.maths import golden
+from attnscore.maths.contract import Args, Contract, Keyword
+from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+
+__all__ = [
+    "flash_attention_2_contract",
+    "keep_of",
+    "logsumexp_golden",
+    "logsumexp_allowed",
+    "FlashReference",
+    "returning_logsumexp",
+]
+
+_KEYWORDS = (
+    Keyword(
+        "is_causal",
+        "bool",
+        False,
+        "keep key j for query i only when j <= i (top-left, CS336's and PyTorch's is_causal)",
+    ),
+)
+
+
+def keep_of(n_q: int, n_k: int, is_causal: bool) -> np.ndarray | None:
+    """The keep mask ``(n_q, n_k)`` of the causal form (top-left), or None without ``is_causal``."""
+    return golden.causal_keep(n_q, n_k, "top_left") if is_causal else None
+
+
+def _as_attention(a: Args, is_causal: bool) -> dict[str, np.ndarray]:
+    Q, K, V = as_float64(a, "Q"), as_float64(a, "K"), as_float64(a, "V")
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = keep_of(n_q, n_k, is_causal)
+    S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+    mask = np.broadcast_to(np.ones((n_q, n_k), dtype=bool) if keep is None else keep, S_shape)
+    return {"Q": Q, "K": K, "V": V, "mask": mask}
+
+
+def logsumexp_golden(Q: Any, K: Any, is_causal: bool) -> np.ndarray:
+    """``L = logsumexp(Q Kᵀ / √d)`` per query over the kept keys, float64 ``(..., n_q)``.
+
+    Example (two keys with scores 0 and 0: ``L = log 2``; with ``is_causal`` query 0 keeps one key):
+        >>> logsumexp_golden([[1.0], [1.0]], [[0.0], [0.0]], False).round(6).tolist()
+        [0.693147, 0.693147]
+        >>> logsumexp_golden([[1.0], [1.0]], [[0.0], [0.0]], True).round(6).tolist()
+        [0.0, 0.693147]
+    """
+    Q, K = np.asarray(Q, dtype=np.float64), np.asarray(K, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        S = golden.scaled_dot_products(Q, K)  # (..., n_q, n_k)
+        keep = keep_of(Q.shape[-2], K.shape[-2], is_causal)
+        if keep is not None:
+            S = np.where(keep, S, -np.inf)
+        m = np.max(S, axis=-1, keepdims=True)
+        m_safe = np.where(np.isfinite(m), m, 0.0)
+        return (m_safe + np.log(np.sum(np.exp(S - m_safe), axis=-1, keepdims=True)))[..., 0]
+
+
+def logsumexp_allowed(Q: Any, K: Any, is_causal: bool, dtype: str, factor: float) -> np.ndarray:
+    """The allowed error of each entry of ``L`` ``(..., n_q)`` in ``dtype``.
+
+    A score's error is at most ``d · u · Σ|q_i k_i| / √d + u·|s|``; ``logsumexp`` moves by at most
+    the largest of its inputs' errors, plus ``(n_k + 2) · u`` for the sum of exponentials and the
+    log, plus ``u · |L|`` for the result's own rounding: ``factor`` times that, with a subnormal floor.
+    """
+    Q, K = np.asarray(Q, dtype=np.float64), np.asarray(K, dtype=np.float64)
+    u = UNIT_ROUNDOFF[dtype]
+    d, n_k = Q.shape[-1], K.shape[-2]
+    with np.errstate(all="ignore"):
+        mags = golden.dot_magnitudes(Q, K) / np.sqrt(d)  # (..., n_q, n_k)
+        err = d * u * mags + u * np.abs(golden.scaled_dot_products(Q, K))
+        keep = keep_of(Q.shape[-2], n_k, is_causal)
+        if keep is not None:
+            err = np.where(keep, err, 0.0)
+        worst = np.max(np.nan_to_num(err, nan=0.0, posinf=0.0), axis=-1)
+        L = np.nan_to_num(logsumexp_golden(Q, K, is_causal), nan=0.0, posinf=0.0, neginf=0.0)
+    return factor * (worst + (n_k + 2) * u + u * np.abs(L)) + 4 * SMALLEST_SUBNORMAL[dtype]
+
+
+class FlashReference(torch.autograd.Function):
+    """The reference as the assignment asks for it: a ``torch.autograd.Function`` whose forward
+    saves ``(Q, K, V, O, L)`` (``L`` at index 4) and whose backward is FlashAttention-2's
+    (Algorithm 2, untiled): ``P = exp(S − L)``, ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``D = rowsum(dO ⊙ O)``,
+    ``dS = P ⊙ (dP − D)``, ``dQ = dS K / √d``, ``dK = dSᵀ Q / √d``.
+
+    >>> Q = torch.tensor([[1.0], [1.0]], requires_grad=True)
+    >>> O = FlashReference.apply(Q, torch.zeros(2, 1), torch.tensor([[3.0], [5.0]]), True)
+    >>> O.detach().tolist(), O.grad_fn.saved_tensors[4].tolist()[0]
+    ([[3.0], [4.0]], 0.0)
+    """
+
+    @staticmethod
+    def forward(ctx: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
+        scale = Q.shape[-1] ** -0.5
+        S = (Q @ K.transpose(-2, -1)) * scale  # (..., n_q, d) @ (..., d, n_k) -> (..., n_q, n_k)
+        if is_causal:
+            keep = torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).tril()
+            S = S.masked_fill(~keep, float("-inf"))
+        L = torch.logsumexp(S, dim=-1)  # (..., n_q)
+        O = torch.softmax(S, dim=-1) @ V  # (..., n_q, d); exp(S - L) would carry L's rounding in low precision
+        ctx.save_for_backward(Q, K, V, O, L)
+        ctx.is_causal = is_causal
+        return O
+
+    @staticmethod
+    def backward(ctx: Any, dO: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        Q, K, V, O, L = ctx.saved_tensors
+        scale = Q.shape[-1] ** -0.5
+        S = (Q @ K.transpose(-2, -1)) * scale
+        if ctx.is_causal:
+            keep = torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).tril()
+            S = S.masked_fill(~keep, float("-inf"))
+        P = torch.exp(S - L[..., None])  # (..., n_q, n_k)
+        dV = P.transpose(-2, -1) @ dO
+        dP = dO @ V.transpose(-2, -1)
+        D = (dO * O).sum(dim=-1, keepdim=True)  # (..., n_q, 1)
+        dS = P * (dP - D)
+        return (
+            _sum_to(dS @ K * scale, Q.shape),
+            _sum_to(dS.transpose(-2, -1) @ Q * scale, K.shape),
+            _sum_to(dV, V.shape),
+            None,
+        )
+
+
+def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """``g`` summed over the batch dims that were broadcast to reach it (autograd's rule)."""
+    while g.dim() > len(shape):
+        g = g.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdim=True)
+    return g
+
+
+def returning_logsumexp(function: Any) -> Any:
+    """``function`` (a Function's ``.apply`` or a callable of ``(Q, K, V, is_causal)``) as the
+    ``returned`` form wants it: ``(O, L)``, ``L`` read from the output's saved tensors (index 4, as
+    :class:`FlashReference` saves it) or computed from Q and K when the output has no graph."""
+
+    def with_lse(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, **kw: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        O = function(Q, K, V, **kw)
+        if O.grad_fn is not None and len(O.grad_fn.saved_tensors) > 4:
+            return O, O.grad_fn.saved_tensors[4]
+        S = (Q @ K.transpose(-2, -1)) * Q.shape[-1] ** -0.5
+        if kw.get("is_causal"):
+            S = S.masked_fill(~torch.ones(S.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        return O, torch.logsumexp(S, dim=-1)
+
+    return with_lse
+
+
+def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+    """The contract for a spec's ``is_causal`` (no optional parameters)."""
+    is_causal = bool(options.get("is_causal", False))
+
+    def ref(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = is_causal) -> torch.Tensor:
+        return FlashReference.apply(Q, K, V, is_causal)
+
+    def gold(a: Args) -> np.ndarray:
+        if is_causal:
+            return golden.causal_attention(a["Q"], a["K"], a["V"], "top_left")
+        return golden.attention(a["Q"], a["K"], a["V"], None)
+
+    return dataclasses.replace(
+        base,
+        reference=ref,
+        golden_fn=gold,
+        error_fn=lambda a: attention_error(_as_attention(a, is_causal)),
+        low_error_fn=lambda a, dtype, factor: attention_low_terms(_as_attention(a, is_causal), dtype, factor),
+        options=tuple(sorted(options.items())),
+    )
+
+
+def flash_attention_2_contract() -> Contract:
+    """``forward(ctx, Q (..., n_q, d), K (..., n_k, d), V (..., n_k, d), is_causal=False) -> O (..., n_q, d)``.
+
+    The spec's ``function.keywords`` fixes ``is_causal`` (passed by name: ``F.apply(Q, K, V,
+    is_causal=True)``); a ``torch.autograd.Function`` subclass is called through ``.apply``.
+    Its kind ``"flash_attention_2"`` selects the FlashAttention catalogue entries
+    (:mod:`attnscore.catalogue.mistakes.flash_attention`, :mod:`attnscore.catalogue.properties.flash_attention`).
+    """
+    unconfigured = Contract(
+        name="flash_attention_2",
+        kind="flash_attention_2",
+        parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_k"))),
+        returns=("...", "n_q", "d_k"),
+        reference=lambda Q, K, V, is_causal=False: FlashReference.apply(Q, K, V, is_causal),
+        golden_fn=lambda a: np.zeros(0),
+        error_fn=lambda a: (1, np.zeros(0)),
+        keywords=_KEYWORDS,
+        configure=_configure,
+        samples=(((("is_causal", True),), ("Q", "K", "V")),),
+        bound_text="u·(error of scores and weights propagated through V)",
+    )
+    return _configure(unconfigured, {}, unconfigured.parameter_names)
