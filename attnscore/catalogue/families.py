@@ -164,7 +164,8 @@ def differentiable(c: Contract) -> bool:
     """A contract whose output is differentiable in its float inputs and has a closed-form gradient
     (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, the
     keyword contracts (SDPA, the kernel variants, FlashAttention's layout) and FlashAttention-2 Functions."""
-    kinds = ("scores", "mask", "weights", "attention", "causal", "sdpa", "kernel_attention", "flash", "flash_attention_2")
+    kinds: tuple[str, ...] = ("scores", "mask", "weights", "attention", "causal")
+    kinds += ("sdpa", "kernel_attention", "flash", "flash_attention_2")
     return c.kind in kinds and any(n not in c.bool_parameters for n in c.parameter_names)
 
 

@@ -32,6 +32,8 @@ from attnscore.catalogue.properties import gradients  # noqa: F401  (the backwar
 
 # isort: split
 from attnscore.catalogue.properties import gradcheck  # noqa: F401  (finite differences of the forward, float64)
+
+# isort: split
 from attnscore.catalogue.properties import flash_attention  # noqa: F401  (FlashAttention-2's logsumexp and long rows)
 from attnscore.catalogue.properties.registry import (
     PROPERTIES,
