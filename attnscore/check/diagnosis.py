@@ -110,10 +110,9 @@ def recompute(
 
 
 def _tensors(args: dict[str, np.ndarray]) -> list[torch.Tensor]:
-    return [
-        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
-        for a in args.values()
-    ]
+    """The arguments as float64 tensors; bool masks stay bool and integer parameters int32."""
+    kept = {np.dtype(np.bool_): torch.bool, np.dtype(np.int32): torch.int32}
+    return [torch.tensor(np.asarray(a), dtype=kept.get(np.asarray(a).dtype, torch.float64)) for a in args.values()]
 
 
 def _tolerance(allowed: np.ndarray | float, want: np.ndarray, shape: tuple[int, ...], dtype: str) -> Any:
@@ -242,8 +241,12 @@ def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     out = []
     for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
         rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
+        sizes, integers = contract.integers(lambda lo, hi: int(rng.integers(lo, hi + 1)), dict(sizes))
         args = {}
         for name, legend in contract.parameters:
+            if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
+                args[name] = integers[name]
+                continue
             shape: tuple[int, ...] = ()
             for sym in legend:
                 shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)

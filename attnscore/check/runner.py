@@ -19,7 +19,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
+from attnscore.boundary.calls import (
+    argument_value,
+    describe_exception,
+    inspect_call,
+    tensor_layout,
+    to_torch,
+    type_name,
+)
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
@@ -140,7 +147,7 @@ class InProcessRunner:
         if upstream is not None:
             return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
         try:
-            value = self.function(*tensors)
+            value = self.function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         self.last_inspection = inspect_call(names, tensors, copies, value, before)
