@@ -35,6 +35,7 @@ A mistake that cannot happen in the tested dtype (``computed_in_float16`` for fl
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -234,6 +235,11 @@ def _random_array(rng: np.random.Generator, shape: tuple[int, ...], is_bool: boo
     return mask
 
 
+def _pick(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """An integer in ``[lo, hi]`` from ``rng`` (an integer parameter's rule, :meth:`Contract.integers`)."""
+    return int(rng.integers(lo, hi + 1))
+
+
 def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     """The :data:`CONFIRMATIONS` argument sets (by contract parameter name, float64 or bool) the
     implementation is also called on, drawn once per spec from its seed (see ``_CONFIRMATION_SIZES``)."""
@@ -241,7 +247,7 @@ def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     out = []
     for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
         rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
-        sizes, integers = contract.integers(lambda lo, hi: int(rng.integers(lo, hi + 1)), dict(sizes))
+        sizes, integers = contract.integers(functools.partial(_pick, rng), dict(sizes))
         args = {}
         for name, legend in contract.parameters:
             if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit

@@ -346,7 +346,7 @@ def _padding_configure(base: Contract, options: Mapping[str, Any], kept: tuple[s
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:
         Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")  # (b, h, n, d)
-        d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+        d_k, n_k = Q.shape[-1], K.shape[-2]
         if scale is not None:
             Q = Q * (float(scale) * np.sqrt(d_k))
         if K.shape[-3] not in (Q.shape[-3], 0):
