@@ -13,10 +13,20 @@ Mistakes are plain functions ``fn(contract, spec, *args)``; ``spec`` is only use
 "hard-coded worked examples" mistake.
 """
 
-from attnscore.catalogue.mistakes import causal, masks, scaling, score_functions, sequences, shapes, shortcuts, variants
+from attnscore.catalogue.mistakes import (
+    causal,
+    masks,
+    packed,
+    scaling,
+    score_functions,
+    sequences,
+    shapes,
+    shortcuts,
+    variants,
+)
 from attnscore.catalogue.mistakes.registry import MISTAKES, Mistake, get_mistake, mistakes_for
 
-SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, shortcuts)
+SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, packed, shortcuts)
 """The catalogue's sections, in the catalogue's order (each registers its mistakes when imported)."""
 
 _ORDER = {section.__name__: number for number, section in enumerate(SECTIONS)}
