@@ -247,7 +247,8 @@ def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     out = []
     for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
         rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
-        sizes, integers = contract.integers(functools.partial(_pick, rng), dict(sizes))
+        legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
+        sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
         args = {}
         for name, legend in contract.parameters:
             if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
