@@ -8,6 +8,8 @@ references or golden values.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -53,7 +55,7 @@ def argument_value(t: torch.Tensor) -> object:
     return t
 
 
-def bound_python_ints() -> object:
+def bound_python_ints() -> Any:
     """``wrap(function, positions, names)``: ``function`` called with its positional arguments at
     ``positions`` and its keyword arguments ``names`` (0-d int32 tensors) turned into Python ints,
     as :func:`argument_value` does. Every name it uses is held in its closure when this is called
@@ -61,11 +63,11 @@ def bound_python_ints() -> object:
     module afterwards cannot change what the function receives)."""
     item, as_int, listed, enumerated, mapping = torch._C.TensorBase.item, int, list, enumerate, dict
 
-    def wrap(function: object, positions: frozenset[int], names: frozenset[str]) -> object:
+    def wrap(function: Any, positions: frozenset[int], names: frozenset[str]) -> Any:
         if not positions and not names:
             return function
 
-        def call(*args: object, **kwargs: object) -> object:
+        def call(*args: Any, **kwargs: Any) -> Any:
             given = listed(args)
             for i, a in enumerated(given):
                 if i in positions:
@@ -74,7 +76,7 @@ def bound_python_ints() -> object:
             for n in names:
                 if n in named:
                     named[n] = as_int(item(named[n]))
-            return function(*given, **named)  # type: ignore[operator]
+            return function(*given, **named)
 
         return call
 

@@ -189,7 +189,8 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         options["window_size"] = tuple(int(x) for x in options["window_size"])
     configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
     causal = bool(configured.option("causal"))
-    window = tuple(int(x) for x in configured.option("window_size"))
+    left, right = (int(x) for x in configured.option("window_size"))
+    window = (left, right)
     scale = configured.option("softmax_scale")
     keep_window = varlen_window(configured)
 
@@ -204,7 +205,7 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         dropout_p: float = 0.0,
         softmax_scale: float | None = scale,
         causal: bool = causal,
-        window_size: tuple[int, int] = window,  # type: ignore[assignment]
+        window_size: tuple[int, int] = window,
     ) -> torch.Tensor:
         # flash_attn_varlen_func's signature; every mask aligned bottom-right inside each sequence
         _max_seqlen(max_seqlen_q, "max_seqlen_q", cu_seqlens_q)
@@ -217,7 +218,7 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
             cu_seqlens_k,
             is_causal=causal,
             alignment="bottom_right",
-            window=tuple(window_size),
+            window=(int(window_size[0]), int(window_size[1])),
             scale=softmax_scale,
         )
 

@@ -25,6 +25,8 @@ from attnscore.catalogue.properties import general, scores, weights  # noqa: F40
 
 # isort: split
 from attnscore.catalogue.properties import causal, sequences, variants  # noqa: F401  (after the forward ones: causal, the flash_attn masks, the kernel variants)
+
+# isort: split
 from attnscore.catalogue.properties import packed  # noqa: F401  (packed varlen batches and key padding)
 
 # isort: split
