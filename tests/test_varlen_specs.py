@@ -192,3 +192,20 @@ def test_relations_pass_for_the_reference_on_their_own():
     for path, kernel in ((VARLEN, varlen_like), (PADDING, padded_like)):
         result = run_impl(load_spec(path), kernel, dtype="float32", shrink=False)
         assert not {c for c in _failed(result) if c.startswith("property:")}
+
+
+@pytest.mark.parametrize(
+    "spec, impl",
+    [("varlen", "flash_attn_varlen_func"), ("key_padding", "attention")],
+)
+def test_cli_test_gives_the_example_kernels_full_marks(spec, impl):
+    """attnscore test --impl examples.impl.varlen_attention:... --spec <id> passes in process (integers by kind)."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    result = CliRunner().invoke(
+        main, ["test", "--impl", f"examples.impl.varlen_attention:{impl}", "--spec", spec, "--dtype", "float32"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Score: " in result.output and "passed" in result.output
