@@ -136,6 +136,7 @@ MISTAKES = [
     (VARLEN, "varlen_across_boundary"),
     (VARLEN, "varlen_causal_top_left"),
     (VARLEN, "varlen_key_offsets_from_queries"),
+    (VARLEN, "varlen_cu_seqlens_as_lengths"),
     (PADDING, "padding_on_queries"),
     (PADDING, "key_length_off_by_one"),
     (PADDING, "key_padding_ignored"),

@@ -124,6 +124,28 @@ def _key_offsets_from_queries(c: Contract, spec: Any, *args: torch.Tensor) -> to
     return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k))
 
 
+def _as_lengths(cu: torch.Tensor, total: int) -> list[slice]:
+    """The rows a kernel that reads ``cu_seqlens[1:]`` as the sequences' lengths gives each sequence:
+    offsets ``0, c_1, c_1 + c_2, ...``, cut at ``total``."""
+    offsets = np.minimum(np.cumsum([0, *[int(x) for x in cu.reshape(-1).tolist()[1:]]]), total)
+    return [slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+
+@add(
+    "varlen_cu_seqlens_as_lengths",
+    "cu_seqlens read as lengths",
+    varlen,
+    "cu_seqlens holds cumulative offsets (0, n_0, n_0 + n_1, ...), not lengths: sequence b is rows "
+    "cu_seqlens[b]..cu_seqlens[b+1]-1; you took cu_seqlens[b+1] as the length of sequence b, which moves every "
+    "boundary after the second sequence",
+)
+def _cu_seqlens_as_lengths(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    window = varlen_window(c)
+    rows = _as_lengths(args[3].cpu(), int(args[0].shape[0]))
+    cols = _as_lengths(args[4].cpu(), int(args[1].shape[0]))
+    return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k))
+
+
 # ---------------------------------------------------------------------------------------------
 # key padding
 
