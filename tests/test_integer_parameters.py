@@ -355,3 +355,16 @@ def test_json_array_round_trip_keeps_ints_bools_and_floats_apart():
     ):
         back = array_of(json.loads(json.dumps(json_array(value))))
         assert back.dtype == kind and back.tolist() == value.tolist()
+
+
+def test_only_integer_parameters_keep_an_integer_dtype():
+    """Integer values written into a float parameter (a property's rng.integers) are cast to the tested
+    dtype; the contract's integer parameters stay int32."""
+    from attnscore.check.cases import _call
+
+    spec = load_spec(PADDING)
+    ex = spec.worked_examples[0]
+    args = {**ex.inputs, "value": np.asarray(ex.inputs["value"], dtype=np.int32)}
+    call = _call(spec, args, "float32", spec.tolerance)
+    assert call.args["value"].dtype == np.float32 and call.args["key_lengths"].dtype == np.int32
+    assert call.args["value"].tolist() == np.asarray(ex.inputs["value"], dtype=np.float32).tolist()

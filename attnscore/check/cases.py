@@ -111,9 +111,16 @@ def integers(array: Any) -> np.ndarray:
     return np.array(array, dtype=np.int32, order="C")
 
 
+def _numbers(array: Any) -> np.ndarray:
+    """A float (or bool mask) parameter's values: integers a property wrote (``rng.integers``) become
+    float64 first, so that only the contract's integer parameters keep an integer dtype."""
+    arr = np.asarray(array)
+    return arr.astype(np.float64) if arr.dtype.kind in "iu" else arr
+
+
 def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
     received_args = {
-        name: cast(integers(args[name]) if name in spec.contract.int_parameters else args[name], dtype)
+        name: integers(args[name]) if name in spec.contract.int_parameters else cast(_numbers(args[name]), dtype)
         for name in spec.contract.parameter_names
     }
     pairs = zip(spec.contract.parameter_names, spec.parameter_names, strict=True)
