@@ -13,6 +13,8 @@
 #      specs/sdpa.yaml, specs/sdpa_causal.yaml and specs/sdpa_float_mask.yaml (keywords from the spec) in
 #      four dtypes; examples/impl/kernel_attention.py against specs/gqa.yaml, softcap.yaml, alibi.yaml
 #      (float32/float64; softcap and alibi in float16/bfloat16 too);
+#      examples/impl/varlen_attention.py against specs/varlen.yaml and key_padding.yaml (integer
+#      parameters on the GPU: cu_seqlens and key_lengths int32 on cuda, max_seqlen ints), four dtypes;
 #      benchmarks/bench_variants.py (the variant reference vs SDPA's math backend, CPU and CUDA);
 #   4. attnscore bench on cuda: attention in float16 and score_matrix in float32, default sizes;
 #   5. attnscore grade --device cuda on the example submissions (when the grade command has --device).
@@ -69,6 +71,15 @@ for pair in gqa:gqa_attention softcap:kernel_attention alibi:kernel_attention; d
             --impl "examples.impl.kernel_attention:$fn" --spec "specs/$spec.yaml" \
             --device "$DEVICE" --dtype float16 --dtype bfloat16
     fi
+done
+for pair in varlen:flash_attn_varlen_func key_padding:attention; do  # integer parameters: cu_seqlens, key_lengths
+    spec=${pair%%:*}; fn=${pair##*:}
+    step "kernel against specs/$spec.yaml on $DEVICE, float32/float64" "${ATTNSCORE[@]}" test \
+        --impl "examples.impl.varlen_attention:$fn" --spec "specs/$spec.yaml" \
+        --device "$DEVICE" --dtype float32 --dtype float64
+    step "kernel against specs/$spec.yaml on $DEVICE, fp16/bf16 --ratio 2" "${ATTNSCORE[@]}" test \
+        --impl "examples.impl.varlen_attention:$fn" --spec "specs/$spec.yaml" \
+        --device "$DEVICE" --dtype float16 --dtype bfloat16 --ratio 2
 done
 step "bench_variants: reference vs SDPA math backend" "$PYTHON" benchmarks/bench_variants.py --no-golden
 step "bench attention float16 on $DEVICE" "${ATTNSCORE[@]}" bench --impl examples.impl.my_attention:attention \

@@ -17,8 +17,8 @@ from attnscore.check.engineer_options import EngineerOptions, OptionError
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_IDS = (
     "additive_scores, alibi, attention, attention_weights, bilinear_scores, causal_attention, dot_product_scores, "
-    "gqa, kv_cache, masked_scores, scaled_score_matrix, score_matrix, sdpa, sdpa_causal, sdpa_float_mask, "
-    "sliding_window, softcap"
+    "flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, scaled_score_matrix, "
+    "score_matrix, sdpa, sdpa_causal, sdpa_float_mask, sliding_window, softcap, varlen"
 )
 
 

@@ -8,6 +8,8 @@ references or golden values.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -21,17 +23,20 @@ __all__ = [
     "type_name",
     "inspect_call",
     "tensor_layout",
+    "argument_value",
+    "bound_python_ints",
 ]
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
-    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks).
+    """A fresh tensor of ``dtype`` on ``device`` holding ``array``'s values (bool arrays stay bool masks,
+    int32 arrays stay int32: integer parameters such as ``cu_seqlens``).
 
     With ``layout`` (see :mod:`attnscore.boundary.layouts`) the tensor is a non-contiguous view with the
     same values: transposed, sliced or expanded.
     """
     arr = np.asarray(array)
-    torch_dtype = torch.bool if arr.dtype == np.bool_ else TORCH_DTYPES[dtype]
+    torch_dtype = torch.bool if arr.dtype == np.bool_ else torch.int32 if arr.dtype == np.int32 else TORCH_DTYPES[dtype]
     if layout is None:
         return torch.tensor(arr, dtype=torch_dtype, device=device)
     from attnscore.boundary.layouts import strided_form
@@ -39,6 +44,43 @@ def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | N
     form = strided_form(arr, layout)
     storage = torch.tensor(form.storage, dtype=torch_dtype, device=device)
     return storage.as_strided(form.shape, form.strides, form.offset)
+
+
+def argument_value(t: torch.Tensor) -> object:
+    """What the implementation receives for the input tensor ``t``: a 0-d int32 tensor (an integer
+    parameter of shape ``()``, such as ``max_seqlen_q``) as the Python ``int`` it holds, as
+    ``flash_attn_varlen_func`` takes it; any other tensor as it is."""
+    if t.dtype == torch.int32 and t.ndim == 0:
+        return int(t.item())
+    return t
+
+
+def bound_python_ints() -> Any:
+    """``wrap(function, positions, names)``: ``function`` called with its positional arguments at
+    ``positions`` and its keyword arguments ``names`` (0-d int32 tensors) turned into Python ints,
+    as :func:`argument_value` does. Every name it uses is held in its closure when this is called
+    (the worker calls it before the submission is imported, so patching ``int``, ``torch`` or this
+    module afterwards cannot change what the function receives)."""
+    item, as_int, listed, enumerated, mapping = torch._C.TensorBase.item, int, list, enumerate, dict
+
+    def wrap(function: Any, positions: frozenset[int], names: frozenset[str]) -> Any:
+        if not positions and not names:
+            return function
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            given = listed(args)
+            for i, a in enumerated(given):
+                if i in positions:
+                    given[i] = as_int(item(a))
+            named = mapping(kwargs)
+            for n in names:
+                if n in named:
+                    named[n] = as_int(item(named[n]))
+            return function(*given, **named)
+
+        return call
+
+    return wrap
 
 
 def type_name(exc: BaseException) -> str:

@@ -347,15 +347,33 @@ def map_inputs(config: dict[str, Any]) -> Any:
     return mmap.mmap(fd, size)
 
 
+def _input_dtype(name: str) -> Any:
+    """The torch dtype of an input the grader names: a tested float dtype, ``bool`` (a mask) or
+    ``int32`` (an integer parameter: offsets, lengths)."""
+    import torch
+
+    from attnscore.boundary.calls import TORCH_DTYPES
+
+    return {"bool": torch.bool, "int32": torch.int32}.get(name) or TORCH_DTYPES[name]
+
+
+def python_int_inputs(
+    items: list[dict[str, Any]], names: list[str], positional: int
+) -> tuple[frozenset[int], frozenset[str]]:
+    """The positions (among the first ``positional``) and the by-name names of the inputs that reach
+    the function as Python ints: 0-d int32 inputs (``max_seqlen_q``), as in process
+    (:func:`attnscore.boundary.calls.argument_value`)."""
+    scalar = [i for i, item in enumerate(items) if item.get("dtype") == "int32" and list(item.get("shape", [0])) == []]
+    return frozenset(i for i in scalar if i < positional), frozenset(names[i] for i in scalar if i >= positional)
+
+
 def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
     """A tensor *backed by* the shared memory at ``item``'s offset: the grader sees in-place changes."""
     import math
 
     import torch
 
-    from attnscore.boundary.calls import TORCH_DTYPES
-
-    dtype = torch.bool if item["dtype"] == "bool" else TORCH_DTYPES[item["dtype"]]
+    dtype = _input_dtype(item["dtype"])
     shape = [int(n) for n in item["shape"]]
     count = math.prod(shape)
     if count == 0:
@@ -372,15 +390,13 @@ def _device_inputs(shared: Any, items: list[dict[str, Any]], device: str) -> tup
     input keeps its layout on the device (its whole storage is copied, then viewed the same way)."""
     import torch
 
-    from attnscore.boundary.calls import TORCH_DTYPES
-
     args, pairs = [], []
     for item in items:
         host = _from_shared(shared, item)
         if device == "cpu":
             args.append(host)
         elif "strides" in item:
-            dtype = torch.bool if item["dtype"] == "bool" else TORCH_DTYPES[item["dtype"]]
+            dtype = _input_dtype(item["dtype"])
             base = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
             on_device = base.to(device)
             args.append(on_device.as_strided(host.shape, host.stride(), int(item["storage_offset"])))
@@ -664,7 +680,7 @@ def serve(
     import importlib.util
 
     from attnscore.boundary import wire
-    from attnscore.boundary.calls import describe_exception, inspect_call, type_name
+    from attnscore.boundary.calls import bound_python_ints, describe_exception, inspect_call, type_name
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
 
@@ -682,6 +698,7 @@ def serve(
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
     bind = functools.partial
+    with_ints, int_inputs = bound_python_ints(), python_int_inputs
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -769,14 +786,16 @@ def serve(
             continue
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
+            # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
+            called = with_ints(function, *int_inputs(inputs, names, positional))
             if request.upstream is not None:
-                target = keyword_form(function, positional, by_name, options) if by_name or options else function
+                target = keyword_form(called, positional, by_name, options) if by_name or options else called
                 value, changed, backward = backward_pass(target, names, args, spans, request)
             elif by_name or options:
                 named = mapping(zipped(by_name, args[positional:]))
-                value, changed = inspected(bind(function, **named, **options), args, spans, positional)
+                value, changed = inspected(bind(called, **named, **options), args, spans, positional)
             else:
-                value, changed = inspected(function, args, spans)
+                value, changed = inspected(called, args, spans)
             if backward is None and request.logsumexp is not None:
                 value, _ = split_output(value, request.logsumexp[0])  # (O, L) returned: O is graded here
             if device != "cpu":  # an asynchronous CUDA error is this call's

@@ -28,7 +28,7 @@ from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
 
-__all__ = ["Call", "Case", "build_cases", "cast", "property_calls"]
+__all__ = ["Call", "Case", "build_cases", "cast", "integers", "property_calls"]
 
 
 @dataclass(frozen=True)
@@ -96,17 +96,33 @@ class Case:
 
 
 def cast(array: np.ndarray, dtype: str) -> np.ndarray:
-    """Round ``array`` to ``dtype`` (bfloat16 values come back stored as float32); bool masks stay bool."""
-    if np.asarray(array).dtype == np.bool_:
-        return np.ascontiguousarray(np.asarray(array, dtype=np.bool_))
+    """Round ``array`` to ``dtype`` (bfloat16 values come back stored as float32); bool masks stay
+    bool and int32 arrays (integer parameters: offsets, lengths) stay int32."""
+    if np.asarray(array).dtype in (np.bool_, np.int32):
+        return np.array(array, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
     t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(TORCH_DTYPES[dtype])
     if dtype == "bfloat16":
         t = t.to(torch.float32)
     return np.array(t.numpy(), order="C")
 
 
+def integers(array: Any) -> np.ndarray:
+    """An integer parameter's values as a contiguous int32 array (what the implementation receives)."""
+    return np.array(array, dtype=np.int32, order="C")
+
+
+def _numbers(array: Any) -> np.ndarray:
+    """A float (or bool mask) parameter's values: integers a property wrote (``rng.integers``) become
+    float64 first, so that only the contract's integer parameters keep an integer dtype."""
+    arr = np.asarray(array)
+    return arr.astype(np.float64) if arr.dtype.kind in "iu" else arr
+
+
 def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
-    received_args = {name: cast(args[name], dtype) for name in spec.contract.parameter_names}
+    received_args = {
+        name: integers(args[name]) if name in spec.contract.int_parameters else cast(_numbers(args[name]), dtype)
+        for name in spec.contract.parameter_names
+    }
     pairs = zip(spec.contract.parameter_names, spec.parameter_names, strict=True)
     renamed = dict(pairs)
     received_args = {renamed[old]: value for old, value in received_args.items()}

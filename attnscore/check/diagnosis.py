@@ -35,6 +35,7 @@ A mistake that cannot happen in the tested dtype (``computed_in_float16`` for fl
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -111,10 +112,9 @@ def recompute(
 
 
 def _tensors(args: dict[str, np.ndarray]) -> list[torch.Tensor]:
-    return [
-        torch.tensor(np.asarray(a), dtype=torch.bool if np.asarray(a).dtype == np.bool_ else torch.float64)
-        for a in args.values()
-    ]
+    """The arguments as float64 tensors; bool masks stay bool and integer parameters int32."""
+    kept = {np.dtype(np.bool_): torch.bool, np.dtype(np.int32): torch.int32}
+    return [torch.tensor(np.asarray(a), dtype=kept.get(np.asarray(a).dtype, torch.float64)) for a in args.values()]
 
 
 def _tolerance(allowed: np.ndarray | float, want: np.ndarray, shape: tuple[int, ...], dtype: str) -> Any:
@@ -256,6 +256,11 @@ def _random_array(rng: np.random.Generator, shape: tuple[int, ...], is_bool: boo
     return mask
 
 
+def _pick(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """An integer in ``[lo, hi]`` from ``rng`` (an integer parameter's rule, :meth:`Contract.integers`)."""
+    return int(rng.integers(lo, hi + 1))
+
+
 def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     """The :data:`CONFIRMATIONS` argument sets (by contract parameter name, float64 or bool) the
     implementation is also called on, drawn once per spec from its seed (see ``_CONFIRMATION_SIZES``)."""
@@ -263,8 +268,13 @@ def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     out = []
     for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
         rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
+        legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
+        sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
         args = {}
         for name, legend in contract.parameters:
+            if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
+                args[name] = integers[name]
+                continue
             shape: tuple[int, ...] = ()
             for sym in legend:
                 shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)

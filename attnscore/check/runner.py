@@ -19,7 +19,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from attnscore.boundary.calls import describe_exception, inspect_call, tensor_layout, to_torch, type_name
+from attnscore.boundary.calls import (
+    argument_value,
+    describe_exception,
+    inspect_call,
+    tensor_layout,
+    to_torch,
+    type_name,
+)
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
@@ -169,7 +176,7 @@ class InProcessRunner:
         if upstream is not None:
             return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
         try:
-            value = self.function(*tensors)
+            value = self.function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         value, _ = first_output(value, self.logsumexp[0] if self.logsumexp else None)

@@ -17,10 +17,13 @@ import torch
 from attnscore.maths.bounds import Bound
 from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["Args", "Contract", "Keyword"]
+__all__ = ["Args", "Contract", "IntegerFn", "Keyword"]
 
 Args = Mapping[str, np.ndarray]
 """A call's arguments by parameter name, as numpy arrays."""
+
+IntegerFn = Callable[[Callable[[int, int], int], dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+"""``(pick, legend sizes) -> (sizes, integer arrays)``: see :attr:`Contract.integer_fn`."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,17 @@ class Contract:
             in the low precision and accumulates in float32, for contracts whose error is not one
             sum (softmax, attention); None means the ``n``-term sum of ``error_fn``
             (:meth:`attnscore.maths.tolerance.ErrorTerms.of_sum`).
+        int_parameters: parameters that are int32 tensors (sequence offsets ``cu_seqlens``, valid
+            key counts ``key_lengths``), never cast to the tested dtype (as bool masks are not);
+            one of shape ``()`` (``max_seqlen_q``) reaches the implementation as a Python ``int``.
+            Their values are drawn by ``integer_fn`` and checked by ``integer_check``.
+        integer_fn: ``(pick, sizes) -> (sizes, integer arrays)``: given ``pick(lo, hi)`` (an int in
+            ``[lo, hi]``, from hypothesis or a seeded generator) and drawn legend sizes, the sizes
+            made consistent with the integers (``total_q`` the sum of the drawn sequence lengths)
+            and an int32 array per integer parameter (:func:`attnscore.maths.strategies.random_args`).
+        integer_check: ``args -> [(parameter, problem)]``: what is wrong with the integer
+            parameters of ``args`` (a worked example's), each problem saying what was expected and
+            what was found; empty when they are valid.
     """
 
     name: str
@@ -162,6 +176,22 @@ class Contract:
     configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
     samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
     additive_parameters: frozenset[str] = field(default_factory=frozenset)
+    int_parameters: frozenset[str] = field(default_factory=frozenset)
+    integer_fn: IntegerFn | None = None
+    integer_check: Callable[[Args], list[tuple[str, str]]] | None = None
+
+    def integers(self, pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], Args]:
+        """``(sizes, integer arrays)`` for drawn legend ``sizes`` (:attr:`integer_fn`); ``(sizes, {})``
+        for a contract without integer parameters."""
+        if self.integer_fn is None:
+            return sizes, {}
+        sizes, ints = self.integer_fn(pick, dict(sizes))
+        return sizes, {name: np.array(a, dtype=np.int32, order="C") for name, a in ints.items()}
+
+    def integer_problems(self, args: Args) -> list[tuple[str, str]]:
+        """What is wrong with the integer parameters of ``args`` (:attr:`integer_check`), as
+        ``(parameter, "expected ..., found ...")`` pairs; empty when nothing is."""
+        return [] if self.integer_check is None else list(self.integer_check(args))
 
     def sample_configurations(self) -> tuple[Contract, ...]:
         """This contract and representative configurations of its keywords (:attr:`samples`, as

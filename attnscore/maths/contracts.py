@@ -32,6 +32,7 @@ from attnscore.maths.error_scales import (
 from attnscore.maths.flash_contract import flash_attention_2_contract
 from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
+from attnscore.maths.varlen_contracts import flash_attn_varlen_contract, key_padding_contract
 
 __all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
 
@@ -239,6 +240,8 @@ CONTRACTS: dict[str, Contract] = {
         kernel_attention_contract(),
         flash_attn_contract(),
         flash_attention_2_contract(),
+        flash_attn_varlen_contract(),
+        key_padding_contract(),
     )
 }
 

@@ -242,13 +242,20 @@ def random_args(
     comes shared by the batch (``(n_q, n_k)``) or with size-1 batch dims (see :func:`_mask_shape`).
     Additive float masks (``contract.additive_parameters``) get finite biases, ``-inf`` entries and
     whole rows of ``-inf`` (see :func:`_additive_mask`).
+    Integer parameters (``contract.int_parameters``: ``cu_seqlens``, ``key_lengths``) come from the
+    contract's own rule (:meth:`attnscore.maths.contract.Contract.integers`), which also fixes the
+    sizes they constrain (``total_q``, ``total_k``) before the float inputs are drawn.
     A mask that keeps everything is not forced here (it would make the diagnosis's confirmation
     inputs unable to tell a mask ignored from another mistake); ``output_not_aliased`` makes that
     call itself.
     """
     sizes = sizes if sizes is not None else draw(legend_sizes(contract))
+    sizes, integers = contract.integers(lambda lo, hi: draw(st.integers(lo, hi)), sizes)
     args: Args = {}
     for name, legend in contract.parameters:
+        if name in integers:  # int32 offsets or lengths, drawn with the sizes they fit
+            args[name] = integers[name]
+            continue
         is_bool = name in contract.bool_parameters
         shape: tuple[int, ...] = ()
         if is_bool and legend[:1] == ("...",):

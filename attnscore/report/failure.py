@@ -204,9 +204,10 @@ class Failure:
 
 
 def json_array(a: Any) -> Any:
-    """Nested lists for JSON: bools stay bools, non-finite floats become "nan", "inf", "-inf"."""
+    """Nested lists for JSON: bools stay bools, integers (an int32 parameter) stay ints, non-finite
+    floats become "nan", "inf", "-inf"."""
     arr = np.asarray(a)
-    if arr.dtype == np.bool_:
+    if arr.dtype == np.bool_ or arr.dtype.kind in "iu":
         return arr.tolist()
     arr = arr.astype(np.float64)
     finite = np.isfinite(arr)
@@ -218,10 +219,13 @@ def json_array(a: Any) -> Any:
 
 
 def array_of(value: Any) -> np.ndarray:
-    """The array behind :func:`json_array`'s nested lists (bool, or float64 with NaN/±inf back)."""
+    """The array behind :func:`json_array`'s nested lists (bool; int32 when every entry is an int, as
+    an integer parameter's are; else float64 with NaN/±inf back)."""
     arr = np.asarray(value, dtype=object)
     if arr.size and all(isinstance(v, bool | np.bool_) for v in arr.flat):
         return arr.astype(bool)
+    if arr.size and all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in arr.flat):
+        return arr.astype(np.int32)
     return np.vectorize(number_from_word, otypes=[np.float64])(arr) if arr.size else np.zeros(arr.shape)
 
 

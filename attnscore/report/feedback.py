@@ -160,6 +160,10 @@ def reproduction(failure: Failure) -> str:
             arr = np.take(arr, [0], axis=expand_axis(arr.shape))
         if arr.dtype == np.bool_:
             text = f"torch.tensor({arr.tolist()}, dtype=torch.bool)"
+        elif arr.dtype == np.int32 and arr.ndim == 0:
+            text = str(int(arr))  # an integer parameter of shape () is passed as a Python int
+        elif arr.dtype == np.int32:
+            text = f"torch.tensor({arr.tolist()}, dtype=torch.int32)"
         else:
             text = f"torch.tensor({_py_values(arr, failure.dtype)}, dtype=torch.{failure.dtype})"
         if layout == "transposed":

@@ -301,7 +301,7 @@ class SandboxRunner:
         storage offset the worker rebuilds the view with (``as_strided``)."""
         layout, offset = [], 0
         for name, array in args.items():
-            kind = "bool" if array.dtype == np.bool_ else dtype
+            kind = "bool" if array.dtype == np.bool_ else "int32" if array.dtype == np.int32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
             if name in layouts:
                 form = strided_form(array, layouts[name])
@@ -367,7 +367,7 @@ class SandboxRunner:
             reply = worker.receive(clock)
             self.spent += clock.spent()
         outcome, reported = call_outcome(reply, self, worker)
-        floats = [n for n, a in args.items() if np.asarray(a).dtype != np.bool_]
+        floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
             self.last_inspection = reported

@@ -29,9 +29,42 @@ def _leaves(value: Any) -> list[Any]:
     return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, list) else [value]
 
 
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _integers(doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem]) -> np.ndarray | None:
+    """An integer parameter's YAML list (``[0, 2, 5]``) as an int32 array; a float (``2.0``,
+    ``2.5``), a bool or a value outside int32 is a located problem."""
+    for leaf in _leaves(value):
+        if isinstance(leaf, bool) or not isinstance(leaf, int):
+            problems.append(
+                doc.problem(path, f"expected integers (an int32 parameter, e.g. [0, 2, 5]), found {found_text(leaf)}")
+            )
+            return None
+        if not INT32_RANGE[0] <= leaf <= INT32_RANGE[1]:
+            problems.append(doc.problem(path, f"expected integers within int32 range, found {leaf}"))
+            return None
+    try:
+        arr = np.array(value, dtype=np.int64)
+    except (ValueError, TypeError):
+        problems.append(doc.problem(path, f"expected a rectangular array of integers, found {found_text(value)}"))
+        return None
+    if arr.ndim > MAX_ARRAY_DIMS:
+        problems.append(doc.problem(path, f"expected at most {MAX_ARRAY_DIMS} dimensions, found {arr.ndim}"))
+        return None
+    return arr.astype(np.int32)
+
+
 def _array(
-    doc: Positioned, path: tuple[Any, ...], value: Any, problems: list[SpecProblem], boolean: bool = False
+    doc: Positioned,
+    path: tuple[Any, ...],
+    value: Any,
+    problems: list[SpecProblem],
+    boolean: bool = False,
+    integer: bool = False,
 ) -> np.ndarray | None:
+    if integer:
+        return _integers(doc, path, value, problems)
     leaves = _leaves(value)
     if boolean and not all(isinstance(x, bool) for x in leaves):
         bad = next(x for x in leaves if not isinstance(x, bool))
@@ -178,12 +211,24 @@ def worked_example(
         return None
     inputs = {}
     for n in names:
-        arr = _array(doc, path + ("inputs", n), raw["inputs"][n], problems, boolean=n in contract.bool_parameters)
+        arr = _array(
+            doc,
+            path + ("inputs", n),
+            raw["inputs"][n],
+            problems,
+            boolean=n in contract.bool_parameters,
+            integer=n in contract.int_parameters,
+        )
         if arr is None:
             return None
         inputs[n] = arr
     expected = _array(doc, path + ("expected",), raw["expected"], problems)
     if expected is None or not _check_example_shapes(doc, path, contract, inputs, problems):
+        return None
+    wrong = contract.integer_problems(inputs)  # offsets that do not fit the inputs, lengths out of range
+    for name, problem in wrong:
+        problems.append(doc.problem(path + ("inputs", name), problem))
+    if wrong:
         return None
     try:
         with np.errstate(all="ignore"):

@@ -17,6 +17,7 @@ from attnscore.catalogue.mistakes import (
     causal,
     flash_attention,
     masks,
+    packed,
     scaling,
     score_functions,
     sequences,
@@ -26,7 +27,7 @@ from attnscore.catalogue.mistakes import (
 )
 from attnscore.catalogue.mistakes.registry import MISTAKES, Mistake, get_mistake, mistakes_for
 
-SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, flash_attention, shortcuts)
+SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, packed, flash_attention, shortcuts)
 """The catalogue's sections, in the catalogue's order (each registers its mistakes when imported)."""
 
 _ORDER = {section.__name__: number for number, section in enumerate(SECTIONS)}

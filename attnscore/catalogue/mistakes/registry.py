@@ -59,12 +59,15 @@ class Mistake:
 
     def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
         """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of
-        the contract's arguments, with ``params`` over :attr:`defaults`."""
+        the contract's arguments, with ``params`` over :attr:`defaults` (a Python int argument, an
+        integer parameter of shape ``()``, reaches ``fn`` as a 0-d int32 tensor)."""
         fn = (self.fn, *self.forms)[form]
         values = {**dict(self.defaults), **params}
 
         def wrong(*args: Any) -> Any:
-            return fn(contract, spec, *args, **values)
+            # an integer parameter of shape () comes in as a Python int (max_seqlen_q): every form sees tensors
+            given = (torch.tensor(a, dtype=torch.int32) if type(a) is int else a for a in args)
+            return fn(contract, spec, *given, **values)
 
         wrong.__name__ = f"mistake_{self.id}"
         return wrong

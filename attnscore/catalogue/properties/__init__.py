@@ -28,6 +28,9 @@ from attnscore.catalogue.properties import general, scores, weights  # noqa: F40
 from attnscore.catalogue.properties import causal, sequences, variants  # noqa: F401  (after the forward ones: causal, the flash_attn masks, the kernel variants)
 
 # isort: split
+from attnscore.catalogue.properties import packed  # noqa: F401  (packed varlen batches and key padding)
+
+# isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
 
 # isort: split
