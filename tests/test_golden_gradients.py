@@ -19,12 +19,13 @@ def autograd(contract, args: dict[str, np.ndarray], d_out: np.ndarray) -> dict[s
     """torch autograd of the reference in float64: the independent side of every comparison.
 
     ``contract`` is a contract or a name; only the parameters a gradient is asked for require grad
-    (never a mask or the ALiBi slopes)."""
+    (never a mask, the ALiBi slopes or an integer parameter, which stays int32)."""
     c = get_contract(contract) if isinstance(contract, str) else contract
     asked = gg.differentiable_parameters(c)
     tensors = {}
     for n in c.parameter_names:
-        t = torch.tensor(args[n], dtype=torch.bool if n in c.bool_parameters else torch.float64)
+        kind = torch.bool if n in c.bool_parameters else torch.int32 if n in c.int_parameters else torch.float64
+        t = torch.tensor(args[n], dtype=kind)
         if n in asked:
             t.requires_grad_(True)
         tensors[n] = t
@@ -172,7 +173,8 @@ def test_gradient_scales_cover_the_gradients(contract) -> None:
     rng = np.random.default_rng(1)
     from hypothesis import find
 
-    args = find(random_args(c, 3.0), lambda a: all(np.size(x) > 1 for x in a.values()))
+    floats = [n for n in c.parameter_names if n not in c.int_parameters]  # max_seqlen is one int
+    args = find(random_args(c, 3.0), lambda a: all(np.size(a[n]) > 1 for n in floats))
     d_out = rng.uniform(-1, 1, np.shape(c.golden(args)))
     n, scales = gg.contract_gradient_scales(c, args, d_out)
     grads = gg.contract_gradients(c, args, d_out)

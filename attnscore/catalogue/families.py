@@ -165,7 +165,7 @@ def differentiable(c: Contract) -> bool:
     (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, the
     keyword contracts (SDPA, the kernel variants, FlashAttention's layout) and FlashAttention-2 Functions."""
     kinds: tuple[str, ...] = ("scores", "mask", "weights", "attention", "causal")
-    kinds += ("sdpa", "kernel_attention", "flash", "flash_attention_2")
+    kinds += ("sdpa", "kernel_attention", "flash", "flash_attention_2", "key_padding", "flash_varlen")
     return c.kind in kinds and any(n not in c.bool_parameters for n in c.parameter_names)
 
 

@@ -417,18 +417,28 @@ def _probe(cands: list[_Candidate], spec: Any, runner: Runner, dtype: str) -> li
 
 
 def diagnose(
-    spec: Any, call: Any, received: Received, dtype: str, runner: Runner | None = None
+    spec: Any,
+    call: Any,
+    received: Received,
+    dtype: str,
+    runner: Runner | None = None,
+    *,
+    output_right: bool = False,
 ) -> dict[str, str] | None:
     """``{"id", "message"}`` of the one catalogue mistake the output matches, with evidence, else None.
 
     ``runner`` makes the confirmation and probe calls (see the module docstring); without it only
     the failing call counts as evidence. The message has the fitted parameters filled in
-    (``r = 0.5`` for a constant scale ratio).
+    (``r = 0.5`` for a constant scale ratio). ``output_right``: a backward call whose output is
+    right (only a gradient or ``L`` is wrong), so only the backward mistakes (``Mistake.backward``)
+    can explain it; a forward mistake that happens to agree with the output is never named.
     """
     if isinstance(received, WithGradients) and getattr(call, "upstream", None) is not None:
         named = _diagnose_backward(spec, call, received, dtype, runner)
-        if named is not None:
+        if named is not None or output_right:
             return named
+    if output_right:
+        return None
     got = received.array.astype(np.float64)
     found: list[_Candidate] = []
     for mistake in mistakes_for(spec.contract):

@@ -281,9 +281,9 @@ def _judge_once(
             observe.append((call, outcome))
         if raw is not None:
             raw.append((call, returned))
-        backward_only = call.upstream is not None and mismatch is None  # the output is right: only a gradient is wrong
-        if diagnosis is None and diagnose_failures and not backward_only:
-            diagnosis = diagnose(spec, call, outcome, dtype, runner)
+        output_right = call.upstream is not None and mismatch is None  # only a gradient (or L) is wrong
+        if diagnosis is None and diagnose_failures:
+            diagnosis = diagnose(spec, call, outcome, dtype, runner, output_right=output_right)
         hint = ""
         if case.property_name and verdict is Verdict.WRONG_VALUE:
             hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""

@@ -52,6 +52,8 @@ __all__ = [
     "keyword_attention_options",
     "keyword_gradients",
     "keyword_gradient_scales",
+    "varlen_gradients",
+    "varlen_gradient_scales",
     "differentiable_parameters",
     "contract_gradients",
     "contract_gradient_scales",
@@ -266,9 +268,11 @@ NOT_DIFFERENTIATED = frozenset({"mask", "attn_mask", "alibi_slopes"})
 """Float parameters whose gradient is never asked for, whatever their dtype: a mask (bool, or a float
 mask added to the scores, whose gradient would be ``dS``) and the ALiBi slopes (fixed per head)."""
 
-KEYWORD_KINDS = ("sdpa", "kernel_attention", "flash")
+KEYWORD_KINDS = ("sdpa", "kernel_attention", "flash", "key_padding")
 """The kinds of the keyword contracts (:mod:`attnscore.maths.variant_contracts`,
-:mod:`attnscore.maths.sequence_contracts`), whose gradients are :func:`keyword_gradients`."""
+:mod:`attnscore.maths.sequence_contracts`, key padding in :mod:`attnscore.maths.varlen_contracts`),
+whose gradients are :func:`keyword_gradients`; packed varlen batches (kind ``flash_varlen``) are
+:func:`varlen_gradients`."""
 
 
 def differentiable_parameters(contract: Contract) -> tuple[str, ...]:
@@ -279,9 +283,8 @@ def differentiable_parameters(contract: Contract) -> tuple[str, ...]:
     >>> differentiable_parameters(get_contract("kernel_attention"))
     ('query', 'key', 'value')
     """
-    return tuple(
-        n for n in contract.parameter_names if n not in contract.bool_parameters and n not in NOT_DIFFERENTIATED
-    )
+    skipped = contract.bool_parameters | contract.int_parameters | NOT_DIFFERENTIATED  # masks, lengths, offsets
+    return tuple(n for n in contract.parameter_names if n not in skipped)
 
 
 def _alignment(contract: Contract) -> str:
@@ -311,6 +314,8 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
     """
     if contract.kind in KEYWORD_KINDS:
         return keyword_gradients(contract, args, d_out)
+    if contract.kind == "flash_varlen":
+        return varlen_gradients(contract, args, d_out)
     a = {n: np.asarray(args[n]) for n in contract.parameter_names}
     dO = _f64(d_out)
     if contract.is_qk_view:
@@ -366,6 +371,8 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
     """
     if contract.kind in KEYWORD_KINDS:
         return keyword_gradient_scales(contract, args, d_out)
+    if contract.kind == "flash_varlen":
+        return varlen_gradient_scales(contract, args, d_out)
     a = {
         n: _clean(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
         for n in contract.parameter_names
@@ -524,6 +531,8 @@ def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
             "softcap": contract.option("softcap"),
             "alibi_slopes": None if slopes is None else _f64(slopes),
         }
+    if contract.kind == "key_padding":
+        return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": contract.option("scale")}
     if contract.kind == "flash":
         return {
             "is_causal": bool(contract.option("causal")),
@@ -647,3 +656,60 @@ def keyword_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple
         grads = [g[0] for g in grads]
     n = int(d_k + n_k + d_v + n_q + group) + 2
     return n, {name: _clean(_heads_first(contract, g)) for name, g in zip((q, k, v), grads, strict=True)}
+
+
+def _varlen_sequences(contract: Contract, args: Args) -> tuple[Contract, list[tuple[slice, slice]]]:
+    """The ``flash_attn`` contract with a packed ``flash_attn_varlen`` contract's keywords, and each
+    sequence's ``(query rows, key rows)`` of the packed ``(total, h, d)`` arrays."""
+    from attnscore.maths.contracts import get_contract  # the registry imports this module's users
+
+    names = ("causal", "window_size", "softmax_scale")
+    flash = get_contract("flash_attn").configured({n: contract.option(n) for n in names}, ("q", "k", "v"))
+    cu_q = [int(x) for x in np.asarray(args["cu_seqlens_q"]).reshape(-1)]
+    cu_k = [int(x) for x in np.asarray(args["cu_seqlens_k"]).reshape(-1)]
+    spans = [(slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])) for b in range(len(cu_q) - 1)]
+    return flash, [(rows, keys) for rows, keys in spans if rows.stop > rows.start and keys.stop > keys.start]
+
+
+def _one_sequence(q: str, k: str, v: str, args: Args, d_out: Any, rows: slice, keys: slice) -> tuple[Args, Any]:
+    """Sequence ``rows``/``keys`` of a packed call as a ``flash_attn`` call of batch 1 ``(1, n, h, d)``."""
+    one = {"q": _f64(args[q])[rows][None], "k": _f64(args[k])[keys][None], "v": _f64(args[v])[keys][None]}
+    return one, _f64(d_out)[rows][None]
+
+
+def varlen_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    """The float64 gradients of a packed ``flash_attn_varlen`` call with respect to ``q``, ``k``, ``v``
+    (each ``(total, h, d)``): sequence ``b`` (rows ``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` of ``q``,
+    ``cu_seqlens_k[b]:cu_seqlens_k[b+1]`` of ``k``/``v``) is ``flash_attn`` on its own
+    (:func:`keyword_gradients`, causal and window bottom-right per sequence); rows of no sequence,
+    and a sequence without queries or keys, get zeros. The offsets and lengths get none.
+
+    Source: FlashAttention's ``flash_attn_varlen_func`` (each sequence attends only inside itself).
+    """
+    q, k, v = _qkv(contract)
+    flash, spans = _varlen_sequences(contract, args)
+    grads = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in (q, k, v)}
+    for rows, keys in spans:
+        one, d_one = _one_sequence(q, k, v, args, d_out, rows, keys)
+        g = keyword_gradients(flash, one, d_one)
+        grads[q][rows] += g["q"][0]
+        grads[k][keys] += g["k"][0]
+        grads[v][keys] += g["v"][0]
+    return grads
+
+
+def varlen_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    """``(n, {name: M})`` of :func:`varlen_gradients`: each sequence's :func:`keyword_gradient_scales`
+    in its rows, ``n`` the longest over the sequences."""
+    q, k, v = _qkv(contract)
+    flash, spans = _varlen_sequences(contract, args)
+    scales = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in (q, k, v)}
+    longest = 1
+    for rows, keys in spans:
+        one, d_one = _one_sequence(q, k, v, args, d_out, rows, keys)
+        n, m = keyword_gradient_scales(flash, one, d_one)
+        longest = max(longest, n)
+        scales[q][rows] += m["q"][0]
+        scales[k][keys] += m["k"][0]
+        scales[v][keys] += m["v"][0]
+    return longest, scales
