@@ -4,14 +4,17 @@ Usage: ``.venv/bin/python benchmarks/bench_variants.py [--shape B,H,N,D] [--kv-h
 [--device cpu|cuda]``.
 
 For each variant path of :func:`attnscore.maths.variants.general_attention` (plain, causal,
-grouped-query ``H/H_kv``, sliding window, softcap, ALiBi, key padding) it times the reference and
+grouped-query ``H/H_kv``, sliding window, softcap, ALiBi, key padding, a float ``attn_mask`` bias) it
+times the reference and
 ``torch.nn.functional.scaled_dot_product_attention`` under ``SDPBackend.MATH`` on the same float32
 inputs (``(4, 16, 512, 64)`` with GQA 4:1 by default), and the float64 numpy twin
 (:func:`attnscore.maths.golden_variants.general_attention`, CPU only), and prints each one's median
 time and its cost as a ratio to SDPA's. SDPA has no window, ALiBi or key-length argument: it
 gets the same rule as a float ``attn_mask`` (built outside the timing), so both compute the same
 output, which is checked; it has no softcap, so that row compares with plain SDPA (the
-output check is skipped there). A GPU section runs the torch paths on CUDA when it is there
+output check is skipped there). The packed varlen row (:func:`attnscore.maths.variants.varlen_attention`,
+``B`` sequences of lengths ``N, N - 37, ...`` packed into ``(total, H, D)``, causal) is compared
+with SDPA called once per sequence. A GPU section runs the torch paths on CUDA when it is there
 (the twin is numpy: CPU only). The machine's load average is printed with the figures: other work
 on the machine slows every path.
 """
@@ -56,6 +59,8 @@ def _cases(B: int, H: int, N: int, D: int, H_kv: int, device: str) -> list[tuple
     window = torch.where((j >= i - 128) & (j <= i), zero, neg)  # (N, N)
     alibi = -slopes[:, None, None] * (i - j).abs()  # (H, N, N)
     padding = torch.where(j[None, None] < lengths[:, None, None, None], zero, neg)  # (B, 1, 1, N)
+    bias = torch.randn(B, H, N, N, generator=torch.Generator().manual_seed(1)).to(device)
+    bias = torch.where((i + j) % 7 == 0, neg, bias)  # finite biases, one entry in 7 masked
     return [
         ("plain", {}, None, False),
         ("causal (top-left)", {"is_causal": True}, "causal", False),
@@ -64,6 +69,7 @@ def _cases(B: int, H: int, N: int, D: int, H_kv: int, device: str) -> list[tuple
         ("softcap 30 (SDPA: plain)", {"softcap": 30.0}, None, False),
         ("ALiBi", {"alibi_slopes": slopes}, alibi, False),
         ("key lengths", {"key_lengths": lengths}, padding, False),
+        ("float attn_mask (bias)", {"attn_mask": bias}, bias, False),
     ]
 
 
@@ -102,6 +108,41 @@ def run(shape: tuple[int, int, int, int], H_kv: int, repeats: int, device: str, 
             t_gold = _median_s(lambda a=np_args, o=np_options: golden_variants.general_attention(*a, **o), 1, "cpu")
             cells += f" {t_gold * 1e3:10.1f} {t_gold / t_sdpa:7.2f}"
         print(cells)
+    _varlen_row(q, k_full, v_full, repeats, device, golden)
+
+
+def _varlen_row(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, repeats: int, device: str, golden: bool) -> None:
+    """The packed varlen path against SDPA once per sequence, causal, on the same packed rows."""
+    B, H, N, D = q.shape
+    lengths = [max(1, N - 37 * b) for b in range(B)]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
+    pack = [x[b, :, :n].transpose(0, 1) for x in (q, k, v) for b, n in enumerate(lengths)]  # (n_b, H, D) each
+    pq, pk, pv = (torch.cat(pack[i * B : (i + 1) * B]).contiguous() for i in range(3))  # (total, H, D)
+
+    def sdpa() -> torch.Tensor:
+        with sdpa_kernel(SDPBackend.MATH):
+            outs = [
+                torch.nn.functional.scaled_dot_product_attention(
+                    pq[s:e].transpose(0, 1), pk[s:e].transpose(0, 1), pv[s:e].transpose(0, 1), is_causal=True
+                ).transpose(0, 1)
+                for s, e in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)
+            ]
+        return torch.cat(outs)
+
+    def ref() -> torch.Tensor:
+        return variants.varlen_attention(pq, pk, pv, cu, cu, is_causal=True, alignment="bottom_right")
+
+    err = (sdpa().float() - ref().float()).abs().max().item()
+    assert err < 1e-3, f"varlen: reference and SDPA differ by {err}"
+    t_sdpa, t_ref = _median_s(sdpa, repeats, device), _median_s(ref, repeats, device)
+    cells = f"{f'varlen packed ({B} seqs)':26} {t_sdpa * 1e3:12.1f} {t_ref * 1e3:12.1f} {t_ref / t_sdpa:7.2f}"
+    if golden:
+        a = [x.cpu().numpy() for x in (pq, pk, pv, cu, cu)]
+        t_gold = _median_s(
+            lambda: golden_variants.varlen_attention(*a, is_causal=True, alignment="bottom_right"), 1, "cpu"
+        )
+        cells += f" {t_gold * 1e3:10.1f} {t_gold / t_sdpa:7.2f}"
+    print(cells)
 
 
 def main() -> None:
