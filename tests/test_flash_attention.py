@@ -269,7 +269,15 @@ def test_float32_accumulation_passes_in_float16(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "style, path", [("factory_base2", SPECS[1]), ("returns_logsumexp", SPECS[0]), ("saves_max_too", SPECS[1])]
+    "style, path",
+    [
+        ("tiled_two_loops", SPECS[0]),
+        ("factory_base2", SPECS[1]),
+        ("recompute_backward", SPECS[1]),
+        ("returns_logsumexp", SPECS[0]),
+        ("float32_accumulation", SPECS[0]),
+        ("saves_max_too", SPECS[1]),
+    ],
 )
 def test_styles_get_full_marks_in_the_sandbox(style, path, tmp_path):
     """attnscore grade's path: the styles' file graded in the sandboxed worker, L read there."""
