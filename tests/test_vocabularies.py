@@ -42,6 +42,16 @@ def test_return_kinds_are_one_vocabulary():
         assert json.dumps(list(RETURN_KINDS)) in text, f"{schema}: accept's enum is not RETURN_KINDS"
 
 
+def test_schema_names_every_contract():
+    """The schema's description of function.contract lists exactly the registered contracts, in order."""
+    from attnscore.maths.contracts import CONTRACTS
+
+    schema = json.loads((ROOT / "specs/spec-v1.schema.json").read_text(encoding="utf-8"))
+    text = schema["properties"]["function"]["properties"]["contract"]["description"]
+    listed = text.removeprefix("Reference contract: ").removesuffix(".").replace(" or ", ", ").split(", ")
+    assert listed == list(CONTRACTS)
+
+
 @pytest.mark.parametrize(
     ("value", "kind"),
     [(np.zeros(2), ReturnKind.NDARRAY), ([1.0, 2.0], ReturnKind.LIST), (2.5, ReturnKind.NUMBER)],
