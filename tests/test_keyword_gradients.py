@@ -469,12 +469,28 @@ def alibi_attention(query, key, value, alibi_slopes=None, *, scale=None, is_caus
     return torch.softmax(s, -1) @ value
 """
 
+# the slopes as a student might read them: through numpy (refused for a tensor that requires grad)
+SANDBOXED_ALIBI_NUMPY = SANDBOXED_ALIBI.replace(
+    "s = s - alibi_slopes[:, None, None] * distance",
+    "slopes = torch.from_numpy(alibi_slopes.numpy().copy())\n    s = s - slopes[:, None, None] * distance",
+)
+
+
+def test_masks_and_slopes_reach_an_in_process_backward_without_requires_grad():
+    """In process too, the ALiBi slopes of a backward call are a plain tensor: reading them with
+    .numpy() passes (a tensor that requires grad would raise RuntimeError there)."""
+    namespace: dict = {}
+    exec(SANDBOXED_ALIBI_NUMPY, namespace)
+    result = _judge("specs/alibi.yaml", "gradients_match_golden", namespace["alibi_attention"], count=3)
+    assert result.verdict is Verdict.PASSED, result.message
+
 
 @pytest.mark.parametrize(
     "stem, source, function",
     [
         pytest.param("sdpa", SANDBOXED_SDPA, "scaled_dot_product_attention", id="sdpa by-name mask and keywords"),
         pytest.param("alibi", SANDBOXED_ALIBI, "alibi_attention", id="alibi slopes by name"),
+        pytest.param("alibi", SANDBOXED_ALIBI_NUMPY, "alibi_attention", id="alibi slopes read with numpy"),
     ],
 )
 def test_keyword_backward_in_the_sandbox(tmp_path, stem, source, function):

@@ -30,12 +30,18 @@ __all__ = [
     "NoBackward",
     "backward_call",
     "differentiable",
+    "NOT_DIFFERENTIATED",
     "as_callable",
     "LOGSUMEXP_PLACES",
     "resolve_factory",
     "first_output",
     "find_logsumexp",
 ]
+
+NOT_DIFFERENTIATED = frozenset({"mask", "attn_mask", "alibi_slopes"})
+"""Float parameters whose gradient is never asked for, whatever their dtype: a mask (bool, or a float
+mask added to the scores, whose gradient would be ``dS``) and the ALiBi slopes (fixed per head). They
+are passed as plain tensors (no ``requires_grad``), so a submission may read them with ``.numpy()``."""
 
 LOGSUMEXP_PLACES = ("saved_tensors", "returned")
 """Where a submission's logsumexp ``L`` is read (a spec's ``function.logsumexp.in``): among the
@@ -210,10 +216,15 @@ def find_logsumexp(
 
 
 def differentiable(names: list[str], tensors: list[object]) -> list[str]:
-    """The inputs a gradient is asked for: the floating-point tensors (bool masks never)."""
+    """The inputs a gradient is asked for: the floating-point tensors, but never a mask (bool or
+    float) or the ALiBi slopes (:data:`NOT_DIFFERENTIATED`, by the contract's parameter name)."""
     import torch
 
-    return [n for n, t in zip(names, tensors, strict=True) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point]
+    return [
+        n
+        for n, t in zip(names, tensors, strict=True)
+        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and n not in NOT_DIFFERENTIATED
+    ]
 
 
 def _plain(grad: object) -> tuple[np.ndarray, str] | None:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from attnscore.boundary import gradients as boundary_gradients
 from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden, golden_variants
 from attnscore.maths.contracts import Contract
@@ -264,9 +265,9 @@ def general_attention(
     return _unbroadcast(dQ, Q.shape), _unbroadcast(per_kv_head(dK_h), K.shape), _unbroadcast(per_kv_head(dV_h), V.shape)
 
 
-NOT_DIFFERENTIATED = frozenset({"mask", "attn_mask", "alibi_slopes"})
-"""Float parameters whose gradient is never asked for, whatever their dtype: a mask (bool, or a float
-mask added to the scores, whose gradient would be ``dS``) and the ALiBi slopes (fixed per head)."""
+NOT_DIFFERENTIATED = boundary_gradients.NOT_DIFFERENTIATED
+"""Float parameters whose gradient is never asked for (a mask, the ALiBi slopes): the boundary's own
+set, so the grader never asks for what the worker does not differentiate."""
 
 KEYWORD_KINDS = ("sdpa", "kernel_attention", "flash", "key_padding")
 """The kinds of the keyword contracts (:mod:`attnscore.maths.variant_contracts`,
