@@ -362,3 +362,19 @@ def test_self_check_calls_as_the_grader():
     assert checked.passed, checked.text()
     wrong = check_function(_load(SUBMISSIONS / "logsumexp_is_running_max.py"), SPECS[1])
     assert not wrong.passed and "logsumexp_is_running_max" in wrong.text()
+
+
+@pytest.mark.parametrize("factory, call", [(False, "FlashAttention2.apply("), (True, "FlashAttention2().apply(")])
+def test_reproduction_calls_the_function_through_apply(factory, call, tmp_path):
+    """The line a student pastes calls the Function as the grader did: ``.apply``, after the factory's call."""
+    from attnscore.report.feedback import reproduction
+
+    spec = spec_with(SPECS[0], tmp_path, factory=True) if factory else load_spec(SPECS[0])
+    mistake = _load(SUBMISSIONS / "logsumexp_base_2.py")  # the class the file defines
+    function = (lambda: mistake) if factory else mistake
+    result = run_impl(spec, function, dtype="float32", shrink=False)
+    failed = next(c for c in result.cases if c.id == "example:two_equal_keys")
+    assert reproduction(failed.failure) == (
+        f"{call}torch.tensor([[1]], dtype=torch.float32), torch.tensor([[0], [0]], dtype=torch.float32), "
+        "torch.tensor([[1], [3]], dtype=torch.float32))"
+    )

@@ -38,6 +38,16 @@ def example_position(case: Case, number: int) -> tuple[int, int]:
     return sum(1 for i in starts if i < number), len(starts)
 
 
+def _called_as(spec: Spec, function: str | None = None) -> str:
+    """How a call of the graded function is written for the student to paste: ``FlashAttention2.apply``
+    for a FlashAttention-2 assignment (an autograd Function is called through ``.apply``),
+    ``get_flashattention_autograd_function_pytorch().apply`` when the spec names its factory, else the name."""
+    name = function or spec.function
+    if spec.contract.kind != "flash_attention_2":
+        return name
+    return f"{name}().apply" if getattr(spec, "factory", False) else f"{name}.apply"
+
+
 def _failure(
     spec: Spec, case: Case, number: int, verdict: Verdict, function: str | None, dtype: str, **fields: object
 ) -> Failure:
@@ -49,7 +59,7 @@ def _failure(
         title=case.title,
         location=case.location,
         hidden=case.visibility == "hidden",
-        function=function or spec.function,
+        function=_called_as(spec, function),
         dtype=dtype,
         statement=case.statement,
         call=number,
