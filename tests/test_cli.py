@@ -257,3 +257,33 @@ def test_check_does_not_import_the_other_commands():
     assert "practice  Generate practice problems" in listed.output
     assert CliRunner().invoke(main, ["practice", "--help"]).exit_code == 0
     assert CliRunner().invoke(main, ["no-such-command"]).exit_code == 2
+
+
+def test_mutation_table_is_split_to_fit_the_console():
+    """verify's mutation table (mistakes x specs) for the 21 bundled specs is split into tables that
+    each fit the console's width; every spec is in exactly one, in order, and each table has only
+    the mistakes its specs target, with its own "caught" row."""
+    from rich.console import Console
+
+    from attnscore.catalogue.mistakes import MISTAKES
+    from attnscore.cli.verify import mutation_tables
+
+    ids = list(MISTAKES)
+    specs = [f"spec_number_{n}" for n in range(21)]
+    mutations = {s: {ids[n]: "✓", ids[n + 1]: "MISSED (float16)"} for n, s in enumerate(specs)}
+    tables = mutation_tables(mutations, 100)
+    assert len(tables) > 1
+    wide = Console(width=10_000, color_system=None)
+    seen = []
+    for number, table in enumerate(tables, 1):
+        assert wide.measure(table).maximum <= 100
+        assert table.title.endswith(f", part {number} of {len(tables)}")
+        columns = [str(c.header).replace("_\n", "_") for c in table.columns[1:]]
+        seen += columns
+        rows = [str(cells._cells[i]) for cells in [table.columns[0]] for i in range(table.row_count)]
+        targeted = [m for m in ids if any(m in mutations[s] for s in columns)]
+        assert rows == [*targeted, "[bold]caught[/]"]
+        assert [str(c._cells[-1]) for c in table.columns[1:]] == ["1/2"] * len(columns)
+    assert seen == specs
+    (whole,) = mutation_tables(mutations, 10_000)
+    assert whole.title == "mutation score: known mistakes against specs (every dtype)"

@@ -41,7 +41,6 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     """
     from rich.table import Table
 
-    from attnscore.catalogue.mistakes import MISTAKES
     from attnscore.check.cases import build_cases
     from attnscore.check.verify import mutation_test_all, verify_dtypes, verify_spec
     from attnscore.spec.load import load_specs
@@ -74,19 +73,8 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     console = stdout_console()
     console.print(table)
     if mutations:
-        mtable = Table(title="mutation score: known mistakes against specs (every dtype)", header_style="bold")
-        mtable.add_column("mistake", no_wrap=True)
-        for spec_id in mutations:
-            mtable.add_column(spec_id.replace("_", "_\n"), justify="center")
-        for mistake_id in MISTAKES:
-            if any(mistake_id in cells for cells in mutations.values()):
-                mtable.add_row(mistake_id, *[cells.get(mistake_id, "·") for cells in mutations.values()])
-        scores = []
-        for cells in mutations.values():
-            caught = sum("MISSED" not in v for v in cells.values())
-            scores.append(f"{caught}/{len(cells)}")
-        mtable.add_row("[bold]caught[/]", *scores)
-        console.print(mtable)
+        for mtable in mutation_tables(mutations, console.width):
+            console.print(mtable)
         console.print(
             "✓ = caught in every dtype and diagnosed as itself in the spec's dtypes; caught (dtypes) = some case "
             "fails but the diagnosis differs there; MISSED (dtypes) = every case passes in those dtypes; "
@@ -98,6 +86,51 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
         else "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]"
     )
     finish(ok)
+
+
+def mutation_tables(mutations: dict[str, dict[str, str]], width: int) -> list[Any]:
+    """The mutation table (mistakes x specs) as rich tables that each fit in ``width`` columns.
+
+    Specs are taken in order, as many per table as fit; each table has the rows of the mistakes its
+    specs target (in catalogue order) and a last "caught" row. A single spec wider than ``width``
+    gets a table of its own (wrapped by rich).
+
+    Args:
+        mutations: spec id -> {mistake id -> cell text} (:func:`_mutation_cells`).
+        width: the console's width in characters.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from attnscore.catalogue.mistakes import MISTAKES
+
+    measure = Console(width=10_000, color_system=None)
+
+    def build(spec_ids: list[str], part: str = "") -> Any:
+        title = f"mutation score: known mistakes against specs (every dtype){part}"
+        table = Table(title=title, header_style="bold")
+        table.add_column("mistake", no_wrap=True)
+        for spec_id in spec_ids:
+            table.add_column(spec_id.replace("_", "_\n"), justify="center")
+        for mistake_id in MISTAKES:
+            if any(mistake_id in mutations[s] for s in spec_ids):
+                table.add_row(mistake_id, *[mutations[s].get(mistake_id, "·") for s in spec_ids])
+        scores = [f"{sum('MISSED' not in v for v in mutations[s].values())}/{len(mutations[s])}" for s in spec_ids]
+        table.add_row("[bold]caught[/]", *scores)
+        return table
+
+    def fits(spec_ids: list[str]) -> bool:
+        return measure.measure(build(spec_ids)).maximum <= width
+
+    groups: list[list[str]] = []
+    for spec_id in mutations:
+        if groups and fits([*groups[-1], spec_id]):
+            groups[-1].append(spec_id)
+        else:
+            groups.append([spec_id])
+    if len(groups) == 1:
+        return [build(groups[0])]
+    return [build(group, f", part {i} of {len(groups)}") for i, group in enumerate(groups, 1)]
 
 
 def _mutation_cells(results: list[Any]) -> dict[str, str]:
