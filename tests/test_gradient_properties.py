@@ -162,7 +162,6 @@ def _qk(Q, K):
     [
         pytest.param(lambda q, k: 3.0, "returned a number, not a tensor", id="number"),
         pytest.param(lambda q, k: (q @ k).detach(), "does not require grad", id="detached"),
-        pytest.param(lambda q, k: q.sum() * k.sum() + torch.zeros(3), "has shape (3,)", id="wrong shape"),
     ],
 )
 def test_backward_call_refusals(function, expected):
@@ -170,6 +169,15 @@ def test_backward_call_refusals(function, expected):
     q, k = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
     _, got = backward_call(function, ["q", "k"], [q, k], torch.tensor(1.0))
     assert isinstance(got, NoBackward) and expected in got.message
+
+
+def test_backward_call_with_a_wrong_shaped_output_hands_the_output_on():
+    """An output of another shape than dO cannot be differentiated: it comes back as the value, with
+    every gradient missing, so the judge gives it the wrong-shape verdict with both shapes."""
+    q, k = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
+    _, got = backward_call(lambda q, k: q.sum() * k.sum() + torch.zeros(3), ["q", "k"], [q, k], torch.tensor(1.0))
+    assert isinstance(got, WithGradients) and not isinstance(got, NoBackward)
+    assert got.array.tolist() == [21.0, 21.0, 21.0] and got.gradients == {} and got.missing == ("q", "k")
 
 
 def test_backward_call_grad_set_by_the_call():

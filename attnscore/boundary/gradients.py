@@ -283,6 +283,11 @@ def backward_call(
             "computed from the inputs (keep the computation in torch)"
         )
     base = torch._C.TensorBase  # the base class's own descriptors: a subclass cannot answer for them
+    if not base.__dict__["dtype"].__get__(value).is_floating_point:
+        # an integer output has no gradient at all: it is judged as it is (the wrong-dtype verdict)
+        return value, WithGradients(
+            received.kind, received.dtype, received.device, received.array, {}, {}, tuple(leaves)
+        )
     if not base.__dict__["requires_grad"].__get__(value):
         return value, NoBackward(
             "the output does not require grad: it is detached from the inputs (.detach(), torch.tensor(...) "
@@ -302,9 +307,10 @@ def backward_call(
         )
     up = upstream if isinstance(upstream, torch.Tensor) else torch.as_tensor(upstream)
     if tuple(torch.Tensor.size(value)) != tuple(up.shape):
-        return value, NoBackward(
-            f"the output has shape {tuple(torch.Tensor.size(value))}, but the upstream gradient dO has shape "
-            f"{tuple(up.shape)} (the expected output shape): backward cannot run"
+        # dO has the expected output's shape, so backward cannot run: the output itself is judged
+        # (a wrong shape is that verdict, with both shapes), its gradients counted as missing
+        return value, WithGradients(
+            received.kind, received.dtype, received.device, received.array, {}, {}, tuple(leaves), lse, lse_problem
         )
     try:
         torch.autograd.backward(value, grad_tensors=up.to(dtype=base.__dict__["dtype"].__get__(value)))
