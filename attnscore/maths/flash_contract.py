@@ -31,6 +31,7 @@ __all__ = [
     "logsumexp_allowed",
     "FlashReference",
     "returning_logsumexp",
+    "sum_to_shape",
 ]
 
 _KEYWORDS = (
@@ -137,14 +138,14 @@ class FlashReference(torch.autograd.Function):
         D = (dO * O).sum(dim=-1, keepdim=True)  # (..., n_q, 1)
         dS = P * (dP - D)
         return (
-            _sum_to(dS @ K * scale, Q.shape),
-            _sum_to(dS.transpose(-2, -1) @ Q * scale, K.shape),
-            _sum_to(dV, V.shape),
+            sum_to_shape(dS @ K * scale, Q.shape),
+            sum_to_shape(dS.transpose(-2, -1) @ Q * scale, K.shape),
+            sum_to_shape(dV, V.shape),
             None,
         )
 
 
-def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+def sum_to_shape(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """``g`` summed over the batch dims that were broadcast to reach it (autograd's rule)."""
     while g.dim() > len(shape):
         g = g.sum(0)

@@ -24,20 +24,12 @@ import torch
 from attnscore.catalogue.families import flash_attention_2, flash_attention_2_causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
+from attnscore.maths.flash_contract import sum_to_shape
 
 __all__ = ["flash_function", "TILES"]
 
 TILES = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 """The key-tile sizes a tile-dependent mistake is fitted over (powers of two and 3)."""
-
-
-def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    while g.dim() > len(shape):
-        g = g.sum(0)
-    for i, n in enumerate(shape):
-        if n == 1 and g.shape[i] != 1:
-            g = g.sum(i, keepdim=True)
-    return g
 
 
 def _visible(n_q: int, n_k: int, is_causal: bool, tile: int, skip: int, device: Any) -> torch.Tensor:
@@ -142,7 +134,7 @@ def flash_function(
             dS = P * (dP - D)
             dQ = (dS @ K) * (scale if scale_dq else 1.0)
             dK = (dS.transpose(-2, -1) @ Q) * (scale if scale_dk else 1.0)
-            return _sum_to(dQ, Q.shape), _sum_to(dK, K.shape), _sum_to(dV, V.shape), None
+            return sum_to_shape(dQ, Q.shape), sum_to_shape(dK, K.shape), sum_to_shape(dV, V.shape), None
 
     FlashAttention2Mistaken.forward_tiles = staticmethod(forward_tiles)  # type: ignore[attr-defined]
     return FlashAttention2Mistaken
