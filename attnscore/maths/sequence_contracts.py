@@ -41,7 +41,7 @@ from attnscore.maths.error_scales import as_float64, attention_error, attention_
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["flash_attn_contract", "flash_keep", "flash_window"]
+__all__ = ["flash_attn_contract", "flash_configured", "flash_keep", "flash_window"]
 
 _FLASH_KEYWORDS = (
     Keyword("dropout_p", "zero", 0.0, "dropout probability; 0 (a deterministic reference)"),
@@ -95,16 +95,22 @@ def _to_heads_first(x: Any, name: str) -> torch.Tensor:
     return t.transpose(1, 2)
 
 
-def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
-    """The ``flash_attn`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
+def flash_configured(
+    base: Contract, options: Mapping[str, Any]
+) -> tuple[Contract, bool, tuple[int, int], float | None]:
+    """``base`` with FlashAttention's keywords fixed (``window_size`` as a tuple of ints), and its
+    ``causal`` flag, ``(left, right)`` window and ``softmax_scale`` (None: ``1/√d_k``)."""
     options = dict(options)
     if "window_size" in options:
         options["window_size"] = tuple(int(x) for x in options["window_size"])
     configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
-    causal = bool(configured.option("causal"))
     left, right = (int(x) for x in configured.option("window_size"))
-    window = (left, right)
-    scale = configured.option("softmax_scale")
+    return configured, bool(configured.option("causal")), (left, right), configured.option("softmax_scale")
+
+
+def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+    """The ``flash_attn`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
+    configured, causal, window, scale = flash_configured(base, options)
     keep_window = flash_window(configured)
 
     def ref(

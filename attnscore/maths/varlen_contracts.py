@@ -46,7 +46,7 @@ from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_keep
+from attnscore.maths.sequence_contracts import flash_configured, flash_keep
 from attnscore.maths.tolerance import ErrorTerms
 
 __all__ = [
@@ -184,14 +184,7 @@ def _max_seqlen(x: Any, name: str, cu: Any) -> int:
 
 def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn_varlen`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
-    options = dict(options)
-    if "window_size" in options:
-        options["window_size"] = tuple(int(x) for x in options["window_size"])
-    configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
-    causal = bool(configured.option("causal"))
-    left, right = (int(x) for x in configured.option("window_size"))
-    window = (left, right)
-    scale = configured.option("softmax_scale")
+    configured, causal, window, scale = flash_configured(base, options)
     keep_window = varlen_window(configured)
 
     def ref(
