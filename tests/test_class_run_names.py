@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import attnscore.grade.class_run as class_run
+import attnscore.grade.grading as grading
 from attnscore.grade.class_run import feedback_name, grade_class
 from attnscore.grade.gradebook import Gradebook, student_name
 from attnscore.report.class_html import class_report_html
@@ -53,7 +54,7 @@ def fake_grading(monkeypatch):
             out.append(r)
         return out
 
-    monkeypatch.setattr(class_run, "grade_many", fake_grade_many)
+    monkeypatch.setattr(grading, "grade_many", fake_grade_many)  # class_run imports it when it grades
     return graded
 
 
@@ -90,6 +91,34 @@ def test_a_255_byte_file_name_is_graded_written_and_reruns(tmp_path, fake_gradin
     assert len(feedback) == 3 and "bob.py.txt" in feedback
     assert all(len(name.encode("utf-8")) <= 141 for name in feedback)
     assert long in (out / "report.html").read_text("utf-8")
+
+
+def test_an_unchanged_rerun_rewrites_neither_the_csv_nor_the_report(tmp_path, fake_grading, monkeypatch):
+    """A rerun that reuses every result leaves grades.csv and report.html as they are (no plots
+    drawn); a changed submission, a student more, or a missing report rewrites both."""
+    klass = _class(tmp_path / "class", ["ann.py", "bob_bad.py"])
+    out = tmp_path / "out"
+    _run(klass, out)
+    stamps = {name: (out / name).stat().st_mtime_ns for name in ("grades.csv", "report.html")}
+    drawn: list[int] = []
+    import attnscore.report.class_html as class_html
+
+    real = class_html.class_report_html
+    monkeypatch.setattr(class_html, "class_report_html", lambda *a: drawn.append(1) or real(*a))
+    again = _run(klass, out)
+    assert again.graded == () and drawn == []
+    assert {name: (out / name).stat().st_mtime_ns for name in stamps} == stamps
+    (klass / "ann.py").write_bytes(CORRECT + b"# changed\n")
+    _run(klass, out)
+    assert drawn == [1] and (out / "report.html").stat().st_mtime_ns != stamps["report.html"]
+    (klass / "cy.py").write_bytes(CORRECT)
+    _run(klass, out)
+    assert drawn == [1, 1] and "cy.py" in {row["student"] for row in _csv(out)}
+    (out / "report.html").unlink()
+    _run(klass, out)
+    assert drawn == [1, 1, 1] and (out / "report.html").is_file()
+    _run(klass, out)
+    assert drawn == [1, 1, 1]
 
 
 def test_a_student_named_as_mathtext_does_not_kill_the_report(tmp_path, fake_grading, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from fractions import Fraction
 
@@ -195,7 +196,14 @@ def test_shrunk_counterexample_says_where_it_came_from():
         "Counterexample: shrunk by hypothesis from generated input 3 of 20 (12 entries) to 2 entries.",
     ]
     data = failure_data(failure)
-    assert data["shrunk_from"] == {"example": 3, "examples": 20, "size": 12} and data["size"] == 2
+    assert data["shrunk_from"] == {"example": 3, "examples": 20, "size": 12, "how": "hypothesis"}
+    assert data["size"] == 2
+    drawn = dataclasses.replace(failure, example=9, shrunk_from=ShrunkFrom(3, 20, 12, "drawn"))
+    assert failure_text(drawn).splitlines()[1] == (
+        "Counterexample: generated input 9 of 20 (2 entries), the smallest that fails this way; "
+        "the first to fail was input 3 (12 entries)."
+    )
+    assert failure_data(drawn)["shrunk_from"]["how"] == "drawn" and failure_data(drawn)["example"] == 9
 
 
 def test_json_carries_the_record_fields():

@@ -404,7 +404,11 @@ def test_example_counterexamples_are_never_larger_than_the_original(scores_resul
                     assert failure.size in sizes[failure.example - 1], (result.submission, case.id)
                     continue
                 shrunk += 1
-                assert (original.example, original.examples) == (failure.example, len(sizes))
+                assert original.examples == failure.examples == len(sizes)
                 assert original.size in sizes[original.example - 1], (result.submission, case.id)
+                if original.how == "drawn":  # another drawn input, smaller, named by its own position
+                    assert failure.size in sizes[failure.example - 1] and failure.size < original.size
+                else:  # hypothesis's input has no position: the label keeps the original's
+                    assert (original.how, original.example) == ("hypothesis", failure.example)
                 assert failure.size <= original.size, (result.submission, case.id, failure.size, original.size)
     assert checked > 40 and shrunk > 0

@@ -14,7 +14,7 @@ from attnscore.check.cases import build_cases
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Budget, judge_cases
-from attnscore.check.shrink import add_shrunk, shrink_case
+from attnscore.check.shrink import add_shrunk, example_calls, shrink_case
 from attnscore.report.failure import size_of
 from attnscore.spec.load import load_spec
 
@@ -293,3 +293,43 @@ def test_drawing_is_the_same_in_every_process():
         for hash_seed in (1, 2)
     ]
     assert len(digests[0]) == 64 and digests[0] == digests[1]
+
+
+def _doubled_with_two_keys(q, keys):
+    """Scores doubled once there are two keys or more (one key: right)."""
+    return keys @ q * (2.0 if keys.shape[0] >= 2 else 1.0)
+
+
+def test_the_smallest_failing_drawn_input_is_tried_before_hypothesis(spec, cases):
+    """After the first failure the property's other drawn inputs are tried smallest first: the
+    smallest one that fails the same way is the counterexample, with its own position, and
+    hypothesis is not run at all (no call beyond the drawn inputs)."""
+    case = next(c for c in cases if c.id == "property:equals_qk_entries")
+    fn = _Counting(_doubled_with_two_keys)
+    original = judge_case(spec, case, InProcessRunner(fn), "float32")
+    examples = example_calls(case)
+    failing = []
+    for n, group in enumerate(examples):
+        args = case.calls[group[-1]].args
+        q, keys = torch.as_tensor(args["q"]), torch.as_tensor(args["keys"])
+        if keys.shape[0] >= 2 and bool((keys @ q != 0).any()):
+            failing.append((size_of(args), n + 1))
+    smallest = min(failing)
+    assert smallest[0] < original.failure.size  # the test means something: a smaller one exists
+    before = fn.calls
+    shrunk = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50)
+    assert fn.calls - before <= len(examples)  # drawn inputs only
+    assert shrunk.failure.shrunk_from.how == "drawn"
+    assert (shrunk.failure.size, shrunk.failure.example) == smallest
+    assert shrunk.failure.shrunk_from.example == original.failure.example
+    assert "the smallest that fails this way; the first to fail was input" in shrunk.message
+
+
+def test_drawn_inputs_are_grouped_by_example(spec, cases):
+    """A relational property's calls come back as one group per example, in drawing order."""
+    for case in cases:
+        groups = example_calls(case)
+        flat = [i for g in groups for i in g]
+        assert flat == list(range(len(case.calls))), case.id
+        for g in groups:
+            assert case.calls[g[-1]].group in ((), g)

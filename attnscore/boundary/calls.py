@@ -8,15 +8,27 @@ references or golden values.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from attnscore.boundary.dtypes import TORCH_DTYPES  # re-exported: the worker imports it from here
+from attnscore.boundary import dtypes
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
+
+
+def __getattr__(name: str) -> Any:
+    """``TORCH_DTYPES`` (re-exported from :mod:`attnscore.boundary.dtypes`: the worker imports it
+    from here), made on first use so that importing this module does not import torch."""
+    if name == "TORCH_DTYPES":
+        return dtypes.TORCH_DTYPES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
-    "TORCH_DTYPES",
     "to_torch",
     "describe_exception",
     "exception_text",
@@ -36,7 +48,10 @@ def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | N
     same values: transposed, sliced or expanded.
     """
     arr = np.asarray(array)
-    torch_dtype = torch.bool if arr.dtype == np.bool_ else torch.int32 if arr.dtype == np.int32 else TORCH_DTYPES[dtype]
+    if arr.dtype == np.bool_ or arr.dtype == np.int32:
+        torch_dtype = torch.bool if arr.dtype == np.bool_ else torch.int32
+    else:
+        torch_dtype = dtypes.TORCH_DTYPES[dtype]
     if layout is None:
         return torch.tensor(arr, dtype=torch_dtype, device=device)
     from attnscore.boundary.layouts import strided_form

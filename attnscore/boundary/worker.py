@@ -609,8 +609,9 @@ def load_runtime() -> None:
 
     import torch
 
-    from attnscore.boundary import calls, landlock, outputs, seccomp, wire  # noqa: F401  # noqa: F401
+    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, wire  # noqa: F401
 
+    lazy_torch.bind()  # the modules' torch is this one, whatever a submission later puts in sys.modules
     torch.set_num_threads(1)
     for name in _PRELOAD:
         try:

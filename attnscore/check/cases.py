@@ -13,13 +13,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from hypothesis.errors import HypothesisException
 
-from attnscore.boundary.calls import TORCH_DTYPES, to_torch
+from attnscore.boundary import dtypes as dtype_table
+from attnscore.boundary.calls import to_torch
 from attnscore.boundary.dtypes import LOW_PRECISION
 from attnscore.catalogue.properties import get_property
 from attnscore.maths import golden_gradients
@@ -27,6 +27,11 @@ from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Call", "Case", "build_cases", "cast", "integers", "property_calls"]
 
@@ -100,7 +105,7 @@ def cast(array: np.ndarray, dtype: str) -> np.ndarray:
     bool and int32 arrays (integer parameters: offsets, lengths) stay int32."""
     if np.asarray(array).dtype in (np.bool_, np.int32):
         return np.array(array, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
-    t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(TORCH_DTYPES[dtype])
+    t = torch.as_tensor(np.asarray(array, dtype=np.float64)).to(dtype_table.TORCH_DTYPES[dtype])
     if dtype == "bfloat16":
         t = t.to(torch.float32)
     return np.array(t.numpy(), order="C")

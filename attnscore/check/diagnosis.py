@@ -39,10 +39,9 @@ import functools
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
@@ -52,6 +51,11 @@ from attnscore.check.cases import _call
 from attnscore.check.runner import Runner
 from attnscore.maths.strategies import derive_seed
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "diagnose",

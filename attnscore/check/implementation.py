@@ -15,22 +15,28 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 import numpy as np
-import torch
 
+from attnscore.boundary import lazy_torch
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Budget, Session
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["ImplError", "load_impl", "run_impl", "check_device", "pinned_precision", "environment"]
 
@@ -102,10 +108,15 @@ def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
     ``pinned``: the run happened inside :func:`pinned_precision` (TF32 off, highest float32 matmul
     precision); otherwise the current TF32 setting is reported as it is.
     """
-    tf32 = "off (pinned)" if pinned else ("on" if torch.backends.cuda.matmul.allow_tf32 else "off")
+    if pinned:
+        tf32 = "off (pinned)"
+    elif not lazy_torch.loaded():  # a grader that never imported torch has torch's default (off)
+        tf32 = "off"
+    else:
+        tf32 = "on" if torch.backends.cuda.matmul.allow_tf32 else "off"
     env = {
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": torch.__version__ if lazy_torch.loaded() else importlib.metadata.version("torch"),
         "numpy": np.__version__,
         "hypothesis": hypothesis.__version__,
         "device": device,
@@ -113,7 +124,7 @@ def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
     }
     if pinned:
         env["float32_matmul_precision"] = "highest"
-    if torch.device(device).type == "cuda":
+    if device.startswith("cuda"):
         env["device_name"] = torch.cuda.get_device_name(torch.device(device))
     return env
 

@@ -1,9 +1,11 @@
-"""Shrinking: the smallest failing input of a property, found by hypothesis.
+"""Shrinking: the smallest failing input of a property, among the drawn ones or found by hypothesis.
 
 Grading draws a fixed set of examples and stops at the first failure; that counterexample can be
-large. For trusted, in-process runs (``attnscore test``, the pytest plugin), :func:`shrink_case`
-re-runs hypothesis on the failing property with shrinking on, starting from the same seed, and
-returns the minimal failing call. Each step calls the implementation, so the work is bounded
+large. :func:`add_shrunk` first tries the property's other drawn examples, smallest first
+(:func:`smallest_drawn_failure`: they are built already, so each costs one call); only when none
+smaller fails the same way does :func:`shrink_case` re-run hypothesis on the failing property with
+shrinking on, starting from the same seed, and return the minimal failing call. Each step calls
+the implementation, so the work is bounded
 (``max_examples`` generated inputs, ``max_shrinks`` shrink steps and an optional wall-time
 budget); grading shrinks sandboxed submissions too, with a small budget per case.
 """
@@ -134,6 +136,62 @@ def shrink_case(
     return None
 
 
+def example_calls(case: Case) -> list[tuple[int, ...]]:
+    """The indices of ``case``'s calls, one tuple per drawn example (a relational property's
+    example makes several calls, the last of which holds the ``group``), in drawing order."""
+    grouped = {i for call in case.calls for i in call.group}
+    examples: list[tuple[int, ...]] = []
+    for i, call in enumerate(case.calls):
+        if call.group:
+            examples.append(call.group)
+        elif i not in grouped:
+            examples.append((i,))
+    return examples
+
+
+def smallest_drawn_failure(
+    spec: Spec,
+    case: Case,
+    make_runner: Callable[[], Runner],
+    dtype: str,
+    original: Any,
+    *,
+    mistake: str | None = None,
+    function: str | None = None,
+    max_steps: int | None = None,
+) -> tuple[CaseResult, int] | None:
+    """The failing result of ``case`` on its smallest drawn example that fails as ``original``
+    does (same verdict; ``mistake``'s output, when named; the same convention corner), with that
+    example's position among the drawn ones (1-based), or None when no drawn example smaller than
+    the original's fails so.
+
+    The case's examples are already drawn and their golden values built (grading stopped at its
+    first failure), so trying them costs one call each and no drawing: smallest first, and the
+    first one that fails is the counterexample, as small as the property's own draws allow. Only
+    when none is smaller does hypothesis shrink (:func:`shrink_case`). At most ``max_steps``
+    examples are tried (None: all smaller than the original's).
+    """
+    named = get_mistake(mistake) if mistake is not None else None
+    sized = sorted((size_of(case.calls[group[-1]].args), n, group) for n, group in enumerate(example_calls(case)))
+    for tried, (size, n, group) in enumerate(sized):
+        if size >= original.size or (max_steps is not None and tried >= max_steps):
+            return None
+        calls = tuple(case.calls[i] for i in group)
+        offset = group[0]
+        calls = tuple(dataclasses.replace(c, group=tuple(i - offset for i in c.group)) if c.group else c for c in calls)
+        one = dataclasses.replace(case, calls=calls)
+        observed: list[tuple[Any, Any]] = []
+        result = judge_case(spec, one, make_runner(), dtype, function, diagnose_failures=False, observe=observed)
+        if result.passed or result.verdict is not original.verdict or result.failure is None:
+            continue
+        if named is not None and not (observed and holds(named, spec, *observed[-1], dtype)):
+            continue  # fails, but not as the diagnosed mistake: not a counterexample of it
+        if observed and wrong_corner(spec, *observed[-1]) != original.corner:
+            continue  # fails in another convention corner (or not in the original's)
+        return result, n + 1
+    return None
+
+
 _SHRINKABLE = (
     Verdict.WRONG_VALUE,
     Verdict.WRONG_SHAPE,
@@ -187,29 +245,44 @@ def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Run
     mistake = None
     if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
         mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
-    shrunk = shrink_case(
+    drawn = smallest_drawn_failure(
         spec,
         case,
         make_runner,
         dtype,
-        verdict=original.verdict,
+        original,
         mistake=mistake,
-        corner=original.corner,
-        small_enough=floor,
-        **kwargs,
+        function=kwargs.get("function"),
+        max_steps=kwargs.get("max_steps"),
     )
+    how, position = "hypothesis", original.example
+    if drawn is not None:
+        (shrunk, position), how = drawn, "drawn"
+    else:
+        shrunk = shrink_case(
+            spec,
+            case,
+            make_runner,
+            dtype,
+            verdict=original.verdict,
+            mistake=mistake,
+            corner=original.corner,
+            small_enough=floor,
+            **kwargs,
+        )
     if shrunk is None or shrunk.failure is None:
         return original
     if shrunk.failure.size > original.size or shrunk.failure.args == original.args:
         return original  # a "minimal" counterexample is never larger than the one it replaces
     # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
     # (and corner) holds on the shrunk input too, since shrinking kept only inputs where it does.
+    # A drawn one keeps its own position among the generated inputs; hypothesis's has none.
     return dataclasses.replace(
         shrunk.failure,
-        example=original.example,
+        example=position,
         examples=original.examples,
         diagnosis=original.diagnosis,
-        shrunk_from=ShrunkFrom(original.example, original.examples, original.size),
+        shrunk_from=ShrunkFrom(original.example, original.examples, original.size, how),
         corner=original.corner,
         beside=original.beside,
         other_causes=original.other_causes,

@@ -56,7 +56,7 @@ def grade_batch(
                 scheduler,
                 on_result=lambda _: bar.advance(task),
                 on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
-                **options,
+                **{k: v for k, v in options.items() if k != "cache_cases"},  # each dask worker builds its own
             )
         else:
             results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)

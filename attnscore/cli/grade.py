@@ -201,7 +201,14 @@ def grade(
             "pip install 'attnscore[dask]' (here and on every worker)"
         )
     err = Console(stderr=True)
-    options = {"function": function, "dtype": dtype, "seed": seed, "limits": limits, "shrink_steps": shrink_steps}
+    options = {
+        "function": function,
+        "dtype": dtype,
+        "seed": seed,
+        "limits": limits,
+        "shrink_steps": shrink_steps,
+        "cache_cases": True,  # a cold run reads the spec's built cases (attnscore.check.case_cache)
+    }
     try:
         results, run = grade_batch(paths, spec, out, scheduler, jobs, err, options)
     except (GradebookError, ClusterError) as exc:

@@ -80,7 +80,7 @@ def grade_job(root: Path) -> dict[str, Any]:
     problem = preflight(limits)
     if problem is not None:
         return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
-    (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits)
+    (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits, cache_cases=True)
     problems = unparsed_files(submission) if _never_loaded(result) else []
     if problems:  # it does not parse: not gradable, not a graded 0 (PrairieLearn charges no attempt)
         return prairielearn_ungradable_files(problems)

@@ -34,8 +34,6 @@ from rich.console import Console
 
 from attnscore.atomic import write_atomic
 from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
-from attnscore.grade.grading import grade_many
-from attnscore.report.class_html import class_report_html
 from attnscore.report.results import SubmissionResult
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
 from attnscore.report.text import submission_text
@@ -162,6 +160,7 @@ def grade_class(
     on_plan: Callable[[int, int], None] | None = None,
     on_result: Callable[[str, SubmissionResult], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    cache_cases: bool = False,
 ) -> ClassRun:
     """Grade what needs grading into ``out`` and write the feedback, CSV and report.
 
@@ -174,7 +173,7 @@ def grade_class(
         on_result: called with each newly graded ``(student, result)`` after it is committed.
         on_notice: with ``scheduler``, called with a line naming each dask worker lost during the
             run (its submissions are graded again elsewhere).
-        function, dtype, seed, limits, shrink_steps, jobs: as for :func:`grade_many`.
+        function, dtype, seed, limits, shrink_steps, jobs, cache_cases: as for :func:`grade_many`.
 
     Raises:
         SubmissionError: two submissions have the same name.
@@ -248,6 +247,8 @@ def grade_class(
                 on_notice=on_notice,
             )
         elif batch:
+            from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
+
             grade_many(
                 batch,
                 spec,
@@ -258,16 +259,37 @@ def grade_class(
                 shrink_steps=shrink_steps,
                 on_result=commit,
                 jobs=jobs,
+                cache_cases=cache_cases,
             )
         book.finish_run(run_id)
-    for name, result in done.items():  # a run killed between commit and feedback file: write it now
-        if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():
-            write_feedback(name, result)
-    rows = tuple((name, result) for name, result in done.items() if result is not None)
-    write_atomic(out / GRADES_CSV, grades_csv(rows, notes=problems).encode(CSV_ENCODING))
-    write_atomic(out / REPORT_HTML, class_report_html(rows, f"{spec.id} v{spec.version}").encode("utf-8"))
+        for name, result in done.items():  # a run killed between commit and feedback file: write it now
+            if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():
+                write_feedback(name, result)
+        rows = tuple((name, result) for name, result in done.items() if result is not None)
+        # The CSV and report of an unchanged class (every result reused, the same students) are the
+        # ones already there: a rerun rewrites them only when something they show changed.
+        shown = _outputs_key(spec_k, {name: sub_keys[name] for name, _ in rows}) if not todo else None
+        if problems or shown is None or book.outputs_key() != shown or not _present(out):
+            book.set_outputs_key(None)  # until both are written: a killed write is redone next run
+            write_atomic(out / GRADES_CSV, grades_csv(rows, notes=problems).encode(CSV_ENCODING))
+            from attnscore.report.class_html import class_report_html  # matplotlib: only when drawn
+
+            html = class_report_html(rows, f"{spec.id} v{spec.version}")
+            write_atomic(out / REPORT_HTML, html.encode("utf-8"))
+            if not problems:
+                book.set_outputs_key(_outputs_key(spec_k, {name: sub_keys[name] for name, _ in rows}))
     reused = tuple(name for name in names if name not in todo)
     return ClassRun(rows, tuple(todo), reused, out, tuple(problems.items()))
+
+
+def _outputs_key(spec: str, submissions: dict[str, str]) -> str:
+    """What the CSV and report show is fixed by the spec key and each student's submission key."""
+    text = "\n".join([spec, *(f"{name}\t{key}" for name, key in sorted(submissions.items()))])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _present(out: Path) -> bool:
+    return (out / GRADES_CSV).is_file() and (out / REPORT_HTML).is_file()
 
 
 def _named(result: SubmissionResult | None, student: str) -> SubmissionResult | None:

@@ -30,19 +30,17 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attnscore.boundary.outputs import CallFailure
-from attnscore.check.cases import Case, build_cases
-from attnscore.check.runner import RefusedRunner
-from attnscore.check.session import NO_SHRINK, Session
-from attnscore.grade.grading import grade_submission
 from attnscore.report.record import result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
+
+if TYPE_CHECKING:
+    from attnscore.check.cases import Case
 
 __all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "MAX_TRIES"]
 
@@ -240,6 +238,11 @@ def _lost_result(
         f"the cluster lost this submission's task {tries} times{where}: {type(exc).__name__}; the grading "
         "machine failed, not the submission: grade it again"
     )
+    from attnscore.boundary.outputs import CallFailure  # the grading stack: only when grading
+    from attnscore.check.cases import build_cases
+    from attnscore.check.runner import RefusedRunner
+    from attnscore.check.session import NO_SHRINK, Session
+
     cases = build_cases(spec, options["dtype"], options["seed"])
     limits = Limits(**options["limits"])
     session = Session(
@@ -272,6 +275,9 @@ _WORKER_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
 
 def _grade_task(spec_file: tuple[str, bytes], data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """Runs on a dask worker: grade one submission there; returns a record (plain data)."""
+    from attnscore.check.cases import build_cases  # a dask worker imports the grading stack here
+    from attnscore.grade.grading import grade_submission
+
     name, spec_bytes = spec_file
     key = (hashlib.sha256(spec_bytes).hexdigest(), options["dtype"], options["seed"])
     if key not in _WORKER_CASES:

@@ -226,6 +226,18 @@ class Gradebook:
         )
         return int(cursor.lastrowid or 0)
 
+    def outputs_key(self) -> str | None:
+        """The key of the results the class's CSV and report were last written from, or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'outputs'").fetchone()
+        return None if row is None else str(row[0])
+
+    def set_outputs_key(self, key: str | None) -> None:
+        """Record (or, with None, forget) the key of the results the CSV and report now show."""
+        if key is None:
+            self._db.execute("DELETE FROM meta WHERE key = 'outputs'")
+        else:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('outputs', ?)", (key,))
+
     def finish_run(self, run_id: int) -> None:
         """Record that run ``run_id`` finished (a killed run keeps ``finished_at`` empty)."""
         self._db.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (_now(), run_id))

@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
+from attnscore.check.case_cache import cached_cases
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.runner import RefusedRunner
@@ -29,6 +28,11 @@ from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["grade_submission", "grade_many"]
 
@@ -130,6 +134,7 @@ def grade_many(
     on_result: Callable[[SubmissionResult], None] | None = None,
     shrink_steps: int = 50,
     jobs: int = 1,
+    cache_cases: bool = False,
 ) -> list[SubmissionResult]:
     """Grade every submission against ``spec``; results come back in the same order.
 
@@ -142,6 +147,10 @@ def grade_many(
     cases where fork is missing) grade in parallel; each submission still gets its own sandboxed
     worker, forked from one worker template shared by the batch (see
     :mod:`attnscore.sandbox.template`) unless ``limits`` say otherwise.
+
+    With ``cache_cases``, the spec's built cases are read from (and stored in) the grader's private
+    case cache (:mod:`attnscore.check.case_cache`), as ``attnscore grade`` does: a cold run then
+    skips drawing the inputs. The cases are the same either way.
     """
     dtype = dtype or spec.dtypes[0]
     read = [s if isinstance(s, Submission) else Submission.from_file(Path(s)) for s in submissions]
@@ -153,7 +162,8 @@ def grade_many(
         "shrink_steps": shrink_steps,
     }
     results: list[SubmissionResult] = []
-    cases = build_cases(spec, dtype, seed)  # here first: a spec whose cases cannot be built fails once, located
+    # here first: a spec whose cases cannot be built fails once, located
+    cases = cached_cases(spec, dtype, seed) if cache_cases else build_cases(spec, dtype, seed)
     warm_template(limits)  # once, before any grader process forks: they all share it
     if jobs > 1 and len(read) > 1:
         # Forked grader processes start with the spec's cases built here (no import, no rebuild);
@@ -166,7 +176,8 @@ def grade_many(
             max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
         ) as pool:
             futures = {
-                pool.submit(_grade_in_child, spec.path, submission, options): n for n, submission in enumerate(read)
+                pool.submit(_grade_in_child, spec.path, submission, {**options, "cache_cases": cache_cases}): n
+                for n, submission in enumerate(read)
             }
             finished: dict[int, SubmissionResult] = {}
             # each result is handed on as it finishes (a class run commits it at once), so a slow
@@ -198,6 +209,7 @@ def _grade_in_child(spec_path: str, submission: Submission, options: dict[str, A
     key = (spec_path, options["dtype"], options["seed"])
     if key not in _CHILD_CASES:
         spec = load_spec(spec_path)
-        _CHILD_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
+        build = cached_cases if options.get("cache_cases") else build_cases
+        _CHILD_CASES[key] = (spec, build(spec, options["dtype"], options["seed"]))
     spec, cases = _CHILD_CASES[key]
-    return grade_submission(submission, spec, cases, **options)
+    return grade_submission(submission, spec, cases, **{k: v for k, v in options.items() if k != "cache_cases"})

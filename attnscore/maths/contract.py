@@ -9,13 +9,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.maths.bounds import Bound
 from attnscore.maths.tolerance import ErrorTerms
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Args", "Contract", "IntegerFn", "Keyword"]
 

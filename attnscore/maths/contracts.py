@@ -15,10 +15,9 @@ function, error scale and argument strategy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
@@ -33,6 +32,11 @@ from attnscore.maths.flash_contract import flash_attention_2_contract
 from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 from attnscore.maths.varlen_contracts import flash_attn_varlen_contract, key_padding_contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["CONTRACTS", "QK_CONTRACTS", "get_contract"]
 

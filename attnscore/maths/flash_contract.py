@@ -14,22 +14,25 @@ from __future__ import annotations
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
+
 __all__ = [
     "flash_attention_2_contract",
     "keep_of",
     "logsumexp_golden",
     "logsumexp_allowed",
-    "FlashReference",
     "returning_logsumexp",
     "sum_to_shape",
 ]
@@ -99,50 +102,18 @@ def logsumexp_allowed(Q: Any, K: Any, is_causal: bool, dtype: str, factor: float
     return factor * (worst + (n_k + 2) * u + u * np.abs(L)) + 4 * SMALLEST_SUBNORMAL[dtype]
 
 
-class FlashReference(torch.autograd.Function):
-    """The reference as the assignment asks for it: a ``torch.autograd.Function`` whose forward
-    saves ``(Q, K, V, O, L)`` (``L`` at index 4) and whose backward is FlashAttention-2's
-    (Algorithm 2, untiled): ``P = exp(S − L)``, ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``D = rowsum(dO ⊙ O)``,
-    ``dS = P ⊙ (dP − D)``, ``dQ = dS K / √d``, ``dK = dSᵀ Q / √d``.
+def _flash_reference() -> Any:
+    from attnscore.maths.flash_reference import FlashReference  # a torch class: torch loaded here
 
-    >>> Q = torch.tensor([[1.0], [1.0]], requires_grad=True)
-    >>> O = FlashReference.apply(Q, torch.zeros(2, 1), torch.tensor([[3.0], [5.0]]), True)
-    >>> O.detach().tolist(), O.grad_fn.saved_tensors[4].tolist()[0]
-    ([[3.0], [4.0]], 0.0)
-    """
+    return FlashReference
 
-    @staticmethod
-    def forward(ctx: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
-        scale = Q.shape[-1] ** -0.5
-        S = (Q @ K.transpose(-2, -1)) * scale  # (..., n_q, d) @ (..., d, n_k) -> (..., n_q, n_k)
-        if is_causal:
-            keep = torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).tril()
-            S = S.masked_fill(~keep, float("-inf"))
-        L = torch.logsumexp(S, dim=-1)  # (..., n_q)
-        O = torch.softmax(S, dim=-1) @ V  # (..., n_q, d); exp(S - L) would carry L's rounding in low precision
-        ctx.save_for_backward(Q, K, V, O, L)
-        ctx.is_causal = is_causal
-        return O
 
-    @staticmethod
-    def backward(ctx: Any, dO: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        Q, K, V, O, L = ctx.saved_tensors
-        scale = Q.shape[-1] ** -0.5
-        S = (Q @ K.transpose(-2, -1)) * scale
-        if ctx.is_causal:
-            keep = torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).tril()
-            S = S.masked_fill(~keep, float("-inf"))
-        P = torch.exp(S - L[..., None])  # (..., n_q, n_k)
-        dV = P.transpose(-2, -1) @ dO
-        dP = dO @ V.transpose(-2, -1)
-        D = (dO * O).sum(dim=-1, keepdim=True)  # (..., n_q, 1)
-        dS = P * (dP - D)
-        return (
-            sum_to_shape(dS @ K * scale, Q.shape),
-            sum_to_shape(dS.transpose(-2, -1) @ Q * scale, K.shape),
-            sum_to_shape(dV, V.shape),
-            None,
-        )
+def __getattr__(name: str) -> Any:
+    """``FlashReference`` (:mod:`attnscore.maths.flash_reference`), imported on first use: defining a
+    ``torch.autograd.Function`` imports torch, which loading a spec need not."""
+    if name == "FlashReference":
+        return _flash_reference()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def sum_to_shape(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -177,7 +148,7 @@ def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]
     is_causal = bool(options.get("is_causal", False))
 
     def ref(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = is_causal) -> torch.Tensor:
-        return FlashReference.apply(Q, K, V, is_causal)
+        return _flash_reference().apply(Q, K, V, is_causal)
 
     def gold(a: Args) -> np.ndarray:
         if is_causal:
@@ -207,7 +178,7 @@ def flash_attention_2_contract() -> Contract:
         kind="flash_attention_2",
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_k"))),
         returns=("...", "n_q", "d_k"),
-        reference=lambda Q, K, V, is_causal=False: FlashReference.apply(Q, K, V, is_causal),
+        reference=lambda Q, K, V, is_causal=False: _flash_reference().apply(Q, K, V, is_causal),
         golden_fn=lambda a: np.zeros(0),
         error_fn=lambda a: (1, np.zeros(0)),
         keywords=_KEYWORDS,

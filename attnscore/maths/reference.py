@@ -20,12 +20,16 @@ Input rule shared by every function here:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-_HALF = (torch.float16, torch.bfloat16)
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
+
+_HALF = ("torch.float16", "torch.bfloat16")  # by name: comparing names needs no torch at import
 
 __all__ = [
     "ScoreInputError",
@@ -42,7 +46,7 @@ __all__ = [
     "causal_attention",
 ]
 
-_FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_FLOATING = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")  # by name, as _HALF
 
 
 class ScoreInputError(ValueError):
@@ -78,7 +82,7 @@ def _as_tensor(x: Any, argument: str) -> torch.Tensor:
             t = t.to(torch.get_default_dtype())
     if t.dtype in (torch.bool,) or t.is_complex():
         raise ScoreInputError(argument, f"expected a real floating or integer tensor, found {t.dtype}")
-    if t.dtype not in _FLOATING:
+    if str(t.dtype) not in _FLOATING:
         t = t.to(torch.get_default_dtype())
     return t
 
@@ -270,7 +274,7 @@ def scaled_score_matrix(Q: Any, K: Any) -> torch.Tensor:
         [[2.0]]
     """
     S = score_matrix(Q, K)  # (..., n_q, n_k); also checks shapes, dtypes and devices
-    if S.dtype in _HALF:  # fp32 accumulation, as cuBLAS and SDPA do: q·k may overflow before scaling
+    if str(S.dtype) in _HALF:  # fp32 accumulation, as cuBLAS and SDPA do: q·k may overflow before scaling
         S = score_matrix(_as_tensor(Q, "Q").float(), _as_tensor(K, "K").float())
     d_k = S.new_tensor(_as_tensor(Q, "Q").shape[-1])
     out = S / torch.sqrt(d_k)  # (..., n_q, n_k) / () -> (..., n_q, n_k)
@@ -461,7 +465,7 @@ def attention(Q: Any, K: Any, V: Any, mask: Any = None, scale: float | None = No
     if V.shape[-2] != K.shape[-2]:
         raise ScoreInputError("V", f"expected n_k={K.shape[-2]} rows as in K, found {V.shape[-2]}")
     factor = 1.0 / float(np.sqrt(Q.shape[-1])) if scale is None else float(scale)
-    if Q.dtype in _HALF:  # scale in float32 before rounding: q·k may overflow float16 before scaling
+    if str(Q.dtype) in _HALF:  # scale in float32 before rounding: q·k may overflow float16 before scaling
         logits = (score_matrix(Q.float(), K.float()) * factor).to(Q.dtype)  # (..., n_q, n_k)
     else:
         logits = score_matrix(Q, K) * factor  # (..., n_q, n_k)

@@ -30,16 +30,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash_attn_contract", "flash_configured", "flash_keep", "flash_window"]
 

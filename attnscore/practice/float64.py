@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnscore.maths import reference
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["TorchFloat64", "FLOAT64"]
 

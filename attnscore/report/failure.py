@@ -104,11 +104,15 @@ class ShrunkFrom:
     Attributes:
         example, examples: the original failing input was generated input ``example`` of ``examples``.
         size: how many entries the original input's arguments held together.
+        how: ``"drawn"`` when the counterexample is the smallest failing input among the generated
+            ones (tried after the first failure, smallest first), ``"hypothesis"`` when hypothesis
+            shrank it (no generated input smaller than the first failing one fails the same way).
     """
 
     example: int
     examples: int
     size: int
+    how: str = "hypothesis"
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,12 @@ def _where(failure: Failure) -> str:
     if failure.shrunk_from is None:
         return position
     s = failure.shrunk_from
+    if s.how == "drawn":
+        return (
+            f"generated input {failure.example} of {failure.examples} ({counted(failure.size, 'entry', 'entries')}), "
+            f"the smallest that fails this way; the first to fail was input {s.example} "
+            f"({counted(s.size, 'entry', 'entries')})"
+        )
     return (
         f"shrunk by hypothesis from generated input {s.example} of {s.examples} "
         f"({counted(s.size, 'entry', 'entries')}) to {counted(failure.size, 'entry', 'entries')}"

@@ -21,15 +21,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.boundary.dtypes import TORCH_DTYPES, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contract import Contract
 from attnscore.timing.kernel_timer import FLUSH_BYTES, Timing, time_calls
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "DEFAULT_SIZES",

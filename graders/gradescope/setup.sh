@@ -48,3 +48,12 @@ fi
 chmod -R a+rX "$(dirname "$venv")"
 chmod 0700 "$source_dir"
 "$venv/bin/attnscore" --version
+
+# Warm up once, into the image: grading an empty file builds the spec's cases into the case cache
+# (~/.cache/attnscore/cases, root's own, 0700) and, where the worker reads the interpreter through a
+# mirror, that mirror; each student's run then starts from them instead of drawing every input
+# again. The empty file scores 0; its report is thrown away.
+warm_up="$(mktemp -d)"
+: > "$warm_up/warm_up.py"
+"$venv/bin/attnscore" grade "$warm_up/warm_up.py" --spec "$source_dir/spec.yaml" > /dev/null 2>&1 || true
+rm -rf "$warm_up"

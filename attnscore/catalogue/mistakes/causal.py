@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import causal_keep
 from attnscore.maths import reference
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # causal attention (the flag form)

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import flash_attention_2, flash_attention_2_causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.flash_contract import sum_to_shape
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash_function", "TILES"]
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import attention, gives_weights, masked, rows_can_be_fully_masked, weights
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qkvm
 from attnscore.maths import reference
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # masks and softmax

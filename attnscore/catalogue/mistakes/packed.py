@@ -8,16 +8,20 @@ sequence's queries are aligned with its keys, or which keys (or queries) the val
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
 from attnscore.maths.sequence_contracts import flash_keep
 from attnscore.maths.varlen_contracts import sequence_slices, varlen_window
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["varlen", "varlen_bounded", "key_padding"]
 

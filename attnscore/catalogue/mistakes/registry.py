@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
 
@@ -75,11 +80,7 @@ class Mistake:
     @property
     def contracts(self) -> tuple[str, ...]:
         """The names of the bundled contracts it applies to, in the contract table's order."""
-        return tuple(
-            name
-            for name, contract in CONTRACTS.items()
-            if any(self.applies(c) for c in contract.sample_configurations())
-        )
+        return tuple(name for name in CONTRACTS if any(self.applies(c) for c in _sample_configurations(name)))
 
     @property
     def form_count(self) -> int:
@@ -129,4 +130,14 @@ def mistakes_for(contract: str | Contract) -> list[Mistake]:
     if isinstance(contract, Contract) and contract.keywords:
         return [m for m in MISTAKES.values() if m.applies(contract)]
     name = contract if isinstance(contract, str) else contract.name
-    return [m for m in MISTAKES.values() if name in m.contracts]
+    if name not in CONTRACTS:
+        return []
+    samples = _sample_configurations(name)
+    return [m for m in MISTAKES.values() if any(m.applies(c) for c in samples)]
+
+
+@functools.cache
+def _sample_configurations(name: str) -> tuple[Contract, ...]:
+    """A bundled contract's sample configurations, made once per process (loading a spec asks for
+    them per listed mistake, and making them builds every configured contract again)."""
+    return CONTRACTS[name].sample_configurations()

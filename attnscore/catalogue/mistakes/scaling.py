@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import attention, raw_dot_product, scaled, scaled_dot_product
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qk_pair, qkvm, scale_factor, softmax_weights, to_output
 from attnscore.maths import reference
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # scaling

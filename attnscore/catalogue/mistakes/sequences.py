@@ -8,15 +8,19 @@ Each wrong implementation is the reference with one rule changed: which keys a q
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
 from attnscore.maths.sequence_contracts import flash_keep, flash_window
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash", "flash_windowed", "flash_two_sided_window", "flash_cache"]
 

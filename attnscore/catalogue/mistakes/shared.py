@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import causal, scaled
 from attnscore.maths import reference
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # helpers: every Q Kᵀ view as (Q, K) and back

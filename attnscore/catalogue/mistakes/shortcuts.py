@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from attnscore.catalogue.families import every
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # precision, side effects, shortcuts

@@ -4,9 +4,7 @@ causal alignment; a kernel's grouped-query heads, softcap, ALiBi bias and causal
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnscore.catalogue.families import (
     sdpa_bool_mask,
@@ -18,6 +16,11 @@ from attnscore.catalogue.families import (
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # which contracts (by features; the kernel ones are this section's own)
