@@ -86,13 +86,17 @@ def test_dir_lists_every_public_name():
 
 def test_importing_attnscore_loads_nothing_else():
     """``import attnscore`` imports no module of its own and not torch: the reference and the
-    toolkit load on first use (the CLI starts the worker template before torch is imported)."""
+    toolkit load on first use, and torch only when a tensor is made (the CLI starts the worker
+    template before torch is imported; attnscore.boundary.lazy_torch)."""
     show = "print(sorted(m for m in sys.modules if m.startswith('attnscore')), 'torch' in sys.modules)"
-    code = f"import sys, attnscore; {show}; attnscore.scores; {show}"
+    call = "attnscore.scores(torch.tensor([1.0]), torch.tensor([[2.0]]))"
+    code = f"import sys, attnscore; {show}; attnscore.scores; {show}; import torch; print({call}.tolist())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.splitlines() == [
         "['attnscore'] False",
-        "['attnscore', 'attnscore.maths', 'attnscore.maths.reference'] True",
+        "['attnscore', 'attnscore.boundary', 'attnscore.boundary.lazy_torch', 'attnscore.maths', "
+        "'attnscore.maths.reference'] False",
+        "[2.0]",
     ]
 
 

@@ -301,9 +301,9 @@ def _doubled_with_two_keys(q, keys):
 
 
 def test_the_smallest_failing_drawn_input_is_tried_before_hypothesis(spec, cases):
-    """After the first failure the property's other drawn inputs are tried smallest first: the
-    smallest one that fails the same way is the counterexample, with its own position, and
-    hypothesis is not run at all (no call beyond the drawn inputs)."""
+    """In grading (``drawn_first``), after the first failure the property's other drawn inputs are
+    tried smallest first: the smallest one that fails the same way is the counterexample, with its
+    own position, and hypothesis is not run at all (no call beyond the drawn inputs)."""
     case = next(c for c in cases if c.id == "property:equals_qk_entries")
     fn = _Counting(_doubled_with_two_keys)
     original = judge_case(spec, case, InProcessRunner(fn), "float32")
@@ -316,8 +316,10 @@ def test_the_smallest_failing_drawn_input_is_tried_before_hypothesis(spec, cases
             failing.append((size_of(args), n + 1))
     smallest = min(failing)
     assert smallest[0] < original.failure.size  # the test means something: a smaller one exists
+    kept = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50)
+    assert kept.failure.shrunk_from.how == "hypothesis"  # attnscore test and pytest: hypothesis's minimal input
     before = fn.calls
-    shrunk = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50)
+    shrunk = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50, drawn_first=True)
     assert fn.calls - before <= len(examples)  # drawn inputs only
     assert shrunk.failure.shrunk_from.how == "drawn"
     assert (shrunk.failure.size, shrunk.failure.example) == smallest

@@ -52,6 +52,10 @@ class Budget:
         skip_shown_causes: do not shrink a failing property whose cause (same diagnosed mistake,
             exception type, ...) a failing visible worked example already shows; its feedback is
             one line pointing at that example either way.
+        drawn_first: try the property's other drawn inputs, smallest first, before hypothesis
+            (:func:`attnscore.check.shrink.smallest_drawn_failure`): a few calls instead of a
+            hypothesis run, for a counterexample as small as the drawn inputs go, though its values
+            are the drawn ones rather than hypothesis's simplest.
 
     Diagnosis is not budgeted here: it makes at most
     :data:`attnscore.check.diagnosis.CONFIRMATIONS` extra calls per runner, spec and dtype.
@@ -60,6 +64,7 @@ class Budget:
     shrink_steps: int = 50
     shrink_s: float | None = 10.0
     skip_shown_causes: bool = False
+    drawn_first: bool = False
 
     # skip_shown_causes: a property whose failure has the same cause
     # (attnscore.report.feedback.cause_key: the same diagnosed mistake, exception type, ...) as a
@@ -225,6 +230,7 @@ class Session:
                     budget_s=left,
                     function=function,
                     clock=clock,
+                    drawn_first=budget.drawn_first,
                 )
                 shrinking_s += clock() - started
             results.append(result)

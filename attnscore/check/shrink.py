@@ -1,10 +1,10 @@
 """Shrinking: the smallest failing input of a property, among the drawn ones or found by hypothesis.
 
 Grading draws a fixed set of examples and stops at the first failure; that counterexample can be
-large. :func:`add_shrunk` first tries the property's other drawn examples, smallest first
-(:func:`smallest_drawn_failure`: they are built already, so each costs one call); only when none
-smaller fails the same way does :func:`shrink_case` re-run hypothesis on the failing property with
-shrinking on, starting from the same seed, and return the minimal failing call. Each step calls
+large. In grading, :func:`add_shrunk` first tries the property's other drawn examples, smallest
+first (:func:`smallest_drawn_failure`: they are built already, so each costs one call); otherwise,
+or when none smaller fails the same way, :func:`shrink_case` re-runs hypothesis on the failing
+property with shrinking on, starting from the same seed, and returns the minimal failing call. Each step calls
 the implementation, so the work is bounded
 (``max_examples`` generated inputs, ``max_shrinks`` shrink steps and an optional wall-time
 budget); grading shrinks sandboxed submissions too, with a small budget per case.
@@ -213,8 +213,11 @@ def add_shrunk(
     budget_s: float | None = None,
     function: str | None = None,
     clock: Callable[[], float] = time.monotonic,
+    drawn_first: bool = False,
 ) -> Any:
-    """``result`` with its counterexample replaced by hypothesis's minimal failing input.
+    """``result`` with its counterexample replaced by a smaller failing input: with
+    ``drawn_first`` (grading) the smallest failing one among the property's drawn inputs
+    (:func:`smallest_drawn_failure`) when there is one, else hypothesis's minimal failing input.
 
     Only failing, visible property cases whose failure is about the returned values (or an
     exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls. A second
@@ -225,6 +228,7 @@ def add_shrunk(
         return result
     original = result.failure
     kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function, "clock": clock}
+    kwargs["drawn_first"] = drawn_first
     first = _shrunk(spec, case, original, make_runner, dtype, **kwargs)
     others = tuple(
         _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, **kwargs)
@@ -245,17 +249,21 @@ def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Run
     mistake = None
     if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
         mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
-    drawn = smallest_drawn_failure(
-        spec,
-        case,
-        make_runner,
-        dtype,
-        original,
-        mistake=mistake,
-        function=kwargs.get("function"),
-        max_steps=kwargs.get("max_steps"),
-    )
+    drawn_first = kwargs.pop("drawn_first", False)
+    drawn = None
+    if drawn_first:
+        drawn = smallest_drawn_failure(
+            spec,
+            case,
+            make_runner,
+            dtype,
+            original,
+            mistake=mistake,
+            function=kwargs.get("function"),
+            max_steps=kwargs.get("max_steps"),
+        )
     how, position = "hypothesis", original.example
+    shrunk: CaseResult | None
     if drawn is not None:
         (shrunk, position), how = drawn, "drawn"
     else:

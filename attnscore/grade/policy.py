@@ -42,5 +42,7 @@ def unscored_in_sandbox(cases: Sequence[Case]) -> list[Case]:
 def grading_budget(shrink_steps: int) -> Budget:
     """The grader's shrinking budget: ``shrink_steps`` examples per failing property (0: off),
     :data:`SHRINK_SAFETY_S` seconds for the whole submission, and no shrinking of a property whose
-    cause a failing worked example already shows (:class:`attnscore.check.session.Budget`)."""
-    return Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True)
+    cause a failing worked example already shows, the smallest failing drawn input tried before
+    hypothesis (:class:`attnscore.check.session.Budget`): a wrong submission in a class costs a few
+    calls more than a right one, not a hypothesis run."""
+    return Budget(shrink_steps=shrink_steps, shrink_s=SHRINK_SAFETY_S, skip_shown_causes=True, drawn_first=True)
