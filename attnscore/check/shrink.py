@@ -4,10 +4,10 @@ Grading draws a fixed set of examples and stops at the first failure; that count
 large. In grading, :func:`add_shrunk` first tries the property's other drawn examples, smallest
 first (:func:`smallest_drawn_failure`: they are built already, so each costs one call); otherwise,
 or when none smaller fails the same way, :func:`shrink_case` re-runs hypothesis on the failing
-property with shrinking on, starting from the same seed, and returns the minimal failing call. Each step calls
-the implementation, so the work is bounded
-(``max_examples`` generated inputs, ``max_shrinks`` shrink steps and an optional wall-time
-budget); grading shrinks sandboxed submissions too, with a small budget per case.
+property with shrinking on, starting from the same seed, and returns the minimal failing call.
+Each step calls the implementation, so the work is bounded (``max_examples`` generated inputs,
+``max_shrinks`` shrink steps and an optional wall-time budget); grading shrinks sandboxed
+submissions too, with a small budget per case.
 """
 
 from __future__ import annotations

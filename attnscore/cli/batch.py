@@ -26,7 +26,6 @@ def grade_batch(
     Raises what the class run (:class:`~attnscore.grade.gradebook.GradebookError`) or the cluster
     (:class:`~attnscore.grade.cluster.ClusterError`) raise.
     """
-    from attnscore.grade.grading import grade_many
     from attnscore.report.progress import grading_progress
 
     run = None
@@ -59,5 +58,7 @@ def grade_batch(
                 **{k: v for k, v in options.items() if k != "cache_cases"},  # each dask worker builds its own
             )
         else:
+            from attnscore.grade.grading import grade_many  # a class run imports it only with something to grade
+
             results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
     return results, run
