@@ -345,7 +345,7 @@ def _attention_parts(
 ) -> AttentionParts:
     """The maths on checked inputs: q (..., H_q, n_q, d_k), k (..., H_kv, n_k, d_k), v (..., H_kv, n_k, d_v)."""
     dtype = q.dtype
-    compute = torch.float32 if dtype in _HALF else dtype  # half inputs: float32 throughout, rounded once
+    compute = torch.float32 if str(dtype) in _HALF else dtype  # half inputs: float32 throughout, rounded once
     n_q, n_k = q.shape[-2], k.shape[-2]
     group = q.shape[-3] // k.shape[-3]  # query heads per KV head
     k_heads = k.to(compute).repeat_interleave(group, dim=-3)  # (..., H_q, n_k, d_k): h0 h0 h1 h1, not h0 h1 h0 h1
