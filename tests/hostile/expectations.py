@@ -50,6 +50,7 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "nan_output": (1, frozenset({NAN, P}), NAN),
     "mutates_inputs": (11, frozenset({P}), P),
     "reads_spec_files": (1, frozenset({VALUE, P}), VALUE),
+    "reads_case_cache": (1, frozenset({VALUE, P}), VALUE),
     "reads_environment": (1, frozenset({VALUE, P}), VALUE),
     "kills_parent": (11, frozenset({P}), P),
     "signals_self": (11, frozenset({P}), P),

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from attnscore.check.case_cache import cached_cases
 from attnscore.check.cases import build_cases
 from attnscore.grade.grading import grade_submission
 from attnscore.report.results import SubmissionResult
@@ -37,7 +38,7 @@ def grade_attacks(
 ) -> tuple[dict[str, SubmissionResult | BaseException], float]:
     """Grade ``paths`` (default: every attack); returns ``({name: result or the grader's exception}, seconds)``."""
     spec = load_spec(str(SPEC_PATH))
-    cases = build_cases(spec)
+    cases = cached_cases(spec, spec.dtypes[0])  # as attnscore grade has them: the grader's case cache holds them
     paths = attack_paths() if paths is None else paths
 
     def one(path: Path) -> SubmissionResult | BaseException:

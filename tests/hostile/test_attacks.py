@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from attnscore.boundary import landlock
+from attnscore.check.case_cache import cache_folder
 from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
 from attnscore.report.feedback import format_array
 from attnscore.sandbox.launch import Limits, bwrap_available
@@ -86,6 +87,8 @@ def test_attack_gets_its_score_and_verdicts(graded, name):
         pytest.skip("not root, no bwrap, no landlock v6: the worker runs as the grader's user and could signal it")
     if name == "reads_spec_files" and not _confined(limits):
         pytest.skip("no bwrap and no landlock: specs readable by every user are readable by the worker")
+    if name == "reads_case_cache" and not _confined(limits) and os.geteuid() != 0:
+        pytest.skip("not root, no bwrap, no landlock: the worker runs as the grader's user and reads its files")
     result = results[name]
     assert not isinstance(result, BaseException), f"the grader raised {result!r}"
     score, allowed, first = EXPECTATIONS[name]
@@ -183,6 +186,19 @@ def test_bwrap_blocks_network_and_spec_files(graded):
     assert "network:" in results["network_connect"].output
     assert "found 0 expected values" in results["reads_spec_files"].output
     assert "bwrap" in results["network_connect"].environment["sandbox"]
+
+
+def test_the_case_cache_is_out_of_reach(graded):
+    """The grader's case cache (which the suite's cases were just read from or stored in) is
+    neither readable nor writable by the worker, in every sandbox shape."""
+    results, _, limits = graded
+    if not _confined(limits) and os.geteuid() != 0:
+        pytest.skip("not root, no bwrap, no landlock: the worker runs as the grader's user and reads its files")
+    folder = cache_folder()
+    assert any(p.suffix == ".cases" for p in folder.iterdir())  # there is something to reach for
+    output = results["reads_case_cache"].output
+    assert "case cache: listed 0, read 0, wrote 0, 0 expected values" in output, output
+    assert not (folder / "planted.cases").exists()
 
 
 def test_landlock_blocks_tcp_and_spec_files(graded):
