@@ -25,7 +25,7 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
-from attnscore.check.judge import judge_case, wrong_corner
+from attnscore.check.judge import example_position, judge_case, wrong_corner
 from attnscore.check.runner import Runner
 from attnscore.maths.strategies import _without_local_constants, derive_seed
 from attnscore.report.failure import ShrunkFrom, size_of
@@ -173,7 +173,7 @@ def smallest_drawn_failure(
     """
     named = get_mistake(mistake) if mistake is not None else None
     sized = sorted((size_of(case.calls[group[-1]].args), n, group) for n, group in enumerate(example_calls(case)))
-    for tried, (size, n, group) in enumerate(sized):
+    for tried, (size, _, group) in enumerate(sized):
         if size >= original.size or (max_steps is not None and tried >= max_steps):
             return None
         calls = tuple(case.calls[i] for i in group)
@@ -188,7 +188,7 @@ def smallest_drawn_failure(
             continue  # fails, but not as the diagnosed mistake: not a counterexample of it
         if observed and wrong_corner(spec, *observed[-1]) != original.corner:
             continue  # fails in another convention corner (or not in the original's)
-        return result, n + 1
+        return result, example_position(case, group[-1] + 1)[0]  # numbered as the judge numbers inputs
     return None
 
 
@@ -228,10 +228,9 @@ def add_shrunk(
         return result
     original = result.failure
     kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function, "clock": clock}
-    kwargs["drawn_first"] = drawn_first
-    first = _shrunk(spec, case, original, make_runner, dtype, **kwargs)
+    first = _shrunk(spec, case, original, make_runner, dtype, drawn_first, **kwargs)
     others = tuple(
-        _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, **kwargs)
+        _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, drawn_first, **kwargs)
         for o in original.other_causes
     )
     if first is original and all(a is b for a, b in zip(others, original.other_causes, strict=True)):
@@ -239,7 +238,15 @@ def add_shrunk(
     return dataclasses.replace(result, failure=dataclasses.replace(first, other_causes=others))
 
 
-def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Runner], dtype: str, **kwargs: Any) -> Any:
+def _shrunk(
+    spec: Spec,
+    case: Case,
+    original: Any,
+    make_runner: Callable[[], Runner],
+    dtype: str,
+    drawn_first: bool,
+    **kwargs: Any,
+) -> Any:
     """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
     if original.verdict not in _SHRINKABLE:
         return original
@@ -249,7 +256,6 @@ def _shrunk(spec: Spec, case: Case, original: Any, make_runner: Callable[[], Run
     mistake = None
     if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
         mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
-    drawn_first = kwargs.pop("drawn_first", False)
     drawn = None
     if drawn_first:
         drawn = smallest_drawn_failure(
