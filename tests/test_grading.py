@@ -389,6 +389,7 @@ def test_example_counterexamples_are_never_larger_than_the_original(scores_resul
     """Over every example submission, a failing case's counterexample is no larger than the input it
     replaced, and the "shrunk from" label names that input truthfully."""
     checked = shrunk = 0
+    hows = set()
     for spec_name, results in (("dot_product_scores", scores_results), ("score_matrix", matrix_results)):
         spec = load_spec(ROOT / "specs" / f"{spec_name}.yaml")
         cases = {c.id: c for c in build_cases(spec)}
@@ -404,11 +405,13 @@ def test_example_counterexamples_are_never_larger_than_the_original(scores_resul
                     assert failure.size in sizes[failure.example - 1], (result.submission, case.id)
                     continue
                 shrunk += 1
+                hows.add(original.how)
                 assert original.examples == failure.examples == len(sizes)
                 assert original.size in sizes[original.example - 1], (result.submission, case.id)
                 if original.how == "drawn":  # another drawn input, smaller, named by its own position
                     assert failure.size in sizes[failure.example - 1] and failure.size < original.size
-                else:  # hypothesis's input has no position: the label keeps the original's
-                    assert (original.how, original.example) == ("hypothesis", failure.example)
+                else:  # a small input's or hypothesis's has no position: the label keeps the original's
+                    assert original.how in ("small", "hypothesis") and original.example == failure.example
+                    assert failure.size < original.size
                 assert failure.size <= original.size, (result.submission, case.id, failure.size, original.size)
-    assert checked > 40 and shrunk > 0
+    assert checked > 40 and shrunk > 0 and "small" in hows

@@ -14,7 +14,8 @@ from attnscore.check.cases import build_cases
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Budget, judge_cases
-from attnscore.check.shrink import add_shrunk, example_calls, shrink_case
+from attnscore.check.shrink import add_shrunk, example_calls, shrink_case, smallest_drawn_failure
+from attnscore.check.small_inputs import SMALL_COUNT, small_case
 from attnscore.report.failure import size_of
 from attnscore.spec.load import load_spec
 
@@ -300,6 +301,17 @@ def _doubled_with_two_keys(q, keys):
     return keys @ q * (2.0 if keys.shape[0] >= 2 else 1.0)
 
 
+def _failing_inputs(case, source: str) -> list[tuple[int, int, str]]:
+    """(size, position, source) of each of ``case``'s examples that ``_doubled_with_two_keys`` gets wrong."""
+    failing = []
+    for n, group in enumerate(example_calls(case)):
+        args = case.calls[group[-1]].args
+        q, keys = torch.as_tensor(args["q"]), torch.as_tensor(args["keys"])
+        if keys.shape[0] >= 2 and bool((keys @ q != 0).any()):
+            failing.append((size_of(args), n + 1, source))
+    return failing
+
+
 def test_the_smallest_failing_drawn_input_is_tried_before_hypothesis(spec, cases):
     """In grading (``drawn_first``), after the first failure the property's other drawn inputs are
     tried smallest first: the smallest one that fails the same way is the counterexample, with its
@@ -307,24 +319,57 @@ def test_the_smallest_failing_drawn_input_is_tried_before_hypothesis(spec, cases
     case = next(c for c in cases if c.id == "property:equals_qk_entries")
     fn = _Counting(_doubled_with_two_keys)
     original = judge_case(spec, case, InProcessRunner(fn), "float32")
-    examples = example_calls(case)
-    failing = []
-    for n, group in enumerate(examples):
-        args = case.calls[group[-1]].args
-        q, keys = torch.as_tensor(args["q"]), torch.as_tensor(args["keys"])
-        if keys.shape[0] >= 2 and bool((keys @ q != 0).any()):
-            failing.append((size_of(args), n + 1))
-    smallest = min(failing)
+    smallest = min(_failing_inputs(case, "drawn"))
     assert smallest[0] < original.failure.size  # the test means something: a smaller one exists
     kept = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50)
     assert kept.failure.shrunk_from.how == "hypothesis"  # attnscore test and pytest: hypothesis's minimal input
     before = fn.calls
+    found = smallest_drawn_failure(spec, case, lambda: InProcessRunner(fn), "float32", original.failure)
+    assert found is not None and fn.calls - before <= len(example_calls(case))  # drawn inputs only
+    result, position = found
+    assert (result.failure.size, position) == smallest[:2]
+
+
+def test_small_inputs_give_a_counterexample_as_small_as_hypothesis_finds(spec, cases):
+    """With the property's small inputs (``small_case``) among the candidates, the counterexample is
+    the smallest failing input of both sets: here a small one, 3 entries (one query of width 1,
+    two keys: the fewest this mistake fails on), the same on every run, found within the drawn and
+    small inputs' calls; the feedback says where it came from and where the first failure was."""
+    case = next(c for c in cases if c.id == "property:equals_qk_entries")
+    small = small_case(spec, case, "float32")
+    assert small is not None and len(example_calls(small)) == SMALL_COUNT
+    assert max(size_of(call.args) for call in small.calls) <= 2 + 2 * 2  # every size at most 2
+    assert small_case(spec, case, "float32") is small  # built once per process
+    fn = _Counting(_doubled_with_two_keys)
+    original = judge_case(spec, case, InProcessRunner(fn), "float32")
+    expected = min(_failing_inputs(case, "drawn") + _failing_inputs(small, "small"))
+    assert expected[0] == 3 and expected[2] == "small"
+    before = fn.calls
     shrunk = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50, drawn_first=True)
-    assert fn.calls - before <= len(examples)  # drawn inputs only
-    assert shrunk.failure.shrunk_from.how == "drawn"
-    assert (shrunk.failure.size, shrunk.failure.example) == smallest
+    assert fn.calls - before <= len(example_calls(case)) + SMALL_COUNT  # no hypothesis run
+    assert shrunk.failure.shrunk_from.how == "small" and shrunk.failure.size == 3
+    assert shrunk.failure.example == original.failure.example  # a small input has no number of its own
     assert shrunk.failure.shrunk_from.example == original.failure.example
-    assert "the smallest that fails this way; the first to fail was input" in shrunk.message
+    assert (
+        f"Counterexample: a small input drawn to show this failure (3 entries), the smallest that fails this way; "
+        f"the first to fail was generated input {original.failure.example} of {original.failure.examples} "
+        f"({original.failure.size} entries)"
+    ) in shrunk.message
+    again = add_shrunk(spec, case, original, lambda: InProcessRunner(fn), "float32", max_steps=50, drawn_first=True)
+    assert again.failure.args == shrunk.failure.args
+
+
+def test_small_inputs_never_change_the_graded_cases(spec):
+    """Drawing the small inputs leaves every graded case's inputs as they were (their own seed stream,
+    and the size cap only inside ``small_sizes``)."""
+    before = build_cases(spec, "float32")
+    for case in before:
+        small_case(spec, case, "float32", seed=spec.seed + 1)
+    after = build_cases(spec, "float32")
+    for a, b in zip(before, after, strict=True):
+        assert [sorted(c.args) for c in a.calls] == [sorted(c.args) for c in b.calls]
+        for x, y in zip(a.calls, b.calls, strict=True):
+            assert all((x.args[k] == y.args[k]).all() for k in x.args), a.id
 
 
 def test_drawn_inputs_are_grouped_by_example(spec, cases):

@@ -52,10 +52,11 @@ class Budget:
         skip_shown_causes: do not shrink a failing property whose cause (same diagnosed mistake,
             exception type, ...) a failing visible worked example already shows; its feedback is
             one line pointing at that example either way.
-        drawn_first: try the property's other drawn inputs, smallest first, before hypothesis
+        drawn_first: try the property's other drawn inputs and its small inputs
+            (:mod:`attnscore.check.small_inputs`), smallest first, before hypothesis
             (:func:`attnscore.check.shrink.smallest_drawn_failure`): a few calls instead of a
-            hypothesis run, for a counterexample as small as the drawn inputs go, though its values
-            are the drawn ones rather than hypothesis's simplest.
+            hypothesis run, for a counterexample about as small as hypothesis's, though its values
+            are drawn ones rather than hypothesis's simplest.
 
     Diagnosis is not budgeted here: it makes at most
     :data:`attnscore.check.diagnosis.CONFIRMATIONS` extra calls per runner, spec and dtype.
@@ -231,6 +232,7 @@ class Session:
                     function=function,
                     clock=clock,
                     drawn_first=budget.drawn_first,
+                    seed=self.seed,
                 )
                 shrinking_s += clock() - started
             results.append(result)

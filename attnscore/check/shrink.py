@@ -1,8 +1,9 @@
 """Shrinking: the smallest failing input of a property, among the drawn ones or found by hypothesis.
 
 Grading draws a fixed set of examples and stops at the first failure; that counterexample can be
-large. In grading, :func:`add_shrunk` first tries the property's other drawn examples, smallest
-first (:func:`smallest_drawn_failure`: they are built already, so each costs one call); otherwise,
+large. In grading, :func:`add_shrunk` first tries the property's other drawn examples and its small
+inputs (:mod:`attnscore.check.small_inputs`), smallest first (:func:`smallest_drawn_failure`: each
+costs one call); otherwise,
 or when none smaller fails the same way, :func:`shrink_case` re-runs hypothesis on the failing
 property with shrinking on, starting from the same seed, and returns the minimal failing call.
 Each step calls the implementation, so the work is bounded (``max_examples`` generated inputs,
@@ -27,6 +28,7 @@ from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
 from attnscore.check.judge import example_position, judge_case, wrong_corner
 from attnscore.check.runner import Runner
+from attnscore.check.small_inputs import small_case
 from attnscore.maths.strategies import _without_local_constants, derive_seed
 from attnscore.report.failure import ShrunkFrom, size_of
 from attnscore.report.results import CaseResult, Verdict
@@ -159,24 +161,33 @@ def smallest_drawn_failure(
     mistake: str | None = None,
     function: str | None = None,
     max_steps: int | None = None,
-) -> tuple[CaseResult, int] | None:
+    small: Case | None = None,
+) -> tuple[CaseResult, int | None] | None:
     """The failing result of ``case`` on its smallest drawn example that fails as ``original``
     does (same verdict; ``mistake``'s output, when named; the same convention corner), with that
-    example's position among the drawn ones (1-based), or None when no drawn example smaller than
-    the original's fails so.
+    example's position among the drawn ones (1-based; None for one of ``small``'s), or None when
+    no drawn example smaller than the original's fails so.
 
     The case's examples are already drawn and their golden values built (grading stopped at its
     first failure), so trying them costs one call each and no drawing: smallest first, and the
-    first one that fails is the counterexample, as small as the property's own draws allow. Only
-    when none is smaller does hypothesis shrink (:func:`shrink_case`). At most ``max_steps``
-    examples are tried (None: all smaller than the original's).
+    first one that fails is the counterexample, as small as the property's own draws allow.
+    ``small`` (:func:`attnscore.check.small_inputs.small_case`) adds the property's small inputs
+    to the candidates (at equal size a graded input comes first). Only when none is smaller does
+    hypothesis shrink (:func:`shrink_case`). At most ``max_steps`` examples are tried (None: all
+    smaller than the original's).
     """
     named = get_mistake(mistake) if mistake is not None else None
-    sized = sorted((size_of(case.calls[group[-1]].args), n, group) for n, group in enumerate(example_calls(case)))
-    for tried, (size, _, group) in enumerate(sized):
+    sources = [case] if small is None else [case, small]
+    sized = sorted(
+        (size_of(source.calls[group[-1]].args), s, n, group)
+        for s, source in enumerate(sources)
+        for n, group in enumerate(example_calls(source))
+    )
+    for tried, (size, s, _, group) in enumerate(sized):
         if size >= original.size or (max_steps is not None and tried >= max_steps):
             return None
-        calls = tuple(case.calls[i] for i in group)
+        source = sources[s]
+        calls = tuple(source.calls[i] for i in group)
         offset = group[0]
         calls = tuple(dataclasses.replace(c, group=tuple(i - offset for i in c.group)) if c.group else c for c in calls)
         one = dataclasses.replace(case, calls=calls)
@@ -188,6 +199,8 @@ def smallest_drawn_failure(
             continue  # fails, but not as the diagnosed mistake: not a counterexample of it
         if observed and wrong_corner(spec, *observed[-1]) != original.corner:
             continue  # fails in another convention corner (or not in the original's)
+        if s:
+            return result, None  # a small input: not one of the graded ones
         return result, example_position(case, group[-1] + 1)[0]  # numbered as the judge numbers inputs
     return None
 
@@ -214,10 +227,12 @@ def add_shrunk(
     function: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     drawn_first: bool = False,
+    seed: int | None = None,
 ) -> Any:
     """``result`` with its counterexample replaced by a smaller failing input: with
-    ``drawn_first`` (grading) the smallest failing one among the property's drawn inputs
-    (:func:`smallest_drawn_failure`) when there is one, else hypothesis's minimal failing input.
+    ``drawn_first`` (grading) the smallest failing one among the property's drawn inputs and its
+    small inputs (drawn with base ``seed``, :mod:`attnscore.check.small_inputs`;
+    :func:`smallest_drawn_failure`) when there is one, else hypothesis's minimal failing input.
 
     Only failing, visible property cases whose failure is about the returned values (or an
     exception) are shrunk; ``make_runner()`` gives the runner each shrink step calls. A second
@@ -228,6 +243,8 @@ def add_shrunk(
         return result
     original = result.failure
     kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function, "clock": clock}
+    if drawn_first:
+        kwargs["small"] = small_case(spec, case, dtype, seed)
     first = _shrunk(spec, case, original, make_runner, dtype, drawn_first, **kwargs)
     others = tuple(
         _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, drawn_first, **kwargs)
@@ -250,7 +267,8 @@ def _shrunk(
     """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
     if original.verdict not in _SHRINKABLE:
         return original
-    floor = min((size_of(call.args) for call in case.calls), default=0)
+    small = kwargs.pop("small", None)
+    floor = min((size_of(call.args) for call in (*case.calls, *(small.calls if small else ()))), default=0)
     if original.size <= floor:
         return original  # already as small as any input the property draws (its simplest among them)
     mistake = None
@@ -267,11 +285,13 @@ def _shrunk(
             mistake=mistake,
             function=kwargs.get("function"),
             max_steps=kwargs.get("max_steps"),
+            small=small,
         )
     how, position = "hypothesis", original.example
     shrunk: CaseResult | None
     if drawn is not None:
-        (shrunk, position), how = drawn, "drawn"
+        shrunk, found = drawn
+        how, position = ("drawn", found) if found is not None else ("small", original.example)
     else:
         shrunk = shrink_case(
             spec,
@@ -290,7 +310,7 @@ def _shrunk(
         return original  # a "minimal" counterexample is never larger than the one it replaces
     # The shrunk run is not diagnosed (small inputs make mistakes look alike); the original's name
     # (and corner) holds on the shrunk input too, since shrinking kept only inputs where it does.
-    # A drawn one keeps its own position among the generated inputs; hypothesis's has none.
+    # A drawn one keeps its own position among the generated inputs; a small one and hypothesis's have none.
     return dataclasses.replace(
         shrunk.failure,
         example=position,

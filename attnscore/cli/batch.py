@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["grade_batch", "has_dask"]
@@ -17,10 +18,19 @@ def has_dask() -> bool:
 
 
 def grade_batch(
-    paths: list[Any], spec: Any, out: str | None, scheduler: str | None, jobs: int, err: Any, options: dict[str, Any]
+    paths: list[Any],
+    spec: Any,
+    out: str | None,
+    scheduler: str | None,
+    jobs: int,
+    err: Any,
+    options: dict[str, Any],
+    warm: Callable[[], object] | None = None,
 ) -> tuple[list[Any], Any]:
     """Grade ``paths`` against ``spec``: here (``jobs`` processes), as a class run into ``out``, or on
     the dask cluster at ``scheduler``; the progress bar and warnings go to the console ``err``.
+    ``warm`` (starting the worker template) is called once a class run knows it has something to
+    grade here; an unchanged rerun starts no template (no torch loaded, no core taken).
 
     Returns the submission results in the order of ``paths`` and the class run (None unless ``out``).
     Raises what the class run (:class:`~attnscore.grade.gradebook.GradebookError`) or the cluster
@@ -40,7 +50,7 @@ def grade_batch(
                 out,
                 jobs=jobs,
                 scheduler=scheduler,
-                on_plan=lambda _, todo: bar.update(task, total=todo),
+                on_plan=lambda _, todo: _planned(bar, task, todo, None if scheduler is not None else warm),
                 on_result=lambda *_: bar.advance(task),
                 on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
                 **options,
@@ -62,3 +72,11 @@ def grade_batch(
 
             results = grade_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
     return results, run
+
+
+def _planned(bar: Any, task: Any, todo: int, warm: Callable[[], object] | None) -> None:
+    """A class run's plan is known: the bar counts the ``todo`` submissions, and a run that grades
+    some here starts the worker template (``warm``; a no-op when it already runs)."""
+    bar.update(task, total=todo)
+    if todo and warm is not None:
+        warm()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import sys
 
@@ -139,10 +140,17 @@ def grade(
     from attnscore.sandbox.limits import Limits
     from attnscore.sandbox.processes import warm_template  # neither imports torch
 
-    if scheduler is None and device == "cpu":
+    # A class run into a folder that already holds a gradebook may have nothing left to grade:
+    # its template starts once the run knows it grades something (grade_batch's ``warm``).
+    rerun = out is not None and os.path.isfile(os.path.join(out, "gradebook.sqlite"))  # class_run.GRADEBOOK
+
+    def warm() -> None:
+        warm_template(Limits(template=False if no_template else None), wait=False)
+
+    if scheduler is None and device == "cpu" and not rerun:
         # first: the worker template loads torch in its own process while this one imports the
         # grader and loads the spec (both import torch as well)
-        warm_template(Limits(template=False if no_template else None), wait=False)
+        warm()
 
     from rich.console import Console
 
@@ -175,8 +183,8 @@ def grade(
         raise BadUsage(f"--hidden-cases {hidden_cases} is for --format gradescope, found --format {fmt}")
     if out is not None and fmt == "gradescope":
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
-    if scheduler is None and device != "cpu":  # after the device check: loads torch while this process loads the spec
-        warm_template(Limits(template=False if no_template else None), wait=False)
+    if scheduler is None and device != "cpu" and not rerun:  # after the device check: torch loads beside the spec
+        warm()
     spec = load_spec(spec_path)
     if spec.student_copy is not None:
         raise BadUsage(f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec")
@@ -210,7 +218,7 @@ def grade(
         "cache_cases": True,  # a cold run reads the spec's built cases (attnscore.check.case_cache)
     }
     try:
-        results, run = grade_batch(paths, spec, out, scheduler, jobs, err, options)
+        results, run = grade_batch(paths, spec, out, scheduler, jobs, err, options, warm=None if scheduler else warm)
     except (GradebookError, ClusterError) as exc:
         raise BadInput(str(exc)) from None
     if run is not None:

@@ -9,6 +9,7 @@ pair into the contract's arguments.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 from collections.abc import Callable, Iterator
@@ -23,13 +24,51 @@ from hypothesis.extra import numpy as hnp
 if TYPE_CHECKING:
     from attnscore.maths.contract import Contract
 
-__all__ = ["QK", "Args", "qk_shapes", "random_qk", "perpendicular_qk", "draw_examples", "legend_sizes", "random_args"]
+__all__ = [
+    "QK",
+    "Args",
+    "qk_shapes",
+    "random_qk",
+    "perpendicular_qk",
+    "draw_examples",
+    "legend_sizes",
+    "random_args",
+    "small_sizes",
+]
 
 QK = tuple[np.ndarray, np.ndarray]
 Args = dict[str, np.ndarray]
 T = TypeVar("T")
 
 MAX_BATCH_DIMS = 2
+SMALL_SIZE = 2
+"""The largest size :func:`small_sizes` lets :func:`qk_shapes` and :func:`legend_sizes` draw."""
+
+_SMALL: contextvars.ContextVar[bool] = contextvars.ContextVar("attnscore_small_sizes", default=False)
+
+
+@contextlib.contextmanager
+def small_sizes() -> Iterator[None]:
+    """Within it, :func:`qk_shapes` and :func:`legend_sizes` draw every size (``n_q``, ``n_k``,
+    ``d_k``, each legend symbol) at most :data:`SMALL_SIZE` (never below a strategy's own
+    minimum) and at most one batch dim of at most that size: the same strategies, drawing the
+    smallest inputs they can make. Shrinking in grading draws such inputs
+    (:mod:`attnscore.check.small_inputs`); graded cases never do."""
+    token = _SMALL.set(True)
+    try:
+        yield
+    finally:
+        _SMALL.reset(token)
+
+
+def _upper(bound: int, low: int = 1) -> int:
+    """``bound`` as the drawing is capped now (:func:`small_sizes`), never below ``low``."""
+    return max(low, min(bound, SMALL_SIZE)) if _SMALL.get() else bound
+
+
+def _batch_dims(draw: Callable[..., Any]) -> tuple[int, ...]:
+    small = _SMALL.get()
+    return tuple(draw(st.lists(st.integers(1, _upper(3)), max_size=1 if small else MAX_BATCH_DIMS)))
 
 
 @st.composite
@@ -37,10 +76,10 @@ def qk_shapes(
     draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8
 ) -> tuple[tuple[int, ...], int, int, int]:
     """Draw ``(batch, n_q, n_k, d_k)`` that ``contract`` can express."""
-    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS))) if contract.batched else ()
-    n_q = 1 if contract.single_query else draw(st.integers(1, 5))
-    n_k = 1 if contract.single_key else draw(st.integers(1, 6))
-    d_k = draw(st.integers(min_d_k, max_d_k))
+    batch = _batch_dims(draw) if contract.batched else ()
+    n_q = 1 if contract.single_query else draw(st.integers(1, _upper(5)))
+    n_k = 1 if contract.single_key else draw(st.integers(1, _upper(6)))
+    d_k = draw(st.integers(min_d_k, _upper(max_d_k, min_d_k)))
     if contract.ties:  # a spec's tied symbols (e.g. n_k = n_q for a square kernel) take one size
         sizes = {"n_q": n_q, "n_k": n_k, "d_k": d_k}
         for symbol, same_as in contract.ties:
@@ -180,9 +219,9 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
 def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6, min_size: int = 1) -> dict[str, Any]:
     """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
     symbols = {sym for _, legend in contract.parameters for sym in legend}
-    sizes: dict[str, Any] = {"...": tuple(draw(st.lists(st.integers(1, 3), max_size=MAX_BATCH_DIMS)))}
+    sizes: dict[str, Any] = {"...": _batch_dims(draw)}
     for sym in sorted(symbols - {"..."}):
-        sizes[sym] = draw(st.integers(min_size, max(min_size, max_size)))
+        sizes[sym] = draw(st.integers(min_size, _upper(max(min_size, max_size), min_size)))
     if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
         sizes["h_kv"] = draw(st.integers(1, 3))
         sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, 3))

@@ -105,8 +105,10 @@ class ShrunkFrom:
         example, examples: the original failing input was generated input ``example`` of ``examples``.
         size: how many entries the original input's arguments held together.
         how: ``"drawn"`` when the counterexample is the smallest failing input among the generated
-            ones (tried after the first failure, smallest first), ``"hypothesis"`` when hypothesis
-            shrank it (no generated input smaller than the first failing one fails the same way).
+            ones (tried after the first failure, smallest first), ``"small"`` when it is one of the
+            property's small inputs drawn for shrinking (:mod:`attnscore.check.small_inputs`; not
+            graded, so it has no number among the generated inputs), ``"hypothesis"`` when
+            hypothesis shrank it (no drawn input smaller than the first failing one fails the same way).
     """
 
     example: int

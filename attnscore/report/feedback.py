@@ -211,6 +211,12 @@ def _where(failure: Failure) -> str:
             f"the smallest that fails this way; the first to fail was input {s.example} "
             f"({counted(s.size, 'entry', 'entries')})"
         )
+    if s.how == "small":
+        return (
+            f"a small input drawn to show this failure ({counted(failure.size, 'entry', 'entries')}), the smallest "
+            f"that fails this way; the first to fail was generated input {s.example} of {s.examples} "
+            f"({counted(s.size, 'entry', 'entries')})"
+        )
     return (
         f"shrunk by hypothesis from generated input {s.example} of {s.examples} "
         f"({counted(s.size, 'entry', 'entries')}) to {counted(failure.size, 'entry', 'entries')}"

@@ -62,12 +62,14 @@ import builtins
 import json
 import re
 import symtable
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import nbformat
 from IPython.core.inputtransformer2 import HelpEnd, TokenTransformBase, TransformerManager, make_tokens_by_line
+from nbformat.warnings import MissingIDFieldWarning
 
 __all__ = [
     "NotebookError",
@@ -380,8 +382,10 @@ def _decode(content: bytes) -> nbformat.NotebookNode:
             "(keep data out of code cells: compute or load it in your function)"
         )
     try:
-        notebook = nbformat.reads(text, as_version=4)
-        nbformat.validate(notebook)
+        with warnings.catch_warnings():  # cells without ids (older Jupyter): nbformat adds them; no stderr noise
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            notebook = nbformat.reads(text, as_version=4)
+            nbformat.validate(notebook)
     except Exception as exc:  # noqa: BLE001 - nbformat raises several types for a malformed file
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NotebookError(f"not a valid nbformat 4 notebook: {message[:300]}") from None
