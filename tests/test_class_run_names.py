@@ -274,3 +274,28 @@ def test_a_student_whose_outputs_fail_is_recorded_and_the_class_goes_on(tmp_path
     again = _run(klass, out)
     assert again.graded == ("cy.py",) and again.problems == ()
     assert (out / "feedback" / "bad.py.txt").exists()  # written by the rerun from the stored result
+
+
+def test_an_unchanged_rerun_starts_no_worker_template(tmp_path, fake_grading, monkeypatch):
+    """`attnscore grade CLASS --out DIR`: the first run starts the worker template before it loads
+    the spec; a rerun with nothing to grade starts none (no torch loaded, no core taken); a rerun
+    with one changed submission starts it once it knows, and grades only that one."""
+    import attnscore.sandbox.processes as processes
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    warmed: list[int] = []
+    monkeypatch.setattr(processes, "warm_template", lambda *a, **k: warmed.append(1))
+    klass = _class(tmp_path / "class", ["ann.py", "bob.py"])
+    out = tmp_path / "out"
+    args = ["grade", str(klass), "--spec", str(ROOT / "specs" / "dot_product_scores.yaml"), "--out", str(out)]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0 and fake_grading == ["ann.py", "bob.py"] and len(warmed) >= 1
+    warmed.clear()
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and warmed == [] and fake_grading == ["ann.py", "bob.py"]
+    assert "0 graded, 2 unchanged" in again.output
+    (klass / "bob.py").write_bytes(CORRECT + b"# changed\n")
+    changed = CliRunner().invoke(main, args)
+    assert changed.exit_code == 0 and warmed == [1] and fake_grading == ["ann.py", "bob.py", "bob.py"]

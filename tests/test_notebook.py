@@ -347,3 +347,19 @@ def test_open_brackets_in_shell_lines_cannot_make_reading_quadratic():
     assert info.value.cell == 2
     few = convert_notebook(_raw_notebook(CORRECT, "!echo (it\nimport os\n!echo '''it\nd_k = 4\n"))
     assert body(few.source) == [*CORRECT.splitlines(), "import os", "d_k = 4"]
+
+
+def test_cells_without_ids_are_read_without_a_warning():
+    """A notebook whose cells have no ``id`` (nbformat 4.5 asks for one; older Jupyter and hand-made
+    notebooks omit it) converts with nothing on stderr: nbformat adds the ids and its warning is
+    not the grader's to print."""
+    import warnings
+
+    cell = {"cell_type": "code", "metadata": {}, "source": "def f(x):\n    return x\n", "outputs": []}
+    cell["execution_count"] = None
+    content = json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        notebook = convert_notebook(content)
+    assert [str(w.message) for w in seen] == []
+    assert "def f(x):\n    return x" in notebook.source
