@@ -14,6 +14,7 @@ restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import platform
@@ -102,6 +103,13 @@ def pinned_precision() -> Iterator[None]:
         torch.set_float32_matmul_precision(saved[2])
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_torch() -> str:
+    """torch's version as installed (read once per process: a grader that never imports torch reads
+    its metadata, a few milliseconds, for every submission's report otherwise)."""
+    return importlib.metadata.version("torch")
+
+
 def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
     """Versions, device and precision mode, for the report.
 
@@ -116,7 +124,7 @@ def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
         tf32 = "on" if torch.backends.cuda.matmul.allow_tf32 else "off"
     env = {
         "python": platform.python_version(),
-        "torch": torch.__version__ if lazy_torch.loaded() else importlib.metadata.version("torch"),
+        "torch": torch.__version__ if lazy_torch.loaded() else _installed_torch(),
         "numpy": np.__version__,
         "hypothesis": hypothesis.__version__,
         "device": device,

@@ -8,6 +8,7 @@ result is complete: every case has a verdict.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -15,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnscore.boundary import lazy_torch
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
 from attnscore.check.case_cache import cached_cases
@@ -164,11 +166,17 @@ def grade_many(
     results: list[SubmissionResult] = []
     # here first: a spec whose cases cannot be built fails once, located
     cases = cached_cases(spec, dtype, seed) if cache_cases else build_cases(spec, dtype, seed)
+    parallel = jobs > 1 and len(read) > 1
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if len(read) > 1 and (fork or not parallel) and (limits is None or limits.device == "cpu"):
+        # A class: while the template loads torch (waited for below), this process loads it too, as
+        # the first wrong submission's diagnosis would (off the critical path), and forked grader
+        # processes share it instead of each importing it. No torch op runs here before the fork.
+        lazy_torch.bind()
     warm_template(limits)  # once, before any grader process forks: they all share it
-    if jobs > 1 and len(read) > 1:
+    if parallel:
         # Forked grader processes start with the spec's cases built here (no import, no rebuild);
         # elsewhere, fresh interpreters build the same derandomised cases from the spec file.
-        fork = "fork" in multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if fork else "spawn")
         if fork:
             _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
@@ -197,8 +205,14 @@ def grade_many(
 def _one_torch_thread() -> None:
     """In each grader process: one torch thread. A forked process must never enter the OpenMP
     thread pool its parent may have started (GNU OpenMP waits forever for threads that were not
-    forked), and N grader processes want one thread each anyway."""
-    torch.set_num_threads(1)
+    forked), and N grader processes want one thread each anyway. A grader process that has not
+    imported torch does not import it for this (1.5–3 s, and most grading needs no tensor in the
+    grader: :mod:`attnscore.boundary.lazy_torch`): torch takes its thread count from
+    ``OMP_NUM_THREADS`` when it is first imported."""
+    if lazy_torch.loaded():
+        torch.set_num_threads(1)
+    else:
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
