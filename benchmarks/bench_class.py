@@ -15,7 +15,9 @@ unchanged; the figures are printed side by side, each with the machine's load
 (``/proc/loadavg``) at its start: submissions/s, per-submission grading time p50/p95 for right and
 wrong submissions, the time outside grading (wall time less the grading time of the submissions,
 divided by the jobs), the mean counterexample size (entries of the failing call's arguments, over
-failing visible properties), the unchanged rerun, and a cold single submission (``attnscore grade
+failing visible properties), the grading time of the submissions that timed out somewhere
+("hanging s": each case they hang on costs the spec's per-call limit) and the rate without it,
+the unchanged rerun, and a cold single submission (``attnscore grade
 correct_matmul.py``, the median of three) next to ``python -c 'import torch'``. When otter-grader
 is importable, the same class runs through its Python API too.
 """
@@ -147,6 +149,9 @@ def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) ->
             if case["kind"] == "property" and failure and failure.get("args") and case["visibility"] != "hidden":
                 sizes.append(_entries(failure["args"]))
     graded = sum(times["right"] + times["wrong"] + times["broken"])
+    # grading time of the submissions that timed out somewhere: the spec's per-call limit, spent in
+    # full by every case they hang on (no grader that grades each case can skip it)
+    hanging = sum(s["duration_s"] for s in subs if any(c["verdict"] == "timeout" for c in s["cases"]))
 
     def pct(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values or [0.0])[0]
@@ -158,6 +163,8 @@ def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) ->
         "right": (pct(times["right"], 50), pct(times["right"], 95)),
         "wrong": (pct(times["wrong"], 50), pct(times["wrong"], 95)),
         "outside": wall - graded / jobs,
+        "timeouts": hanging,
+        "rate_net": len(subs) / max(1e-9, wall - hanging / jobs),
         "size": statistics.mean(sizes) if sizes else 0.0,
         "count": len(subs),
     }
@@ -192,6 +199,19 @@ def otter(klass: Path) -> str:
     return "otter-grader: importable, but its run needs an autograder zip for this class: not measured"
 
 
+def compile_ahead(exe: str) -> None:
+    """Write the bytecode of ``exe``'s attnscore package, as ``pip install`` does: a machine with
+    ``PYTHONDONTWRITEBYTECODE`` set (this one) would otherwise compile ~190 modules on every run."""
+    python = str(Path(exe).parent / "python")
+    where = subprocess.run(
+        [python, "-c", "import attnscore, os; print(os.path.dirname(attnscore.__file__))"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if where:
+        subprocess.run([python, "-m", "compileall", "-q", where], capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=200, help="submissions in the class (default 200)")
@@ -202,13 +222,19 @@ def main() -> None:
     ours = str(Path(sys.executable).parent / "attnscore")
     exes = [("this", ours)] + ([("baseline", args.baseline)] if args.baseline else [])
     jobs = [int(j) for j in args.jobs.split(",")]
+    for _, exe in exes:
+        compile_ahead(exe)
+    print("bytecode: compiled ahead for every attnscore measured (as an installed package has it)")
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
         klass = Path(tmp) / "class"
         klass.mkdir()
         kinds = make_class(klass, args.size)
         counts = {k: list(kinds.values()).count(k) for k in ("right", "wrong", "broken")}
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
-        header = "run            jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s  cex size"
+        header = (
+            "run            jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s  cex size"
+            "  hanging s  subs/s less hanging"
+        )
         print(header)
         for j in jobs:
             for label, exe in exes:  # interleaved: each pair runs under the same load
@@ -217,7 +243,7 @@ def main() -> None:
                 print(
                     f"{label:<14} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
                     f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}",
+                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>7.2f}",
                     flush=True,
                 )
         for label, exe in exes:

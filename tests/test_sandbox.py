@@ -358,3 +358,20 @@ def test_what_the_grader_cannot_remove_is_that_students_note(tmp_path, monkeypat
     assert result.score == result.max_score == 11
     assert result.error.startswith("the grader could not remove what your code left in its folders: could not remove")
     assert "\x1b" not in result.error and calls
+
+
+def test_a_fresh_bwrap_keeps_an_interpreter_under_tmp_visible(monkeypatch):
+    """A fresh worker's /tmp is a new tmpfs, bounded like its working folder, made before the
+    interpreter's folders are bound: a virtual environment under /tmp (a CI runner's, tox's) is still
+    there to start the worker (a later tmpfs on /tmp hid it: every submission 'crashed')."""
+    from attnscore.sandbox import bwrap
+
+    monkeypatch.setattr(bwrap, "readonly_roots", lambda: ["/tmp/ci/venv"])
+    args = bwrap.fresh_prefix("/s", "/w", "/l", "cpu", 64 << 20, False)
+    on_tmp = [i for i, a in enumerate(args[:-1]) if a == "--tmpfs" and args[i + 1] == "/tmp"]
+    bound = [i for i, a in enumerate(args[:-2]) if a == "--ro-bind" and args[i + 1] == "/tmp/ci/venv"]
+    assert len(on_tmp) == 1 and len(bound) == 1 and on_tmp[0] < bound[0]
+    assert args[on_tmp[0] - 2 : on_tmp[0]] == ["--size", str(64 << 20)]
+    unbounded = bwrap.fresh_prefix("/s", "/w", "/l", "cpu", None, False)
+    assert sum(a == "--tmpfs" and unbounded[i + 1] == "/tmp" for i, a in enumerate(unbounded[:-1])) == 1
+    assert "--size" not in unbounded

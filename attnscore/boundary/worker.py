@@ -479,6 +479,22 @@ def _granted(path: str, deny: list[str], depth: int = 0) -> list[str]:
     return granted
 
 
+def _listed_only(path: str, deny: list[str]) -> list[str]:
+    """The folders from ``path`` down to each ``deny`` folder inside it (the denied ones left out):
+    Landlock lets the worker list them, not read them. Python looks a module up by listing each
+    folder of ``sys.path``, so a site-packages that holds the grader's installed package (carved
+    out of the grant by :func:`_granted`) must stay listable, or no other package there imports
+    (a worker not started from the template loads torch after it confines itself). Listing shows
+    names only: the denied package's files stay unreadable, so it never imports."""
+    top = path.rstrip("/")
+    listed: list[str] = []
+    for denied in deny:
+        if denied.startswith(top + "/"):
+            parts = denied[len(top) + 1 :].split("/")[:-1]
+            listed += [top] + [top + "/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+    return list(dict.fromkeys(listed))
+
+
 def _confine(folder: str, deny: list[str], device_files: list[str] | None = None) -> str:
     """Apply Landlock: read the module folders, the system and ``folder``; write the working folder;
     read, write and ioctl the GPU's ``device_files`` (``/dev/nvidia*``, for a GPU worker).
@@ -493,6 +509,7 @@ def _confine(folder: str, deny: list[str], device_files: list[str] | None = None
     read += ["/etc/ld.so.conf.d", "/etc/fonts"]  # fonts: a leftover matplotlib import stays quiet
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
+    files += [(f, landlock.READ_DIR) for p in dict.fromkeys(modules) for f in _listed_only(p, deny)]
     rights = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV
     files += [(node, rights) for node in device_files or [] if isinstance(node, str) and node.startswith("/dev/nvidia")]
     return landlock.confine(read, [os.getcwd()], files)

@@ -114,10 +114,12 @@ def readonly_roots() -> list[str]:
     return kept
 
 
-def view(unshare: tuple[str, ...], device: str) -> list[str]:
+def view(unshare: tuple[str, ...], device: str, tmp_bytes: int | None = None) -> list[str]:
     """bwrap's arguments for the namespaces ``unshare`` and the view every worker gets: a new
-    ``/proc``, ``/dev`` (with ``device``'s GPU nodes, none for the CPU) and ``/tmp``, the system
-    folders and the interpreter's folders read-only, attnscore's own installed files hidden."""
+    ``/proc``, ``/dev`` (with ``device``'s GPU nodes, none for the CPU) and ``/tmp`` (a tmpfs of at
+    most ``tmp_bytes`` when given), the system folders and the interpreter's folders read-only
+    (bound after the new ``/tmp``: an interpreter or virtual environment under ``/tmp`` stays
+    visible), attnscore's own installed files hidden."""
     args = [
         executable() or "bwrap",
         *unshare,
@@ -127,6 +129,7 @@ def view(unshare: tuple[str, ...], device: str) -> list[str]:
         "/proc",
         "--dev",
         "/dev",
+        *(["--size", str(tmp_bytes)] if tmp_bytes else []),
         "--tmpfs",
         "/tmp",
         *gpu.bwrap_device_args(gpu.device_nodes(device)),
@@ -166,11 +169,10 @@ def fresh_prefix(
     submission's files, ``workdir`` its working folder, ``lib`` the worker modules. With
     ``disk_bytes``, the working folder (and ``/tmp``) is a tmpfs of that size instead of
     ``workdir``; with ``drops_uid`` (a root grader), one the worker's own uid may write."""
-    args = view(UNSHARE, device)
+    args = view(UNSHARE, device, disk_bytes)  # /tmp bounded too, before the interpreter's folders are bound
     if disk_bytes:
         # a root grader's worker drops to its own uid inside: the folder must let it write
         perms = "1777" if drops_uid else "0700"
-        args += ["--size", str(disk_bytes), "--tmpfs", "/tmp"]
         work = ["--perms", perms, "--size", str(disk_bytes), "--tmpfs", "/sandbox/work"]
     else:
         work = ["--bind", workdir, "/sandbox/work"]
