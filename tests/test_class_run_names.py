@@ -280,9 +280,9 @@ def test_an_unchanged_rerun_starts_no_worker_template(tmp_path, fake_grading, mo
     """`attnscore grade CLASS --out DIR`: the first run starts the worker template before it loads
     the spec; a rerun with nothing to grade starts none (no torch loaded, no core taken); a rerun
     with one changed submission starts it once it knows, and grades only that one."""
-    import attnscore.sandbox.processes as processes
     from click.testing import CliRunner
 
+    import attnscore.sandbox.processes as processes
     from attnscore.cli import main
 
     warmed: list[int] = []
