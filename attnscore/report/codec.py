@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import types
 import typing
@@ -79,10 +80,14 @@ def number_from_word(value: object) -> float:
 
 
 @cache
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
+    """The field types of ``cls``, resolved once (resolving string annotations is the slow part of
+    reading a gradebook: a class rerun decodes every stored result)."""
     return typing.get_type_hints(cls)
 
 
+@functools.cache
 def _members(kind: Any) -> tuple[Any, ...]:
     """The members of a union type (``X | None``, ``A | B``), or ``()`` when ``kind`` is no union."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
