@@ -14,7 +14,7 @@ import pytest
 
 from attnscore.boundary import landlock
 from attnscore.boundary.outputs import Received
-from attnscore.boundary.worker import _granted, _listed_only
+from attnscore.boundary.worker import _granted
 from attnscore.sandbox.launch import Limits, SandboxRunner, protections
 
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}
@@ -127,21 +127,12 @@ def test_grade_warns_when_submissions_could_read_the_spec(tmp_path):
         shutil.rmtree(public)
 
 
-def test_folders_down_to_a_carved_out_package_are_listed_only():
-    """The folders from a module folder down to a denied package inside it, and nothing else."""
-    site = "/venv/lib/python3.11/site-packages"
-    deny = [f"{site}/attnscore", f"{site}/deep/er/graders", "/elsewhere/project"]
-    assert _listed_only(site, deny) == [site, f"{site}/deep", f"{site}/deep/er"]
-    assert _listed_only(site + "/", deny) == [site, f"{site}/deep", f"{site}/deep/er"]
-    assert _listed_only("/venv/lib/python3.11/site", deny) == []  # a name prefix is not a parent
-    assert _listed_only("/elsewhere/project", deny) == []
-
-
 @needs_landlock
 def test_a_site_packages_holding_the_grader_still_imports_its_other_packages(tmp_path):
-    """A pip-installed grader sits inside site-packages: once Landlock confines a worker, the other
-    packages there still import (Python lists the folder to find a module, which the grant allows),
-    while the grader's package neither imports nor reads."""
+    """A pip-installed grader sits inside site-packages: a worker that confines itself before its
+    imports (a fresh one) still imports the other packages there (the folder was listed before
+    Landlock), while neither that folder nor the grader's package can be listed now, and the
+    grader's package neither imports nor reads."""
     site = tmp_path / "site-packages"
     for name, text in (("allowed_pkg", "VALUE = 7\n"), ("graderpkg", "SECRET = 1\n")):
         (site / name).mkdir(parents=True)
@@ -150,12 +141,16 @@ def test_a_site_packages_holding_the_grader_still_imports_its_other_packages(tmp
     work.mkdir()
     denied = site / "graderpkg" / "__init__.py"
     code = (
-        "import sys\n"
+        "import os, sys\n"
+        "from attnscore.boundary import landlock\n"
         "from attnscore.boundary.worker import _confine\n"
         f"sys.path.insert(0, {str(site)!r})\n"
-        f"print(_confine({str(work)!r}, [{str(site / 'graderpkg')!r}]))\n"
         "sys.path_importer_cache.clear()  # as in a fresh worker: site-packages not listed before\n"
+        f"print(_confine({str(work)!r}, [{str(site / 'graderpkg')!r}]))\n"
         "import allowed_pkg\nprint('allowed', allowed_pkg.VALUE)\n"
+        f"for folder in ({str(site)!r}, {str(site / 'graderpkg')!r}):\n"
+        "    try:\n        os.listdir(folder)\n        print('listed')\n"
+        "    except OSError as exc:\n        print('list', exc.errno)\n"
         "try:\n    import graderpkg\n    print('grader imported', graderpkg.SECRET)\n"
         "except Exception as exc:\n    print('grader', type(exc).__name__)\n"
         f"try:\n    open({str(denied)!r}).read()\n    print('grader read')\n"
@@ -163,5 +158,5 @@ def test_a_site_packages_holding_the_grader_still_imports_its_other_packages(tmp
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120)
     lines = done.stdout.splitlines()
-    expected = ["allowed 7", "grader PermissionError", "grader read 13"]
+    expected = ["allowed 7", "list 13", "list 13", "grader PermissionError", "grader read 13"]
     assert lines[0].startswith("landlock v") and lines[1:] == expected, done.stdout + done.stderr

@@ -479,20 +479,23 @@ def _granted(path: str, deny: list[str], depth: int = 0) -> list[str]:
     return granted
 
 
-def _listed_only(path: str, deny: list[str]) -> list[str]:
-    """The folders from ``path`` down to each ``deny`` folder inside it (the denied ones left out):
-    Landlock lets the worker list them, not read them. Python looks a module up by listing each
-    folder of ``sys.path``, so a site-packages that holds the grader's installed package (carved
-    out of the grant by :func:`_granted`) must stay listable, or no other package there imports
-    (a worker not started from the template loads torch after it confines itself). Listing shows
-    names only: the denied package's files stay unreadable, so it never imports."""
-    top = path.rstrip("/")
-    listed: list[str] = []
-    for denied in deny:
-        if denied.startswith(top + "/"):
-            parts = denied[len(top) + 1 :].split("/")[:-1]
-            listed += [top] + [top + "/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-    return list(dict.fromkeys(listed))
+def _list_ahead(modules: list[str], deny: list[str]) -> None:
+    """Have Python list each module folder that holds a ``deny`` folder (a site-packages holding the
+    grader's installed package) now, before Landlock: Python finds a module by listing each folder
+    of ``sys.path`` once and keeping the names, and Landlock grants such a folder's entries but
+    not the folder itself, so a worker that confines itself before importing (a fresh worker,
+    which loads torch after) could import nothing from there. The listing (top-level names only)
+    is what the worker template's imports keep anyway; nothing below a denied folder is listed,
+    and nothing in it can be read."""
+    import importlib.machinery
+
+    for path in modules:
+        top = path.rstrip("/")
+        if path not in deny and os.path.isdir(path) and any(d.startswith(top + "/") for d in deny):
+            try:
+                importlib.machinery.PathFinder.find_spec("_attnscore_list_ahead_", [path])
+            except (ImportError, OSError, ValueError):
+                pass
 
 
 def _confine(folder: str, deny: list[str], device_files: list[str] | None = None) -> str:
@@ -509,9 +512,9 @@ def _confine(folder: str, deny: list[str], device_files: list[str] | None = None
     read += ["/etc/ld.so.conf.d", "/etc/fonts"]  # fonts: a leftover matplotlib import stays quiet
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
-    files += [(f, landlock.READ_DIR) for p in dict.fromkeys(modules) for f in _listed_only(p, deny)]
     rights = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV
     files += [(node, rights) for node in device_files or [] if isinstance(node, str) and node.startswith("/dev/nvidia")]
+    _list_ahead(list(dict.fromkeys(modules)), deny)
     return landlock.confine(read, [os.getcwd()], files)
 
 

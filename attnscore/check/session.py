@@ -30,7 +30,7 @@ from attnscore.boundary.untrusted import clean_text
 from attnscore.check.cases import Case
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import Runner
-from attnscore.check.shrink import add_shrunk
+from attnscore.check.shrink import add_shrunk, build_small
 from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, SubmissionResult
 from attnscore.spec.model import Spec
@@ -220,6 +220,8 @@ class Session:
             # a submission that never loaded fails every input the same way: a smaller input says nothing new
             wanted = runner.load_failure is None and not shown
             if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
+                if budget.drawn_first:  # drawn once per process: not this submission's shrinking work
+                    build_small(spec, case, result, dtype, self.seed)
                 started = clock()
                 result = add_shrunk(
                     spec,

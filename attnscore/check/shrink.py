@@ -34,7 +34,7 @@ from attnscore.report.failure import ShrunkFrom, size_of
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
-__all__ = ["shrink_case", "add_shrunk"]
+__all__ = ["shrink_case", "add_shrunk", "build_small"]
 
 
 def _property_diagnosis(case: Case) -> str | None:
@@ -213,6 +213,18 @@ _SHRINKABLE = (
     Verdict.BAD_RETURN_TYPE,
     Verdict.EXCEPTION,
 )
+
+
+def build_small(spec: Spec, case: Case, result: Any, dtype: str, seed: int | None = None) -> None:
+    """Build ``case``'s small inputs now (:func:`attnscore.check.small_inputs.small_case`, kept per
+    process) when grading is about to shrink ``result`` with them, so that the session can keep
+    their drawing out of the shrinking clock: only the first failing submission of a process pays
+    for it, and a safety net of work must not depend on which one that was."""
+    failure = getattr(result, "failure", None)
+    if result.passed or case.kind != "property" or case.visibility == "hidden" or failure is None:
+        return
+    if any(f.verdict in _SHRINKABLE for f in (failure, *failure.other_causes)):
+        small_case(spec, case, dtype, seed)
 
 
 def add_shrunk(

@@ -13,7 +13,8 @@ They are never graded: a small input is only ever shown in place of a failing on
 it fails the same way (same verdict, same diagnosed mistake, same convention corner). They depend
 only on the spec, the property, the dtype and the base seed (derived with their own stream,
 ``"small"``), never on the submission, so every submission is shown the same counterexample for
-the same fault, run after run. Built once per process and case, on first need.
+the same fault, run after run. Built once per process and built case (the very :class:`Case`
+object: a spec loaded again, even unchanged, builds its own), on first need.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ __all__ = ["SMALL_COUNT", "small_case"]
 SMALL_COUNT = 12
 """Small inputs drawn per property case."""
 
-_BUILT: dict[tuple[object, ...], Case | None] = {}
+_BUILT: dict[tuple[int, str, int], tuple[Case, Case | None]] = {}
+_BUILT_MAX = 1024
 
 
 def small_case(spec: Spec, case: Case, dtype: str, seed: int | None = None) -> Case | None:
@@ -53,10 +55,15 @@ def small_case(spec: Spec, case: Case, dtype: str, seed: int | None = None) -> C
     if case.kind != "property" or not case.property_name:
         return None
     base = spec.seed if seed is None else seed
-    key = (spec.path, spec.id, spec.version, base, case.id, dtype, case.tolerance)
-    if key not in _BUILT:
-        _BUILT[key] = _build(spec, case, dtype, base)
-    return _BUILT[key]
+    key = (id(case), dtype, base)  # the entry keeps ``case`` alive: its id is not reused meanwhile
+    hit = _BUILT.get(key)
+    if hit is not None and hit[0] is case:
+        return hit[1]
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.clear()
+    small = _build(spec, case, dtype, base)
+    _BUILT[key] = (case, small)
+    return small
 
 
 def _build(spec: Spec, case: Case, dtype: str, base: int) -> Case | None:

@@ -50,9 +50,11 @@ _SMALL: contextvars.ContextVar[bool] = contextvars.ContextVar("attnscore_small_s
 @contextlib.contextmanager
 def small_sizes() -> Iterator[None]:
     """Within it, :func:`qk_shapes` and :func:`legend_sizes` draw every size (``n_q``, ``n_k``,
-    ``d_k``, each legend symbol) at most :data:`SMALL_SIZE` (never below a strategy's own
-    minimum) and at most one batch dim of at most that size: the same strategies, drawing the
-    smallest inputs they can make. Shrinking in grading draws such inputs
+    ``d_k``, each legend symbol; grouped-query heads ``h_kv`` at most :data:`SMALL_SIZE` and
+    ``h_q`` at most that many per KV head) at most :data:`SMALL_SIZE` (never below a strategy's
+    own minimum) and at most one batch dim of at most that size: the same strategies, drawing the
+    smallest inputs they can make. Sizes a strategy draws itself (a window, a cache length) are
+    its own. Shrinking in grading draws such inputs
     (:mod:`attnscore.check.small_inputs`); graded cases never do."""
     token = _SMALL.set(True)
     try:
@@ -223,8 +225,8 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
     for sym in sorted(symbols - {"..."}):
         sizes[sym] = draw(st.integers(min_size, _upper(max(min_size, max_size), min_size)))
     if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
-        sizes["h_kv"] = draw(st.integers(1, 3))
-        sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, 3))
+        sizes["h_kv"] = draw(st.integers(1, _upper(3)))
+        sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, _upper(3)))
     return sizes
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import math
 import types
 import typing
@@ -80,16 +79,14 @@ def number_from_word(value: object) -> float:
 
 
 @cache
-@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    """The field types of ``cls``, resolved once (resolving string annotations is the slow part of
-    reading a gradebook: a class rerun decodes every stored result)."""
     return typing.get_type_hints(cls)
 
 
-@functools.cache
+@cache
 def _members(kind: Any) -> tuple[Any, ...]:
-    """The members of a union type (``X | None``, ``A | B``), or ``()`` when ``kind`` is no union."""
+    """The members of a union type (``X | None``, ``A | B``), or ``()`` when ``kind`` is no union;
+    worked out once per type (a class rerun decodes every stored result, field by field)."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         return typing.get_args(kind)
     return ()

@@ -278,11 +278,9 @@ class SandboxRunner:
     def _disk_failure(self) -> CallFailure | None:
         """The working folder holds more than ``disk_bytes`` (where no tmpfs bounds it, the worker
         writes the grader's own disk): the worker is killed, its files removed, and this and every
-        later call fail with a memory-limit verdict that says so; else None. Where a tmpfs of that
-        size is the worker's working folder (``plan.disk == "tmpfs"``) the kernel bounds it and
-        nothing is walked."""
+        later call fail with a memory-limit verdict that says so; else None."""
         limit = self.limits.disk_bytes
-        if self.plan.disk == "tmpfs" or tree_usage(self.workdir, stop_above=limit) <= limit:
+        if tree_usage(self.workdir, stop_above=limit) <= limit:
             return None
         self._kill_worker()
         try:
