@@ -255,8 +255,7 @@ def add_shrunk(
         return result
     original = result.failure
     kwargs: dict[str, Any] = {"max_steps": max_steps, "budget_s": budget_s, "function": function, "clock": clock}
-    if drawn_first:
-        kwargs["small"] = small_case(spec, case, dtype, seed)
+    kwargs["small"] = small_case(spec, case, dtype, seed) if drawn_first else None
     first = _shrunk(spec, case, original, make_runner, dtype, drawn_first, **kwargs)
     others = tuple(
         _shrunk(dataclasses.replace(spec, set_aside=o.set_aside), case, o, make_runner, dtype, drawn_first, **kwargs)
@@ -274,12 +273,13 @@ def _shrunk(
     make_runner: Callable[[], Runner],
     dtype: str,
     drawn_first: bool,
+    small: Case | None = None,
     **kwargs: Any,
 ) -> Any:
-    """``original`` (one cause of a failing property) on its minimal failing input, or itself."""
+    """``original`` (one cause of a failing property) on its minimal failing input, or itself;
+    ``small``: the property's small inputs, tried with the drawn ones (``drawn_first``)."""
     if original.verdict not in _SHRINKABLE:
         return original
-    small = kwargs.pop("small", None)
     floor = min((size_of(call.args) for call in (*case.calls, *(small.calls if small else ()))), default=0)
     if original.size <= floor:
         return original  # already as small as any input the property draws (its simplest among them)
