@@ -212,3 +212,38 @@ def test_kernel_figures_of_this_process():
     assert cpu is not None and cpu > 0
     assert delay is None or delay >= 0
     assert clock.run_delay_s(2**22 + 1) is None and clock.cpu_s(2**22 + 1) is None
+
+
+def test_readings_kept_open_follow_their_process_and_end_with_it():
+    """A process's /proc files opened once give fresh figures on each reading, as the path-based
+    readers do, and nothing once the process is gone (an open /proc file never reads another process)."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nsys.stdin.readline()\n"
+            "end = time.process_time() + 0.3\nwhile time.process_time() < end: pass\nsys.stdin.readline()",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    readings = clock.ProcessReadings(child.pid)
+    try:
+        before = readings.cpu_s()
+        assert before is not None
+        assert (readings.run_delay_s() is None) == (clock.run_delay_s(child.pid) is None)
+        child.stdin.write(b"\n")
+        child.stdin.flush()
+        deadline = time.monotonic() + 30
+        while (readings.cpu_s() or 0) < before + 0.25 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert readings.cpu_s() == pytest.approx(clock.cpu_s(child.pid), abs=0.02)
+        assert readings.cpu_s() >= before + 0.25
+        child.stdin.write(b"\n")
+        child.stdin.close()
+        child.wait(timeout=30)
+        assert readings.cpu_s() is None and readings.run_delay_s() is None
+    finally:
+        child.kill()
+        child.wait()
+        readings.close()
+    assert readings.cpu_s() is None  # closed: reads nothing, raises nothing

@@ -415,3 +415,30 @@ def test_example_counterexamples_are_never_larger_than_the_original(scores_resul
                     assert failure.size < original.size
                 assert failure.size <= original.size, (result.submission, case.id, failure.size, original.size)
     assert checked > 40 and shrunk > 0 and "small" in hows
+
+
+def test_a_class_graded_here_uses_one_torch_thread_and_gives_back_the_count(tmp_path):
+    """While one grader process grades a class by itself, torch runs one thread there (its idle
+    OpenMP threads would spin on the workers' CPU); afterwards the process has its count back."""
+    import torch
+
+    spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    seen: list[int] = []
+    try:
+        missing = [tmp_path / "a.ipynb", tmp_path / "b.ipynb"]  # unreadable: never run, every case says why
+        for path in missing:
+            path.write_text("{not a notebook")
+        results = grade_many(
+            missing, spec, limits=Limits(template=False), on_result=lambda r: seen.append(torch.get_num_threads())
+        )
+        assert [r.score for r in results] == [0, 0]
+        assert seen == [1, 1]
+        assert torch.get_num_threads() == 2
+        grade_many(
+            missing[:1], spec, limits=Limits(template=False), on_result=lambda r: seen.append(torch.get_num_threads())
+        )
+        assert seen[-1] == 2  # one submission (Gradescope's cold grade): left as it is
+    finally:
+        torch.set_num_threads(before)

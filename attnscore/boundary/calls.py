@@ -34,6 +34,7 @@ __all__ = [
     "exception_text",
     "type_name",
     "inspect_call",
+    "aliased_inputs",
     "tensor_layout",
     "argument_value",
     "bound_python_ints",
@@ -187,5 +188,10 @@ def inspect_call(
             for n, t, c, lay in zip(names, tensors, copies, before, strict=False)
             if not _same_bits(t, c) or (lay is not None and tensor_layout(t) != lay)
         ],
-        "aliased": [n for n, t in zip(names, tensors, strict=False) if _shares_memory(value, t)],
+        "aliased": aliased_inputs(names, tensors, value),
     }
+
+
+def aliased_inputs(names: list[str], tensors: list[torch.Tensor], value: object) -> list[str]:
+    """The names of the inputs whose memory the output ``value`` shares (``return K`` or a view of it)."""
+    return [n for n, t in zip(names, tensors, strict=False) if _shares_memory(value, t)]

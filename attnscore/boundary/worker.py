@@ -701,7 +701,7 @@ def serve(
     import importlib.util
 
     from attnscore.boundary import wire
-    from attnscore.boundary.calls import bound_python_ints, describe_exception, inspect_call, type_name
+    from attnscore.boundary.calls import aliased_inputs, bound_python_ints, describe_exception, type_name
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
 
@@ -846,7 +846,7 @@ def serve(
         # itself after this reply and counts an input changed when either saw it changed
         inspection: dict[str, list[str]] = {"mutated": [names[i] for i in changed if i < count], "aliased": []}
         try:
-            inspection["aliased"] = inspect_call(names, args, args, value)["aliased"]
+            inspection["aliased"] = aliased_inputs(names, args, value)
         except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
             pass
         send(call_result(call_id, received, inspection))

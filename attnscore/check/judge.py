@@ -194,6 +194,17 @@ def judge_case(
     return dataclasses.replace(result, failure=dataclasses.replace(failure, other_causes=causes))
 
 
+def _where(call: Call, keywords: dict[str, Any] | None, by_name: tuple[str, ...]) -> dict[str, object]:
+    """How a failing call was made, for its reproduction: the inputs as JSON data, their memory
+    layouts, the keywords and the parameters passed by name (made only for the call that fails)."""
+    return {
+        "args": {n: json_array(a) for n, a in call.args.items()},
+        "layouts": dict(call.layouts) if call.layouts else None,
+        "keywords": keywords,
+        "by_name": by_name,
+    }
+
+
 def _judge_once(
     spec: Spec,
     case: Case,
@@ -223,12 +234,6 @@ def _judge_once(
             outcome = runner.call(call.args, dtype, call.layouts)
         else:
             outcome = runner.call(call.args, dtype)
-        where: dict[str, object] = {
-            "args": {n: json_array(a) for n, a in call.args.items()},
-            "layouts": dict(call.layouts) if call.layouts else None,
-            "keywords": keywords,
-            "by_name": by_name,
-        }
         if isinstance(outcome, CallFailure):
             verdict = outcome.verdict
             call_fields: dict[str, object] = {
@@ -239,6 +244,7 @@ def _judge_once(
             }
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
+            where = _where(call, keywords, by_name)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged
@@ -306,7 +312,7 @@ def _judge_once(
             verdict,
             function,
             dtype,
-            **where,
+            **_where(call, keywords, by_name),
             mismatch=mismatch,
             check=check_text,
             hint=hint,

@@ -24,6 +24,7 @@ import os
 import time
 
 STRETCH = 4.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def run_delay_s(pid: int) -> float | None:
@@ -41,9 +42,65 @@ def cpu_s(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
     except (OSError, ValueError, IndexError):
         return None
+
+
+class ProcessReadings:
+    """:func:`run_delay_s` and :func:`cpu_s` of one process, from its ``/proc`` files opened once
+    (a call's clock reads them twice per call: re-reading an open file costs a few microseconds,
+    opening it again ten times that). An open ``/proc/PID`` file stays with the process it was
+    opened for: once that process is gone it reads nothing (``None``), even if its pid is reused.
+    A file that cannot be opened reads as ``None`` too, as the functions say. Close it with the
+    process (:meth:`close`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.schedstat = self._open(f"/proc/{pid}/task/{pid}/schedstat")
+        self.stat = self._open(f"/proc/{pid}/stat")
+
+    @staticmethod
+    def _open(path: str) -> int | None:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+
+    @staticmethod
+    def _read(fd: int | None) -> bytes | None:
+        if fd is None:
+            return None
+        try:
+            return os.pread(fd, 4096, 0)
+        except OSError:
+            return None
+
+    def run_delay_s(self) -> float | None:
+        """As :func:`run_delay_s` of the process."""
+        raw = self._read(self.schedstat)
+        try:
+            return int(raw.split()[1]) / 1e9 if raw else None
+        except (ValueError, IndexError):
+            return None
+
+    def cpu_s(self) -> float | None:
+        """As :func:`cpu_s` of the process."""
+        raw = self._read(self.stat)
+        try:
+            fields = raw.rsplit(b")", 1)[1].split() if raw else None
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
+        except (ValueError, IndexError):
+            return None
+
+    def close(self) -> None:
+        for fd in (self.schedstat, self.stat):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.schedstat = self.stat = None
 
 
 def _state_and_session(stat_path: str) -> tuple[bytes, int] | None:
@@ -97,7 +154,8 @@ class OwnTime:
     worker's own uid when it has one (the grader is root); ``fresh``: the process started with
     this wait (its whole run-queue wait counts, not only what follows the first reading);
     ``began``: when the wait began (monotonic seconds; default now); ``stretch``: the most wall
-    time, in limits (default :data:`STRETCH`).
+    time, in limits (default :data:`STRETCH`); ``readings``: the process's ``/proc`` files kept
+    open (:class:`ProcessReadings`; default: opened for each reading).
     """
 
     def __init__(
@@ -108,12 +166,15 @@ class OwnTime:
         fresh: bool = False,
         began: float | None = None,
         stretch: float | None = None,
+        readings: ProcessReadings | None = None,
     ) -> None:
         self.pid, self.limit_s, self.uid = pid, limit_s, uid
         self.stretch = STRETCH if stretch is None else stretch
         self.began = time.monotonic() if began is None else began
-        self.delay0 = 0.0 if fresh else run_delay_s(pid)
-        self.cpu0 = 0.0 if fresh else cpu_s(pid)
+        self._delay = readings.run_delay_s if readings is not None else lambda: run_delay_s(pid)
+        self._cpu = readings.cpu_s if readings is not None else lambda: cpu_s(pid)
+        self.delay0 = 0.0 if fresh else self._delay()
+        self.cpu0 = 0.0 if fresh else self._cpu()
         self.discount = 0.0  # run-queue wait discounted so far
 
     @property
@@ -132,10 +193,10 @@ class OwnTime:
         last = self.began + self.stretch * self.limit_s
         if now >= last or self.delay0 is None:
             return self.deadline
-        delay = run_delay_s(self.pid)
+        delay = self._delay()
         if delay is None or delay - self.delay0 <= self.discount:
             return self.deadline
-        cpu, cpu0 = cpu_s(self.pid), self.cpu0
+        cpu, cpu0 = self._cpu(), self.cpu0
         used = cpu - cpu0 if cpu is not None and cpu0 is not None else 0.0
         # the run-queue wait, but never so much that the own time falls below the CPU time used
         discount = min(delay - self.delay0, max(0.0, now - self.began - used))

@@ -259,7 +259,7 @@ class SandboxRunner:
             return self.load_failure
         self.worker = worker
         self.starts += 1
-        clock = OwnTime(worker.proc.pid, budget, self._own_uid(), fresh=True, began=began)
+        clock = OwnTime(worker.proc.pid, budget, self._own_uid(), fresh=True, began=began, readings=worker.readings)
         hello = worker.receive(clock)
         # Before "importing" only the worker has run: it alone may report the machine's faults.
         # From "importing" on the submission runs in the worker and may write replies itself.
@@ -366,7 +366,7 @@ class SandboxRunner:
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):
-            clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid())
+            clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid(), readings=worker.readings)
             reply = worker.receive(clock)
             self.spent += clock.spent()
         outcome, reported = call_outcome(reply, self, worker)

@@ -151,8 +151,11 @@ def alive_as(uid: int) -> bool:
             owner = os.stat(f"/proc/{entry}").st_uid
             if owner not in (uid, 0):
                 continue
-            with open(f"/proc/{entry}/status", "rb") as f:
-                status = f.read()
+            fd = os.open(f"/proc/{entry}/status", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                status = os.read(fd, 8192)  # State and Uid are near the top, before any long Groups line
+            finally:
+                os.close(fd)
         except OSError:
             continue
         at = status.find(b"\nUid:")

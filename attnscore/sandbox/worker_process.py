@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from attnscore.boundary import wire
 from attnscore.boundary.verdict import Verdict
 from attnscore.sandbox import bwrap, gpu, machine, uids
-from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.clock import OwnTime, ProcessReadings
 from attnscore.sandbox.folders import SHARED_BYTES, worker_lib
 from attnscore.sandbox.processes import BOOTSTRAP, limit_child, rlimits, scrubbed_env
 from attnscore.sandbox.template import TemplateChild, TemplateError
@@ -94,6 +94,7 @@ class WorkerProcess:
         # reports the worker's own status
         self.bwrap = runner.plan.bwrap and not isinstance(proc, TemplateChild)
         uids.remember_worker(self.proc.pid)
+        self.readings = ProcessReadings(self.proc.pid)  # what its call clocks read, kept open
 
     def send(self, message: dict[str, object]) -> bool:
         try:
@@ -164,6 +165,7 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
             pass
         self.drain_output()
+        self.readings.close()
         uids.forget_worker(self.proc.pid)
         for fd in (self.req_w, self.resp_r, self.out_r):
             try:
