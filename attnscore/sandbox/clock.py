@@ -27,24 +27,48 @@ STRETCH = 4.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _schedstat(pid: int) -> str:
+    return f"/proc/{pid}/task/{pid}/schedstat"
+
+
+def _stat(pid: int) -> str:
+    return f"/proc/{pid}/stat"
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _run_delay_of(schedstat: bytes | None) -> float | None:
+    """The run-queue wait (seconds) in a ``schedstat`` file's bytes (second field, nanoseconds)."""
+    try:
+        return int(schedstat.split()[1]) / 1e9 if schedstat else None
+    except (ValueError, IndexError):
+        return None
+
+
+def _cpu_of(stat: bytes | None) -> float | None:
+    """User + system CPU seconds in a ``/proc/PID/stat`` file's bytes (fields 14 and 15)."""
+    try:
+        fields = stat.rsplit(b")", 1)[1].split() if stat else None
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
+    except (ValueError, IndexError):
+        return None
+
+
 def run_delay_s(pid: int) -> float | None:
     """Seconds the main thread of process ``pid`` has spent runnable but waiting for a CPU, since
     it started; ``None`` when the kernel does not say (no schedstat, or no such process)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
+    return _run_delay_of(_read(_schedstat(pid)))
 
 
 def cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) that every thread of process ``pid`` has used; ``None`` when unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return None
+    return _cpu_of(_read(_stat(pid)))
 
 
 class ProcessReadings:
@@ -56,9 +80,8 @@ class ProcessReadings:
     process (:meth:`close`)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.schedstat = self._open(f"/proc/{pid}/task/{pid}/schedstat")
-        self.stat = self._open(f"/proc/{pid}/stat")
+        self.schedstat = self._open(_schedstat(pid))
+        self.stat = self._open(_stat(pid))
 
     @staticmethod
     def _open(path: str) -> int | None:
@@ -78,20 +101,11 @@ class ProcessReadings:
 
     def run_delay_s(self) -> float | None:
         """As :func:`run_delay_s` of the process."""
-        raw = self._read(self.schedstat)
-        try:
-            return int(raw.split()[1]) / 1e9 if raw else None
-        except (ValueError, IndexError):
-            return None
+        return _run_delay_of(self._read(self.schedstat))
 
     def cpu_s(self) -> float | None:
         """As :func:`cpu_s` of the process."""
-        raw = self._read(self.stat)
-        try:
-            fields = raw.rsplit(b")", 1)[1].split() if raw else None
-            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
-        except (ValueError, IndexError):
-            return None
+        return _cpu_of(self._read(self.stat))
 
     def close(self) -> None:
         for fd in (self.schedstat, self.stat):
