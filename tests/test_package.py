@@ -19,16 +19,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from guards import HANG_GUARD_S
+
+from tests.guards import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.name for p in (ROOT / "specs").glob("*.yaml"))
 PRACTICE = sorted(p.name for p in (ROOT / "specs" / "practice").glob("*.yaml"))
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("build") is None or importlib.util.find_spec("setuptools") is None,
-    reason="python -m build needs the build package (pip install 'attnscore[dev]') and setuptools",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("build") is None or importlib.util.find_spec("setuptools") is None,
+        reason="python -m build needs the build package (pip install 'attnscore[dev]') and setuptools",
+    ),
+]
 
 
 def run(*argv: str | Path, cwd: Path, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess[str]:

@@ -17,10 +17,10 @@ from attnscore.check.case_cache import cache_folder
 from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
 from attnscore.report.feedback import format_array
 from attnscore.sandbox.launch import Limits, bwrap_available
-from hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
-from hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks
+from tests.hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
+from tests.hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 
 def _modes() -> list:
@@ -228,7 +228,7 @@ def test_grader_not_importable_in_worker(graded):
 def _hidden_texts() -> list[str]:
     from attnscore.check.cases import build_cases
     from attnscore.spec.load import load_spec
-    from hostile.harness import SPEC_PATH
+    from tests.hostile.harness import SPEC_PATH
 
     texts = []
     for case in build_cases(load_spec(str(SPEC_PATH))):
@@ -330,7 +330,7 @@ def test_a_forged_grader_error_does_not_stop_the_batch(tmp_path):
     from click.testing import CliRunner
 
     from attnscore.cli import main
-    from hostile.harness import ROOT
+    from tests.hostile.harness import ROOT
 
     good = tmp_path / "good.py"
     good.write_text("def scaled_score_matrix(Q, K):\n    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5\n")
