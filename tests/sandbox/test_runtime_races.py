@@ -20,6 +20,7 @@ import fcntl
 import multiprocessing
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -161,3 +162,19 @@ def test_a_mirror_removed_while_its_lock_changes_hands_is_never_handed_out(priva
     assert got.mirrors and all(os.path.isdir(copy) for _, copy in got.mirrors)
     assert all(not copy.startswith(removed[0]) for _, copy in got.mirrors)
     assert _cached(cache) == []  # the removed one is not back; the private one is this process's own
+
+
+def test_no_free_worker_uid_to_check_as_is_one_line_before_grading(monkeypatch):
+    """Every worker uid taken: preflight says in one line that the interpreter could not be checked
+    (and why), instead of guessing from a check run as a uid another grader holds."""
+    from attnscore.sandbox import checks
+
+    def taken(first_uid: int):
+        raise RuntimeError("all 64 sandbox uids are in use by other workers")
+
+    monkeypatch.setattr(runtime, "held_uid", taken)
+    line = checks.preflight(Limits(bwrap=False))
+    assert line == (
+        f"the worker's interpreter {sys.executable} could not be checked: "
+        "all 64 sandbox uids are in use by other workers"
+    )
