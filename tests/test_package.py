@@ -78,7 +78,11 @@ def test_wheel_and_sdist_hold_the_bundled_specs_and_schema(dist):
     wanted = {f"attnscore/bundled_specs/{n}" for n in SPECS} | {
         f"attnscore/bundled_specs/practice/{n}" for n in PRACTICE
     }
-    wanted |= {"attnscore/bundled_specs/spec-v1.schema.json", "attnscore/cli.py", "attnscore/boundary/worker.py"}
+    wanted |= {
+        "attnscore/bundled_specs/spec-v1.schema.json",
+        "attnscore/cli/__init__.py",
+        "attnscore/boundary/worker.py",
+    }
     assert wanted <= in_wheel, sorted(wanted - in_wheel)
     assert wanted | {"pyproject.toml", "README.md"} <= in_sdist, sorted(wanted - in_sdist)
     assert any(n.endswith("entry_points.txt") for n in in_wheel)

@@ -10,7 +10,9 @@ The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source
   before installing anything when the image's ``python3`` is another);
 - ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``,
   ``--hidden-cases``: how students see hidden cases and their total, see :mod:`attnscore.report.gradescope`);
-- ``python/``, an installable copy of attnscore's source, installed by setup.sh.
+- ``python/``, an installable copy of the attnscore that exported it (its package files, licence
+  and a ``pyproject.toml`` from its metadata: :func:`attnscore.export.bundle.source_files`),
+  installed by setup.sh. Exporting needs no source checkout: an installed wheel does it.
 
 Run as a module, it writes the results file ``run_autograder`` falls back on when ``attnscore
 grade`` wrote none: ``python -m attnscore.export.gradescope RESULTS EXIT_STATUS STDERR_FILE``.
@@ -71,10 +73,10 @@ def build_gradescope_bundle(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, ``output``'s folder does not exist, the spec is a student
-            copy, ``hidden_cases`` is not one of the choices, or no target matches ``python``/``image``
-            or its pins cannot carry attnscore (:func:`attnscore.export.targets.check_target`); nothing
-            is written then.
+        ExportError: attnscore is not installed as a distribution, ``output``'s folder does not
+            exist, the spec is a student copy, ``hidden_cases`` is not one of the choices, or no
+            target matches ``python``/``image`` or its pins cannot carry attnscore
+            (:func:`attnscore.export.targets.check_target`); nothing is written then.
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
@@ -102,8 +104,8 @@ def build_gradescope_bundle(
         _add(archive, "python-version.txt", f"{platform.python}\n".encode())
         _add(archive, "base-image.txt", f"{platform.image}\n".encode())
         _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
-        for name, path in source_files():
-            _add(archive, f"python/{name}", path.read_bytes())
+        for name, content in source_files():
+            _add(archive, f"python/{name}", content)
         names = archive.namelist()
     write_atomic(target, buffer.getvalue())
     return names

@@ -4,7 +4,8 @@ Writes two folders under ``DIR``:
 
 - ``image/``: the grader image's build context (``Dockerfile`` and ``grade.py`` from
   ``graders/prairielearn/``, ``requirements.txt`` pinned to the versions installed here,
-  ``python/`` = attnscore's source) and ``build.sh`` (``docker build`` for ``linux/amd64`` with this
+  ``python/`` = an installable copy of the attnscore that exported it, from a checkout or an
+  installed wheel alike) and ``build.sh`` (``docker build`` for ``linux/amd64`` with this
   Python's version; push the image to Docker Hub for PrairieLearn to pull it, see
   ``docs/notebooks-and-platforms.md``);
 - ``question/``: a question folder to copy into a course's ``questions/``: ``info.json``
@@ -71,7 +72,7 @@ def export_prairielearn(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, the spec is a student copy, ``output``'s parent is
+        ExportError: attnscore is not installed as a distribution, the spec is a student copy, ``output``'s parent is
             missing, or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
     spec = load_spec(spec_path)
@@ -103,8 +104,8 @@ def export_prairielearn(
     put("image/build.sh", build.encode(), executable=True)
     if (out / "image" / "python").exists():
         shutil.rmtree(out / "image" / "python")
-    for name, path in source_files():
-        put(f"image/python/{name}", path.read_bytes())
+    for name, content in source_files():
+        put(f"image/python/{name}", content)
 
     # The question.
     name = function or spec.function

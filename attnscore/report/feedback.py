@@ -46,6 +46,7 @@ __all__ = [
     "cause_key",
     "convention_text",
     "second_cause_text",
+    "at",
 ]
 
 
@@ -223,6 +224,16 @@ def _where(failure: Failure) -> str:
     )
 
 
+def at(location: str) -> str:
+    """`` (score_matrix.yaml:35)`` after a case's name, or "" for a case shown without its spec line
+    (a hidden case as students see it, :func:`attnscore.report.redact.for_students`).
+
+    >>> at("score_matrix.yaml:35"), at("")
+    (' (score_matrix.yaml:35)', '')
+    """
+    return f" ({location})" if location else ""
+
+
 def failure_text(failure: Failure) -> str:
     """The full feedback for one failing case, as lines of text.
 
@@ -243,18 +254,18 @@ def failure_text(failure: Failure) -> str:
     if failure.kind == "property":
         if failure.property_held:  # the values are the cause, not the property: say so first
             lines.append(
-                f"Wrong values on an input drawn for the property: {failure.statement} ({failure.location}) "
+                f"Wrong values on an input drawn for the property: {failure.statement}{at(failure.location)} "
                 "(the property itself holds on this output; the values differ from the reference)"
             )
         else:
-            lines.append(f"Property: {failure.statement} ({failure.location})")
+            lines.append(f"Property: {failure.statement}{at(failure.location)}")
         lines.append(
             f"Failed on a hidden generated input {failure.example} of {failure.examples}."
             if hidden
             else f"Counterexample: {_where(failure)}."
         )
     else:
-        lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title} ({failure.location})")
+        lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title}{at(failure.location)}")
     if failure.layout_text:
         lines.append(f"Layout: {failure.layout_text}.")
     reason = _reason(failure)

@@ -10,7 +10,7 @@ import sys
 from attnscore.sandbox import gpu
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.plan import resolve
-from attnscore.sandbox.runtime import through_mirrors, unreadable_by, worker_runtime
+from attnscore.sandbox.runtime import through_mirrors, unreadable_by_workers, worker_runtime
 
 __all__ = ["preflight", "spec_exposure"]
 
@@ -32,10 +32,15 @@ def preflight(limits: Limits | None = None) -> str | None:
         runtime = worker_runtime(uid=limits.uid)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the worker's interpreter {sys.executable} could not be started: {exc}"
+    except RuntimeError as exc:  # no worker uid free to check it as
+        return f"the worker's interpreter {sys.executable} could not be checked: {exc}"
     if runtime.problems:
         return runtime.problems[0]
     mapped = tuple(through_mirrors(p, runtime.mirrors) for p in runtime.path)
-    blocked = unreadable_by(mapped, limits.uid, limits.uid)
+    try:
+        blocked = unreadable_by_workers(mapped, limits.uid)
+    except RuntimeError as exc:
+        return f"the worker's interpreter {sys.executable} could not be checked: {exc}"
     if blocked:
         return (
             f"the sandbox user (uid {limits.uid}) cannot read {blocked[0]}, part of the Python installation; "
@@ -51,8 +56,11 @@ def spec_exposure(spec_path: str, limits: Limits | None = None) -> str | None:
     limits = plan.limits
     if plan.bwrap or plan.landlock:
         return None
-    if plan.drops_uid and unreadable_by((os.path.abspath(spec_path),), limits.uid, limits.uid):
-        return None
+    try:
+        if plan.drops_uid and unreadable_by_workers((os.path.abspath(spec_path),), limits.uid):
+            return None
+    except RuntimeError:  # no worker uid free to ask as: warn, as for a readable spec
+        pass
     who = f"uid {limits.uid}" if plan.drops_uid else "the grader's own user"
     return (
         f"submissions can read {spec_path} (no bubblewrap, no Landlock, and {who} may read it), "

@@ -36,12 +36,14 @@ import time
 from dataclasses import dataclass
 
 from attnscore.sandbox.removal import remove_tree, run_prefix
+from attnscore.sandbox.uids import held_uid
 
 __all__ = [
     "WorkerRuntime",
     "through_mirrors",
     "worker_runtime",
     "unreadable_by",
+    "unreadable_by_workers",
     "mirror_key",
     "valid_mirrors",
 ]
@@ -84,31 +86,62 @@ def _interpreter_path(executable: str) -> tuple[str, ...]:
     return tuple(p for p in entries if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p))
 
 
+def _readable_as(paths: tuple[str, ...], uid: int, gid: int) -> tuple[bool, ...] | None:
+    """Whether user ``uid`` (group ``gid``, no supplementary groups) can read and enter each of
+    ``paths``, as the kernel decides it (ACLs included): asked of ``test -r/-x`` run as that user.
+    None when the check gave no answer (its process failed to start, or was killed)."""
+    script = 'for p; do if [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; }; then echo 1; else echo 0; fi; done'
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", script, "sh", *paths],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answers = done.stdout.split()
+    if done.returncode != 0 or len(answers) != len(paths):
+        return None
+    return tuple(a == "1" for a in answers)
+
+
 def unreadable_by(paths: tuple[str, ...], uid: int, gid: int) -> tuple[str, ...]:
     """The entries of ``paths`` that user ``uid`` (group ``gid``, no supplementary groups) cannot
     read and enter, as the kernel decides it (ACLs included): asked of ``test -r/-x`` run as that user.
 
+    ``uid`` must be one this grader holds (a runner's own worker uid, or :func:`unreadable_by_workers`):
+    the check runs as that uid, and a grader claiming or releasing it kills its every process.
+    A check that gives no answer counts every entry as unreadable (the mirror is harmless).
     Only meaningful when this process may switch users (it is root); otherwise returns ``()``.
     """
     if os.geteuid() != 0 or not paths:
         return ()
-    script = 'for p; do if [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; }; then echo 1; else echo 0; fi; done'
-    done = subprocess.run(
-        ["/bin/sh", "-c", script, "sh", *paths],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        user=uid,
-        group=gid,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        check=False,
-    )
-    answers = done.stdout.split()
-    if done.returncode != 0 or len(answers) != len(paths):
+    answers = _readable_as(paths, uid, gid)
+    if answers is None:
         return tuple(paths)  # could not ask: assume the worst, the mirror is harmless
-    return tuple(p for p, ok in zip(paths, answers, strict=True) if ok != "1")
+    return tuple(p for p, ok in zip(paths, answers, strict=True) if not ok)
+
+
+def unreadable_by_workers(paths: tuple[str, ...], first_uid: int) -> tuple[str, ...]:
+    """:func:`unreadable_by` as a worker uid (from ``first_uid`` on, its own group) held for the
+    check (:func:`attnscore.sandbox.uids.held_uid`), so that no other grader kills the check by
+    claiming or releasing that uid meanwhile. Worker uids own nothing and belong to no group, so
+    any of them reads what the others read.
+
+    Raises:
+        RuntimeError: no worker uid is free (:func:`attnscore.sandbox.uids.claim_uid`).
+    """
+    if os.geteuid() != 0 or not paths:
+        return ()
+    with held_uid(first_uid) as uid:
+        return unreadable_by(paths, uid, uid)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -155,7 +188,10 @@ def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
 
 def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> WorkerRuntime:
     path = _interpreter_path(executable)
-    blocked = unreadable_by(path, uid, gid)
+    # Every check runs as a worker uid this grader holds meanwhile (held_uid), never as one another
+    # grader may claim or release meanwhile: either kills every process of the uid, the check's too.
+    with held_uid(uid) as probe:
+        blocked = unreadable_by(path, probe, probe if gid == uid else gid)
     if not blocked:
         return WorkerRuntime(executable, path)
     # Mirror only the outermost blocked entries; nested ones come along (when kept).
@@ -169,11 +205,19 @@ def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> Wor
         root = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
         atexit.register(remove_tree, root)
         mirrors, problems = _make_mirrors(root, outermost, path)
-    still = unreadable_by(tuple(copy for _, copy in mirrors), uid, gid)
-    if still:
-        problems.append(
-            f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
-        )
+    copies = tuple(copy for _, copy in mirrors)
+    if copies:
+        with held_uid(uid) as probe:
+            answers = _readable_as(copies, probe, probe if gid == uid else gid)
+        if answers is None:
+            problems.append(
+                f"could not check that uid {uid} can read the readable copy of the interpreter in {folder}: "
+                "the check run as that uid gave no answer; try again"
+            )
+        elif not all(answers):
+            problems.append(
+                f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
+            )
     return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
 
 
@@ -370,6 +414,14 @@ def _cached_mirrors(
                     return None
                 _remove_older(folder, interpreter, name)
             fcntl.flock(lock, fcntl.LOCK_SH)
+            # Going from the exclusive lock to the shared one lets go of the lock for a moment
+            # (flock's conversion is not atomic), in which a grader on an older or newer
+            # installation may take this mirror for stale and remove it (and its lock file): look
+            # again under the shared lock; if it went, a private mirror for this process instead.
+            found = valid_mirrors(cached, key)
+            if found is None:
+                os.close(lock)
+                return None
     except OSError:
         os.close(lock)
         return None
@@ -443,8 +495,12 @@ def worker_runtime(executable: str | None = None, uid: int = 64000, gid: int | N
 
     When this process is not root there is no privilege drop and nothing is mirrored.
 
+    What the worker user can read is asked as a worker uid from ``uid`` on that this grader holds
+    meanwhile (:func:`attnscore.sandbox.uids.held_uid`).
+
     Raises:
         subprocess.CalledProcessError, OSError: ``executable`` cannot be started at all.
+        RuntimeError: no worker uid is free to ask as (:func:`attnscore.sandbox.uids.claim_uid`).
     """
     executable = executable or sys.executable
     if os.geteuid() != 0:

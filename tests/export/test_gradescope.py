@@ -131,7 +131,7 @@ def test_hidden_cases_are_shown_at_once_by_default_and_later_on_request(tmp_path
     """Default bundle: the hidden case is a visible test (students see their total); --hidden-cases
     after_due_date: it is shown after the due date, and the output gives the visible cases' points."""
     wrong = {"solution.py": (SUBS / "absolute_value.py").read_bytes()}
-    hidden = "example:three_dims_mixed_signs: "  # the spec's one hidden case
+    hidden = "hidden case 1"  # the spec's one hidden case (example:three_dims_mixed_signs), never named
     now = autograder(tmp_path / "default", bundle, wrong)
     assert {t["visibility"] for t in now["tests"]} == {"visible"}
     assert now["output"] == f"dot_product_scores v1: {now['score']}/11 points"

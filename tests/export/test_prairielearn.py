@@ -163,7 +163,7 @@ def test_correct_submission(tmp_path, exported):
     assert len(results["tests"]) == 7
     assert all(t["points"] == t["max_points"] for t in results["tests"])
     assert results["message"] == "dot_product_scores v1: 11/11 points"
-    assert any(t["name"].endswith("(hidden)") for t in results["tests"])
+    assert any(t["name"] == "hidden case 1" for t in results["tests"])
 
 
 @pytest.mark.slow
@@ -174,7 +174,7 @@ def test_wrong_submission_gets_partial_score_and_feedback(tmp_path, exported):
     failing = [t for t in results["tests"] if t["points"] < t["max_points"]]
     assert len(failing) == 6
     assert any("Known mistake (softmax_applied)" in t["message"] for t in failing)
-    hidden = [t for t in results["tests"] if t["name"].endswith("(hidden)")]
+    hidden = [t for t in results["tests"] if t["name"].startswith("hidden case ")]
     assert hidden and all(
         "inputs and expected values, shape and dtype are not shown" in t["message"] for t in hidden
     ), hidden

@@ -51,7 +51,7 @@ def test_default_shows_every_case_and_so_the_total(graded):
     assert data["output"] == "dot_product_scores v1: 3.3333/5.3333 points"
     assert data["visibility"] == "visible" and data["extra_data"]["hidden_cases"] == "visible"
     hidden = data["tests"][1]
-    assert hidden["name"] == "example:anti_aligned: a key pointing away" and hidden["status"] == "failed"
+    assert hidden["name"] == "hidden case 1" and hidden["status"] == "failed"  # never its id or title
     assert "[1.0, 0.0]" not in hidden["output"]  # a hidden case's inputs are never shown
 
 
