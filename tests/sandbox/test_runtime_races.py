@@ -25,10 +25,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_runtime import _build, _cached, cache, private_python  # noqa: F401 - fixtures used by name
 
 from attnscore.sandbox import runtime, uids
 from attnscore.sandbox.limits import Limits
+from tests.sandbox.test_runtime import _build, _cached, cache, private_python  # noqa: F401 - fixtures used by name
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker drops privileges only when the grader is root")
 

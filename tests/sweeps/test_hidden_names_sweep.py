@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report.test_hidden_names import hidden_names, judged, student_outputs
 
 from attnscore.report.gradescope import gradescope_results
 from attnscore.report.redact import hidden_case_label
 from attnscore.report.results import points_out
 from attnscore.spec.load import load_spec
+from tests.report.test_hidden_names import hidden_names, judged, student_outputs
 
 pytestmark = pytest.mark.slow
 
