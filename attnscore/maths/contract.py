@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths.bounds import Bound
+from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -137,6 +138,10 @@ class Contract:
         integer_check: ``args -> [(parameter, problem)]``: what is wrong with the integer
             parameters of ``args`` (a worked example's), each problem saying what was expected and
             what was found; empty when they are valid.
+        key_view_fn: ``args -> KeyView`` for contracts whose output is softmax weights over keys or
+            made from them (weights, attention and its variants): which keys each output row keeps
+            and which hold non-finite values (:mod:`attnscore.maths.key_view`), in the output's own
+            row layout; None for the score functions. The convention corners are read off it.
     """
 
     name: str
@@ -183,6 +188,12 @@ class Contract:
     int_parameters: frozenset[str] = field(default_factory=frozenset)
     integer_fn: IntegerFn | None = None
     integer_check: Callable[[Args], list[tuple[str, str]]] | None = None
+    key_view_fn: Callable[[Args], KeyView] | None = None
+
+    def key_view(self, args: Args) -> KeyView | None:
+        """Which keys each output row of a call with ``args`` keeps (:attr:`key_view_fn`), or None
+        for a contract without softmax weights."""
+        return None if self.key_view_fn is None else self.key_view_fn(args)
 
     def integers(self, pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], Args]:
         """``(sizes, integer arrays)`` for drawn legend ``sizes`` (:attr:`integer_fn`); ``(sizes, {})``

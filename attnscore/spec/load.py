@@ -297,7 +297,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             else:
                 listed.append(mid)
         mistakes = tuple(listed)
-    set_aside = []
+    set_aside, not_asked = [], []
     for corner, choice in (data.get("conventions") or {}).items():
         if corner not in applicable_corners(contract):
             known = ", ".join(applicable_corners(contract)) or "none"
@@ -309,6 +309,8 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             )
         elif choice == "any":
             set_aside.append(corner)
+        elif choice == "not_asked":
+            not_asked.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
     if problems:
@@ -332,6 +334,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
         set_aside=tuple(set_aside),
+        not_asked=tuple(not_asked),
         logsumexp=logsumexp,
         factory=bool(fn.get("factory", False)),
         student_copy=(

@@ -41,6 +41,9 @@ class WorkedExample:
         expected_gradients: input name -> the gradient written in the spec (checked against the
             golden gradient on load), for the student's reading; empty when none is written.
         expected_logsumexp: ``L`` as written in the spec (checked on load), or None.
+        convention: the convention corner this example tests (``convention: fully_masked_row``;
+            :mod:`attnscore.catalogue.conventions`), or ``""``: it is judged there, every other case
+            sets the corner aside.
     """
 
     id: str
@@ -55,6 +58,7 @@ class WorkedExample:
     upstream: np.ndarray | None = None
     expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
     expected_logsumexp: np.ndarray | None = None
+    convention: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,9 +119,11 @@ class Spec:
         mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
             verify`` checks it); None means every mistake that applies to the contract.
         student_copy: set on a student copy (hidden cases left out), else None.
-        set_aside: convention corners whose entries are taken as right (``conventions:
-            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.catalogue.conventions`); every other
-            entry of a case is still compared.
+        set_aside: convention corners whose entries are taken as right in every case
+            (``conventions: {fully_masked_row: any}``, ``--allow``;
+            :mod:`attnscore.catalogue.conventions`); every other entry of a case is still compared.
+        not_asked: convention corners the course does not ask about (``conventions:
+            {fully_masked_row: not_asked}``): their dedicated cases advise and carry no points.
         logsumexp: where the submission keeps its logsumexp ``L`` (``function.logsumexp``), as
             ``(place, index)``: ``"saved_tensors"`` (``ctx.save_for_backward``; ``index`` its position,
             or None for the one saved tensor of shape ``(..., n_q)``) or ``"returned"`` (an
@@ -145,6 +151,7 @@ class Spec:
     mistakes: tuple[str, ...] | None = None
     student_copy: StudentCopy | None = None
     set_aside: tuple[str, ...] = ()
+    not_asked: tuple[str, ...] = ()
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
 

@@ -292,8 +292,9 @@ def additive_double(Q, K, W_q, W_k, v):
 STUDENT_MISTAKES = [
     ("returned_weights", "attention", attention_returning_weights, {"example:two_keys", "example:two_heads"}),
     ("masked_with_large_negative", "masked_scores", masked_scores_minus_1e9, {"example:keep_and_drop"}),
-    ("masked_with_large_negative", "attention_weights", weights_minus_1e9, {"example:masked_key_with_huge_score"}),
-    ("masked_with_large_negative", "attention", attention_minus_1e9, {"example:masked_key_with_huge_score"}),
+    # the fill shows only in fully masked rows: named in the cases dedicated to that corner, and no other
+    ("masked_with_large_negative", "attention_weights", weights_minus_1e9, {"example:fully_masked_row"}),
+    ("masked_with_large_negative", "attention", attention_minus_1e9, {"example:fully_masked_query"}),
     ("nan_hidden_after_softmax", "attention_weights", weights_nan_to_num, {"example:nan_at_kept_key"}),
     ("nan_hidden_after_softmax", "attention", attention_nan_to_num, {"example:nan_kept_key_propagates"}),
     ("mask_applied_after_exp", "attention_weights", weights_exp_times_mask, {"example:masked_key_with_huge_score"}),

@@ -71,6 +71,7 @@ def _case(spec_path: str, name: str, dtype: str = "float32", count: int = 8) -> 
         location=f"{spec_path}:1",
         tolerance=spec.tolerance,
         property_name=name,
+        corner=prop.corner,  # as build_cases makes it: a property dedicated to a corner judges it
     )
     return spec, case
 

@@ -230,7 +230,16 @@ def test_fields_added_later_may_be_absent():
     """Only fields marked ADDED may be missing (older records); any other missing key is an error."""
     data = encode(_failure(corner="c", property_held=True))
     added = [f.name for f in dataclasses.fields(Failure) if f.metadata == ADDED]
-    assert added == ["corner", "set_aside", "other_causes", "beside", "property_held", "by_name"]
+    assert added == [
+        "corner",
+        "set_aside",
+        "other_causes",
+        "beside",
+        "property_held",
+        "by_name",
+        "corner_found",
+        "advice",
+    ]
     old = {k: v for k, v in data.items() if k not in added}
     assert decode(Failure, old, "f") == _failure()
     with pytest.raises(CodecError, match="f.title: expected a value, found none"):

@@ -88,6 +88,9 @@ class Property:
             back with the gradients (:mod:`attnscore.catalogue.properties.gradients`); None: forward only.
         dtype: the dtype every call of the property is made in, whatever the case's (``"float64"``
             for ``gradcheck``'s finite differences); None: the case's dtype.
+        corner: the convention corner the property is dedicated to (``"fully_masked_row"``;
+            :mod:`attnscore.catalogue.conventions`): it judges the corner, every other case sets it
+            aside; ``""`` for none.
     """
 
     name: str
@@ -106,6 +109,7 @@ class Property:
     every_dtype: bool = False
     upstream: Callable[[Contract, Any], np.ndarray] | None = None
     dtype: str | None = None
+    corner: str = ""
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.
