@@ -283,9 +283,7 @@ def test_a_folder_planted_by_a_worker_uid_under_the_mirrors_name_is_replaced(pri
     without touching what it points to."""
     from attnscore.sandbox import runtime
 
-    path = runtime._interpreter_path(str(private_python))
-    blocked = unreadable_by(path, 64000, 64000)
-    outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+    path, _, outermost = runtime.mirror_sources(str(private_python), 64000, 64000)
     interpreter, key = runtime.mirror_key(str(private_python), path, outermost)
     name = f"attnscore-mirror-{interpreter}-{key}"
     planted = cache / name
@@ -363,9 +361,8 @@ def test_a_build_killed_half_way_is_swept_and_the_cache_is_not(private_python, c
 def _outer(python: Path):
     from attnscore.sandbox import runtime
 
-    path = runtime._interpreter_path(str(python))
-    blocked = unreadable_by(path, 64000, 64000)
-    return path, [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+    path, _, outermost = runtime.mirror_sources(str(python), 64000, 64000)
+    return path, outermost
 
 
 def test_without_a_root_only_lock_folder_nothing_is_cached(private_python, cache, monkeypatch):
