@@ -48,6 +48,7 @@ __all__ = [
     "failure_verdict",
     "gpu_out_of_memory",
     "header_folders",
+    "is_notebook",
     "load_runtime",
     "main",
     "map_inputs",
@@ -341,10 +342,15 @@ def _environment_clues(exc: BaseException) -> dict[str, str]:
     return clues
 
 
-def describe_import_error(exc: BaseException, path: str) -> str:
+def describe_import_error(exc: BaseException, path: str, machine: str = "this grader") -> str:
     """How an exception raised while importing the submission's file ``path`` reads in feedback:
-    its class, the line of ``path`` it came from (a syntax error's own line) and its message."""
+    its class, the line of ``path`` it came from (a syntax error's own line) and its message. An
+    ``import`` statement of the submission's own files that failed is named with its line
+    (``line 3: `import pandas as pd` failed: pandas is not installed on this grader``, ``machine``
+    saying where; :func:`attnscore.boundary.standins.failed_import_text`), never a line of a module
+    the package imports."""
     from attnscore.boundary.calls import exception_text, type_name
+    from attnscore.boundary.standins import failed_import_text
 
     if isinstance(exc, SyntaxError):
         try:
@@ -352,13 +358,38 @@ def describe_import_error(exc: BaseException, path: str) -> str:
             return f"your file could not be imported: SyntaxError{where}: {str(exc.msg)[:300]}"
         except BaseException:  # noqa: BLE001 - a SyntaxError subclass with hostile attributes
             return "your file could not be imported: SyntaxError"
+    folder = os.path.dirname(path)
     try:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        tb = traceback.extract_tb(exc.__traceback__)
+        frames = [f for f in tb if f.filename == path]
+        own = [f for f in tb if isinstance(f.filename, str) and f.filename.startswith(folder + os.sep)]
     except BaseException:  # noqa: BLE001
-        frames = []
+        frames, own = [], []
+    statement = _import_statement(own[-1].filename, own[-1].lineno) if own and own[-1].lineno else None
+    if statement is not None:
+        name = os.path.relpath(own[-1].filename, folder)
+        where = f"line {own[-1].lineno}" if own[-1].filename == path else f"{name}, line {own[-1].lineno}"
+        return "your file could not be imported: " + failed_import_text(where, statement, exc, machine)[0]
     where = f" (line {frames[-1].lineno})" if frames else ""
     text = exception_text(exc)
     return f"your file could not be imported: {type_name(exc)}{where}" + (f": {text}" if text else "")
+
+
+def _import_statement(filename: str, line: int) -> str | None:
+    """The source of the ``import`` or ``from ... import`` statement that starts at ``line`` of
+    ``filename`` (a file of the submission), or None when none does."""
+    import ast
+
+    try:
+        with open(filename, "rb") as f:
+            source = f.read(1 << 22).decode("utf-8", errors="replace")
+        tree = ast.parse(source)
+    except BaseException:  # noqa: BLE001 - unreadable or unparsable: no statement to name
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno == line:
+            return ast.get_source_segment(source, node) or None
+    return None
 
 
 def missing_entry_text(entry: str, files: list[str]) -> str:
@@ -687,6 +718,16 @@ NOTEBOOK_HEADER = b"# Definitions taken from the notebook "
 """How the grader's conversion of a notebook begins (:mod:`attnscore.submission.notebook`)."""
 
 
+def is_notebook(path: str) -> bool:
+    """Whether the file ``path`` is the grader's conversion of a notebook (it starts with
+    :data:`NOTEBOOK_HEADER`)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(NOTEBOOK_HEADER)) == NOTEBOOK_HEADER
+    except OSError:
+        return False
+
+
 def _shown(folder: str, name: str) -> str:
     """A file as the student knows it: ``hw3.py`` converted from a notebook is ``hw3.ipynb``."""
     try:
@@ -752,9 +793,15 @@ def load_runtime() -> None:
 
     import torch
 
-    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, wire  # noqa: F401
+    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, standins, wire  # noqa: F401
 
     lazy_torch.bind()  # the modules' torch is this one, whatever a submission later puts in sys.modules
+    # `from attnscore.selfcheck import check`, as the docs tell students: a stand-in that runs nothing
+    selfcheck = standins.selfcheck_module()
+    sys.modules[selfcheck.__name__] = selfcheck
+    package = sys.modules.get("attnscore")
+    if package is not None:
+        package.selfcheck = selfcheck  # type: ignore[attr-defined]
     torch.set_num_threads(1)
     for name in _PRELOAD:
         try:
@@ -842,6 +889,8 @@ def serve(
     resolved = False
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
+    from attnscore.boundary.standins import run_notebook
+
     bind = functools.partial
     with_ints, int_inputs = bound_python_ints(), python_int_inputs
 
@@ -886,7 +935,11 @@ def serve(
         if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
             sys.modules[stem] = module
         send(importing)  # the last message the worker alone can have written
-        module_spec.loader.exec_module(module)
+        if is_notebook(path):  # cell by cell: a failed import costs only what needs it
+            with open(path, encoding="utf-8") as f:
+                run_notebook(module, f.read(), path)
+        else:
+            module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
         about = clues(exc)
         why = describe_import(exc, path)
