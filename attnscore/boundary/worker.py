@@ -665,6 +665,9 @@ def _confine(folder: str, deny: list[str], device_files: list[str] | None = None
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
     if sys.executable and os.path.isfile(sys.executable):  # torch.compile starts it again to probe the CPU
         files.append((os.path.realpath(sys.executable), landlock.READ_FILE | landlock.EXECUTE))
+        venv = os.path.join(sys.prefix, "pyvenv.cfg")  # which a virtual environment's interpreter reads first
+        if os.path.isfile(venv):
+            files.append((venv, landlock.READ_FILE))
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
     rights = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV
     files += [(node, rights) for node in device_files or [] if isinstance(node, str) and node.startswith("/dev/nvidia")]
