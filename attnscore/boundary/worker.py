@@ -877,6 +877,7 @@ def serve(
     from attnscore.boundary.calls import aliased_inputs, bound_python_ints, describe_exception, type_name
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
+    from attnscore.boundary.standins import run_notebook
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
     watch_compiles = bound_compile_watch(send)
@@ -892,8 +893,6 @@ def serve(
     resolved = False
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
-    from attnscore.boundary.standins import run_notebook
-
     bind = functools.partial
     with_ints, int_inputs = bound_python_ints(), python_int_inputs
 
