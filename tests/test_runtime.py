@@ -133,7 +133,7 @@ def test_a_module_that_does_not_exist_is_the_students_exception(tmp_path, privat
     """No such module anywhere: the student's exception, as before."""
     outcome, _ = call(tmp_path, "import no_such_module_xyz\n" + LAZY_IMPORTS, worker_runtime(str(private_python)))
     assert isinstance(outcome, CallFailure) and outcome.verdict == Verdict.EXCEPTION.value
-    assert "No module named 'no_such_module_xyz'" in outcome.message
+    assert "`import no_such_module_xyz` failed: no_such_module_xyz is not installed on this grader" in outcome.message
 
 
 def test_grade_says_in_one_line_when_the_sandbox_cannot_work(monkeypatch, private_python):

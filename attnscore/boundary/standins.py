@@ -105,25 +105,35 @@ def failed_import_text(
     where: str, statement: str, exc: BaseException, machine: str = "this grader"
 ) -> tuple[str, str | None]:
     """``(sentence, missing module)`` for an import ``statement`` (its first line) at ``where``
-    (``cell 3``, ``line 4``) that raised ``exc``: ``"cell 3: `import pandas as pd` failed: pandas is
-    not installed on this grader"`` for a module that is not found (``machine``: where it is not
-    installed), else the exception's type and message; the missing module's top-level name, or None.
+    (``cell 3``, ``line 4``) that raised ``exc``: for a top-level module that is not found, ``"cell 3:
+    `import pandas as pd` failed: pandas is not installed on this grader, and no file of yours is
+    named pandas.py"`` (``machine``: where it is not installed; the second half for a helper module
+    left out of an upload); for a submodule of a package that imported, that there is no such
+    module; else the exception's type and message. The missing module's name, or None.
 
     Example:
-        >>> failed_import_text("line 3", "import pandas as pd", ModuleNotFoundError("x", name="pandas"))[0]
-        'line 3: `import pandas as pd` failed: pandas is not installed on this grader'
+        >>> text, missing = failed_import_text("line 3", "import pandas as pd", ModuleNotFoundError("x", name="pandas"))
+        >>> where, why = text.split(" failed: ")
+        >>> where
+        'line 3: `import pandas as pd`'
+        >>> why
+        'pandas is not installed on this grader, and no file of yours is named pandas.py'
     """
     code = statement.strip().splitlines()[0][:120] if statement.strip() else "import"
     missing = None
     try:
         if isinstance(exc, ModuleNotFoundError) and isinstance(exc.name, str) and exc.name:
-            missing = exc.name.split(".")[0][:100]
+            missing = exc.name[:200]
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         kind = type(exc).__name__
     except BaseException:  # noqa: BLE001 - a hostile exception's attributes
         detail, kind = "", "an exception"
     if missing:
-        return f"{where}: `{code}` failed: {missing} is not installed on {machine}", missing
+        top = missing.split(".")[0]
+        if top != missing and top in sys.modules:  # the package is there, not this part of it
+            return f"{where}: `{code}` failed: there is no module {missing} (on {machine})", missing
+        why = f"{top} is not installed on {machine}, and no file of yours is named {top}.py"
+        return f"{where}: `{code}` failed: {why}", missing
     return f"{where}: `{code}` failed: {kind}" + (f": {detail}" if detail else ""), None
 
 

@@ -57,7 +57,10 @@ def test_a_failed_import_costs_only_the_functions_that_need_it():
     module = _run(NOTEBOOK)
     assert module.scores([1, 0], [[1, 0], [0, 1]]) == [1, 0]
     assert module.ROOT == 2.0  # the statements after the failed import still ran
-    why = f"cell 2: `import {MISSING} as pd` failed: {MISSING} is not installed on this grader"
+    why = (
+        f"cell 2: `import {MISSING} as pd` failed: {MISSING} is not installed on this grader, and no file of yours "
+        f"is named {MISSING}.py"
+    )
     with pytest.raises(ModuleNotFoundError) as raised:
         module.frame([1], [[1]])
     assert str(raised.value) == why and raised.value.name == MISSING
@@ -116,19 +119,29 @@ def test_future_imports_apply_to_the_statements_after_them():
     [
         pytest.param(
             "line 3",
-            "import pandas as pd",
-            ModuleNotFoundError("No module named 'pandas'", name="pandas"),
+            "import pandas_course as pd",
+            ModuleNotFoundError("No module named 'pandas_course'", name="pandas_course"),
             "this grader",
-            "line 3: `import pandas as pd` failed: pandas is not installed on this grader",
-            id="a missing package",
+            "line 3: `import pandas_course as pd` failed: pandas_course is not installed on this grader, and no file "
+            "of yours is named pandas_course.py",
+            id="a missing package (or a helper file left out)",
         ),
         pytest.param(
             "cell 2",
-            "from einops.layers.torch import (\n    Rearrange,\n)",
-            ModuleNotFoundError("No module named 'einops'", name="einops.layers"),
+            "from einops_course.layers.torch import (\n    Rearrange,\n)",
+            ModuleNotFoundError("No module named 'einops_course'", name="einops_course.layers"),
             "this machine",
-            "cell 2: `from einops.layers.torch import (` failed: einops is not installed on this machine",
-            id="a submodule, a statement over several lines",
+            "cell 2: `from einops_course.layers.torch import (` failed: einops_course is not installed on this "
+            "machine, and no file of yours is named einops_course.py",
+            id="below a missing package, a statement over several lines",
+        ),
+        pytest.param(
+            "line 2",
+            "import json.nope",
+            ModuleNotFoundError("No module named 'json.nope'", name="json.nope"),
+            "this grader",
+            "line 2: `import json.nope` failed: there is no module json.nope (on this grader)",
+            id="a part of a package that is there",
         ),
         pytest.param(
             "line 1",
@@ -166,7 +179,7 @@ def test_describe_import_error_names_the_students_line(tmp_path):
         text = worker.describe_import_error(exc, str(path))
     assert text == (
         f"your file could not be imported: line 3: `import {MISSING} as pd` failed: {MISSING} is not installed on "
-        "this grader"
+        f"this grader, and no file of yours is named {MISSING}.py"
     )
 
 
@@ -187,7 +200,7 @@ def test_describe_import_error_names_a_helper_files_line(tmp_path):
         sys.modules.pop("helper", None)
     assert text == (
         f"your file could not be imported: helper.py, line 2: `from {MISSING} import thing` failed: {MISSING} is not "
-        "installed on this machine"
+        f"installed on this machine, and no file of yours is named {MISSING}.py"
     )
 
 

@@ -44,7 +44,7 @@ def test_a_files_missing_package_is_one_sentence_with_the_students_line(tmp_path
     result = _grade(path)
     why = (
         f"your file could not be imported: line 3: `import {MISSING} as pd` failed: {MISSING} is not installed on "
-        "this grader"
+        f"this grader, and no file of yours is named {MISSING}.py"
     )
     assert result.score == 0 and result.error == why
     assert {c.verdict for c in result.cases} == {Verdict.EXCEPTION}
@@ -75,7 +75,8 @@ def test_a_function_that_needs_the_missing_package_names_the_cell(tmp_path):
     visible = [c for c in result.cases if c.visibility != "hidden"]
     why = f"raised ModuleNotFoundError: cell 2: `import {MISSING} as pd` failed: {MISSING} is not installed on "
     details = [c.failure.detail if c.failure is not None else "" for c in visible]
-    assert visible and all(d == why + "this grader" for d in details), details  # no line of the generated module
+    why += f"this grader, and no file of yours is named {MISSING}.py"
+    assert visible and all(d == why for d in details), details  # no line of the generated module
 
 
 def test_annotations_and_decorators_from_a_missing_package(tmp_path):
@@ -129,7 +130,7 @@ def test_the_self_check_of_a_file_with_a_missing_package_says_this_machine(tmp_p
     outcome = check_path(path, SPEC)
     assert outcome.result.error == (
         f"your file could not be imported: line 1: `import {MISSING}` failed: {MISSING} is not installed on this "
-        "machine"
+        f"machine, and no file of yours is named {MISSING}.py"
     )
 
 
