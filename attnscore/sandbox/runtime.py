@@ -12,7 +12,9 @@ So the worker gets a *readable view* of its module search path: every ``sys.path
 interpreter that the worker uid cannot read is mirrored, file by file, as hard links (a copy when
 the temporary folder is on another filesystem) into a private temporary folder whose directories
 that uid may enter; the worker then searches the mirror instead of the original. Nothing outside
-that temporary folder changes: no permission of the installation is touched. The mirror is built
+that temporary folder changes: no permission of the installation is touched. The interpreter's C
+header folders (``sysconfig``'s ``include``, which ``torch.compile``'s C++ backend compiles against)
+are mirrored the same way, and the worker's ``sysconfig`` then names the copy. The mirror is built
 once per interpreter and kept for the next runs (``attnscore-mirror-*``, root's own and writable by
 nobody else, validated in O(1) per run and rebuilt when the installation changed or the folder was
 tampered with; see the comment above :func:`mirror_key`). Files the
@@ -40,6 +42,7 @@ from attnscore.sandbox.uids import held_uid
 
 __all__ = [
     "WorkerRuntime",
+    "mirror_sources",
     "through_mirrors",
     "worker_runtime",
     "unreadable_by",
@@ -62,28 +65,49 @@ class WorkerRuntime:
         path: that interpreter's ``sys.path`` under ``-I`` (what the worker would search); only
             looked up when the worker drops privileges.
         mirrors: ``(original, readable copy)`` pairs: the worker replaces each original prefix of
-            its module paths with the copy. Empty when the worker can read everything.
+            its module paths (and of its C headers' folders) with the copy. Empty when the worker
+            can read everything.
         problems: why some of the path could not be made readable (empty when all is well).
+        headers: the interpreter's C header folders (``sysconfig``'s ``include`` and
+            ``platinclude``, those that exist): what ``torch.compile``'s C++ backend (Inductor)
+            compiles against, mirrored like the path when the worker cannot read them.
     """
 
     executable: str
     path: tuple[str, ...]
     mirrors: tuple[tuple[str, str], ...] = ()
     problems: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
 
 
-def _interpreter_path(executable: str) -> tuple[str, ...]:
-    """``sys.path`` of ``executable -I`` (run once per interpreter), existing entries only."""
+_FACTS = (
+    "import json, sys, sysconfig; "
+    "print(json.dumps([sys.path, [sysconfig.get_path(n) for n in ('include', 'platinclude')]]))"
+)
+
+
+def _interpreter_facts(executable: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(sys.path, C header folders)`` of ``executable -I`` (run once per interpreter), existing
+    entries only; the header folders are ``sysconfig``'s ``include`` and ``platinclude``."""
     done = subprocess.run(
-        [executable, "-I", "-c", "import sys, json; print(json.dumps(sys.path))"],
+        [executable, "-I", "-c", _FACTS],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
         check=True,
     )
-    entries = json.loads(done.stdout.strip().splitlines()[-1])
-    return tuple(p for p in entries if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p))
+    entries, headers = json.loads(done.stdout.strip().splitlines()[-1])
+
+    def existing(paths: list[object]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for p in paths if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)))
+
+    return tuple(p for p in entries if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)), existing(headers)
+
+
+def _interpreter_path(executable: str) -> tuple[str, ...]:
+    """``sys.path`` of ``executable -I`` (run once per interpreter), existing entries only."""
+    return _interpreter_facts(executable)[0]
 
 
 def _readable_as(paths: tuple[str, ...], uid: int, gid: int) -> tuple[bool, ...] | None:
@@ -186,16 +210,25 @@ def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
                 _link_or_copy(full, os.path.join(out, name))
 
 
-def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> WorkerRuntime:
-    path = _interpreter_path(executable)
+def mirror_sources(executable: str, uid: int, gid: int) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """``(sys.path, header folders, outermost blocked)`` of the interpreter ``executable`` for a worker
+    of user ``uid``: what user cannot read among its module path, its C header folders and the
+    interpreter's own file (which ``torch.compile`` starts again to probe the CPU's vector
+    instructions), outermost first (nested entries come along with their mirror)."""
+    path, headers = _interpreter_facts(executable)
+    binary = os.path.realpath(executable)
+    candidates = tuple(dict.fromkeys(path + headers + ((binary,) if os.path.isfile(binary) else ())))
     # Every check runs as a worker uid this grader holds meanwhile (held_uid), never as one another
     # grader may claim or release meanwhile: either kills every process of the uid, the check's too.
     with held_uid(uid) as probe:
-        blocked = unreadable_by(path, probe, probe if gid == uid else gid)
-    if not blocked:
-        return WorkerRuntime(executable, path)
-    # Mirror only the outermost blocked entries; nested ones come along (when kept).
-    outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+        blocked = unreadable_by(candidates, probe, probe if gid == uid else gid)
+    return path, headers, [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+
+
+def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> WorkerRuntime:
+    path, headers, outermost = mirror_sources(executable, uid, gid)
+    if not outermost:
+        return WorkerRuntime(executable, path, headers=headers)
     folder = tempfile.gettempdir() if cache is None else cache
     found = _cached_mirrors(executable, path, outermost, folder)
     problems: list[str] = []
@@ -218,7 +251,7 @@ def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> Wor
             problems.append(
                 f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
             )
-    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
+    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems), headers)
 
 
 def _make_mirrors(root: str, outermost: list[str], path: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -268,8 +301,12 @@ BUILDS: list[str] = []  # the mirrors this process built (a record for tests and
 
 
 def _identity(path: str) -> list[int]:
+    """Device, inode, modification and change times of a folder; a file's (the interpreter, which
+    the mirror hard-links, and so changes its change time) without the change time."""
     info = os.stat(path)
-    return [info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    if stat.S_ISDIR(info.st_mode):
+        return [info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    return [info.st_dev, info.st_ino, info.st_mtime_ns]
 
 
 def _version() -> str:

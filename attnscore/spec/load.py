@@ -39,6 +39,7 @@ from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
+from attnscore.spec.environment import read_environment
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -313,6 +314,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             not_asked.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
+    environment = read_environment(doc, data.get("environment"), problems)
     if problems:
         return None
     return Spec(
@@ -337,6 +339,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         not_asked=tuple(not_asked),
         logsumexp=logsumexp,
         factory=bool(fn.get("factory", False)),
+        environment=environment,
         student_copy=(
             StudentCopy(data["student_copy"]["hidden_cases"], as_fraction(data["student_copy"]["hidden_points"]))
             if "student_copy" in data

@@ -17,6 +17,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.environment import Environment
 
 __all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
 
@@ -130,6 +131,8 @@ class Spec:
             ``(O, L)`` tuple); None when ``L`` is not under test.
         factory: ``function.factory``: the named function returns the ``torch.autograd.Function``
             subclass to grade when called with no arguments.
+        environment: the course's environment (``environment``): the packages a submission may
+            import and whether it may use ``torch.compile`` (:class:`attnscore.spec.environment.Environment`).
     """
 
     id: str
@@ -154,6 +157,7 @@ class Spec:
     not_asked: tuple[str, ...] = ()
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
+    environment: Environment = Environment()
 
     def allowing(self, corners: tuple[str, ...]) -> Spec:
         """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).

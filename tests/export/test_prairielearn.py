@@ -138,7 +138,9 @@ def test_image_context_is_coherent(exported):
     assert re.search(r"^FROM python:\$\{PYTHON_VERSION\}-slim$", dockerfile, re.M)
     copies = re.findall(r"^COPY (\S+) (\S+)$", dockerfile, re.M)
     assert copies == [
+        ("system-packages.txt", "/opt/attnscore/system-packages.txt"),
         ("requirements.txt", "/opt/attnscore/requirements.txt"),
+        ("course-requirements.txt", "/opt/attnscore/course-requirements.txt"),
         ("python/", "/opt/attnscore/src/"),
         ("grade.py", ENTRYPOINT),
     ]

@@ -174,6 +174,13 @@ def test_environment_is_scrubbed(graded):
         "PWD",
         "CUDA_VISIBLE_DEVICES",  # empty on the CPU: the worker sees no GPU (attnscore.sandbox.gpu)
         "CUDA_DEVICE_ORDER",
+        # torch.compile's caches in the worker's own folder, and how it compiles there (processes.scrubbed_env)
+        "XDG_CACHE_HOME",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_COMPILE_THREADS",
+        "TORCHINDUCTOR_VEC_ISA_OK",
+        "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS",
     }
 
 

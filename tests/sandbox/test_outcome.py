@@ -24,6 +24,7 @@ RUNNER = SimpleNamespace(
     last_names=["q", "keys"],
     runtime=WorkerRuntime(sys.executable, ()),
     plan=SimpleNamespace(bwrap=False),
+    compiling_at_timeout=False,
     uid=64000,
 )
 WORKER = SimpleNamespace(exit_description=lambda: (Verdict.MEMORY_LIMIT, "was killed by SIGKILL"))

@@ -135,7 +135,7 @@ def test_a_module_that_does_not_exist_is_the_students_exception(tmp_path, privat
     """No such module anywhere: the student's exception, as before."""
     outcome, _ = call(tmp_path, "import no_such_module_xyz\n" + LAZY_IMPORTS, worker_runtime(str(private_python)))
     assert isinstance(outcome, CallFailure) and outcome.verdict == Verdict.EXCEPTION.value
-    assert "No module named 'no_such_module_xyz'" in outcome.message
+    assert "`import no_such_module_xyz` failed: no_such_module_xyz is not installed on this grader" in outcome.message
 
 
 def test_grade_says_in_one_line_when_the_sandbox_cannot_work(monkeypatch, private_python):
@@ -288,9 +288,7 @@ def test_a_folder_planted_by_a_worker_uid_under_the_mirrors_name_is_replaced(pri
     without touching what it points to."""
     from attnscore.sandbox import runtime
 
-    path = runtime._interpreter_path(str(private_python))
-    blocked = unreadable_by(path, 64000, 64000)
-    outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+    path, _, outermost = runtime.mirror_sources(str(private_python), 64000, 64000)
     interpreter, key = runtime.mirror_key(str(private_python), path, outermost)
     name = f"attnscore-mirror-{interpreter}-{key}"
     planted = cache / name
@@ -369,9 +367,8 @@ def test_a_build_killed_half_way_is_swept_and_the_cache_is_not(private_python, c
 def _outer(python: Path):
     from attnscore.sandbox import runtime
 
-    path = runtime._interpreter_path(str(python))
-    blocked = unreadable_by(path, 64000, 64000)
-    return path, [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+    path, _, outermost = runtime.mirror_sources(str(python), 64000, 64000)
+    return path, outermost
 
 
 def test_without_a_root_only_lock_folder_nothing_is_cached(private_python, cache, monkeypatch):
