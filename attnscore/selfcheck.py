@@ -11,7 +11,10 @@ Isolation: none beyond a per-call time limit. The code is the student's own, on 
 machine, so it runs in this process (a file or notebook is imported from a temporary copy; a
 function object is called as is). Each call and the import are stopped after the spec's
 ``timeout_s`` with a timeout verdict where the platform has ``SIGALRM`` and this is the main thread
-(else there is no time limit: Ctrl-C stops a hang). The grader's sandbox is not involved.
+(else there is no time limit: Ctrl-C stops a hang). The grader's sandbox is not involved. The
+grader's time budget applies as in grading (``time_budget_s``, ``time_budget=``): the calls
+together may take that long, counted in wall time here (the per-call limit is wall time too), and
+the cases left once it is spent are not run (verdict ``budget_spent``).
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.boundary.standins import run_notebook
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
-from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner
+from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner, budget_cut_text, budget_spent_failure
 from attnscore.check.session import Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
+from attnscore.grade.time_budget import budget_problem, call_and_budget
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.removal import remove_tree
 from attnscore.spec.load import load_spec
@@ -131,9 +135,18 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 class _TimedRunner(InProcessRunner):
-    """The in-process runner with the spec's per-call wall-time limit."""
+    """The in-process runner with the spec's per-call wall-time limit and, with ``budget_s``, a time
+    budget: the wall time of all its calls together (a call may take what is left of it, at most
+    ``timeout_s``; once it is spent, calls are answered with
+    :func:`attnscore.check.runner.budget_spent_failure` without running)."""
 
-    def __init__(self, function: Callable[..., object], timeout_s: float, spec: Spec | None = None) -> None:
+    def __init__(
+        self,
+        function: Callable[..., object],
+        timeout_s: float,
+        spec: Spec | None = None,
+        budget_s: float | None = None,
+    ) -> None:
         if spec is None:
             super().__init__(function, "cpu")
         else:  # as the grader calls it: the spec's keywords, a factory, where L is read
@@ -142,6 +155,8 @@ class _TimedRunner(InProcessRunner):
                 how["bind"] = spec.contract.binding
             super().__init__(function, "cpu", **how)
         self.timeout_s = timeout_s
+        self.budget_s = budget_s
+        self.calls_spent = 0.0  # wall seconds of its calls: the budget's clock
 
     def call(
         self,
@@ -150,14 +165,24 @@ class _TimedRunner(InProcessRunner):
         layouts: Mapping[str, str] | None = None,
         upstream: np.ndarray | None = None,
     ) -> Outcome:
+        limit = self.timeout_s
+        if self.budget_s is not None:
+            if self.calls_spent >= self.budget_s:
+                return budget_spent_failure(self.budget_s)
+            limit = min(limit, self.budget_s - self.calls_spent)
+        began = time.monotonic()
         try:
-            with _time_limit(self.timeout_s):
+            with _time_limit(limit):
                 return super().call(args, dtype, layouts, upstream)
         except _CallTimeout:
+            if limit < self.timeout_s and self.budget_s is not None:
+                return CallFailure(Verdict.TIMEOUT, budget_cut_text(self.budget_s, self.timeout_s))
             return CallFailure(
                 Verdict.TIMEOUT,
                 f"the call took longer than {self.timeout_s:g} s (an infinite loop, or far too slow)",
             )
+        finally:
+            self.calls_spent += time.monotonic() - began
 
 
 def _judge(
@@ -187,6 +212,7 @@ def _judge(
         function,
         budget=grading_budget(shrink_steps),
         environment={**environment("cpu", pinned=False), "sandbox": "none (self-check, in process)"},
+        cheapest_first=True,
     )
     return SelfCheck(session.run(runner, started=start), hidden)
 
@@ -203,6 +229,7 @@ def check_function(
     dtype: str | None = None,
     seed: int | None = None,
     shrink_steps: int = 50,
+    time_budget: float | None = None,
 ) -> SelfCheck:
     """Self-check a function object (already defined, e.g. in a notebook) on ``spec``'s visible cases.
 
@@ -213,20 +240,35 @@ def check_function(
         dtype: the tested dtype (default: the spec's first).
         seed: base seed of generated inputs (default: the spec's, as the grader).
         shrink_steps: examples tried per failing property to find a minimal counterexample.
+        time_budget: seconds all the calls may take together (default: the spec's, as the grader).
 
     Raises:
         attnscore.spec.located.SpecError: the spec file is invalid.
+        ValueError: ``time_budget`` is shorter than the spec's per-call limit.
     """
     loaded = _spec(spec)
     return _judge(
         loaded,
-        _TimedRunner(function, loaded.timeout_s, loaded),
+        _TimedRunner(function, loaded.timeout_s, loaded, _budget(loaded, time_budget)),
         name=name or str(getattr(function, "__qualname__", None) or repr(function)),
         function=loaded.function,
         dtype=dtype,
         seed=seed,
         shrink_steps=shrink_steps,
     )
+
+
+def _budget(spec: Spec, time_budget: float | None) -> float:
+    """The time budget of a self-check: ``time_budget`` or the grader's for ``spec``.
+
+    Raises:
+        ValueError: it is shorter than the spec's per-call limit (one line, naming the option).
+    """
+    call, budget = call_and_budget(spec, None, time_budget)
+    problem = budget_problem(call, budget, "--time-budget" if time_budget is not None else "time_budget_s")
+    if problem is not None:
+        raise ValueError(problem)
+    return budget
 
 
 def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> Callable[..., object] | CallFailure:
@@ -279,17 +321,21 @@ def check_path(
     dtype: str | None = None,
     seed: int | None = None,
     shrink_steps: int = 50,
+    time_budget: float | None = None,
 ) -> SelfCheck:
     """Self-check a submission as the grader reads it (a ``.py`` file, a notebook or a folder).
 
     The files are read and converted exactly as for grading (:func:`find_submissions`, one
-    submission), copied to a temporary folder and imported in this process.
+    submission), copied to a temporary folder and imported in this process. ``time_budget``:
+    seconds all its calls may take together (default: the spec's, as the grader).
 
     Raises:
         attnscore.submission.files.SubmissionError: ``path`` is missing or not a submission.
         attnscore.spec.located.SpecError: the spec file is invalid.
+        ValueError: ``time_budget`` is shorter than the spec's per-call limit.
     """
     loaded = _spec(spec)
+    budget = _budget(loaded, time_budget)
     name = function or loaded.function
     (submission,) = find_submissions([str(path)], entry=entry, one=True)
     options = {"name": submission.name, "function": name, "dtype": dtype, "seed": seed, "shrink_steps": shrink_steps}
@@ -305,7 +351,7 @@ def check_path(
             loaded_function = _load(folder, submission.entry, name, loaded.timeout_s)
             if isinstance(loaded_function, CallFailure):
                 return _judge(loaded, RefusedRunner(loaded_function), **options)  # type: ignore[arg-type]
-            runner = _TimedRunner(loaded_function, loaded.timeout_s, loaded)
+            runner = _TimedRunner(loaded_function, loaded.timeout_s, loaded, budget)
             return _judge(loaded, runner, **options)  # type: ignore[arg-type]
         finally:
             sys.path[:] = saved_path

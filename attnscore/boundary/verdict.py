@@ -8,7 +8,12 @@ __all__ = ["Verdict"]
 
 
 class Verdict(str, enum.Enum):
-    """The closed set of case verdicts."""
+    """The closed set of case verdicts.
+
+    ``BUDGET_SPENT`` is the grader's own: a case not run (or not run to its end) because the
+    submission had already used its whole time budget on earlier cases (``Limits.time_budget_s``);
+    no worker may report it.
+    """
 
     PASSED = "passed"
     WRONG_VALUE = "wrong_value"
@@ -22,6 +27,7 @@ class Verdict(str, enum.Enum):
     FUNCTION_MISSING = "function_missing"
     BAD_RETURN_TYPE = "bad_return_type"
     GRADER_ERROR = "grader_error"
+    BUDGET_SPENT = "budget_spent"
 
     @property
     def label(self) -> str:

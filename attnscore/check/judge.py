@@ -262,6 +262,8 @@ def _judge_once(
             }
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
+            if verdict is Verdict.BUDGET_SPENT:  # never called: nothing to reproduce, one call fewer made
+                return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
             where = _where(call, keywords, by_name)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome

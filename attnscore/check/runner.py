@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["Inspection", "Runner", "InProcessRunner", "RefusedRunner"]
+__all__ = [
+    "Inspection",
+    "Runner",
+    "InProcessRunner",
+    "RefusedRunner",
+    "budget_cut_text",
+    "budget_spent_failure",
+    "budget_spent_text",
+]
 
 Inspection = dict[str, list[str]]
 """What a runner saw of one call: ``{"mutated": [input names], "aliased": [input names]}``, the
@@ -102,6 +110,36 @@ class Runner(Protocol):
     def close(self) -> None:
         """Release what the runner holds (a worker, its folders); the session calls it once, at the end."""
         ...
+
+
+def budget_spent_text(budget_s: float) -> str:
+    """The sentence of a case not run because its submission's time budget was spent.
+
+    >>> budget_spent_text(3.0)
+    'not run: this submission used its whole time budget of 3 s on earlier cases'
+    """
+    return f"not run: this submission used its whole time budget of {budget_s:g} s on earlier cases"
+
+
+def budget_spent_failure(budget_s: float) -> CallFailure:
+    """What a runner answers, without running anything, to every call once its submission has used
+    its whole time budget of ``budget_s`` seconds (:attr:`attnscore.sandbox.limits.Limits.time_budget_s`):
+    the verdict :attr:`Verdict.BUDGET_SPENT` and :func:`budget_spent_text` (judging adds no
+    reproduction: nothing was called)."""
+    return CallFailure(Verdict.BUDGET_SPENT, budget_spent_text(budget_s))
+
+
+def budget_cut_text(budget_s: float, call_limit_s: float) -> str:
+    """Why a call timed out before its own limit of ``call_limit_s`` seconds: the submission's time
+    budget of ``budget_s`` seconds ran out during it (the call's verdict stays a timeout).
+
+    >>> budget_cut_text(10.0, 3.0)
+    "the call was stopped when this submission's time budget of 10 s ran out (its time limit per call is 3 s)"
+    """
+    return (
+        f"the call was stopped when this submission's time budget of {budget_s:g} s ran out "
+        f"(its time limit per call is {call_limit_s:g} s)"
+    )
 
 
 class InProcessRunner:

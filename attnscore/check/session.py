@@ -6,7 +6,9 @@ The one entry point that grading (:mod:`attnscore.grade.grading`), the self-chec
 (:mod:`attnscore.pytest_plugin`) share. :meth:`Session.run`:
 
 1. orders: the cases in their order, or (``hidden_last``) the visible ones and their shrinking
-   first, then the hidden ones, unshrunk;
+   first, then the hidden ones, unshrunk; with ``cheapest_first``, within each of those groups the
+   worked examples first (in spec order), then the properties by their cost (:func:`case_cost`),
+   so that a submission's time budget is spent on the cheapest evidence first;
 2. judges each case (:func:`attnscore.check.judge.judge_case`, diagnosis included) and shrinks
    each failing visible property (:func:`attnscore.check.shrink.add_shrunk`) while the
    :class:`Budget` lasts and the implementation loaded;
@@ -25,8 +27,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
+from attnscore.boundary.verdict import Verdict
 from attnscore.check.cases import Case
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import Runner
@@ -35,7 +40,7 @@ from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, SubmissionResult
 from attnscore.spec.model import Spec
 
-__all__ = ["Budget", "NO_SHRINK", "Session", "judge_cases", "work_clock"]
+__all__ = ["Budget", "NO_SHRINK", "Session", "case_cost", "judge_cases", "work_clock"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +102,19 @@ def work_clock(runner: Runner) -> Callable[[], float]:
     return lambda: time.thread_time() + runner.spent
 
 
+def case_cost(case: Case) -> int:
+    """What judging ``case`` is expected to cost: the entries of every argument of its calls, plus
+    one per call (a call's overhead). Only the order of cases reads it (``Session.cheapest_first``).
+
+    >>> import numpy as np
+    >>> from attnscore.check.cases import Call
+    >>> call = Call({"q": np.zeros(2), "keys": np.zeros((3, 2))}, np.zeros(3), np.zeros(3))
+    >>> case_cost(Case("property:p", "property", "t", "", (call, call), 1, "visible", "", None))
+    18
+    """
+    return sum(1 + sum(int(np.size(a)) for a in call.args.values()) for call in case.calls)
+
+
 CLEANUP_NOTE = "the grader could not remove what your code left in its folders: {problem}"
 """The run's note when its runner could not remove everything (:attr:`Runner.cleanup_problem`)."""
 
@@ -117,6 +135,11 @@ class Session:
             case's call failure that *is* the load failure already reported then is marked
             ``disclosed`` (shown in full). Grading sets it; a run in order discloses nothing.
         environment: the result's ``environment`` (versions, device, precision, sandbox).
+        cheapest_first: judge the worked examples first, then the properties by
+            :func:`case_cost`, cheapest first (ties in spec order), within the visible cases and
+            within the hidden ones: when a time budget runs out (``Limits.time_budget_s``), the
+            cases judged are the cheapest evidence. Grading and the self-check set it; results
+            are in spec order either way.
 
     >>> from attnscore.check.cases import build_cases
     >>> from attnscore.check.runner import InProcessRunner
@@ -138,6 +161,7 @@ class Session:
     budget: Budget = Budget()
     hidden_last: bool = False
     environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cheapest_first: bool = False
 
     def run(
         self,
@@ -165,6 +189,10 @@ class Session:
         everything = range(len(cases))
         first = [i for i in everything if not (self.hidden_last and cases[i].visibility == "hidden")]
         last = [i for i in everything if self.hidden_last and cases[i].visibility == "hidden"]
+        if self.cheapest_first:
+            costs = {i: case_cost(cases[i]) if cases[i].kind != "example" else 0 for i in everything}
+            first.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
+            last.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
         judged: dict[int, CaseResult] = {}
         try:
             shown = self._judge([cases[i] for i in first], runner, self.budget, make_runner, on_case, None)
@@ -218,7 +246,8 @@ class Session:
             left = None if budget.shrink_s is None else budget.shrink_s - shrinking_s
             shown = budget.skip_shown_causes and key in on_examples
             # a submission that never loaded fails every input the same way: a smaller input says nothing new
-            wanted = runner.load_failure is None and not shown
+            # nor does a case the time budget left unrun
+            wanted = runner.load_failure is None and not shown and result.verdict is not Verdict.BUDGET_SPENT
             if not result.passed and wanted and budget.shrink_steps > 0 and (left is None or left > 0):
                 if budget.drawn_first:  # drawn once per process: not this submission's shrinking work
                     build_small(spec, case, result, dtype, self.seed)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from attnscore.cli.errors import BadUsage
 from attnscore.cli.options import (
     check_spec_dtype,
     dtype_option,
@@ -15,6 +16,7 @@ from attnscore.cli.options import (
     function_option,
     shrink_steps_option,
     spec_option,
+    time_budget_option,
 )
 from attnscore.cli.output import finish, stdout_console
 
@@ -28,6 +30,7 @@ __all__ = ["check_solution"]
 @entry_option("Entry file of a folder solution.")
 @dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")
 @shrink_steps_option()
+@time_budget_option()
 @format_option("text", "json")
 def check_solution(
     solution: str,
@@ -36,6 +39,7 @@ def check_solution(
     entry: str | None,
     dtype: str | None,
     shrink_steps: int,
+    time_budget: float | None,
     fmt: str,
 ) -> None:
     """Self-check SOLUTION (.py, .ipynb or folder) on the spec's visible cases, on this machine.
@@ -56,7 +60,15 @@ def check_solution(
         from attnscore.grade.environment import missing_packages_text
 
         click.echo(f"Note: {missing_packages_text(lacking)} (the grader has them)", err=True)
-    outcome = check_path(solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps)
+    if time_budget is not None:
+        from attnscore.grade.time_budget import budget_problem
+
+        problem = budget_problem(spec.timeout_s, time_budget)
+        if problem is not None:
+            raise BadUsage(problem)
+    outcome = check_path(
+        solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps, time_budget=time_budget
+    )
     if fmt == "json":
         from attnscore.report.json_report import submission_to_json
 

@@ -26,6 +26,7 @@ from attnscore.cli.options import (
     function_option,
     shrink_steps_option,
     spec_option,
+    time_budget_option,
 )
 from attnscore.cli.output import check_output_path, finish, stdout_console, write_atomically
 
@@ -56,6 +57,7 @@ __all__ = ["grade"]
     callback=finite_seconds,
     help="Wall-time limit per call in seconds (default: the spec's).",
 )
+@time_budget_option()
 @click.option(
     "--jobs",
     type=click.IntRange(min=1, max=64),
@@ -114,6 +116,7 @@ def grade(
     dtype: str | None,
     seed: int | None,
     timeout: float | None,
+    time_budget: float | None,
     shrink_steps: int,
     jobs: int,
     entry: str | None,
@@ -194,7 +197,14 @@ def grade(
     if fmt == "gradescope" and len(paths) != 1:
         raise BadUsage(f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}")
     check_spec_dtype(dtype, spec)
-    limits = Limits(call_timeout_s=timeout or spec.timeout_s, template=False if no_template else None, device=device)
+    from attnscore.grade.time_budget import grading_limits
+
+    try:
+        limits = grading_limits(
+            spec, timeout=timeout, time_budget=time_budget, template=False if no_template else None, device=device
+        )
+    except ValueError as exc:
+        raise BadUsage(str(exc)) from None
     # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
     # processes killed and its temporary folders removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

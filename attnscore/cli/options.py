@@ -162,6 +162,21 @@ def shrink_steps_option() -> Decorator[Any]:
     )
 
 
+def time_budget_option() -> Decorator[Any]:
+    """``--time-budget SECONDS``: the own time all of one submission's calls may take together."""
+    return click.option(
+        "--time-budget",
+        "time_budget",
+        type=click.FloatRange(min=0.1, max=86400),
+        default=None,
+        callback=finite_seconds,
+        metavar="SECONDS",
+        help="Time budget of each submission: the time all its calls may take together, over every case; the "
+        "cases not run once it is spent get the verdict 'budget spent' and no points (at least the per-call "
+        "limit; default: the spec's time_budget_s, else 10 times its timeout_s).",
+    )
+
+
 def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A click callback: ``value`` unless it is NaN or infinite (click's FloatRange lets NaN through)."""
     if value is not None and not math.isfinite(value):

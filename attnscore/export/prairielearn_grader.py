@@ -38,9 +38,10 @@ from attnscore.boundary.untrusted import clean_text
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.grade.environment import environment_problem
 from attnscore.grade.grading import grade_many
+from attnscore.grade.time_budget import grading_limits
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.report.results import SubmissionResult
-from attnscore.sandbox.launch import Limits, preflight
+from attnscore.sandbox.launch import preflight
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
 from attnscore.submission.files import Submission, SubmissionError, find_submissions, printable_name
@@ -77,7 +78,7 @@ def grade_job(root: Path) -> dict[str, Any]:
     except SubmissionError as exc:
         reason = without_grader_path(str(exc), root / "student")
         return prairielearn_ungradable(f"Your submission could not be graded: {reason}")
-    limits = Limits(call_timeout_s=spec.timeout_s)
+    limits = grading_limits(spec)
     problem = preflight(limits) or environment_problem(spec, limits)
     if problem is not None:
         return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")

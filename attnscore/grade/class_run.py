@@ -34,6 +34,7 @@ from rich.console import Console
 
 from attnscore.atomic import write_atomic
 from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
+from attnscore.grade.time_budget import grading_limits
 from attnscore.report.redact import for_students
 from attnscore.report.results import SubmissionResult
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
@@ -193,7 +194,7 @@ def grade_class(
             )
         names[name] = submission
     dtype = dtype or spec.dtypes[0]
-    limits = limits or Limits(call_timeout_s=spec.timeout_s)
+    limits = limits or grading_limits(spec)
     options = {
         "function": function or spec.function,
         "dtype": dtype,

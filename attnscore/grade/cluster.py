@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnscore.grade.time_budget import grading_limits
 from attnscore.report.record import result_from_record, result_to_record
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits
@@ -161,7 +162,7 @@ def grade_on_cluster(
             "function": function,
             "dtype": dtype or spec.dtypes[0],
             "seed": seed,
-            "limits": asdict(limits or Limits(call_timeout_s=spec.timeout_s)),
+            "limits": asdict(limits or grading_limits(spec)),
             "shrink_steps": shrink_steps,
         }
         data = [_submission_data(s) for s in submissions]

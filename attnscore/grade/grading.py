@@ -26,6 +26,7 @@ from attnscore.check.implementation import environment
 from attnscore.check.runner import RefusedRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
+from attnscore.grade.time_budget import grading_limits
 from attnscore.report.results import CaseResult, SubmissionResult, Verdict
 from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
 from attnscore.spec.load import load_spec
@@ -66,6 +67,12 @@ def grade_submission(
     (:class:`attnscore.check.session.Budget`). The reported ``duration_s`` includes shrinking and
     diagnosis.
 
+    ``limits`` default to :func:`attnscore.grade.time_budget.grading_limits` of the spec: its
+    per-call limit and its time budget per submission (``Limits.time_budget_s``); the cases left
+    when the budget is spent get the verdict ``budget_spent`` and no points. Within the visible
+    cases, and within the hidden ones, worked examples run first, then the properties cheapest
+    first (:func:`attnscore.check.session.case_cost`).
+
     Hidden cases run last, after the visible ones and their shrinking; the report keeps the
     submission's output and import error as they were before any hidden input reached it, and a
     hidden case's own message never carries text from the submission (:func:`attnscore.check.judge`).
@@ -76,7 +83,7 @@ def grade_submission(
     """
     start = time.perf_counter()
     function = function or spec.function
-    limits = limits or Limits(call_timeout_s=spec.timeout_s)
+    limits = limits or grading_limits(spec)
     cases = unscored_in_sandbox(cases)
     if not isinstance(submission, Submission):
         submission = Submission.from_file(Path(submission), source)
@@ -107,7 +114,8 @@ def grade_submission(
     )
     # Visible cases and their shrinking first: nothing the submission says after it has seen a
     # hidden input (its output, a later exception, its import error) can reach the student.
-    graded = replace(session, budget=grading_budget(shrink_steps), hidden_last=True)
+    # Within each, the cheapest cases first: a time budget that runs out leaves the costliest unrun.
+    graded = replace(session, budget=grading_budget(shrink_steps), hidden_last=True, cheapest_first=True)
     result = graded.run(runner, on_case=on_case, started=start)
     # the protections as they were in the end (a template that failed to start falls back to fresh workers)
     result = replace(result, environment={**result.environment, "sandbox": runner.protections})

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from attnscore.maths.display import counted
-from attnscore.report.results import SubmissionResult, Verdict, points_out
+from attnscore.report.results import CaseResult, SubmissionResult, Verdict, points_out
 
 __all__ = ["class_report_html", "MistakeCount", "ranked_mistakes", "timing_outliers", "pass_rates"]
 
@@ -184,6 +184,16 @@ def _table(header: list[str], body: list[list[tuple[str, str]]], id_: str) -> st
     return f'<table id="{id_}"><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>'
 
 
+def _failed_label(case: CaseResult) -> str:
+    """A failed case in the students table: its id, marked when the time budget left it unrun."""
+    return f"{case.id} (not run)" if case.verdict is Verdict.BUDGET_SPENT else case.id
+
+
+def _budget_detail(result: SubmissionResult) -> str:
+    """The budget's sentence of a submission that spent it (its first unrun case's)."""
+    return next(c.failure.detail for c in result.cases if c.verdict is Verdict.BUDGET_SPENT and c.failure is not None)
+
+
 def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) -> str:
     """The class report page.
 
@@ -288,6 +298,28 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
     else:
         parts.append('<p id="no-outliers">No student took more than twice the median time.</p>')
 
+    spent = [(s, r) for s, r in rows if any(c.verdict is Verdict.BUDGET_SPENT for c in r.cases)]
+    if spent:  # the time budget (Limits.time_budget_s): who ran out of it, and how many cases went unrun
+        parts.append("<h2>Time budget spent</h2>")
+        parts.append(
+            '<p class="note">These submissions used their whole time budget before every case had run; the '
+            "cases left were not run and earn no points (verdict budget spent).</p>"
+        )
+        parts.append(
+            _table(
+                ["student", "cases not run", "why"],
+                [
+                    [
+                        ("student", e(s)),
+                        ("not-run", e(", ".join(c.id for c in r.cases if c.verdict is Verdict.BUDGET_SPENT))),
+                        ("message", e(_budget_detail(r))),
+                    ]
+                    for s, r in spent
+                ],
+                "budget-table",
+            )
+        )
+
     parts.append("<h2>Students</h2>")
     parts.append(
         _table(
@@ -297,7 +329,7 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
                     ("student", e(s)),
                     ("num", str(points_out(r.score))),
                     ("num", str(points_out(r.max_score))),
-                    ("failed", e(", ".join(c.id for c in r.cases if c.verdict is not Verdict.PASSED)) or "-"),
+                    ("failed", e(", ".join(_failed_label(c) for c in r.cases if not c.passed)) or "-"),
                     ("num", f"{r.duration_s:.2f}"),
                 ]
                 for s, r in rows

@@ -248,6 +248,8 @@ def failure_text(failure: Failure) -> str:
     if failure.scope == "submission":
         return _reason(failure)
     hidden = failure.hidden  # only to say so: what may be shown is already decided
+    if failure.verdict is Verdict.BUDGET_SPENT:
+        return _not_run_text(failure, hidden)
     lines = []
     if failure.beside:
         lines.append(f"Second cause, outside {failure.beside} (set aside to find it):")
@@ -288,6 +290,19 @@ def failure_text(failure: Failure) -> str:
         lines.append(f"Reproduce: {reproduction(failure)}")
     for other in failure.other_causes:
         lines.extend(second_cause_text(other).splitlines())
+    return "\n".join(lines)
+
+
+def _not_run_text(failure: Failure, hidden: bool) -> str:
+    """A case the time budget left unrun (:attr:`Verdict.BUDGET_SPENT`): what it checks, where it
+    stopped when some of its calls ran, and the budget's sentence; no counterexample (nothing ran)."""
+    if failure.kind == "property":
+        lines = [f"Property: {failure.statement}{at(failure.location)}"]
+    else:
+        lines = [f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title}{at(failure.location)}"]
+    if failure.example > 1:
+        lines.append(f"Stopped before generated input {failure.example} of {failure.examples} (the earlier ones ran).")
+    lines.append(failure.detail)
     return "\n".join(lines)
 
 

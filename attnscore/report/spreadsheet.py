@@ -1,7 +1,9 @@
 """The class's grades as a CSV file that opens in a spreadsheet.
 
 One row per student: ``student, score, max, error``, then one column per case (its id) holding
-the points earned. Points are exact in the gradebook and rounded here once
+the points earned. A submission whose time budget ran out says so in its ``error`` cell
+(``4 cases not run: this submission used its whole time budget of 30 s on earlier cases``).
+Points are exact in the gradebook and rounded here once
 (:func:`attnscore.report.results.points_out`).
 
 Encoding: UTF-8 *with* a byte-order mark (``utf-8-sig``). Without it Excel reads a CSV file in the
@@ -23,7 +25,8 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 
-from attnscore.report.results import SubmissionResult, points_out
+from attnscore.maths.display import counted
+from attnscore.report.results import SubmissionResult, Verdict, points_out
 
 __all__ = ["grades_csv", "CSV_ENCODING"]
 
@@ -61,6 +64,10 @@ def grades_csv(rows: Sequence[tuple[str, SubmissionResult]], notes: Mapping[str,
     for student, result in rows:
         points = {c.id: points_out(c.points) for c in result.cases}
         error = result.error.splitlines()[0] if result.error else ""
+        unrun = [c for c in result.cases if c.verdict is Verdict.BUDGET_SPENT and c.failure is not None]
+        if unrun and unrun[0].failure is not None:  # the time budget ran out: say so beside the zeros
+            note = f"{counted(len(unrun), 'case')} {unrun[0].failure.detail}"
+            error = f"{error}; {note}" if error else note
         if student in notes:
             error = f"{error}; {notes[student]}" if error else notes[student]
         writer.writerow(

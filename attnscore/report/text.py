@@ -24,7 +24,7 @@ __all__ = ["submission_text", "batch_table"]
 def _verdict_text(verdict: Verdict) -> Text:
     if verdict is Verdict.PASSED:
         return Text("passed", style="green")
-    return Text(verdict.label, style="yellow" if verdict is Verdict.TIMEOUT else "red")
+    return Text(verdict.label, style="yellow" if verdict in (Verdict.TIMEOUT, Verdict.BUDGET_SPENT) else "red")
 
 
 def _one_line(name: str, limit: int) -> str:
@@ -90,6 +90,7 @@ _CODES = {
     Verdict.FUNCTION_MISSING: "miss",
     Verdict.BAD_RETURN_TYPE: "type",
     Verdict.GRADER_ERROR: "ERR",
+    Verdict.BUDGET_SPENT: "spent",
 }
 
 

@@ -206,6 +206,26 @@ class OwnTime:
         """Own seconds so far: wall time less the run-queue wait that was discounted."""
         return max(0.0, time.monotonic() - self.began - self.discount)
 
+    def settled(self) -> float:
+        """Own seconds of a wait that ended before its deadline (a reply came): the wall time less
+        the main thread's run-queue wait since the wait began, never less than the CPU time the
+        process used in it, read once more now (two ``pread`` calls on kept files). A call that
+        returns early is otherwise counted in wall time, load included (:meth:`extend` discounts
+        only at a deadline); the submission's total and its time budget add these up, so that a
+        loaded machine does not spend a budget sooner. Unlike :meth:`extend` it does not look for
+        the worker's own runnable tasks (a scan of ``/proc`` per call): a submission that starves
+        its own main thread with child processes counts less than it ran, and still stops at each
+        call's limit. Where the kernel does not say (or the process is gone): :meth:`spent`."""
+        spent = self.spent()
+        if self.delay0 is None:
+            return spent
+        delay, cpu = self._delay(), self._cpu()
+        if delay is None or cpu is None or self.cpu0 is None:
+            return spent
+        wall = time.monotonic() - self.began
+        discount = min(delay - self.delay0, max(0.0, wall - (cpu - self.cpu0)))
+        return max(0.0, wall - max(discount, self.discount))
+
     def extend(self) -> float:
         """At the deadline: a later deadline when the worker was kept waiting for a CPU by other
         work, else the deadline as it is (the wait has timed out)."""

@@ -25,6 +25,15 @@ class Limits:
             budget for all the starts of one submission (restarts after a timeout or crash).
         total_timeout_s: own time of the whole submission (its imports and calls; the grader's
             own work between calls does not count); calls after it is spent time out.
+        time_budget_s: the submission's **time budget**: own time (as ``call_timeout_s`` counts it)
+            that all its calls together may take, over every case (shrinking and diagnosis calls
+            included; its imports are bounded by ``load_timeout_s`` instead), or None for none.
+            Each call's limit is ``call_timeout_s`` or what is left of the budget, whichever is
+            less (a call stopped by the budget times out, saying so); once it is spent, every
+            later call is answered without running anything with the verdict ``budget_spent``
+            (:func:`attnscore.check.runner.budget_spent_failure`), so the cases not yet run
+            cost nothing. Grading takes it from the spec (``time_budget_s``, by default 10 times
+            its ``timeout_s``: :func:`attnscore.grade.policy.grading_limits`).
         compile_s: own time the submission's ``torch.compile`` compilations may take in all, over
             and above each call's ``call_timeout_s`` (and the setup time of the import): a cold
             compilation takes seconds, which must not time out a correct call. The worker says
@@ -64,6 +73,7 @@ class Limits:
     call_timeout_s: float = 5.0
     load_timeout_s: float = 30.0
     total_timeout_s: float = 300.0
+    time_budget_s: float | None = None
     compile_s: float = 120.0
     memory_bytes: int = 4 * 1024**3
     cpu_s: int = 120
@@ -78,3 +88,9 @@ class Limits:
     seccomp: bool | None = None
     template: bool | None = None
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        budget = self.time_budget_s
+        number = isinstance(budget, int | float) and not isinstance(budget, bool)
+        if budget is not None and not (number and 0 < budget < float("inf")):
+            raise ValueError(f"Limits.time_budget_s must be a positive number of seconds or None, found {budget!r}")

@@ -27,9 +27,10 @@ from attnscore.boundary.layouts import strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
+from attnscore.check.runner import budget_cut_text, budget_spent_failure
 from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
-from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.clock import STRETCH, OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.outcome import call_outcome, load_failure
@@ -162,6 +163,7 @@ class SandboxRunner:
         self.starts = 0
         self.setup_spent = 0.0
         self.spent = 0.0  # the submission's own time in imports and calls (the total limit's clock)
+        self.calls_spent = 0.0  # its own time in calls alone (the time budget's clock, limits.time_budget_s)
         self.compile_spent = 0.0  # own time in torch.compile's compilations, taken from limits.compile_s
         self.compiling_at_timeout = False  # the last wait timed out during a compilation
 
@@ -375,6 +377,11 @@ class SandboxRunner:
                 Verdict.TIMEOUT,
                 f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
             )
+        budget, limit = self.limits.time_budget_s, self.limits.call_timeout_s
+        if budget is not None:  # the call may take what is left of the budget, at most its own limit
+            if self.calls_spent >= budget:
+                return budget_spent_failure(budget)
+            limit = min(limit, budget - self.calls_spent)
         if self.worker is None:
             failure = self._start()
             if failure is not None:
@@ -401,10 +408,16 @@ class SandboxRunner:
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):
-            clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid(), readings=worker.readings)
+            # the wall-time bound stays 4 call limits even when the budget left is shorter
+            stretch = STRETCH * self.limits.call_timeout_s / limit
+            clock = OwnTime(worker.proc.pid, limit, self._own_uid(), readings=worker.readings, stretch=stretch)
             reply = self._receive(worker, clock, self.calls)
-            self.spent += clock.spent()
+            own = clock.spent() if reply is TIMED_OUT else clock.settled()
+            self.spent += own
+            self.calls_spent += own
         outcome, reported = call_outcome(reply, self, worker)
+        if reply is TIMED_OUT and limit < self.limits.call_timeout_s and not self.compiling_at_timeout:
+            outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget or limit, self.limits.call_timeout_s))
         floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:

@@ -313,6 +313,16 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         elif choice == "not_asked":
             not_asked.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
+    timeout_s = float(data.get("timeout_s", DEFAULT_TIMEOUT_S))
+    budget_s = float(data["time_budget_s"]) if "time_budget_s" in data else None
+    if budget_s is not None and budget_s < timeout_s:
+        problems.append(
+            doc.problem(
+                ("time_budget_s",),
+                f"expected a time budget of at least timeout_s ({timeout_s:g} s), the limit of one call, "
+                f"found {budget_s:g}",
+            )
+        )
     logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
     environment = read_environment(doc, data.get("environment"), problems)
     if problems:
@@ -328,7 +338,8 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         accept=tuple(fn["returns"].get("accept", DEFAULT_ACCEPT)),
         dtypes=tuple(data.get("dtypes", ["float32"])),
         seed=data.get("seed", 0),
-        timeout_s=float(data.get("timeout_s", DEFAULT_TIMEOUT_S)),
+        timeout_s=timeout_s,
+        time_budget_s=budget_s,
         tolerance=default_tol,
         worked_examples=tuple(examples),
         properties=tuple(props),

@@ -19,7 +19,23 @@ from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.environment import Environment
 
-__all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
+__all__ = ["DEFAULT_BUDGET_CALLS", "Spec", "StudentCopy", "WorkedExample", "PropertyUse", "default_time_budget"]
+
+DEFAULT_BUDGET_CALLS = 10
+"""A spec without ``time_budget_s`` gives each submission this many per-call limits (``timeout_s``)."""
+
+
+def default_time_budget(timeout_s: float) -> float:
+    """The time budget of a spec that sets none: :data:`DEFAULT_BUDGET_CALLS` times its per-call
+    limit, seconds (30 s for ``timeout_s: 3``). Correct code, even pure Python loops over the keys
+    on the largest drawn inputs, uses under half a second of it on the bundled specs; a submission
+    that hangs on some inputs (``hangs_on_perpendicular.py``: four cases, 12 s) keeps every case it
+    earns; one that hangs on every case is stopped after ten.
+
+    >>> default_time_budget(3.0)
+    30.0
+    """
+    return DEFAULT_BUDGET_CALLS * timeout_s
 
 
 @dataclass(frozen=True)
@@ -111,7 +127,11 @@ class Spec:
         accept: accepted return kinds (``tensor``, ``ndarray``, ``list``, ``number``).
         dtypes: dtypes to test; the first is the default.
         seed: base seed for generated inputs.
-        timeout_s: wall-time limit per call, seconds.
+        timeout_s: time limit per call, seconds (the worker's own time).
+        time_budget_s: the spec's ``time_budget_s``: own time all of one submission's calls may
+            take together, seconds, or None when the spec sets none (:attr:`budget_s` is then
+            :func:`default_time_budget`); cases not run once it is spent get the verdict
+            ``budget_spent`` (:attr:`attnscore.sandbox.limits.Limits.time_budget_s`).
         tolerance: default tolerance for every case.
         worked_examples, properties: the rubric items, in file order.
         path: the file it was loaded from.
@@ -158,6 +178,13 @@ class Spec:
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
     environment: Environment = Environment()
+    time_budget_s: float | None = None
+
+    @property
+    def budget_s(self) -> float:
+        """The time budget grading gives each submission, seconds: :attr:`time_budget_s`, or the
+        default for the spec's ``timeout_s`` (:func:`default_time_budget`)."""
+        return self.time_budget_s if self.time_budget_s is not None else default_time_budget(self.timeout_s)
 
     def allowing(self, corners: tuple[str, ...]) -> Spec:
         """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).
