@@ -65,7 +65,7 @@ def grading_limits(
     (3.0, 30.0)
     """
     call, budget = call_and_budget(spec, timeout, time_budget)
-    where = "--time-budget" if time_budget is not None else f"{spec.shown_path}: time_budget_s"
+    where = "--time-budget" if time_budget is not None else f"{spec.path}: time_budget_s"
     problem = budget_problem(call, budget, where, "--timeout" if timeout is not None else "the spec's timeout_s")
     if problem is not None:
         raise ValueError(problem)
