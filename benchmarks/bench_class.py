@@ -1,6 +1,7 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
-Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200] [--baseline PATH/attnscore] [--skip-cold]``.
+Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200] [--baseline PATH/attnscore] [--jobs 1,2]
+[--time-budget 3,default] [--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -18,8 +19,14 @@ divided by the jobs), the mean counterexample size (entries of the failing call'
 failing visible properties), the grading time of the submissions that timed out somewhere
 ("hanging s": each case they hang on costs the spec's per-call limit) and the rate without it,
 the unchanged rerun, and a cold single submission (``attnscore grade
-correct_matmul.py``, the median of three) next to ``python -c 'import torch'``. When otter-grader
-is importable, the same class runs through its Python API too.
+correct_matmul.py`` and a student's ``attnscore check correct_matmul.py``, the median of three each,
+the case cache warm as Gradescope's image has it) next to ``python -c 'import torch'``. When
+otter-grader is importable, the same class runs through its Python API too.
+
+This checkout's ``attnscore`` grades the class once per ``--time-budget`` (seconds, or ``default``
+for the spec's own: ``--time-budget 3`` is one per-call limit of the spec, so each hanging file
+costs about 3 s instead of a per-call limit on every case); the baseline grades it once, as it
+always did (an attnscore without ``--time-budget`` gets none).
 """
 
 from __future__ import annotations
@@ -124,13 +131,15 @@ def _entries(value: object) -> int:
     return 1
 
 
-def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) -> dict[str, object]:
-    """One class run of ``exe``; its figures."""
+def grade(
+    exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str], extra: tuple[str, ...] = ()
+) -> dict[str, object]:
+    """One class run of ``exe`` (with the options ``extra``); its figures."""
     at_load = load()
     report = out.parent / f"{out.name}.json"
     start = time.perf_counter()
     done = subprocess.run(
-        [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs)]
+        [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
         + ["--format", "json", "--output", str(report)],
         capture_output=True,
         text=True,
@@ -152,6 +161,7 @@ def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) ->
     # grading time of the submissions that timed out somewhere: the spec's per-call limit, spent in
     # full by every case they hang on (no grader that grades each case can skip it)
     hanging = sum(s["duration_s"] for s in subs if any(c["verdict"] == "timeout" for c in s["cases"]))
+    unrun = sum(c["verdict"] == "budget_spent" for s in subs for c in s["cases"])
 
     def pct(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values or [0.0])[0]
@@ -167,28 +177,32 @@ def grade(exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str]) ->
         "rate_net": len(subs) / max(1e-9, wall - hanging / jobs),
         "size": statistics.mean(sizes) if sizes else 0.0,
         "count": len(subs),
+        "unrun": unrun,
     }
 
 
-def rerun(exe: str, klass: Path, out: Path) -> tuple[str, float]:
+def rerun(exe: str, klass: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[str, float]:
     at_load = load()
     start = time.perf_counter()
-    subprocess.run([exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out)], capture_output=True)
+    subprocess.run([exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), *extra], capture_output=True)
     return at_load, time.perf_counter() - start
 
 
-def cold(exe: str) -> tuple[str, float, float]:
-    """(load, median wall of a cold single grade, median wall of `import torch`), three of each, interleaved."""
+def cold(exe: str) -> tuple[str, float, float, float]:
+    """(load, median wall of a cold single grade, of a cold ``attnscore check``, of `import torch`),
+    three of each, interleaved."""
     python = str(Path(exe).parent / "python")
-    at_load, grades, imports = load(), [], []
+    at_load, grades, checks, imports = load(), [], [], []
     for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run([exe, "grade", str(ONE), "--spec", str(SPEC)], capture_output=True)
-        grades.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        subprocess.run([python, "-c", "import torch"], capture_output=True)
-        imports.append(time.perf_counter() - start)
-    return at_load, statistics.median(grades), statistics.median(imports)
+        for command, into in (
+            ([exe, "grade", str(ONE), "--spec", str(SPEC)], grades),
+            ([exe, "check", str(ONE), "--spec", str(SPEC)], checks),
+            ([python, "-c", "import torch"], imports),
+        ):
+            start = time.perf_counter()
+            subprocess.run(command, capture_output=True)
+            into.append(time.perf_counter() - start)
+    return at_load, statistics.median(grades), statistics.median(checks), statistics.median(imports)
 
 
 def otter(klass: Path) -> str:
@@ -217,10 +231,22 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200, help="submissions in the class (default 200)")
     parser.add_argument("--baseline", default=None, help="another attnscore executable to run side by side")
     parser.add_argument("--jobs", default="1,2", help="job counts to run (default 1,2)")
+    parser.add_argument(
+        "--time-budget",
+        default="3,default",
+        help="this checkout's budgets, seconds or 'default' (the spec's), one class run each (default 3,default)",
+    )
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold single-submission figure")
+    parser.add_argument("--skip-rerun", action="store_true", help="leave out the unchanged rerun")
     args = parser.parse_args()
     ours = str(Path(sys.executable).parent / "attnscore")
     exes = [("this", ours)] + ([("baseline", args.baseline)] if args.baseline else [])
+    runs: list[tuple[str, str, tuple[str, ...]]] = []
+    for budget in args.time_budget.split(","):
+        extra = () if budget == "default" else ("--time-budget", budget)
+        runs.append((f"this, budget {budget}" if budget == "default" else f"this, budget {budget} s", ours, extra))
+    if args.baseline:
+        runs.append(("baseline", args.baseline, ()))
     jobs = [int(j) for j in args.jobs.split(",")]
     for _, exe in exes:
         compile_ahead(exe)
@@ -232,28 +258,31 @@ def main() -> None:
         counts = {k: list(kinds.values()).count(k) for k in ("right", "wrong", "broken")}
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
         header = (
-            "run            jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s  cex size"
-            "  hanging s  subs/s less hanging"
+            "run                    jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s"
+            "  cex size  hanging s  subs/s less hanging  cases not run"
         )
         print(header)
         for j in jobs:
-            for label, exe in exes:  # interleaved: each pair runs under the same load
-                out = Path(tmp) / f"out-{label}-{j}"
-                r = grade(exe, klass, out, j, kinds)
+            for n, (label, exe, extra) in enumerate(runs):  # interleaved: each set runs under about the same load
+                out = Path(tmp) / f"out-{n}-{j}"
+                r = grade(exe, klass, out, j, kinds, extra)
                 print(
-                    f"{label:<14} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
+                    f"{label:<22} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
                     f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>7.2f}",
+                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
+                    f"{r['unrun']:>13}",
                     flush=True,
                 )
-        for label, exe in exes:
-            at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{label}-{jobs[0]}")
-            print(f"unchanged rerun, {label}: {seconds:.2f} s (load {at_load})", flush=True)
+        if not args.skip_rerun:
+            for n, (label, exe, extra) in enumerate(runs):
+                at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)
+                print(f"unchanged rerun, {label}: {seconds:.2f} s (load {at_load})", flush=True)
         if not args.skip_cold:
             for label, exe in exes:
-                at_load, seconds, torch_s = cold(exe)
+                at_load, seconds, check_s, torch_s = cold(exe)
                 print(
-                    f"cold single submission, {label}: {seconds:.2f} s; import torch {torch_s:.2f} s (load {at_load})",
+                    f"cold, {label}: grade {seconds:.2f} s, check {check_s:.2f} s; import torch {torch_s:.2f} s "
+                    f"(load {at_load})",
                     flush=True,
                 )
         print(otter(klass))
