@@ -27,7 +27,8 @@ class Limits:
             own work between calls does not count); calls after it is spent time out.
         time_budget_s: the submission's **time budget**: own time (as ``call_timeout_s`` counts it)
             that all its calls together may take, over every case (shrinking and diagnosis calls
-            included; its imports are bounded by ``load_timeout_s`` instead), or None for none.
+            included; its imports are bounded by ``load_timeout_s`` instead, and ``torch.compile``'s
+            compilations by ``compile_s``), or None for none.
             Each call's limit is ``call_timeout_s`` or what is left of the budget, whichever is
             less (a call stopped by the budget times out, saying so); once it is spent, every
             later call is answered without running anything with the verdict ``budget_spent``

@@ -30,7 +30,8 @@ from attnscore.boundary.verdict import Verdict
 from attnscore.check.runner import budget_cut_text, budget_spent_failure
 from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
-from attnscore.sandbox.clock import STRETCH, OwnTime
+from attnscore.sandbox import clock as own_time
+from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.outcome import call_outcome, load_failure
@@ -409,12 +410,16 @@ class SandboxRunner:
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
-            stretch = STRETCH * self.limits.call_timeout_s / limit
+            stretch = (
+                None if limit >= self.limits.call_timeout_s else own_time.STRETCH * self.limits.call_timeout_s / limit
+            )
             clock = OwnTime(worker.proc.pid, limit, self._own_uid(), readings=worker.readings, stretch=stretch)
+            compiled = self.compile_spent
             reply = self._receive(worker, clock, self.calls)
             own = clock.spent() if reply is TIMED_OUT else clock.settled()
             self.spent += own
-            self.calls_spent += own
+            # torch.compile's compilations come out of their own allowance (limits.compile_s), not the budget
+            self.calls_spent += max(0.0, own - (self.compile_spent - compiled))
         outcome, reported = call_outcome(reply, self, worker)
         if reply is TIMED_OUT and limit < self.limits.call_timeout_s and not self.compiling_at_timeout:
             outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget or limit, self.limits.call_timeout_s))
