@@ -37,7 +37,8 @@ import numpy as np
 from attnscore.boundary import worker
 from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.boundary.standins import run_notebook
-from attnscore.check.cases import Case, build_cases
+from attnscore.check.case_cache import cached_cases
+from attnscore.check.cases import Case
 from attnscore.check.implementation import environment
 from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner, budget_cut_text, budget_spent_failure
 from attnscore.check.session import Session
@@ -103,8 +104,10 @@ class SelfCheck:
 def visible_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> tuple[list[Case], int]:
     """The spec's visible cases, built exactly as the grader builds them (points included), and
     the number of hidden cases left out (on a student copy, the full spec's hidden cases, which
-    the copy only counts)."""
-    cases = unscored_in_sandbox(build_cases(spec, dtype or spec.dtypes[0], seed))
+    the copy only counts). They are read from the case cache when it holds them
+    (:func:`attnscore.check.case_cache.cached_cases`, as ``attnscore grade`` does): a second
+    self-check of the same spec does not draw its inputs again."""
+    cases = unscored_in_sandbox(cached_cases(spec, dtype or spec.dtypes[0], seed))
     visible = [c for c in cases if c.visibility != "hidden"]
     elsewhere = spec.student_copy.hidden_cases if spec.student_copy is not None else 0
     return visible, len(cases) - len(visible) + elsewhere
