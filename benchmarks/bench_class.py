@@ -1,7 +1,7 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
 Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200] [--baseline PATH/attnscore] [--jobs 1,2]
-[--time-budget 3,default] [--skip-cold]``.
+[--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -26,20 +26,27 @@ otter-grader is importable, the same class runs through its Python API too.
 This checkout's ``attnscore`` grades the class once per ``--time-budget`` (seconds, or ``default``
 for the spec's own: ``--time-budget 3`` is one per-call limit of the spec, so each hanging file
 costs about 3 s instead of a per-call limit on every case); the baseline grades it once, as it
-always did (an attnscore without ``--time-budget`` gets none).
+always did (an attnscore without ``--time-budget`` gets none). Each run also prints the peak
+resident memory of its grading processes (the ``attnscore grade`` process and the grader processes
+``--jobs`` forks, not the worker template or its workers). With ``--dask``, each attnscore also
+grades the class on a local dask cluster of two worker processes (``--scheduler``), beside its
+``--jobs 2`` run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,15 +145,20 @@ def grade(
     at_load = load()
     report = out.parent / f"{out.name}.json"
     start = time.perf_counter()
-    done = subprocess.run(
-        [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
-        + ["--format", "json", "--output", str(report)],
-        capture_output=True,
-        text=True,
-    )
+    command = [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
+    with (
+        tempfile.TemporaryFile("w+") as err,
+        subprocess.Popen(
+            [*command, "--format", "json", "--output", str(report)], stdout=subprocess.DEVNULL, stderr=err, text=True
+        ) as proc,
+    ):
+        peak = _peak_rss_mib(proc)
+        proc.wait()
+        err.seek(0)
+        stderr = err.read()
     wall = time.perf_counter() - start
     if not report.exists():
-        raise SystemExit(f"{exe} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        raise SystemExit(f"{exe} failed (exit {proc.returncode}): {stderr[-2000:]}")
     subs = json.loads(report.read_text())["submissions"]
     times: dict[str, list[float]] = {"right": [], "wrong": [], "broken": []}
     sizes = []
@@ -178,7 +190,68 @@ def grade(
         "size": statistics.mean(sizes) if sizes else 0.0,
         "count": len(subs),
         "unrun": unrun,
+        "peak_mib": peak,
     }
+
+
+def _status_kib(pid: int, field: bytes) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _peak_rss_mib(proc: subprocess.Popen[str]) -> float:
+    """The largest resident set (``VmHWM``) of the grading processes while ``proc`` runs: ``proc``
+    itself and its children with its command line (``--jobs`` forks them), not the worker template
+    and its workers (sampled every 0.2 s; read until the process ends)."""
+    try:
+        own = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    except OSError:
+        own = b""
+    peak = 0
+    while proc.poll() is None:
+        pids = [proc.pid]
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for child in children:
+            try:
+                if Path(f"/proc/{child}/cmdline").read_bytes() == own:
+                    pids.append(int(child))
+            except OSError:
+                continue
+        peak = max([peak, *(_status_kib(pid, b"VmHWM:") for pid in pids)])
+        time.sleep(0.2)
+    return peak / 1024
+
+
+@contextlib.contextmanager
+def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
+    """A dask ``LocalCluster`` of ``workers`` worker processes (one thread each) run by ``exe``'s
+    interpreter, so its workers grade with that attnscore; yields the scheduler's address."""
+    code = (
+        "import time\nfrom distributed import LocalCluster\n"
+        f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None)\n"
+        "print(cluster.scheduler_address, flush=True)\nwhile True:\n    time.sleep(3600)\n"
+    )
+    python = str(Path(exe).parent / "python")
+    proc = subprocess.Popen(
+        [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        address = proc.stdout.readline().strip() if proc.stdout is not None else ""
+        if not address:
+            raise SystemExit(f"{python}: the dask LocalCluster did not start")
+        yield address
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the cluster's own process group (its nannies and workers)
+        proc.wait()
 
 
 def rerun(exe: str, klass: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[str, float]:
@@ -238,6 +311,11 @@ def main() -> None:
     )
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold single-submission figure")
     parser.add_argument("--skip-rerun", action="store_true", help="leave out the unchanged rerun")
+    parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="also grade the class on a local dask cluster of 2 workers (--scheduler), for each attnscore",
+    )
     args = parser.parse_args()
     ours = str(Path(sys.executable).parent / "attnscore")
     exes = [("this", ours)] + ([("baseline", args.baseline)] if args.baseline else [])
@@ -259,7 +337,7 @@ def main() -> None:
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
         header = (
             "run                    jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s"
-            "  cex size  hanging s  subs/s less hanging  cases not run"
+            "  cex size  hanging s  subs/s less hanging  cases not run  peak MiB"
         )
         print(header)
         for j in jobs:
@@ -270,7 +348,18 @@ def main() -> None:
                     f"{label:<22} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
                     f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
                     f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-                    f"{r['unrun']:>13}",
+                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
+                    flush=True,
+                )
+        if args.dask:  # the same class on 2 dask workers, beside --jobs 2 of the same attnscore and budget
+            for n, (label, exe, extra) in enumerate(runs):
+                with local_cluster(exe) as address:
+                    r = grade(exe, klass, Path(tmp) / f"out-dask-{n}", 2, kinds, (*extra, "--scheduler", address))
+                print(
+                    f"{label + ', dask':<22} {2:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
+                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
+                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
+                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
                     flush=True,
                 )
         if not args.skip_rerun:
