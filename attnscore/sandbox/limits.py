@@ -34,7 +34,7 @@ class Limits:
             later call is answered without running anything with the verdict ``budget_spent``
             (:func:`attnscore.check.runner.budget_spent_failure`), so the cases not yet run
             cost nothing. Grading takes it from the spec (``time_budget_s``, by default 10 times
-            its ``timeout_s``: :func:`attnscore.grade.policy.grading_limits`).
+            its ``timeout_s``: :func:`attnscore.grade.time_budget.grading_limits`).
         compile_s: own time the submission's ``torch.compile`` compilations may take in all, over
             and above each call's ``call_timeout_s`` (and the setup time of the import): a cold
             compilation takes seconds, which must not time out a correct call. The worker says
