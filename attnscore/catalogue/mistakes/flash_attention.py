@@ -321,16 +321,20 @@ def _lengths(args: tuple[torch.Tensor, ...]) -> tuple[int, int]:
 
 
 def _unwritten_rows(c: Contract, args: tuple[torch.Tensor, ...], params: dict[str, float]) -> np.ndarray | None:
-    """The rows of ``O`` past the last full query tile (True): never written by a query loop over
-    ``n_q // tile`` tiles (variants 1 and 3)."""
-    if int(params.get("variant", 1)) not in (1, 3):
-        return None
+    """The entries of ``O`` the loops never compute (True): the rows past the last full query tile
+    (variants 1 and 3: ``n_q // tile`` query tiles), and every row when the key loop reaches no key
+    at all (variants 1 and 2 with ``n_k < tile``: what such a row holds, ``0/0`` or zero, depends on
+    the code, not on the inputs)."""
+    variant, tile = int(params.get("variant", 1)), int(params.get("tile", 16))
     Q, K, V = args[:3]
-    n_q = int(Q.shape[-2])
+    n_q, n_k = int(Q.shape[-2]), int(K.shape[-2])
     rows = torch.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,))
     free = np.zeros((*rows, int(V.shape[-1])), dtype=bool)
-    free[..., (n_q // int(params.get("tile", 16))) * int(params.get("tile", 16)) :, :] = True
-    return free
+    if variant in (1, 2) and n_k < tile:
+        free[...] = True
+    if variant in (1, 3):
+        free[..., (n_q // tile) * tile :, :] = True
+    return free if free.any() else None
 
 
 def _fit_dropped(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> list[dict[str, float]] | None:
