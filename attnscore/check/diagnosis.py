@@ -15,19 +15,27 @@ in (the evidence rule):
    implementation is also called on :data:`CONFIRMATIONS` fixed random inputs of the contract
    (random non-zero values; every size >= 2; ``d_k`` differs between them, and on each of them
    √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads;
-   every query keeps a key and masks one; the same for every submission). A candidate survives
-   only if, on each of them, the implementation's output matches the mistake recomputed there,
-   with the parameters fitted on the failing call and the same form throughout (or both raise).
+   every query keeps a key and masks one; the same for every submission), and on the further
+   confirmation inputs of the mistakes that apply (``Mistake.confirm_sizes``: n = 17 for the
+   tile-edge mistakes). A candidate survives only if, on each of them, the implementation's output
+   matches the mistake recomputed there, with the parameters fitted on the failing call and the
+   same form throughout (or both raise). A fit may give several parameter sets (tile sizes the
+   failing call cannot tell apart): each is a candidate, and the best borne out is kept.
 2. **Enough entries.** Over the failing call and the confirmation inputs together, the
    mistake must differ from the golden value in at least :data:`MIN_EVIDENCE` entries: one
    scalar that matches is a coincidence, not a diagnosis.
 3. **One name.** When several candidates survive, or one lacks evidence, the implementation is
    called on probe inputs where they disagree or where the short one is not golden (the spec's
    worked examples, and corners of the first confirmation input: a query with every key masked,
-   a masked key holding +inf, NaN or a huge score, more queries than keys); a candidate that does
-   not match there is dropped, one that does gains its evidence. Exactly one must remain, with
-   enough evidence; otherwise the diagnosis is None and the feedback says nothing more: a wrong
-   name is worse than none.
+   a masked key holding +inf, NaN or a huge score, more queries than keys, and the mistakes' own
+   ``probe_sizes``); a candidate that does not match there is dropped, one that does gains its
+   evidence. Exactly one must remain, with enough evidence; otherwise the diagnosis is None and
+   the feedback says nothing more: a wrong name is worse than none.
+
+Entries a mistake's code never writes (``Mistake.unwritten``: rows past a kernel's last full tile)
+agree with any value but the right row, and are evidence only beside written entries of the same
+call. A call that raised is diagnosed by :func:`diagnose_raised`: a mistake that raises there
+(``Mistake.raises``) and does what the implementation does on its witnesses (``Mistake.witnesses``).
 
 A mistake that cannot happen in the tested dtype (``computed_in_float16`` for float16 inputs,
 ``computed_in_float32`` for anything but float64; :meth:`Mistake.applies_in`) is never a candidate.

@@ -226,8 +226,15 @@ class Contract:
                 )
         if leading is None and not full_masks and not omittable:
             return self
+        reference = self.reference
+        if omittable:  # the truth of a call without its mask: the reference with every key kept
+            reference = _WithAbsentMasks(self, reference, frozenset(omittable))
         return dataclasses.replace(
-            self, leading=leading, full_masks=frozenset(full_masks), omittable=frozenset(omittable)
+            self,
+            leading=leading,
+            full_masks=frozenset(full_masks),
+            omittable=frozenset(omittable),
+            reference=reference,
         )
 
     @property
@@ -399,6 +406,33 @@ class Contract:
     def operand_sums(self, args: Args) -> np.ndarray | None:
         """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
         return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+
+
+class _WithAbsentMasks:
+    """A contract's reference that takes its optional masks left out (or :data:`OMITTED`, or None)
+    and computes as :meth:`Contract.absent_value` says (every key kept), whatever its own signature:
+    ``masked_scores(S, mask)`` has no default for its mask."""
+
+    def __init__(self, contract: Contract, reference: Callable[..., Any], omittable: frozenset[str]) -> None:
+        self.names = contract.parameter_names
+        self.contract = contract
+        self.reference = reference
+        self.omittable = omittable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = dict(zip(self.names, args, strict=False))
+        for name in self.names:
+            if name in kwargs:
+                values[name] = kwargs.pop(name)
+        present = {n: v for n, v in values.items() if isinstance(v, torch.Tensor)}
+        like = next(iter(present.values()))
+        for name in sorted(self.omittable):
+            if not isinstance(values.get(name), torch.Tensor):
+                shapes = {n: np.empty(tuple(t.shape), dtype=np.bool_) for n, t in present.items()}
+                keep = self.contract.absent_value(name, shapes)
+                kind = torch.bool if keep.dtype == np.bool_ else like.dtype
+                values[name] = torch.as_tensor(keep, dtype=kind, device=like.device)
+        return self.reference(*[values[n] for n in self.names if n in values], **kwargs)
 
 
 class _KeywordCall:

@@ -16,6 +16,7 @@ from attnscore.boundary.layouts import describe_layout
 from attnscore.catalogue.mistakes import get_mistake
 from attnscore.check.cases import HANDOVER_TURNS, build_cases
 from attnscore.check.implementation import run_impl
+from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.verify import verify_spec
 from attnscore.maths.contracts import get_contract
@@ -136,6 +137,7 @@ def test_the_in_process_runner_leaves_out_or_passes_none():
     assert kinds == {(3, "absent"), (4, "None"), (4, "tensor")}
 
 
+@pytest.mark.slow
 def test_the_reference_and_every_omitted_call_verify():
     """The reference passes every case of the example course spec in float32 and float64."""
     spec = load_spec(EXAMPLE_SPEC)
@@ -214,9 +216,12 @@ def test_feedback_shows_the_call_as_made():
     def wrong(Q, K, V, mask=None):
         return _attention(Q, K, V, mask) + 1.0
 
-    result = run_impl(spec, wrong, dtype="float32", shrink=False)
-    by_id = {c.id: c.failure for c in result.cases}
-    omitted, none = by_id["example:no_mask"], by_id["example:mask_none"]
+    runner = InProcessRunner(wrong, bind=spec.contract.binding)
+    cases = {c.id: c for c in build_cases(spec, "float32")}
+    omitted, none = (
+        judge_case(spec, cases[i], runner, "float32", diagnose_failures=False).failure
+        for i in ("example:no_mask", "example:mask_none")
+    )
     assert reproduction(omitted).endswith("torch.tensor([[[1], [3]]], dtype=torch.float32))")
     assert "torch.bool" not in reproduction(omitted)
     assert reproduction(none).endswith("torch.tensor([[[1], [3]]], dtype=torch.float32), None)")
