@@ -126,7 +126,8 @@ def test_an_exact_rank_without_leading_dims(tmp_path):
                      id="the result names more dims"),
         pytest.param("{name: Q, shape: [batch, n_q, d_k]}", "{name: Q, shape: [n_k, n_q, d_k]}",
                      "function.parameters[0].shape[0]: expected a name for a leading dim (e.g. batch, heads), "
-                     "not a legend symbol, before (n_q, d_k), found string 'n_k'", id="a legend symbol as a leading dim"),
+                     "not a legend symbol, before (n_q, d_k), found string 'n_k'",
+                     id="a legend symbol as a leading dim"),
         pytest.param("{name: Q, shape: [batch, n_q, d_k]}", "{name: Q, shape: [batch, batch, n_q, d_k]}",
                      "expected each leading dim named once, found (batch, batch)", id="a name twice"),
         pytest.param("{name: Q, shape: [batch, n_q, d_k]}", "{name: Q, shape: [batch, n_q, d_k], optional: true}",
@@ -188,31 +189,24 @@ def test_worked_examples_of_the_wrong_rank_are_located(tmp_path, old, new, messa
 
 def test_a_broadcast_mask_in_a_full_shape_example_is_located(tmp_path):
     """With full_shape and open dims, a mask with a size-1 batch dim is refused in a worked example."""
-    text = ATTENTION.replace("[batch, n_q, d_k]", '["...", n_q, d_k]').replace("[batch, n_k, d_k]", '["...", n_k, d_k]')
-    text = text.replace("[batch, n_k, d_v]", '["...", n_k, d_v]').replace(
-        "    shape: [batch, n_q, d_v]", '    shape: ["...", n_q, d_v]'
-    )
-    text = text.replace(
-        "{name: mask, shape: [batch, n_q, n_k]}", '{name: mask, shape: ["...", n_q, n_k], full_shape: true}'
-    )
-    text = text.replace("      Q: [[[1, 0]]]", "      Q: [[[1, 0]], [[1, 0]]]")
-    assert load_spec(
-        write(
-            tmp_path,
-            text.replace("      mask: [[[true, true]]]", "      mask: [[[true, true]], [[true, true]]]").replace(
-                "    expected: [[[1.6604769013466862]]]",
-                "    expected: [[[1.6604769013466862]], [[1.6604769013466862]]]",
-            ),
-        )
-    ).contract.full_masks
-    message = problems_of(
-        tmp_path,
-        text.replace(
-            "    expected: [[[1.6604769013466862]]]", "    expected: [[[1.6604769013466862]], [[1.6604769013466862]]]"
-        ),
-    )
+    edits = [
+        ("[batch, n_q, d_k]", '["...", n_q, d_k]'),
+        ("[batch, n_k, d_k]", '["...", n_k, d_k]'),
+        ("[batch, n_k, d_v]", '["...", n_k, d_v]'),
+        ("    shape: [batch, n_q, d_v]", '    shape: ["...", n_q, d_v]'),
+        ("{name: mask, shape: [batch, n_q, n_k]}", '{name: mask, shape: ["...", n_q, n_k], full_shape: true}'),
+        ("      Q: [[[1, 0]]]", "      Q: [[[1, 0]], [[1, 0]]]"),
+        ("    expected: [[[1.6604769013466862]]]", "    expected: [[[1.6604769013466862]], [[1.6604769013466862]]]"),
+    ]
+    text = ATTENTION
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    full = text.replace("      mask: [[[true, true]]]", "      mask: [[[true, true]], [[true, true]]]")
+    assert load_spec(write(tmp_path, full)).contract.full_masks == frozenset({"mask"})
+    message = problems_of(tmp_path, text)
     assert "expected the mask in the scores' full shape (2, n_q, n_k)" in message, message
-    assert "found shape (1, 1, 2)" in message  # fmt: skip
+    assert "found shape (1, 1, 2)" in message
 
 
 def test_drawn_inputs_have_the_stated_rank_and_full_masks(tmp_path):
