@@ -54,6 +54,7 @@ import numpy as np
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure, Received, to_received
+from attnscore.boundary.verdict import Verdict
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call
 from attnscore.check.runner import Runner
@@ -610,8 +611,6 @@ def diagnose_raised(
     evidence each; :data:`MIN_EVIDENCE` are needed, and exactly one mistake must remain. Only an
     exception verdict is diagnosed (a timeout or a crash is not the mistake's), and only with a runner.
     """
-    from attnscore.report.results import Verdict
-
     if runner is None or failure.verdict is not Verdict.EXCEPTION:
         return None
     found: list[tuple[Mistake, dict[str, float]]] = []
@@ -643,6 +642,8 @@ def _witnessed(mistake: Mistake, params: dict[str, float], spec: Any, runner: Ru
         call = _sized_call(spec, dtype, sizes)
         want = recompute(mistake, spec, call.args, 0, params)
         outcome = _sized_output(spec, runner, dtype, sizes, call)
+        if isinstance(outcome, CallFailure) and outcome.verdict is not Verdict.EXCEPTION:
+            return -1  # a timeout or a crash is not the mistake's exception
         got = _values(outcome)
         if want is None and got is None:
             evidence += 1

@@ -115,7 +115,8 @@ def read_interface(
         before = len(problems)
         lead, normal = _split(doc, path + ("shape",), legend, shape, symbols, problems)
         declared.append((name, normal))
-        if legend[:1] == ("...",) and len(problems) == before:  # a shape already refused is not compared
+        # a shape already refused, or too short for its legend (the shape check says so), is not compared
+        if legend[:1] == ("...",) and len(problems) == before and len(shape) >= len(legend) - 1:
             leads.append((path + ("shape",), name, lead, name in masks))
         for flag, chosen in (("optional", omittable), ("full_shape", full)):
             if raw.get(flag) is not True:
@@ -143,7 +144,7 @@ def read_interface(
     returns_lead, returns = _split(
         doc, ("function", "returns", "shape"), contract.returns, returns_raw, symbols, problems
     )
-    if contract.returns[:1] == ("...",) and len(problems) == before:
+    if contract.returns[:1] == ("...",) and len(problems) == before and len(returns_raw) >= len(contract.returns) - 1:
         leads.append((("function", "returns", "shape"), "the result", returns_lead, False))
     leading = _common_leading(doc, leads, problems)
     for _, name, lead, is_mask in leads:

@@ -292,3 +292,35 @@ def test_the_example_course_spec_loads_with_its_interface():
         "mask_per_batch_item": {},
         "lower_triangular_mask": {},
     }
+
+
+def test_a_mask_may_keep_open_dims_beside_named_ones(tmp_path):
+    """Q [batch, heads, ...] with mask ["...", n_q, n_k]: the mask comes full, broadcast or shared, at that rank."""
+    text = ATTENTION.replace("[batch, n_q, d_k]", "[batch, heads, n_q, d_k]")
+    text = text.replace("[batch, n_k, d_k]", "[batch, heads, n_k, d_k]").replace(
+        "[batch, n_k, d_v]", "[batch, heads, n_k, d_v]"
+    )
+    text = text.replace("    shape: [batch, n_q, d_v]", "    shape: [batch, heads, n_q, d_v]")
+    text = text.replace("{name: mask, shape: [batch, n_q, n_k]}", '{name: mask, shape: ["...", n_q, n_k]}')
+    text = text.replace("      Q: [[[1, 0]]]", "      Q: [[[[1, 0]]]]").replace(
+        "      V: [[[1], [3]]]", "      V: [[[[1], [3]]]]"
+    )
+    text = text.replace("      K: [[[1, 0], [0, 1]]]", "      K: [[[[1, 0], [0, 1]]]]")
+    text = text.replace("      mask: [[[true, true]]]", "      mask: [[true, true]]")
+    text = text.replace("    expected: [[[1.6604769013466862]]]", "    expected: [[[[1.6604769013466862]]]]")
+    spec = load_spec(write(tmp_path, text))
+    assert spec.contract.leading == ("batch", "heads") and spec.contract.full_masks == frozenset()
+    forms = set()
+    for case in build_cases(spec, "float64"):
+        for call in case.calls:
+            q, m = np.shape(call.args["Q"]), np.shape(call.args["mask"])
+            assert len(q) == 4 and len(m) in (2, 4), (case.id, q, m)
+            forms.add("shared" if len(m) == 2 else "full" if m[:-2] == q[:-2] else "broadcast")
+    assert forms == {"shared", "full", "broadcast"}
+
+
+def test_a_shape_too_short_for_its_legend_is_one_shape_problem(tmp_path):
+    """Q [n_q] beside K [batch, n_k, d_k] is the contract's shape problem, not a leading-dims one."""
+    text = problems_of(tmp_path, ATTENTION.replace("{name: Q, shape: [batch, n_q, d_k]}", "{name: Q, shape: [n_q]}"))
+    assert "expected the leading dims" not in text, text
+    assert "function.parameters: expected Q (..., n_q, d_k)" in text and "found Q (n_q,)" in text, text
