@@ -291,6 +291,7 @@ def test_the_example_course_spec_loads_with_its_interface():
         "mask_none": {"mask": "none"},
         "mask_per_batch_item": {},
         "lower_triangular_mask": {},
+        "scale_by_sqrt_d_k": {},
     }
 
 
