@@ -18,11 +18,14 @@ from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.mistakes.flash_attention import flash_function
 from attnscore.check.cases import build_cases
 from attnscore.check.implementation import run_impl
+from attnscore.check.judge import judge_case
+from attnscore.check.runner import InProcessRunner
 from attnscore.check.small_inputs import small_case
 from attnscore.check.verify import mutation_test
 from attnscore.grade.grading import grade_many
 from attnscore.maths.flash_contract import FlashReference
 from attnscore.report.feedback import failure_text
+from attnscore.report.results import Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 
@@ -136,6 +139,29 @@ def test_messages_name_the_tile_and_the_edge():
 # named on realistic code
 
 
+def test_the_tile_edge_case_names_the_student_file():
+    """The tile-edge property of the student file that drops its last tile is named so (one case judged)."""
+    spec = load_spec(SPECS[0])
+    case = next(c for c in build_cases(spec, "float32") if c.id == "property:tile_edges_match_reference")
+    runner = InProcessRunner(_load(DROPPED), logsumexp=spec.logsumexp, bind=spec.contract.binding)
+    result = judge_case(spec, case, runner, "float32")
+    assert result.verdict is Verdict.WRONG_VALUE
+    assert result.failure.diagnosis["id"] == DROPPED
+    assert "your loops run over n // tile tiles" in failure_text(result.failure)
+
+
+def test_an_exception_names_the_tile_requirement():
+    """A worked example the reshape-into-tiles file raises on is named, with tile 16 and n = 17 (one case judged)."""
+    spec = load_spec(SPECS[0])
+    case = next(c for c in build_cases(spec, "float32") if c.id == "example:one_key")
+    runner = InProcessRunner(_load(MULTIPLE), logsumexp=spec.logsumexp, bind=spec.contract.binding)
+    result = judge_case(spec, case, runner, "float32")
+    assert result.verdict is Verdict.EXCEPTION
+    assert result.failure.diagnosis["id"] == MULTIPLE
+    assert "tile size (16)" in result.failure.diagnosis["message"] and "n = 17" in result.failure.diagnosis["message"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind",
     [
@@ -156,6 +182,7 @@ def test_dropped_last_tile_is_named_whatever_memory_held(kind):
     assert named["property:tile_edges_match_reference"] == DROPPED
 
 
+@pytest.mark.slow
 def test_dropped_last_tile_in_the_causal_spec():
     """The causal spec names the student file too (its rows past the last full tile are the evidence)."""
     named, _ = _named(load_spec(SPECS[1]), _load(DROPPED))
@@ -163,6 +190,7 @@ def test_dropped_last_tile_in_the_causal_spec():
     assert named["property:tile_edges_match_reference"] == DROPPED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make",
     [
@@ -184,6 +212,7 @@ def _last_row_zeroed(O):
     return O
 
 
+@pytest.mark.slow
 def test_a_kernel_that_needs_multiples_of_16_is_named_on_its_exceptions():
     """The student file raises on every input: each exception is named, with tile 16 and n = 17."""
     named, result = _named(load_spec(SPECS[0]), _load(MULTIPLE))
@@ -195,6 +224,7 @@ def test_a_kernel_that_needs_multiples_of_16_is_named_on_its_exceptions():
     assert "multiples of its tile size (16)" in case.diagnosis["message"] and "n = 17" in case.diagnosis["message"]
 
 
+@pytest.mark.slow
 def test_a_kernel_that_needs_multiples_of_32_is_named_with_32():
     """The witnesses find the tile: runs at n = 32, raises at n = 33 (and at 8 and 16)."""
 
@@ -209,6 +239,7 @@ def test_a_kernel_that_needs_multiples_of_32_is_named_with_32():
     assert all("tile size (32)" in m and "n = 33" in m for m in messages), messages
 
 
+@pytest.mark.slow
 def test_an_exception_everywhere_is_not_a_tile_requirement():
     """A kernel that raises on every input, multiples of the tile too, gets no name."""
 
@@ -219,6 +250,7 @@ def test_an_exception_everywhere_is_not_a_tile_requirement():
     assert result.score == 0 and set(named.values()) == {None}, named
 
 
+@pytest.mark.slow
 def test_padding_without_masking_is_named():
     """The padded form: right when n_k is a multiple of 16, wrong rows otherwise, and named."""
 
