@@ -17,7 +17,8 @@ them, ``-k`` selects among them, ``--lf`` reruns the failed ones, an id pytest p
 item alone, and JUnit XML gets class ``specs.attention.yaml.attention`` and name
 ``property:deterministic[float32]``. A spec file outside the rootdir (a bundled spec in another
 project) is given its absolute path, so that its ids never start with ``::`` and read back; its
-JUnit class is ``<file name>.<spec id>``.
+JUnit class is ``<file name>.<spec id>``. JUnit ids are the same in serial runs and with
+pytest-xdist (``-n 2``): never a leading dot or the install path.
 A failing item prints the case's feedback: statement and spec line, counterexample, expected vs got
 with the tolerance, the diagnosed mistake, and a one-line reproduction.
 
@@ -93,7 +94,7 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
 
             if parts[1][len("allow:") :] not in CORNERS:
                 raise pytest.UsageError(
-                    f"{path}:{number}: expected allow:<corner> with a corner of {', '.join(sorted(CORNERS))}, "
+                    f"{path}:{number}: expected allow:<corner> with <corner> one of {', '.join(sorted(CORNERS))}, "
                     f"found {parts[1]!r}"
                 )
         entries.append(XfailEntry(parts[0], parts[1], parts[2] if len(parts) > 2 else "", number))
@@ -295,6 +296,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except SpecNotFound as exc:
             raise pytest.UsageError(f"--attnscore-spec: {exc}") from None
     config._attnscore_spec_paths = paths  # type: ignore[attr-defined]
+    config.pluginmanager.register(_JunitClasses(config), "attnscore-junit-classes")
     try:
         config._attnscore_function = load_impl(impl)  # type: ignore[attr-defined]
         check_device(config.getoption("attnscore_device"))
@@ -355,21 +357,41 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return SpecFile.from_parent(parent, path=file_path, nodeid=node_id)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """JUnit XML names the class of an item whose spec file lies outside the rootdir (its node id
-    starts with the file's absolute path, which pytest's JUnit writer would turn into a class name
-    with a leading dot) ``<file name>.<spec id>``, as for a spec inside the rootdir. Set before the
-    setup report, so a skipped item gets it too."""
-    if not isinstance(item, SpecCaseItem) or not item.nodeid.startswith("/"):
-        return
-    try:
-        from _pytest.junitxml import xml_key  # the JUnit writer's handle: pytest has no public one
-    except ImportError:  # pragma: no cover - a pytest without it writes its own class name
-        return
-    xml = item.config.stash.get(xml_key, None)
-    if xml is not None:
-        xml.node_reporter(item.nodeid).add_attribute("classname", f"{Path(item.spec.path).name}.{item.spec.id}")
+def junit_class(config: pytest.Config, nodeid: str) -> str | None:
+    """The JUnit class of the item ``nodeid`` when its spec file lies outside the rootdir (its node
+    id starts with the file's absolute path, which pytest's JUnit writer would turn into a class
+    name with a leading dot and the whole install path): ``<file name>.<spec id>``, as for a spec
+    inside the rootdir. None for any other item (pytest's own class name is kept).
+
+    Worked out from the node id alone, so the process that writes the JUnit file (pytest-xdist's
+    controller, which never holds the items) names the class as a serial run does.
+    """
+    file, _, rest = nodeid.partition("::")
+    if not file.startswith("/") or not rest or Path(file) not in _spec_paths(config):
+        return None
+    return f"{Path(file).name}.{rest.split('::', 1)[0]}"
+
+
+class _JunitClasses:
+    """The JUnit class names of items whose spec file lies outside the rootdir (:func:`junit_class`),
+    in serial runs and under pytest-xdist alike: registered as a plugin when specs are configured."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Set the class on the JUnit writer's record of the item (found by the report, so each of
+        xdist's per-worker records too) before the writer reads the report, for every phase (a
+        skipped item's setup report too); the writer keeps an attribute set this way."""
+        try:
+            from _pytest.junitxml import xml_key  # the JUnit writer's handle: pytest has no public one
+        except ImportError:  # pragma: no cover - a pytest without it writes its own class name
+            return
+        xml = self.config.stash.get(xml_key, None)  # None where no JUnit file is written (an xdist worker)
+        classname = junit_class(self.config, report.nodeid)
+        if xml is not None and classname is not None:
+            xml.node_reporter(report).add_attribute("classname", classname)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

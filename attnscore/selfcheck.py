@@ -33,6 +33,7 @@ import numpy as np
 
 from attnscore.boundary import worker
 from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.standins import run_notebook
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.implementation import environment
 from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner
@@ -251,13 +252,17 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
         if path.stem.isidentifier() and path.stem not in sys.modules:
             sys.modules[path.stem] = module
         with _time_limit(max(timeout_s, 10.0)):
-            module_spec.loader.exec_module(module)
+            if worker.is_notebook(str(path)):  # cell by cell, as the grader runs it
+                run_notebook(module, path.read_text(encoding="utf-8"), str(path))
+            else:
+                module_spec.loader.exec_module(module)
     except _CallTimeout:
         return CallFailure(Verdict.TIMEOUT, "importing your file took too long (code that runs at import?)")
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the student's import error (or exit()) is their verdict
-        return CallFailure(worker.failure_verdict(exc), worker.describe_import_error(exc, str(path)), "submission")
+        why = worker.describe_import_error(exc, str(path), machine="this machine")
+        return CallFailure(worker.failure_verdict(exc), why, "submission")
     value = getattr(module, function, None)
     if value is None or not callable(value):
         message = worker.missing_function_text(function, value, vars(module), module_name)

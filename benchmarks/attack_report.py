@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hostile.expectations import EXPECTATIONS  # noqa: E402
-from hostile.harness import LIMITS, SPEC_PATH, grade_attacks  # noqa: E402
+from tests.hostile.expectations import EXPECTATIONS  # noqa: E402
+from tests.hostile.harness import LIMITS, SPEC_PATH, grade_attacks  # noqa: E402
 
 from attnscore.check.cases import build_cases  # noqa: E402
 from attnscore.sandbox.launch import protections  # noqa: E402

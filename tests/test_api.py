@@ -84,6 +84,7 @@ def test_dir_lists_every_public_name():
     assert set(attnscore.__all__) <= set(dir(attnscore))
 
 
+@pytest.mark.slow
 def test_importing_attnscore_loads_nothing_else():
     """``import attnscore`` imports no module of its own and not torch: the reference and the
     toolkit load on first use, and torch only when a tensor is made (the CLI starts the worker
@@ -107,6 +108,7 @@ def test_bundled_spec_path_names_the_bundled_specs_when_the_id_is_unknown():
         attnscore.bundled_spec_path("scores")
 
 
+@pytest.mark.slow
 def test_the_readmes_python_example_runs():
     """The README's Python lines (load, verify, test, check, grade a bundled spec) run as shown."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""One atomic writer for every output: complete or absent, 0666 less the umask (issue 11)."""
+"""One atomic writer for every output: complete or absent, 0666 less the umask."""
 
 from __future__ import annotations
 

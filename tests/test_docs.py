@@ -65,7 +65,7 @@ def test_links_and_anchors_resolve(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_named_files_exist(page):
-    """Module and file paths named in the prose exist (the package layout is by stage since issue 11)."""
+    """Module and file paths named in the prose exist (the package layout is by stage)."""
     missing = [
         name
         for name in NAMED_PATH.findall(_prose(page.read_text(encoding="utf-8")))

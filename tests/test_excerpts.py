@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from excerpts import EXCERPTS, PAGES, ROOT, Block, all_blocks, blocks, make, normalised
+
+from tests.excerpts import EXCERPTS, PAGES, ROOT, Block, all_blocks, blocks, make, normalised
 
 BLOCKS = all_blocks()
 
@@ -16,6 +17,7 @@ def test_every_excerpt_is_shown_and_every_marker_names_one():
     assert {b.page.name for b in BLOCKS} >= {"README.md", "grading.md", "feedback.md", "commands.md"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.page.relative_to(ROOT).as_posix()}:{b.name}")
 def test_block_is_what_the_command_prints(block: Block):
     """The block equals a fresh run's excerpt, timings and column padding aside

@@ -19,16 +19,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from guards import HANG_GUARD_S
+
+from tests.guards import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.name for p in (ROOT / "specs").glob("*.yaml"))
 PRACTICE = sorted(p.name for p in (ROOT / "specs" / "practice").glob("*.yaml"))
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("build") is None or importlib.util.find_spec("setuptools") is None,
-    reason="python -m build needs the build package (pip install 'attnscore[dev]') and setuptools",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("build") is None or importlib.util.find_spec("setuptools") is None,
+        reason="python -m build needs the build package (pip install 'attnscore[dev]') and setuptools",
+    ),
+]
 
 
 def run(*argv: str | Path, cwd: Path, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess[str]:
@@ -74,7 +78,11 @@ def test_wheel_and_sdist_hold_the_bundled_specs_and_schema(dist):
     wanted = {f"attnscore/bundled_specs/{n}" for n in SPECS} | {
         f"attnscore/bundled_specs/practice/{n}" for n in PRACTICE
     }
-    wanted |= {"attnscore/bundled_specs/spec-v1.schema.json", "attnscore/cli.py", "attnscore/boundary/worker.py"}
+    wanted |= {
+        "attnscore/bundled_specs/spec-v1.schema.json",
+        "attnscore/cli/__init__.py",
+        "attnscore/boundary/worker.py",
+    }
     assert wanted <= in_wheel, sorted(wanted - in_wheel)
     assert wanted | {"pyproject.toml", "README.md"} <= in_sdist, sorted(wanted - in_sdist)
     assert any(n.endswith("entry_points.txt") for n in in_wheel)

@@ -28,6 +28,7 @@ def spec():
     return load_spec(SPEC)
 
 
+@pytest.mark.slow
 def test_only_visible_cases_run(spec):
     """The self-check runs exactly the visible cases, with the grader's points, and counts the hidden ones."""
     visible, hidden = visible_cases(spec)
@@ -41,6 +42,7 @@ def test_only_visible_cases_run(spec):
     assert outcome.text().rstrip().endswith(ending + ", which is not yet your grade.")
 
 
+@pytest.mark.slow
 def test_feedback_equals_the_graders_on_visible_cases(spec):
     """A wrong submission gets the very same verdicts, points and messages as from the sandboxed grader."""
     (graded,) = grade_many(find_submissions([str(SUBS / "softmax_applied.py")]), spec)
@@ -75,6 +77,7 @@ def test_broken_files_fail_every_case_with_a_message(tmp_path, spec, source, ver
     assert result.score == 0
 
 
+@pytest.mark.slow
 def test_a_hanging_call_times_out(tmp_path, spec):
     """An infinite loop on perpendicular keys is stopped after the spec's per-call limit, as a timeout."""
     source = textwrap.dedent(
@@ -93,6 +96,7 @@ def test_a_hanging_call_times_out(tmp_path, spec):
     assert verdicts["example:anti_aligned"] is Verdict.PASSED
 
 
+@pytest.mark.slow
 def test_notebook_and_folder_solutions(tmp_path, spec):
     """A notebook (with magics) and a folder with a helper module are checked as the grader reads them."""
     nb = nbformat.v4.new_notebook(
@@ -107,6 +111,7 @@ def test_notebook_and_folder_solutions(tmp_path, spec):
     assert check_path(SUBS / "correct_with_helper", spec).passed
 
 
+@pytest.mark.slow
 def test_check_in_a_notebook_cell_finds_the_function_by_name(spec):
     """check("scores", spec=...) looks the name up in the caller's globals, like otter's grader.check."""
     namespace = {"check": check, "SPEC": str(SPEC)}
@@ -119,6 +124,7 @@ def test_check_in_a_notebook_cell_finds_the_function_by_name(spec):
     assert "Score: 0/9" in repr(namespace["result"])
 
 
+@pytest.mark.slow
 def test_check_takes_a_function_object(spec):
     """check(function, spec=...) checks the object itself; the repr is the grader's text report."""
     outcome = check(lambda q, keys: torch.softmax(keys @ q, dim=-1), spec=spec)
@@ -133,6 +139,7 @@ def run(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(tmp_path):
     """attnscore check exits 0 when every visible case passes, 1 when some fail, 2 for a usage error."""
     ok = run("check", str(SUBS / "correct_matmul.py"), "--spec", str(SPEC))
@@ -151,6 +158,7 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert bad_dtype.exit_code == 2 and "is not one of this spec's dtypes" in bad_dtype.output
 
 
+@pytest.mark.slow
 def test_a_solution_that_builds_a_deep_folder_chain_beside_itself_is_checked(tmp_path, spec, monkeypatch):
     """The self-check's copy of the solution is removed without recursion: a 3,000-deep chain built
     next to it at import (tempfile's cleanup raised RecursionError) leaves a normal result and no folder."""

@@ -1,4 +1,4 @@
-"""check(...) in a Jupyter kernel shows its report once (issue 24.3), through IPython's own display machinery."""
+"""check(...) in a Jupyter kernel shows its report once, through IPython's own display machinery."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from guards import HANG_GUARD_S
+
+from tests.guards import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,6 +30,7 @@ print(json.dumps({"stdout": cap.stdout, "displays": [o.data for o in cap.outputs
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", [True, False], ids=["jupyter kernel shell", "terminal IPython"])
 def test_check_in_a_notebook_shows_its_report_once(tmp_path, kernel):
     """The cell's value is the report, shown once: no second copy displayed by rich while the report

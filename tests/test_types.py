@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]' installs it)")
 
 ROOT = Path(__file__).resolve().parent.parent

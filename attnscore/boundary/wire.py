@@ -9,7 +9,8 @@ value reaches a comparison: a malformed message is the worker's failure, never t
 The messages themselves are small frozen dataclasses, each with one ``type`` word on the wire:
 the grader sends :class:`CallRequest`; the worker answers :class:`Importing`, :class:`Ready` and
 :class:`LoadError` while it loads the submission, then :class:`CallResult` or :class:`CallFailed`
-per call. :func:`encode_message` turns any of them into the JSON object :func:`dumps` writes;
+per call, and :class:`Compiling` whenever ``torch.compile`` starts or ends a compilation (before
+the call's own answer). :func:`encode_message` turns any of them into the JSON object :func:`dumps` writes;
 :func:`decode_reply` turns a parsed reply back into one of them, or :class:`Unexpected` when it
 is not a message of the protocol. Decoding checks only the form; what the grader believes of a
 reply (which verdicts a worker may report, and when) is :mod:`attnscore.sandbox.outcome`'s.
@@ -49,6 +50,7 @@ __all__ = [
     "CallResult",
     "CallFailed",
     "UnreadableResult",
+    "Compiling",
     "Unexpected",
     "Message",
     "Reply",
@@ -288,7 +290,9 @@ class LoadError:
     """The submission cannot be called: not confined, no such file or function, or its import
     failed. ``verdict`` is None when the word sent is not a verdict; ``exception`` an exception's
     type name (an identifier of at most 100 characters, else ""); ``module`` and ``file`` the
-    clues of a ``ModuleNotFoundError`` or ``PermissionError`` (the grader checks them itself).
+    clues of a ``ModuleNotFoundError`` or ``PermissionError``, ``compiler`` the clue that
+    ``torch.compile`` could not compile (no C++ compiler, a failed compilation: a few words);
+    the grader checks every clue itself.
 
     The ``id`` of a message of the loading phase (:class:`Importing`, :class:`Ready`, this) is
     None as the worker sends it; one a forged message carries is kept for the grader's turn check."""
@@ -300,6 +304,7 @@ class LoadError:
     module: str | None = None
     file: str | None = None
     id: int | None = None
+    compiler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,6 +331,7 @@ class CallFailed:
     exception: str = ""
     module: str | None = None
     file: str | None = None
+    compiler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,18 @@ class UnreadableResult:
 
 
 @dataclass(frozen=True)
+class Compiling:
+    """``torch.compile`` started (``started``) or ended a compilation during call ``id`` (None while
+    the submission is imported): the grader counts the time in between against the submission's
+    compile allowance instead of the call's own limit (:class:`attnscore.sandbox.limits.Limits`).
+    Sent by the submission's own process, so it is taken only up to that allowance."""
+
+    TYPE: ClassVar[str] = "compiling"
+    id: int | None
+    started: bool
+
+
+@dataclass(frozen=True)
 class Unexpected:
     """A reply that is not a message of the protocol (``type`` is another word, or none);
     ``id`` as sent, for the grader's turn check."""
@@ -346,13 +364,13 @@ class Unexpected:
     type: str | None
 
 
-Reply = Importing | Ready | LoadError | CallResult | CallFailed | UnreadableResult | Unexpected
+Reply = Importing | Ready | LoadError | CallResult | CallFailed | Compiling | UnreadableResult | Unexpected
 """Everything :func:`decode_reply` returns."""
 
-_OPTIONAL = ("exception", "module", "file")
+_OPTIONAL = ("exception", "module", "file", "compiler")
 
 
-Message = CallRequest | Importing | Ready | LoadError | CallResult | CallFailed
+Message = CallRequest | Importing | Ready | LoadError | CallResult | CallFailed | Compiling
 """Every message either side sends."""
 
 
@@ -363,7 +381,8 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
     (:func:`attnscore.boundary.worker.bound_sender`)."""
     received, optional = encode_received, _OPTIONAL
     of_type, attribute, listed, mapping = isinstance, getattr, list, dict
-    request, loading, result, failed = CallRequest, (Importing, Ready), CallResult, CallFailed
+    request, loading, result, failed, compiling = CallRequest, (Importing, Ready), CallResult, CallFailed, Compiling
+    truth = bool
 
     def encode_message(message: Any) -> dict[str, Any]:
         """``message`` as the JSON object :func:`dumps` writes: its ``type`` word and its fields
@@ -393,6 +412,9 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
+        if of_type(message, compiling):
+            said = {"type": message.TYPE, "started": truth(message.started)}
+            return {**said, **({"id": message.id} if message.id is not None else {})}
         if of_type(message, result):
             return {
                 "type": message.TYPE,
@@ -498,13 +520,14 @@ def _verdict(raw: object) -> Verdict | None:
 
 
 def _failure_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    name, module, file = obj.get("exception"), obj.get("module"), obj.get("file")
+    name, module, file, compiler = obj.get("exception"), obj.get("module"), obj.get("file"), obj.get("compiler")
     return {
         "verdict": _verdict(obj.get("verdict")),
         "message": str(obj.get("message", "")),
         "exception": name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else "",
         "module": module if isinstance(module, str) else None,
         "file": file if isinstance(file, str) else None,
+        "compiler": compiler if isinstance(compiler, str) and compiler else None,
     }
 
 
@@ -523,6 +546,8 @@ def decode_reply(obj: dict[str, Any]) -> Reply:
         return LoadError(**_failure_fields(obj), id=call_id)
     if kind == CallFailed.TYPE:
         return CallFailed(call_id, **_failure_fields(obj))
+    if kind == Compiling.TYPE:
+        return Compiling(call_id, obj.get("started") is True)
     if kind == CallResult.TYPE:
         try:
             value = decode_received(obj.get("value"))

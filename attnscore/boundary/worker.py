@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from attnscore.boundary.wire import Message
 
 __all__ = [
+    "bound_compile_watch",
     "bound_copy_back",
     "bound_inspector",
     "bound_sender",
@@ -46,6 +47,8 @@ __all__ = [
     "describe_import_error",
     "failure_verdict",
     "gpu_out_of_memory",
+    "header_folders",
+    "is_notebook",
     "load_runtime",
     "main",
     "map_inputs",
@@ -171,6 +174,42 @@ def bound_inspector(shared: Any) -> Any:
     return call
 
 
+def bound_compile_watch(send: Any) -> Any:
+    """``watch(call_id)``, bound before the submission is imported: from then on, every compilation
+    of ``torch.compile`` (Dynamo's, and AOTAutograd's deferred backward) says when it starts and
+    ends with :class:`attnscore.boundary.wire.Compiling` for call ``call_id`` (None: the import),
+    so that the grader counts that time against the submission's compile allowance instead of the
+    call's own limit. Called after the import and before each call: Dynamo's callbacks are
+    registered once the submission has imported ``torch._dynamo`` (``torch.compile`` does), never
+    earlier (importing it costs every worker more than a second). A torch without Dynamo's
+    callbacks (before 2.2) gets no allowance; the messages are otherwise harmless."""
+    from attnscore.boundary import wire
+
+    modules, compiling = sys.modules, wire.Compiling
+    current: list[int | None] = [None]
+
+    def started(*_: Any) -> None:
+        send(compiling(current[0], True))
+
+    def ended(*_: Any) -> None:
+        send(compiling(current[0], False))
+
+    def watch(call_id: int | None) -> None:
+        current[0] = call_id
+        dynamo = modules.get("torch._dynamo")
+        if dynamo is None:
+            return
+        try:
+            handler = dynamo.callback.callback_handler
+            if started not in handler.start_callbacks:
+                handler.register_start_callback(started)
+                handler.register_end_callback(ended)
+        except Exception:  # noqa: BLE001 - an older torch, or a submission that replaced the module
+            pass
+
+    return watch
+
+
 def bound_backward(inspected: Any, backward_call: Any, decode_array: Any, device: str) -> Any:
     """``backward_pass(function, names, args, spans, request) -> (value, changed, result)``, bound
     before the submission is imported: the call with the float inputs requiring grad, through the
@@ -250,10 +289,44 @@ def _describe_failure(exc: BaseException) -> str:
     return text
 
 
+def _compiler_clue(exc: BaseException) -> str | None:
+    """A few words when ``exc`` says that ``torch.compile`` could not compile on this machine: an
+    exception of Dynamo or Inductor whose chain (causes, contexts, wrapped exceptions) holds no
+    working C++ compiler, a failed C++ compilation, or a permission or disk error; else None."""
+    todo: list[Any] = [exc]
+    seen: list[int] = []
+    inside, found = False, None
+    while todo and len(seen) < 16:
+        current = todo.pop()
+        try:
+            if current is None or id(current) in seen:
+                continue
+            seen.append(id(current))
+            kind = type(current)
+            module, name = str(getattr(kind, "__module__", "")), kind.__name__
+            inside = inside or module.startswith(("torch._inductor", "torch._dynamo"))
+            if name == "InvalidCxxCompiler":
+                found = found or "no working C++ compiler"
+            elif name == "CppCompileError":
+                found = found or "the C++ compiler failed on the generated code"
+            elif isinstance(current, PermissionError):
+                found = found or "permission denied"
+            elif isinstance(current, OSError) and current.errno in (28, 27, 122):  # ENOSPC, EFBIG, EDQUOT
+                found = found or "no room to write the compiled code"
+            todo += [current.__cause__, current.__context__, getattr(current, "inner_exception", None)]
+        except BaseException:  # noqa: BLE001 - attributes of a hostile exception
+            break
+    return found if inside else None
+
+
 def _environment_clues(exc: BaseException) -> dict[str, str]:
     """The module a ``ModuleNotFoundError`` or the file a ``PermissionError`` in ``exc``'s chain
-    was about, for the grader to decide whether the machine, not the student, is at fault."""
+    was about, and whether ``torch.compile`` could not compile (:func:`_compiler_clue`), for the
+    grader to decide whether the machine, not the student, is at fault."""
     clues: dict[str, str] = {}
+    compiler = _compiler_clue(exc)
+    if compiler:
+        clues["compiler"] = compiler
     seen = 0
     current: BaseException | None = exc
     while current is not None and seen < 8:
@@ -269,10 +342,15 @@ def _environment_clues(exc: BaseException) -> dict[str, str]:
     return clues
 
 
-def describe_import_error(exc: BaseException, path: str) -> str:
+def describe_import_error(exc: BaseException, path: str, machine: str = "this grader") -> str:
     """How an exception raised while importing the submission's file ``path`` reads in feedback:
-    its class, the line of ``path`` it came from (a syntax error's own line) and its message."""
+    its class, the line of ``path`` it came from (a syntax error's own line) and its message. An
+    ``import`` statement of the submission's own files that failed is named with its line
+    (``line 3: `import pandas as pd` failed: pandas is not installed on this grader``, ``machine``
+    saying where; :func:`attnscore.boundary.standins.failed_import_text`), never a line of a module
+    the package imports."""
     from attnscore.boundary.calls import exception_text, type_name
+    from attnscore.boundary.standins import failed_import_text
 
     if isinstance(exc, SyntaxError):
         try:
@@ -280,13 +358,38 @@ def describe_import_error(exc: BaseException, path: str) -> str:
             return f"your file could not be imported: SyntaxError{where}: {str(exc.msg)[:300]}"
         except BaseException:  # noqa: BLE001 - a SyntaxError subclass with hostile attributes
             return "your file could not be imported: SyntaxError"
+    folder = os.path.dirname(path)
     try:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        tb = traceback.extract_tb(exc.__traceback__)
+        frames = [f for f in tb if f.filename == path]
+        own = [f for f in tb if isinstance(f.filename, str) and f.filename.startswith(folder + os.sep)]
     except BaseException:  # noqa: BLE001
-        frames = []
+        frames, own = [], []
+    statement = _import_statement(own[-1].filename, own[-1].lineno) if own and own[-1].lineno else None
+    if statement is not None:
+        name = os.path.relpath(own[-1].filename, folder)
+        where = f"line {own[-1].lineno}" if own[-1].filename == path else f"{name}, line {own[-1].lineno}"
+        return "your file could not be imported: " + failed_import_text(where, statement, exc, machine)[0]
     where = f" (line {frames[-1].lineno})" if frames else ""
     text = exception_text(exc)
     return f"your file could not be imported: {type_name(exc)}{where}" + (f": {text}" if text else "")
+
+
+def _import_statement(filename: str, line: int) -> str | None:
+    """The source of the ``import`` or ``from ... import`` statement that starts at ``line`` of
+    ``filename`` (a file of the submission), or None when none does."""
+    import ast
+
+    try:
+        with open(filename, "rb") as f:
+            source = f.read(1 << 22).decode("utf-8", errors="replace")
+        tree = ast.parse(source)
+    except BaseException:  # noqa: BLE001 - unreadable or unparsable: no statement to name
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno == line:
+            return ast.get_source_segment(source, node) or None
+    return None
 
 
 def missing_entry_text(entry: str, files: list[str]) -> str:
@@ -327,6 +430,54 @@ def _use_mirrors(mirrors: list[list[str]]) -> None:
         if isinstance(search, list):
             search[:] = [through(p) if isinstance(p, str) else p for p in search]
     sys.path_importer_cache.clear()
+    _headers_through(through)
+    real = os.path.realpath(sys.executable) if sys.executable else ""
+    if real and through(real) != real:  # torch.compile starts the interpreter again (a CPU probe)
+        sys.executable = through(real)
+
+
+_HEADER_PATHS = ("include", "platinclude")
+
+
+def _headers_through(through: Any) -> None:
+    """Point ``sysconfig``'s C header folders at their readable copies: ``torch.compile``'s C++
+    backend (Inductor, and Triton on a GPU) compiles against ``sysconfig.get_path("include")``
+    in every install scheme, and the original may lie where the worker's user cannot go (root's
+    0700 home). Each scheme's entry is replaced by the copy's literal path; ``INCLUDEPY`` too."""
+    import sysconfig
+
+    schemes = getattr(sysconfig, "_INSTALL_SCHEMES", None)
+    if not isinstance(schemes, dict):
+        return
+    for scheme in sysconfig.get_scheme_names():
+        for name in _HEADER_PATHS:
+            try:
+                original = sysconfig.get_path(name, scheme)
+            except (KeyError, ValueError, TypeError):
+                continue
+            copy = through(original)
+            if copy != original and "{" not in copy and isinstance(schemes.get(scheme), dict):
+                schemes[scheme][name] = copy
+    variables = sysconfig.get_config_vars()
+    if isinstance(variables.get("INCLUDEPY"), str):
+        variables["INCLUDEPY"] = through(variables["INCLUDEPY"])
+
+
+def header_folders() -> list[str]:
+    """The folders of Python's C headers as this process's ``sysconfig`` names them (through the
+    readable copies once :func:`prepare` has run), existing ones only: read access for
+    ``torch.compile``'s C++ backend."""
+    import sysconfig
+
+    found = []
+    for name in _HEADER_PATHS:
+        try:
+            path = sysconfig.get_path(name)
+        except (KeyError, ValueError, TypeError):
+            continue
+        if isinstance(path, str) and os.path.isdir(path):
+            found.append(path)
+    return list(dict.fromkeys(found))
 
 
 def _forget_project() -> None:
@@ -509,8 +660,14 @@ def _confine(folder: str, deny: list[str], device_files: list[str] | None = None
 
     modules = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p) and p != "/"]
     read = [g for p in dict.fromkeys(modules) for g in _granted(p, deny)] + list(_SYSTEM_READ) + [folder]
+    read += [g for p in header_folders() for g in _granted(p, deny)]  # torch.compile's C++ backend
     read += ["/etc/ld.so.conf.d", "/etc/fonts"]  # fonts: a leftover matplotlib import stays quiet
     files = [(f"/etc/{name}", landlock.READ_FILE) for name in _ETC_FILES]
+    if sys.executable and os.path.isfile(sys.executable):  # torch.compile starts it again to probe the CPU
+        files.append((os.path.realpath(sys.executable), landlock.READ_FILE | landlock.EXECUTE))
+        venv = os.path.join(sys.prefix, "pyvenv.cfg")  # which a virtual environment's interpreter reads first
+        if os.path.isfile(venv):
+            files.append((venv, landlock.READ_FILE))
     files += [(f"/dev/{name}", landlock.READ_FILE | landlock.WRITE_FILE) for name in _DEVICES]
     rights = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV
     files += [(node, rights) for node in device_files or [] if isinstance(node, str) and node.startswith("/dev/nvidia")]
@@ -562,6 +719,16 @@ def _binds(node: Any, name: str) -> int:
 
 NOTEBOOK_HEADER = b"# Definitions taken from the notebook "
 """How the grader's conversion of a notebook begins (:mod:`attnscore.submission.notebook`)."""
+
+
+def is_notebook(path: str) -> bool:
+    """Whether the file ``path`` is the grader's conversion of a notebook (it starts with
+    :data:`NOTEBOOK_HEADER`)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(NOTEBOOK_HEADER)) == NOTEBOOK_HEADER
+    except OSError:
+        return False
 
 
 def _shown(folder: str, name: str) -> str:
@@ -629,9 +796,15 @@ def load_runtime() -> None:
 
     import torch
 
-    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, wire  # noqa: F401
+    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, standins, wire  # noqa: F401
 
     lazy_torch.bind()  # the modules' torch is this one, whatever a submission later puts in sys.modules
+    # `from attnscore.selfcheck import check`, as the docs tell students: a stand-in that runs nothing
+    selfcheck = standins.selfcheck_module()
+    sys.modules[selfcheck.__name__] = selfcheck
+    package = sys.modules.get("attnscore")
+    if package is not None:
+        package.selfcheck = selfcheck  # type: ignore[attr-defined]
     torch.set_num_threads(1)
     for name in _PRELOAD:
         try:
@@ -710,8 +883,10 @@ def serve(
     )
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
+    from attnscore.boundary.standins import run_notebook
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    watch_compiles = bound_compile_watch(send)
     backward_pass = bound_backward(inspected, backward_call, wire.decode_array, device)
     device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
@@ -768,10 +943,16 @@ def serve(
         if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
             sys.modules[stem] = module
         send(importing)  # the last message the worker alone can have written
-        module_spec.loader.exec_module(module)
+        if is_notebook(path):  # cell by cell: a failed import costs only what needs it
+            with open(path, encoding="utf-8") as f:
+                run_notebook(module, f.read(), path)
+        else:
+            module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the submission raises is its verdict
         about = clues(exc)
-        send(load_error(verdict_of(exc), describe_import(exc, path), "", about.get("module"), about.get("file")))
+        why = describe_import(exc, path)
+        module_clue, file_clue, compiler_clue = about.get("module"), about.get("file"), about.get("compiler")
+        send(load_error(verdict_of(exc), why, "", module_clue, file_clue, compiler=compiler_clue))
         return
     function = getattr(module, function_name, None)
     if function is None or not callable(function):
@@ -782,6 +963,7 @@ def serve(
     except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
         send(load_error(verdict_of(exc), f"the class {function_name} could not be used: {describe_failure(exc)}"))
         return
+    watch_compiles(None)
     send(ready)
 
     while True:
@@ -790,6 +972,7 @@ def serve(
             return
         request = decode_call(loads(line))
         call_id, inputs = request.id, listed(request.inputs)
+        watch_compiles(call_id)
         if request.factory and not resolved:  # the handout's factory, called once with no arguments
             resolved = True
             try:
@@ -834,7 +1017,8 @@ def serve(
             copy_back(pairs)
             about = clues(exc)
             why = describe_failure(exc)
-            send(call_failed(call_id, verdict_of(exc), why, type_name(exc), about.get("module"), about.get("file")))
+            module_clue, file_clue, compiler_clue = about.get("module"), about.get("file"), about.get("compiler")
+            send(call_failed(call_id, verdict_of(exc), why, type_name(exc), module_clue, file_clue, compiler_clue))
             continue
         copy_back(pairs)
         if isinstance(backward, NoBackward):

@@ -26,6 +26,8 @@ __all__ = [
     "weights",
     "rows_can_be_fully_masked",
     "gives_weights",
+    "softmax_over_keys",
+    "weighs_values",
     "attention",
     "causal",
     "scaled",
@@ -105,6 +107,19 @@ def rows_can_be_fully_masked(c: Contract) -> bool:
 def gives_weights(c: Contract) -> bool:
     """A contract that applies softmax: the weights, or attention (mask or causal flag)."""
     return c.kind in ("weights", "attention", "causal")
+
+
+def softmax_over_keys(c: Contract) -> bool:
+    """A contract whose output is softmax weights over keys or made from them (the weights,
+    attention and every variant: SDPA, kernels, FlashAttention's layouts, key padding, packed
+    batches): it can say which keys each output row keeps (:attr:`Contract.key_view_fn`)."""
+    return c.key_view_fn is not None
+
+
+def weighs_values(c: Contract) -> bool:
+    """A contract whose output weighs value vectors by softmax weights over key vectors (attention
+    and every variant), not the weights themselves."""
+    return softmax_over_keys(c) and not weights(c)
 
 
 def attention(c: Contract) -> bool:

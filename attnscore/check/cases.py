@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["Call", "Case", "build_cases", "cast", "integers", "property_calls"]
+__all__ = ["Call", "Case", "advice_only", "build_cases", "cast", "integers", "property_calls"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,11 @@ class Case:
         property_name: the registered property's name, or "".
         explanation: for worked examples, the spec's explanation (shown when a visible one fails).
         line: the case's line in the spec file (1-based; 0 when unknown), as in ``location``.
+        corner: the convention corner the case is dedicated to (a worked example's
+            ``convention:``, a property's ``corner``), or ``""``: a dedicated case judges its
+            corner, every other case sets every corner aside
+            (:mod:`attnscore.catalogue.conventions`). A dedicated case of a corner the spec does not
+            ask about (``not_asked``) or sets aside (``any``) carries no points: it only advises.
     """
 
     id: str
@@ -99,6 +104,13 @@ class Case:
     property_name: str = ""
     explanation: str = ""
     line: int = 0
+    corner: str = ""
+
+
+def advice_only(spec: Spec, corner: str) -> bool:
+    """Whether a case dedicated to ``corner`` only advises (no points): the spec does not ask about
+    the corner (``not_asked``) or takes any value there (``any``, ``--allow``)."""
+    return bool(corner) and (corner in spec.not_asked or corner in spec.set_aside)
 
 
 def cast(array: np.ndarray, dtype: str) -> np.ndarray:
@@ -296,6 +308,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
     cases = []
     for ex in spec.worked_examples:
         tol = ex.tolerance or spec.tolerance
+        corner = ex.convention
         cases.append(
             Case(
                 id=f"example:{ex.id}",
@@ -303,12 +316,13 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 title=ex.title,
                 statement="",
                 calls=(_example_call(spec, ex, dtype, tol),),
-                points=ex.points,
+                points=Fraction(0) if advice_only(spec, corner) else ex.points,
                 visibility=ex.visibility,
                 location=spec.location(ex.line),
                 line=ex.line,
                 tolerance=tol,
                 explanation=ex.explanation,
+                corner=corner,
             )
         )
     for index, use in enumerate(spec.properties):
@@ -337,7 +351,8 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 title=use.statement,
                 statement=use.statement,
                 calls=calls,
-                points=use.points,
+                points=Fraction(0) if advice_only(spec, prop.corner) else use.points,
+                corner=prop.corner,
                 visibility=use.visibility,
                 location=spec.location(use.line),
                 line=use.line,

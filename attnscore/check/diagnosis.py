@@ -55,6 +55,7 @@ from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.boundary.verdict import Verdict
+from attnscore.catalogue.conventions import corner_region
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call
 from attnscore.check.runner import Runner
@@ -205,13 +206,20 @@ def _right(mistake: Mistake, want: np.ndarray, golden: np.ndarray, allowed: np.n
 
 
 def _holds_on(
-    cand: _Candidate, spec: Any, call: Any, got: np.ndarray | None, dtype: str, skip_right: bool
+    cand: _Candidate,
+    spec: Any,
+    call: Any,
+    got: np.ndarray | None,
+    dtype: str,
+    skip_right: bool,
+    aside: np.ndarray | None = None,
 ) -> tuple[set[int], int]:
     """The forms of ``cand`` whose output on ``call`` is ``got`` (None: the implementation raised,
     so the forms that raise too), and the evidence: entries where the first of them is not golden.
 
     ``skip_right``: a form that gives the golden value here cannot explain a failure (the failing
-    call itself), so it does not count.
+    call itself), so it does not count. ``aside``: the entries the failing call was judged without
+    (its convention corners set aside), taken as golden in the form's value as in ``got``.
     """
     golden = np.asarray(call.golden, dtype=np.float64)
     allowed = np.asarray(call.allowed, dtype=np.float64)
@@ -219,8 +227,9 @@ def _holds_on(
     level = mistake.computes_in or dtype
     held: set[int] = set()
     evidence = -1
+    got = _outside(got, aside, golden)
     for form in sorted(cand.forms):
-        want = recompute(mistake, spec, call.args, form, cand.params)
+        want = _outside(recompute(mistake, spec, call.args, form, cand.params), aside, golden)
         if want is None or got is None:
             if want is None and got is None:
                 held.add(form)  # both raise here: consistent, but no evidence
@@ -261,6 +270,27 @@ def _never_right(got: np.ndarray, golden: np.ndarray, allowed: np.ndarray, free:
     return bool((wrong & rows).any(axis=-1)[asked].all())
 
 
+def _set_aside_region(spec: Any, call: Any) -> np.ndarray | None:
+    """The entries of the failing ``call``'s output in the convention corners the spec (as the case
+    is judged) sets aside, as a bool array of the golden value's shape, or None when there are none:
+    a mistake is matched there on everything else, as the output was judged. The confirmation and
+    probe calls are matched whole: what the code does in a corner is evidence of which mistake it is."""
+    names = getattr(spec, "set_aside", ())
+    if not names:
+        return None
+    shape = np.shape(call.golden)
+    args = dict(zip(spec.contract.parameter_names, call.args.values(), strict=True))
+    regions = [r for r in (corner_region(n, spec.contract, args, shape) for n in names) if r is not None]
+    return np.logical_or.reduce(regions) if regions else None
+
+
+def _outside(value: np.ndarray | None, aside: np.ndarray | None, golden: np.ndarray) -> np.ndarray | None:
+    """``value`` with the set-aside entries taken as the golden value (a value of another shape as it is)."""
+    if value is None or aside is None or value.shape != golden.shape:
+        return value
+    return np.where(aside, golden, value)
+
+
 def _fitted(mistake: Mistake, spec: Any, call: Any, got: np.ndarray) -> list[dict[str, float]]:
     """The parameter sets of ``mistake`` that its fit reads from ``got`` on ``call`` (one empty set
     for a mistake without parameters; none when the fit explains nothing)."""
@@ -280,9 +310,10 @@ def _fitted(mistake: Mistake, spec: Any, call: Any, got: np.ndarray) -> list[dic
 def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> list[_Candidate]:
     """``mistake`` as the candidates (one per fitted parameter set) that explain ``got`` on ``call``."""
     found = []
+    aside = _set_aside_region(spec, call)
     for params in _fitted(mistake, spec, call, got):
         cand = _Candidate(mistake, params, set(range(mistake.form_count)))
-        cand.forms, cand.evidence = _holds_on(cand, spec, call, got, dtype, skip_right=True)
+        cand.forms, cand.evidence = _holds_on(cand, spec, call, got, dtype, skip_right=True, aside=aside)
         if cand.forms:
             found.append(cand)
     return found

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from attnscore.boundary.outputs import CallFailure, Received
-from attnscore.catalogue.conventions import applicable_corners, corner_region, set_aside
+from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
-from attnscore.check.cases import Call, Case
+from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
 from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
 from attnscore.check.runner import Runner
@@ -29,7 +29,7 @@ from attnscore.report.feedback import cause_key
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 
-__all__ = ["judge_case", "example_position", "wrong_corner"]
+__all__ = ["judge_case", "example_position", "for_case", "wrong_corner"]
 
 
 def example_position(case: Case, number: int) -> tuple[int, int]:
@@ -130,6 +130,23 @@ def wrong_corner(spec: Spec, call: Call, outcome: Received | CallFailure) -> str
     return ""
 
 
+def _found_in_corner(spec: Spec, call: Call, outcome: Received, name: str) -> str:
+    """What ``outcome`` holds in corner ``name`` (:func:`attnscore.catalogue.conventions.found_text`)."""
+    region = corner_region(name, spec.contract, _contract_args(spec, call), outcome.shape)
+    if region is None:
+        return ""
+    return found_text(outcome.array.astype(np.float64)[region], call.golden[region])
+
+
+def for_case(spec: Spec, case: Case) -> Spec:
+    """``spec`` as ``case`` is judged: every convention corner of the contract set aside, except the
+    one the case is dedicated to (:attr:`Case.corner`), unless the spec sets that one aside too
+    (``any``, ``--allow``). So a corner costs only its own cases
+    (:mod:`attnscore.catalogue.conventions`)."""
+    aside = tuple(c for c in applicable_corners(spec.contract) if c != case.corner and c not in spec.set_aside)
+    return dataclasses.replace(spec, set_aside=spec.set_aside + aside) if aside else spec
+
+
 def judge_case(
     spec: Spec,
     case: Case,
@@ -166,6 +183,7 @@ def judge_case(
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
+    spec = for_case(spec, case)
     result = _judge_once(
         spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe, disclosed=disclosed
     )
@@ -311,6 +329,7 @@ def _judge_once(
             hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
         if verdict is Verdict.NON_FINITE:
             hint = nonfinite_hint(spec, call, outcome) or ""
+        corner = wrong_corner(spec, call, outcome) if diagnose_failures else ""
         failure = _failure(
             spec,
             case,
@@ -323,7 +342,9 @@ def _judge_once(
             check=check_text,
             hint=hint,
             diagnosis=diagnosis,
-            corner=wrong_corner(spec, call, outcome) if diagnose_failures else "",
+            corner=corner,
+            corner_found=_found_in_corner(spec, call, outcome, corner) if corner else "",
+            advice=advice_only(spec, case.corner),
             set_aside=tuple(spec.set_aside),
             property_held=property_held,
         )

@@ -15,12 +15,17 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from attnscore.boundary import lazy_torch
 from attnscore.boundary.dtypes import DTYPES
 from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
+from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.report.results import SubmissionResult
@@ -37,6 +42,9 @@ __all__ = [
     "mutation_test_all",
     "targeted_mistakes",
     "NOT_WRONG_IN",
+    "SpecVerification",
+    "verify_one",
+    "verify_all",
 ]
 
 NOT_WRONG_IN: dict[str, tuple[str, ...]] = {
@@ -134,6 +142,11 @@ def mutation_test(
 
     Mistakes that are not wrong in ``dtype`` (:data:`NOT_WRONG_IN`) are left out. The diagnosis is
     required (``needs_diagnosis``) by default when ``dtype`` is one of the spec's own dtypes.
+
+    Each mistake's run stops as soon as its verdict is settled: at its first failing case when no
+    diagnosis is required, else at the first failing case diagnosed as the mistake itself. So
+    ``failed_cases`` and ``diagnoses`` list the cases judged up to there, not every case of the spec;
+    ``caught``, ``diagnosed`` and ``ok`` are what a run of every case would give.
     """
     dtype = dtype or spec.dtypes[0]
     cases = cases if cases is not None else build_cases(spec, dtype)
@@ -143,13 +156,30 @@ def mutation_test(
     for mistake in targeted_mistakes(spec):
         if not mistake.applies_in(dtype) or dtype in NOT_WRONG_IN.get(mistake.id, ()):
             continue  # not wrong in this dtype (e.g. computed_in_float32 in a float32 run)
-        session = Session(spec, tuple(cases), dtype, "cpu", f"mistake:{mistake.id}", spec.seed, budget=NO_SHRINK)
-        result = session.run(InProcessRunner(mistake.bind(spec.contract, spec), logsumexp=spec.logsumexp))
-        failed = tuple(c.id for c in result.cases if not c.passed)
-        diagnoses = tuple(c.diagnosis["id"] for c in result.cases if c.diagnosis)
+        runner = InProcessRunner(mistake.bind(spec.contract, spec), logsumexp=spec.logsumexp)
+        failed: list[str] = []
+        diagnoses: list[str] = []
+        try:
+            for case in cases:
+                result = judge_case(spec, case, runner, dtype)
+                if not result.passed:
+                    failed.append(result.id)
+                if result.diagnosis:
+                    diagnoses.append(result.diagnosis["id"])
+                if failed and (mistake.id in diagnoses or not needs_diagnosis):
+                    break  # settled: caught, and diagnosed where that is required
+        finally:
+            runner.close()
         out.append(
             MutationResult(
-                spec.id, mistake.id, bool(failed), mistake.id in diagnoses, failed, diagnoses, dtype, needs_diagnosis
+                spec.id,
+                mistake.id,
+                bool(failed),
+                mistake.id in diagnoses,
+                tuple(failed),
+                tuple(diagnoses),
+                dtype,
+                needs_diagnosis,
             )
         )
     return out
@@ -167,3 +197,99 @@ def mutation_test_all(
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
         out.extend(mutation_test(spec, built, dtype))
     return out
+
+
+@dataclass(frozen=True)
+class SpecVerification:
+    """Everything ``attnscore verify`` found for one spec, as plain data.
+
+    Attributes:
+        spec_id: the spec's id.
+        references: the reference's result in each dtype of :func:`verify_dtypes`, in that order.
+        mutations: every targeted mistake in every dtype (empty when mutations were not run).
+    """
+
+    spec_id: str
+    references: tuple[SubmissionResult, ...]
+    mutations: tuple[MutationResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        """The reference passes everything and every targeted mistake is caught (and diagnosed)."""
+        return all(r.all_passed for r in self.references) and all(m.ok for m in self.mutations)
+
+
+def verify_one(spec: Spec, mutations: bool = True, dtypes: Sequence[str] | None = None) -> SpecVerification:
+    """The reference in each of ``dtypes`` (default :func:`verify_dtypes`), then (``mutations``) the
+    mutation test in each, in that order."""
+    references: list[SubmissionResult] = []
+    found: list[MutationResult] = []
+    for dtype in dtypes or verify_dtypes(spec):
+        cases = {dtype: build_cases(spec, dtype)}
+        references.extend(verify_spec(spec, (dtype,), cases=cases))
+        if mutations:
+            found.extend(mutation_test(spec, cases[dtype], dtype))
+    return SpecVerification(spec.id, tuple(references), tuple(found))
+
+
+def verify_all(specs: Sequence[Spec], mutations: bool = True, jobs: int = 1) -> list[SpecVerification]:
+    """:func:`verify_one` for each of ``specs``, in their order, in up to ``jobs`` processes.
+
+    The work is split by spec and dtype (one spec's four dtypes can run side by side); the results
+    come back in the order of ``specs`` and of :func:`verify_dtypes`, whatever order they finish
+    in, so the tables are the same for every ``jobs``. With ``jobs`` 1 (or a platform without
+    ``fork``) everything runs here. Child processes run torch on one thread each; the longest
+    pieces of work (most generated examples times mistakes) start first.
+
+    Raises:
+        ValueError: ``jobs`` below 1.
+    """
+    if jobs < 1:
+        raise ValueError(f"expected jobs >= 1, found {jobs}")
+    units = [(i, dtype) for i, spec in enumerate(specs) for dtype in verify_dtypes(spec)]
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if jobs == 1 or len(units) < 2 or not fork or lazy_torch.loaded():
+        return [verify_one(spec, mutations) for spec in specs]
+    # Forked before this process loads torch (loading specs does not), so no child inherits an
+    # OpenMP pool. Specs hold functions that do not pickle: the children inherit them and are sent
+    # an index.
+    context = multiprocessing.get_context("fork")
+    _FORKED[:] = specs
+    try:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(units)), mp_context=context, initializer=_one_thread
+        ) as pool:
+            futures = {
+                unit: pool.submit(_verify_forked, *unit, mutations)
+                for unit in sorted(units, key=lambda u: -_work(specs[u[0]]))
+            }
+            done = {unit: future.result() for unit, future in futures.items()}
+    finally:
+        _FORKED.clear()
+    return [
+        SpecVerification(
+            spec.id,
+            tuple(r for dtype in verify_dtypes(spec) for r in done[(i, dtype)].references),
+            tuple(m for dtype in verify_dtypes(spec) for m in done[(i, dtype)].mutations),
+        )
+        for i, spec in enumerate(specs)
+    ]
+
+
+_FORKED: list[Spec] = []
+"""The specs :func:`verify_all` hands its forked children (by index)."""
+
+
+def _verify_forked(index: int, dtype: str, mutations: bool) -> SpecVerification:
+    return verify_one(_FORKED[index], mutations, (dtype,))
+
+
+def _work(spec: Spec) -> int:
+    """A rough measure of how long verifying ``spec`` in one dtype takes: its cases' generated
+    examples times its mistakes."""
+    drawn = sum(p.examples for p in spec.properties) + len(spec.worked_examples)
+    return drawn * (1 + len(targeted_mistakes(spec)))
+
+
+def _one_thread() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"

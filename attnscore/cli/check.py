@@ -51,6 +51,11 @@ def check_solution(
 
     spec = load_spec(spec_path)
     check_spec_dtype(dtype, spec)
+    lacking = spec.environment.missing()
+    if lacking:  # said once; code that imports them fails here, not on the grader
+        from attnscore.grade.environment import missing_packages_text
+
+        click.echo(f"Note: {missing_packages_text(lacking)} (the grader has them)", err=True)
     outcome = check_path(solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps)
     if fmt == "json":
         from attnscore.report.json_report import submission_to_json

@@ -8,7 +8,7 @@ from attnscore.cli.errors import BadUsage
 from attnscore.cli.options import entry_option, function_option, spec_option
 
 # Gradescope's base images and their Pythons, as attnscore.export.targets.TARGETS has them (spelled
-# out so that listing the commands imports no export code; tests/test_export_gradescope.py checks)
+# out so that listing the commands imports no export code; tests/export/test_gradescope.py checks)
 IMAGES = ["ubuntu-22.04", "ubuntu-24.04"]
 PYTHONS = ["3.10", "3.12"]
 

@@ -156,6 +156,7 @@ def grade(
 
     from attnscore.cli.batch import grade_batch, has_dask
     from attnscore.grade.cluster import ClusterError, check_scheduler_address
+    from attnscore.grade.environment import environment_problem
     from attnscore.grade.gradebook import GradebookError
     from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text, submission_to_json
     from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES
@@ -200,6 +201,9 @@ def grade(
     problem = preflight(limits)
     if problem is not None:
         raise MachineFailure(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)")
+    problem = environment_problem(spec, limits)
+    if problem is not None:
+        raise MachineFailure(f"{problem} (nothing was graded)")
     exposed = spec_exposure(spec_path, limits)
     if exposed is not None:
         click.echo(f"Warning: {exposed}", err=True)

@@ -25,6 +25,7 @@ from attnscore.cli.errors import BadUsage
 __all__ = [
     "dtype_option",
     "spec_option",
+    "one_spec",
     "SpecParam",
     "function_option",
     "entry_option",
@@ -81,11 +82,37 @@ class SpecParam(click.ParamType):
 SPEC_HELP = " SPEC is a spec file or a bundled spec's id (e.g. score_matrix; `attnscore specs` lists them)."
 
 
+def one_spec(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
+    """A click callback: the one ``--spec`` given, or a usage error when it was given more than once
+    (click would otherwise keep the last one and drop the others without a word).
+
+    Raises:
+        click.BadParameter: ``--spec`` was given more than once.
+    """
+    if len(value) > 1:
+        given = ", ".join(repr(v) for v in value)
+        raise click.BadParameter(
+            f"expected one spec, found {len(value)}: {given}; give --spec once (grading several questions "
+            "together, as an assignment, is not supported yet: export or grade each spec on its own)",
+            ctx=ctx,
+            param=param,
+        )
+    return value[0] if value else None
+
+
 def spec_option(help: str, *, exists: bool = False) -> Decorator[Any]:
     """``--spec SPEC`` (required, parameter ``spec_path``): a spec file or a bundled spec's id,
-    given to the command as the file's path; ``exists`` also requires a regular file (see :class:`SpecParam`)."""
+    given to the command as the file's path; ``exists`` also requires a regular file (see :class:`SpecParam`).
+    Given twice, it is a usage error (:func:`one_spec`), never the last one silently."""
     return click.option(
-        "--spec", "spec_path", required=True, metavar="SPEC", type=SpecParam(regular_file=exists), help=help + SPEC_HELP
+        "--spec",
+        "spec_path",
+        required=True,
+        multiple=True,  # collected, so that a second --spec is seen (one_spec refuses it)
+        callback=one_spec,
+        metavar="SPEC",
+        type=SpecParam(regular_file=exists),
+        help=help + SPEC_HELP,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,13 @@ def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
 @click.command("verify")
 @click.argument("specs", nargs=-1, type=SpecParam())
 @click.option("--no-mutations", is_flag=True, help="Skip the mutation test (known mistakes against each spec).")
-def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    help="Processes verifying specs in parallel (default: one per CPU core, at most one per spec).",
+)
+def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None:
     """Prove SPECS sound (default: all bundled specs): the reference passes, known mistakes are caught.
 
     Each SPEC is a spec file or a bundled spec's id (e.g. score_matrix).
@@ -37,39 +44,35 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
     dtypes `attnscore test --dtype` accepts), then runs every catalogue mistake the spec targets in
     each of those dtypes and prints a mutation table (mistakes x specs). Exits 0 only when the
     reference passes everything and every targeted mistake fails some case in every dtype, and is
-    diagnosed as itself in the spec's own dtypes.
+    diagnosed as itself in the spec's own dtypes. Specs are verified in parallel (--jobs); the
+    tables are the same, in the same order, whatever the number of processes.
     """
     from rich.table import Table
 
-    from attnscore.check.cases import build_cases
-    from attnscore.check.verify import mutation_test_all, verify_dtypes, verify_spec
+    from attnscore.check.verify import verify_all
     from attnscore.spec.load import load_specs
 
     loaded = load_specs(_spec_paths(specs))
+    found = verify_all(loaded, mutations=not no_mutations, jobs=jobs or _cores())
     table = Table(title="attnscore verify: reference against specs", header_style="bold")
     for column in ("spec", "dtype", "cases passed", "points", "failing cases"):
         table.add_column(column)
-    ok = True
     mutations: dict[str, dict[str, str]] = {}
-    for spec in loaded:
-        dtypes = verify_dtypes(spec)
-        cases = {dtype: build_cases(spec, dtype) for dtype in dtypes}
-        for result in verify_spec(spec, dtypes, cases=cases):
+    for verification in found:
+        for result in verification.references:
             passed = sum(c.passed for c in result.cases)
             failing = ", ".join(f"{c.id} ({c.verdict.label})" for c in result.cases if not c.passed)
-            ok &= result.all_passed
             style = "green" if result.all_passed else "red"
             table.add_row(
-                spec.id,
+                verification.spec_id,
                 result.dtype,
                 f"[{style}]{passed}/{len(result.cases)}[/]",
                 f"{result.score}/{result.max_score}",
                 failing or "-",
             )
         if not no_mutations:
-            results = mutation_test_all(spec, cases, dtypes)
-            mutations[spec.id] = _mutation_cells(results)
-            ok &= all(r.ok for r in results)
+            mutations[verification.spec_id] = _mutation_cells(list(verification.mutations))
+    ok = all(v.ok for v in found)
     console = stdout_console()
     console.print(table)
     if mutations:
@@ -86,6 +89,14 @@ def verify(specs: tuple[str, ...], no_mutations: bool) -> None:
         else "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]"
     )
     finish(ok)
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def mutation_tables(mutations: dict[str, dict[str, str]], width: int) -> list[Any]:

@@ -10,7 +10,12 @@ The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source
   before installing anything when the image's ``python3`` is another);
 - ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``,
   ``--hidden-cases``: how students see hidden cases and their total, see :mod:`attnscore.report.gradescope`);
-- ``python/``, an installable copy of attnscore's source, installed by setup.sh.
+- ``course-requirements.txt`` and ``system-packages.txt``, the spec's ``environment``: the packages
+  submissions may import and the system packages ``torch.compile`` needs, installed by setup.sh
+  (:mod:`attnscore.export.course_environment`);
+- ``python/``, an installable copy of the attnscore that exported it (its package files, licence
+  and a ``pyproject.toml`` from its metadata: :func:`attnscore.export.bundle.source_files`),
+  installed by setup.sh. Exporting needs no source checkout: an installed wheel does it.
 
 Run as a module, it writes the results file ``run_autograder`` falls back on when ``attnscore
 grade`` wrote none: ``python -m attnscore.export.gradescope RESULTS EXIT_STATUS STDERR_FILE``.
@@ -28,6 +33,12 @@ from pathlib import Path
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.bundle import ExportError, graders_dir, source_files
+from attnscore.export.course_environment import (
+    COURSE_REQUIREMENTS,
+    SYSTEM_PACKAGES,
+    course_requirements,
+    system_packages,
+)
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.export.targets import check_target, choose_target, target_requirements
 from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES, HIDDEN_CASES
@@ -71,17 +82,18 @@ def build_gradescope_bundle(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, ``output``'s folder does not exist, the spec is a student
-            copy, ``hidden_cases`` is not one of the choices, or no target matches ``python``/``image``
-            or its pins cannot carry attnscore (:func:`attnscore.export.targets.check_target`); nothing
-            is written then.
+        ExportError: attnscore is not installed as a distribution, ``output``'s folder does not
+            exist, the spec is a student copy, ``hidden_cases`` is not one of the choices, or no
+            target matches ``python``/``image`` or its pins cannot carry attnscore
+            (:func:`attnscore.export.targets.check_target`); nothing is written then.
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
     from attnscore.export.student_spec import refuse_student_copy
     from attnscore.spec.load import load_spec
 
-    refuse_student_copy(load_spec(spec_path), "a Gradescope autograder")  # invalid specs stop here, located
+    spec = load_spec(spec_path)  # invalid specs stop here, located
+    refuse_student_copy(spec, "a Gradescope autograder")
     platform = choose_target(python=python, image=image)
     check_target(platform)
     target = Path(output)
@@ -102,8 +114,10 @@ def build_gradescope_bundle(
         _add(archive, "python-version.txt", f"{platform.python}\n".encode())
         _add(archive, "base-image.txt", f"{platform.image}\n".encode())
         _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
-        for name, path in source_files():
-            _add(archive, f"python/{name}", path.read_bytes())
+        _add(archive, COURSE_REQUIREMENTS, course_requirements(spec.environment))
+        _add(archive, SYSTEM_PACKAGES, system_packages(spec.environment, "gradescope"))
+        for name, content in source_files():
+            _add(archive, f"python/{name}", content)
         names = archive.namelist()
     write_atomic(target, buffer.getvalue())
     return names

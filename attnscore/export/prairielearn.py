@@ -4,7 +4,10 @@ Writes two folders under ``DIR``:
 
 - ``image/``: the grader image's build context (``Dockerfile`` and ``grade.py`` from
   ``graders/prairielearn/``, ``requirements.txt`` pinned to the versions installed here,
-  ``python/`` = attnscore's source) and ``build.sh`` (``docker build`` for ``linux/amd64`` with this
+  ``course-requirements.txt`` and ``system-packages.txt``, the spec's ``environment``
+  (:mod:`attnscore.export.course_environment`), ``python/`` = an installable copy of the
+  attnscore that exported it, from a checkout or an installed wheel alike) and ``build.sh``
+  (``docker build`` for ``linux/amd64`` with this
   Python's version; push the image to Docker Hub for PrairieLearn to pull it, see
   ``docs/notebooks-and-platforms.md``);
 - ``question/``: a question folder to copy into a course's ``questions/``: ``info.json``
@@ -28,6 +31,12 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.export.course_environment import (
+    COURSE_REQUIREMENTS,
+    SYSTEM_PACKAGES,
+    course_requirements,
+    system_packages,
+)
 from attnscore.export.student_spec import refuse_student_copy
 from attnscore.spec.load import load_spec
 
@@ -71,7 +80,7 @@ def export_prairielearn(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: no source checkout, the spec is a student copy, ``output``'s parent is
+        ExportError: attnscore is not installed as a distribution, the spec is a student copy, ``output``'s parent is
             missing, or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
     spec = load_spec(spec_path)
@@ -92,6 +101,8 @@ def export_prairielearn(
     put("image/Dockerfile", (templates / "Dockerfile").read_bytes())
     put("image/grade.py", (templates / "grade.py").read_bytes(), executable=True)
     put("image/requirements.txt", ("\n".join(pinned_requirements()) + "\n").encode())
+    put(f"image/{COURSE_REQUIREMENTS}", course_requirements(spec.environment))
+    put(f"image/{SYSTEM_PACKAGES}", system_packages(spec.environment, "prairielearn"))
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     build = (
         "#!/usr/bin/env bash\n# Build the grader image (the pins in requirements.txt were taken with Python "
@@ -103,8 +114,8 @@ def export_prairielearn(
     put("image/build.sh", build.encode(), executable=True)
     if (out / "image" / "python").exists():
         shutil.rmtree(out / "image" / "python")
-    for name, path in source_files():
-        put(f"image/python/{name}", path.read_bytes())
+    for name, content in source_files():
+        put(f"image/python/{name}", content)
 
     # The question.
     name = function or spec.function

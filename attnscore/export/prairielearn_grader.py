@@ -36,6 +36,7 @@ from typing import Any
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.grader_paths import without_grader_path
+from attnscore.grade.environment import environment_problem
 from attnscore.grade.grading import grade_many
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.report.results import SubmissionResult
@@ -77,7 +78,7 @@ def grade_job(root: Path) -> dict[str, Any]:
         reason = without_grader_path(str(exc), root / "student")
         return prairielearn_ungradable(f"Your submission could not be graded: {reason}")
     limits = Limits(call_timeout_s=spec.timeout_s)
-    problem = preflight(limits)
+    problem = preflight(limits) or environment_problem(spec, limits)
     if problem is not None:
         return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
     (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits, cache_cases=True)

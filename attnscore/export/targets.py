@@ -6,7 +6,7 @@ Python 3.10 on Ubuntu 22.04, 3.12 on Ubuntu 24.04 (glibc 2.35 and 2.39). A bundl
 ``requirements.txt`` must therefore be pinned for that Python, not for the exporting machine's:
 each target's pins live in this package (``gradescope_pins/<image>.txt``, the whole closure of
 attnscore's dependencies, torch's CPU build from :data:`attnscore.export.bundle.TORCH_CPU_INDEX`)
-and ``tests/test_export_gradescope_targets.py`` asks pip, online, whether every pin has a wheel
+and ``tests/export/test_gradescope_targets.py`` asks pip, online, whether every pin has a wheel
 for the target and whether they resolve to exactly themselves.
 
 A maintainer refreshes a target's pins (online) with

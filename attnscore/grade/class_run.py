@@ -34,6 +34,7 @@ from rich.console import Console
 
 from attnscore.atomic import write_atomic
 from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
+from attnscore.report.redact import for_students
 from attnscore.report.results import SubmissionResult
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
 from attnscore.report.text import submission_text
@@ -131,7 +132,8 @@ def _attnscore_version() -> str:
 
 
 def feedback_text(result: SubmissionResult) -> str:
-    """The student's feedback file: the text report of ``result`` (no colour, lines unwrapped)."""
+    """The student's feedback file: the text report of ``result`` as students may see it (no colour,
+    lines unwrapped; hidden cases named "hidden case N", :func:`attnscore.report.redact.for_students`)."""
     console = Console(  # force_jupyter=False: only recorded, never displayed in a notebook kernel
         file=io.StringIO(),
         record=True,
@@ -141,7 +143,7 @@ def feedback_text(result: SubmissionResult) -> str:
         soft_wrap=True,
         force_jupyter=False,
     )
-    console.print(submission_text(result))
+    console.print(submission_text(for_students(result)))
     return console.export_text()
 
 

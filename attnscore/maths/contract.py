@@ -15,6 +15,7 @@ import numpy as np
 
 from attnscore.boundary.calls import OMITTED
 from attnscore.maths.bounds import Bound
+from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -149,6 +150,10 @@ class Contract:
         omittable: mask parameters a spec marks ``optional``: the implementation takes them with a
             default (``mask=None``), so calls sometimes leave them out and sometimes pass None;
             either means every key is kept (:meth:`absent_value`).
+        key_view_fn: ``args -> KeyView`` for contracts whose output is softmax weights over keys or
+            made from them (weights, attention and its variants): which keys each output row keeps
+            and which hold non-finite values (:mod:`attnscore.maths.key_view`), in the output's own
+            row layout; None for the score functions. The convention corners are read off it.
     """
 
     name: str
@@ -279,6 +284,18 @@ class Contract:
         if name in self.bool_parameters:
             return np.ones(shape, dtype=np.bool_)
         return np.zeros(shape, dtype=np.float64)
+    key_view_fn: Callable[[Args], KeyView] | None = None
+
+    def key_view(self, args: Args) -> KeyView | None:
+        """Which keys each output row of a call with ``args`` keeps (:attr:`key_view_fn`), or None
+        for a contract without softmax weights. An optional mask left out (:data:`OMITTED`) or
+        passed as None keeps every key (:meth:`absent_value`)."""
+        if self.key_view_fn is None:
+            return None
+        absent = [n for n in self.omittable if n not in args or args[n] is None or args[n] is OMITTED]
+        if absent:
+            args = {**args, **{n: self.absent_value(n, args) for n in absent}}
+        return self.key_view_fn(args)
 
     def integers(self, pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], Args]:
         """``(sizes, integer arrays)`` for drawn legend ``sizes`` (:attr:`integer_fn`); ``(sizes, {})``

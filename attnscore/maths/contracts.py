@@ -29,6 +29,7 @@ from attnscore.maths.error_scales import (
     weights_low_terms,
 )
 from attnscore.maths.flash_contract import flash_attention_2_contract
+from attnscore.maths.key_view import KeyView, key_view, weights_key_view
 from attnscore.maths.sequence_contracts import flash_attn_contract
 from attnscore.maths.variant_contracts import MASK, kernel_attention_contract, sdpa_contract
 from attnscore.maths.varlen_contracts import flash_attn_varlen_contract, key_padding_contract
@@ -112,7 +113,18 @@ def _causal(alignment: str) -> Contract:
         error_fn=lambda a: attention_error(with_mask(a)),
         low_error_fn=lambda a, dtype, factor: attention_low_terms(with_mask(a), dtype, factor),
         bound_text="u·(error of scores and weights propagated through V)",
+        key_view_fn=lambda a: key_view(with_mask(a)),
     )
+
+
+def _kept(a: Args, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A bool mask argument, or every key kept where the call leaves it out."""
+    return np.asarray(a[name], dtype=bool) if a.get(name) is not None else np.ones(shape, dtype=bool)
+
+
+def _attention_view(a: Args) -> KeyView:
+    n_q, n_k = np.shape(a["Q"])[-2], np.shape(a["K"])[-2]
+    return key_view({"Q": a["Q"], "K": a["K"], "V": a["V"], "mask": _kept(a, "mask", (n_q, n_k))})
 
 
 CONTRACTS: dict[str, Contract] = {
@@ -219,6 +231,7 @@ CONTRACTS: dict[str, Contract] = {
             error_fn=lambda a: weights_error(a["S"], a["mask"]),
             low_error_fn=lambda a, dtype, factor: weights_low_terms(a["S"], a["mask"]),
             bound_text="n_k·u·(w·(1 + |s| + |max s|) + 1/n_k)",
+            key_view_fn=lambda a: weights_key_view(a["S"], _kept(a, "mask", np.shape(a["S"]))),
         ),
         Contract(
             name="attention",
@@ -236,6 +249,7 @@ CONTRACTS: dict[str, Contract] = {
             error_fn=attention_error,
             low_error_fn=attention_low_terms,
             bound_text="u·(error of scores and weights propagated through V)",
+            key_view_fn=_attention_view,
         ),
         _causal("top_left"),
         _causal("bottom_right"),

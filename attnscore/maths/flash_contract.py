@@ -22,6 +22,7 @@ from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.key_view import key_view
 
 if TYPE_CHECKING:
     import torch
@@ -161,6 +162,7 @@ def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]
         golden_fn=gold,
         error_fn=lambda a: attention_error(_as_attention(a, is_causal)),
         low_error_fn=lambda a, dtype, factor: attention_low_terms(_as_attention(a, is_causal), dtype, factor),
+        key_view_fn=lambda a: key_view(_as_attention(a, is_causal)),
         options=tuple(sorted(options.items())),
     )
 

@@ -37,6 +37,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.key_view import heads_after_rows, key_view
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -172,7 +173,14 @@ def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str
 
         return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
 
-    return dataclasses.replace(configured, reference=ref, golden_fn=gold, error_fn=error, low_error_fn=low_terms)
+    return dataclasses.replace(
+        configured,
+        reference=ref,
+        golden_fn=gold,
+        error_fn=error,
+        low_error_fn=low_terms,
+        key_view_fn=lambda a: key_view(as_attention(a), heads_after_rows),
+    )
 
 
 def flash_attn_contract() -> Contract:

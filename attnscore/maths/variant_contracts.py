@@ -24,6 +24,7 @@ import numpy as np
 from attnscore.maths import golden, golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.key_view import key_view
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ def _sdpa_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str,
         error_fn=error,
         low_error_fn=lambda a, dtype, factor: attention_low_terms(as_attention(a), dtype, factor),
         options=tuple(sorted(options.items())),
+        key_view_fn=lambda a: key_view(as_attention(a)),
     )
 
 
@@ -371,7 +373,18 @@ def _kernel_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         error_fn=lambda a: kernel_attention_error(a, fixed),
         low_error_fn=lambda a, dtype, factor: kernel_attention_low_terms(a, fixed, dtype, factor),
         options=tuple(sorted(options.items())),
+        key_view_fn=lambda a: key_view(_kernel_as_attention(a, is_causal)),
     )
+
+
+def _kernel_as_attention(a: Args, is_causal: bool) -> dict[str, np.ndarray]:
+    """Which keys a ``kernel_attention`` call keeps, as plain attention arguments: K and V grouped,
+    the causal rule aligned bottom-right (ALiBi and the cap change weights, never which keys take part)."""
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    K, V = _kv_grouped(Q, K), _kv_grouped(Q, V)
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = golden.causal_keep(n_q, n_k, "bottom_right") if is_causal else np.ones((n_q, n_k), dtype=bool)
+    return {"Q": Q, "K": K, "V": V, "mask": keep}
 
 
 def kernel_attention_contract() -> Contract:

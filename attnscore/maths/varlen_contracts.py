@@ -44,6 +44,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.key_view import key_view, packed_rows
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.sequence_contracts import flash_configured, flash_keep
 from attnscore.maths.tolerance import ErrorTerms
@@ -258,7 +259,14 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
 
         return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
 
-    return dataclasses.replace(configured, reference=ref, golden_fn=gold, error_fn=error, low_error_fn=low_terms)
+    return dataclasses.replace(
+        configured,
+        reference=ref,
+        golden_fn=gold,
+        error_fn=error,
+        low_error_fn=low_terms,
+        key_view_fn=lambda a: key_view(as_attention(a), packed_rows),
+    )
 
 
 def flash_attn_varlen_contract() -> Contract:
@@ -360,6 +368,7 @@ def _padding_configure(base: Contract, options: Mapping[str, Any], kept: tuple[s
         error_fn=lambda a: attention_error(as_attention(a)),
         low_error_fn=lambda a, dtype, factor: attention_low_terms(as_attention(a), dtype, factor),
         options=tuple(sorted(options.items())),
+        key_view_fn=lambda a: key_view(as_attention(a)),
     )
 
 

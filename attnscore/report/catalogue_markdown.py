@@ -1,7 +1,7 @@
 """The catalogues as Markdown tables: bundled specs, registered properties, known mistakes.
 
 ``attnscore specs --markdown`` prints them; ``docs/catalogue.md`` holds the same tables and a test
-(``tests/test_catalogue_markdown.py``) fails when they differ, so the documentation cannot drift
+(``tests/report/test_catalogue_markdown.py``) fails when they differ, so the documentation cannot drift
 from the code. A ``|`` inside a cell (``|q|·|k|``) is written ``\\|``, as GitHub-flavoured Markdown
 needs, so every row keeps its columns.
 """

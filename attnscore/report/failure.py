@@ -157,6 +157,9 @@ class Failure:
         beside: on a second cause, the corner of the first failure that was set aside to find it.
         property_held: a property case whose values differ from the reference while the property's
             own check holds on the same output (the header then says so: the property is not the cause).
+        corner_found: with ``corner``, what the output came out as there (``"NaN"``, ``"inf"``,
+            ``"NaN and inf"``, ``"other values"``), for the corner's sentence.
+        advice: the case only advises: the spec does not ask about its corner (no points).
     """
 
     verdict: Verdict
@@ -191,6 +194,8 @@ class Failure:
     beside: str = field(default="", metadata=ADDED)
     property_held: bool = field(default=False, metadata=ADDED)
     by_name: tuple[str, ...] = field(default=(), metadata=ADDED)
+    corner_found: str = field(default="", metadata=ADDED)
+    advice: bool = field(default=False, metadata=ADDED)
 
     @property
     def size(self) -> int:

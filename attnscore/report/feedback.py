@@ -46,6 +46,7 @@ __all__ = [
     "cause_key",
     "convention_text",
     "second_cause_text",
+    "at",
 ]
 
 
@@ -230,6 +231,16 @@ def _where(failure: Failure) -> str:
     )
 
 
+def at(location: str) -> str:
+    """`` (score_matrix.yaml:35)`` after a case's name, or "" for a case shown without its spec line
+    (a hidden case as students see it, :func:`attnscore.report.redact.for_students`).
+
+    >>> at("score_matrix.yaml:35"), at("")
+    (' (score_matrix.yaml:35)', '')
+    """
+    return f" ({location})" if location else ""
+
+
 def failure_text(failure: Failure) -> str:
     """The full feedback for one failing case, as lines of text.
 
@@ -250,18 +261,23 @@ def failure_text(failure: Failure) -> str:
     if failure.kind == "property":
         if failure.property_held:  # the values are the cause, not the property: say so first
             lines.append(
-                f"Wrong values on an input drawn for the property: {failure.statement} ({failure.location}) "
+                f"Wrong values on an input drawn for the property: {failure.statement}{at(failure.location)} "
                 "(the property itself holds on this output; the values differ from the reference)"
             )
         else:
-            lines.append(f"Property: {failure.statement} ({failure.location})")
+            lines.append(f"Property: {failure.statement}{at(failure.location)}")
         lines.append(
             f"Failed on a hidden generated input {failure.example} of {failure.examples}."
             if hidden
             else f"Counterexample: {_where(failure)}."
         )
     else:
-        lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title} ({failure.location})")
+        lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title}{at(failure.location)}")
+    if failure.advice:
+        lines.append(
+            "Advice only (no points): this spec does not ask about this convention; the case says what your code "
+            "does there."
+        )
     if failure.layout_text:
         lines.append(f"Layout: {failure.layout_text}.")
     reason = _reason(failure)
@@ -272,7 +288,7 @@ def failure_text(failure: Failure) -> str:
     if failure.diagnosis is not None:
         lines.append(f"Known mistake ({failure.diagnosis['id']}): {failure.diagnosis['message']}")
     if failure.corner:
-        lines.append(convention_text(failure.corner))
+        lines.append(convention_text(failure.corner, failure.corner_found, advice=failure.advice))
     if failure.explanation:
         lines.append(f"Why: {' '.join(failure.explanation.split())}")
     if failure.args is not None:
@@ -282,22 +298,29 @@ def failure_text(failure: Failure) -> str:
     return "\n".join(lines)
 
 
-def convention_text(corner: str) -> str:
-    """The line that says a failure lies in a convention corner, and how to set the corner aside.
+def convention_text(corner: str, found: str = "", advice: bool = False) -> str:
+    """The line that says a failure lies in a convention corner, what the output came out as there
+    (``found``, e.g. ``"NaN"``; :attr:`Failure.corner_found`), what the spec states, and how a
+    course or an engineer says that another convention is deliberate (not on an ``advice`` case:
+    its spec already says the corner is not asked about).
 
-    >>> print(convention_text("fully_masked_row"))  # doctest: +NORMALIZE_WHITESPACE
-    Convention (fully_masked_row): out is wrong in rows whose every key is masked (no key to attend
-    to), where this spec states weights 0, so the output row is 0; if another convention there is
-    deliberate, set the corner aside (spec: conventions: {fully_masked_row: any}; attnscore test
-    --allow fully_masked_row; pytest xfail file: allow:fully_masked_row)
+    >>> print(convention_text("fully_masked_row", "NaN"))  # doctest: +NORMALIZE_WHITESPACE
+    Convention (fully_masked_row): your rows with every key masked come out NaN; this spec states
+    weights 0, so the output row is 0. Only the cases that test this convention count it; if another
+    convention there is deliberate, say so (spec: conventions: {fully_masked_row: not_asked} or
+    {fully_masked_row: any}; attnscore test --allow fully_masked_row; pytest xfail file:
+    allow:fully_masked_row)
     """
     from attnscore.catalogue.conventions import get_corner
 
     c = get_corner(corner)
+    came = f"{c.rows} come out {found}" if found and found != "other values" else f"out is wrong in {c.summary}"
+    if advice:
+        return f"Convention ({corner}): {came}; the spec's own convention is: {c.stated}."
     return (
-        f"Convention ({corner}): out is wrong in {c.summary}, where this spec states {c.stated}; if another "
-        f"convention there is deliberate, set the corner aside (spec: conventions: {{{corner}: any}}; "
-        f"attnscore test --allow {corner}; pytest xfail file: allow:{corner})"
+        f"Convention ({corner}): {came}; this spec states {c.stated}. Only the cases that test this convention "
+        f"count it; if another convention there is deliberate, say so (spec: conventions: {{{corner}: not_asked}} "
+        f"or {{{corner}: any}}; attnscore test --allow {corner}; pytest xfail file: allow:{corner})"
     )
 
 

@@ -3,8 +3,11 @@
 Format (Gradescope's autograder specification): top-level ``score`` (it overrides the sum of the
 tests' scores), ``execution_time``, ``output``, ``output_format``, ``visibility``,
 ``stdout_visibility`` and ``tests[]`` with ``name``, ``number``, ``score``, ``max_score``,
-``status`` (passed|failed), ``output``, ``tags`` and ``visibility``. Hidden cases' messages never
-hold their inputs, expected values or the submission's own text, whatever their visibility.
+``status`` (passed|failed), ``output``, ``tags`` and ``visibility``. These are students' results:
+the hidden cases are named "hidden case N" with their verdict and points
+(:func:`attnscore.report.redact.for_students`), never by id, title or spec line, and their
+messages never hold their inputs, expected values or the submission's own text, whatever their
+visibility.
 
 How hidden cases are shown, and so whether a student sees their total, is ``hidden_cases``
 (:data:`HIDDEN_CASES`). Gradescope's visibility values are ``visible`` (always shown, its
@@ -27,7 +30,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from attnscore.report.feedback import cause_groups, failure_text, second_cause_text, summary_line
+from attnscore.report.feedback import at, cause_groups, failure_text, second_cause_text, summary_line
+from attnscore.report.redact import for_students
 from attnscore.report.results import CaseResult, SubmissionResult, points_out
 
 __all__ = ["DEFAULT_HIDDEN_CASES", "HIDDEN_CASES", "gradescope_results"]
@@ -57,6 +61,7 @@ def gradescope_results(result: SubmissionResult, hidden_cases: str = DEFAULT_HID
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ValueError(f"expected hidden_cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
+    result = for_students(result)
     hidden = [c for c in result.cases if c.visibility == "hidden"]
     shown = [c for c in result.cases if c.visibility != "hidden"] if hidden_cases == "summary" else list(result.cases)
     same = _pointers(shown)
@@ -108,7 +113,7 @@ def _pointers(cases: list[CaseResult]) -> dict[str, str]:
             if other.beside:  # a second cause: shown in its own case's test, under the first
                 continue
             same[other.case_id] = (
-                f"{summary_line(other)} ({other.location})\n"
+                f"{summary_line(other)}{at(other.location)}\n"
                 f"Same cause as {group.lead.case_id} ({group.cause}): see that test."
             )
     return same
@@ -122,7 +127,7 @@ def _test(number: int, case: CaseResult, same: dict[str, str], hidden_cases: str
             text += "".join(f"\n{second_cause_text(o)}" for o in case.failure.other_causes)
     hidden = case.visibility == "hidden"
     return {
-        "name": f"{case.id}: {case.title}",
+        "name": case.label,
         "number": str(number),
         "score": points_out(case.points),
         "max_score": points_out(case.max_points),

@@ -4,8 +4,10 @@ Format (PrairieLearn's external grading documentation): ``gradable`` (false, wit
 ``format_errors``, when the submission could not be graded at all: not counted against the
 student), ``score`` as a fraction 0..1, ``message``, ``output``, and ``tests[]`` with ``name``,
 ``description``, ``points``, ``max_points``, ``message`` and ``output``. The file is capped at
-1 MB by PrairieLearn; :func:`prairielearn_json` shortens per-test text to stay under it. Hidden
-cases are listed with their points; their messages never hold expected values.
+1 MB by PrairieLearn; :func:`prairielearn_json` shortens per-test text to stay under it. These are
+students' results: a hidden case is listed as "hidden case N" with its verdict and points
+(:func:`attnscore.report.redact.for_students`), never by id, title or spec line, and its message
+never holds inputs or expected values.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from attnscore.report.redact import for_students
 from attnscore.report.results import SubmissionResult, points_out
 
 __all__ = ["prairielearn_results", "prairielearn_ungradable", "prairielearn_json", "MAX_RESULTS_BYTES"]
@@ -22,13 +25,17 @@ MAX_RESULTS_BYTES = 1_000_000
 
 
 def prairielearn_results(result: SubmissionResult) -> dict[str, Any]:
-    """The PrairieLearn results object for ``result`` (``score``: exact points ratio as a float)."""
+    """The PrairieLearn results object for ``result`` (``score``: exact points ratio as a float).
+
+    A test is named by its case id (``example anti_aligned``, ``property deterministic``; a hidden
+    case ``hidden case N``) and described by its title ("" for a hidden case).
+    """
+    result = for_students(result)
     tests = []
     for case in result.cases:
         tests.append(
             {
-                "name": f"{case.kind} {case.id.split(':', 1)[1]}"
-                + (" (hidden)" if case.visibility == "hidden" else ""),
+                "name": case.id.replace(":", " ", 1),
                 "description": case.title,
                 "points": points_out(case.points),
                 "max_points": points_out(case.max_points),

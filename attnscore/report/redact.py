@@ -14,17 +14,36 @@ the submission wrote (exception messages, its own exception classes, what it ret
 keeps: what the case checks, the verdict, a builtin exception's type name, the grader's own words
 (time limits, a crash), a failure said before any hidden input ran (``disclosed``, a load
 failure), the diagnosed mistake and the convention corner.
+
+Students see less still (:func:`for_students`, called first by every student-facing reporter:
+Gradescope, PrairieLearn, a class run's feedback files): a hidden case is "hidden case N" (N counts
+the hidden cases in spec order) with its verdict and points, never its id, title, statement or
+spec line, which often say what the case tests. The instructor's own reports (text, JSON, the
+class page and spreadsheet) keep the names.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+from typing import TYPE_CHECKING
 
 from attnscore.boundary.verdict import Verdict
 from attnscore.report.failure import Failure, Mismatch, Withheld
 
-__all__ = ["redact", "withhold", "BUILTIN_EXCEPTIONS", "HIDDEN_NOTE", "WITHHELD_CHECK"]
+if TYPE_CHECKING:  # results.py imports this module: the names are for the annotations only
+    from attnscore.report.results import SubmissionResult
+
+__all__ = [
+    "redact",
+    "withhold",
+    "anonymise",
+    "for_students",
+    "hidden_case_label",
+    "BUILTIN_EXCEPTIONS",
+    "HIDDEN_NOTE",
+    "WITHHELD_CHECK",
+]
 
 BUILTIN_EXCEPTIONS = frozenset(
     name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
@@ -103,3 +122,54 @@ def redact(failure: Failure) -> Failure:
         shrunk_from=None,
         other_causes=others,
     )
+
+
+def hidden_case_label(number: int) -> str:
+    """What students call the ``number``-th hidden case of a spec (1-based, in spec order).
+
+    >>> hidden_case_label(2)
+    'hidden case 2'
+    """
+    return f"hidden case {number}"
+
+
+def anonymise(failure: Failure, label: str) -> Failure:
+    """A hidden case's failure as a student sees it: :func:`redact`-ed, and named by ``label`` alone.
+
+    Its id, title and statement become ``label`` and its spec line is dropped (renderers leave out
+    an empty location), its second causes likewise. A visible case's failure is only redacted.
+    Anonymising twice with the same label gives the same failure.
+    """
+    shown = redact(failure)
+    if not shown.hidden:
+        return shown
+    return dataclasses.replace(
+        shown,
+        case_id=label,
+        title=label,
+        statement=label,
+        location="",
+        other_causes=tuple(anonymise(o, label) for o in shown.other_causes),
+    )
+
+
+def for_students(result: SubmissionResult) -> SubmissionResult:
+    """``result`` as students may see it: each hidden case named "hidden case N" (N counting the
+    hidden cases in spec order, so a spec's hidden cases keep their numbers from one submission to
+    the next), with its verdict and points; no id, title, statement or spec line of it is left, in
+    the case or in its failure (:func:`anonymise`). Visible cases are left as they are. Applying it
+    twice changes nothing.
+
+    Every student-facing reporter calls it first (Gradescope, PrairieLearn, a class run's feedback
+    files); the instructor's reports (text, JSON, class page) do not.
+    """
+    cases = []
+    number = 0
+    for case in result.cases:
+        if case.visibility == "hidden":
+            number += 1
+            label = hidden_case_label(number)
+            failure = None if case.failure is None else anonymise(case.failure, label)
+            case = dataclasses.replace(case, id=label, title="", location="", failure=failure)
+        cases.append(case)
+    return dataclasses.replace(result, cases=tuple(cases))

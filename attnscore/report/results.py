@@ -53,6 +53,12 @@ class CaseResult:
         return self.verdict is Verdict.PASSED
 
     @property
+    def label(self) -> str:
+        """The case as a list of tests names it: ``"id: title"``, or the id alone for a case without
+        a title (a hidden case as students see it, ``"hidden case 2"``)."""
+        return f"{self.id}: {self.title}" if self.title else self.id
+
+    @property
     def message(self) -> str:
         """The case's full feedback text, rendered from :attr:`failure` ("" when passed)."""
         return failure_text(self.failure) if self.failure is not None else ""

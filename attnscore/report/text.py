@@ -68,7 +68,10 @@ def submission_text(result: SubmissionResult) -> Group:
             parts.append(Text(f"Same cause ({group.cause}) in {more}:", style="bold"))
             for other in group.others:
                 parts.append(
-                    Text(f"  {other.case_id} ({other.verdict.label}, {other.location}): {summary_line(other)}")
+                    Text(
+                        f"  {other.case_id} ({', '.join(filter(None, (other.verdict.label, other.location)))}): "
+                        f"{summary_line(other)}"
+                    )
                 )
     parts.append(Text(f"\nScore: {_score(result)}  ({result.duration_s:.1f} s)", style="bold"))
     return Group(*parts)

@@ -190,11 +190,17 @@ class OwnTime:
         self.delay0 = 0.0 if fresh else self._delay()
         self.cpu0 = 0.0 if fresh else self._cpu()
         self.discount = 0.0  # run-queue wait discounted so far
+        self.allowance = 0.0  # own seconds added to the limit (torch.compile's compilations: :meth:`allow`)
+
+    def allow(self, seconds: float) -> None:
+        """Let the wait run ``seconds`` longer than its limit (replacing any earlier allowance):
+        the time the worker spends compiling with ``torch.compile``, which its caller bounds."""
+        self.allowance = max(0.0, seconds)
 
     @property
     def deadline(self) -> float:
         """When the wait ends unless the worker was kept waiting for a CPU (monotonic seconds)."""
-        return self.began + self.limit_s + self.discount
+        return self.began + self.limit_s + self.allowance + self.discount
 
     def spent(self) -> float:
         """Own seconds so far: wall time less the run-queue wait that was discounted."""
@@ -204,7 +210,7 @@ class OwnTime:
         """At the deadline: a later deadline when the worker was kept waiting for a CPU by other
         work, else the deadline as it is (the wait has timed out)."""
         now = time.monotonic()
-        last = self.began + self.stretch * self.limit_s
+        last = self.began + self.stretch * self.limit_s + self.allowance
         if now >= last or self.delay0 is None:
             return self.deadline
         delay = self._delay()

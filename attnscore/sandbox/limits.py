@@ -25,6 +25,13 @@ class Limits:
             budget for all the starts of one submission (restarts after a timeout or crash).
         total_timeout_s: own time of the whole submission (its imports and calls; the grader's
             own work between calls does not count); calls after it is spent time out.
+        compile_s: own time the submission's ``torch.compile`` compilations may take in all, over
+            and above each call's ``call_timeout_s`` (and the setup time of the import): a cold
+            compilation takes seconds, which must not time out a correct call. The worker says
+            when each compilation starts and ends (Dynamo's callbacks); the time in between is
+            taken from this allowance, and a call that runs out of it while compiling times out
+            saying so. Compilation time still counts towards ``total_timeout_s``, and the
+            worker's ``cpu_s`` is raised by this much.
         memory_bytes: address-space limit of the worker (RLIMIT_AS).
         cpu_s: CPU seconds for one worker process (RLIMIT_CPU).
         processes: processes and threads of the worker's user (RLIMIT_NPROC; enforced when the
@@ -57,6 +64,7 @@ class Limits:
     call_timeout_s: float = 5.0
     load_timeout_s: float = 30.0
     total_timeout_s: float = 300.0
+    compile_s: float = 120.0
     memory_bytes: int = 4 * 1024**3
     cpu_s: int = 120
     processes: int = 256

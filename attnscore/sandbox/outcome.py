@@ -18,6 +18,7 @@ from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
+from attnscore.sandbox.checks import compile_problem
 from attnscore.sandbox.runtime import through_mirrors, unreadable_by
 from attnscore.sandbox.worker_process import Ended, Heard, Malformed, TimedOut
 
@@ -29,6 +30,8 @@ __all__ = [
     "LOAD_VERDICTS",
     "WORKER_VERDICTS",
     "call_outcome",
+    "compile_timeout_text",
+    "compile_unavailable_text",
     "environment_fault",
     "inspection",
     "load_failure",
@@ -52,6 +55,8 @@ def load_failure(hello: Heard, importing: bool, runner: SandboxRunner, worker: W
     """Why the submission could not be loaded, from the worker's last word ``hello`` (anything
     but ``Ready`` after ``Importing``); ``importing``: whether the worker said it was importing."""
     limits = runner.limits
+    if isinstance(hello, TimedOut) and runner.compiling_at_timeout:
+        return CallFailure(Verdict.TIMEOUT, compile_timeout_text(limits.compile_s), "submission")
     if isinstance(hello, TimedOut):
         return CallFailure(
             Verdict.TIMEOUT,
@@ -83,6 +88,8 @@ def call_outcome(
     """The outcome of the runner's current call (``runner.calls``) from the worker's ``reply``, and
     the worker's inspection report of a result (validated, else None)."""
     limits = runner.limits
+    if isinstance(reply, TimedOut) and runner.compiling_at_timeout:
+        return CallFailure(Verdict.TIMEOUT, compile_timeout_text(limits.compile_s)), None
     if isinstance(reply, TimedOut):
         why = f"the call took longer than {limits.call_timeout_s:g} s (an infinite loop, or far too slow)"
         return CallFailure(Verdict.TIMEOUT, why), None
@@ -107,11 +114,33 @@ def call_outcome(
     return CallFailure(Verdict.CRASHED, "the process running your code sent an unexpected message"), None
 
 
+def compile_unavailable_text(problem: str) -> str:
+    """The grader error of a call whose ``torch.compile`` could not compile on this machine
+    (``problem``: :func:`attnscore.sandbox.checks.compile_problem`'s sentence)."""
+    return (
+        f"torch.compile is not available on this grader: {problem}. This is a limit of the grading machine, "
+        "not a mistake in your code: please tell your instructor"
+    )
+
+
+def compile_timeout_text(allowance_s: float) -> str:
+    """Why a wait timed out while ``torch.compile`` was compiling: the compile allowance ran out."""
+    return (
+        f"torch.compile was still compiling when your submission's compile allowance of {allowance_s:g} s "
+        "(for all its compilations together, on top of each call's time limit) ran out: compile fewer "
+        "functions, or fewer shapes (dynamic=True), or do without torch.compile"
+    )
+
+
 def reported_failure(message: wire.LoadError | wire.CallFailed, scope: str, runner: SandboxRunner) -> CallFailure:
     """A failure the worker reported (its verdict one it may report), as a verdict; the machine's
     faults (:func:`environment_fault`) become grader errors."""
     text = clean_text(message.message, 2000)
     verdict = message.verdict or Verdict.CRASHED  # a verdict-less message is never taken this far
+    if verdict is Verdict.EXCEPTION and message.compiler:
+        problem = compile_problem(runner.limits)
+        if problem is not None:
+            return CallFailure(Verdict.GRADER_ERROR, compile_unavailable_text(problem), scope)
     if verdict is Verdict.EXCEPTION:
         fault = environment_fault(runner, message)
         if fault is not None:

@@ -23,7 +23,17 @@ from attnscore.sandbox.removal import remove_tree, run_prefix
 from attnscore.sandbox.runtime import WorkerRuntime, worker_runtime
 from attnscore.sandbox.template import TemplateError, WorkerTemplate
 
-__all__ = ["BOOTSTRAP", "limit_child", "rlimits", "runtime_for", "scrubbed_env", "template_for", "warm_template"]
+__all__ = [
+    "BOOTSTRAP",
+    "WORKER_PATH",
+    "cpu_seconds",
+    "limit_child",
+    "rlimits",
+    "runtime_for",
+    "scrubbed_env",
+    "template_for",
+    "warm_template",
+]
 
 BOOTSTRAP = "; ".join(
     (
@@ -36,6 +46,10 @@ BOOTSTRAP = "; ".join(
 )
 
 
+WORKER_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""The worker's ``PATH``: where ``torch.compile`` finds its C++ compiler (``g++``)."""
+
+
 def rlimits(plan: SandboxPlan) -> list[tuple[int, int, int]]:
     """``(resource, soft, hard)`` for every limit a worker gets (both paths); a GPU worker gets no
     address-space limit (:attr:`SandboxPlan.address_limit`)."""
@@ -43,12 +57,17 @@ def rlimits(plan: SandboxPlan) -> list[tuple[int, int, int]]:
     memory = [(resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes)]
     return [
         *(memory if plan.address_limit else []),
-        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 5),
+        (resource.RLIMIT_CPU, cpu_seconds(limits), cpu_seconds(limits) + 5),
         (resource.RLIMIT_NPROC, limits.processes, limits.processes),
         (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
         (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+
+
+def cpu_seconds(limits: Limits) -> int:
+    """A worker's CPU seconds: ``cpu_s`` and the compile allowance (``compile_s``)."""
+    return int(limits.cpu_s + max(0.0, limits.compile_s) + 0.999)
 
 
 def limit_child(
@@ -74,10 +93,21 @@ def limit_child(
 
 
 def scrubbed_env(home: str, device: str | None = None) -> dict[str, str]:
-    """The worker's whole environment; with ``device``, the GPU it may see (:func:`gpu.worker_env`)."""
+    """The worker's whole environment; with ``device``, the GPU it may see (:func:`gpu.worker_env`).
+
+    ``home`` is the worker's private working folder (removed with the worker): its home, its
+    temporary folder and the caches of ``torch.compile`` (Inductor's and Triton's), so nothing
+    compiled for one submission is where another can find it. Inductor compiles in the worker's
+    own process (one compile thread: no pool of subprocesses outside the worker's limits), and
+    takes the vector instructions the CPU reports as usable (``TORCHINDUCTOR_VEC_ISA_OK``): its
+    own check would start the interpreter again, which the worker's user may not be able to
+    execute (an interpreter under root's 0700 home is read through a mirror). It precompiles no
+    headers (``TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS``): torch's preprocessed headers alone
+    are larger than a worker's file and disk limits."""
+    cache = os.path.join(home, ".cache")
     return {
         **(gpu.worker_env(device) if device is not None else {}),
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": WORKER_PATH,
         "HOME": home,
         "TMPDIR": home,
         "LANG": "C.UTF-8",
@@ -86,6 +116,12 @@ def scrubbed_env(home: str, device: str | None = None) -> dict[str, str]:
         "OPENBLAS_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
+        "XDG_CACHE_HOME": cache,
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "torchinductor"),
+        "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "TORCHINDUCTOR_VEC_ISA_OK": "1",
+        "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0",
     }
 
 

@@ -38,7 +38,7 @@ from attnscore.sandbox.processes import runtime_for, template_for
 from attnscore.sandbox.removal import remove_tree, run_prefix, tree_usage
 from attnscore.sandbox.runtime import WorkerRuntime
 from attnscore.sandbox.template import TemplateError
-from attnscore.sandbox.worker_process import ENDED, Heard, WorkerProcess
+from attnscore.sandbox.worker_process import ENDED, TIMED_OUT, Heard, WorkerProcess
 from attnscore.submission.files import Submission
 
 if TYPE_CHECKING:
@@ -162,6 +162,8 @@ class SandboxRunner:
         self.starts = 0
         self.setup_spent = 0.0
         self.spent = 0.0  # the submission's own time in imports and calls (the total limit's clock)
+        self.compile_spent = 0.0  # own time in torch.compile's compilations, taken from limits.compile_s
+        self.compiling_at_timeout = False  # the last wait timed out during a compilation
 
     def __enter__(self) -> SandboxRunner:
         return self
@@ -265,7 +267,7 @@ class SandboxRunner:
         # From "importing" on the submission runs in the worker and may write replies itself.
         importing = isinstance(hello, wire.Importing)
         if importing:
-            hello = worker.receive(clock)
+            hello = self._receive(worker, clock, None)
         self.setup_spent += clock.spent()
         self.spent += clock.spent()
         if importing and isinstance(hello, wire.Ready):
@@ -274,6 +276,39 @@ class SandboxRunner:
         self._kill_worker()
         self.load_failure = failure
         return failure
+
+    def _receive(self, worker: WorkerProcess, clock: OwnTime, call_id: int | None) -> Heard:
+        """The worker's next reply for call ``call_id`` (None: the import) other than a
+        :class:`~attnscore.boundary.wire.Compiling` notice: while the worker says it compiles (with
+        ``torch.compile``), ``clock`` runs on the compile allowance left (``limits.compile_s``
+        less :attr:`compile_spent`), and the own time each compilation took is added to the
+        call's limit and taken from the allowance. A notice for another call is ignored."""
+        began: float | None = None  # own time into this wait when the compilation under way began
+        granted = 0.0  # compile time of this wait's finished compilations
+        self.compiling_at_timeout = False
+        while True:
+            reply = worker.receive(clock)
+            if not isinstance(reply, wire.Compiling):
+                break
+            if reply.id != call_id:
+                continue
+            if reply.started and began is None:
+                began = clock.spent()
+                clock.allow(granted + self._compile_left())
+            elif not reply.started and began is not None:
+                used = min(clock.spent() - began, self._compile_left())
+                self.compile_spent += used
+                granted += used
+                began = None
+                clock.allow(granted)
+        if began is not None:  # still compiling when the reply (or the timeout) came
+            self.compile_spent += min(clock.spent() - began, self._compile_left())
+            self.compiling_at_timeout = reply is TIMED_OUT
+        return reply
+
+    def _compile_left(self) -> float:
+        """Own seconds left of the submission's compile allowance (``limits.compile_s``)."""
+        return max(0.0, self.limits.compile_s - self.compile_spent)
 
     def _disk_failure(self) -> CallFailure | None:
         """The working folder holds more than ``disk_bytes`` (where no tmpfs bounds it, the worker
@@ -375,7 +410,7 @@ class SandboxRunner:
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):
             clock = OwnTime(worker.proc.pid, self.limits.call_timeout_s, self._own_uid(), readings=worker.readings)
-            reply = worker.receive(clock)
+            reply = self._receive(worker, clock, self.calls)
             self.spent += clock.spent()
         outcome, reported = call_outcome(reply, self, worker)
         floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]

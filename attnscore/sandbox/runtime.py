@@ -12,7 +12,9 @@ So the worker gets a *readable view* of its module search path: every ``sys.path
 interpreter that the worker uid cannot read is mirrored, file by file, as hard links (a copy when
 the temporary folder is on another filesystem) into a private temporary folder whose directories
 that uid may enter; the worker then searches the mirror instead of the original. Nothing outside
-that temporary folder changes: no permission of the installation is touched. The mirror is built
+that temporary folder changes: no permission of the installation is touched. The interpreter's C
+header folders (``sysconfig``'s ``include``, which ``torch.compile``'s C++ backend compiles against)
+are mirrored the same way, and the worker's ``sysconfig`` then names the copy. The mirror is built
 once per interpreter and kept for the next runs (``attnscore-mirror-*``, root's own and writable by
 nobody else, validated in O(1) per run and rebuilt when the installation changed or the folder was
 tampered with; see the comment above :func:`mirror_key`). Files the
@@ -36,12 +38,15 @@ import time
 from dataclasses import dataclass
 
 from attnscore.sandbox.removal import remove_tree, run_prefix
+from attnscore.sandbox.uids import held_uid
 
 __all__ = [
     "WorkerRuntime",
+    "mirror_sources",
     "through_mirrors",
     "worker_runtime",
     "unreadable_by",
+    "unreadable_by_workers",
     "mirror_key",
     "valid_mirrors",
 ]
@@ -60,55 +65,107 @@ class WorkerRuntime:
         path: that interpreter's ``sys.path`` under ``-I`` (what the worker would search); only
             looked up when the worker drops privileges.
         mirrors: ``(original, readable copy)`` pairs: the worker replaces each original prefix of
-            its module paths with the copy. Empty when the worker can read everything.
+            its module paths (and of its C headers' folders) with the copy. Empty when the worker
+            can read everything.
         problems: why some of the path could not be made readable (empty when all is well).
+        headers: the interpreter's C header folders (``sysconfig``'s ``include`` and
+            ``platinclude``, those that exist): what ``torch.compile``'s C++ backend (Inductor)
+            compiles against, mirrored like the path when the worker cannot read them.
     """
 
     executable: str
     path: tuple[str, ...]
     mirrors: tuple[tuple[str, str], ...] = ()
     problems: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
 
 
-def _interpreter_path(executable: str) -> tuple[str, ...]:
-    """``sys.path`` of ``executable -I`` (run once per interpreter), existing entries only."""
+_FACTS = (
+    "import json, sys, sysconfig; "
+    "print(json.dumps([sys.path, [sysconfig.get_path(n) for n in ('include', 'platinclude')]]))"
+)
+
+
+def _interpreter_facts(executable: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(sys.path, C header folders)`` of ``executable -I`` (run once per interpreter), existing
+    entries only; the header folders are ``sysconfig``'s ``include`` and ``platinclude``."""
     done = subprocess.run(
-        [executable, "-I", "-c", "import sys, json; print(json.dumps(sys.path))"],
+        [executable, "-I", "-c", _FACTS],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
         check=True,
     )
-    entries = json.loads(done.stdout.strip().splitlines()[-1])
-    return tuple(p for p in entries if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p))
+    entries, headers = json.loads(done.stdout.strip().splitlines()[-1])
+
+    def existing(paths: list[object]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for p in paths if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)))
+
+    return tuple(p for p in entries if isinstance(p, str) and os.path.isabs(p) and os.path.exists(p)), existing(headers)
+
+
+def _interpreter_path(executable: str) -> tuple[str, ...]:
+    """``sys.path`` of ``executable -I`` (run once per interpreter), existing entries only."""
+    return _interpreter_facts(executable)[0]
+
+
+def _readable_as(paths: tuple[str, ...], uid: int, gid: int) -> tuple[bool, ...] | None:
+    """Whether user ``uid`` (group ``gid``, no supplementary groups) can read and enter each of
+    ``paths``, as the kernel decides it (ACLs included): asked of ``test -r/-x`` run as that user.
+    None when the check gave no answer (its process failed to start, or was killed)."""
+    script = 'for p; do if [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; }; then echo 1; else echo 0; fi; done'
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", script, "sh", *paths],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answers = done.stdout.split()
+    if done.returncode != 0 or len(answers) != len(paths):
+        return None
+    return tuple(a == "1" for a in answers)
 
 
 def unreadable_by(paths: tuple[str, ...], uid: int, gid: int) -> tuple[str, ...]:
     """The entries of ``paths`` that user ``uid`` (group ``gid``, no supplementary groups) cannot
     read and enter, as the kernel decides it (ACLs included): asked of ``test -r/-x`` run as that user.
 
+    ``uid`` must be one this grader holds (a runner's own worker uid, or :func:`unreadable_by_workers`):
+    the check runs as that uid, and a grader claiming or releasing it kills its every process.
+    A check that gives no answer counts every entry as unreadable (the mirror is harmless).
     Only meaningful when this process may switch users (it is root); otherwise returns ``()``.
     """
     if os.geteuid() != 0 or not paths:
         return ()
-    script = 'for p; do if [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; }; then echo 1; else echo 0; fi; done'
-    done = subprocess.run(
-        ["/bin/sh", "-c", script, "sh", *paths],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        user=uid,
-        group=gid,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        check=False,
-    )
-    answers = done.stdout.split()
-    if done.returncode != 0 or len(answers) != len(paths):
+    answers = _readable_as(paths, uid, gid)
+    if answers is None:
         return tuple(paths)  # could not ask: assume the worst, the mirror is harmless
-    return tuple(p for p, ok in zip(paths, answers, strict=True) if ok != "1")
+    return tuple(p for p, ok in zip(paths, answers, strict=True) if not ok)
+
+
+def unreadable_by_workers(paths: tuple[str, ...], first_uid: int) -> tuple[str, ...]:
+    """:func:`unreadable_by` as a worker uid (from ``first_uid`` on, its own group) held for the
+    check (:func:`attnscore.sandbox.uids.held_uid`), so that no other grader kills the check by
+    claiming or releasing that uid meanwhile. Worker uids own nothing and belong to no group, so
+    any of them reads what the others read.
+
+    Raises:
+        RuntimeError: no worker uid is free (:func:`attnscore.sandbox.uids.claim_uid`).
+    """
+    if os.geteuid() != 0 or not paths:
+        return ()
+    with held_uid(first_uid) as uid:
+        return unreadable_by(paths, uid, uid)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -153,13 +210,25 @@ def _mirror_tree(source: str, target: str, keep: frozenset[str]) -> None:
                 _link_or_copy(full, os.path.join(out, name))
 
 
+def mirror_sources(executable: str, uid: int, gid: int) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """``(sys.path, header folders, outermost blocked)`` of the interpreter ``executable`` for a worker
+    of user ``uid``: what user cannot read among its module path, its C header folders and the
+    interpreter's own file (which ``torch.compile`` starts again to probe the CPU's vector
+    instructions), outermost first (nested entries come along with their mirror)."""
+    path, headers = _interpreter_facts(executable)
+    binary = os.path.realpath(executable)
+    candidates = tuple(dict.fromkeys(path + headers + ((binary,) if os.path.isfile(binary) else ())))
+    # Every check runs as a worker uid this grader holds meanwhile (held_uid), never as one another
+    # grader may claim or release meanwhile: either kills every process of the uid, the check's too.
+    with held_uid(uid) as probe:
+        blocked = unreadable_by(candidates, probe, probe if gid == uid else gid)
+    return path, headers, [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+
+
 def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> WorkerRuntime:
-    path = _interpreter_path(executable)
-    blocked = unreadable_by(path, uid, gid)
-    if not blocked:
-        return WorkerRuntime(executable, path)
-    # Mirror only the outermost blocked entries; nested ones come along (when kept).
-    outermost = [p for p in sorted(blocked) if not any(p.startswith(q + os.sep) for q in blocked if q != p)]
+    path, headers, outermost = mirror_sources(executable, uid, gid)
+    if not outermost:
+        return WorkerRuntime(executable, path, headers=headers)
     folder = tempfile.gettempdir() if cache is None else cache
     found = _cached_mirrors(executable, path, outermost, folder)
     problems: list[str] = []
@@ -169,12 +238,20 @@ def _build(executable: str, uid: int, gid: int, cache: str | None = None) -> Wor
         root = tempfile.mkdtemp(prefix=run_prefix("runtime"), dir=folder)
         atexit.register(remove_tree, root)
         mirrors, problems = _make_mirrors(root, outermost, path)
-    still = unreadable_by(tuple(copy for _, copy in mirrors), uid, gid)
-    if still:
-        problems.append(
-            f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
-        )
-    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems))
+    copies = tuple(copy for _, copy in mirrors)
+    if copies:
+        with held_uid(uid) as probe:
+            answers = _readable_as(copies, probe, probe if gid == uid else gid)
+        if answers is None:
+            problems.append(
+                f"could not check that uid {uid} can read the readable copy of the interpreter in {folder}: "
+                "the check run as that uid gave no answer; try again"
+            )
+        elif not all(answers):
+            problems.append(
+                f"the temporary folder {folder} is not readable by uid {uid}; set TMPDIR to a folder it can enter"
+            )
+    return WorkerRuntime(executable, path, tuple(mirrors), tuple(problems), headers)
 
 
 def _make_mirrors(root: str, outermost: list[str], path: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -224,8 +301,12 @@ BUILDS: list[str] = []  # the mirrors this process built (a record for tests and
 
 
 def _identity(path: str) -> list[int]:
+    """Device, inode, modification and change times of a folder; a file's (the interpreter, which
+    the mirror hard-links, and so changes its change time) without the change time."""
     info = os.stat(path)
-    return [info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    if stat.S_ISDIR(info.st_mode):
+        return [info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    return [info.st_dev, info.st_ino, info.st_mtime_ns]
 
 
 def _version() -> str:
@@ -370,6 +451,14 @@ def _cached_mirrors(
                     return None
                 _remove_older(folder, interpreter, name)
             fcntl.flock(lock, fcntl.LOCK_SH)
+            # Going from the exclusive lock to the shared one lets go of the lock for a moment
+            # (flock's conversion is not atomic), in which a grader on an older or newer
+            # installation may take this mirror for stale and remove it (and its lock file): look
+            # again under the shared lock; if it went, a private mirror for this process instead.
+            found = valid_mirrors(cached, key)
+            if found is None:
+                os.close(lock)
+                return None
     except OSError:
         os.close(lock)
         return None
@@ -443,8 +532,12 @@ def worker_runtime(executable: str | None = None, uid: int = 64000, gid: int | N
 
     When this process is not root there is no privilege drop and nothing is mirrored.
 
+    What the worker user can read is asked as a worker uid from ``uid`` on that this grader holds
+    meanwhile (:func:`attnscore.sandbox.uids.held_uid`).
+
     Raises:
         subprocess.CalledProcessError, OSError: ``executable`` cannot be started at all.
+        RuntimeError: no worker uid is free to ask as (:func:`attnscore.sandbox.uids.claim_uid`).
     """
     executable = executable or sys.executable
     if os.geteuid() != 0:

@@ -11,12 +11,14 @@ worker of that uid left.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import signal
 import stat
 import threading
+from collections.abc import Iterator
 
 from attnscore.boundary import kernel_objects
 from attnscore.sandbox.limits import Limits
@@ -29,6 +31,7 @@ __all__ = [
     "claim_uid",
     "drops_privileges",
     "forget_worker",
+    "held_uid",
     "kill_uid",
     "remember_worker",
     "remove_files_of",
@@ -97,6 +100,29 @@ def claim_uid(limits: Limits) -> tuple[int, int]:
         kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
         return uid, fd
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use by other workers")
+
+
+@contextlib.contextmanager
+def held_uid(first_uid: int) -> Iterator[int]:
+    """A worker uid (from ``first_uid`` on) claimed for a short check run as a worker would run, such
+    as whether a worker can read the interpreter (:func:`attnscore.sandbox.runtime.unreadable_by`).
+
+    The check's process must run as a uid this grader holds: a uid nobody holds is one any other
+    grader on the machine may claim (or release) at any moment, and claiming and releasing kill
+    every process of the uid (:func:`kill_uid`), the check's too. Released, with whatever still
+    runs as it, when the block ends.
+
+    Raises:
+        RuntimeError: all uids are taken, or the lock folder is not root's own (:func:`claim_uid`).
+    """
+    uid, lock = claim_uid(Limits(uid=first_uid))
+    try:
+        yield uid
+    finally:
+        try:
+            kill_uid(uid)
+        finally:
+            os.close(lock)
 
 
 def kill_uid(uid: int) -> None:

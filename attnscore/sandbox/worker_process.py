@@ -19,7 +19,7 @@ from attnscore.boundary.verdict import Verdict
 from attnscore.sandbox import bwrap, gpu, machine, uids
 from attnscore.sandbox.clock import OwnTime, ProcessReadings
 from attnscore.sandbox.folders import SHARED_BYTES, worker_lib
-from attnscore.sandbox.processes import BOOTSTRAP, limit_child, rlimits, scrubbed_env
+from attnscore.sandbox.processes import BOOTSTRAP, cpu_seconds, limit_child, rlimits, scrubbed_env
 from attnscore.sandbox.template import TemplateChild, TemplateError
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class WorkerProcess:
             if -code == signal.SIGXCPU:
                 return (
                     Verdict.TIMEOUT,
-                    f"was stopped by {name}: it used up its {self.runner.limits.cpu_s} s of CPU time",
+                    f"was stopped by {name}: it used up its {cpu_seconds(self.runner.limits)} s of CPU time",
                 )
             verdict = Verdict.MEMORY_LIMIT if -code == signal.SIGKILL else Verdict.CRASHED
             return verdict, f"was killed by {name}"

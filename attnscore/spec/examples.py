@@ -342,8 +342,12 @@ def worked_example(
     backward = _backward_parts(doc, path, raw, contract, inputs, golden.shape, problems)
     if backward is None:
         return None
+    convention = raw.get("convention", "")
+    if convention and not _convention_holds(doc, path, convention, contract, inputs, golden.shape, problems):
+        return None
     upstream, grads, lse = backward
     return WorkedExample(
+        convention=convention,
         upstream=upstream,
         expected_gradients=grads,
         expected_logsumexp=lse,
@@ -358,6 +362,40 @@ def worked_example(
         line=doc.where(path)[0],
         handover=handover,
     )
+
+
+def _convention_holds(
+    doc: Positioned,
+    path: tuple[Any, ...],
+    name: str,
+    contract: Contract,
+    inputs: dict[str, np.ndarray],
+    shape: tuple[int, ...],
+    problems: list[SpecProblem],
+) -> bool:
+    """Whether a worked example that says it tests convention corner ``name`` (``convention:``)
+    names a corner of its contract and has inputs where the corner occurs; else a located problem."""
+    from attnscore.catalogue.conventions import applicable_corners, corner_region
+
+    known = applicable_corners(contract)
+    if name not in known:
+        problems.append(
+            doc.problem(
+                path + ("convention",),
+                f"expected a convention corner of contract {contract.name} ({', '.join(known) or 'none'}), "
+                f"found {name!r}",
+            )
+        )
+        return False
+    if corner_region(name, contract, inputs, shape) is None:
+        problems.append(
+            doc.problem(
+                path + ("convention",),
+                f"expected inputs where corner {name} occurs (the example tests it), found none of its rows",
+            )
+        )
+        return False
+    return True
 
 
 def _close_or_problem(

@@ -40,6 +40,7 @@ from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
+from attnscore.spec.environment import read_environment
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
 from attnscore.spec.interface import read_interface
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
@@ -318,7 +319,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             else:
                 listed.append(mid)
         mistakes = tuple(listed)
-    set_aside = []
+    set_aside, not_asked = [], []
     for corner, choice in (data.get("conventions") or {}).items():
         if corner not in applicable_corners(contract):
             known = ", ".join(applicable_corners(contract)) or "none"
@@ -330,8 +331,11 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             )
         elif choice == "any":
             set_aside.append(corner)
+        elif choice == "not_asked":
+            not_asked.append(corner)
     problems += _rubric_problems(doc, fn["name"], examples, props)
     logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
+    environment = read_environment(doc, data.get("environment"), problems)
     if problems:
         return None
     return Spec(
@@ -353,8 +357,10 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         nonfinite=data.get("nonfinite", "match"),
         mistakes=mistakes,
         set_aside=tuple(set_aside),
+        not_asked=tuple(not_asked),
         logsumexp=logsumexp,
         factory=bool(fn.get("factory", False)),
+        environment=environment,
         student_copy=(
             StudentCopy(data["student_copy"]["hidden_cases"], as_fraction(data["student_copy"]["hidden_points"]))
             if "student_copy" in data

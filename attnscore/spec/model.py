@@ -17,6 +17,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
+from attnscore.spec.environment import Environment
 
 __all__ = ["Spec", "StudentCopy", "WorkedExample", "PropertyUse"]
 
@@ -45,6 +46,9 @@ class WorkedExample:
             out) or writes as null (``"none"``, the call passes None), by parameter name
             (:data:`attnscore.boundary.layouts.HANDOVERS`); ``inputs`` holds what either means, every
             key kept (:meth:`attnscore.maths.contract.Contract.absent_value`).
+        convention: the convention corner this example tests (``convention: fully_masked_row``;
+            :mod:`attnscore.catalogue.conventions`), or ``""``: it is judged there, every other case
+            sets the corner aside.
     """
 
     id: str
@@ -60,6 +64,7 @@ class WorkedExample:
     expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
     expected_logsumexp: np.ndarray | None = None
     handover: dict[str, str] = field(default_factory=dict)
+    convention: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,15 +125,19 @@ class Spec:
         mistakes: ids of the catalogue mistakes this spec must catch and diagnose (``attnscore
             verify`` checks it); None means every mistake that applies to the contract.
         student_copy: set on a student copy (hidden cases left out), else None.
-        set_aside: convention corners whose entries are taken as right (``conventions:
-            {fully_masked_row: any}``, ``--allow``; :mod:`attnscore.catalogue.conventions`); every other
-            entry of a case is still compared.
+        set_aside: convention corners whose entries are taken as right in every case
+            (``conventions: {fully_masked_row: any}``, ``--allow``;
+            :mod:`attnscore.catalogue.conventions`); every other entry of a case is still compared.
+        not_asked: convention corners the course does not ask about (``conventions:
+            {fully_masked_row: not_asked}``): their dedicated cases advise and carry no points.
         logsumexp: where the submission keeps its logsumexp ``L`` (``function.logsumexp``), as
             ``(place, index)``: ``"saved_tensors"`` (``ctx.save_for_backward``; ``index`` its position,
             or None for the one saved tensor of shape ``(..., n_q)``) or ``"returned"`` (an
             ``(O, L)`` tuple); None when ``L`` is not under test.
         factory: ``function.factory``: the named function returns the ``torch.autograd.Function``
             subclass to grade when called with no arguments.
+        environment: the course's environment (``environment``): the packages a submission may
+            import and whether it may use ``torch.compile`` (:class:`attnscore.spec.environment.Environment`).
     """
 
     id: str
@@ -150,8 +159,10 @@ class Spec:
     mistakes: tuple[str, ...] | None = None
     student_copy: StudentCopy | None = None
     set_aside: tuple[str, ...] = ()
+    not_asked: tuple[str, ...] = ()
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
+    environment: Environment = Environment()
 
     def allowing(self, corners: tuple[str, ...]) -> Spec:
         """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).

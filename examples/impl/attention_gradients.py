@@ -1,7 +1,7 @@
 """Eleven correct ``attention(Q, K, V, mask)`` implementations whose backward passes differ in style.
 
 Each one is right forward and backward (the gradient properties give it full marks: see
-``tests/test_gradient_styles.py``); they are what students hand in for a FlashAttention-style
+``tests/sweeps/test_gradient_styles.py``); they are what students hand in for a FlashAttention-style
 assignment, written the many ways such solutions are written: plain autograd, a tiled forward with
 an online softmax and autograd's backward, ``torch.autograd.Function`` classes with a hand-written
 backward (saving ``P``, or FlashAttention-2's logsumexp ``L`` and recomputing ``P = exp(S − L)``),

@@ -5,7 +5,9 @@
 # virtual environment outside /autograder/source, which is then made readable by root only:
 # the spec (with its hidden cases) lives there, and the sandboxed worker runs as another user.
 # The image needs network access while it builds (PyPI, and download.pytorch.org for torch's CPU
-# wheel) and about 1.5 GB of disk.
+# wheel) and about 1.5 GB of disk. The spec's environment adds system-packages.txt (apt: a C++
+# compiler and Python's headers when submissions may use torch.compile) and course-requirements.txt
+# (the packages submissions may import, installed without moving any pinned version).
 #
 # Overrides, for testing the bundle outside Gradescope:
 #   ATTNSCORE_AUTOGRADER_ROOT  the folder laid out like /autograder (default /autograder)
@@ -24,6 +26,10 @@ if [ "${ATTNSCORE_SETUP_NO_APT:-0}" != 1 ]; then
     apt-get install -y --no-install-recommends python3 python3-venv python3-pip
     # bubblewrap adds namespaces where the container allows them; attnscore works without it.
     apt-get install -y --no-install-recommends bubblewrap || true
+    # The course's system packages (the spec's environment: g++ and python3-dev for torch.compile).
+    if [ -s "$source_dir/system-packages.txt" ]; then
+        xargs -r apt-get install -y --no-install-recommends < "$source_dir/system-packages.txt"
+    fi
 fi
 
 # requirements.txt is pinned for one base image's Python (`attnscore export gradescope --image`):
@@ -42,6 +48,14 @@ fi
 "$python3" -m venv "$venv"
 "$venv/bin/python" -m pip install --no-cache-dir --upgrade pip
 "$venv/bin/python" -m pip install --no-cache-dir --only-binary=:all: -r "$source_dir/requirements.txt"
+# The packages the course's submissions may import (the spec's environment), constrained by what is
+# installed: a course package never changes the grader's pinned torch or numpy.
+if grep -qv '^[[:space:]]*\(#\|$\)' "$source_dir/course-requirements.txt" 2> /dev/null; then
+    constraints="$(mktemp)"
+    "$venv/bin/python" -m pip freeze --all > "$constraints"
+    "$venv/bin/python" -m pip install --no-cache-dir -c "$constraints" -r "$source_dir/course-requirements.txt"
+    rm -f "$constraints"
+fi
 "$venv/bin/python" -m pip install --no-cache-dir --no-deps "$source_dir/python"
 
 # The worker (another uid) must read the interpreter and packages, never the spec.

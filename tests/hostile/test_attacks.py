@@ -17,10 +17,10 @@ from attnscore.check.case_cache import cache_folder
 from attnscore.report import batch_table, batch_to_json, gradescope_results, submission_text
 from attnscore.report.feedback import format_array
 from attnscore.sandbox.launch import Limits, bwrap_available
-from hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
-from hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks
+from tests.hostile.expectations import EXPECTATIONS, FORGED_LOAD_ERRORS, MUTATION_ATTACKS
+from tests.hostile.harness import LIMITS, MUTATIONS, attack_paths, grade_attacks, grade_mutation_attacks
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 
 def _modes() -> list:
@@ -120,7 +120,18 @@ def test_no_worker_process_survives(graded):
         pytest.skip("the worker runs as another user only when the grader is root")
     uids = range(Limits().uid, Limits().uid + 64)
     left = [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) in uids and _descends_from_us(p)]
-    assert left == []
+    # a zombie has ended already (the worker template reaps it as its SIGCHLD arrives): not a survivor
+    alive = {pid: _describe(pid) for pid in left if not _describe(pid).startswith(("Z", "X", "gone"))}
+    assert alive == {}
+
+
+def _describe(pid: str) -> str:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].strip()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    return f"{state}: {command[:200]}"
 
 
 def _descends_from_us(pid: str) -> bool:
@@ -174,6 +185,13 @@ def test_environment_is_scrubbed(graded):
         "PWD",
         "CUDA_VISIBLE_DEVICES",  # empty on the CPU: the worker sees no GPU (attnscore.sandbox.gpu)
         "CUDA_DEVICE_ORDER",
+        # torch.compile's caches in the worker's own folder, and how it compiles there (processes.scrubbed_env)
+        "XDG_CACHE_HOME",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_COMPILE_THREADS",
+        "TORCHINDUCTOR_VEC_ISA_OK",
+        "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS",
     }
 
 
@@ -228,7 +246,7 @@ def test_grader_not_importable_in_worker(graded):
 def _hidden_texts() -> list[str]:
     from attnscore.check.cases import build_cases
     from attnscore.spec.load import load_spec
-    from hostile.harness import SPEC_PATH
+    from tests.hostile.harness import SPEC_PATH
 
     texts = []
     for case in build_cases(load_spec(str(SPEC_PATH))):
@@ -330,7 +348,7 @@ def test_a_forged_grader_error_does_not_stop_the_batch(tmp_path):
     from click.testing import CliRunner
 
     from attnscore.cli import main
-    from hostile.harness import ROOT
+    from tests.hostile.harness import ROOT
 
     good = tmp_path / "good.py"
     good.write_text("def scaled_score_matrix(Q, K):\n    return Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5\n")

@@ -16,9 +16,9 @@ import pytest
 
 from attnscore.boundary import kernel_objects
 from attnscore.sandbox.launch import bwrap_available
-from hostile.harness import LIMITS, ROOT, SUBMISSIONS
+from tests.hostile.harness import LIMITS, ROOT, SUBMISSIONS
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 # attack file -> the name it prints its finding under ("<kind>: new", "found ...", or an errno)
 ATTACKS = {
@@ -41,7 +41,7 @@ from attnscore.check.cases import build_cases
 from attnscore.grade.grading import grade_submission
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
-from hostile.harness import SPEC_PATH
+from tests.hostile.harness import SPEC_PATH
 limits = Limits(**json.loads(sys.argv[2]))
 spec = load_spec(str(SPEC_PATH))
 cases = build_cases(spec)
@@ -94,7 +94,7 @@ def _combined(folder) -> str:
 def _grader_run(limits, path: str) -> list[list[str]]:
     """One grader process grading ``path`` twice in a row; ``[path, score, output, sandbox]`` each."""
     done = subprocess.run(
-        [sys.executable, "-c", _GRADER, str(ROOT / "tests"), json.dumps(asdict(limits)), path, path],
+        [sys.executable, "-c", _GRADER, str(ROOT), json.dumps(asdict(limits)), path, path],
         capture_output=True,
         text=True,
         cwd=ROOT,

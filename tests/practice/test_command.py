@@ -73,6 +73,7 @@ def test_acceptance_rate_is_printed(tmp_path):
     assert "score-vector: 50 variant(s), acceptance " in result.output and "rejected:" in result.output
 
 
+@pytest.mark.slow
 def test_verify_is_clean_and_quick():
     """--verify --count 50 passes and prints a per-family summary."""
     result = run("--verify", "--count", "50")

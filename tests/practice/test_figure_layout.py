@@ -13,14 +13,14 @@ from fractions import Fraction as F
 from pathlib import Path
 
 import pytest
-from guards import HANG_GUARD_S
 
 from attnscore.practice.figures import svg_figure
 from attnscore.practice.generators import generate_family
 from attnscore.practice.problem import Arrow
+from tests.guards import HANG_GUARD_S
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")]
 
 _PROBE = """<!doctype html><html><body>{svgs}<pre id="boxes"></pre><script>
 const out = [];

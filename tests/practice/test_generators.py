@@ -105,6 +105,7 @@ def test_adding_a_family_changes_no_other_family(families):
     assert generate_family(fam, 5, 9)[0] == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "family",
     [

@@ -10,13 +10,13 @@ import subprocess
 from fractions import Fraction as F
 
 import pytest
-from guards import HANG_GUARD_S
 
 from attnscore.practice.generators import featured_problems, generate_family
 from attnscore.practice.problem import NumericAnswer, Question
 from attnscore.practice.render_latex import _blank_rows, _display_latex, render_key_latex, render_worksheet_latex
 from attnscore.practice.richtext import display, math
 from attnscore.practice.worksheet import Worksheet
+from tests.guards import HANG_GUARD_S
 
 needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 SHEET = Worksheet("Practice", 1, None, "attnscore practice --count 10 --seed 1", with_solutions=True)
@@ -59,6 +59,7 @@ def compiled(families, tmp_path_factory) -> dict[tuple[str, str], tuple[str, str
     return out
 
 
+@pytest.mark.slow
 @needs_pdflatex
 @pytest.mark.parametrize("doc", ["worksheet", "answer-key"])
 @pytest.mark.parametrize("family_id", FAMILIES)
@@ -69,6 +70,7 @@ def test_no_overfull_or_underfull_lines(compiled, family_id, doc):
     assert bad == []
 
 
+@pytest.mark.slow
 @needs_pdflatex
 @pytest.mark.parametrize("family_id", FAMILIES)
 def test_figures_on_their_problems_page(compiled, families, family_id):
@@ -81,12 +83,14 @@ def test_figures_on_their_problems_page(compiled, families, family_id):
     assert {n: (pages[f"problem-{n}"], page) for n, page in figures.items() if pages[f"problem-{n}"] != page} == {}
 
 
+@pytest.mark.slow
 @needs_pdflatex
 def test_some_figures_exist(compiled):
     """The families with 2-D vectors draw figures (the page check is not vacuous)."""
     assert sum(aux.count("{figure-") for _, _, aux in compiled.values()) >= 8
 
 
+@pytest.mark.slow
 @needs_pdflatex
 @pytest.mark.parametrize("family_id", FAMILIES)
 def test_every_numeric_answer_has_a_blank(compiled, families, family_id):

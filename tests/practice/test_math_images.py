@@ -53,6 +53,7 @@ def _mathjax(html: str) -> list[str]:
     return [unescape(a or b) for a, b in re.findall(r"\\\((.*?)\\\)|\\\[(.*?)\\\]", html, flags=re.S)]
 
 
+@pytest.mark.slow
 def test_every_expression_becomes_an_image(problems, with_images):
     """Each \\(...\\) and \\[...\\] of the default export is an <img> whose alt is that LaTeX."""
     _, plain_html = _package(qti_zip(problems, SHEET))
@@ -89,6 +90,7 @@ def test_images_are_valid_pngs_listed_in_the_manifest(with_images):
             assert im.getextrema()[3][1] > 0, f"{name} is blank"
 
 
+@pytest.mark.slow
 def test_default_package_is_unchanged(problems, with_images):
     """Without the option the zip has no images and keeps MathJax text; both are byte-reproducible."""
     files, html = _package(qti_zip(problems, SHEET))

@@ -15,7 +15,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from guards import HANG_GUARD_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +42,7 @@ from attnscore.practice.prairielearn_server import (
 from attnscore.practice.tolerance import prairielearn_accepts
 from attnscore.practice.vendor import PACKAGE_PREFIX, VendorError, vendor_package
 from attnscore.practice.worksheet import Worksheet
+from tests.guards import HANG_GUARD_S
 
 from . import prairielearn_format as pl_format
 
@@ -199,6 +199,7 @@ def test_assessment_pools_every_question(course, families):
     assert all(set(json.loads(p.read_text())["tags"]) <= tags for p in course.rglob("info.json"))
 
 
+@pytest.mark.slow
 def test_server_runs_without_attnscore_and_matches_the_generator(served, families):
     """server.py in `python -I -S`: attnscore not importable, params and keys equal the generator's for each seed."""
     for fam_id, out in served.items():

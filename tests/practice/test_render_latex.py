@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from guards import HANG_GUARD_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from attnscore.practice.render_latex import (
 )
 from attnscore.practice.richtext import escape_latex
 from attnscore.practice.worksheet import Worksheet
+from tests.guards import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "specs" / "practice"
@@ -230,6 +230,7 @@ def test_no_hyphen_minus_in_prose(all_problems):
         assert "$-$0.1235" in tex  # the rounding rule's example
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 @pytest.mark.parametrize("doc", ["worksheet.tex", "answer-key.tex"])
 def test_pdflatex_compiles(tmp_path, doc):

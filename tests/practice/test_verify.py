@@ -11,6 +11,7 @@ from attnscore.practice.generators import generate_family
 from attnscore.practice.verify import _check_problem, bad_number_tokens, verify_families
 
 
+@pytest.mark.slow
 def test_shipped_families_verify_clean(families):
     """200 variants per family pass every check."""
     report = verify_families(list(families.values()), 200, 0, render_sample=10)

@@ -93,6 +93,9 @@ class Property:
             hand them over as the course's signature allows, in turn: given, left out, passed as
             None (:func:`attnscore.check.cases.property_calls`); only for properties whose check
             does not depend on the mask's values.
+        corner: the convention corner the property is dedicated to (``"fully_masked_row"``;
+            :mod:`attnscore.catalogue.conventions`): it judges the corner, every other case sets it
+            aside; ``""`` for none.
     """
 
     name: str
@@ -112,6 +115,7 @@ class Property:
     upstream: Callable[[Contract, Any], np.ndarray] | None = None
     dtype: str | None = None
     omits: bool = False
+    corner: str = ""
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:
         """The strategy of this property's examples for ``contract``, inside its shape bounds.

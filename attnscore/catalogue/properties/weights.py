@@ -220,6 +220,7 @@ register(
         applies=weights,
         check=_fully_masked_zero,
         golden=False,  # judges only its own property: the fully masked rows
+        corner="fully_masked_row",
     )
 )
 register(
@@ -273,5 +274,6 @@ register(
         applies=lambda c: attention(c) and masked(c),
         check=_fully_masked_query_zero,
         golden=False,  # judges only its own property: the fully masked queries
+        corner="fully_masked_row",
     )
 )

@@ -1,0 +1,130 @@
+"""Time `make test`: its three parts and its 20 slowest tests, with the machine's load.
+
+Run: ``.venv/bin/python benchmarks/bench_suite.py [--tier full|fast] [--jobs auto|N] [--baseline DIR]``
+(``make bench-suite`` runs the full tier).
+
+The three parts are the ones `make test` runs, each as its own process, in this order:
+
+1. ``attnscore verify`` (every bundled spec, in parallel processes);
+2. ``attnscore practice --verify --count 300``;
+3. ``pytest`` with the Makefile's options (``-n JOBS --maxprocesses 4 --dist worksteal``), with
+   ``--durations=20``; ``--tier fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
+
+Printed: each part's wall time and exit code, the test counts pytest reports, the 20 slowest test
+phases (setup, call or teardown), and the load average (1, 5 and 15 minutes) before and after each
+part. ``--baseline DIR`` times the same parts in another checkout (its own ``.venv``, e.g. a
+``git worktree`` of an earlier commit) right after, in the same run, and prints both side by side.
+A part that fails is reported with its exit code and the run goes on; the script exits 1 then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Part:
+    """One timed part of the run."""
+
+    name: str
+    seconds: float
+    code: int
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    summary: str = ""
+    slowest: list[str] = field(default_factory=list)
+
+
+def _load() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def _commands(checkout: Path, tier: str, jobs: str) -> list[tuple[str, list[str]]]:
+    python = checkout / ".venv" / "bin" / "python"
+    attnscore = checkout / ".venv" / "bin" / "attnscore"
+    pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20"]
+    if jobs != "0":
+        pytest += ["-n", jobs, "--maxprocesses", "4", "--dist", "worksteal"]
+    if tier == "fast":
+        return [("pytest (fast tier)", [*pytest, "-m", "not slow"])]
+    return [
+        ("attnscore verify", [str(attnscore), "verify"]),
+        ("practice --verify", [str(attnscore), "practice", "--verify", "--count", "300"]),
+        ("pytest", pytest),
+    ]
+
+
+def _summary_and_slowest(output: str) -> tuple[str, list[str]]:
+    """pytest's last summary line and its ``--durations`` lines."""
+    lines = output.splitlines()
+    summary = next((line.strip("= ") for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)), "")
+    slowest: list[str] = []
+    if "slowest" in output:
+        after = output.split("slowest", 1)[1].splitlines()[1:]
+        slowest = [line for line in after if re.match(r"\s*[\d.]+s (call|setup|teardown)", line)][:20]
+    return summary, slowest
+
+
+def time_checkout(checkout: Path, tier: str, jobs: str) -> list[Part]:
+    """Run each part in ``checkout`` (its own venv), one after the other."""
+    if not (checkout / ".venv" / "bin" / "python").exists():
+        raise SystemExit(f"error: expected a venv at {checkout / '.venv'} (run `make install` there), found none")
+    parts = []
+    for name, command in _commands(checkout, tier, jobs):
+        before = _load()
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        summary, slowest = _summary_and_slowest(done.stdout + done.stderr) if "pytest" in name else ("", [])
+        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest))
+        print(f"  {checkout.name}: {name} {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
+    return parts
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:04.1f} s"
+
+
+def report(label: str, parts: list[Part]) -> None:
+    print(f"\n{label}")
+    for part in parts:
+        load = f"load {part.load_before[0]:.2f} -> {part.load_after[0]:.2f} (5 min {part.load_after[1]:.2f})"
+        print(f"  {part.name:<22} {_minutes(part.seconds):>14}   exit {part.code}   {load}")
+        if part.summary:
+            print(f"  {'':<22} {part.summary}")
+    print(f"  {'total':<22} {_minutes(sum(p.seconds for p in parts)):>14}")
+    for part in parts:
+        if part.slowest:
+            print(f"\n  20 slowest test phases ({part.name}):")
+            for line in part.slowest:
+                print(f"    {line.strip()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", choices=("full", "fast"), default="full", help="full: make test; fast: make test-fast")
+    parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (-n); 0 runs pytest in one process")
+    parser.add_argument("--baseline", type=Path, help="another checkout (with its own .venv) timed in the same run")
+    args = parser.parse_args(argv)
+    print(f"cores: {os.cpu_count()}, load before: {' '.join(f'{x:.2f}' for x in _load())}", flush=True)
+    ours = time_checkout(ROOT, args.tier, args.jobs)
+    report(f"this checkout ({ROOT})", ours)
+    failed = any(p.code for p in ours)
+    if args.baseline is not None:
+        theirs = time_checkout(args.baseline.resolve(), args.tier, args.jobs)
+        report(f"baseline ({args.baseline})", theirs)
+        failed |= any(p.code for p in theirs)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""`attnscore verify`'s work (attnscore.check.verify): mistakes stop at the case that settles them, and
+specs and dtypes verified in parallel give what one process gives."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from click.testing import CliRunner
+
+from attnscore.check import verify as verify_module
+from attnscore.check.cases import build_cases
+from attnscore.check.verify import bundled_spec_path, mutation_test, verify_all, verify_one
+from attnscore.cli import main
+from attnscore.spec.load import load_spec
+
+
+def _spec(spec_id: str):
+    return load_spec(bundled_spec_path(spec_id))
+
+
+def test_a_mistake_stops_at_its_first_case_diagnosed_as_itself(monkeypatch):
+    """keys_not_transposed fails and is named on score_matrix's first worked example: nothing after it runs."""
+    spec = dataclasses.replace(_spec("score_matrix"), mistakes=("keys_not_transposed",))
+    cases = build_cases(spec, "float32")
+    judged: list[str] = []
+    real = verify_module.judge_case
+
+    def counted(spec, case, *args, **kwargs):
+        judged.append(case.id)
+        return real(spec, case, *args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "judge_case", counted)
+    (result,) = mutation_test(spec, cases, "float32")
+    assert result.ok and result.caught and result.diagnosed
+    assert judged == [cases[0].id] == list(result.failed_cases)
+    assert result.diagnoses == ("keys_not_transposed",)
+
+
+def _first_failing(spec, cases, dtype: str, mistake_id: str) -> str:
+    """The first case that the mistake fails, judging every case in order (no early stop)."""
+    from attnscore.check.runner import InProcessRunner
+
+    runner = InProcessRunner(verify_module.get_mistake(mistake_id).bind(spec.contract, spec))
+    return next(c.id for c in cases if not verify_module.judge_case(spec, c, runner, dtype).passed)
+
+
+def test_without_a_diagnosis_required_the_first_failing_case_settles_it():
+    """In a dtype the spec does not grade in, being caught is enough: the run stops at the first failure."""
+    spec = dataclasses.replace(_spec("dot_product_scores"), mistakes=("elementwise_not_summed",))
+    cases = build_cases(spec, "float16")
+    (result,) = mutation_test(spec, cases, "float16", needs_diagnosis=False)
+    assert result.ok and not result.needs_diagnosis
+    assert result.failed_cases == (_first_failing(spec, cases, "float16", "elementwise_not_summed"),)
+
+
+def test_a_mistake_that_is_never_caught_runs_every_case(monkeypatch):
+    """A "mistake" that is the reference itself passes every case: every case is judged and it is MISSED."""
+    spec = dataclasses.replace(_spec("dot_product_scores"), mistakes=("softmax_applied",))
+    cases = build_cases(spec, "float64")
+    honest = dataclasses.replace(verify_module.get_mistake("softmax_applied"), fn=lambda c, spec, q, keys: keys @ q)
+    monkeypatch.setattr(verify_module, "get_mistake", lambda _id: honest)
+    judged: list[str] = []
+    real = verify_module.judge_case
+    monkeypatch.setattr(
+        verify_module, "judge_case", lambda spec, case, *a, **k: judged.append(case.id) or real(spec, case, *a, **k)
+    )
+    (result,) = mutation_test(spec, cases, "float64")
+    assert not result.caught and not result.ok and result.failed_cases == ()
+    assert judged == [c.id for c in cases]
+
+
+@pytest.mark.slow
+def test_parallel_verification_equals_one_process():
+    """Two specs verified in two processes: the same reference scores and mutation verdicts, in spec order."""
+    specs = [_spec("masked_scores"), _spec("dot_product_scores")]
+    alone = [verify_one(s) for s in specs]
+    side_by_side = verify_all(specs, jobs=2)
+    assert [v.spec_id for v in side_by_side] == ["masked_scores", "dot_product_scores"]
+    for one, two in zip(alone, side_by_side, strict=True):
+        assert [(r.dtype, r.score, r.max_score) for r in one.references] == [
+            (r.dtype, r.score, r.max_score) for r in two.references
+        ]
+        assert [dataclasses.astuple(m) for m in one.mutations] == [dataclasses.astuple(m) for m in two.mutations]
+        assert one.ok and two.ok
+    assert [r.dtype for r in side_by_side[0].references] == ["float32", "float64", "float16", "bfloat16"]
+
+
+def test_verify_all_refuses_no_jobs():
+    with pytest.raises(ValueError, match="expected jobs >= 1, found 0"):
+        verify_all([_spec("masked_scores")], jobs=0)
+
+
+@pytest.mark.slow
+def test_cli_verify_jobs_option():
+    """--jobs 2 verifies as one process does; --jobs 0 is a usage error."""
+    one = CliRunner().invoke(main, ["verify", "masked_scores", "dot_product_scores", "--jobs", "1"])
+    two = CliRunner().invoke(main, ["verify", "masked_scores", "dot_product_scores", "--jobs", "2"])
+    assert one.exit_code == two.exit_code == 0, two.output
+    assert one.output == two.output and "all specs verified" in two.output
+    bad = CliRunner().invoke(main, ["verify", "masked_scores", "--jobs", "0"])
+    assert bad.exit_code == 2 and "Invalid value for '--jobs'" in bad.output

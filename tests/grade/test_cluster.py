@@ -1,0 +1,251 @@
+"""Tests for grading on a dask.distributed cluster (attnscore.grade.cluster), with a LocalCluster."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnscore.check.cases import build_cases
+from attnscore.grade.cluster import ClusterError, grade_on_cluster
+from attnscore.grade.grading import grade_many
+from attnscore.sandbox.launch import Limits
+from attnscore.spec.load import load_spec
+from attnscore.submission.files import find_submissions
+from tests.guards import HANG_GUARD_S
+
+distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (attnscore[dask])")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCORES = ROOT / "examples" / "submissions" / "scores"
+SPEC = ROOT / "specs" / "dot_product_scores.yaml"
+ATTNSCORE = Path(sys.executable).parent / "attnscore"
+NAMES = ["correct_matmul.py", "cosine_similarity.py", "syntax_error.py", "correct_with_helper"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A small in-process cluster: one worker, two threads, reachable over TCP."""
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=None, scheduler_port=0
+    ) as local:
+        yield local
+
+
+@pytest.mark.slow
+def test_cluster_grades_like_grade_many(cluster):
+    """Each submission is graded on a worker; results equal local grading, case for case."""
+    spec = load_spec(SPEC)
+    submissions = find_submissions([str(SCORES / n) for n in NAMES], one=True)
+    seen = []
+    remote = grade_on_cluster(
+        submissions, spec, cluster, limits=Limits(call_timeout_s=30), shrink_steps=0, on_result=seen.append
+    )
+    local = grade_many(submissions, spec, limits=Limits(call_timeout_s=30), shrink_steps=0)
+    assert [r.submission for r in remote] == [s.name for s in submissions]
+    assert sorted(r.submission for r in seen) == sorted(s.name for s in submissions)
+    for there, here in zip(remote, local, strict=True):
+        assert [(c.id, c.verdict, c.points) for c in there.cases] == [(c.id, c.verdict, c.points) for c in here.cases]
+        assert there.spec_path == here.spec_path == "dot_product_scores.yaml" and there.error == here.error
+        assert [c.location for c in there.cases] == [c.location for c in here.cases]  # the worker's copy is not named
+        assert all(f"({c.location})" in c.message for c in there.cases if c.failure and c.failure.scope == "call")
+    assert [str(r.score) for r in remote] == ["11", "4", "0", "11"]
+    assert len(build_cases(spec, spec.dtypes[0], None)) == len(remote[0].cases)
+
+
+@pytest.mark.slow
+def test_class_run_on_a_scheduler_keeps_the_gradebook_on_the_client(cluster, tmp_path):
+    """`attnscore grade --out --scheduler ADDRESS`: graded on the cluster, committed here."""
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for name in ("correct_matmul.py", "cosine_similarity.py"):
+        (klass / name).write_bytes((SCORES / name).read_bytes())
+    out = tmp_path / "out"
+    args = [str(ATTNSCORE), "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--shrink-steps", "0"]
+    proc = subprocess.run(
+        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "class run: 2 graded, 0 unchanged" in proc.stderr
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    assert dict(db.execute("SELECT student, score FROM grades")) == {
+        "correct_matmul.py": "11",
+        "cosine_similarity.py": "4",
+    }
+    db.close()
+    rerun = subprocess.run(
+        [*args, "--scheduler", cluster.scheduler_address], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert "class run: 0 graded, 2 unchanged" in rerun.stderr
+
+
+@pytest.mark.slow
+def test_unreachable_scheduler_is_a_clear_error(tmp_path):
+    """A scheduler nobody runs: one line naming the address, exit 2."""
+    proc = subprocess.run(
+        [str(ATTNSCORE), "grade", str(SCORES / "correct_matmul.py"), "--spec", str(SPEC), "--scheduler",
+         "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")],
+        env={**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"},  # dask's own setting
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1].startswith("Error: cannot reach the dask scheduler at tcp://127.0.0.1:9")
+    )
+
+
+def test_missing_dask_is_a_clear_error():
+    """Without dask.distributed, --scheduler says what to install, exit 2, nothing graded."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['distributed'] = None; from attnscore.cli import main; main()",
+         "grade", str(SCORES / "correct_matmul.py"), "--spec", str(SPEC), "--scheduler", "tcp://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--scheduler needs dask.distributed, which is not installed" in proc.stderr
+    assert "pip install 'attnscore[dask]'" in proc.stderr
+
+
+def test_grade_on_cluster_without_dask_raises_cluster_error(monkeypatch):
+    """The library call fails the same way, with ClusterError."""
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ClusterError, match=r"pip install 'attnscore\[dask\]'"):
+        grade_on_cluster([], load_spec(SPEC), "tcp://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("address", "found"),
+    [
+        ("tcp://", "found no host"),
+        ("tcp://:8786", "found no host"),
+        ("tcp://127.0.0.1:99999", "found a bad port"),
+        ("tcp://127.0.0.1:port", "found a bad port"),
+        ("tcp://127.0.0.1:0", "found a bad port (0)"),
+        ("http://127.0.0.1:8786", "found the scheme 'http'"),
+        ("tcp://127.0.0.1:8786/status", "found more after the port"),
+        ("tcp://user@127.0.0.1:8786", "found a user name before the host"),
+        ("tcp://127.0.0.1 :8786", "found an empty or unprintable text"),
+        ("", "found an empty or unprintable text"),
+    ],
+)
+def test_a_malformed_scheduler_address_is_a_usage_error(address, found):
+    """A malformed --scheduler: one line naming the address, what was expected and found; exit 2."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    result = CliRunner().invoke(
+        main, ["grade", str(SCORES / "correct_matmul.py"), "--spec", str(SPEC), "--scheduler", address]
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: --scheduler: dask scheduler address {address!r}: expected [scheme://]host[:port]")
+    assert line.endswith(found) or found in line
+    with pytest.raises(ClusterError, match="expected"):
+        grade_on_cluster([], load_spec(SPEC), address)
+
+
+def test_scheduler_addresses_are_normalised_like_dask():
+    """A missing scheme is tcp and a missing port 8786; IPv6 hosts keep their brackets."""
+    from attnscore.grade.cluster import check_scheduler_address
+
+    assert check_scheduler_address("10.0.0.7") == "tcp://10.0.0.7:8786"
+    assert check_scheduler_address("host:9000") == "tcp://host:9000"
+    assert check_scheduler_address("tls://[::1]:8786") == "tls://[::1]:8786"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("address", ["tls://127.0.0.1:9", "ucx://127.0.0.1:9", "ws://127.0.0.1:9"])
+def test_a_scheduler_that_cannot_be_reached_by_any_protocol_is_a_usage_error(address, monkeypatch):
+    """Whatever dask raises while connecting (no TLS context, no UCX, nobody listening) is one line
+    naming the address, not an internal error."""
+    with pytest.raises(ClusterError, match=rf"^cannot reach the dask scheduler at {address}: .*expected a running"):
+        grade_on_cluster([], load_spec(SPEC), address, connect_timeout_s=1)
+
+
+def _wait_for(condition, what: str, safety_s: float = 240.0):
+    """Wait for ``condition()`` to hold (polling); the timeout is only a safety net."""
+    import time
+
+    deadline = time.monotonic() + safety_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_tries", [3, 1])
+def test_a_worker_lost_mid_run_costs_nothing_graded(max_tries, monkeypatch):
+    """A dask worker killed while it grades: its submissions are graded again on the restarted
+    worker (every result kept, the worker named); with no retries left, only the lost ones get a
+    grader-error result and the others are graded."""
+    import signal
+
+    import dask
+
+    import attnscore.grade.cluster as cluster_module
+
+    monkeypatch.setattr(cluster_module, "MAX_TRIES", max_tries)
+    spec = load_spec(SPEC)
+    submissions = find_submissions([str(SCORES / n) for n in NAMES], one=True)
+    with (
+        # A death is KilledWorker at once for every task the worker holds, and the worker is given
+        # every task up front (no queuing on the scheduler), so it holds several when it is killed.
+        dask.config.set(
+            {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": float("inf")}
+        ),
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, scheduler_port=0
+        ) as local,
+        distributed.Client(local) as watcher,
+    ):
+        (address, pid), *_ = watcher.run(os.getpid).items()
+        seen, notices, killed = [], [], []
+
+        def on_result(result):
+            seen.append(result)
+            if not killed:  # after the first result, kill the worker while it holds a task
+                _wait_for(lambda: len(watcher.processing().get(address, ())) >= 2, "tasks held by the worker")
+                os.kill(pid, signal.SIGKILL)
+                killed.append(address)
+
+        results = grade_on_cluster(
+            submissions,
+            spec,
+            local,
+            limits=Limits(call_timeout_s=3),
+            shrink_steps=0,
+            on_result=on_result,
+            on_notice=notices.append,
+        )
+    assert killed == [address]
+    assert [r.submission for r in results] == [s.name for s in submissions]
+    assert len(seen) == len(submissions)
+    assert notices == [
+        f"dask worker {address} was lost during grading; its submissions were graded again on other workers"
+    ]
+    lost = [r for r in results if r.error.startswith("the cluster lost this submission's task")]
+    scores = {Path(r.submission).name: str(r.score) for r in results if r not in lost}
+    expected = {
+        "correct_matmul.py": "11",
+        "cosine_similarity.py": "4",
+        "syntax_error.py": "0",
+        "correct_with_helper": "11",
+    }
+    assert scores == {name: expected[name] for name in scores}
+    if max_tries == 3:
+        assert lost == []
+    else:
+        assert lost  # the task(s) the worker held when it died
+        for r in lost:
+            assert {c.verdict.value for c in r.cases} == {"grader_error"}
+            assert f"(last on dask worker {address})" in r.error

@@ -1,0 +1,61 @@
+"""JUnit ids of the pytest plugin (attnscore.pytest_plugin) are the same with and without
+pytest-xdist: a spec outside the rootdir (a bundled spec by id) is class ``<file>.<spec id>``,
+never a leading dot and the install path, in serial and parallel runs alike.
+
+Skipped without pytest-xdist (not one of attnscore's dependencies).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.guards import HANG_GUARD_S
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("xdist", reason="pytest-xdist is not installed (pip install pytest-xdist)")
+
+
+def junit_ids(folder: Path, *more: str) -> list[tuple[str, str]]:
+    """Run the plugin from ``folder`` (its own rootdir, outside the repository) on a bundled spec by
+    id and a spec file inside ``folder``; the JUnit file's (classname, name) pairs, sorted."""
+    junit = folder / f"junit{len(more)}.xml"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{folder}"}
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={folder}",
+            "--attnscore-impl=examples.impl.my_attention:scaled_score_matrix",
+            "--attnscore-spec=scaled_score_matrix", "--attnscore-spec=specs/local.yaml",
+            "--attnscore-dtype=float64", f"--junitxml={junit}", *more,
+        ],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cases = ET.parse(junit).getroot().iter("testcase")
+    return sorted((c.attrib["classname"], c.attrib["name"]) for c in cases)
+
+
+def test_junit_ids_are_the_same_with_and_without_xdist(tmp_path):
+    """Issue 43.4: serial and ``-n 2`` runs write the same JUnit (class, name) pairs; no class
+    starts with a dot or holds a folder of the machine."""
+    assert not tmp_path.resolve().is_relative_to(ROOT)
+    (tmp_path / "specs").mkdir()
+    shutil.copy(ROOT / "specs" / "scaled_score_matrix.yaml", tmp_path / "specs" / "local.yaml")
+    serial = junit_ids(tmp_path)
+    parallel = junit_ids(tmp_path, "-n", "2")
+    assert serial == parallel
+    assert len(serial) == 50  # 25 cases of each spec, float64
+    assert {c for c, _ in serial} == {
+        "scaled_score_matrix.yaml.scaled_score_matrix",  # the bundled spec, outside the rootdir
+        "specs.local.yaml.scaled_score_matrix",  # the spec file inside it, as pytest names any file
+    }
+    assert ("scaled_score_matrix.yaml.scaled_score_matrix", "example:two_heads[float64]") in serial
