@@ -284,6 +284,7 @@ class Contract:
         if name in self.bool_parameters:
             return np.ones(shape, dtype=np.bool_)
         return np.zeros(shape, dtype=np.float64)
+
     key_view_fn: Callable[[Args], KeyView] | None = None
 
     def key_view(self, args: Args) -> KeyView | None:
