@@ -45,7 +45,7 @@ def junit_ids(folder: Path, *more: str) -> list[tuple[str, str]]:
 
 
 def test_junit_ids_are_the_same_with_and_without_xdist(tmp_path):
-    """Issue 43.4: serial and ``-n 2`` runs write the same JUnit (class, name) pairs; no class
+    """Serial and ``-n 2`` runs write the same JUnit (class, name) pairs; no class
     starts with a dot or holds a folder of the machine."""
     assert not tmp_path.resolve().is_relative_to(ROOT)
     (tmp_path / "specs").mkdir()

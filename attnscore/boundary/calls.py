@@ -29,6 +29,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "OMITTED",
     "to_torch",
     "describe_exception",
     "exception_text",
@@ -38,7 +39,33 @@ __all__ = [
     "tensor_layout",
     "argument_value",
     "bound_python_ints",
+    "bound_trailing_nones",
 ]
+
+
+class _Omitted:
+    """The marker of an argument left out of a call (:data:`OMITTED`)."""
+
+    _made = False
+
+    def __new__(cls) -> _Omitted:
+        if cls._made:
+            raise TypeError("OMITTED is the only _Omitted")
+        cls._made = True
+        return super().__new__(cls)
+
+    def __repr__(self) -> str:
+        return "OMITTED"
+
+    def __reduce__(self) -> str:
+        return "OMITTED"  # pickled by name: still the one marker after a round trip
+
+
+OMITTED = _Omitted()
+"""In the positional arguments a runner hands a bound function
+(:meth:`attnscore.maths.contract.Contract.binding`), the place of an optional argument the call
+leaves out, so that the implementation's default applies (``attention(Q, K, V)`` for a spec whose
+``mask`` is optional); the binding drops it before calling the implementation."""
 
 
 def to_torch(array: np.ndarray, dtype: str, device: str = "cpu", layout: str | None = None) -> torch.Tensor:
@@ -93,6 +120,26 @@ def bound_python_ints() -> Any:
                 if n in named:
                     named[n] = as_int(item(named[n]))
             return function(*given, **named)
+
+        return call
+
+    return wrap
+
+
+def bound_trailing_nones() -> Any:
+    """``wrap(function, count)``: ``function`` called with ``count`` None arguments after the
+    positional ones it is given (optional masks a call passes as None, ``f(Q, K, V, None)``), its
+    keyword arguments as given; ``function`` itself for ``count`` 0. Built before the submission is
+    imported (the worker's rule for everything it uses afterwards)."""
+    repeated = tuple
+
+    def wrap(function: Any, count: int) -> Any:
+        if not count:
+            return function
+        nones = repeated(None for _ in range(count))
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, *nones, **kwargs)
 
         return call
 

@@ -20,6 +20,11 @@ makes each call with every tensor argument in one of these layouts:
 
 A layout is only a way of handing over values: the golden value and the allowed error come
 from the values, which are the same in every layout.
+
+An optional argument (a mask a spec marks ``optional``) may also be handed over as no value at all
+(:data:`HANDOVERS`): ``omitted``, left out of the call so that the implementation's default
+applies, or ``none``, passed as None. Its values in the call are then what either means (every
+key kept), and no tensor is made of them.
 """
 
 from __future__ import annotations
@@ -28,9 +33,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LAYOUTS", "Strided", "effective_layout", "expand_axis", "expand_values", "strided_form", "describe_layout"]
+__all__ = [
+    "LAYOUTS",
+    "HANDOVERS",
+    "OMIT",
+    "PASS_NONE",
+    "Strided",
+    "effective_layout",
+    "expand_axis",
+    "expand_values",
+    "strided_form",
+    "describe_layout",
+]
 
 LAYOUTS = ("transposed", "sliced", "expanded")
+OMIT = "omitted"
+PASS_NONE = "none"
+HANDOVERS = (OMIT, PASS_NONE)
+"""How an optional argument may be handed over without a value: left out, or passed as None."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,10 @@ def strided_form(array: np.ndarray, layout: str) -> Strided:
 
 def describe_layout(name: str, layout: str, shape: tuple[int, ...]) -> str:
     """How ``name`` was handed over, as the code that builds such a view (for feedback)."""
+    if layout == OMIT:
+        return f"{name} was left out of the call (your default for it applies)"
+    if layout == PASS_NONE:
+        return f"{name} was passed as None"
     kind = effective_layout(layout, tuple(shape))
     if kind == "transposed":
         return f"{name} was a transposed view ({name}.mT.contiguous().mT: strides not row-major)"

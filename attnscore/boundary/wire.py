@@ -65,6 +65,8 @@ OptionValue = bool | int | float | None | tuple[bool | int | float, ...]
 VERSION = 1
 MAX_MESSAGE_BYTES = 48 * 1024 * 1024
 MAX_DIMS = 8
+MAX_TRAILING_NONES = 8
+"""Most None arguments one call passes after its positional inputs (:attr:`CallRequest.trailing_nones`)."""
 MAX_CONTAINERS = 1000
 """Most JSON objects and arrays (counted as opening brackets, strings included) in one message."""
 MAX_ITEMS = 100_000
@@ -246,7 +248,11 @@ class CallRequest:
     (:func:`attnscore.boundary.gradients.find_logsumexp`; a ``"returned"`` ``(O, L)`` tuple is taken
     as ``O`` in every call). ``factory``: the named function returns the
     ``torch.autograd.Function`` subclass to call (:func:`attnscore.boundary.gradients.resolve_factory`),
-    resolved by the worker at its first call."""
+    resolved by the worker at its first call.
+
+    ``trailing_nones``: how many None arguments follow the positional inputs (optional masks the call
+    passes as None, ``f(Q, K, V, None)``); one passed by name travels in ``options`` (``name=None``), and
+    an argument the call leaves out is simply not among ``names``."""
 
     TYPE: ClassVar[str] = "call"
     id: int
@@ -259,6 +265,7 @@ class CallRequest:
     upstream: dict[str, Any] | None = None
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
+    trailing_nones: int = 0
 
 
 @dataclass(frozen=True)
@@ -400,6 +407,8 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 call["logsumexp"] = listed(message.logsumexp)
             if message.factory:
                 call["factory"] = True
+            if message.trailing_nones:
+                call["trailing_nones"] = message.trailing_nones
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
@@ -433,14 +442,20 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
 
     Raises:
         KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
-            inputs than the call has, or ``options`` holds something other than a bool, a number,
-            None or a list of numbers under an identifier).
+            inputs than the call has, ``options`` holds something other than a bool, a number,
+            None or a list of numbers under an identifier, or ``trailing_nones`` is not an integer
+            from 0 to :data:`MAX_TRAILING_NONES`).
     """
     names = tuple(str(n) for n in obj.get("names", []))
     by_name = tuple(str(n) for n in obj.get("by_name", []))
     options = tuple((str(k), _option(k, v)) for k, v in dict(obj.get("options", {})).items())
     if len(by_name) > len(names) or not all(n.isidentifier() for n in by_name):
         raise ValueError(f"expected at most {len(names)} identifiers in by_name, found {list(by_name)}")
+    nones = obj.get("trailing_nones", 0)
+    if isinstance(nones, bool) or not isinstance(nones, int) or not 0 <= nones <= MAX_TRAILING_NONES:
+        raise ValueError(
+            f"expected trailing_nones as an integer from 0 to {MAX_TRAILING_NONES}, found {str(nones)[:20]}"
+        )
     return CallRequest(
         int(obj["id"]),
         str(obj["dtype"]),
@@ -452,6 +467,7 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         obj.get("upstream"),
         _logsumexp(obj.get("logsumexp")),
         obj.get("factory") is True,
+        nones,
     )
 
 

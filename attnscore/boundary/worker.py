@@ -874,7 +874,13 @@ def serve(
     import importlib.util
 
     from attnscore.boundary import wire
-    from attnscore.boundary.calls import aliased_inputs, bound_python_ints, describe_exception, type_name
+    from attnscore.boundary.calls import (
+        aliased_inputs,
+        bound_python_ints,
+        bound_trailing_nones,
+        describe_exception,
+        type_name,
+    )
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.outputs import BadReturn, to_received
     from attnscore.boundary.standins import run_notebook
@@ -894,7 +900,7 @@ def serve(
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
     bind = functools.partial
-    with_ints, int_inputs = bound_python_ints(), python_int_inputs
+    with_ints, int_inputs, with_nones = bound_python_ints(), python_int_inputs, bound_trailing_nones()
 
     searched = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p)]
     if uid >= 0:
@@ -992,6 +998,7 @@ def serve(
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
             called = with_ints(function, *int_inputs(inputs, names, positional))
+            called = with_nones(called, request.trailing_nones)  # optional masks passed as None
             if request.upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called
                 value, changed, backward = backward_pass(target, names, args, spans, request)

@@ -33,6 +33,8 @@ __all__ = [
     "scaled",
     "many_queries",
     "many_keys",
+    "batch_items",
+    "open_leading_dims",
     "sdpa",
     "sdpa_scale_given",
     "sdpa_bool_mask",
@@ -143,6 +145,18 @@ def many_queries(c: Contract) -> bool:
 def many_keys(c: Contract) -> bool:
     """A contract that takes several keys (not one key vector)."""
     return not c.single_key
+
+
+def batch_items(c: Contract) -> bool:
+    """Inputs can have leading (batch, head) dims: the contract's legend has ``...`` and the spec did
+    not state an exact rank without any (``[n_q, d_k]``)."""
+    return c.batched and c.leading != ()
+
+
+def open_leading_dims(c: Contract) -> bool:
+    """Any number of leading dims, that broadcast against each other (the open ``...``): not a spec
+    that names them (``[batch, n_q, d_k]``: one size per named dim, so nothing to broadcast)."""
+    return c.batched and c.leading is None
 
 
 def sdpa(c: Contract) -> bool:

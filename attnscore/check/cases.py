@@ -21,6 +21,7 @@ from hypothesis.errors import HypothesisException
 from attnscore.boundary import dtypes as dtype_table
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.dtypes import LOW_PRECISION
+from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.catalogue.properties import get_property
 from attnscore.maths import golden_gradients
 from attnscore.maths.strategies import derive_seed, draw_examples
@@ -223,18 +224,20 @@ def property_calls(
     A property with ``every_dtype`` makes each example's calls again in every other dtype of the
     spec (``spec.dtypes``), after the ones in ``dtype``; those calls carry their own ``dtype``. A
     property with its own ``dtype`` (``gradcheck``: float64) makes every call in it, whatever ``dtype``.
+    A property with ``omits`` hands a spec's optional masks over in turn given, left out and as None
+    (:data:`HANDOVER_TURNS`, by the example's position; the call's ``layouts`` say which).
     """
     prop = get_property(use_name)
     if prop.dtype is not None and prop.dtype != dtype:
         own = property_calls(spec, use_name, examples, prop.dtype, tolerance)
         return tuple(dataclasses.replace(c, dtype=prop.dtype) for c in own)
     calls: list[Call] = []
-    for example in examples:
-        arg_list = prop.calls(spec.contract, example)
+    for number, example in enumerate(examples):
+        arg_list = _handed_over(spec, prop, number, prop.calls(spec.contract, example))
         start = len(calls)
-        for k, args in enumerate(arg_list):
+        for k, (args, handover) in enumerate(arg_list):
             last = k == len(arg_list) - 1
-            extra: dict[str, Any] = {"compare_golden": prop.golden}
+            extra: dict[str, Any] = {"compare_golden": prop.golden, "layouts": handover}
             if last and prop.upstream is not None:
                 extra["upstream"] = prop.upstream(spec.contract, example)
             if prop.call_layouts is not None:
@@ -248,24 +251,54 @@ def property_calls(
         # The same examples in each of the spec's other dtypes, each its own example: a result that
         # always comes back float32 is wrong for float64 inputs, though grading runs one dtype.
         for other in (d for d in getattr(spec, "dtypes", ()) if d != dtype):
-            for example in examples:
-                for args in prop.calls(spec.contract, example):
+            for number, example in enumerate(examples):
+                for args, handover in _handed_over(spec, prop, number, prop.calls(spec.contract, example)):
                     at = len(calls)
-                    extra = {"compare_golden": prop.golden}
+                    extra = {"compare_golden": prop.golden, "layouts": handover}
                     if prop.check is not None:
                         extra.update(check=prop.check, group=(at,), example=example)
                     calls.append(dataclasses.replace(_call(spec, args, other, tolerance, **extra), dtype=other))
     return tuple(calls)
 
 
+HANDOVER_TURNS = (None, OMIT, PASS_NONE)
+"""How a property with ``omits`` hands over a spec's optional masks, example after example: given,
+left out, passed as None (:data:`attnscore.boundary.layouts.HANDOVERS`)."""
+
+
+def _handed_over(
+    spec: Spec, prop: Any, number: int, arg_list: list[dict[str, np.ndarray]]
+) -> list[tuple[dict[str, np.ndarray], dict[str, str] | None]]:
+    """The calls of example ``number``, each with how its optional masks are handed over (None:
+    as arrays). For a property with ``omits`` and a spec with optional masks, example ``number``
+    takes its turn of :data:`HANDOVER_TURNS`: left out or None, its masks hold what that means
+    (every key kept, :meth:`attnscore.maths.contract.Contract.absent_value`), so the golden value
+    and the check see the call as made."""
+    contract = spec.contract
+    turn = HANDOVER_TURNS[number % len(HANDOVER_TURNS)] if prop.omits and contract.omittable else None
+    if turn is None:
+        return [(args, None) for args in arg_list]
+    out: list[tuple[dict[str, np.ndarray], dict[str, str] | None]] = []
+    for args in arg_list:
+        filled = dict(args)
+        for name in sorted(contract.omittable):
+            filled[name] = contract.absent_value(name, filled)
+        out.append((filled, dict.fromkeys(sorted(contract.omittable), turn)))
+    return out
+
+
 def _example_call(spec: Spec, ex: Any, dtype: str, tol: Tolerance) -> Call:
     """A worked example's call; with ``upstream`` also its backward pass, judged by
-    :func:`attnscore.catalogue.properties.flash_attention.backward_check` (gradients, and ``L``)."""
+    :func:`attnscore.catalogue.properties.flash_attention.backward_check` (gradients, and ``L``).
+    An optional mask the example leaves out or writes as null is handed over so (``layouts``)."""
+    handover = dict(getattr(ex, "handover", None) or {}) or None
     if getattr(ex, "upstream", None) is None:
-        return _call(spec, ex.inputs, dtype, tol)
+        return _call(spec, ex.inputs, dtype, tol, layouts=handover)
     from attnscore.catalogue.properties.flash_attention import backward_check
 
-    return _call(spec, ex.inputs, dtype, tol, upstream=ex.upstream, check=backward_check, example=ex.inputs)
+    return _call(
+        spec, ex.inputs, dtype, tol, upstream=ex.upstream, check=backward_check, example=ex.inputs, layouts=handover
+    )
 
 
 def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -> list[Case]:

@@ -15,19 +15,27 @@ in (the evidence rule):
    implementation is also called on :data:`CONFIRMATIONS` fixed random inputs of the contract
    (random non-zero values; every size >= 2; ``d_k`` differs between them, and on each of them
    √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads;
-   every query keeps a key and masks one; the same for every submission). A candidate survives
-   only if, on each of them, the implementation's output matches the mistake recomputed there,
-   with the parameters fitted on the failing call and the same form throughout (or both raise).
+   every query keeps a key and masks one; the same for every submission), and on the further
+   confirmation inputs of the mistakes that apply (``Mistake.confirm_sizes``: n = 17 for the
+   tile-edge mistakes). A candidate survives only if, on each of them, the implementation's output
+   matches the mistake recomputed there, with the parameters fitted on the failing call and the
+   same form throughout (or both raise). A fit may give several parameter sets (tile sizes the
+   failing call cannot tell apart): each is a candidate, and the best borne out is kept.
 2. **Enough entries.** Over the failing call and the confirmation inputs together, the
    mistake must differ from the golden value in at least :data:`MIN_EVIDENCE` entries: one
    scalar that matches is a coincidence, not a diagnosis.
 3. **One name.** When several candidates survive, or one lacks evidence, the implementation is
    called on probe inputs where they disagree or where the short one is not golden (the spec's
    worked examples, and corners of the first confirmation input: a query with every key masked,
-   a masked key holding +inf, NaN or a huge score, more queries than keys); a candidate that does
-   not match there is dropped, one that does gains its evidence. Exactly one must remain, with
-   enough evidence; otherwise the diagnosis is None and the feedback says nothing more: a wrong
-   name is worse than none.
+   a masked key holding +inf, NaN or a huge score, more queries than keys, and the mistakes' own
+   ``probe_sizes``); a candidate that does not match there is dropped, one that does gains its
+   evidence. Exactly one must remain, with enough evidence; otherwise the diagnosis is None and
+   the feedback says nothing more: a wrong name is worse than none.
+
+Entries a mistake's code never writes (``Mistake.unwritten``: rows past a kernel's last full tile)
+agree with any value but the right row, and are evidence only beside written entries of the same
+call. A call that raised is diagnosed by :func:`diagnose_raised`: a mistake that raises there
+(``Mistake.raises``) and does what the implementation does on its witnesses (``Mistake.witnesses``).
 
 A mistake that cannot happen in the tested dtype (``computed_in_float16`` for float16 inputs,
 ``computed_in_float32`` for anything but float64; :meth:`Mistake.applies_in`) is never a candidate.
@@ -46,6 +54,7 @@ import numpy as np
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure, Received, to_received
+from attnscore.boundary.verdict import Verdict
 from attnscore.catalogue.conventions import corner_region
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import _call
@@ -99,21 +108,35 @@ class _Candidate:
     evidence: int = 0
 
 
+_RECOMPUTED: dict[tuple[Any, ...], tuple[Any, Any, np.ndarray | None]] = {}
+_RECOMPUTED_MAX = 4096
+
+
 def recompute(
     mistake: Mistake, spec: Any, args: dict[str, np.ndarray], form: int = 0, params: dict[str, float] | None = None
 ) -> np.ndarray | None:
     """The mistake's output (its ``form``, with ``params``) on ``args`` in float64 (None when it
-    raises or returns no numbers)."""
+    raises or returns no numbers).
+
+    Kept per process for the same spec, arguments, mistake, form and parameters (the entry holds the
+    spec and the arguments, so their ids are not reused meanwhile): the diagnosis of each failing
+    case asks again for the same mistakes on the same confirmation and probe inputs."""
+    key = (id(spec), id(args), mistake.id, form, tuple(sorted((params or {}).items())))
+    hit = _RECOMPUTED.get(key)
+    if hit is not None and hit[0] is spec and hit[1] is args:
+        return hit[2]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             value = mistake.bind(spec.contract, spec, form, **(params or {}))(*_tensors(args))
     except Exception:  # noqa: BLE001 - a mistake that cannot run on these inputs does not match
-        return None
-    received = to_received(value)
-    if not isinstance(received, Received):
-        return None
-    return received.array.astype(np.float64)
+        value = None
+    received = None if value is None else to_received(value)
+    out = received.array.astype(np.float64) if isinstance(received, Received) else None
+    if len(_RECOMPUTED) >= _RECOMPUTED_MAX:
+        _RECOMPUTED.clear()
+    _RECOMPUTED[key] = (spec, args, out)
+    return out
 
 
 def _tensors(args: dict[str, np.ndarray]) -> list[torch.Tensor]:
@@ -136,11 +159,19 @@ def matches(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float, dtyp
     return close_enough(got, want, _tolerance(allowed, want, got.shape, dtype))
 
 
-def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str, strict: bool = False) -> int:
+def _differing(
+    want: np.ndarray,
+    golden: np.ndarray,
+    allowed: np.ndarray,
+    dtype: str,
+    strict: bool = False,
+    free: np.ndarray | None = None,
+) -> int:
     """How many entries of the mistake's value are not the golden value (all of them if shapes differ).
 
     ``strict``: within the case's allowed error only, not widened by close(dtype) (whose float64
     rtol of 1e-7 is coarser than float32 rounding), for a mistake that is only a precision.
+    ``free``: entries the mistake never writes (:attr:`Mistake.unwritten`), which are no evidence.
     """
     if want.shape != golden.shape:
         return max(int(want.size), 1)
@@ -148,7 +179,23 @@ def _differing(want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype:
         tol = np.broadcast_to(np.where(np.isfinite(allowed), allowed, 0.0), want.shape)
     else:
         tol = _tolerance(allowed, golden, want.shape, dtype)
-    return int(np.count_nonzero(~entries_close(want, golden, tol)))
+    wrong = ~entries_close(want, golden, tol)
+    if free is not None:
+        wrong &= ~free
+    return int(np.count_nonzero(wrong))
+
+
+def _unwritten(
+    mistake: Mistake, spec: Any, call: Any, form: int, params: dict[str, float], shape: tuple[int, ...]
+) -> np.ndarray | None:
+    """The entries the mistake's ``fn`` (form 0) never writes on ``call`` (a bool array of ``shape``), or None."""
+    if form != 0 or mistake.unwritten is None:
+        return None
+    try:
+        free = mistake.unwritten(spec.contract, tuple(_tensors(call.args)), params)
+    except Exception:  # noqa: BLE001 - a rule that cannot run here leaves every entry written
+        return None
+    return np.asarray(free, dtype=bool) if free is not None and np.shape(free) == shape else None
 
 
 def _right(mistake: Mistake, want: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str) -> bool:
@@ -188,6 +235,11 @@ def _holds_on(
                 held.add(form)  # both raise here: consistent, but no evidence
                 evidence = max(evidence, 0)
             continue
+        free = _unwritten(mistake, spec, call, form, cand.params, want.shape) if got.shape == want.shape else None
+        if free is not None:  # entries its code never writes hold whatever memory held, never the right row
+            if not _never_right(got, golden, allowed, free, dtype):
+                continue
+            want = np.where(free, got, want)
         if skip_right and want.shape == golden.shape and _right(mistake, want, golden, allowed, dtype):
             continue
         tol: np.ndarray | float = allowed if want.shape == golden.shape else 0.0
@@ -196,8 +248,26 @@ def _holds_on(
         if matches(got, want, tol, level):
             held.add(form)
             if evidence < 0:
-                evidence = _differing(want, golden, allowed, dtype, strict=bool(mistake.computes_in))
+                # unwritten rows are evidence only beside written ones: the tile boundary shows in this call
+                aside = free if free is not None and bool(free.all()) else None
+                evidence = _differing(want, golden, allowed, dtype, strict=bool(mistake.computes_in), free=aside)
     return held, max(evidence, 0)
+
+
+def _never_right(got: np.ndarray, golden: np.ndarray, allowed: np.ndarray, free: np.ndarray, dtype: str) -> bool:
+    """Whether every row (last axis) of ``free`` entries differs from the golden value somewhere: a row
+    that is right there was written after all (memory holds the right row only by accident). A row
+    whose golden value is zero within the tolerance tells nothing (zeroed memory holds it) and is
+    not asked to differ."""
+    if golden.shape != got.shape or not free.any():
+        return True
+    tol = _tolerance(allowed, golden, got.shape, dtype)
+    width = free.shape[-1] if free.ndim else 1
+    wrong = (~entries_close(got, golden, tol)).reshape(-1, width)
+    telling = (~entries_close(np.zeros_like(golden), golden, tol)).reshape(-1, width).any(axis=-1)
+    rows = free.reshape(-1, width)
+    asked = rows.any(axis=-1) & telling
+    return bool((wrong & rows).any(axis=-1)[asked].all())
 
 
 def _set_aside_region(spec: Any, call: Any) -> np.ndarray | None:
@@ -221,36 +291,51 @@ def _outside(value: np.ndarray | None, aside: np.ndarray | None, golden: np.ndar
     return np.where(aside, golden, value)
 
 
-def _candidate(mistake: Mistake, spec: Any, call: Any, got: np.ndarray) -> _Candidate | None:
-    """``mistake`` as a candidate for ``got`` on ``call`` (parameters fitted first), or None."""
-    params: dict[str, float] = {}
-    if mistake.fit is not None:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fitted = mistake.fit(spec.contract, tuple(_tensors(call.args)), got)
-        except Exception:  # noqa: BLE001 - a fit that cannot run on these inputs explains nothing
-            fitted = None
-        if fitted is None:
-            return None
-        params = dict(fitted)
-    cand = _Candidate(mistake, params, set(range(mistake.form_count)))
-    return cand
+def _fitted(mistake: Mistake, spec: Any, call: Any, got: np.ndarray) -> list[dict[str, float]]:
+    """The parameter sets of ``mistake`` that its fit reads from ``got`` on ``call`` (one empty set
+    for a mistake without parameters; none when the fit explains nothing)."""
+    if mistake.fit is None:
+        return [{}]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = mistake.fit(spec.contract, tuple(_tensors(call.args)), got)
+    except Exception:  # noqa: BLE001 - a fit that cannot run on these inputs explains nothing
+        fitted = None
+    if fitted is None:
+        return []
+    return [dict(p) for p in fitted] if isinstance(fitted, list) else [dict(fitted)]
 
 
-def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> _Candidate | None:
-    """``mistake`` as a candidate that explains ``got`` on ``call``, or None."""
-    cand = _candidate(mistake, spec, call, got)
-    if cand is None:
-        return None
+def _explains(mistake: Mistake, spec: Any, call: Any, got: np.ndarray, dtype: str) -> list[_Candidate]:
+    """``mistake`` as the candidates (one per fitted parameter set) that explain ``got`` on ``call``."""
+    found = []
     aside = _set_aside_region(spec, call)
-    cand.forms, cand.evidence = _holds_on(cand, spec, call, got, dtype, skip_right=True, aside=aside)
-    return cand if cand.forms else None
+    for params in _fitted(mistake, spec, call, got):
+        cand = _Candidate(mistake, params, set(range(mistake.form_count)))
+        cand.forms, cand.evidence = _holds_on(cand, spec, call, got, dtype, skip_right=True, aside=aside)
+        if cand.forms:
+            found.append(cand)
+    return found
 
 
-def holds(mistake: Mistake, spec: Any, call: Any, received: Received, dtype: str) -> bool:
-    """Whether the output ``received`` of ``call`` is what ``mistake`` gives (and not the golden value)."""
-    return _explains(mistake, spec, call, received.array.astype(np.float64), dtype) is not None
+def holds(mistake: Mistake, spec: Any, call: Any, received: Received | CallFailure, dtype: str) -> bool:
+    """Whether the output ``received`` of ``call`` is what ``mistake`` gives (and not the golden
+    value); for a call that raised, whether the mistake raises there too (:attr:`Mistake.raises`)."""
+    if isinstance(received, CallFailure):
+        return _raises_here(mistake, spec, call) is not None
+    return bool(_explains(mistake, spec, call, received.array.astype(np.float64), dtype))
+
+
+def _raises_here(mistake: Mistake, spec: Any, call: Any) -> dict[str, float] | None:
+    """The first parameter set (:attr:`Mistake.raises`) under which the mistake raises on ``call``, or None."""
+    if mistake.raises is None:
+        return None
+    try:
+        options = mistake.raises(spec.contract, tuple(_tensors(call.args)))
+    except Exception:  # noqa: BLE001 - a rule that cannot run here explains nothing
+        return None
+    return next((p for p in options if recompute(mistake, spec, call.args, 0, p) is None), None)
 
 
 def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -296,28 +381,63 @@ def _pick(rng: np.random.Generator, lo: int, hi: int) -> int:
     return int(rng.integers(lo, hi + 1))
 
 
+def _leading_sizes(contract: Any, batch: tuple[int, ...]) -> tuple[int, ...]:
+    """``batch`` with exactly as many dims as the spec names (:attr:`Contract.leading`: its inputs
+    always have that rank): cut, or padded with 2s; ``batch`` itself for the open ``...``."""
+    if contract.leading is None:
+        return batch
+    count = len(contract.leading)
+    return batch[:count] + (2,) * max(0, count - len(batch))
+
+
+def _sized_args(spec: Any, sizes: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random arguments of the legend ``sizes`` (see :func:`_random_array`), with the rank the spec
+    states (:func:`_leading_sizes`) and its contract's own integer parameters."""
+    contract = spec.contract
+    legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
+    sizes = {**sizes, "...": _leading_sizes(contract, tuple(sizes["..."]))}
+    sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
+    args = {}
+    for name, legend in contract.parameters:
+        if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
+            args[name] = integers[name]
+            continue
+        shape: tuple[int, ...] = ()
+        for sym in legend:
+            shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)
+        if name in contract.additive_parameters:
+            args[name] = _additive_mask(rng, shape)
+        else:
+            args[name] = _random_array(rng, shape, name in contract.bool_parameters)
+    return args
+
+
 def confirmation_args(spec: Any) -> list[dict[str, np.ndarray]]:
     """The :data:`CONFIRMATIONS` argument sets (by contract parameter name, float64 or bool) the
     implementation is also called on, drawn once per spec from its seed (see ``_CONFIRMATION_SIZES``)."""
-    contract = spec.contract
     out = []
     for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
         rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
-        legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
-        sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
-        args = {}
-        for name, legend in contract.parameters:
-            if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
-                args[name] = integers[name]
-                continue
-            shape: tuple[int, ...] = ()
-            for sym in legend:
-                shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)
-            if name in contract.additive_parameters:
-                args[name] = _additive_mask(rng, shape)
-            else:
-                args[name] = _random_array(rng, shape, name in contract.bool_parameters)
-        out.append(args)
+        out.append(_sized_args(spec, dict(sizes), rng))
+    return out
+
+
+def resized_args(spec: Any, sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Arguments like the first confirmation input's, with the legend ``sizes`` in place of its own
+    (``{"n_q": 17, "n_k": 17}``: a mistake's further confirmation, probe or witness input), drawn
+    from the spec's seed and the sizes, so the same every time."""
+    rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", "sized", sorted(sizes.items())))
+    return _sized_args(spec, {**_CONFIRMATION_SIZES[0], **sizes}, rng)
+
+
+def _mistake_sizes(spec: Any, which: str) -> list[dict[str, int]]:
+    """The further confirmation (``which="confirm_sizes"``) or probe (``"probe_sizes"``) sizes of the
+    mistakes that apply to the spec's contract, each once, in catalogue order."""
+    out: list[dict[str, int]] = []
+    for mistake in mistakes_for(spec.contract):
+        for sizes in getattr(mistake, which):
+            if sizes not in out:
+                out.append(dict(sizes))
     return out
 
 
@@ -359,12 +479,14 @@ def _corners(spec: Any, base: dict[str, np.ndarray]) -> list[dict[str, np.ndarra
 
 
 def _calls(spec: Any, dtype: str, which: str) -> list[Any]:
-    """The confirmation calls (``which="confirm"``) or the probe calls (``"probe"``: the worked
-    examples and the corners), made once per spec and dtype."""
+    """The confirmation calls (``which="confirm"``: :func:`confirmation_args` and the mistakes' own
+    ``confirm_sizes``) or the probe calls (``"probe"``: the worked examples, the corners and the
+    mistakes' ``probe_sizes``), made once per spec and dtype."""
     key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, which)
     if key not in _INPUTS:
         confirm = confirmation_args(spec)
         if which == "confirm":
+            confirm += [resized_args(spec, sizes) for sizes in _mistake_sizes(spec, "confirm_sizes")]
             _INPUTS[key] = [_call(spec, args, dtype, spec.tolerance) for args in confirm]
         else:
             calls = []
@@ -374,6 +496,8 @@ def _calls(spec: Any, dtype: str, which: str) -> list[Any]:
                 except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
                     continue
             calls.extend(_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
+            sized = [resized_args(spec, sizes) for sizes in _mistake_sizes(spec, "probe_sizes")]
+            calls.extend(_call(spec, args, dtype, spec.tolerance) for args in sized)
             _INPUTS[key] = calls
     return _INPUTS[key]
 
@@ -407,10 +531,10 @@ def _confirm(cand: _Candidate, spec: Any, observed: list[tuple[Any, Any]], dtype
 
 def _disagree(cands: list[_Candidate], spec: Any, call: Any, dtype: str) -> bool:
     """Whether the candidates' outputs on ``call`` are not all the same (so it can tell them apart)."""
-    wants = [recompute(c.mistake, spec, call.args, f, c.params) for c in cands for f in sorted(c.forms)]
-    first = wants[0]
+    wants = (recompute(c.mistake, spec, call.args, f, c.params) for c in cands for f in sorted(c.forms))
+    first = next(wants)
     allowed = np.asarray(call.allowed, dtype=np.float64)
-    for want in wants[1:]:
+    for want in wants:  # made one by one: the first that differs settles it
         if (first is None) != (want is None):
             return True
         if first is not None and want is not None:
@@ -479,9 +603,7 @@ def diagnose(
     for mistake in mistakes_for(spec.contract):
         if not mistake.applies_in(dtype):
             continue
-        cand = _explains(mistake, spec, call, got, dtype)
-        if cand is not None:
-            found.append(cand)
+        found.extend(_explains(mistake, spec, call, got, dtype))
     if not found:
         return None
     if runner is not None:
@@ -489,10 +611,100 @@ def diagnose(
         found = [c for c in found if _confirm(c, spec, observed, dtype)]
     if runner is not None and (len(found) > 1 or any(c.evidence < MIN_EVIDENCE for c in found)):
         found = _probe(found, spec, runner, dtype)
-    found = [c for c in found if c.evidence >= MIN_EVIDENCE]
+    found = _best_of_each([c for c in found if c.evidence >= MIN_EVIDENCE])
     if len(found) != 1:
         return None
     return {"id": found[0].mistake.id, "message": found[0].mistake.describe(found[0].params)}
+
+
+def _best_of_each(cands: list[_Candidate]) -> list[_Candidate]:
+    """One candidate per mistake: of the parameter sets that all held (tile sizes the inputs could
+    not tell apart), the one with the most evidence (the first of equals)."""
+    best: dict[str, _Candidate] = {}
+    for cand in cands:
+        kept = best.get(cand.mistake.id)
+        if kept is None or cand.evidence > kept.evidence:
+            best[cand.mistake.id] = cand
+    return list(best.values())
+
+
+def diagnose_raised(
+    spec: Any, call: Any, failure: CallFailure, dtype: str, runner: Runner | None
+) -> dict[str, str] | None:
+    """``{"id", "message"}`` of the one catalogue mistake that raises where the implementation raised
+    (:attr:`Mistake.raises`), with evidence, else None.
+
+    For each such mistake and each parameter set under which it raises on ``call`` (smallest tile
+    first), the implementation is called on the mistake's witnesses (:attr:`Mistake.witnesses`:
+    n = tile, where it runs and is right, and n = tile + 1, where it raises): the first parameter
+    set on which the implementation raises exactly where the mistake does, and gives its value
+    where it runs, is the mistake's. The failing call and each witness that raises are one entry of
+    evidence each; :data:`MIN_EVIDENCE` are needed, and exactly one mistake must remain. Only an
+    exception verdict is diagnosed (a timeout or a crash is not the mistake's), and only with a runner.
+    """
+    if runner is None or failure.verdict is not Verdict.EXCEPTION:
+        return None
+    found: list[tuple[Mistake, dict[str, float]]] = []
+    for mistake in mistakes_for(spec.contract):
+        if mistake.raises is None or mistake.witnesses is None or not mistake.applies_in(dtype):
+            continue
+        try:
+            options = mistake.raises(spec.contract, tuple(_tensors(call.args)))
+        except Exception:  # noqa: BLE001 - a rule that cannot run here explains nothing
+            continue
+        for params in options:
+            if recompute(mistake, spec, call.args, 0, params) is not None:
+                continue  # the mistake runs here: it cannot explain the exception
+            if _witnessed(mistake, params, spec, runner, dtype) + 1 >= MIN_EVIDENCE:
+                found.append((mistake, params))
+                break
+    if len(found) != 1:
+        return None
+    mistake, params = found[0]
+    return {"id": mistake.id, "message": mistake.describe(params)}
+
+
+def _witnessed(mistake: Mistake, params: dict[str, float], spec: Any, runner: Runner, dtype: str) -> int:
+    """The entries of evidence the mistake's witnesses give (one per witness where both raise), or
+    -1 when on some witness the implementation does not do what the mistake does."""
+    assert mistake.witnesses is not None
+    evidence = 0
+    for sizes in mistake.witnesses(params):
+        call = _sized_call(spec, dtype, sizes)
+        want = recompute(mistake, spec, call.args, 0, params)
+        outcome = _sized_output(spec, runner, dtype, sizes, call)
+        if isinstance(outcome, CallFailure) and outcome.verdict is not Verdict.EXCEPTION:
+            return -1  # a timeout or a crash is not the mistake's exception
+        got = _values(outcome)
+        if want is None and got is None:
+            evidence += 1
+        elif want is None or got is None:
+            return -1
+        elif not matches(
+            got, want, np.asarray(call.allowed, dtype=np.float64) if want.shape == got.shape else 0.0, dtype
+        ):
+            return -1
+    return evidence
+
+
+def _sized_call(spec: Any, dtype: str, sizes: dict[str, int]) -> Any:
+    """The call of :func:`resized_args` for ``sizes``, built once per spec and dtype."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "sized", str(sorted(sizes.items())))
+    if key not in _INPUTS:
+        _INPUTS[key] = [_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
+    return _INPUTS[key][0]
+
+
+def _sized_output(spec: Any, runner: Runner, dtype: str, sizes: dict[str, int], call: Any) -> Any:
+    """The runner's outcome on the sized call, made once per runner."""
+    try:
+        cache = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        cache = {}
+    key = (spec.id, str(spec.version), dtype, "sized", str(sorted(sizes.items())))
+    if key not in cache:
+        cache[key] = [runner.call(call.args, dtype)]
+    return cache[key][0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,7 +786,8 @@ def _backward_calls(spec: Any, dtype: str) -> list[Any]:
     key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "backward")
     if key not in _INPUTS:
         calls = []
-        for number, args in enumerate(confirmation_args(spec)):
+        inputs = confirmation_args(spec) + [resized_args(spec, z) for z in _mistake_sizes(spec, "confirm_sizes")]
+        for number, args in enumerate(inputs):
             rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis-upstream", number))
             with np.errstate(all="ignore"):
                 shape = np.shape(spec.contract.golden(args))
@@ -605,21 +818,14 @@ def _diagnose_backward(
     for mistake in mistakes_for(spec.contract):
         if not mistake.backward or not mistake.applies_in(dtype):
             continue
-        params: dict[str, float] = {}
-        if mistake.fit is not None:
-            try:
-                fitted = mistake.fit(spec.contract, tuple(_tensors(call.args)), received.array.astype(np.float64))
-            except Exception:  # noqa: BLE001 - a fit that cannot run here explains nothing
-                fitted = None
-            if fitted is None:
+        for params in _fitted(mistake, spec, call, received.array.astype(np.float64)):
+            want = recompute_backward(mistake, spec, call, params)
+            if want is None:
                 continue
-            params = dict(fitted)
-        want = recompute_backward(mistake, spec, call, params)
-        if want is None:
-            continue
-        agrees, evidence = _backward_agrees(received, want, call, spec, dtype)
-        if agrees and evidence > 0:
-            found.append((mistake, params, evidence))
+            agrees, evidence = _backward_agrees(received, want, call, spec, dtype)
+            if agrees and evidence > 0:
+                found.append((mistake, params, evidence))
+                break
     if runner is not None and found:
         kept = []
         observed = _backward_outputs(spec, runner, dtype)

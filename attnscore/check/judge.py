@@ -21,7 +21,7 @@ from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
-from attnscore.check.diagnosis import diagnose, holds, nonfinite_hint
+from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
 from attnscore.check.runner import Runner
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
@@ -115,9 +115,10 @@ def _contract_args(spec: Spec, call: Call) -> dict[str, np.ndarray]:
     return dict(zip(spec.contract.parameter_names, call.args.values(), strict=True))
 
 
-def wrong_corner(spec: Spec, call: Call, outcome: Received) -> str:
-    """The first convention corner, not set aside, where ``outcome`` is wrong (``""`` if none)."""
-    if outcome.shape != np.shape(call.golden):
+def wrong_corner(spec: Spec, call: Call, outcome: Received | CallFailure) -> str:
+    """The first convention corner, not set aside, where ``outcome`` is wrong (``""`` if none, and
+    for a call that failed)."""
+    if isinstance(outcome, CallFailure) or outcome.shape != np.shape(call.golden):
         return ""
     got = outcome.array.astype(np.float64)
     for name in applicable_corners(spec.contract):
@@ -154,7 +155,7 @@ def judge_case(
     function: str | None = None,
     *,
     diagnose_failures: bool = True,
-    observe: list[tuple[Call, Received]] | None = None,
+    observe: list[tuple[Call, Received | CallFailure]] | None = None,
     disclosed: CallFailure | None = None,
 ) -> CaseResult:
     """Make the case's calls in order and return its result (stops at the first failure).
@@ -172,9 +173,10 @@ def judge_case(
     Each call is compared with its golden value; a call that closes a relational example also
     runs the property's check over the example's outputs. A failing output is matched against the
     mistake catalogue (:mod:`attnscore.check.diagnosis`, which may call ``runner`` on its confirmation
-    inputs) unless ``diagnose_failures`` is False. ``function`` is the graded function's name as
-    shown in feedback (default: the spec's). ``observe``, when given, receives the failing call and
-    its output (for shrinking, :mod:`attnscore.check.shrink`). A call failure that is
+    inputs) unless ``diagnose_failures`` is False; so is a call that raised, against the mistakes
+    that raise (:func:`attnscore.check.diagnosis.diagnose_raised`). ``function`` is the graded
+    function's name as shown in feedback (default: the spec's). ``observe``, when given, receives
+    the failing call and its output or failure (for shrinking, :mod:`attnscore.check.shrink`). A call failure that is
     ``disclosed`` (the load failure a session already reported before any hidden input ran) is
     marked so (``Failure.disclosed``: a hidden case may show it in full).
 
@@ -231,7 +233,7 @@ def _judge_once(
     function: str | None,
     *,
     diagnose_failures: bool,
-    observe: list[tuple[Call, Received]] | None = None,
+    observe: list[tuple[Call, Received | CallFailure]] | None = None,
     raw: list[tuple[Call, Received]] | None = None,
     disclosed: CallFailure | None = None,
 ) -> CaseResult:
@@ -264,6 +266,10 @@ def _judge_once(
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             if verdict is Verdict.BUDGET_SPENT:  # never called: nothing to reproduce, one call fewer made
                 return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
+            if observe is not None:
+                observe.append((call, outcome))
+            if diagnose_failures:  # a catalogue mistake that raises exactly here (a tile-size requirement)
+                call_fields["diagnosis"] = diagnose_raised(spec, call, outcome, dtype, runner)
             where = _where(call, keywords, by_name)
             return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from attnscore.boundary.calls import (
+    OMITTED,
     argument_value,
     describe_exception,
     inspect_call,
@@ -27,6 +28,7 @@ from attnscore.boundary.calls import (
     type_name,
 )
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
+from attnscore.boundary.layouts import HANDOVERS, OMIT
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.report.results import Verdict
 
@@ -95,6 +97,10 @@ class Runner(Protocol):
         upstream: np.ndarray | None = None,
     ) -> Outcome:
         """One call with ``args`` (name -> array, in the parameters' order) cast to ``dtype``.
+
+        ``layouts`` says how an argument is handed over (:mod:`attnscore.boundary.layouts`): as a
+        view, or for an optional mask not as a tensor at all (``"omitted"``: left out of the call,
+        ``"none"``: passed as None; its array then only says what that means).
 
         With ``upstream`` (``dO``, the output's shape) the call also runs the backward pass
         (:func:`attnscore.boundary.gradients.backward_call`) and a value comes back as
@@ -207,18 +213,19 @@ class InProcessRunner:
         layouts: Mapping[str, str] | None = None,
         upstream: np.ndarray | None = None,
     ) -> Outcome:
-        names = list(args)
         layouts = layouts or {}
-        tensors = [to_torch(a, dtype, self.device, layouts.get(n)) for n, a in args.items()]
+        names = [n for n in args if layouts.get(n) not in HANDOVERS]  # the inputs handed over as tensors
+        tensors = [to_torch(args[n], dtype, self.device, layouts.get(n)) for n in names]
         copies = [t.clone() for t in tensors]
         before = [tensor_layout(t) for t in tensors]  # shape and strides: metadata changes are mutation too
         self.last_inspection = None
         if self.load_failure is not None:
             return self.load_failure
+        function = _handing_over(self.function, list(args), layouts)
         if upstream is not None:
-            return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
+            return self._backward(function, names, tensors, to_torch(upstream, dtype, self.device))
         try:
-            value = self.function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
+            value = function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         value, _ = first_output(value, self.logsumexp[0] if self.logsumexp else None)
@@ -228,10 +235,12 @@ class InProcessRunner:
             return CallFailure(Verdict.BAD_RETURN_TYPE, received.message)
         return received
 
-    def _backward(self, names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor) -> Outcome:
+    def _backward(
+        self, function: Callable[..., object], names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor
+    ) -> Outcome:
         """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`)."""
         try:
-            _, got = backward_call(self.function, names, list(tensors), upstream, logsumexp=self.logsumexp)
+            _, got = backward_call(function, names, list(tensors), upstream, logsumexp=self.logsumexp)
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         if isinstance(got, BadReturn):
@@ -246,6 +255,25 @@ class InProcessRunner:
 
     def close(self) -> None:
         return None
+
+
+def _handing_over(
+    function: Callable[..., object], names: list[str], layouts: Mapping[str, str]
+) -> Callable[..., object]:
+    """``function`` called with the tensors of the arguments handed over as tensors, and in place of
+    each optional one handed over without a value (``layouts``: ``"omitted"`` or ``"none"``)
+    :data:`attnscore.boundary.calls.OMITTED` (the contract's binding leaves it out) or None;
+    ``function`` itself when every argument is a tensor."""
+    absent = {n: layouts[n] for n in names if layouts.get(n) in HANDOVERS}
+    if not absent:
+        return function
+
+    def call(*tensors: object) -> object:
+        given = iter(tensors)
+        values = [(OMITTED if absent[n] == OMIT else None) if n in absent else next(given) for n in names]
+        return function(*values)
+
+    return call
 
 
 class RefusedRunner:

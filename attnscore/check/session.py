@@ -63,8 +63,9 @@ class Budget:
             hypothesis run, for a counterexample about as small as hypothesis's, though its values
             are drawn ones rather than hypothesis's simplest.
 
-    Diagnosis is not budgeted here: it makes at most
-    :data:`attnscore.check.diagnosis.CONFIRMATIONS` extra calls per runner, spec and dtype.
+    Diagnosis is not budgeted here: each of its extra calls (the
+    :data:`attnscore.check.diagnosis.CONFIRMATIONS` confirmation inputs, the catalogue mistakes' own
+    confirmation, probe and witness inputs) is made at most once per runner, spec and dtype.
     """
 
     shrink_steps: int = 50

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.boundary.calls import OMITTED
 from attnscore.maths.bounds import Bound
 from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
@@ -138,6 +139,17 @@ class Contract:
         integer_check: ``args -> [(parameter, problem)]``: what is wrong with the integer
             parameters of ``args`` (a worked example's), each problem saying what was expected and
             what was found; empty when they are valid.
+        leading: the names a spec gives the leading dims in place of ``"..."`` (``("batch",)`` for
+            ``[batch, n_q, d_k]``, ``("batch", "heads")``): every parameter and the result whose legend
+            starts with ``"..."`` then has exactly these dims first, each of one size throughout,
+            and drawn inputs have exactly that rank; None: any number of leading dims (``...``).
+            Set by :meth:`interfaced`.
+        full_masks: mask parameters (bool or additive) that always come in the scores' full shape
+            ``(..., n_q, n_k)``: drawn masks have no size-1 broadcast dims and are never one
+            ``(n_q, n_k)`` mask shared by the batch (a course that passes them so).
+        omittable: mask parameters a spec marks ``optional``: the implementation takes them with a
+            default (``mask=None``), so calls sometimes leave them out and sometimes pass None;
+            either means every key is kept (:meth:`absent_value`).
         key_view_fn: ``args -> KeyView`` for contracts whose output is softmax weights over keys or
             made from them (weights, attention and its variants): which keys each output row keeps
             and which hold non-finite values (:mod:`attnscore.maths.key_view`), in the output's own
@@ -188,12 +200,103 @@ class Contract:
     int_parameters: frozenset[str] = field(default_factory=frozenset)
     integer_fn: IntegerFn | None = None
     integer_check: Callable[[Args], list[tuple[str, str]]] | None = None
+    leading: tuple[str, ...] | None = None
+    full_masks: frozenset[str] = field(default_factory=frozenset)
+    omittable: frozenset[str] = field(default_factory=frozenset)
+
+    def interfaced(
+        self,
+        leading: tuple[str, ...] | None = None,
+        full_masks: frozenset[str] = frozenset(),
+        omittable: frozenset[str] = frozenset(),
+    ) -> Contract:
+        """This contract with the interface a spec states (see :attr:`leading`, :attr:`full_masks`,
+        :attr:`omittable`): named leading dims, masks given in full shape, optional masks.
+
+        Raises:
+            ValueError: a full-shape or optional parameter that is not one of the contract's masks.
+
+        Example:
+            >>> from attnscore.maths.contracts import get_contract
+            >>> c = get_contract("attention").interfaced(("batch",), omittable=frozenset({"mask"}))
+            >>> c.declared_shape("Q"), c.declared_shape("mask")
+            (('batch', 'n_q', 'd_k'), ('batch', 'n_q', 'n_k'))
+        """
+        masks = self.mask_parameters
+        for name in sorted(full_masks | omittable):
+            if name not in masks:
+                raise ValueError(
+                    f"expected a mask parameter of contract {self.name} ({', '.join(sorted(masks)) or 'none'}), "
+                    f"found {name!r}"
+                )
+        if leading is None and not full_masks and not omittable:
+            return self
+        reference = self.reference
+        if omittable:  # the truth of a call without its mask: the reference with every key kept
+            reference = _WithAbsentMasks(self, reference, frozenset(omittable))
+        return dataclasses.replace(
+            self,
+            leading=leading,
+            full_masks=frozenset(full_masks),
+            omittable=frozenset(omittable),
+            reference=reference,
+        )
+
+    @property
+    def mask_parameters(self) -> frozenset[str]:
+        """The parameters that are masks (bool, True = keep; or float, added to the scores)."""
+        return self.bool_parameters | self.additive_parameters
+
+    def declared_shape(self, name: str) -> tuple[str, ...]:
+        """Parameter ``name``'s legend as the spec states it: ``"..."`` replaced by the named leading
+        dims (:attr:`leading`) when there are some; ``"returns"`` for the result's."""
+        legend = self.returns if name == "returns" else dict(self.parameters)[name]
+        if self.leading is None or legend[:1] != ("...",):
+            return legend
+        return self.leading + legend[1:]
+
+    def absent_value(self, name: str, args: Mapping[str, Any]) -> np.ndarray:
+        """What an optional mask ``name`` (:attr:`omittable`) means when a call leaves it out or
+        passes None: every key kept, a bool mask of True (or an additive mask of zeros), in the
+        scores' full shape ``(..., n_q, n_k)`` read from the other arguments ``args``.
+
+        Example:
+            >>> from attnscore.maths.contracts import get_contract
+            >>> c = get_contract("attention")
+            >>> args = {"Q": np.zeros((2, 3, 4)), "K": np.zeros((2, 5, 4)), "V": np.zeros((2, 5, 1))}
+            >>> keep = c.absent_value("mask", args)
+            >>> keep.shape, keep.dtype.name, bool(keep.all())
+            ((2, 3, 5), 'bool', True)
+        """
+        from attnscore.maths.bounds import legend_of
+
+        present = {n: a for n, a in args.items() if n != name and a is not None and a is not OMITTED}
+        sizes = legend_of(self, present)
+        legend = dict(self.parameters)[name]
+        batches = [
+            np.shape(present[n])[: np.ndim(present[n]) - (len(lg) - 1)]
+            for n, lg in self.parameters
+            if n in present and n not in self.mask_parameters and lg[:1] == ("...",)
+        ]
+        shape: tuple[int, ...] = ()
+        for sym in legend:
+            shape += tuple(np.broadcast_shapes(*batches)) if sym == "..." else (int(sizes[sym]),)
+        if name in self.bool_parameters:
+            return np.ones(shape, dtype=np.bool_)
+        return np.zeros(shape, dtype=np.float64)
+
     key_view_fn: Callable[[Args], KeyView] | None = None
 
     def key_view(self, args: Args) -> KeyView | None:
         """Which keys each output row of a call with ``args`` keeps (:attr:`key_view_fn`), or None
-        for a contract without softmax weights."""
-        return None if self.key_view_fn is None else self.key_view_fn(args)
+        for a contract without softmax weights. An optional mask left out (:data:`OMITTED`) or
+        passed as None keeps every key (:meth:`absent_value`)."""
+        if self.key_view_fn is None:
+            return None
+        absent = [n for n in self.omittable if n not in args or args[n] is None or args[n] is OMITTED]
+        if absent:
+            args = {**args, **{n: self.absent_value(n, args) for n in absent}}
+        return self.key_view_fn(args)
 
     def integers(self, pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], Args]:
         """``(sizes, integer arrays)`` for drawn legend ``sizes`` (:attr:`integer_fn`); ``(sizes, {})``
@@ -259,7 +362,9 @@ class Contract:
     def binding(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """``function`` as the runners call it, ``f(*arguments in parameter order)``, passing the
         keyword parameters (``attn_mask``) by name and the configured keywords (:attr:`options`)
-        too; ``function`` itself when the contract has neither.
+        too, and leaving out an optional argument the runner marks
+        :data:`attnscore.boundary.calls.OMITTED` (a trailing positional one, or one passed by name);
+        ``function`` itself when the contract has none of these.
 
         Example:
             >>> from attnscore.maths.contracts import get_contract
@@ -267,7 +372,7 @@ class Contract:
             >>> c.binding(lambda q, k, v, **kw: sorted(kw))(1, 2, 3, 4)
             ['attn_mask', 'scale']
         """
-        if not self.options and not self.keyword_parameters:
+        if not self.options and not self.keyword_parameters and not self.omittable:
             return function
         return _KeywordCall(function, self.parameter_names, self.keyword_parameters, dict(self.options))
 
@@ -321,6 +426,33 @@ class Contract:
         return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
 
 
+class _WithAbsentMasks:
+    """A contract's reference that takes its optional masks left out (or :data:`OMITTED`, or None)
+    and computes as :meth:`Contract.absent_value` says (every key kept), whatever its own signature:
+    ``masked_scores(S, mask)`` has no default for its mask."""
+
+    def __init__(self, contract: Contract, reference: Callable[..., Any], omittable: frozenset[str]) -> None:
+        self.names = contract.parameter_names
+        self.contract = contract
+        self.reference = reference
+        self.omittable = omittable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = dict(zip(self.names, args, strict=False))
+        for name in self.names:
+            if name in kwargs:
+                values[name] = kwargs.pop(name)
+        present = {n: v for n, v in values.items() if isinstance(v, torch.Tensor)}
+        like = next(iter(present.values()))
+        for name in sorted(self.omittable):
+            if not isinstance(values.get(name), torch.Tensor):
+                shapes = {n: np.empty(tuple(t.shape), dtype=np.bool_) for n, t in present.items()}
+                keep = self.contract.absent_value(name, shapes)
+                kind = torch.bool if keep.dtype == np.bool_ else like.dtype
+                values[name] = torch.as_tensor(keep, dtype=kind, device=like.device)
+        return self.reference(*[values[n] for n in self.names if n in values], **kwargs)
+
+
 class _KeywordCall:
     """A function called with some arguments by name and fixed keywords (:meth:`Contract.binding`)."""
 
@@ -335,8 +467,12 @@ class _KeywordCall:
         self.__qualname__ = getattr(function, "__qualname__", self.__name__)
 
     def __call__(self, *args: Any) -> Any:
-        named = dict(zip(self.names[self.positional :], args[self.positional :], strict=True))
-        return self.function(*args[: self.positional], **named, **self.fixed)
+        pairs = zip(self.names[self.positional :], args[self.positional :], strict=True)
+        named = {name: value for name, value in pairs if value is not OMITTED}
+        given = list(args[: self.positional])
+        while given and given[-1] is OMITTED:  # an optional trailing argument left out: its default applies
+            given.pop()
+        return self.function(*given, **named, **self.fixed)
 
     def __repr__(self) -> str:
         by_name = [f"{n}=..." for n in self.names[self.positional :]]

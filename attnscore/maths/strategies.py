@@ -34,6 +34,8 @@ __all__ = [
     "legend_sizes",
     "random_args",
     "small_sizes",
+    "drawing_small",
+    "batch_dims",
 ]
 
 QK = tuple[np.ndarray, np.ndarray]
@@ -68,8 +70,20 @@ def _upper(bound: int, low: int = 1) -> int:
     return max(low, min(bound, SMALL_SIZE)) if _SMALL.get() else bound
 
 
-def _batch_dims(draw: Callable[..., Any]) -> tuple[int, ...]:
+def drawing_small() -> bool:
+    """Whether drawing is capped now (inside :func:`small_sizes`): a strategy that draws sizes of its
+    own (a window, a sequence length just past a tile) draws its smallest ones."""
+    return _SMALL.get()
+
+
+def batch_dims(draw: Callable[..., Any], contract: Contract | None = None) -> tuple[int, ...]:
+    """Draw the leading (batch, head) dims of an input: up to :data:`MAX_BATCH_DIMS` of them, each
+    of size 1 to 3; exactly ``len(contract.leading)`` of them when the spec names its leading dims
+    (:attr:`attnscore.maths.contract.Contract.leading`: ``[batch, n_q, d_k]`` is always 3-D)."""
     small = _SMALL.get()
+    leading = contract.leading if contract is not None else None
+    if leading is not None:
+        return tuple(draw(st.integers(1, _upper(3))) for _ in leading)
     return tuple(draw(st.lists(st.integers(1, _upper(3)), max_size=1 if small else MAX_BATCH_DIMS)))
 
 
@@ -78,7 +92,7 @@ def qk_shapes(
     draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8
 ) -> tuple[tuple[int, ...], int, int, int]:
     """Draw ``(batch, n_q, n_k, d_k)`` that ``contract`` can express."""
-    batch = _batch_dims(draw) if contract.batched else ()
+    batch = batch_dims(draw, contract) if contract.batched else ()
     n_q = 1 if contract.single_query else draw(st.integers(1, _upper(5)))
     n_k = 1 if contract.single_key else draw(st.integers(1, _upper(6)))
     d_k = draw(st.integers(min_d_k, _upper(max_d_k, min_d_k)))
@@ -221,7 +235,7 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
 def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6, min_size: int = 1) -> dict[str, Any]:
     """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
     symbols = {sym for _, legend in contract.parameters for sym in legend}
-    sizes: dict[str, Any] = {"...": _batch_dims(draw)}
+    sizes: dict[str, Any] = {"...": batch_dims(draw, contract)}
     for sym in sorted(symbols - {"..."}):
         sizes[sym] = draw(st.integers(min_size, _upper(max(min_size, max_size), min_size)))
     if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
@@ -252,18 +266,19 @@ def _additive_mask(draw: Callable[..., Any], shape: tuple[int, ...], max_value: 
 
 
 def _mask_shape(
-    draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any]
+    draw: Callable[..., Any], contract: Contract, legend: tuple[str, ...], sizes: dict[str, Any], name: str = ""
 ) -> tuple[int, ...]:
-    """The shape of a mask with legend ``("...", n_q, n_k)``.
+    """The shape of mask ``name`` with legend ``("...", n_q, n_k)``.
 
     For attention, whose contract accepts a mask of the scores' full rank with size-1 dims that
     broadcast, or of shape ``(n_q, n_k)`` shared by every batch item and head, all three forms are
-    drawn when there are batch dims (code that indexes ``mask[b]`` fails on a shared one); other
+    drawn when there are batch dims (code that indexes ``mask[b]`` fails on a shared one), unless
+    the spec states that the mask comes in full shape (:attr:`Contract.full_masks`); other
     contracts take a mask of the scores' own shape.
     """
     rest = tuple(sizes[sym] for sym in legend[1:])
     batch: tuple[int, ...] = sizes["..."]
-    if contract.kind != "attention" or not batch:
+    if contract.kind != "attention" or not batch or name in contract.full_masks:
         return batch + rest
     form = draw(st.sampled_from(("full", "shared", "broadcast")))
     if form == "shared":
@@ -300,7 +315,7 @@ def random_args(
         is_bool = name in contract.bool_parameters
         shape: tuple[int, ...] = ()
         if is_bool and legend[:1] == ("...",):
-            shape = _mask_shape(draw, contract, legend, sizes)
+            shape = _mask_shape(draw, contract, legend, sizes, name)
         else:
             for sym in legend:
                 shape += sizes["..."] if sym == "..." else (sizes[sym],)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.layouts import effective_layout, expand_axis
+from attnscore.boundary.layouts import OMIT, PASS_NONE, effective_layout, expand_axis
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import counted, format_array, format_index, format_number, shape_text
 from attnscore.report.codec import encode
@@ -143,13 +143,20 @@ def _py_values(arr: np.ndarray, dtype: str) -> str:
 
 def reproduction(failure: Failure) -> str:
     """A one-line call the student can paste (after importing torch and their function); an
-    argument handed over as a view (``layouts``) is built as such a view. "" without arguments
-    (a submission-wide failure, a hidden case)."""
+    argument handed over as a view (``layouts``) is built as such a view, an optional one the call
+    left out is left out, one passed as None is ``None``. "" without arguments (a submission-wide
+    failure, a hidden case)."""
     failure = redact(failure)
     if failure.args is None:
         return ""
     parts = []
     for name, value in failure.args.items():
+        handover = (failure.layouts or {}).get(name)
+        if handover == OMIT:
+            continue
+        if handover == PASS_NONE:
+            parts.append(f"{name}=None" if name in failure.by_name else "None")
+            continue
         full = array_of(value)
         arr = full
         layout = (

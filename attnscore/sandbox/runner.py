@@ -23,7 +23,7 @@ import numpy as np
 from attnscore.boundary import kernel_objects, wire
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.gradients import WithGradients
-from attnscore.boundary.layouts import strided_form
+from attnscore.boundary.layouts import HANDOVERS, PASS_NONE, strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
@@ -369,7 +369,9 @@ class SandboxRunner:
     ) -> Outcome:
         """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`; with ``upstream``
         also its backward pass, :mod:`attnscore.boundary.gradients`); never raises for anything the
-        submission does."""
+        submission does. An optional mask handed over as ``"omitted"`` is not sent at all (the
+        function's default applies); as ``"none"``, the worker passes None in its place (after the
+        positional inputs, or by name)."""
         self.calls += 1
         if self.load_failure is not None:
             return self.load_failure
@@ -391,21 +393,27 @@ class SandboxRunner:
         if worker is None:  # pragma: no cover - _start set it
             return CallFailure(Verdict.GRADER_ERROR, "the worker could not be started")
         self.last_inspection = None
+        layouts = layouts or {}
+        absent = {n: layouts[n] for n in args if layouts.get(n) in HANDOVERS}  # optional masks: no tensor
+        args = {n: a for n, a in args.items() if n not in absent}
         self.last_names = list(args)
-        layout = self._share_inputs(args, dtype, layouts or {})
+        layout = self._share_inputs(args, dtype, layouts)
         if layout is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
+        by_name = tuple(n for n in self.by_name if n in args)
+        none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in self.by_name}
         request = wire.CallRequest(
             self.calls,
             dtype,
             gpu.worker_device(self.limits.device),
             tuple(args),
             tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
-            self.by_name,
-            tuple(self.options.items()),
+            by_name,
+            tuple({**self.options, **none_by_name}.items()),
             None if upstream is None else wire.encode_array(np.asarray(upstream), dtype),
             self.logsumexp,
             self.factory,
+            sum(1 for n, how in absent.items() if how == PASS_NONE and n not in self.by_name),
         )
         reply: Heard = ENDED
         if worker.send(wire.encode_message(request)):

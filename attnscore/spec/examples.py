@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.located import Positioned, SpecProblem
@@ -95,6 +96,70 @@ def _array(
     return arr
 
 
+def _rank_problem(contract: Contract, name: str, legend: tuple[str, ...], arr: np.ndarray) -> str | None:
+    """What is wrong with the rank of input ``name`` (None when nothing): fewer dims than its legend,
+    more without ``...``, or, with named leading dims (:attr:`Contract.leading`), any other rank
+    than theirs (a mask that keeps ``...`` may also be the shared ``(n_q, n_k)``)."""
+    fixed = [s for s in legend if s != "..."]
+    batched = "..." in legend
+    declared = contract.declared_shape(name)
+    if batched and contract.leading is not None:
+        shared_mask = name in contract.mask_parameters and name not in contract.full_masks and arr.ndim == len(fixed)
+        if arr.ndim != len(declared) and not shared_mask:
+            return (
+                f"expected shape {legend_shape_text(declared)} ({len(declared)}-D, as function.parameters states), "
+                f"found shape {legend_shape_text(arr.shape)}"
+            )
+        return None
+    if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
+        dims = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
+        return f"expected shape {legend_shape_text(legend)} ({dims}), found shape {legend_shape_text(arr.shape)}"
+    return None
+
+
+def _leading_problems(
+    doc: Positioned, path: tuple[Any, ...], contract: Contract, inputs: dict[str, np.ndarray]
+) -> list[SpecProblem]:
+    """Each input whose named leading dims differ in size from the first input's (``batch`` = 2 in
+    Q, 3 in K), and each full-shape mask whose batch dims are not the scores' own."""
+    found = []
+    seen: dict[str, tuple[int, str]] = {}
+    batches = []
+    for name, legend in contract.parameters:
+        if legend[:1] != ("...",):
+            continue
+        arr = inputs[name]
+        batch = arr.shape[: arr.ndim - (len(legend) - 1)]
+        if name in contract.mask_parameters:
+            continue
+        batches.append(batch)
+        for dim, size in zip(contract.leading or (), batch, strict=False):
+            if dim in seen and seen[dim][0] != size:
+                found.append(
+                    doc.problem(
+                        path + ("inputs", name),
+                        f"expected {dim}={seen[dim][0]} as in {seen[dim][1]}, found {dim}={size}",
+                    )
+                )
+            seen.setdefault(dim, (int(size), name))
+    try:
+        scores_batch = np.broadcast_shapes(*batches) if batches else ()
+    except ValueError:
+        return found  # the work bound says which batch dims do not broadcast
+    for name in sorted(contract.full_masks):
+        arr = inputs[name]
+        if arr.shape[:-2] != tuple(scores_batch):
+            want = legend_shape_text(tuple(scores_batch) + ("n_q", "n_k"))
+            found.append(
+                doc.problem(
+                    path + ("inputs", name),
+                    f"expected the mask in the scores' full shape {want} (function.parameters states it so), "
+                    f"found shape {legend_shape_text(arr.shape)}",
+                )
+            )
+    return found
+
+
 def _check_example_shapes(
     doc: Positioned,
     path: tuple[Any, ...],
@@ -107,15 +172,9 @@ def _check_example_shapes(
     for name, legend in contract.parameters:
         arr = inputs[name]
         fixed = [s for s in legend if s != "..."]
-        batched = "..." in legend
-        if arr.ndim < len(fixed) or (not batched and arr.ndim != len(fixed)):
-            dims = f"at least {len(fixed)}-D" if batched else f"{len(fixed)}-D"
-            problems.append(
-                doc.problem(
-                    path + ("inputs", name),
-                    f"expected shape {legend_shape_text(legend)} ({dims}), found shape {legend_shape_text(arr.shape)}",
-                )
-            )
+        wrong_rank = _rank_problem(contract, name, legend, arr)
+        if wrong_rank is not None:
+            problems.append(doc.problem(path + ("inputs", name), wrong_rank))
             ok = False
             continue
         for symbol, size in zip(fixed, arr.shape[arr.ndim - len(fixed) :], strict=True):
@@ -134,6 +193,10 @@ def _check_example_shapes(
                 ok = False
             else:
                 sizes.setdefault(symbol, (size, name))
+    if ok and (contract.leading is not None or contract.full_masks):
+        named = _leading_problems(doc, path, contract, inputs)
+        problems.extend(named)
+        ok = not named
     if ok:
         ok = _work_within_bounds(doc, path, contract, inputs, {s: n for s, (n, _) in sizes.items()}, problems)
     full = max((inputs[n].ndim for n, legend in contract.parameters if "..." in legend), default=0)
@@ -195,7 +258,7 @@ def worked_example(
 ) -> WorkedExample | None:
     path: tuple[Any, ...] = ("worked_examples", i)
     names = contract.parameter_names
-    missing = [n for n in names if n not in raw["inputs"]]
+    missing = [n for n in names if n not in raw["inputs"] and n not in contract.omittable]
     unknown = [n for n in raw["inputs"] if n not in names]
     for n in missing:
         problems.append(doc.problem(path + ("inputs",), f"expected an input named {n!r}, found it missing"))
@@ -210,7 +273,21 @@ def worked_example(
     if missing or unknown:
         return None
     inputs = {}
+    handover: dict[str, str] = {}
     for n in names:
+        if n in contract.omittable and raw["inputs"].get(n) is None:
+            handover[n] = OMIT if n not in raw["inputs"] else PASS_NONE
+            continue
+        if raw["inputs"][n] is None:
+            optional = ", ".join(sorted(contract.omittable)) or "none"
+            problems.append(
+                doc.problem(
+                    path + ("inputs", n),
+                    f"expected an array for {n}, found null (only an optional mask may be null; optional here: "
+                    f"{optional})",
+                )
+            )
+            return None
         arr = _array(
             doc,
             path + ("inputs", n),
@@ -222,6 +299,15 @@ def worked_example(
         if arr is None:
             return None
         inputs[n] = arr
+    for n in handover:  # what leaving the mask out means: every key kept
+        try:
+            inputs[n] = contract.absent_value(n, inputs)
+        except (KeyError, ValueError) as exc:
+            problems.append(
+                doc.problem(path + ("inputs",), f"expected inputs that give the scores' shape, found: {exc}")
+            )
+            return None
+    inputs = {n: inputs[n] for n in names}
     expected = _array(doc, path + ("expected",), raw["expected"], problems)
     if expected is None or not _check_example_shapes(doc, path, contract, inputs, problems):
         return None
@@ -274,6 +360,7 @@ def worked_example(
         visibility=raw.get("visibility", "visible"),
         tolerance=read_tolerance(raw.get("tolerance"), default_tol) if "tolerance" in raw else None,
         line=doc.where(path)[0],
+        handover=handover,
     )
 
 

@@ -23,6 +23,7 @@ score). A tolerance that lets such an output pass (``atol: 1e300``, ``rtol: 1`` 
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import os
 import stat
@@ -41,6 +42,7 @@ from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
 from attnscore.spec.environment import read_environment
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
+from attnscore.spec.interface import read_interface
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
 from attnscore.spec.schema import control_problems, found_text, nonfinite_problems, schema_problems, spec_schema
@@ -108,6 +110,15 @@ def _configured(
         return contract, False
 
 
+def _interface_text(contract: Contract) -> str:
+    """The interface a spec states, in words (for a property its inputs would break)."""
+    if contract.leading == ():
+        return "inputs without leading dims"
+    if contract.leading is not None:
+        return f"leading dims named [{', '.join(contract.leading)}], one size each, so none broadcast"
+    return "masks in full shape"
+
+
 def _logsumexp_source(
     doc: Positioned,
     fn: dict[str, Any],
@@ -173,11 +184,15 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     contract, configured = _configured(doc, contract, fn, problems)
     if not configured:
         return None
-    declared = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
-    ties = shape_ties(contract, declared, tuple(fn["returns"]["shape"]))
+    written = [(p["name"], tuple(p["shape"])) for p in fn["parameters"]]
+    before = len(problems)
+    declared, returns, interface = read_interface(doc, contract, fn, problems)
+    if len(problems) > before:
+        return None
+    ties = shape_ties(contract, declared, returns)
     if ties is None and [n for n, _ in declared] != list(contract.parameter_names):
         want = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in contract.parameters)
-        got = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in declared)
+        got = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in written)
         problems.append(
             doc.problem(("function", "parameters"), f"expected {want} for contract {contract.name}, found {got}")
         )
@@ -193,7 +208,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     elif ties is None:
         want = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in contract.parameters)
         want += f" -> {legend_shape_text(contract.returns)}"
-        got = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in declared)
+        got = ", ".join(f"{n} {legend_shape_text(s)}" for n, s in written)
         got += f" -> {legend_shape_text(tuple(fn['returns']['shape']))}"
         problems.append(
             doc.problem(
@@ -213,7 +228,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             problems.append(doc.problem(("function", "where", j), str(exc)))
         else:
             bounds.append(bound)
-    contract = contract.bounded(tuple(bounds))
+    contract = contract.bounded(tuple(bounds)).interfaced(interface.leading, interface.full_masks, interface.omittable)
     default_tol = read_tolerance(data.get("tolerance"), Tolerance())
     examples = []
     seen: dict[str, int] = {}
@@ -252,10 +267,16 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             )
             continue
         if not PROPERTIES[name].applies(contract):
+            open_interface = dataclasses.replace(contract, leading=None, full_masks=frozenset(), omittable=frozenset())
+            why = (
+                f" (its inputs need what function.parameters rules out: {_interface_text(contract)})"
+                if PROPERTIES[name].applies(open_interface)
+                else ""
+            )
             problems.append(
                 doc.problem(
                     ("properties", i, "name"),
-                    f"expected a property that applies to contract {contract.name}, found {name!r}",
+                    f"expected a property that applies to contract {contract.name}, found {name!r}{why}",
                 )
             )
             continue

@@ -58,6 +58,10 @@ class WorkedExample:
         expected_gradients: input name -> the gradient written in the spec (checked against the
             golden gradient on load), for the student's reading; empty when none is written.
         expected_logsumexp: ``L`` as written in the spec (checked on load), or None.
+        handover: optional masks the example leaves out (``"omitted"``, the call leaves the argument
+            out) or writes as null (``"none"``, the call passes None), by parameter name
+            (:data:`attnscore.boundary.layouts.HANDOVERS`); ``inputs`` holds what either means, every
+            key kept (:meth:`attnscore.maths.contract.Contract.absent_value`).
         convention: the convention corner this example tests (``convention: fully_masked_row``;
             :mod:`attnscore.catalogue.conventions`), or ``""``: it is judged there, every other case
             sets the corner aside.
@@ -75,6 +79,7 @@ class WorkedExample:
     upstream: np.ndarray | None = None
     expected_gradients: dict[str, np.ndarray] = field(default_factory=dict)
     expected_logsumexp: np.ndarray | None = None
+    handover: dict[str, str] = field(default_factory=dict)
     convention: str = ""
 
 

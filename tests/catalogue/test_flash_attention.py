@@ -95,29 +95,29 @@ def test_worked_examples_state_l_and_gradients_by_hand():
     """The hand-checkable numbers: L = log 2 for two equal scores, dK = [-1/2, 1/2], L = 1 for one key."""
     spec = load_spec(SPECS[0])
     ex = {e.id: e for e in spec.worked_examples}
-    assert ex["two_equal_keys"].expected_logsumexp.tolist() == [LN2]
-    assert ex["two_equal_keys"].expected_gradients["K"].tolist() == [[-0.5], [0.5]]
-    assert ex["one_key"].expected_logsumexp.tolist() == [1.0]
-    assert ex["scale_in_every_gradient"].expected_gradients["Q"].tolist() == [[0, 0, 0, 0], [0.5, -0.5, 0, 0]]
+    assert ex["two_equal_keys"].expected_logsumexp.tolist() == [[LN2]]
+    assert ex["two_equal_keys"].expected_gradients["K"].tolist() == [[[-0.5], [0.5]]]
+    assert ex["one_key"].expected_logsumexp.tolist() == [[1.0]]
+    assert ex["scale_in_every_gradient"].expected_gradients["Q"].tolist() == [[[0, 0, 0, 0], [0.5, -0.5, 0, 0]]]
     causal = {e.id: e for e in load_spec(SPECS[1]).worked_examples}
-    assert causal["square_lower_triangle"].expected_logsumexp.tolist() == [0.0, LN2]
+    assert causal["square_lower_triangle"].expected_logsumexp.tolist() == [[0.0, LN2]]
 
 
 @pytest.mark.parametrize(
     "old, new, text",
     [
-        pytest.param("expected_logsumexp: [1]", "expected_logsumexp: [2]", "expected the logsumexp L the inputs give",
-                     id="wrong L in a worked example"),
-        pytest.param("      K: [[-0.5], [0.5]]", "      K: [[0.5], [1.5]]", "expected the gradient dK the inputs give",
-                     id="wrong dK in a worked example"),
+        pytest.param("expected_logsumexp: [[1]]", "expected_logsumexp: [[2]]",
+                     "expected the logsumexp L the inputs give", id="wrong L in a worked example"),
+        pytest.param("      K: [[[-0.5], [0.5]]]", "      K: [[[0.5], [1.5]]]",
+                     "expected the gradient dK the inputs give", id="wrong dK in a worked example"),
         pytest.param("  logsumexp: {in: saved_tensors}\n", "", "expected function.logsumexp to say where L is read",
                      id="no logsumexp field"),
         pytest.param("logsumexp: {in: saved_tensors}", "logsumexp: {in: returned, index: 2}",
                      "expected no index with in: returned", id="index with returned"),
-        pytest.param("    upstream: [[1]]\n", "", "expected upstream (dO) beside expected_gradients",
+        pytest.param("    upstream: [[[1]]]\n", "", "expected upstream (dO) beside expected_gradients",
                      id="expected L without upstream"),
-        pytest.param("    upstream: [[1, 1, 1, 1]]\n", "    upstream: [[1, 1]]\n", "expected dO of the output's shape",
-                     id="upstream of the wrong shape"),
+        pytest.param("    upstream: [[[1, 1, 1, 1]]]\n", "    upstream: [[[1, 1]]]\n",
+                     "expected dO of the output's shape", id="upstream of the wrong shape"),
     ],
 )  # fmt: skip
 def test_spec_mistakes_are_located(tmp_path, old, new, text):
@@ -355,7 +355,7 @@ def test_judging_a_worked_example_with_upstream_names_the_gradient():
     result = judge_case(spec, case, InProcessRunner(_load(SUBMISSIONS / "backward_d_term_omitted.py"),
                                                    logsumexp=spec.logsumexp), "float32")  # fmt: skip
     assert result.verdict is Verdict.WRONG_VALUE
-    assert "the gradient with respect to K is wrong: dK[0, 0] = 0.5, but should be -0.5" in result.failure.check
+    assert "the gradient with respect to K is wrong: dK[0, 0, 0] = 0.5, but should be -0.5" in result.failure.check
 
 
 @pytest.mark.slow
@@ -381,6 +381,6 @@ def test_reproduction_calls_the_function_through_apply(factory, call, tmp_path):
     result = run_impl(spec, function, dtype="float32", shrink=False)
     failed = next(c for c in result.cases if c.id == "example:two_equal_keys")
     assert reproduction(failed.failure) == (
-        f"{call}torch.tensor([[1]], dtype=torch.float32), torch.tensor([[0], [0]], dtype=torch.float32), "
-        "torch.tensor([[1], [3]], dtype=torch.float32))"
+        f"{call}torch.tensor([[[1]]], dtype=torch.float32), torch.tensor([[[0], [0]]], dtype=torch.float32), "
+        "torch.tensor([[[1], [3]]], dtype=torch.float32))"
     )

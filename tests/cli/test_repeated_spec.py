@@ -53,7 +53,7 @@ def _commands() -> list[tuple[tuple[str, ...], click.Command]]:
     ],
 )
 def test_a_second_spec_is_a_usage_error(argv, tmp_path):
-    """Issue 43.4: --spec twice exits 2 with click's usage lines and one error naming both specs;
+    """--spec twice exits 2 with click's usage lines and one error naming both specs;
     nothing is written."""
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     result = CliRunner().invoke(main, argv, prog_name="attnscore")

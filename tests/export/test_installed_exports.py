@@ -120,7 +120,7 @@ def grader_python(exported, tmp_path_factory) -> Path:
 
 
 def test_licence_file_and_spdx_metadata_without_a_deprecation_warning(built):
-    """Issue 43.5: LICENSE (MIT, "attnscore authors") in the sdist and the wheel's dist-info/licenses;
+    """LICENSE (MIT, "attnscore authors") in the sdist and the wheel's dist-info/licenses;
     metadata License-Expression: MIT and License-File: LICENSE; the build prints no deprecation."""
     out, printed = built
     licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
@@ -142,7 +142,7 @@ def test_licence_file_and_spdx_metadata_without_a_deprecation_warning(built):
 
 
 def test_wheel_and_sdist_carry_the_graders_files(built):
-    """Issue 43.3: the graders' files are package data, in the wheel and the sdist, byte for byte."""
+    """The graders' files are package data, in the wheel and the sdist, byte for byte."""
     out, _ = built
     [wheel] = out.glob("*.whl")
     [sdist] = out.glob("*.tar.gz")

@@ -89,7 +89,7 @@ def score_matrix() -> tuple[SubmissionResult, object]:
 
 @pytest.mark.parametrize("fmt", [*(f"gradescope {m}" for m in HIDDEN_CASES), "prairielearn", "feedback file"])
 def test_no_student_facing_result_names_the_hidden_case(score_matrix, fmt):
-    """Issue 43.2: the hidden case's id, title and spec line appear in no student-facing result."""
+    """The hidden case's id, title and spec line appear in no student-facing result."""
     result, spec = score_matrix
     text = student_outputs(result)[fmt]
     for name in hidden_names(result, spec) | {"broadcast_one_key_set", "score_matrix.yaml:80"}:

@@ -65,6 +65,8 @@ def flash_function(
     scale_dk: bool = True,
     dv_normalised: bool = True,
     skip: int = 0,
+    drop_last: int = 0,
+    collect: bool = False,
 ) -> type[torch.autograd.Function]:
     """A FlashAttention-2 ``torch.autograd.Function`` over key tiles of ``tile`` keys, with mistakes.
 
@@ -78,6 +80,14 @@ def flash_function(
         use_d, scale_dq, scale_dk, dv_normalised: False leaves ``D = rowsum(dO ⊙ O)`` out of ``dS``,
             the scale out of ``dQ`` or ``dK``, or computes ``dV`` from ``exp(S − rowmax S)``.
         skip: the causal key-tile rule (:func:`_visible`).
+        drop_last: the loops' tile counts: 0 ``ceil(n / tile)`` (correct); 1 ``n // tile`` for the
+            query tiles and the key tiles, so the rows past the last full query tile are never
+            written and the keys past the last full key tile never read; 2 the key tiles only
+            (every row is computed, over the full key tiles alone: ``0/0 = NaN`` when there is
+            none); 3 the query tiles only. An unwritten row of ``O`` and ``L`` holds 0 here.
+        collect: with ``drop_last``, each query tile's ``O`` and ``L`` are collected and
+            concatenated (``torch.cat``) instead of written into tensors of the full length, so
+            ``O`` and ``L`` come out short (and ``torch.cat`` of no tile raises).
 
     Returns:
         The class; ``forward(ctx, Q, K, V, is_causal)`` saves ``(Q, K, V, O, L)``.
@@ -93,7 +103,8 @@ def flash_function(
         m = torch.full(rows, float("-inf"), dtype=Q.dtype, device=Q.device)
         total = torch.zeros(rows, dtype=Q.dtype, device=Q.device)
         acc = torch.zeros((*rows, V.shape[-1]), dtype=Q.dtype, device=Q.device)
-        for start in range(0, n_k, tile):
+        read_k = (n_k // tile) * tile if drop_last in (1, 2) else n_k  # the keys the key loop reaches
+        for start in range(0, read_k, tile):
             S = (Q @ K[..., start : start + tile, :].transpose(-2, -1)) * scale  # (..., n_q, tile)
             S = S.masked_fill(~keep[:, start : start + tile], float("-inf"))
             m_new = torch.maximum(m, S.amax(dim=-1))
@@ -109,6 +120,16 @@ def flash_function(
             L = m
         elif lse == "base2":
             L = L / math.log(2.0)
+        if drop_last in (1, 3):  # the query loop stops at the last full tile
+            written = (n_q // tile) * tile
+            if collect:
+                if written == 0:
+                    raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+                O, L = O[..., :written, :], L[..., :written]
+            else:
+                O, L = O.clone(), L.clone()
+                O[..., written:, :] = 0.0
+                L[..., written:] = 0.0
         return O, L, keep
 
     class FlashAttention2Mistaken(torch.autograd.Function):
@@ -279,3 +300,174 @@ def _causal_tiles_off_by_one(
 )
 def _backward_dv_unnormalised(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
     return _call(c, spec, Q, K, V, dv_normalised=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# tile edges: n not a multiple of the tile size
+
+EDGE_TILES = (8, 16, 32, 64, 128)
+"""The tile sizes a tile-edge mistake is fitted over (CS336 asks for tiles of at least 16)."""
+
+EDGE_CONFIRMATION = {"n_q": 17, "n_k": 17}
+"""The further confirmation input of the tile-edge mistakes: one full tile of 16 and one more."""
+
+EDGE_PROBES = tuple({"n_q": n, "n_k": n} for n in (25, 49, 97))
+"""Probe inputs that tell the tile sizes apart: n = 1.5·tile + 1 gives each of 16, 32 and 64 a last
+full tile the next smaller and larger tile sizes do not have."""
+
+
+def _lengths(args: tuple[torch.Tensor, ...]) -> tuple[int, int]:
+    return int(args[0].shape[-2]), int(args[1].shape[-2])
+
+
+def _unwritten_rows(c: Contract, args: tuple[torch.Tensor, ...], params: dict[str, float]) -> np.ndarray | None:
+    """The entries of ``O`` the loops never compute (True): the rows past the last full query tile
+    (variants 1 and 3: ``n_q // tile`` query tiles), and every row when the key loop reaches no key
+    at all (variants 1 and 2 with ``n_k < tile``: what such a row holds, ``0/0`` or zero, depends on
+    the code, not on the inputs)."""
+    variant, tile = int(params.get("variant", 1)), int(params.get("tile", 16))
+    Q, K, V = args[:3]
+    n_q, n_k = int(Q.shape[-2]), int(K.shape[-2])
+    rows = torch.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,))
+    free = np.zeros((*rows, int(V.shape[-1])), dtype=bool)
+    if variant in (1, 2) and n_k < tile:
+        free[...] = True
+    if variant in (1, 3):
+        free[..., (n_q // tile) * tile :, :] = True
+    return free if free.any() else None
+
+
+def _fit_dropped(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> list[dict[str, float]] | None:
+    """Every ``(tile, variant)`` of :data:`EDGE_TILES` × (rows and keys, keys, rows) whose output
+    agrees with ``got`` on the rows it writes (the concatenating form too): a failing call often
+    cannot tell the tile sizes apart, the further inputs do."""
+    Q, K, V = args[:3]
+    is_causal = bool(c.option("is_causal")) if c.keywords else False
+    n_q = int(Q.shape[-2])
+    rows = int(got.shape[-2]) if got.ndim >= 2 else -1
+    found = []
+    for variant in (1, 2, 3):
+        for tile in EDGE_TILES:
+            params = {"tile": float(tile), "variant": float(variant)}
+            short = (n_q // tile) * tile if variant in (1, 3) else n_q  # the rows the collecting form returns
+            forms = [collect for collect in (False, True) if rows == (short if collect else n_q)]
+            for collect in forms:
+                try:
+                    with torch.no_grad():
+                        fn = flash_function(is_causal=is_causal, tile=tile, drop_last=variant, collect=collect)
+                        want = fn.apply(Q, K, V, is_causal).detach().numpy()
+                except RuntimeError:
+                    continue
+                if want.shape != got.shape:
+                    continue
+                free = None if collect else _unwritten_rows(c, args, params)
+                if free is not None:
+                    want = np.where(free, got, want)
+                if np.allclose(want, got, rtol=1e-3, atol=1e-4, equal_nan=True):
+                    found.append(params)
+                    break
+    return found or None
+
+
+def _dropped_collected(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
+) -> Any:
+    """The same loops, each query tile's O and L concatenated: both come out short (n // tile rows)."""
+    return _call(c, spec, Q, K, V, tile=int(tile), drop_last=int(variant), collect=True)
+
+
+@add(
+    "last_partial_tile_dropped",
+    "the last, partial tile never processed",
+    flash_attention_2,
+    "your loops run over n // tile tiles, so the last tile, shorter than the others when n_q or n_k is not a "
+    "multiple of your tile size, is never processed: the query rows past the last full tile are never written "
+    "(O and L keep whatever memory held, or come out short), and the keys past the last full key tile are "
+    "never read; loop over ceil(n / tile) = (n + tile - 1) // tile tiles and let slicing make the last one "
+    "shorter (the course's n = 128 is a multiple of every tile size, so its test cannot see this)",
+    fit=_fit_dropped,
+    defaults=(("tile", 16.0), ("variant", 1.0)),
+    forms=(_dropped_collected,),
+    unwritten=_unwritten_rows,
+    confirm_sizes=(EDGE_CONFIRMATION,),
+    probe_sizes=EDGE_PROBES,
+)
+def _last_partial_tile_dropped(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
+) -> Any:
+    return _call(c, spec, Q, K, V, tile=int(tile), drop_last=int(variant))
+
+
+def _tile_multiple(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, edge: float = 17
+) -> Any:
+    """Q, K and V cut into tiles with ``reshape(..., n // tile, tile, d)``: raises unless n_q and
+    n_k are multiples of ``tile``, and is right when they are."""
+    size = int(tile)
+    for t in (Q, K, V):
+        n = int(t.shape[-2])
+        t.reshape(*t.shape[:-2], n // size, size, t.shape[-1])  # RuntimeError: shape '[...]' is invalid for input
+    return _call(c, spec, Q, K, V, tile=size)
+
+
+def _padded_unmasked(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, edge: float = 17
+) -> Any:
+    """Q, K and V padded with zero rows to a multiple of ``tile`` and the padding keys never masked:
+    each scores 0 and takes weight, so every row is wrong unless n_k is a multiple of ``tile``."""
+    size = int(tile)
+
+    def padded(t: torch.Tensor) -> torch.Tensor:
+        n = int(t.shape[-2])
+        return torch.nn.functional.pad(t, (0, 0, 0, (-n) % size))
+
+    O = _call(c, spec, padded(Q), padded(K), padded(V), tile=size)
+    if isinstance(O, tuple):
+        return O[0][..., : Q.shape[-2], :], O[1][..., : Q.shape[-2]]
+    return O[..., : Q.shape[-2], :]
+
+
+def _fit_multiple(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> list[dict[str, float]] | None:
+    """Every tile size of :data:`EDGE_TILES` whose zero-padded, unmasked form gives ``got``."""
+    found = []
+    for tile in EDGE_TILES:
+        with torch.no_grad():
+            want = _padded_unmasked(c, None, args[0], args[1], args[2], tile=tile)
+        want = np.asarray(want.detach().numpy())
+        if want.shape == got.shape and np.allclose(want, got, rtol=1e-3, atol=1e-4, equal_nan=True):
+            found.append({"tile": float(tile), "edge": float(tile + 1)})
+    return found or None
+
+
+def _raises_multiple(c: Contract, args: tuple[torch.Tensor, ...]) -> list[dict[str, float]]:
+    """The tile sizes that n_q or n_k is not a multiple of, smallest first: under each the kernel raises."""
+    n_q, n_k = _lengths(args)
+    return [{"tile": float(t), "edge": float(t + 1)} for t in EDGE_TILES if n_q % t or n_k % t]
+
+
+def _multiple_witnesses(params: dict[str, float]) -> list[dict[str, int]]:
+    """n = tile (runs, and right) and n = tile + 1 (raises)."""
+    tile = int(params["tile"])
+    return [{"n_q": tile, "n_k": tile}, {"n_q": tile + 1, "n_k": tile + 1}]
+
+
+@add(
+    "tile_multiple_required",
+    "works only when n is a multiple of the tile size",
+    flash_attention_2,
+    "your kernel works only when n_q and n_k are multiples of its tile size ({tile}): it cuts Q, K and V into "
+    "tiles with a reshape or view (or pads them without masking the padding keys), so n = {edge} raises or "
+    "gives wrong rows; loop over ceil(n / tile) tiles with slices, which make the last tile shorter (or mask the "
+    "padding keys with -inf); the course's n = 128 is a multiple of every tile size, so its test cannot see this",
+    fit=_fit_multiple,
+    defaults=(("tile", 16.0), ("edge", 17.0)),
+    forms=(_padded_unmasked,),
+    raises=_raises_multiple,
+    witnesses=_multiple_witnesses,
+    confirm_sizes=(EDGE_CONFIRMATION,),
+    probe_sizes=EDGE_PROBES,
+)
+def _tile_multiple_required(
+    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, edge: float = 17
+) -> Any:
+    return _tile_multiple(c, spec, Q, K, V, tile, edge)

@@ -47,6 +47,26 @@ class Mistake:
         backward: whether the mistake shows in the backward pass or the saved logsumexp (its ``fn``
             returns the output of a ``torch.autograd.Function``): a backward call's failure is also
             matched on its gradients and ``L`` (:mod:`attnscore.check.diagnosis`).
+
+            ``fit`` may also return a list of parameter sets, every one that explains the output
+            (a tile size the failing call cannot pin down); each is a candidate, and the diagnosis
+            keeps the one the further inputs bear out best.
+        unwritten: ``(contract, args, params) -> mask | None``: the output entries that ``fn``'s
+            code never writes (True), such as rows past a kernel's last full tile: real code leaves
+            there whatever its ``torch.empty`` held, so any value there agrees with the mistake, and
+            only the other entries count as evidence. None: every entry is written.
+        raises: ``(contract, args) -> [params, ...]``: for a call the implementation raised on, the
+            parameter sets under which ``fn`` raises there too, most likely first (a kernel that
+            needs n to be a multiple of its tile: each tile that n is not a multiple of); None for a
+            mistake that never raises. The diagnosis confirms one on :attr:`witnesses`.
+        witnesses: ``params -> [legend sizes, ...]``: inputs (by their sizes, e.g. ``{"n_q": 16,
+            "n_k": 16}``) on which ``fn`` with ``params`` raises or runs, so that an implementation
+            that raises or runs on each exactly as ``fn`` does (and gives ``fn``'s value where it
+            runs) is this mistake.
+        confirm_sizes: legend sizes of further confirmation inputs, made for every spec the mistake
+            applies to: the smallest inputs on which it shows (n just past a tile of 16).
+        probe_sizes: legend sizes of further probe inputs, tried only where candidates disagree
+            (inputs that tell its tile sizes apart).
     """
 
     id: str
@@ -55,12 +75,20 @@ class Mistake:
     fn: Callable[..., Any]
     message: str
     forms: tuple[Callable[..., Any], ...] = ()
-    fit: Callable[[Contract, tuple[torch.Tensor, ...], np.ndarray], dict[str, float] | None] | None = None
+    fit: (
+        Callable[[Contract, tuple[torch.Tensor, ...], np.ndarray], dict[str, float] | list[dict[str, float]] | None]
+        | None
+    ) = None
     defaults: tuple[tuple[str, float], ...] = ()
     computes_in: str | None = None
     dtypes: tuple[str, ...] = ()
     not_dtypes: tuple[str, ...] = ()
     backward: bool = False
+    unwritten: Callable[[Contract, tuple[torch.Tensor, ...], dict[str, float]], np.ndarray | None] | None = None
+    raises: Callable[[Contract, tuple[torch.Tensor, ...]], list[dict[str, float]]] | None = None
+    witnesses: Callable[[dict[str, float]], list[dict[str, int]]] | None = None
+    confirm_sizes: tuple[dict[str, int], ...] = ()
+    probe_sizes: tuple[dict[str, int], ...] = ()
 
     def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
         """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of
@@ -71,8 +99,8 @@ class Mistake:
 
         def wrong(*args: Any) -> Any:
             # an integer parameter of shape () comes in as a Python int (max_seqlen_q): every form sees tensors
-            given = (torch.tensor(a, dtype=torch.int32) if type(a) is int else a for a in args)
-            return fn(contract, spec, *given, **values)
+            given = [torch.tensor(a, dtype=torch.int32) if type(a) is int else a for a in args]
+            return fn(contract, spec, *_with_absent(contract, given), **values)
 
         wrong.__name__ = f"mistake_{self.id}"
         return wrong
@@ -97,6 +125,24 @@ class Mistake:
         if not values:
             return self.message
         return self.message.format(**{k: f"{float(v):.3g}" for k, v in values.items()})
+
+
+def _with_absent(contract: Contract, args: list[Any]) -> list[Any]:
+    """``args`` with an optional mask that a call left out or passed as None replaced by what that
+    means (every key kept, :meth:`Contract.absent_value`), so that every form sees tensors."""
+    if not contract.omittable:
+        return args
+    names = list(contract.parameter_names)
+    present = {n: a for n, a in zip(names, args, strict=False) if isinstance(a, torch.Tensor)}
+    shapes = {n: np.empty(tuple(t.shape), dtype=np.bool_) for n, t in present.items()}
+    out = []
+    for name, value in zip(names, args, strict=False):
+        if name in contract.omittable and not isinstance(value, torch.Tensor):
+            like = next(iter(present.values()))
+            keep = contract.absent_value(name, shapes)
+            value = torch.tensor(keep, device=like.device, dtype=torch.bool if keep.dtype == np.bool_ else like.dtype)
+        out.append(value)
+    return out
 
 
 MISTAKES: dict[str, Mistake] = {}

@@ -24,6 +24,7 @@ from attnscore.catalogue.properties.registry import Args, CheckContext, Property
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.flash_contract import logsumexp_allowed, logsumexp_golden
+from attnscore.maths.strategies import drawing_small
 from attnscore.maths.tolerance import entries_close
 
 __all__ = ["backward_check", "logsumexp_failure", "LOGSUMEXP_FACTOR"]
@@ -41,8 +42,12 @@ def _floats(m: float) -> st.SearchStrategy[float]:
 def _flash_example(
     draw: Callable[..., Any], c: Contract, max_value: float, *, n_k: tuple[int, int] = (1, 9)
 ) -> tuple[Args, np.ndarray]:
-    """``(args, dO)``: Q ``(batch, n_q, d)``, K and V ``(batch, n_k, d)`` and an upstream ``dO``."""
-    batch = draw(st.sampled_from([(), (1,), (2,), (2, 2)]))
+    """``(args, dO)``: Q ``(batch, n_q, d)``, K and V ``(batch, n_k, d)`` and an upstream ``dO``
+    (exactly the spec's named leading dims, :attr:`attnscore.maths.contract.Contract.leading`)."""
+    if c.leading is not None:
+        batch = tuple(draw(st.integers(1, 2)) for _ in c.leading)
+    else:
+        batch = draw(st.sampled_from([(), (1,), (2,), (2, 2)]))
     n_keys = draw(st.integers(*n_k))
     if n_k[0] > 9 and n_keys % 16 == 0:
         n_keys += 1  # a long row is never a multiple of a common tile size (16, 32, 64, 128): its last tile is partial
@@ -159,6 +164,47 @@ register(
             "grows is exact while a row fits in one tile, and wrong here."
         ),
         strategy=lambda c, m: _flash_example(c, m, n_k=(65, 300)).map(lambda ex: ex[0]),
+        applies=flash_attention_2,
+        default_max_value=4.0,
+    )
+)
+
+
+TILE_EDGES = (17, 33, 65)
+"""Sequence lengths just past a tile multiple: one full tile of 16, 32 or 64 and one more."""
+
+
+@st.composite
+def _tile_edge_example(draw: Callable[..., Any], c: Contract, max_value: float) -> Args:
+    """Q ``(batch, n_q, d)``, K and V ``(batch, n_k, d)`` with n_q and n_k each just past a tile
+    multiple (:data:`TILE_EDGES`; the smallest, 17, when drawing small inputs for shrinking, with one
+    batch item and d <= 2), so a loop that drops the last, partial tile or needs n to be a multiple
+    of its tile shows on every example."""
+    small = drawing_small()
+    edges = TILE_EDGES[:1] if small else TILE_EDGES
+    if c.leading is not None:
+        batch = tuple(draw(st.integers(1, 1 if small else 2)) for _ in c.leading)
+    else:
+        batch = draw(st.sampled_from([(1,)] if small else [(), (1,), (2,)]))
+    n_q, n_k = draw(st.sampled_from(edges)), draw(st.sampled_from(edges))
+    d = draw(st.integers(1, 2 if small else 8))
+    elements = _floats(float(np.float32(max_value * 0.999)))
+    return {
+        "Q": draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements)),
+        "K": draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)),
+        "V": draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)),
+    }
+
+
+register(
+    Property(
+        name="tile_edges_match_reference",
+        summary=(
+            "n_q and n_k just past a tile multiple (17, 33 or 65: a full tile of 16, 32 or 64 and one more) give "
+            "the reference output: every row of the last, partial query tile is written and every key of the "
+            "last, partial key tile is read, and nothing needs n to be a multiple of the tile size."
+        ),
+        strategy=_tile_edge_example,
         applies=flash_attention_2,
         default_max_value=4.0,
     )

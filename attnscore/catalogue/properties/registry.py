@@ -88,6 +88,11 @@ class Property:
             back with the gradients (:mod:`attnscore.catalogue.properties.gradients`); None: forward only.
         dtype: the dtype every call of the property is made in, whatever the case's (``"float64"``
             for ``gradcheck``'s finite differences); None: the case's dtype.
+        omits: whether, for a spec that marks masks optional
+            (:attr:`attnscore.maths.contract.Contract.omittable`), the property's examples also
+            hand them over as the course's signature allows, in turn: given, left out, passed as
+            None (:func:`attnscore.check.cases.property_calls`); only for properties whose check
+            does not depend on the mask's values.
         corner: the convention corner the property is dedicated to (``"fully_masked_row"``;
             :mod:`attnscore.catalogue.conventions`): it judges the corner, every other case sets it
             aside; ``""`` for none.
@@ -109,6 +114,7 @@ class Property:
     every_dtype: bool = False
     upstream: Callable[[Contract, Any], np.ndarray] | None = None
     dtype: str | None = None
+    omits: bool = False
     corner: str = ""
 
     def examples(self, contract: Contract, max_value: float) -> st.SearchStrategy[Any]:

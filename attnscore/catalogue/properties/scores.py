@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.catalogue.families import dot_product, many_keys, many_queries, scaled_dot_product
+from attnscore.catalogue.families import (
+    batch_items,
+    dot_product,
+    many_keys,
+    many_queries,
+    open_leading_dims,
+    scaled_dot_product,
+)
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.strategies import perpendicular_qk, random_qk
@@ -36,11 +43,15 @@ def _ints(max_value: float) -> st.SearchStrategy[int]:
 def _int_qk(
     draw: Callable[..., Any], c: Contract, max_value: float, min_batch_items: int = 0, heads: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Small-integer (exact in every dtype) Q, K the contract can express."""
+    """Small-integer (exact in every dtype) Q, K the contract can express (with the rank a spec's
+    named leading dims fix, :attr:`attnscore.maths.contract.Contract.leading`)."""
     batch: tuple[int, ...] = ()
     if c.batched:
-        batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
-        if min_batch_items or heads:
+        if c.leading is not None:
+            batch = tuple(draw(st.integers(1, 3)) for _ in c.leading)
+        else:
+            batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        if (min_batch_items or heads) and (batch or c.leading is None):
             batch = (draw(st.integers(max(2, min_batch_items), 4)),) + batch[1:]
     n_q = 1 if c.single_query else draw(st.integers(1, 4))
     n_k = 1 if c.single_key else draw(st.integers(1, 5))
@@ -311,7 +322,11 @@ def _batched_qk(draw: Callable[..., Any], c: Contract, max_value: float, heads: 
 
 
 def _batch_calls(c: Contract, ex: tuple[Any, ...]) -> list[Args]:
+    """The batched call, and item ``i`` alone: without its batch axis, or as a batch of one
+    (``Q[i:i+1]``) when the spec names the leading dims (its inputs always have that rank)."""
     Q, K, i = ex
+    if c.leading is not None:
+        return [_qk_args(c, Q, K), _qk_args(c, Q[i : i + 1], K[i : i + 1])]
     return [_qk_args(c, Q, K), _qk_args(c, Q[i], K[i])]
 
 
@@ -324,9 +339,12 @@ def _batch_check(what: str) -> Callable[[CheckContext], str | None]:
 def _batch_item_check(what: str, ctx: CheckContext) -> str | None:
     o1, o2 = ctx.values(0), ctx.values(1)
     i = ctx.example[2]
+    alone = np.asarray(ctx.allowed[1])
+    if ctx.contract.leading is not None and o2.ndim >= 1 and o2.shape[:1] == (1,):  # a batch of one
+        o2, alone = o2[0], alone[0]
     if o1.ndim < 1 or o1.shape[1:] != o2.shape:
         return None
-    if not close_enough(o1[i], o2, ctx.allowed[0][i] + ctx.allowed[1]):
+    if not close_enough(o1[i], o2, ctx.allowed[0][i] + alone):
         return what
     return None
 
@@ -362,7 +380,7 @@ register(
         summary="Leading (batch, head) dims of Q and K broadcast: Q (2, 1, n_q, d_k) with K (3, n_k, d_k) "
         "gives (2, 3, n_q, n_k).",
         strategy=lambda c, m: _broadcast_qk(c, m),
-        applies=lambda c: dot_product(c) and c.batched,
+        applies=lambda c: dot_product(c) and open_leading_dims(c),
         default_max_value=3.0,
     )
 )
@@ -371,7 +389,7 @@ register(
         name="batch_items_independent",
         summary="Each batch item is scored on its own: f(Q, K)[b] = f(Q[b], K[b]).",
         strategy=lambda c, m: _batched_qk(c, m),
-        applies=lambda c: dot_product(c) and c.batched,
+        applies=lambda c: dot_product(c) and batch_items(c),
         calls=_batch_calls,
         check=_batch_check(
             "item b of a batched call differs from scoring item b alone: "
@@ -385,7 +403,7 @@ register(
         name="scale_independent_of_heads",
         summary="With heads (..., heads, n, d_k), the scale is 1/√d_k per head: head h alone gives the same scores.",
         strategy=lambda c, m: _batched_qk(c, m, heads=True),
-        applies=scaled_dot_product,
+        applies=lambda c: scaled_dot_product(c) and c.leading != (),
         calls=_batch_calls,
         check=_batch_check(
             "head h scored alone differs from head h inside the multi-head call: "

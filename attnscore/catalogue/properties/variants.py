@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from attnscore.catalogue.families import sdpa_float_mask
+from attnscore.catalogue.families import batch_items, sdpa_float_mask
 from attnscore.catalogue.mistakes.variants import grouped_heads, kernel, kernel_alibi, kernel_softcap
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -243,7 +243,7 @@ register(
             "same output (FlashAttention takes both forms)."
         ),
         strategy=_batched_example,
-        applies=kernel_alibi,
+        applies=lambda c: kernel_alibi(c) and batch_items(c),  # per batch item: inputs with a batch dim
         calls=_per_batch_calls,
         check=_per_batch_agrees,
     )
