@@ -87,6 +87,15 @@ EXCERPTS: dict[str, Excerpt] = {
         _between("example:two_by_two (", lambda line: False),
     ),
     "usage-error": Excerpt(("grade", "x.py", "--spec", SCORE_MATRIX, "--format", "xml"), stream="stderr", prompt=True),
+    "course-advice-only": Excerpt(
+        (
+            "grade",
+            "examples/courses/cs336/submissions/scaled_dot_product_attention/correct_einops_masked_fill.py",
+            "--spec",
+            "examples/courses/cs336/scaled_dot_product_attention.yaml",
+        ),
+        _between("example:fully_masked_row (", lambda line: line.startswith("Why:")),
+    ),
 }
 
 
