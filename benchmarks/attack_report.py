@@ -16,12 +16,11 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.hostile.expectations import EXPECTATIONS  # noqa: E402
-from tests.hostile.harness import LIMITS, SPEC_PATH, grade_attacks  # noqa: E402
-
 from attnscore.check.cases import build_cases  # noqa: E402
 from attnscore.sandbox.launch import protections  # noqa: E402
 from attnscore.spec.load import load_spec  # noqa: E402
+from tests.hostile.expectations import EXPECTATIONS  # noqa: E402
+from tests.hostile.harness import LIMITS, SPEC_PATH, grade_attacks  # noqa: E402
 
 
 @click.command()

@@ -24,13 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attnscore.grade.grading import grade_many  # noqa: E402
-from attnscore.spec.load import load_spec  # noqa: E402
 from tests.test_gradient_properties import (  # noqa: E402
     SANDBOXED_DETACHED,
     SANDBOXED_NO_SCALE_IN_DK,
     SANDBOXED_RIGHT,
 )
+
+from attnscore.grade.grading import grade_many  # noqa: E402
+from attnscore.spec.load import load_spec  # noqa: E402
 
 GRADIENT_PROPERTIES = """  - {name: gradients_match_golden, points: 4, examples: 20, statement: "backward(dO) is right"}
   - {name: masked_entries_get_no_gradient, points: 1, examples: 10, statement: "masked keys get no gradient"}

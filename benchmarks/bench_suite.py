@@ -111,7 +111,9 @@ def report(label: str, parts: list[Part]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tier", choices=("full", "fast"), default="full", help="full: make test; fast: make test-fast")
+    parser.add_argument(
+        "--tier", choices=("full", "fast"), default="full", help="full: make test; fast: make test-fast"
+    )
     parser.add_argument("--jobs", default="auto", help="pytest-xdist workers (-n); 0 runs pytest in one process")
     parser.add_argument("--baseline", type=Path, help="another checkout (with its own .venv) timed in the same run")
     args = parser.parse_args(argv)

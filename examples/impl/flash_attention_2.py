@@ -3,7 +3,8 @@
 What students hand in for CS336 assignment 2's FlashAttention-2 (PyTorch part) and similar
 assignments: ``forward(ctx, Q, K, V, is_causal=False)`` tiled with an online softmax, saving the
 logsumexp ``L`` ``(..., n_q)``, and a hand-written ``backward(ctx, dO)``. Each gets full marks on
-``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml`` (``tests/catalogue/test_flash_attention.py``),
+``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml``
+(``tests/catalogue/test_flash_attention.py``),
 in process and in the sandbox.
 
 - :class:`TiledTwoLoops`: query tiles × key tiles as in the handout's Algorithm 1, tiled Algorithm 2 backward;
