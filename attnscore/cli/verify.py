@@ -83,12 +83,50 @@ def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None
             "fails but the diagnosis differs there; MISSED (dtypes) = every case passes in those dtypes; "
             "· = the spec does not target it"
         )
-    console.print(
-        "[green]all specs verified[/]"
-        if ok
-        else "[red]some cases fail against the reference, or a known mistake is not caught and diagnosed[/]"
-    )
+    if ok:
+        console.print("[green]all specs verified[/]")
+    else:
+        console.print("[red]not verified:[/]")
+        for line in problems(found):
+            console.print(f"  {line}", markup=False, highlight=False)
     finish(ok)
+
+
+def problems(found: list[Any]) -> list[str]:
+    """What keeps each spec of ``found`` (:class:`attnscore.check.verify.SpecVerification`) from
+    being verified, one line each, with what to do about it: the reference's failing cases (the
+    spec's own worked example or tolerance is wrong), then each targeted mistake no case catches,
+    then each one caught but diagnosed as something else in the spec's own dtypes."""
+    lines: list[str] = []
+    for verification in found:
+        spec_id = verification.spec_id
+        for result in verification.references:
+            failing = [c.id for c in result.cases if not (c.passed or c.advises)]
+            if failing:
+                lines.append(
+                    f"{spec_id} ({result.dtype}): the reference fails {', '.join(failing)}: check the expected "
+                    "values and the tolerance of those cases"
+                )
+        missed: dict[str, list[str]] = {}
+        undiagnosed: dict[str, list[str]] = {}
+        for m in verification.mutations:
+            if not m.caught:
+                missed.setdefault(m.mistake_id, []).append(m.dtype)
+            elif not m.ok:
+                undiagnosed.setdefault(m.mistake_id, []).append(m.dtype)
+        for mistake, dtypes in missed.items():
+            lines.append(
+                f"{spec_id}: mistake {mistake} is MISSED ({', '.join(dtypes)}): no case fails for it; add a worked "
+                "example or property that it gets wrong, or list the mistakes the spec targets without it "
+                "(the spec's mistakes: list; docs/catalogue.md lists them all)"
+            )
+        for mistake, dtypes in undiagnosed.items():
+            lines.append(
+                f"{spec_id}: mistake {mistake} is caught but not named as itself ({', '.join(dtypes)}): the cases "
+                "it fails look like another mistake there; add a case where it alone is wrong, or leave it out "
+                "of the spec's mistakes: list"
+            )
+    return lines
 
 
 def _cores() -> int:

@@ -160,6 +160,9 @@ class Failure:
         corner_found: with ``corner``, what the output came out as there (``"NaN"``, ``"inf"``,
             ``"NaN and inf"``, ``"other values"``), for the corner's sentence.
         advice: the case only advises: the spec does not ask about its corner (no points).
+        for_students: shown to a student (:func:`attnscore.report.redact.for_students`): what only an
+            instructor or engineer can act on (how a spec or a command line sets a corner aside) is
+            left out of the feedback.
     """
 
     verdict: Verdict
@@ -196,6 +199,7 @@ class Failure:
     by_name: tuple[str, ...] = field(default=(), metadata=ADDED)
     corner_found: str = field(default="", metadata=ADDED)
     advice: bool = field(default=False, metadata=ADDED)
+    for_students: bool = field(default=False, metadata=ADDED)
 
     @property
     def size(self) -> int:

@@ -290,7 +290,9 @@ def failure_text(failure: Failure) -> str:
     if failure.diagnosis is not None:
         lines.append(f"Known mistake ({failure.diagnosis['id']}): {failure.diagnosis['message']}")
     if failure.corner:
-        lines.append(convention_text(failure.corner, failure.corner_found, advice=failure.advice))
+        lines.append(
+            convention_text(failure.corner, failure.corner_found, advice=failure.advice, student=failure.for_students)
+        )
     if failure.explanation:
         lines.append(f"Why: {' '.join(failure.explanation.split())}")
     if failure.args is not None:
@@ -313,11 +315,11 @@ def _not_run_text(failure: Failure, hidden: bool) -> str:
     return "\n".join(lines)
 
 
-def convention_text(corner: str, found: str = "", advice: bool = False) -> str:
+def convention_text(corner: str, found: str = "", advice: bool = False, student: bool = False) -> str:
     """The line that says a failure lies in a convention corner, what the output came out as there
     (``found``, e.g. ``"NaN"``; :attr:`Failure.corner_found`), what the spec states, and how a
     course or an engineer says that another convention is deliberate (not on an ``advice`` case:
-    its spec already says the corner is not asked about).
+    its spec already says the corner is not asked about; not to a ``student``, who cannot).
 
     >>> print(convention_text("fully_masked_row", "NaN"))  # doctest: +NORMALIZE_WHITESPACE
     Convention (fully_masked_row): your rows with every key masked come out NaN; this spec states
@@ -325,6 +327,9 @@ def convention_text(corner: str, found: str = "", advice: bool = False) -> str:
     convention there is deliberate, say so (spec: conventions: {fully_masked_row: not_asked} or
     {fully_masked_row: any}; attnscore test --allow fully_masked_row; pytest xfail file:
     allow:fully_masked_row)
+    >>> print(convention_text("fully_masked_row", "NaN", student=True))  # doctest: +NORMALIZE_WHITESPACE
+    Convention (fully_masked_row): your rows with every key masked come out NaN; this spec states
+    weights 0, so the output row is 0. Only the cases that test it count it.
     """
     from attnscore.catalogue.conventions import get_corner
 
@@ -332,6 +337,8 @@ def convention_text(corner: str, found: str = "", advice: bool = False) -> str:
     came = f"{c.rows} come out {found}" if found and found != "other values" else f"out is wrong in {c.summary}"
     if advice:
         return f"Convention ({corner}): {came}; the spec's own convention is: {c.stated}."
+    if student:
+        return f"Convention ({corner}): {came}; this spec states {c.stated}. Only the cases that test it count it."
     return (
         f"Convention ({corner}): {came}; this spec states {c.stated}. Only the cases that test this convention "
         f"count it; if another convention there is deliberate, say so (spec: conventions: {{{corner}: not_asked}} "

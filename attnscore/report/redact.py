@@ -153,11 +153,19 @@ def anonymise(failure: Failure, label: str) -> Failure:
     )
 
 
+def _to_student(failure: Failure) -> Failure:
+    """``failure`` marked as shown to a student (:attr:`Failure.for_students`), its second causes too."""
+    return dataclasses.replace(
+        failure, for_students=True, other_causes=tuple(_to_student(o) for o in failure.other_causes)
+    )
+
+
 def for_students(result: SubmissionResult) -> SubmissionResult:
     """``result`` as students may see it: each hidden case named "hidden case N" (N counting the
     hidden cases in spec order, so a spec's hidden cases keep their numbers from one submission to
     the next), with its verdict and points; no id, title, statement or spec line of it is left, in
-    the case or in its failure (:func:`anonymise`). Visible cases are left as they are. Applying it
+    the case or in its failure (:func:`anonymise`). Every failure is marked as shown to a student
+    (:attr:`Failure.for_students`: no advice that only an instructor can act on). Applying it
     twice changes nothing.
 
     Every student-facing reporter calls it first (Gradescope, PrairieLearn, a class run's feedback
@@ -171,5 +179,7 @@ def for_students(result: SubmissionResult) -> SubmissionResult:
             label = hidden_case_label(number)
             failure = None if case.failure is None else anonymise(case.failure, label)
             case = dataclasses.replace(case, id=label, title="", location="", failure=failure)
+        if case.failure is not None:
+            case = dataclasses.replace(case, failure=_to_student(case.failure))
         cases.append(case)
     return dataclasses.replace(result, cases=tuple(cases))

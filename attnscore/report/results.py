@@ -53,6 +53,12 @@ class CaseResult:
         return self.verdict is Verdict.PASSED
 
     @property
+    def advises(self) -> bool:
+        """A failed case that only advises: its spec does not ask about the convention corner it
+        tests, so it carries no points (:attr:`Failure.advice`); it never makes a submission fail."""
+        return self.failure is not None and self.failure.advice
+
+    @property
     def label(self) -> str:
         """The case as a list of tests names it: ``"id: title"``, or the id alone for a case without
         a title (a hidden case as students see it, ``"hidden case 2"``)."""
@@ -116,7 +122,8 @@ class SubmissionResult:
 
     @property
     def all_passed(self) -> bool:
-        return all(c.passed for c in self.cases)
+        """Every case passed, or only advises (:attr:`CaseResult.advises`)."""
+        return all(c.passed or c.advises for c in self.cases)
 
 
 def points_out(points: Fraction, digits: int = 4) -> float | int:
