@@ -28,6 +28,7 @@ from attnscore.boundary.calls import (
 )
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
+from attnscore.boundary.wire import UPSTREAM
 from attnscore.report.results import Verdict
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ class InProcessRunner:
         if self.load_failure is not None:
             return self.load_failure
         if upstream is not None:
-            return self._backward(names, tensors, to_torch(upstream, dtype, self.device))
+            return self._backward(names, tensors, copies, before, to_torch(upstream, dtype, self.device))
         try:
             value = self.function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
@@ -190,10 +191,41 @@ class InProcessRunner:
             return CallFailure(Verdict.BAD_RETURN_TYPE, received.message)
         return received
 
-    def _backward(self, names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor) -> Outcome:
-        """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`)."""
+    def _backward(
+        self,
+        names: list[str],
+        tensors: list[torch.Tensor],
+        copies: list[torch.Tensor],
+        before: list[tuple[object, ...]],
+        upstream: torch.Tensor,
+    ) -> Outcome:
+        """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`),
+        inspected as a forward call is, after the forward and again after the backward (``dO``
+        too): :attr:`last_inspection` names when each input was first seen changed."""
+        watched, kept = [*names, UPSTREAM], [*copies, upstream.clone()]
+        laid = [*before, tensor_layout(upstream)]
+        stages: dict[str, str] = {}
+        returned: list[object] = []
+
+        def look(stage: str) -> None:
+            seen = inspect_call(watched, [*tensors, upstream], kept, None, laid)["mutated"]
+            stages.update({n: stage for n in seen if n not in stages})
+
+        def call(f: Callable[..., object], a: list[object]) -> object:
+            returned.append(f(*a))
+            return returned[-1]
+
         try:
-            _, got = backward_call(self.function, names, list(tensors), upstream, logsumexp=self.logsumexp)
+            _, got = backward_call(
+                self.function,
+                names,
+                list(tensors),
+                upstream,
+                call,
+                logsumexp=self.logsumexp,
+                forward_done=lambda: look("forward"),
+                settled=lambda: look("backward"),
+            )
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         if isinstance(got, BadReturn):
@@ -201,6 +233,13 @@ class InProcessRunner:
         if isinstance(got, NoBackward):
             verdict = Verdict.EXCEPTION if got.exception else Verdict.BAD_RETURN_TYPE
             return CallFailure(verdict, got.message, exception=got.exception)
+        value, _ = first_output(returned[0], self.logsumexp[0] if self.logsumexp else None)
+        changed = [n for n in watched if n in stages]
+        self.last_inspection = {
+            "mutated": changed,
+            "mutated_when": [stages[n] for n in changed],
+            "aliased": inspect_call(names, tensors, copies, value)["aliased"],
+        }
         return got
 
     def output_text(self) -> str:

@@ -47,6 +47,10 @@ class Mistake:
         backward: whether the mistake shows in the backward pass or the saved logsumexp (its ``fn``
             returns the output of a ``torch.autograd.Function``): a backward call's failure is also
             matched on its gradients and ``L`` (:mod:`attnscore.check.diagnosis`).
+        scores_zero: a null implementation (it computes nothing): ``attnscore verify`` requires every
+            one of its forms to score 0 on every spec, in every dtype (:func:`attnscore.check.verify.mutation_test`),
+            rather than to fail a case and be diagnosed; every spec is verified against it, whatever
+            its ``mistakes`` list says.
     """
 
     id: str
@@ -61,6 +65,7 @@ class Mistake:
     dtypes: tuple[str, ...] = ()
     not_dtypes: tuple[str, ...] = ()
     backward: bool = False
+    scores_zero: bool = False
 
     def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
         """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of
