@@ -22,6 +22,8 @@ class Verdict(str, enum.Enum):
     FUNCTION_MISSING = "function_missing"
     BAD_RETURN_TYPE = "bad_return_type"
     GRADER_ERROR = "grader_error"
+    # an assignment rule (a spec's rules: a forbidden call made, a required one missing), never a value
+    RULE_BROKEN = "rule_broken"
 
     @property
     def label(self) -> str:

@@ -183,6 +183,8 @@ def judge_case(
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
+    if case.kind == "rule":
+        raise ValueError(f"expected a case with calls, found the rule case {case.id} (judged by check.rule_cases)")
     spec = for_case(spec, case)
     result = _judge_once(
         spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe, disclosed=disclosed

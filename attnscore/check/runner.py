@@ -60,6 +60,9 @@ class Runner(Protocol):
         spent: seconds of the implementation's own time outside this thread (a sandboxed
             worker's), 0.0 in process; the shrinking budget's clock adds it.
         cleanup_problem: after :meth:`close`, what could not be removed (the student's note), or None.
+        calls_seen: the calls a spec's rules name that the implementation was seen making, as
+            ``name@phase`` words (:mod:`attnscore.boundary.traps`), over every call so far; None when
+            the runner does not watch for them (in process).
     """
 
     @property
@@ -79,6 +82,9 @@ class Runner(Protocol):
 
     @property
     def cleanup_problem(self) -> str | None: ...
+
+    @property
+    def calls_seen(self) -> frozenset[str] | None: ...
 
     def call(
         self,
@@ -133,6 +139,7 @@ class InProcessRunner:
     load_failure: CallFailure | None = None
     spent: float = 0.0  # the function's time is this thread's own
     cleanup_problem: str | None = None
+    calls_seen: frozenset[str] | None = None  # trusted code in process: no traps
 
     def __init__(
         self,
@@ -263,6 +270,7 @@ class RefusedRunner:
     last_inspection: Inspection | None = None
     spent: float = 0.0
     cleanup_problem: str | None = None
+    calls_seen: frozenset[str] | None = frozenset()  # nothing ran
 
     def __init__(self, failure: CallFailure, device: str = "cpu") -> None:
         self.failure = failure

@@ -30,6 +30,7 @@ from attnscore.boundary.dtypes import DTYPES
 from attnscore.catalogue.mistakes import MISTAKES, Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.judge import judge_case
+from attnscore.check.rule_cases import judge_rules
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.report.results import SubmissionResult
@@ -165,12 +166,15 @@ def null_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None = N
 def _null_score(spec: Spec, cases: list[Case], mistake: Mistake, dtype: str) -> MutationResult:
     """A null implementation run on every case, each of its forms: the most any form scores."""
     worst, failed, diagnoses = Fraction(0), [], []
+    called = [c for c in cases if c.kind != "rule"]
+    ruled = [c for c in cases if c.kind == "rule"]
     for form in range(mistake.form_count):
         runner = InProcessRunner(mistake.bind(spec.contract, spec, form=form), logsumexp=spec.logsumexp)
         try:
-            results = [judge_case(spec, case, runner, dtype, diagnose_failures=False) for case in cases]
+            results = [judge_case(spec, case, runner, dtype, diagnose_failures=False) for case in called]
         finally:
             runner.close()
+        results += judge_rules(spec, ruled, list(zip(called, results, strict=True)), None, None, dtype)
         worst = max(worst, sum((r.points for r in results), Fraction(0)))
         failed += [r.id for r in results if not r.passed and r.id not in failed]
         diagnoses += [r.diagnosis["id"] for r in results if r.diagnosis]
@@ -206,6 +210,8 @@ def mutation_test(
         diagnoses: list[str] = []
         try:
             for case in cases:
+                if case.kind == "rule":  # about calls, not values: no mistake is caught by one
+                    continue
                 result = judge_case(spec, case, runner, dtype)
                 if not result.passed:
                     failed.append(result.id)

@@ -159,6 +159,8 @@ class SandboxRunner:
         # process) and inputs the output shares memory with (the worker's own report).
         self.last_inspection: dict[str, list[str]] | None = None
         self.last_names: list[str] = []
+        # the ruled calls the worker's traps saw (name@phase), over every call and restart
+        self.calls_seen: frozenset[str] | None = frozenset()
         self.started = time.monotonic()
         self.calls = 0
         self.starts = 0
@@ -450,6 +452,7 @@ class SandboxRunner:
                 "aliased": [n for n in self.last_names if n in watch.aliased],
                 "calls": list(claimed.get("calls", [])),
             }
+            self.calls_seen = (self.calls_seen or frozenset()) | frozenset(claimed.get("calls", []))
         if (
             isinstance(outcome, CallFailure)
             and outcome.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.MEMORY_LIMIT, Verdict.GRADER_ERROR)

@@ -2,9 +2,11 @@
 
 What students hand in for CS336 assignment 2's FlashAttention-2 (PyTorch part) and similar
 assignments: ``forward(ctx, Q, K, V, is_causal=False)`` tiled with an online softmax, saving the
-logsumexp ``L`` ``(..., n_q)``, and a hand-written ``backward(ctx, dO)``. Each gets full marks on
-``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml`` (``tests/catalogue/test_flash_attention.py``),
-in process and in the sandbox.
+logsumexp ``L`` ``(..., n_q)``, and a hand-written ``backward(ctx, dO)``. Each gets full marks for
+its values on ``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml``
+(``tests/catalogue/test_flash_attention.py``), in process and in the sandbox. :class:`RecomputeBackward`
+runs torch.autograd inside its backward, which those specs' ``hand_written_backward`` rule forbids:
+graded from this file (which holds it), every style loses that rule's point.
 
 - :class:`TiledTwoLoops`: query tiles × key tiles as in the handout's Algorithm 1, tiled Algorithm 2 backward;
 - :func:`get_flashattention_autograd_function_pytorch`: the handout's factory, returning a class that
