@@ -425,11 +425,11 @@ class SandboxRunner:
                     break
                 reply = self._receive(worker, clock, self.calls)
             self.spent += clock.spent()
-        if isinstance(reply, wire.CallResult) and not watch.canaried:
-            # a result the worker's own code would never send before the grader's canaries: written by
-            # the submission (its inputs and output were never read as the protocol reads them)
-            reply = wire.Unexpected(reply.id, "result")
         outcome, reported = call_outcome(reply, self, worker)
+        if isinstance(reply, wire.CallResult) and reply.id == self.calls and not watch.canaried:
+            # a result the worker's own code never sends before the grader has read the inputs and
+            # written its canaries: the submission wrote it (what it says of its output is not read)
+            outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
         floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
@@ -461,6 +461,12 @@ class SandboxRunner:
             self._kill_worker()  # the next call starts a fresh worker (and a clean CUDA context)
         return outcome
 
+
+EARLY_RESULT = (
+    "the process running your code sent a result before the grader had read the call's inputs (a reply "
+    "the worker itself never sends at that point: written by your code)"
+)
+"""A call's outcome when its result came before the grader's reading of the inputs and canaries."""
 
 CANARY_FLOATS = ("float64", "float32", "float16", "bfloat16")
 """The input dtypes the grader writes canaries into once a call has returned (a mask or an integer

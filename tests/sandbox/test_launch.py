@@ -149,8 +149,10 @@ def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
     assert output.strip() == "harmed 0"
 
 
-def test_aliasing_scores_its_points_when_grading_untrusted_code(tmp_path):
-    """output_not_aliased rests on the worker's report, but a forged report only earns what a copy earns: it scores."""
+def test_aliasing_is_the_graders_finding_and_costs_every_case_it_happens_in(tmp_path):
+    """An output that is the input itself (when nothing is masked) shows the grader's canaries when
+    read again: output_not_aliased is lost, and so is every case whose drawn mask keeps every key;
+    the worker's own answer about storage is never asked."""
     from fractions import Fraction
 
     from attnscore.check.cases import build_cases
@@ -168,7 +170,11 @@ def test_aliasing_scores_its_points_when_grading_untrusted_code(tmp_path):
     assert aliased.verdict is Verdict.WRONG_VALUE and aliased.max_points == Fraction(1)
     assert "your output shares memory with the input(s) S" in aliased.message
     assert by_id["property:inputs_not_mutated"].passed
-    assert result.max_score == spec.max_points and result.score == result.max_score - 1
+    failed = [c for c in result.cases if not c.passed]
+    assert all("your output shares memory with the input(s) S" in c.message for c in failed)
+    assert all(c.id.startswith("property:") for c in failed)  # every worked example masks some key
+    assert result.max_score == spec.max_points
+    assert result.score == result.max_score - sum((c.max_points for c in failed), Fraction(0))
 
 
 def test_files_left_in_shared_folders_are_removed(tmp_path):
