@@ -79,7 +79,7 @@ MAX_TEXT = 2000
 """Most characters of a text the worker writes (a failure's message, why ``L`` was not found): the
 worker cuts each where it makes the message (:func:`encode_message`, :func:`encode_received`), so
 that no description makes a reply the grader refuses, and the grader cuts what it reads to the same
-length (a hand-written reply's text is never a reason to refuse it either)."""
+length and the note (a hand-written reply's text is never a reason to refuse it either)."""
 KINDS = RETURN_KINDS
 
 
@@ -169,7 +169,7 @@ def _gradients(obj: dict[str, Any], value: Received) -> WithGradients:
     problem = obj.get("logsumexp_problem", "")
     if not isinstance(problem, str):
         raise WireError("expected the logsumexp problem as text")
-    problem = cut(problem, MAX_TEXT)
+    problem = cut(problem, MAX_TEXT + 64)  # room for the worker's own note of what it cut
     return WithGradients(
         value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing), lse, problem
     )
@@ -562,7 +562,7 @@ def _failure_fields(obj: dict[str, Any]) -> dict[str, Any]:
     name, module, file, compiler = obj.get("exception"), obj.get("module"), obj.get("file"), obj.get("compiler")
     return {
         "verdict": _verdict(obj.get("verdict")),
-        "message": cut(str(obj.get("message", "")), MAX_TEXT),
+        "message": cut(str(obj.get("message", "")), MAX_TEXT + 64),  # room for the worker's own note
         "exception": name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else "",
         "module": module if isinstance(module, str) else None,
         "file": file if isinstance(file, str) else None,
