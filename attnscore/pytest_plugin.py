@@ -94,7 +94,7 @@ def read_xfail_file(path: str | Path) -> list[XfailEntry]:
 
             if parts[1][len("allow:") :] not in CORNERS:
                 raise pytest.UsageError(
-                    f"{path}:{number}: expected allow:<corner> with a corner of {', '.join(sorted(CORNERS))}, "
+                    f"{path}:{number}: expected allow:<corner> with <corner> one of {', '.join(sorted(CORNERS))}, "
                     f"found {parts[1]!r}"
                 )
         entries.append(XfailEntry(parts[0], parts[1], parts[2] if len(parts) > 2 else "", number))

@@ -37,17 +37,17 @@ class KeyView:
 
     def rows_without_keys(self) -> np.ndarray:
         """bool ``(*rows, 1)``: the rows that keep no key."""
-        return ~self.keep.any(axis=-1, keepdims=True)
+        return np.asarray(~self.keep.any(axis=-1, keepdims=True), dtype=bool)
 
     def rows_masking_nonfinite_keys(self) -> np.ndarray:
         """bool ``(*rows, 1)``: the rows that mask a key holding a non-finite value."""
-        return (~self.keep & self.nonfinite).any(axis=-1, keepdims=True)
+        return np.asarray((~self.keep & self.nonfinite).any(axis=-1, keepdims=True), dtype=bool)
 
 
 def _bad_vectors(x: np.ndarray) -> np.ndarray:
     """bool ``(..., n_k)``: which vectors (along the last axis) hold a non-finite entry."""
     with np.errstate(invalid="ignore"):
-        return ~np.isfinite(np.asarray(x, dtype=np.float64)).all(axis=-1)
+        return np.asarray(~np.isfinite(np.asarray(x, dtype=np.float64)).all(axis=-1), dtype=bool)
 
 
 def key_view(
