@@ -239,6 +239,9 @@ def _fork_request(runner: SandboxRunner, uid: int) -> dict[str, object]:
     plan, limits = runner.plan, runner.limits
     return {
         **_fresh_setup(runner),
+        # the template (inside bwrap or not) sees the submission's private copy at its own path;
+        # only a fresh bwrap binds it at /sandbox/submission
+        "folder": runner.private,
         "uid": uid,
         "workdir": runner.workdir,
         "disk_bytes": limits.disk_bytes if plan.disk == "tmpfs" else 0,
