@@ -233,6 +233,8 @@ class SpecNode(pytest.Collector):
                 kept = {c.id: c for c in cases}
                 cases = [kept.get(c.id, c) for c in build_cases(self.spec, dtype, config.getoption("attnscore_seed"))]
             for case in cases:
+                if case.kind == "rule":  # an assignment rule is about a student's calls over a whole graded run
+                    continue
                 item = SpecCaseItem.from_parent(
                     self,
                     name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter

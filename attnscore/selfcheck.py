@@ -49,6 +49,7 @@ from attnscore.sandbox.removal import remove_tree
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission, find_submissions
+from attnscore.submission.static_rules import rule_places
 
 __all__ = ["SelfCheck", "check", "check_function", "check_path", "visible_cases"]
 
@@ -197,11 +198,13 @@ def _judge(
     dtype: str | None,
     seed: int | None,
     shrink_steps: int,
+    submission: Submission | None = None,
 ) -> SelfCheck:
     """The visible part of :func:`attnscore.grade.grading.grade_submission`, with ``runner``: one
     :class:`attnscore.check.session.Session` on the visible cases, with the grading budget (a
     runner that could not load the code, :class:`RefusedRunner`, is not shrunk; its failure is
-    the result's ``error``)."""
+    the result's ``error``). The spec's rules are read from ``submission``'s code where there is
+    one (in process nothing traps the calls themselves)."""
     start = time.perf_counter()
     dtype = dtype or spec.dtypes[0]
     cases, hidden = visible_cases(spec, dtype, seed)
@@ -216,6 +219,7 @@ def _judge(
         budget=grading_budget(shrink_steps),
         environment={**environment("cpu", pinned=False), "sandbox": "none (self-check, in process)"},
         cheapest_first=True,
+        rule_places=rule_places(submission, spec.rules) if submission is not None and spec.rules else None,
     )
     return SelfCheck(session.run(runner, started=start), hidden)
 
@@ -341,7 +345,14 @@ def check_path(
     budget = _budget(loaded, time_budget)
     name = function or loaded.function
     (submission,) = find_submissions([str(path)], entry=entry, one=True)
-    options = {"name": submission.name, "function": name, "dtype": dtype, "seed": seed, "shrink_steps": shrink_steps}
+    options = {
+        "name": submission.name,
+        "function": name,
+        "dtype": dtype,
+        "seed": seed,
+        "shrink_steps": shrink_steps,
+        "submission": submission,
+    }
     if submission.problem is not None:
         refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING, submission.problem, "submission"))
         return _judge(loaded, refused, **options)  # type: ignore[arg-type]

@@ -36,6 +36,7 @@ __all__ = [
     "resolve_factory",
     "first_output",
     "find_logsumexp",
+    "saved_tensors_shapes",
 ]
 
 NOT_DIFFERENTIATED = frozenset({"mask", "attn_mask", "alibi_slopes"})
@@ -192,27 +193,61 @@ def find_logsumexp(
                 f"(ctx.save_for_backward), found they could not be read ({str(exc)[:120]})"
             )
         shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in saved]
-        listed = ", ".join("(" + ", ".join(map(str, s)) + ")" if s is not None else "None" for s in shapes) or "none"
+        listed = saved_tensors_shapes(shapes)
         if index is not None:
             if not 0 <= index < len(saved) or shapes[index] != tuple(rows):
                 return None, (
                     f"expected the logsumexp L of shape {want} as saved tensor {index} (ctx.save_for_backward), "
-                    f"found the saved tensors' shapes: {listed}"
+                    f"found {listed}"
                 )
             found = saved[index]
         else:
-            matching = [t for t, s in zip(saved, shapes, strict=True) if s == tuple(rows)]
-            if len(matching) != 1:
+            at = [i for i, s in enumerate(shapes) if s == tuple(rows)]
+            if len(at) != 1:
+                where = ""
+                if len(at) > 1:
+                    from attnscore.boundary.untrusted import shown_list
+
+                    where = f" (saved tensors {shown_list([str(i) for i in at], most=8)} have that shape)"
                 return None, (
                     f"expected exactly one saved tensor of shape {want}, the logsumexp L "
-                    f"(ctx.save_for_backward), found {len(matching)} among the saved tensors' shapes: {listed}"
+                    f"(ctx.save_for_backward), found {len(at)} among {listed}{where}"
                 )
-            found = matching[0]
+            found = saved[at[0]]
     if tuple(found.shape) != tuple(rows):
         return None, f"expected L of shape {want}, found shape {tuple(found.shape)}"
     if not found.dtype.is_floating_point:
         return None, f"expected L as floating-point numbers, found dtype {str(found.dtype).replace('torch.', '')}"
     return np.array(torch.Tensor.detach(found).to("cpu", torch.float64).numpy(), order="C"), ""
+
+
+def saved_tensors_shapes(shapes: list[tuple[int, ...] | None]) -> str:
+    """How the shapes of a Function's saved tensors read in a message, bounded however many were
+    saved: each shape in order while there are at most 12 (``the saved tensors' shapes: (2, 3, 4),
+    None``), else how many there are and each distinct shape with its count, at most 8 of them
+    (``the 305 saved tensors' shapes: (2, 3) ×301, (2, 3, 4) ×2, (2, 5, 4) ×2``).
+
+    >>> saved_tensors_shapes([(2, 3), None])
+    "the saved tensors' shapes: (2, 3), None"
+    >>> saved_tensors_shapes([(2,)] * 300 + [(2, 4)] * 2)
+    "the 302 saved tensors' shapes: (2,) ×300, (2, 4) ×2"
+    """
+    from attnscore.boundary.untrusted import shown_list
+
+    def text(shape: tuple[int, ...] | None) -> str:
+        if shape is None:
+            return "None"
+        return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+    if not shapes:
+        return "no saved tensors"
+    if len(shapes) <= 12:
+        return "the saved tensors' shapes: " + ", ".join(text(s) for s in shapes)
+    counts: dict[tuple[int, ...] | None, int] = {}
+    for shape in shapes:
+        counts[shape] = counts.get(shape, 0) + 1
+    grouped = [f"{text(shape)} ×{n}" for shape, n in counts.items()]
+    return f"the {len(shapes)} saved tensors' shapes: {shown_list(grouped, most=8)}"
 
 
 def differentiable(names: list[str], tensors: list[object]) -> list[str]:
@@ -241,6 +276,10 @@ def backward_call(
     upstream: object,
     call: Callable[[Callable[..., object], list[object]], object] | None = None,
     logsumexp: tuple[str, int | None] | None = None,
+    *,
+    forward_done: Callable[[], object] | None = None,
+    settled: Callable[[], object] | None = None,
+    run_backward: Callable[..., object] | None = None,
 ) -> tuple[object, WithGradients | NoBackward | BadReturn]:
     """Call ``function(*tensors)`` with the float inputs requiring grad and run its backward with ``upstream``.
 
@@ -253,6 +292,14 @@ def backward_call(
             The worker passes its inspector here; whatever it raises is raised.
         logsumexp: ``(place, index)`` when the logsumexp ``L`` is under test (:func:`find_logsumexp`):
             a ``"returned"`` ``(O, L)`` tuple is split first, backward runs on ``O`` only.
+        forward_done: called once the forward has returned, before anything else runs (the worker
+            lets the grader read the inputs there; the in-process runner inspects them).
+        settled: called last, once the backward has run (or could not run) and the output's and
+            the gradients' bytes have been read (the worker lets the grader read the inputs and
+            ``dO`` there and write its canaries into them, then reads the output again). Not called
+            when the call gives no value (:class:`NoBackward`, :class:`~attnscore.boundary.outputs.BadReturn`).
+        run_backward: ``torch.autograd.backward`` as bound before a submission could replace it
+            (the worker's; default the module's own).
 
     Returns:
         ``(value, result)``: the returned object (for the caller's own inspection) and
@@ -273,61 +320,70 @@ def backward_call(
         torch.Tensor.requires_grad_(t, True)
     with torch.enable_grad():
         value = call(function, tensors) if call is not None else function(*tensors)
+    if forward_done is not None:
+        forward_done()
     value, extra = first_output(value, logsumexp[0] if logsumexp else None)
-    received = to_received(value)
-    if isinstance(received, BadReturn):
-        return value, received
+    checked = to_received(value)  # what came back, validated; its bytes are read again once settled
+    if isinstance(checked, BadReturn):
+        return value, checked
     if not isinstance(value, torch.Tensor):
         return value, NoBackward(
-            f"returned a {received.kind}, not a tensor: a backward pass needs the output as a torch tensor "
+            f"returned a {checked.kind}, not a tensor: a backward pass needs the output as a torch tensor "
             "computed from the inputs (keep the computation in torch)"
         )
     base = torch._C.TensorBase  # the base class's own descriptors: a subclass cannot answer for them
+    lse, lse_problem = (None, "")
+    problem: NoBackward | None = None
+    ran = False
     if not base.__dict__["dtype"].__get__(value).is_floating_point:
-        # an integer output has no gradient at all: it is judged as it is (the wrong-dtype verdict)
-        return value, WithGradients(
-            received.kind, received.dtype, received.device, received.array, {}, {}, tuple(leaves)
-        )
-    if not base.__dict__["requires_grad"].__get__(value):
+        pass  # an integer output has no gradient at all: it is judged as it is (the wrong-dtype verdict)
+    elif not base.__dict__["requires_grad"].__get__(value):
         return value, NoBackward(
             "the output does not require grad: it is detached from the inputs (.detach(), torch.tensor(...) "
             "of a result, .numpy() or .item() on the way), so no gradient can reach them; compute the output "
             "with torch operations on the inputs"
         )
-    early = [n for n, t in leaves.items() if t.grad is not None]
-    if early:
-        return value, NoBackward(
-            f"the call itself set .grad of {', '.join(early)}; leave .grad to autograd (return the output, "
-            "do not write gradients into the inputs)"
-        )
-    lse, lse_problem = (None, "")
-    if logsumexp is not None:  # before backward: a Function's saved tensors are freed by it
-        lse, lse_problem = find_logsumexp(
-            value, extra, logsumexp[0], logsumexp[1], tuple(torch.Tensor.size(value))[:-1]
-        )
-    up = upstream if isinstance(upstream, torch.Tensor) else torch.as_tensor(upstream)
-    if tuple(torch.Tensor.size(value)) != tuple(up.shape):
-        # dO has the expected output's shape, so backward cannot run: the output itself is judged
-        # (a wrong shape is that verdict, with both shapes), its gradients counted as missing
-        return value, WithGradients(
-            received.kind, received.dtype, received.device, received.array, {}, {}, tuple(leaves), lse, lse_problem
-        )
-    try:
-        torch.autograd.backward(value, grad_tensors=up.to(dtype=base.__dict__["dtype"].__get__(value)))
-    except Exception as exc:  # noqa: BLE001 - the submission's backward raising is its verdict
-        from attnscore.boundary.calls import describe_exception, type_name
+    else:
+        early = [n for n, t in leaves.items() if t.grad is not None]
+        if early:
+            return value, NoBackward(
+                f"the call itself set .grad of {', '.join(early)}; leave .grad to autograd (return the output, "
+                "do not write gradients into the inputs)"
+            )
+        if logsumexp is not None:  # before backward: a Function's saved tensors are freed by it
+            lse, lse_problem = find_logsumexp(
+                value, extra, logsumexp[0], logsumexp[1], tuple(torch.Tensor.size(value))[:-1]
+            )
+        up = upstream if isinstance(upstream, torch.Tensor) else torch.as_tensor(upstream)
+        # dO has the expected output's shape: when the output's differs, backward cannot run and the
+        # output itself is judged (a wrong shape is that verdict, with both shapes), its gradients missing
+        if tuple(torch.Tensor.size(value)) == tuple(up.shape):
+            dtype = base.__dict__["dtype"].__get__(value)
+            given = up if up.dtype == dtype else up.to(dtype=dtype)  # dO itself when the dtypes agree
+            try:
+                (run_backward or torch.autograd.backward)(value, grad_tensors=given)
+            except Exception as exc:  # noqa: BLE001 - the submission's backward raising is its verdict
+                from attnscore.boundary.calls import describe_exception, type_name
 
-        return value, NoBackward(f"the backward pass {describe_exception(exc)}", type_name(exc))
+                problem = NoBackward(f"the backward pass {describe_exception(exc)}", type_name(exc))
+            ran = True
+    if problem is not None:
+        return value, problem
+    received = to_received(value)  # the output's bytes as they are now, after the backward
+    if isinstance(received, BadReturn):
+        return value, received
     grads: dict[str, np.ndarray] = {}
     dtypes: dict[str, str] = {}
     missing: list[str] = []
     for n, t in leaves.items():
-        g = t.grad
+        g = t.grad if ran else None
         plain = None if g is None else _plain(g)
         if plain is None:
             missing.append(n)
             continue
         grads[n], dtypes[n] = plain
+    if settled is not None:
+        settled()
     return value, WithGradients(
         received.kind, received.dtype, received.device, received.array, grads, dtypes, tuple(missing), lse, lse_problem
     )

@@ -16,7 +16,7 @@ import sys
 import traceback
 from typing import Any
 
-__all__ = ["serve", "bound_folder", "lower_priority", "WORKER_NICE", "MAX_MESSAGE", "FDS"]
+__all__ = ["serve", "bound_folder", "lower_priority", "WORKER_NICE", "MAX_MESSAGE", "FDS", "FORK"]
 
 MAX_MESSAGE = 1 << 16
 FDS = 5  # request pipe (read end), response pipe (write end), output pipe, shared inputs, status socket
@@ -70,14 +70,18 @@ def _join_cgroup(path: str) -> None:
         os.close(fd)
 
 
-def _become_worker(request: dict[str, Any], fds: list[int], control: socket.socket, wake: int) -> None:
-    """In the forked child: everything the fresh path applies before the submission is read,
+def _become_worker(fds: list[int], control: socket.socket, wake: int) -> None:
+    """In the forked child: read its own request from its request pipe (the template never holds
+    it: no student's name, folder or limits passes through the template's memory, which every
+    later child inherits), then everything the fresh path applies before the submission is read,
     then :func:`attnscore.boundary.worker.serve`. Never returns (``os._exit``)."""
     code = 1
     try:
         from attnscore.boundary import kernel_objects, worker
 
         req_r, resp_w, out_w, shared_fd, status = fds
+        requests = os.fdopen(req_r, "rb", buffering=1 << 16)
+        request = worker.read_setup(requests)
         os.setsid()  # its own session and process group: a timeout kills the whole group
         try:  # its own CPU share, memory and process count, before anything else runs
             if not request.get("cgroup"):
@@ -111,7 +115,6 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
         os.environ.update(request["env"])
         config = dict(request["config"], inputs_fd=shared_fd)
         shared = worker.map_inputs(config)
-        requests = os.fdopen(req_r, "rb", buffering=1 << 16)
         folder = request["folder"]
         if worker.confine_self(folder, config, resp_w):
             worker.serve(
@@ -123,6 +126,7 @@ def _become_worker(request: dict[str, Any], fds: list[int], control: socket.sock
                 request["uid"],
                 shared,
                 str(config.get("device", "cpu")),
+                traps=tuple(request.get("traps", ())),
             )
         code = 0
     except BaseException:  # noqa: BLE001 - reported like a fresh worker's uncaught exception
@@ -203,22 +207,26 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
             _fork_one(data, fds, control, wake_r, children)
 
 
+FORK = b"fork"
+"""The whole of a fork request's datagram: everything else about the worker (its submission's
+folder and file, uid, limits, environment) reaches the child on its own request pipe."""
+
+
 def _fork_one(data: bytes, fds: list[int], control: socket.socket, wake: int, children: dict[int, int]) -> None:
-    if len(fds) != FDS:
+    if len(fds) != FDS or data != FORK:
         for fd in fds:
             os.close(fd)
         return
     status = fds[4]
     try:
-        request = json.loads(data)
         pid = os.fork()
-    except (ValueError, OSError) as exc:
+    except OSError as exc:
         _send_to(status, {"error": f"the worker template could not fork a worker: {exc}"})
         for fd in fds:
             os.close(fd)
         return
     if pid == 0:  # pragma: no cover - the child; measured through the grader's tests
-        _become_worker(request, fds, control, wake)
+        _become_worker(fds, control, wake)
     children[pid] = status
     _send_to(status, {"pid": pid})
     for fd in fds[:4]:

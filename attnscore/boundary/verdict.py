@@ -28,6 +28,8 @@ class Verdict(str, enum.Enum):
     BAD_RETURN_TYPE = "bad_return_type"
     GRADER_ERROR = "grader_error"
     BUDGET_SPENT = "budget_spent"
+    # an assignment rule (a spec's rules: a forbidden call made, a required one missing), never a value
+    RULE_BROKEN = "rule_broken"
 
     @property
     def label(self) -> str:

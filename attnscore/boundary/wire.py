@@ -30,11 +30,13 @@ import numpy as np
 
 from attnscore.boundary.gradients import LOGSUMEXP_PLACES, WithGradients
 from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
+from attnscore.boundary.untrusted import cut
 from attnscore.boundary.verdict import Verdict
 
 __all__ = [
     "VERSION",
     "MAX_MESSAGE_BYTES",
+    "MAX_TEXT",
     "OptionValue",
     "WireError",
     "encode_array",
@@ -51,6 +53,10 @@ __all__ = [
     "CallFailed",
     "UnreadableResult",
     "Compiling",
+    "Returned",
+    "Proceed",
+    "UPSTREAM",
+    "CALL_STAGES",
     "Unexpected",
     "Message",
     "Reply",
@@ -71,6 +77,11 @@ MAX_CONTAINERS = 1000
 """Most JSON objects and arrays (counted as opening brackets, strings included) in one message."""
 MAX_ITEMS = 100_000
 """Most ``,`` and ``:`` separators (strings included) in one message."""
+MAX_TEXT = 2000
+"""Most characters of a text the worker writes (a failure's message, why ``L`` was not found): the
+worker cuts each where it makes the message (:func:`encode_message`, :func:`encode_received`), so
+that no description makes a reply the grader refuses, and the grader cuts what it reads to the same
+length and the note (a hand-written reply's text is never a reason to refuse it either)."""
 KINDS = RETURN_KINDS
 
 
@@ -134,7 +145,7 @@ def encode_received(received: Received) -> dict[str, Any]:
         if received.logsumexp is not None:
             head["logsumexp"] = encode_array(received.logsumexp, "float64")
         if received.logsumexp_problem:
-            head["logsumexp_problem"] = received.logsumexp_problem
+            head["logsumexp_problem"] = cut(received.logsumexp_problem, MAX_TEXT)
     return head
 
 
@@ -158,8 +169,9 @@ def _gradients(obj: dict[str, Any], value: Received) -> WithGradients:
         if lse_dtype != "float64":
             raise WireError(f"expected the logsumexp as float64, found {lse_dtype[:20]}")
     problem = obj.get("logsumexp_problem", "")
-    if not isinstance(problem, str) or len(problem) > 2000:
-        raise WireError("expected the logsumexp problem as text of at most 2000 characters")
+    if not isinstance(problem, str):
+        raise WireError("expected the logsumexp problem as text")
+    problem = cut(problem, MAX_TEXT + 64)  # room for the worker's own note of what it cut
     return WithGradients(
         value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing), lse, problem
     )
@@ -240,9 +252,15 @@ class CallRequest:
     by name too, so the worker calls ``f(*positional, **by_name, **options)``. Both are empty for a
     positional contract, and then absent from the message.
 
-    ``upstream``, when set, is the upstream gradient ``dO`` as :func:`encode_array` writes it: the
-    worker also runs the backward pass (:mod:`attnscore.boundary.gradients`) and sends the gradients
-    with the value.
+    ``upstream``, when set, is the place of the upstream gradient ``dO`` in the shared memory (an
+    item like those of ``inputs``, named :data:`UPSTREAM`): the worker also runs the backward pass
+    (:mod:`attnscore.boundary.gradients`) with ``dO`` viewed from there (so the grader reads back
+    whether the backward changed it) and sends the gradients with the value.
+
+    Before it turns what the call returned into data, the worker says :class:`Returned` and waits
+    for the grader's :class:`Proceed` (after the forward of a backward call too): the grader reads
+    the shared inputs itself at each of these points, then writes its canaries into them before
+    the last ``Proceed``, so that an output sharing an input's memory shows them.
 
     ``logsumexp``, when set, is ``(place, index)``: where the forward keeps its logsumexp ``L``
     (:func:`attnscore.boundary.gradients.find_logsumexp`; a ``"returned"`` ``(O, L)`` tuple is taken
@@ -266,6 +284,34 @@ class CallRequest:
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
     trailing_nones: int = 0
+
+
+UPSTREAM = "dO"
+"""The name of the upstream gradient among a backward call's shared items and inspected tensors."""
+
+CALL_STAGES = ("forward", "call")
+"""When a worker says :class:`Returned`: ``"forward"`` after the forward of a backward call (the
+backward has not run), ``"call"`` once the whole call (and its backward) has returned."""
+
+
+@dataclass(frozen=True)
+class Returned:
+    """Call ``id``'s function returned (``stage``: :data:`CALL_STAGES`); the worker waits for
+    :class:`Proceed` before it goes on, so that the grader reads the shared inputs at that moment
+    (and, after ``"call"``, writes its canaries into them before the output is read)."""
+
+    TYPE: ClassVar[str] = "returned"
+    id: int | None
+    stage: str | None
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """The grader's answer to :class:`Returned`: go on with call ``id`` past ``stage``."""
+
+    TYPE: ClassVar[str] = "proceed"
+    id: int
+    stage: str
 
 
 @dataclass(frozen=True)
@@ -310,13 +356,16 @@ class LoadError:
 @dataclass(frozen=True)
 class CallResult:
     """Call ``id`` returned ``value`` (decoded and validated); ``inspection`` is the worker's own
-    report of the inputs it saw changed and aliased, raw (the grader checks it against the
-    call's names)."""
+    report of the inputs it saw changed (their metadata) and the ruled calls its traps saw, raw
+    (the grader checks it against the call's names). ``probe``: the output read again after the
+    grader wrote its canaries into the inputs, sent only when its bytes differ from ``value``'s
+    (an output that shares an input's memory, :class:`Returned`); None otherwise."""
 
     TYPE: ClassVar[str] = "result"
     id: int | None
     value: Received
     inspection: Any = None
+    probe: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -364,13 +413,13 @@ class Unexpected:
     type: str | None
 
 
-Reply = Importing | Ready | LoadError | CallResult | CallFailed | Compiling | UnreadableResult | Unexpected
+Reply = Importing | Ready | LoadError | CallResult | CallFailed | Compiling | Returned | UnreadableResult | Unexpected
 """Everything :func:`decode_reply` returns."""
 
 _OPTIONAL = ("exception", "module", "file", "compiler")
 
 
-Message = CallRequest | Importing | Ready | LoadError | CallResult | CallFailed | Compiling
+Message = CallRequest | Proceed | Importing | Ready | LoadError | CallResult | CallFailed | Compiling | Returned
 """Every message either side sends."""
 
 
@@ -379,10 +428,11 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
     imported: the worker binds it before the submission is imported, and patching this module,
     its classes' module names or the builtins afterwards cannot change what the worker says
     (:func:`attnscore.boundary.worker.bound_sender`)."""
-    received, optional = encode_received, _OPTIONAL
-    of_type, attribute, listed, mapping = isinstance, getattr, list, dict
+    received, optional, array = encode_received, _OPTIONAL, encode_array
+    of_type, attribute, listed, mapping, cut_to, most = isinstance, getattr, list, dict, cut, MAX_TEXT
     request, loading, result, failed, compiling = CallRequest, (Importing, Ready), CallResult, CallFailed, Compiling
-    truth = bool
+    stages = (Returned, Proceed)
+    truth, text = bool, str
 
     def encode_message(message: Any) -> dict[str, Any]:
         """``message`` as the JSON object :func:`dumps` writes: its ``type`` word and its fields
@@ -412,20 +462,25 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
+        if of_type(message, stages):
+            return {"type": message.TYPE, "id": message.id, "stage": text(message.stage)}
         if of_type(message, compiling):
             said = {"type": message.TYPE, "started": truth(message.started)}
             return {**said, **({"id": message.id} if message.id is not None else {})}
         if of_type(message, result):
-            return {
+            answer = {
                 "type": message.TYPE,
                 "id": message.id,
                 "value": received(message.value),
                 "inspection": message.inspection,
             }
+            if message.probe is not None:
+                answer["probe"] = array(message.probe)
+            return answer
         head: dict[str, Any] = {"type": message.TYPE}
         if of_type(message, failed) or message.id is not None:
             head["id"] = message.id
-        head["verdict"], head["message"] = message.verdict, message.message
+        head["verdict"], head["message"] = message.verdict, cut_to(message.message, most)
         for name in optional:
             if attribute(message, name):
                 head[name] = attribute(message, name)
@@ -523,7 +578,7 @@ def _failure_fields(obj: dict[str, Any]) -> dict[str, Any]:
     name, module, file, compiler = obj.get("exception"), obj.get("module"), obj.get("file"), obj.get("compiler")
     return {
         "verdict": _verdict(obj.get("verdict")),
-        "message": str(obj.get("message", "")),
+        "message": cut(str(obj.get("message", "")), MAX_TEXT + 64),  # room for the worker's own note
         "exception": name if isinstance(name, str) and name.isidentifier() and len(name) <= 100 else "",
         "module": module if isinstance(module, str) else None,
         "file": file if isinstance(file, str) else None,
@@ -548,10 +603,14 @@ def decode_reply(obj: dict[str, Any]) -> Reply:
         return CallFailed(call_id, **_failure_fields(obj))
     if kind == Compiling.TYPE:
         return Compiling(call_id, obj.get("started") is True)
+    if kind == Returned.TYPE:
+        stage = obj.get("stage")
+        return Returned(call_id, stage if stage in CALL_STAGES else None)
     if kind == CallResult.TYPE:
         try:
             value = decode_received(obj.get("value"))
+            probe = decode_array(obj["probe"])[1] if "probe" in obj else None
         except WireError as exc:
             return UnreadableResult(call_id, str(exc))
-        return CallResult(call_id, value, obj.get("inspection"))
+        return CallResult(call_id, value, obj.get("inspection"), probe)
     return Unexpected(call_id, kind if isinstance(kind, str) else None)

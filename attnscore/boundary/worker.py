@@ -1,7 +1,9 @@
 """The worker: runs inside the sandboxed child process and calls the submission.
 
 Started by :mod:`attnscore.sandbox.worker_process` as
-``python -I -c <bootstrap> LIB FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``. ``CONFIG`` is
+``python -I -c <bootstrap> LIB REQ_FD RESP_FD UID CONFIG`` (or forked from the worker template);
+the first line on its request pipe is its setup (:func:`read_setup`: the submission's ``FOLDER``,
+``ENTRY`` and ``FUNCTION``, never on a command line another process could read). ``CONFIG`` is
 JSON: ``mirrors`` (``[original, readable copy]`` pairs, see :mod:`attnscore.sandbox.runtime`), ``deny``
 (folders never granted, such as the grader's project) and ``landlock`` (confine itself). It first
 searches for modules through the mirrors, confines itself with Landlock where the kernel has it
@@ -55,6 +57,7 @@ __all__ = [
     "missing_entry_text",
     "missing_function_text",
     "prepare",
+    "read_setup",
     "serve",
 ]
 
@@ -171,6 +174,19 @@ def bound_inspector(shared: Any) -> Any:
             changed |= {i for i in ranged(n) if before[at + i] != after[at + i]}
         return got[0], ordered(changed)
 
+    def tensor_metadata(tensors: list[Any]) -> list[Any]:
+        """Per tensor, its class and (overrides off, collector off) shape, strides, data pointer,
+        dtype and neg/conj bits: compared before and after a backward pass, which runs outside
+        :func:`call` (a saved input or ``dO`` changed in place by the submission's backward)."""
+        was = gc_state()
+        taken = listed(chain(*snapshot(tensors, [])))[2:]
+        if not was:
+            gc_off()
+        n = length(tensors)
+        fields = [taken[n + 1 + f * n : n + 1 + (f + 1) * n] for f in ranged(length(metadata))]
+        return listed(pairs(taken[:n], *fields))
+
+    call.metadata = tensor_metadata  # type: ignore[attr-defined]
     return call
 
 
@@ -210,31 +226,83 @@ def bound_compile_watch(send: Any) -> Any:
     return watch
 
 
-def bound_backward(inspected: Any, backward_call: Any, decode_array: Any, device: str) -> Any:
-    """``backward_pass(function, names, args, spans, request) -> (value, changed, result)``, bound
-    before the submission is imported: the call with the float inputs requiring grad, through the
-    inspector, then ``backward(dO)`` with the request's upstream gradient
-    (:func:`attnscore.boundary.gradients.backward_call`); raises what the call raises."""
+def bound_backward(inspected: Any, backward_call: Any, traced: Any = None) -> Any:
+    """``backward_pass(function, names, args, upstream, spans, request, settle) -> (value, changed,
+    result)``, bound before the submission is imported: the call with the float inputs requiring
+    grad, through the inspector, then ``backward(dO)`` with the upstream gradient ``upstream`` (a view
+    of the shared memory, :func:`attnscore.boundary.gradients.backward_call`, with
+    ``torch.autograd.backward`` as it was before the import); raises what the call raises.
+
+    ``settle(stage)`` is called after the forward (``"forward"``) and once the backward has run
+    (``"call"``): the grader reads the shared inputs and ``dO`` at each, and writes its canaries
+    into the inputs at the second, before the output and the gradients are read. ``changed`` also
+    holds the inputs (and ``dO``, as index ``len(args)``) whose shape, strides, storage or class the
+    backward changed in place. ``traced(phase, function)`` (:meth:`attnscore.boundary.traps.Traps.during`)
+    marks the backward's run as the ``"backward"`` phase of the spec's traps."""
     import torch
 
-    from attnscore.boundary.dtypes import TORCH_DTYPES
+    size_of, ranged = len, range
+    run_backward = torch.autograd.backward if traced is None else traced("backward", torch.autograd.backward)
+    metadata = inspected.metadata
 
-    dtypes, make = dict(TORCH_DTYPES), torch.tensor
-
-    def backward_pass(function: Any, names: list[str], args: list[Any], spans: list[Any], request: Any) -> Any:
-        _, array = decode_array(request.upstream)
-        upstream = make(array, dtype=dtypes[request.dtype], device=device)
+    def backward_pass(
+        function: Any, names: list[str], args: list[Any], upstream: Any, spans: list[Any], request: Any, settle: Any
+    ) -> Any:
         seen: list[Any] = []
+        watched = [*args, upstream]
+        before: list[Any] = []
 
         def call(f: Any, a: list[Any]) -> Any:
+            before.extend(metadata(watched))
             value, changed = inspected(f, a, spans)
             seen.append(changed)
             return value
 
-        value, result = backward_call(function, names, args, upstream, call, logsumexp=request.logsumexp)
-        return value, seen[0] if seen else [], result
+        value, result = backward_call(
+            function,
+            names,
+            args,
+            upstream,
+            call,
+            logsumexp=request.logsumexp,
+            forward_done=lambda: settle("forward"),
+            settled=lambda: settle("call"),
+            run_backward=run_backward,
+        )
+        changed = set(seen[0] if seen else [])
+        if before:  # the backward (or anything since the call) changed an input's or dO's metadata
+            after = metadata(watched)
+            changed |= {i for i in ranged(size_of(watched)) if before[i] != after[i]}
+        return value, sorted(changed), result
 
     return backward_pass
+
+
+def bound_settle(send: Any, requests: Any, copy_back: Any, copy_in: Any) -> Any:
+    """``settle(call_id, stage, pairs)``, bound before the submission is imported: the device
+    inputs copied back to the shared memory (a GPU worker), :class:`attnscore.boundary.wire.Returned`
+    said, and the grader's :class:`~attnscore.boundary.wire.Proceed` awaited on the request pipe;
+    after ``"call"`` the grader's canaries are copied onto the device inputs (a GPU worker), so that
+    an output sharing an input's memory reads them there too.
+
+    Raises:
+        EOFError: the grader closed the pipe or answered something else (the worker is done).
+    """
+    from attnscore.boundary import wire
+
+    returned, readline, loads = wire.Returned, requests.readline, wire.loads
+
+    def settle(call_id: int, stage: str, pairs: list[Any]) -> None:
+        copy_back(pairs)
+        send(returned(call_id, stage))
+        line = readline()
+        answer = loads(line) if line else {}
+        if answer.get("type") != "proceed" or answer.get("id") != call_id or answer.get("stage") != stage:
+            raise EOFError("the grader did not say proceed")
+        if stage == "call":
+            copy_in(pairs)
+
+    return settle
 
 
 def keyword_call(function: Any, positional: int, by_name: list[str], options: dict[str, Any]) -> Any:
@@ -393,21 +461,27 @@ def _import_statement(filename: str, line: int) -> str | None:
 
 
 def missing_entry_text(entry: str, files: list[str]) -> str:
-    """The load failure of a submission that has no file ``entry`` (its top-level ``.py`` ``files``)."""
-    return f"your submission has no file named {entry!r} (its .py files: {', '.join(sorted(files)) or 'none'})"
+    """The load failure of a submission that has no file ``entry`` (its top-level ``.py`` ``files``;
+    at most 12 are named, then how many more)."""
+    from attnscore.boundary.untrusted import cut, shown_list
+
+    listed = shown_list(sorted(files)) or "none"
+    return f"your submission has no file named {cut(entry, 200)!r} (its .py files: {listed})"
 
 
 def missing_function_text(function_name: str, value: object, namespace: dict[str, Any], module_name: str) -> str:
     """The load failure of a file whose module ``module_name`` (globals ``namespace``) binds
     ``function_name`` to ``value``, which is None or not callable; it lists the functions the
-    file itself defines."""
+    file itself defines (at most 20, then how many more: the text is bounded where it is made)."""
+    from attnscore.boundary.untrusted import shown_list
+
     defined = sorted(
         n
         for n, v in namespace.items()
         if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
     )
-    found = f"; it defines: {', '.join(defined)}" if defined else "; it defines no functions"
-    kind = type(value).__name__
+    found = f"; it defines: {shown_list(defined, most=20)}" if defined else "; it defines no functions"
+    kind = type(value).__name__[:100]
     what = "no function" if value is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function,"
     return f"your file has {what} named {function_name!r}{found}"
 
@@ -557,6 +631,29 @@ def _device_inputs(shared: Any, items: list[dict[str, Any]], device: str) -> tup
             args.append(on_device)
             pairs.append((host, on_device))
     return args, pairs
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    """Whether two plain arrays hold the same shape, dtype and bytes (NaN payloads included)."""
+    return bool(a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes())
+
+
+def bound_copy_in() -> Any:
+    """``copy_in(pairs)``: write the shared memory into the device inputs (the grader's canaries,
+    after a call), with torch's own ``copy_`` held before the submission is imported; a no-op on
+    the CPU, where the inputs are the shared memory."""
+    import torch
+
+    copy = torch._C.TensorBase.copy_
+
+    def copy_in(pairs: list[tuple[Any, Any]]) -> None:
+        for host, on_device in pairs:
+            try:
+                copy(on_device, host)
+            except Exception:  # noqa: BLE001 - a CUDA error left by the call
+                return
+
+    return copy_in
 
 
 def bound_copy_back() -> Any:
@@ -770,11 +867,13 @@ def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
         defining = conventional
     if len(defining) == 1:
         return defining[0], ""
-    listed = ", ".join(_shown(folder, n) for n in files)
+    from attnscore.boundary.untrusted import shown_list
+
+    listed = shown_list([_shown(folder, n) for n in files[:12]] + files[12:])  # the first 12 named
     if not defining:
         return None, f"none of your files defines a function named {function_name!r} (files: {listed})"
     return None, (
-        f"more than one of your files defines {function_name!r} ({', '.join(_shown(folder, n) for n in defining)}); "
+        f"more than one of your files defines {function_name!r} ({shown_list([_shown(folder, n) for n in defining])}); "
         "keep it in one file, or ask your instructor which file is graded"
     )
 
@@ -796,7 +895,7 @@ def load_runtime() -> None:
 
     import torch
 
-    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, standins, wire  # noqa: F401
+    from attnscore.boundary import calls, landlock, lazy_torch, outputs, seccomp, standins, traps, untrusted, wire  # noqa: F401
 
     lazy_torch.bind()  # the modules' torch is this one, whatever a submission later puts in sys.modules
     # `from attnscore.selfcheck import check`, as the docs tell students: a stand-in that runs nothing
@@ -832,21 +931,52 @@ def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
     return True
 
 
-def main(argv: list[str]) -> None:
-    """The fresh-process worker: ``FOLDER ENTRY FUNCTION REQ_FD RESP_FD UID CONFIG``."""
-    folder, entry, function_name = argv[0], argv[1], argv[2]
-    req_fd, resp_fd, uid = int(argv[3]), int(argv[4]), int(argv[5])
+def read_setup(requests: Any) -> dict[str, Any]:
+    """The worker's setup, the first line the grader writes on its request pipe: ``folder`` (the
+    submission's private copy), ``entry``, ``function`` and ``traps`` (and, for a worker forked from
+    the template, its uid, working folder, limits, environment and config). The worker reads it
+    itself, so that no student's file name is on its command line (readable by every process of
+    the machine) or passes through the template's memory (inherited by every later child).
+
+    Raises:
+        ValueError: the line is not a setup message (the grader closed the pipe, or wrote another).
+    """
     import json
 
-    config = json.loads(argv[6]) if len(argv) > 6 else {}
+    line = requests.readline()
+    setup = json.loads(line) if line else None
+    if not isinstance(setup, dict) or setup.get("type") != "setup":
+        raise ValueError(f"expected the worker's setup line first, found {line[:80]!r}")
+    return setup
+
+
+def main(argv: list[str]) -> None:
+    """The fresh-process worker: ``REQ_FD RESP_FD UID CONFIG``; the submission's folder and file
+    come first on the request pipe (:func:`read_setup`)."""
+    req_fd, resp_fd, uid = int(argv[0]), int(argv[1]), int(argv[2])
+    import json
+
+    config = json.loads(argv[3]) if len(argv) > 3 else {}
     prepare(config)
     shared = map_inputs(config)
     requests = os.fdopen(req_fd, "rb", buffering=1 << 16)
+    setup = read_setup(requests)
+    folder = str(setup["folder"])
     if not confine_self(folder, config, resp_fd):
         return
     load_runtime()
     del sys.path[0]  # the bootstrap's folder: the worker's modules stay loaded, not importable by path
-    serve(folder, entry, function_name, requests, resp_fd, uid, shared, str(config.get("device", "cpu")))
+    serve(
+        folder,
+        str(setup["entry"]),
+        str(setup["function"]),
+        requests,
+        resp_fd,
+        uid,
+        shared,
+        str(config.get("device", "cpu")),
+        traps=tuple(str(t) for t in setup.get("traps", ())),
+    )
 
 
 def serve(
@@ -858,6 +988,7 @@ def serve(
     uid: int,
     shared: Any,
     device: str = "cpu",
+    traps: tuple[str, ...] = (),
 ) -> None:
     """Drop to ``uid`` (when >= 0), set up ``device`` (``"cpu"`` or ``"cuda:0"``, the one GPU the
     worker sees), import the submission and answer calls until the grader closes ``requests``, with
@@ -874,21 +1005,21 @@ def serve(
     import importlib.util
 
     from attnscore.boundary import wire
-    from attnscore.boundary.calls import (
-        aliased_inputs,
-        bound_python_ints,
-        bound_trailing_nones,
-        describe_exception,
-        type_name,
-    )
+    from attnscore.boundary.calls import bound_python_ints, bound_trailing_nones, describe_exception, type_name
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
-    from attnscore.boundary.outputs import BadReturn, to_received
+    from attnscore.boundary.outputs import BadReturn, Received, to_received
     from attnscore.boundary.standins import run_notebook
+    from attnscore.boundary.traps import Traps
+    from attnscore.boundary.untrusted import cut
 
     send, inspected = bound_sender(resp_fd), bound_inspector(shared)
     watch_compiles = bound_compile_watch(send)
-    backward_pass = bound_backward(inspected, backward_call, wire.decode_array, device)
+    trapped = Traps(traps)  # installed just before the import: everything above is bound first
+    backward_pass = bound_backward(inspected, backward_call, trapped.during)
     device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
+    settle = bound_settle(send, requests, copy_back, bound_copy_in())
+    during, calls_seen, upstream_name = trapped.during, trapped.report, wire.UPSTREAM
+    same_bytes = _same_bytes
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
     call_failed, call_result = wire.CallFailed, wire.CallResult
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
@@ -942,6 +1073,7 @@ def serve(
         stem = os.path.splitext(os.path.basename(path))[0]
         if stem.isidentifier() and stem not in sys.modules:  # `from solution import X` in a helper: the same module
             sys.modules[stem] = module
+        trapped.install()  # a spec's ruled calls, noted from here on (never a security boundary)
         send(importing)  # the last message the worker alone can have written
         if is_notebook(path):  # cell by cell: a failed import costs only what needs it
             with open(path, encoding="utf-8") as f:
@@ -991,22 +1123,32 @@ def serve(
         try:
             args, pairs = device_inputs(shared, inputs, device)
             spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
+            upstream: Any = None
+            if request.upstream is not None:  # dO, a view of the shared memory too
+                given, given_pairs = device_inputs(shared, [request.upstream], device)
+                upstream, pairs = given[0], pairs + given_pairs
         except Exception as exc:  # noqa: BLE001 - report, do not die
-            send(call_failed(call_id, grader_error, f"the worker could not build the inputs: {exc}"))
+            send(call_failed(call_id, grader_error, cut(f"the worker could not build the inputs: {exc}", 300)))
             continue
+
+        def settled(stage: str, call_id: int = call_id, pairs: list[Any] = pairs) -> None:
+            settle(call_id, stage, pairs)
+
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
             called = with_ints(function, *int_inputs(inputs, names, positional))
             called = with_nones(called, request.trailing_nones)  # optional masks passed as None
-            if request.upstream is not None:
+            if upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called
-                value, changed, backward = backward_pass(target, names, args, spans, request)
+                value, changed, backward = backward_pass(
+                    during("forward", target), names, args, upstream, spans, request, settled
+                )
             elif by_name or options:
                 named = mapping(zipped(by_name, args[positional:]))
-                value, changed = inspected(bind(called, **named, **options), args, spans, positional)
+                value, changed = inspected(during("forward", bind(called, **named, **options)), args, spans, positional)
             else:
-                value, changed = inspected(called, args, spans)
+                value, changed = inspected(during("forward", called), args, spans)
             if backward is None and request.logsumexp is not None:
                 value, _ = split_output(value, request.logsumexp[0])  # (O, L) returned: O is graded here
             if device != "cpu":  # an asynchronous CUDA error is this call's
@@ -1020,12 +1162,15 @@ def serve(
             module_clue, file_clue, compiler_clue = about.get("module"), about.get("file"), about.get("compiler")
             send(call_failed(call_id, verdict_of(exc), why, type_name(exc), module_clue, file_clue, compiler_clue))
             continue
-        copy_back(pairs)
         if isinstance(backward, NoBackward):
             send(call_failed(call_id, backward_verdict(backward), backward.message, backward.exception))
             continue
         try:
             received = backward if backward is not None else to_received(value)
+            if backward is None and not isinstance(received, BadReturn):
+                settled("call")  # the grader reads the inputs, then writes its canaries into them
+            # the output read again, after the canaries: one that shares an input's memory shows them
+            probe = to_received(value) if not isinstance(received, BadReturn) else received
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
             why = f"the returned object could not be read as numbers: {describe_exception(exc)}"
             send(call_failed(call_id, bad_return, why))
@@ -1033,14 +1178,12 @@ def serve(
         if isinstance(received, BadReturn):
             send(call_failed(call_id, bad_return, received.message))
             continue
-        # what the inspector saw when the call returned; the grader also reads the shared inputs
-        # itself after this reply and counts an input changed when either saw it changed
-        inspection: dict[str, list[str]] = {"mutated": [names[i] for i in changed if i < count], "aliased": []}
-        try:
-            inspection["aliased"] = aliased_inputs(names, args, value)
-        except BaseException:  # noqa: BLE001 - an output whose storage cannot be inspected
-            pass
-        send(call_result(call_id, received, inspection))
+        # what the inspector saw of the inputs' (and dO's) metadata and class; the grader reads their
+        # values itself from the shared memory, and judges aliasing from the output read again (sent
+        # only when it differs from the value: the grader's canaries show where it read an input)
+        mutated = [names[i] if i < count else upstream_name for i in changed if i <= count]
+        again = probe.array if isinstance(probe, Received) and not same_bytes(probe.array, received.array) else None
+        send(call_result(call_id, received, {"mutated": mutated, "aliased": [], "calls": calls_seen()}, again))
 
 
 if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch

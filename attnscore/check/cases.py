@@ -73,8 +73,9 @@ class Case:
     """One rubric item made concrete.
 
     Attributes:
-        id: ``example:<id>`` or ``property:<name>``.
-        kind: ``"example"`` or ``"property"``.
+        id: ``example:<id>``, ``property:<name>`` or ``rule:<id>``.
+        kind: ``"example"``, ``"property"`` or ``"rule"`` (an assignment rule, :mod:`attnscore.spec.rules`:
+            no calls of its own, judged over the whole run by :mod:`attnscore.check.rule_cases`).
         title: one line.
         statement: for properties, the spec's student-facing statement; for examples, "".
         calls: the calls to make; a case passes when every call passes.
@@ -358,6 +359,21 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
                 line=use.line,
                 tolerance=spec.tolerance,
                 property_name=use.name,
+            )
+        )
+    for rule in spec.rules:  # judged over the whole run (attnscore.check.rule_cases): no calls of their own
+        cases.append(
+            Case(
+                id=f"rule:{rule.id}",
+                kind="rule",
+                title=rule.statement,
+                statement=rule.statement,
+                calls=(),
+                points=rule.points,
+                visibility="visible",
+                location=spec.location(rule.line),
+                line=rule.line,
+                tolerance=spec.tolerance,
             )
         )
     return cases

@@ -601,7 +601,7 @@ def diagnose(
     got = received.array.astype(np.float64)
     found: list[_Candidate] = []
     for mistake in mistakes_for(spec.contract):
-        if not mistake.applies_in(dtype):
+        if not mistake.applies_in(dtype) or mistake.scores_zero:  # a null implementation is verify's guard
             continue
         found.extend(_explains(mistake, spec, call, got, dtype))
     if not found:
@@ -816,7 +816,7 @@ def _diagnose_backward(
     submission's on the failing call and on the confirmation inputs, with evidence; else None."""
     found: list[tuple[Mistake, dict[str, float], int]] = []
     for mistake in mistakes_for(spec.contract):
-        if not mistake.backward or not mistake.applies_in(dtype):
+        if not mistake.backward or not mistake.applies_in(dtype) or mistake.scores_zero:
             continue
         for params in _fitted(mistake, spec, call, received.array.astype(np.float64)):
             want = recompute_backward(mistake, spec, call, params)

@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
+from attnscore.catalogue.properties.gradients import gradient_failure
 from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
 from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
@@ -183,6 +185,8 @@ def judge_case(
     A failed case carries a :class:`attnscore.report.failure.Failure`: the record of what was
     found, rendered later by :mod:`attnscore.report.feedback`.
     """
+    if case.kind == "rule":
+        raise ValueError(f"expected a case with calls, found the rule case {case.id} (judged by check.rule_cases)")
     spec = for_case(spec, case)
     result = _judge_once(
         spec, case, runner, dtype, function, diagnose_failures=diagnose_failures, observe=observe, disclosed=disclosed
@@ -225,6 +229,76 @@ def _where(call: Call, keywords: dict[str, Any] | None, by_name: tuple[str, ...]
     }
 
 
+def _compare(spec: Spec, case: Case, call: Call, outcome: Received, dtype: str) -> Mismatch | None:
+    """The call's output against its golden value (:func:`attnscore.check.compare.compare`)."""
+    return compare(
+        outcome,
+        call.golden,
+        call.allowed,
+        accept=spec.accept,
+        tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
+        dtype=dtype,
+    )
+
+
+def _gradients_wrong(call: Call, outcome: Received, dtype: str) -> str | None:
+    """What is wrong with a backward call's gradients against its golden gradients (each input's
+    :func:`attnscore.catalogue.properties.gradients.gradient_failure`), or None: a gradient property
+    that does not compare them itself (``gradcheck``, ``masked_entries_get_no_gradient``) earns its
+    points only when they are right."""
+    if call.upstream is None or not call.gradient_goldens:
+        return None
+    if not isinstance(outcome, WithGradients):
+        return "no gradients came back from this call (the runner did not run the backward pass)"
+    allowed = call.gradient_allowed or {}
+    for name, golden in call.gradient_goldens.items():
+        values = outcome.gradients.get(name)
+        problem = gradient_failure(
+            name,
+            np.zeros(0) if values is None else values.astype(np.float64),
+            golden,
+            allowed[name],
+            outcome.gradient_dtypes.get(name, dtype),
+            missing=values is None,
+        )
+        if problem:
+            return problem
+    return None
+
+
+_WHEN = {
+    "forward": "",
+    "backward": "during its backward pass",
+    "after": "after it had returned",
+}
+
+
+def _inspection_failure(
+    inspection: dict[str, list[str]] | None, number: int, calls: int, backward: bool
+) -> tuple[str, bool] | None:
+    """``(text, mutated)`` when the runner saw call ``number`` (of ``calls``) change an input in
+    place or return an output sharing an input's memory, else None: every call is judged for both,
+    whatever its case (a mutation or an alias costs the case), named with the inputs and the call."""
+    if not inspection:
+        return None
+    mutated, aliased = inspection.get("mutated") or [], inspection.get("aliased") or []
+    if not mutated and not aliased:
+        return None
+    which = [f"call {number} of {calls}"] if calls > 1 else []
+    if mutated:
+        stages = inspection.get("mutated_when") or []
+        found = {w for w in stages if w} or ({"backward"} if backward and "dO" in mutated else set())
+        when = [_WHEN[w] for w in sorted(found) if _WHEN.get(w)]
+        where = f" ({', '.join(which + when)})" if which or when else ""
+        names = ", ".join(mutated)
+        return f"your function changed its input(s) {names} in place{where}; leave inputs as they are", True
+    where = f" ({which[0]})" if which else ""
+    return (
+        f"your output shares memory with the input(s) {', '.join(aliased)}{where}; "
+        "return a new tensor, not a view of an input"
+    ), False
+
+
 def _judge_once(
     spec: Spec,
     case: Case,
@@ -245,7 +319,59 @@ def _judge_once(
     by_name = _by_name(spec, case)
     outputs: dict[int, Received] = {}
     inspections: dict[int, dict[str, list[str]] | None] = {}
+    # a call whose property does not compare values itself: its own comparison with the golden value
+    # (and golden gradients), held until the property's check has run (points only for computing)
+    pending: dict[int, Mismatch | str] = {}
+    grouped = {i for c in case.calls if c.check is not None for i in c.group}  # settled by a later check
+    deferred: dict[str, Any] | None = None  # the first call whose property held on wrong values
     case_dtype = dtype
+
+    def conclude(
+        call: Call,
+        number: int,
+        outcome: Received,
+        returned: Received,
+        mismatch: Mismatch | None,
+        check_text: str,
+        diagnosis: dict[str, str] | None,
+        property_held: bool,
+        dtype: str,
+    ) -> CaseResult:
+        """The case failed at call ``number``: its failure, diagnosed."""
+        verdict = mismatch.verdict if mismatch is not None else Verdict.WRONG_VALUE
+        if observe is not None:
+            observe.append((call, outcome))
+        if raw is not None:
+            raw.append((call, returned))
+        output_right = call.upstream is not None and mismatch is None  # only a gradient (or L) is wrong
+        if diagnosis is None and diagnose_failures:
+            diagnosis = diagnose(spec, call, outcome, dtype, runner, output_right=output_right)
+        hint = ""
+        if case.property_name and verdict is Verdict.WRONG_VALUE:
+            hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
+        if verdict is Verdict.NON_FINITE:
+            hint = nonfinite_hint(spec, call, outcome) or ""
+        corner = wrong_corner(spec, call, outcome) if diagnose_failures else ""
+        failure = _failure(
+            spec,
+            case,
+            number,
+            verdict,
+            function,
+            dtype,
+            **_where(call, keywords, by_name),
+            mismatch=mismatch,
+            check=check_text,
+            hint=hint,
+            diagnosis=diagnosis,
+            corner=corner,
+            corner_found=_found_in_corner(spec, call, outcome, corner) if corner else "",
+            advice=advice_only(spec, case.corner),
+            set_aside=tuple(spec.set_aside),
+            property_held=property_held,
+        )
+        return _failed(case, failure, number)
+
     for number, call in enumerate(case.calls, start=1):
         dtype = call.dtype or case_dtype  # a call may be made in another of the spec's dtypes
         if call.upstream is not None:
@@ -280,15 +406,13 @@ def _judge_once(
         mismatch: Mismatch | None = None
         check_text = ""
         diagnosis = None
+        own = _compare(spec, case, call, outcome, dtype)
         if call.compare_golden:
-            mismatch = compare(
-                outcome,
-                call.golden,
-                call.allowed,
-                accept=spec.accept,
-                tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
-                dtype=dtype,
-            )
+            mismatch = own
+        else:
+            late = own if own is not None else _gradients_wrong(call, outcome, dtype)
+            if late is not None:
+                pending[number - 1] = late
         property_held = False
         if call.check is not None and (mismatch is None or mismatch.verdict is Verdict.WRONG_VALUE):
             group = call.group or (number - 1,)
@@ -316,41 +440,34 @@ def _judge_once(
                 prop_diag = get_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
                 if prop_diag:
                     diagnosis = {"id": prop_diag, "message": get_mistake(prop_diag).message}
+        if mismatch is None and not check_text and (call.check is not None or number - 1 not in grouped):
+            # the property held: its points come only with right values in the same calls. The first
+            # such call with wrong values is reported only when nothing later fails the property itself
+            for i in call.group or (number - 1,):
+                late = pending.get(i)
+                if late is not None and deferred is None:
+                    wrong = case.calls[i]
+                    deferred = {
+                        "call": wrong,
+                        "number": i + 1,
+                        "outcome": outputs[i],
+                        "returned": outputs[i],
+                        "mismatch": None if isinstance(late, str) else late,
+                        "check_text": late if isinstance(late, str) else "",
+                        "diagnosis": None,
+                        "property_held": call.check is not None,
+                        "dtype": wrong.dtype or case_dtype,
+                    }
         if mismatch is None and not check_text:
-            continue
-        verdict = mismatch.verdict if mismatch is not None else Verdict.WRONG_VALUE
-        if observe is not None:
-            observe.append((call, outcome))
-        if raw is not None:
-            raw.append((call, returned))
-        output_right = call.upstream is not None and mismatch is None  # only a gradient (or L) is wrong
-        if diagnosis is None and diagnose_failures:
-            diagnosis = diagnose(spec, call, outcome, dtype, runner, output_right=output_right)
-        hint = ""
-        if case.property_name and verdict is Verdict.WRONG_VALUE:
-            hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
-        if verdict is Verdict.NON_FINITE:
-            hint = nonfinite_hint(spec, call, outcome) or ""
-        corner = wrong_corner(spec, call, outcome) if diagnose_failures else ""
-        failure = _failure(
-            spec,
-            case,
-            number,
-            verdict,
-            function,
-            dtype,
-            **_where(call, keywords, by_name),
-            mismatch=mismatch,
-            check=check_text,
-            hint=hint,
-            diagnosis=diagnosis,
-            corner=corner,
-            corner_found=_found_in_corner(spec, call, outcome, corner) if corner else "",
-            advice=advice_only(spec, case.corner),
-            set_aside=tuple(spec.set_aside),
-            property_held=property_held,
-        )
-        return _failed(case, failure, number)
+            seen = _inspection_failure(runner.last_inspection, number, len(case.calls), call.upstream is not None)
+            if seen is None:
+                continue
+            check_text, mutated = seen
+            if mutated:
+                diagnosis = {"id": "inputs_mutated", "message": get_mistake("inputs_mutated").message}
+        return conclude(call, number, outcome, returned, mismatch, check_text, diagnosis, property_held, dtype)
+    if deferred is not None:
+        return conclude(**deferred)
     return CaseResult(
         case.id,
         case.kind,

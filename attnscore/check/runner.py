@@ -30,6 +30,7 @@ from attnscore.boundary.calls import (
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.layouts import HANDOVERS, OMIT
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
+from attnscore.boundary.wire import UPSTREAM
 from attnscore.report.results import Verdict
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class Runner(Protocol):
         spent: seconds of the implementation's own time outside this thread (a sandboxed
             worker's), 0.0 in process; the shrinking budget's clock adds it.
         cleanup_problem: after :meth:`close`, what could not be removed (the student's note), or None.
+        calls_seen: the calls a spec's rules name that the implementation was seen making, as
+            ``name@phase`` words (:mod:`attnscore.boundary.traps`), over every call so far; None when
+            the runner does not watch for them (in process).
     """
 
     @property
@@ -88,6 +92,9 @@ class Runner(Protocol):
 
     @property
     def cleanup_problem(self) -> str | None: ...
+
+    @property
+    def calls_seen(self) -> frozenset[str] | None: ...
 
     def call(
         self,
@@ -176,6 +183,7 @@ class InProcessRunner:
     load_failure: CallFailure | None = None
     spent: float = 0.0  # the function's time is this thread's own
     cleanup_problem: str | None = None
+    calls_seen: frozenset[str] | None = None  # trusted code in process: no traps
 
     def __init__(
         self,
@@ -223,7 +231,7 @@ class InProcessRunner:
             return self.load_failure
         function = _handing_over(self.function, list(args), layouts)
         if upstream is not None:
-            return self._backward(function, names, tensors, to_torch(upstream, dtype, self.device))
+            return self._backward(function, names, tensors, copies, before, to_torch(upstream, dtype, self.device))
         try:
             value = function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
@@ -236,11 +244,42 @@ class InProcessRunner:
         return received
 
     def _backward(
-        self, function: Callable[..., object], names: list[str], tensors: list[torch.Tensor], upstream: torch.Tensor
+        self,
+        function: Callable[..., object],
+        names: list[str],
+        tensors: list[torch.Tensor],
+        copies: list[torch.Tensor],
+        before: list[tuple[object, ...]],
+        upstream: torch.Tensor,
     ) -> Outcome:
-        """The call with its backward pass (:func:`attnscore.boundary.gradients.backward_call`)."""
+        """The call of ``function`` (what :func:`_handing_over` made of :attr:`function`) with its
+        backward pass (:func:`attnscore.boundary.gradients.backward_call`), inspected as a forward
+        call is, after the forward and again after the backward (``dO`` too): :attr:`last_inspection`
+        names when each input was first seen changed."""
+        watched, kept = [*names, UPSTREAM], [*copies, upstream.clone()]
+        laid = [*before, tensor_layout(upstream)]
+        stages: dict[str, str] = {}
+        returned: list[object] = []
+
+        def look(stage: str) -> None:
+            seen = inspect_call(watched, [*tensors, upstream], kept, None, laid)["mutated"]
+            stages.update({n: stage for n in seen if n not in stages})
+
+        def call(f: Callable[..., object], a: list[object]) -> object:
+            returned.append(f(*a))
+            return returned[-1]
+
         try:
-            _, got = backward_call(function, names, list(tensors), upstream, logsumexp=self.logsumexp)
+            _, got = backward_call(
+                function,
+                names,
+                list(tensors),
+                upstream,
+                call,
+                logsumexp=self.logsumexp,
+                forward_done=lambda: look("forward"),
+                settled=lambda: look("backward"),
+            )
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
             return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
         if isinstance(got, BadReturn):
@@ -248,6 +287,13 @@ class InProcessRunner:
         if isinstance(got, NoBackward):
             verdict = Verdict.EXCEPTION if got.exception else Verdict.BAD_RETURN_TYPE
             return CallFailure(verdict, got.message, exception=got.exception)
+        value, _ = first_output(returned[0], self.logsumexp[0] if self.logsumexp else None)
+        changed = [n for n in watched if n in stages]
+        self.last_inspection = {
+            "mutated": changed,
+            "mutated_when": [stages[n] for n in changed],
+            "aliased": inspect_call(names, tensors, copies, value)["aliased"],
+        }
         return got
 
     def output_text(self) -> str:
@@ -293,6 +339,7 @@ class RefusedRunner:
     last_inspection: Inspection | None = None
     spent: float = 0.0
     cleanup_problem: str | None = None
+    calls_seen: frozenset[str] | None = frozenset()  # nothing ran
 
     def __init__(self, failure: CallFailure, device: str = "cpu") -> None:
         self.failure = failure

@@ -34,6 +34,7 @@ from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
 from attnscore.check.cases import Case
 from attnscore.check.judge import judge_case
+from attnscore.check.rule_cases import judge_rules
 from attnscore.check.runner import Runner
 from attnscore.check.shrink import add_shrunk, build_small
 from attnscore.report.feedback import cause_key
@@ -141,6 +142,10 @@ class Session:
             within the hidden ones: when a time budget runs out (``Limits.time_budget_s``), the
             cases judged are the cheapest evidence. Grading and the self-check set it; results
             are in spec order either way.
+        rule_places: where the submission's code names each rule's calls (rule id -> places), read
+            before anything ran (:func:`attnscore.submission.static_rules.rule_places`); None when no
+            code was read. The rule cases (``kind == "rule"``) are judged last, from it, the
+            runner's ``calls_seen`` and every other case's result (:mod:`attnscore.check.rule_cases`).
 
     >>> from attnscore.check.cases import build_cases
     >>> from attnscore.check.runner import InProcessRunner
@@ -163,6 +168,7 @@ class Session:
     hidden_last: bool = False
     environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cheapest_first: bool = False
+    rule_places: Mapping[str, tuple[str, ...]] | None = None
 
     def run(
         self,
@@ -188,10 +194,12 @@ class Session:
         start = time.perf_counter() if started is None else started
         cases = list(self.cases)
         everything = range(len(cases))
-        first = [i for i in everything if not (self.hidden_last and cases[i].visibility == "hidden")]
-        last = [i for i in everything if self.hidden_last and cases[i].visibility == "hidden"]
+        ruled = [i for i in everything if cases[i].kind == "rule"]  # judged last, over the whole run
+        called = [i for i in everything if i not in ruled]
+        first = [i for i in called if not (self.hidden_last and cases[i].visibility == "hidden")]
+        last = [i for i in called if self.hidden_last and cases[i].visibility == "hidden"]
         if self.cheapest_first:
-            costs = {i: case_cost(cases[i]) if cases[i].kind != "example" else 0 for i in everything}
+            costs = {i: case_cost(cases[i]) if cases[i].kind != "example" else 0 for i in called}
             first.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
             last.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
         judged: dict[int, CaseResult] = {}
@@ -202,6 +210,21 @@ class Session:
             output, said = runner.output_text(), runner.load_failure
             secret = self._judge([cases[i] for i in last], runner, NO_SHRINK, make_runner, on_case, said)
             judged.update(zip(last, secret, strict=True))
+            if ruled:
+                others = [(cases[i], judged[i]) for i in called]
+                rules = judge_rules(
+                    self.spec,
+                    [cases[i] for i in ruled],
+                    others,
+                    self.rule_places,
+                    runner.calls_seen,
+                    self.dtype,
+                    self.function,
+                )
+                judged.update(zip(ruled, rules, strict=True))
+                for result in rules:
+                    if on_case is not None:
+                        on_case(result)
         finally:
             runner.close()
         error = said.message if said is not None else ""

@@ -10,7 +10,10 @@
    those dtypes (a default judgment that passes a mistake in bfloat16 is a wrong pass there), and
    is diagnosed as itself on at least one failing case in the spec's own (graded) dtypes. A
    mistake that is the correct implementation in a dtype (:data:`NOT_WRONG_IN`) is not run there.
-   The result is a mutation-score table, specs × mistakes.
+   A null implementation (a mistake with ``scores_zero``: ``null_implementation``, which computes
+   nothing) is held to more: every one of its forms must score 0 on every spec in every dtype,
+   whatever the spec's ``mistakes`` list says (a spec where a placeholder earns a point rewards
+   not computing). The result is a mutation-score table, specs × mistakes.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 
 from attnscore.boundary import lazy_torch
 from attnscore.boundary.dtypes import DTYPES
-from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
+from attnscore.catalogue.mistakes import MISTAKES, Mistake, get_mistake, mistakes_for
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.judge import judge_case
+from attnscore.check.rule_cases import judge_rules
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.report.results import SubmissionResult
@@ -40,6 +45,7 @@ __all__ = [
     "MutationResult",
     "mutation_test",
     "mutation_test_all",
+    "null_test",
     "targeted_mistakes",
     "NOT_WRONG_IN",
     "SpecVerification",
@@ -107,6 +113,10 @@ class MutationResult:
         dtype: the dtype it was run in ("" when not recorded).
         needs_diagnosis: whether :attr:`ok` requires the diagnosis too (in the spec's own dtypes,
             the ones students are graded in); elsewhere being caught is enough.
+        score: for a null implementation (``Mistake.scores_zero``), the most any of its forms
+            scored (every case judged; :attr:`ok` only at 0), with the spec's ``max_score``;
+            None for the other mistakes.
+        max_score: the spec's points in that dtype's cases (0 when ``score`` is None).
     """
 
     spec_id: str
@@ -117,22 +127,61 @@ class MutationResult:
     diagnoses: tuple[str, ...]
     dtype: str = ""
     needs_diagnosis: bool = True
+    score: Fraction | None = None
+    max_score: Fraction = Fraction(0)
 
     @property
     def ok(self) -> bool:
+        if self.score is not None:
+            return self.score == 0
         return self.caught and (self.diagnosed or not self.needs_diagnosis)
 
     @property
     def cell(self) -> str:
-        """Short table text: ``diagnosed``, ``caught only`` or ``MISSED``."""
+        """Short table text: ``diagnosed``, ``caught only`` or ``MISSED``; for a null
+        implementation ``scores 0`` or ``scores N/M``."""
+        if self.score is not None:
+            return f"scores {self.score}" + (f"/{self.max_score}" if self.score else "")
         return "diagnosed" if self.ok else ("caught only" if self.caught else "MISSED")
 
 
 def targeted_mistakes(spec: Spec) -> list[Mistake]:
-    """The mistakes ``spec`` must catch: its ``mistakes`` list, else every one that applies."""
+    """The mistakes ``spec`` must catch and name: its ``mistakes`` list, else every one that applies
+    but the null implementations (``scores_zero``; :func:`null_test` holds every spec to those)."""
     if spec.mistakes is not None:
-        return [get_mistake(m) for m in spec.mistakes]
-    return mistakes_for(spec.contract)
+        return [get_mistake(m) for m in spec.mistakes if not get_mistake(m).scores_zero]
+    return [m for m in mistakes_for(spec.contract) if not m.scores_zero]
+
+
+def null_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None = None) -> list[MutationResult]:
+    """Every null implementation of the catalogue (``Mistake.scores_zero``: ``null_implementation``,
+    which computes nothing) against ``spec``'s cases in one dtype (default: its first), each form on
+    every case, in process: each result's ``score`` is the most a form earned, and it is :attr:`ok`
+    only at 0. Every spec is held to it, whatever its ``mistakes`` list says."""
+    dtype = dtype or spec.dtypes[0]
+    cases = cases if cases is not None else build_cases(spec, dtype)
+    return [_null_score(spec, cases, m, dtype) for m in MISTAKES.values() if m.scores_zero and m.applies_in(dtype)]
+
+
+def _null_score(spec: Spec, cases: list[Case], mistake: Mistake, dtype: str) -> MutationResult:
+    """A null implementation run on every case, each of its forms: the most any form scores."""
+    worst, failed, diagnoses = Fraction(0), [], []
+    called = [c for c in cases if c.kind != "rule"]
+    ruled = [c for c in cases if c.kind == "rule"]
+    for form in range(mistake.form_count):
+        runner = InProcessRunner(mistake.bind(spec.contract, spec, form=form), logsumexp=spec.logsumexp)
+        try:
+            results = [judge_case(spec, case, runner, dtype, diagnose_failures=False) for case in called]
+        finally:
+            runner.close()
+        results += judge_rules(spec, ruled, list(zip(called, results, strict=True)), None, None, dtype)
+        worst = max(worst, sum((r.points for r in results), Fraction(0)))
+        failed += [r.id for r in results if not r.passed and r.id not in failed]
+        diagnoses += [r.diagnosis["id"] for r in results if r.diagnosis]
+    total = sum((c.points for c in cases), Fraction(0))
+    return MutationResult(
+        spec.id, mistake.id, bool(failed), False, tuple(failed), tuple(diagnoses), dtype, False, worst, total
+    )
 
 
 def mutation_test(
@@ -161,6 +210,8 @@ def mutation_test(
         diagnoses: list[str] = []
         try:
             for case in cases:
+                if case.kind == "rule":  # about calls, not values: no mistake is caught by one
+                    continue
                 result = judge_case(spec, case, runner, dtype)
                 if not result.passed:
                     failed.append(result.id)
@@ -188,7 +239,8 @@ def mutation_test(
 def mutation_test_all(
     spec: Spec, cases: dict[str, list[Case]] | None = None, dtypes: Sequence[str] | None = None
 ) -> list[MutationResult]:
-    """:func:`mutation_test` in every dtype of ``dtypes`` (default :func:`verify_dtypes`), in that order.
+    """:func:`mutation_test`, then :func:`null_test`, in every dtype of ``dtypes`` (default
+    :func:`verify_dtypes`), in that order.
 
     ``cases`` maps a dtype to its already built cases (built here for a dtype it lacks).
     """
@@ -196,6 +248,7 @@ def mutation_test_all(
     for dtype in dtypes or verify_dtypes(spec):
         built = cases[dtype] if cases and dtype in cases else build_cases(spec, dtype)
         out.extend(mutation_test(spec, built, dtype))
+        out.extend(null_test(spec, built, dtype))
     return out
 
 
@@ -221,7 +274,7 @@ class SpecVerification:
 
 def verify_one(spec: Spec, mutations: bool = True, dtypes: Sequence[str] | None = None) -> SpecVerification:
     """The reference in each of ``dtypes`` (default :func:`verify_dtypes`), then (``mutations``) the
-    mutation test in each, in that order."""
+    mutation test and the null test (:func:`null_test`) in each, in that order."""
     references: list[SubmissionResult] = []
     found: list[MutationResult] = []
     for dtype in dtypes or verify_dtypes(spec):
@@ -229,6 +282,7 @@ def verify_one(spec: Spec, mutations: bool = True, dtypes: Sequence[str] | None 
         references.extend(verify_spec(spec, (dtype,), cases=cases))
         if mutations:
             found.extend(mutation_test(spec, cases[dtype], dtype))
+            found.extend(null_test(spec, cases[dtype], dtype))
     return SpecVerification(spec.id, tuple(references), tuple(found))
 
 

@@ -79,9 +79,10 @@ def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None
         for mtable in mutation_tables(mutations, console.width):
             console.print(mtable)
         console.print(
-            "✓ = caught in every dtype and diagnosed as itself in the spec's dtypes; caught (dtypes) = some case "
-            "fails but the diagnosis differs there; MISSED (dtypes) = every case passes in those dtypes; "
-            "· = the spec does not target it"
+            "✓ = caught in every dtype and diagnosed as itself in the spec's dtypes (null_implementation: every "
+            "form scores 0 in every dtype); caught (dtypes) = some case fails but the diagnosis differs there; "
+            "MISSED (dtypes) = every case passes in those dtypes; SCORES p/m (dtypes) = a null implementation "
+            "earns points there; · = the spec does not target it"
         )
     if ok:
         console.print("[green]all specs verified[/]")
@@ -164,7 +165,10 @@ def mutation_tables(mutations: dict[str, dict[str, str]], width: int) -> list[An
         for mistake_id in MISTAKES:
             if any(mistake_id in mutations[s] for s in spec_ids):
                 table.add_row(mistake_id, *[mutations[s].get(mistake_id, "·") for s in spec_ids])
-        scores = [f"{sum('MISSED' not in v for v in mutations[s].values())}/{len(mutations[s])}" for s in spec_ids]
+        scores = [
+            f"{sum('MISSED' not in v and 'SCORES' not in v for v in mutations[s].values())}/{len(mutations[s])}"
+            for s in spec_ids
+        ]
         table.add_row("[bold]caught[/]", *scores)
         return table
 
@@ -183,12 +187,18 @@ def mutation_tables(mutations: dict[str, dict[str, str]], width: int) -> list[An
 
 
 def _mutation_cells(results: list[Any]) -> dict[str, str]:
-    """One table cell per mistake from its results in every dtype: ✓, ``caught (dtypes)`` or ``MISSED (dtypes)``."""
+    """One table cell per mistake from its results in every dtype: ✓, ``caught (dtypes)``, ``MISSED (dtypes)``
+    or, for a null implementation that earns points, ``SCORES p/m (dtypes)``."""
     by_mistake: dict[str, list[Any]] = {}
     for r in results:
         by_mistake.setdefault(r.mistake_id, []).append(r)
     cells = {}
     for mistake_id, rs in by_mistake.items():
+        scored = [r for r in rs if r.score is not None and not r.ok]
+        if scored:  # a null implementation that earned points: the spec rewards not computing
+            worst = max(scored, key=lambda r: r.score)
+            cells[mistake_id] = f"[red]SCORES {worst.score}/{worst.max_score}[/] ({', '.join(r.dtype for r in scored)})"
+            continue
         missed = [r.dtype for r in rs if not r.caught]
         undiagnosed = [r.dtype for r in rs if r.caught and not r.ok]
         if missed:

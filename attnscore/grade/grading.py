@@ -32,6 +32,7 @@ from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
+from attnscore.submission.static_rules import rule_places
 
 if TYPE_CHECKING:
     import torch
@@ -97,6 +98,7 @@ def grade_submission(
         function,
         budget=NO_SHRINK,
         environment=_environment(limits.device),
+        rule_places=rule_places(submission, spec.rules) if spec.rules else None,
     )
     if submission.problem is not None:  # never run: every case says why
         refused = CallFailure(Verdict.FUNCTION_MISSING, submission.problem, "submission")
@@ -111,6 +113,7 @@ def grade_submission(
         options=dict(contract.options),
         logsumexp=spec.logsumexp,
         factory=spec.factory,
+        traps=spec.ruled_calls,
     )
     # Visible cases and their shrinking first: nothing the submission says after it has seen a
     # hidden input (its output, a later exception, its import error) can reach the student.

@@ -3,9 +3,10 @@ so that both give the same points and the same feedback.
 
 - Points: a property decided from what the worker itself reports could be forged by a submission
   that rewrites the worker, so when grading untrusted code it gives feedback but no points, unless
-  a forged report could only claim what the honest fix gives anyway. ``output_not_aliased`` is
-  such a property: a submission that forges "no aliasing" earns exactly the point that returning a
-  copy earns, so it keeps the points its spec gives it.
+  a forged report could only claim what the honest fix gives anyway. None is, today: mutation and
+  aliasing are the grader's own findings (the shared memory it reads at each stop of a call, its
+  canaries in the output read again: :mod:`attnscore.sandbox.runner`), and the worker's word about
+  an input's metadata only ever costs the submission.
 - Shrinking: :func:`grading_budget`, the same for every submission.
 """
 
@@ -22,7 +23,7 @@ __all__ = ["WORKER_EVIDENCE", "SHRINK_SAFETY_S", "unscored_in_sandbox", "grading
 
 WORKER_EVIDENCE: frozenset[str] = frozenset()
 """Properties decided from the worker's own report whose points a forged report could take:
-feedback only when grading. None today (``output_not_aliased`` is scored: see the module docstring)."""
+feedback only when grading. None today (see the module docstring)."""
 
 SHRINK_SAFETY_S = 10.0
 """Safety net, seconds of work (:func:`attnscore.check.session.work_clock`), for all shrinking of

@@ -156,7 +156,18 @@ def attention_low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
     return ErrorTerms(rounding, accumulation, floor)
 
 
+SUBNORMAL_WEIGHT_FLOOR = 2.0 * SMALLEST_SUBNORMAL["float32"] / UNIT_ROUNDOFF["float32"]
+"""Per unit of ``|v_j|``, in the bound's units of ``u``: a weight that falls into float32's subnormal
+range (``exp(−100)``) is rounded to a multiple of the smallest subnormal, so ``w_j v_j`` is off by up
+to half a subnormal times ``|v_j|`` whatever ``u`` says (an absolute floor: in float64 it amounts to
+about 1e-53, below every normal number). float16 and bfloat16 have their own floor
+(:func:`attention_low_terms`)."""
+
+
 def attention_error(a: Args) -> tuple[int, np.ndarray]:
+    """``(1, scale)``: the float32/float64 error of softmax(Q Kᵀ/√d_k, masked) V per output entry,
+    in units of ``u``: each kept key's weight error (the scores' and the softmax's rounding) carried
+    by ``|v_j|``, and :data:`SUBNORMAL_WEIGHT_FLOOR` per ``|v_j|``."""
     Q, K, V = as_float64(a, "Q"), as_float64(a, "K"), as_float64(a, "V")
     d_k, n_k = Q.shape[-1], K.shape[-2]
     S = golden.scaled_dot_products(Q, K)
@@ -168,6 +179,8 @@ def attention_error(a: Args) -> tuple[int, np.ndarray]:
         err_S = np.where(kept, d_k * golden.dot_magnitudes(Q, K) / np.sqrt(d_k) + np.abs(S), 0.0)  # units of u
         row = np.max(np.nan_to_num(err_S, nan=0.0, posinf=0.0), axis=-1, keepdims=True)
         W = np.nan_to_num(w)
-        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V)[..., None, :, :]
+        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W + SUBNORMAL_WEIGHT_FLOOR)[..., None] * np.abs(V)[
+            ..., None, :, :
+        ]
         per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
     return 1, per_key.sum(axis=-2)  # (..., n_q, n_k, d_v) summed over keys -> (..., n_q, d_v)

@@ -273,6 +273,8 @@ def failure_text(failure: Failure) -> str:
             if hidden
             else f"Counterexample: {_where(failure)}."
         )
+    elif failure.kind == "rule":
+        lines.append(f"Rule: {failure.statement}{at(failure.location)}")
     else:
         lines.append(f"{'Hidden worked' if hidden else 'Worked'} example: {failure.title}{at(failure.location)}")
     if failure.advice:

@@ -26,7 +26,7 @@ class CaseResult:
     Attributes:
         id: stable case id, e.g. ``"example:aligned_perpendicular_partial"`` or
             ``"property:perpendicular_keys_score_zero"``.
-        kind: ``"example"`` or ``"property"``.
+        kind: ``"example"``, ``"property"`` or ``"rule"`` (an assignment rule of the spec).
         title: one line saying what the case checks.
         verdict: one of :class:`Verdict`.
         points, max_points: exact points earned and available.

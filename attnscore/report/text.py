@@ -91,6 +91,7 @@ _CODES = {
     Verdict.BAD_RETURN_TYPE: "type",
     Verdict.GRADER_ERROR: "ERR",
     Verdict.BUDGET_SPENT: "spent",
+    Verdict.RULE_BROKEN: "rule",
 }
 
 
@@ -108,7 +109,7 @@ def batch_table(results: Sequence[SubmissionResult]) -> Group:
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
     cases = results[0].cases
-    headers = [("E" if c.kind == "example" else "P") + str(i) for i, c in enumerate(cases, start=1)]
+    headers = [{"example": "E", "rule": "R"}.get(c.kind, "P") + str(i) for i, c in enumerate(cases, start=1)]
     for h in headers:
         table.add_column(h, justify="center", no_wrap=True)
     for r in results:

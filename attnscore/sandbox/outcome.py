@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure, Outcome
+from attnscore.boundary.traps import PHASES
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
 from attnscore.sandbox.checks import compile_problem
@@ -101,7 +102,7 @@ def call_outcome(
     if reply.id != runner.calls:
         return CallFailure(Verdict.CRASHED, "the process running your code answered out of turn"), None
     if isinstance(reply, wire.CallResult):
-        return reply.value, inspection(reply.inspection, runner.last_names)
+        return reply.value, inspection(reply.inspection, runner.last_names, runner.traps)
     if isinstance(reply, wire.UnreadableResult):
         return CallFailure(Verdict.BAD_RETURN_TYPE, f"the returned value could not be read back: {reply.problem}"), None
     if isinstance(reply, wire.CallFailed) and reply.verdict is Verdict.GRADER_ERROR:
@@ -210,14 +211,22 @@ def environment_fault(runner: SandboxRunner, message: wire.LoadError | wire.Call
     return None
 
 
-def inspection(raw: object, names: list[str]) -> dict[str, list[str]] | None:
-    """Validate the worker's inspection report: lists of known argument names, else None."""
+def inspection(raw: object, names: list[str], traps: tuple[str, ...] = ()) -> dict[str, list[str]] | None:
+    """Validate the worker's inspection report: ``mutated`` and ``aliased``, lists of known argument
+    names (or ``dO``, :data:`attnscore.boundary.wire.UPSTREAM`), and ``calls``, the trapped calls it
+    saw as ``name@phase`` words (names among ``traps``; absent means none); else None."""
     if not isinstance(raw, dict):
         return None
     out = {}
+    known = [*names, wire.UPSTREAM]
     for key in ("mutated", "aliased"):
         items = raw.get(key)
-        if not isinstance(items, list) or not all(isinstance(i, str) and i in names for i in items):
+        if not isinstance(items, list) or not all(isinstance(i, str) and i in known for i in items):
             return None
         out[key] = list(dict.fromkeys(items))
+    calls = raw.get("calls", [])
+    words = {f"{name}@{phase}" for name in traps for phase in PHASES}
+    if not isinstance(calls, list) or not all(isinstance(c, str) and c in words for c in calls):
+        return None
+    out["calls"] = sorted(set(calls))
     return out

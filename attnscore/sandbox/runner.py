@@ -105,6 +105,7 @@ class SandboxRunner:
         options: Mapping[str, wire.OptionValue] | None = None,
         logsumexp: tuple[str, int | None] | None = None,
         factory: bool = False,
+        traps: tuple[str, ...] = (),
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
@@ -123,6 +124,7 @@ class SandboxRunner:
         self.by_name = tuple(by_name)
         self.options = dict(options or {})
         self.logsumexp, self.factory = logsumexp, factory
+        self.traps = tuple(traps)  # calls the worker watches for (a spec's rules), by dotted name
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
         plan = resolve(self.limits)
@@ -159,6 +161,8 @@ class SandboxRunner:
         # process) and inputs the output shares memory with (the worker's own report).
         self.last_inspection: dict[str, list[str]] | None = None
         self.last_names: list[str] = []
+        # the ruled calls the worker's traps saw (name@phase), over every call and restart
+        self.calls_seen: frozenset[str] | None = frozenset()
         self.started = time.monotonic()
         self.calls = 0
         self.starts = 0
@@ -371,7 +375,14 @@ class SandboxRunner:
         also its backward pass, :mod:`attnscore.boundary.gradients`); never raises for anything the
         submission does. An optional mask handed over as ``"omitted"`` is not sent at all (the
         function's default applies); as ``"none"``, the worker passes None in its place (after the
-        positional inputs, or by name)."""
+        positional inputs, or by name).
+
+        What the call did to its inputs is this runner's own finding (:attr:`last_inspection`),
+        read from the shared memory (:meth:`_settle`): an input (or ``dO``) whose bytes changed
+        during the forward, the backward or after the call returned is ``mutated``; an input whose
+        canaries, written into its memory once the call returned, show in the output's bytes is
+        ``aliased``. The worker's word adds only what it alone can see (an input whose shape,
+        strides, storage or class the call changed in place), and only against the submission."""
         self.calls += 1
         if self.load_failure is not None:
             return self.load_failure
@@ -397,25 +408,30 @@ class SandboxRunner:
         absent = {n: layouts[n] for n in args if layouts.get(n) in HANDOVERS}  # optional masks: no tensor
         args = {n: a for n, a in args.items() if n not in absent}
         self.last_names = list(args)
-        layout = self._share_inputs(args, dtype, layouts)
+        shared_args = dict(args)
+        if upstream is not None:  # dO in the shared memory too: the grader sees a backward change it
+            shared_args[wire.UPSTREAM] = np.asarray(upstream)
+        layout = self._share_inputs(shared_args, dtype, layouts)
         if layout is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
         by_name = tuple(n for n in self.by_name if n in args)
         none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in self.by_name}
+        inputs, dO = (layout[:-1], layout[-1]) if upstream is not None else (layout, None)
         request = wire.CallRequest(
             self.calls,
             dtype,
             gpu.worker_device(self.limits.device),
             tuple(args),
-            tuple({k: v for k, v in item.items() if k != "raw"} for item in layout),
+            tuple({k: v for k, v in item.items() if k != "raw"} for item in inputs),
             by_name,
             tuple({**self.options, **none_by_name}.items()),
-            None if upstream is None else wire.encode_array(np.asarray(upstream), dtype),
+            None if dO is None else {k: v for k, v in dO.items() if k not in ("raw", "name")},
             self.logsumexp,
             self.factory,
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in self.by_name),
         )
         reply: Heard = ENDED
+        watch = _Watch(layout)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
             stretch = (
@@ -424,6 +440,11 @@ class SandboxRunner:
             clock = OwnTime(worker.proc.pid, limit, self._own_uid(), readings=worker.readings, stretch=stretch)
             compiled = self.compile_spent
             reply = self._receive(worker, clock, self.calls)
+            while isinstance(reply, wire.Returned) and reply.id == self.calls and watch.settle(self.shared, reply):
+                if not worker.send(wire.encode_message(wire.Proceed(self.calls, str(reply.stage)))):
+                    reply = ENDED
+                    break
+                reply = self._receive(worker, clock, self.calls)
             own = clock.spent() if reply is TIMED_OUT else clock.settled()
             self.spent += own
             # torch.compile's compilations come out of their own allowance (limits.compile_s), not the budget
@@ -431,6 +452,10 @@ class SandboxRunner:
         outcome, reported = call_outcome(reply, self, worker)
         if reply is TIMED_OUT and limit < self.limits.call_timeout_s and not self.compiling_at_timeout:
             outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget or limit, self.limits.call_timeout_s))
+        if isinstance(reply, wire.CallResult) and reply.id == self.calls and not watch.canaried:
+            # a result the worker's own code never sends before the grader has read the inputs and
+            # written its canaries: the submission wrote it (what it says of its output is not read)
+            outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
         floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
@@ -439,13 +464,21 @@ class SandboxRunner:
         if disk is not None:
             return disk
         if not isinstance(outcome, CallFailure):
-            # mutation: the grader's own reading of the shared memory, or the worker's inspection
-            # at the moment the call returned (values, shape, strides; a claim of mutation only
+            # mutation and aliasing: the grader's own readings of the shared memory and of the
+            # returned bytes; the worker's report adds only metadata changes (a claim of mutation only
             # costs the submission itself, a claim of none is never taken on the worker's word)
-            claimed: dict[str, list[str]] = self.last_inspection or {"mutated": [], "aliased": []}
-            seen = {i["name"] for i in layout if os.pread(self.shared, len(i["raw"]), i["offset"]) != i["raw"]}
-            changed = [n for n in self.last_names if n in seen or n in claimed["mutated"]]
-            self.last_inspection = {"mutated": changed, "aliased": claimed["aliased"]}
+            claimed = self.last_inspection or {"mutated": [], "aliased": [], "calls": []}
+            watch.finish(self.shared, reply.probe if isinstance(reply, wire.CallResult) else None)
+            known = [*self.last_names, *([wire.UPSTREAM] if upstream is not None else [])]
+            stages = {n: "" for n in claimed["mutated"]} | watch.stages  # "": seen by the worker alone
+            changed = [n for n in known if n in stages]
+            self.last_inspection = {
+                "mutated": changed,
+                "mutated_when": [stages[n] for n in changed],
+                "aliased": [n for n in self.last_names if n in watch.aliased],
+                "calls": list(claimed.get("calls", [])),
+            }
+            self.calls_seen = (self.calls_seen or frozenset()) | frozenset(claimed.get("calls", []))
         if (
             isinstance(outcome, CallFailure)
             and outcome.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.MEMORY_LIMIT, Verdict.GRADER_ERROR)
@@ -453,6 +486,96 @@ class SandboxRunner:
         ):
             self._kill_worker()  # the next call starts a fresh worker (and a clean CUDA context)
         return outcome
+
+
+EARLY_RESULT = (
+    "the process running your code sent a result before the grader had read the call's inputs (a reply "
+    "the worker itself never sends at that point: written by your code)"
+)
+"""A call's outcome when its result came before the grader's reading of the inputs and canaries."""
+
+CANARY_FLOATS = ("float64", "float32", "float16", "bfloat16")
+"""The input dtypes the grader writes canaries into once a call has returned (a mask or an integer
+parameter that an output shared would make the output's dtype wrong anyway)."""
+
+
+def canary_value(index: int) -> float:
+    """The value every entry of float input ``index`` holds once its call has returned: exact in
+    float16 and bfloat16 (8 significant bits), far outside what a case's inputs or outputs hold, and
+    different for each input, so an output entry equal to it read that input's memory.
+
+    >>> canary_value(0), canary_value(1)
+    (-16512.0, -16640.0)
+    """
+    return -(1.0 + (index + 1) / 128.0) * 2.0**14
+
+
+class _Watch:
+    """One call's inputs as the grader wrote them, and what it found of them (:meth:`settle`,
+    :meth:`finish`): ``stages`` (input name -> ``"forward"``, ``"backward"`` or ``"after"``: when its
+    bytes were first seen changed), ``aliased`` (inputs whose canaries the output holds)."""
+
+    MOST_STOPS = 4  # Returned messages a call may send: "forward" and "call", and a few forged
+
+    def __init__(self, layout: list[dict[str, Any]]) -> None:
+        self.layout = layout
+        self.expected = [bytes(item["raw"]) for item in layout]
+        self.backward = any(item["name"] == wire.UPSTREAM for item in layout)
+        self.forward_seen = False
+        self.canaried = False
+        self.stops = 0
+        self.stages: dict[str, str] = {}
+        self.aliased: set[str] = set()
+        self.canaries: dict[str, float] = {}
+
+    def _read(self, shared: int) -> None:
+        """Note every item whose bytes differ from what it should hold now, and when."""
+        when = "after" if self.canaried else "backward" if self.backward and self.forward_seen else "forward"
+        for item, want in zip(self.layout, self.expected, strict=True):
+            if item["name"] not in self.stages and os.pread(shared, len(want), item["offset"]) != want:
+                self.stages[item["name"]] = when
+
+    def settle(self, shared: int, reply: wire.Returned) -> bool:
+        """The worker said :class:`~attnscore.boundary.wire.Returned`: read the inputs (and ``dO``);
+        once the whole call has returned (``"call"``), write the canaries into the float inputs.
+        False when the call may not stop again (its reply is then judged as it is: a crash)."""
+        self.stops += 1
+        if self.stops > self.MOST_STOPS or reply.stage is None:
+            return False
+        self._read(shared)
+        if self.canaried:
+            return True
+        if reply.stage == "forward" and self.backward:
+            self.forward_seen = True
+            return True
+        for index, item in enumerate(self.layout):
+            if item["name"] == wire.UPSTREAM or item["dtype"] not in CANARY_FLOATS:
+                # dO and masks keep their values: anything written to them from now on is seen too
+                self.expected[index] = os.pread(shared, len(self.expected[index]), item["offset"])
+                continue
+            value = canary_value(index)
+            count = len(item["raw"]) // _ITEM_BYTES[item["dtype"]]
+            raw = input_bytes(np.full(count, value, dtype=np.float32), item["dtype"])  # exact in every float dtype
+            os.pwrite(shared, raw, item["offset"])
+            self.expected[index] = raw
+            self.canaries[item["name"]] = value
+        self.canaried = True
+        return True
+
+    def finish(self, shared: int, probe: np.ndarray | None) -> None:
+        """After the result: anything written into the inputs since, and the canaries in ``probe``
+        (the output read again after they were written; None when it read as the value did)."""
+        self._read(shared)
+        if probe is None or not self.canaries:
+            return
+        with np.errstate(invalid="ignore"):
+            values = np.asarray(probe).astype(np.float64)
+        for name, value in self.canaries.items():
+            if values.size and bool(np.any(values == value)):
+                self.aliased.add(name)
+
+
+_ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
 
 _NUMPY_KINDS = {

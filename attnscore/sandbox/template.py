@@ -8,9 +8,11 @@ template is that process:
   scrubbed environment, the private folder of worker modules only (no reference, specs, golden
   values or grader code; its argv and environment name none of them), the readable mirrors of
   :mod:`attnscore.sandbox.runtime`; it imports torch and numpy and the worker modules, and then
-  only waits for requests. **It never runs submitted code and never receives a spec, a case
-  or an expected value**: every request names only a submission folder, its entry file, the
-  function name, a uid, a working folder and the limits.
+  only waits for requests. **It never runs submitted code and never receives a spec, a case,
+  an expected value or anything of a submission**: a request is a fixed word with the worker's
+  descriptors; the child reads its setup (the submission's folder, entry file and function name,
+  its uid, working folder and limits) from its own request pipe, so no student's name or folder
+  ever passes through the template's memory, which every later child inherits.
 - for each request it forks a child that, before the submission is read, applies everything
   the fresh-process path applies (:func:`_become_worker`): its own session and process group,
   its own IPC namespace and session keyring (:func:`attnscore.boundary.kernel_objects.isolate`),
@@ -25,10 +27,11 @@ template is that process:
   form of :attr:`subprocess.Popen.returncode` (negative: killed by that signal).
 
 Protocol: the grader and the template share a ``SOCK_SEQPACKET`` socket pair; each request is one
-JSON message carrying five descriptors (request pipe, response pipe, output pipe, shared input
-memory, status socket). The answer (``{"pid": N}`` or ``{"error": "..."}``) and later
-``{"code": N}`` arrive on the status socket. Several grader processes (``--jobs``) may share one
-template: every message is one datagram, and each answer goes to the requester's own socket.
+datagram, the word ``fork`` (:data:`attnscore.boundary.template_server.FORK`), carrying five
+descriptors (request pipe, response pipe, output pipe, shared input memory, status socket). The
+answer (``{"pid": N}`` or ``{"error": "..."}``) and later ``{"code": N}`` arrive on the status
+socket. Several grader processes (``--jobs``) may share one template: every message is one
+datagram, and each answer goes to the requester's own socket.
 
 With bubblewrap, a root grader starts the template itself inside one ``bwrap`` (``prefix``): no
 network, IPC or UTS of the machine's, and a read-only filesystem view without specs, golden
@@ -54,7 +57,7 @@ from typing import Any
 
 __all__ = ["WorkerTemplate", "TemplateChild", "TemplateError"]
 
-from attnscore.boundary.template_server import MAX_MESSAGE
+from attnscore.boundary.template_server import FORK, MAX_MESSAGE
 
 
 class TemplateError(RuntimeError):
@@ -225,9 +228,12 @@ class WorkerTemplate:
         except (OSError, IndexError):
             return False
 
-    def fork(self, request: dict[str, Any], fds: tuple[int, int, int, int], timeout_s: float = 30) -> TemplateChild:
+    def fork(self, fds: tuple[int, int, int, int], timeout_s: float = 30) -> TemplateChild:
         """Fork one worker: ``fds`` are its request pipe's read end, response pipe's write end,
-        output pipe's write end and the shared input memory (the caller closes its copies).
+        output pipe's write end and the shared input memory (the caller closes its copies). The
+        request names nothing: the caller writes the worker's setup (its submission's folder and
+        file, uid, limits) on its request pipe, which only the child reads
+        (:func:`attnscore.boundary.worker.read_setup`), so the template never holds it.
 
         Raises:
             TemplateError: the template did not start, did not answer within ``timeout_s`` or
@@ -236,7 +242,7 @@ class WorkerTemplate:
         self.wait_ready()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            socket.send_fds(self.control, [json.dumps(request).encode()], [*fds, theirs.fileno()])
+            socket.send_fds(self.control, [FORK], [*fds, theirs.fileno()])
         except OSError as exc:
             mine.close()
             raise TemplateError(f"the worker template is gone: {exc}") from exc

@@ -70,13 +70,13 @@ class WorkerProcess:
         self.wakeups = 0  # times receive() woke up: a worker that closed its output must not spin the grader
         self.runner = runner
         self.buffer = b""
+        setup: dict[str, object] = {}
         try:
             proc: subprocess.Popen[bytes] | TemplateChild | None = None
             if runner.template is not None:
                 try:
-                    proc = runner.template.fork(
-                        _fork_request(runner, int(_drop(runner))), (req_r, resp_w, out_w, runner.shared)
-                    )
+                    proc = runner.template.fork((req_r, resp_w, out_w, runner.shared))
+                    setup = _fork_request(runner, int(_drop(runner)))
                 except TemplateError:
                     if runner.plan.template_required:
                         raise
@@ -85,11 +85,15 @@ class WorkerProcess:
                     runner.protections = runner.plan.protections
             if proc is None:
                 proc = _start_fresh(runner, req_r, resp_w, out_w)
+                setup = _fresh_setup(runner)
         finally:
             os.close(req_r)
             os.close(resp_w)
             os.close(out_w)
         self.proc: subprocess.Popen[bytes] | TemplateChild = proc
+        # the first line on its request pipe, read by the worker itself: its command line and the
+        # template's memory never hold a student's file name (a neighbour could read them)
+        self.send({"type": "setup", **setup})
         # bwrap reports a child killed by a signal as an exit code of 128 + signal; the template
         # reports the worker's own status
         self.bwrap = runner.plan.bwrap and not isinstance(proc, TemplateChild)
@@ -218,13 +222,26 @@ def _config(runner: SandboxRunner) -> dict[str, object]:
     }
 
 
-def _fork_request(runner: SandboxRunner, uid: int) -> dict[str, object]:
-    """What the template needs to fork this runner's worker (:mod:`attnscore.sandbox.template`)."""
-    plan, limits = runner.plan, runner.limits
+def _fresh_setup(runner: SandboxRunner) -> dict[str, object]:
+    """A fresh worker's setup line (:func:`attnscore.boundary.worker.read_setup`): its submission's
+    folder as the worker sees it, the entry file, the function and the calls to trap."""
     return {
-        "folder": runner.private,
+        "folder": "/sandbox/submission" if runner.plan.bwrap else runner.private,
         "entry": runner.entry or "",
         "function": runner.function,
+        "traps": list(runner.traps),
+    }
+
+
+def _fork_request(runner: SandboxRunner, uid: int) -> dict[str, object]:
+    """What a worker forked from the template reads first on its request pipe (the template never
+    sees it, :mod:`attnscore.sandbox.template`): its fresh setup, uid, folders, limits and config."""
+    plan, limits = runner.plan, runner.limits
+    return {
+        **_fresh_setup(runner),
+        # the template (inside bwrap or not) sees the submission's private copy at its own path;
+        # only a fresh bwrap binds it at /sandbox/submission
+        "folder": runner.private,
         "uid": uid,
         "workdir": runner.workdir,
         "disk_bytes": limits.disk_bytes if plan.disk == "tmpfs" else 0,
@@ -248,15 +265,12 @@ def _start_fresh(runner: SandboxRunner, req_r: int, resp_w: int, out_w: int) -> 
             "-c",
             BOOTSTRAP,
             "/sandbox/lib",
-            "/sandbox/submission",
         ]
         cwd, home = "/", "/sandbox/work"
     else:
-        command = [runner.runtime.executable, "-I", "-u", "-c", BOOTSTRAP, lib, runner.private]
+        command = [runner.runtime.executable, "-I", "-u", "-c", BOOTSTRAP, lib]
         cwd, home = runner.workdir, runner.workdir
-    command += [
-        runner.entry or "",
-        runner.function,
+    command += [  # nothing of the submission: its folder and file come on the request pipe
         str(req_r),
         str(resp_w),
         _drop(runner),

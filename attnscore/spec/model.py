@@ -18,6 +18,7 @@ from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.environment import Environment
+from attnscore.spec.rules import Rule
 
 __all__ = ["DEFAULT_BUDGET_CALLS", "Spec", "StudentCopy", "WorkedExample", "PropertyUse", "default_time_budget"]
 
@@ -158,6 +159,8 @@ class Spec:
             subclass to grade when called with no arguments.
         environment: the course's environment (``environment``): the packages a submission may
             import and whether it may use ``torch.compile`` (:class:`attnscore.spec.environment.Environment`).
+        rules: the assignment's rules (``rules``): calls a submission must not make or must make,
+            each a case worth its points (:class:`attnscore.spec.rules.Rule`).
     """
 
     id: str
@@ -184,12 +187,18 @@ class Spec:
     factory: bool = False
     environment: Environment = Environment()
     time_budget_s: float | None = None
+    rules: tuple[Rule, ...] = ()
 
     @property
     def budget_s(self) -> float:
         """The time budget grading gives each submission, seconds: :attr:`time_budget_s`, or the
         default for the spec's ``timeout_s`` (:func:`default_time_budget`)."""
         return self.time_budget_s if self.time_budget_s is not None else default_time_budget(self.timeout_s)
+
+    @property
+    def ruled_calls(self) -> tuple[str, ...]:
+        """Every dotted name a rule forbids or requires, each once (what the worker traps)."""
+        return tuple(dict.fromkeys(name for rule in self.rules for name in rule.names))
 
     def allowing(self, corners: tuple[str, ...]) -> Spec:
         """This spec with the convention corners ``corners`` set aside (``--allow fully_masked_row``).
@@ -233,8 +242,10 @@ class Spec:
 
     @property
     def max_points(self) -> Fraction:
-        return sum((e.points for e in self.worked_examples), Fraction(0)) + sum(
-            (p.points for p in self.properties), Fraction(0)
+        return (
+            sum((e.points for e in self.worked_examples), Fraction(0))
+            + sum((p.points for p in self.properties), Fraction(0))
+            + sum((r.points for r in self.rules), Fraction(0))
         )
 
     def tied(self, ties: dict[str, str]) -> tuple[Spec, list[str]]:

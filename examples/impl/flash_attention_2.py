@@ -2,10 +2,11 @@
 
 What students hand in for CS336 assignment 2's FlashAttention-2 (PyTorch part) and similar
 assignments: ``forward(ctx, Q, K, V, is_causal=False)`` tiled with an online softmax, saving the
-logsumexp ``L`` ``(..., n_q)``, and a hand-written ``backward(ctx, dO)``. Each gets full marks on
-``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml``
-(``tests/catalogue/test_flash_attention.py``),
-in process and in the sandbox.
+logsumexp ``L`` ``(..., n_q)``, and a hand-written ``backward(ctx, dO)``. Each gets full marks for
+its values on ``specs/flash_attention_2.yaml`` and ``specs/flash_attention_2_causal.yaml``
+(``tests/catalogue/test_flash_attention.py``), in process and in the sandbox. :class:`RecomputeBackward`
+runs torch.autograd inside its backward, which those specs' ``hand_written_backward`` rule forbids:
+graded from this file (which holds it), every style loses that rule's point.
 
 - :class:`TiledTwoLoops`: query tiles × key tiles as in the handout's Algorithm 1, tiled Algorithm 2 backward;
 - :func:`get_flashattention_autograd_function_pytorch`: the handout's factory, returning a class that
@@ -221,11 +222,13 @@ class ReturnsLogsumexp(torch.autograd.Function):
 
 
 class Float32Accumulation(torch.autograd.Function):
-    """Low-precision inputs: every tile's sums in float32, O cast back, L kept in float32."""
+    """Low-precision inputs: every tile's sums in float32 (at least: float64 inputs stay float64), O
+    cast back, L kept in the accumulation dtype."""
 
     @staticmethod
     def forward(ctx, Q, K, V, is_causal=False):
-        O32, L = _flash_forward(Q.float(), K.float(), V.float(), is_causal, Bq=16, Bk=32)
+        acc = torch.promote_types(Q.dtype, torch.float32)
+        O32, L = _flash_forward(Q.to(acc), K.to(acc), V.to(acc), is_causal, Bq=16, Bk=32)
         ctx.save_for_backward(Q, K, V, O32, L)
         ctx.is_causal = is_causal
         return O32.to(Q.dtype)
@@ -233,7 +236,8 @@ class Float32Accumulation(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dO):
         Q, K, V, O32, L = ctx.saved_tensors
-        dQ, dK, dV = _flash_backward(Q.float(), K.float(), V.float(), O32, L, dO.float(), ctx.is_causal, 16, 32)
+        acc = O32.dtype
+        dQ, dK, dV = _flash_backward(Q.to(acc), K.to(acc), V.to(acc), O32, L, dO.to(acc), ctx.is_causal, 16, 32)
         return dQ.to(Q.dtype), dK.to(K.dtype), dV.to(V.dtype), None
 
 

@@ -216,8 +216,10 @@ def test_the_same_bug_everywhere_is_not_a_convention():
     cases, _ = _judged(weights, lambda S, mask: torch.softmax(S, dim=-1), "float32")
     failed = [c.failure for c in cases.values() if c.failure is not None]
     assert failed and all(f.other_causes == () for f in failed)
-    # the corner is named only where it is the whole failure: the cases about fully masked rows
-    assert {f.case_id for f in failed if f.corner} == {"example:fully_masked_row", "property:fully_masked_row_zero"}
+    # the corner is named only where it is the whole failure: the worked example about a fully masked
+    # row (its other row keeps every key); the property's drawn inputs also mask keys in other rows,
+    # where its values are wrong too, and a property's points come only with right values
+    assert {f.case_id for f in failed if f.corner} == {"example:fully_masked_row"}
     assert {f.diagnosis["id"] for f in failed if f.diagnosis} == {"mask_ignored"}
 
 
@@ -225,7 +227,8 @@ def test_the_same_bug_everywhere_is_not_a_convention():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_spec_option_sets_the_corner_aside_and_keeps_the_rest(tmp_path, dtype):
     """conventions: {fully_masked_row: any}: the finfo.min convention gets full marks; a missing
-    scale under the same convention still fails every value case (the rest of each case is compared)."""
+    scale under the same convention still fails every value case (the rest of each case is compared),
+    the corner's own property included (its points come only with right values)."""
     doc = yaml.safe_load(open("specs/attention.yaml", encoding="utf-8"))
     doc["conventions"] = {"fully_masked_row": "any"}
     path = tmp_path / "any.yaml"
@@ -238,7 +241,10 @@ def test_spec_option_sets_the_corner_aside_and_keeps_the_rest(tmp_path, dtype):
     assert allowed.all_passed, [(c.id, c.message) for c in allowed.cases if not c.passed]
     cases, _ = _judged(spec, t5_attention, dtype)
     assert not cases["property:matches_reference"].passed and not cases["example:two_heads"].passed
-    assert cases["property:attention_fully_masked_row_zero"].passed  # the corner itself
+    # the corner itself holds, but the same calls' other rows miss the scale: no point without right values
+    corner = cases["property:attention_fully_masked_row_zero"]
+    assert not corner.passed and corner.verdict.value == "wrong_value" and corner.failure.property_held
+    assert "the property itself holds on this output; the values differ from the reference" in corner.message
     failure = cases["property:matches_reference"].failure
     assert set(failure.set_aside) == {"fully_masked_row", "nonfinite_masked_key"}
     assert failure.corner == "" and failure.other_causes == ()

@@ -282,11 +282,20 @@ def test_float32_accumulation_passes_in_float16(tmp_path):
     ],
 )
 def test_styles_get_full_marks_in_the_sandbox(style, path, tmp_path):
-    """attnscore grade's path: the styles' file graded in the sandboxed worker, L read there."""
+    """attnscore grade's path: the styles' file graded in the sandboxed worker, L read there. Every
+    value case passes; the file also holds RecomputeBackward, whose backward runs torch.autograd, so
+    the specs' hand_written_backward rule (which reads the whole file) is the only case lost, and
+    only that style is also seen making the call."""
     obj, extra = STYLES[style]
     spec = spec_with(path, tmp_path, extra.get("logsumexp"), extra.get("factory", False), name=obj.__name__)
     (result,) = grade_many([IMPL], spec, limits=Limits(call_timeout_s=30.0), shrink_steps=0)
-    assert result.score == result.max_score, [c.message for c in result.cases if c.verdict is not Verdict.PASSED]
+    failed = {c.id: c for c in result.cases if c.verdict is not Verdict.PASSED}
+    assert set(failed) == {"rule:hand_written_backward"}, [c.message for c in failed.values()]
+    rule = failed["rule:hand_written_backward"]
+    assert rule.verdict is Verdict.RULE_BROKEN and rule.points == 0
+    assert "your code calls torch.autograd.grad inside your backward pass (flash_attention_2.py, line" in rule.message
+    assert ("called inside your backward pass" in rule.message) == (style == "recompute_backward"), rule.message
+    assert result.score == result.max_score - 1
 
 
 def test_factory_refused_in_the_sandbox(tmp_path):

@@ -46,7 +46,7 @@ def test_buggy_implementation_fails_with_diagnosis():
         "Reproduce: attention_weights(torch.tensor([[0]], dtype=torch.float32), "
         "torch.tensor([[False]], dtype=torch.bool))" in result.output
     )
-    assert "Same cause (known mistake mask_ignored) in 11 more cases:" in result.output
+    assert "Same cause (known mistake mask_ignored) in 15 more cases:" in result.output
     assert (
         "  example:masked_key_gets_zero (wrong value, attention_weights.yaml:45): "
         "2 of 2 entries of out are wrong" in result.output

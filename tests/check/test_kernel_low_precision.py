@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 
 from attnscore.check.cases import build_cases
 from attnscore.check.implementation import run_impl
@@ -27,9 +28,11 @@ def _reference_in_dtype(query, key, value, alibi_slopes=None, **flags):
 
 
 def _float32_inside(query, key, value, alibi_slopes=None, **flags):
-    """Inputs as rounded to the dtype, every step in float32, the output rounded once."""
-    slopes = None if alibi_slopes is None else alibi_slopes.float()
-    return kernel_attention(query.float(), key.float(), value.float(), slopes, **flags).to(query.dtype)
+    """Inputs as rounded to the dtype, every step in float32 (float64 inputs, which properties such as
+    dtype_device_follow_inputs also pass, in float64), the output rounded once."""
+    inside = torch.promote_types(query.dtype, torch.float32)
+    slopes = None if alibi_slopes is None else alibi_slopes.to(inside)
+    return kernel_attention(query.to(inside), key.to(inside), value.to(inside), slopes, **flags).to(query.dtype)
 
 
 STYLES = {

@@ -32,6 +32,7 @@ MEMBERS = {
     "call",
     "output_text",
     "close",
+    "calls_seen",  # the ruled calls the worker's traps saw made (rule cases)
 }
 
 

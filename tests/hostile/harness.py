@@ -74,3 +74,68 @@ def grade_mutation_attacks(
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return dict(zip(specs, pool.map(one, specs), strict=True))
+
+
+HOSTILE = Path(__file__).resolve().parent
+
+
+def grade_spec_attacks(
+    names: list[str] | None = None, workers: int = 2, limits: Limits = LIMITS
+) -> tuple[dict[str, SubmissionResult | BaseException], float]:
+    """Grade each ``tests/hostile/<folder>/<name>.py`` of :data:`tests.hostile.expectations.SPEC_ATTACKS`
+    (default: all of them) against its own spec, two at a time, from the case cache as ``attnscore
+    grade`` does; ``({name: result or the grader's exception}, seconds)``."""
+    from tests.hostile.expectations import SPEC_ATTACKS
+
+    names = sorted(SPEC_ATTACKS) if names is None else names
+    files = {SPEC_ATTACKS[n].spec for n in names}
+    loaded = {file: load_spec(str(ROOT / file)) for file in files}
+    cases = {file: cached_cases(spec, spec.dtypes[0]) for file, spec in loaded.items()}
+    roomy = replace(limits, total_timeout_s=120)  # these specs have 11 to 13 cases of many calls
+
+    def one(name: str) -> SubmissionResult | BaseException:
+        file = SPEC_ATTACKS[name].spec
+        try:
+            return grade_submission(HOSTILE / f"{name}.py", loaded[file], cases[file], limits=roomy, shrink_steps=0)
+        except BaseException as exc:  # noqa: BLE001 - a grader crash is a finding, not a test abort
+            return exc
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = dict(zip(names, pool.map(one, names), strict=True))
+    return results, time.perf_counter() - start
+
+
+CLASSMATE = "def scores(q, keys):\n    return keys @ q\n"
+"""A classmate's right answer to specs/dot_product_scores.yaml."""
+MEMORY_SEARCH = HOSTILE / "classmates" / "zzz_searches_own_memory.py"
+
+
+def grade_classmates(
+    folder: Path, classmates: int = 3, limits: Limits = LIMITS
+) -> tuple[list[str], SubmissionResult, float]:
+    """A class of ``classmates`` right files named ``zz_classmate_<8 random hex digits>.py`` and,
+    graded after them in the same run (one grader process, one worker template), the attack that
+    searches its own memory for such names (``classmates/zzz_searches_own_memory.py``); written
+    into ``folder``. ``(the classmates' file names, the attack's result, seconds)``."""
+    import secrets
+    import shutil
+
+    from attnscore.grade.grading import grade_many
+
+    names = [f"zz_classmate_{secrets.token_hex(4)}.py" for _ in range(classmates)]
+    for name in names:
+        (folder / name).write_text(CLASSMATE)
+    shutil.copy(MEMORY_SEARCH, folder / MEMORY_SEARCH.name)
+    spec = load_spec(str(SPEC_PATH))
+    start = time.perf_counter()
+    results = grade_many(sorted(folder.glob("*.py")), spec, limits=limits, shrink_steps=0, cache_cases=True)
+    return names, results[-1], time.perf_counter() - start
+
+
+def classmates_found(result: SubmissionResult) -> tuple[int, int] | None:
+    """``(names found, MiB scanned)`` from the memory search's output, or None when it said nothing."""
+    import re
+
+    said = re.search(r"classmates: found (\d+) \(.*\); scanned (\d+) MiB", result.output)
+    return (int(said.group(1)), int(said.group(2))) if said else None

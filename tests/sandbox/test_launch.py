@@ -84,7 +84,8 @@ def scaled_score_matrix(Q, K):
 
 @pytest.mark.slow
 def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
-    """A submission that patches clone, equality and the worker's inspection still loses inputs_not_mutated."""
+    """A submission that patches clone, equality and the worker's inspection still loses inputs_not_mutated,
+    and every other case whose calls it mutated Q in: the grader reads the shared memory itself."""
     from attnscore.check.cases import build_cases
     from attnscore.grade.grading import grade_submission
     from attnscore.spec.load import load_spec
@@ -96,10 +97,14 @@ def test_mutation_is_seen_by_the_grader_not_claimed_by_the_worker(tmp_path):
     by_id = {c.id: c for c in result.cases}
     assert by_id["property:inputs_not_mutated"].verdict is Verdict.WRONG_VALUE
     assert "your function changed its input(s) Q in place" in by_id["property:inputs_not_mutated"].message
-    # right values everywhere else; an expanded (stride 0) Q cannot be written in place at all
-    assert by_id["property:non_contiguous_inputs"].verdict is Verdict.EXCEPTION
-    assert "more than one element of the written-to tensor" in by_id["property:non_contiguous_inputs"].message
-    assert result.score == result.max_score - 2
+    # a mutation costs every case it happens in, named with its call; only d_k = 1 (Q scaled by 1) is left
+    failed = [c for c in result.cases if not c.passed]
+    assert all(c.failure.diagnosis["id"] == "inputs_mutated" for c in failed), [(c.id, c.message[:200]) for c in failed]
+    shown = [c for c in failed if c.id != "example:batch_of_two"]  # a hidden case shows no detail
+    assert all("your function changed its input(s) Q in place" in c.message for c in shown)
+    assert "changed its input(s) Q in place (call 9 of 40)" in by_id["property:non_contiguous_inputs"].message
+    assert [c.id for c in result.cases if c.passed] == ["example:square_not_symmetric"]
+    assert result.score == 1
 
 
 NEIGHBOUR_HARM = """\
@@ -149,8 +154,10 @@ def test_workers_graded_at_once_cannot_touch_each_other(tmp_path):
     assert output.strip() == "harmed 0"
 
 
-def test_aliasing_scores_its_points_when_grading_untrusted_code(tmp_path):
-    """output_not_aliased rests on the worker's report, but a forged report only earns what a copy earns: it scores."""
+def test_aliasing_is_the_graders_finding_and_costs_every_case_it_happens_in(tmp_path):
+    """An output that is the input itself (when nothing is masked) shows the grader's canaries when
+    read again: output_not_aliased is lost, and so is every case whose drawn mask keeps every key;
+    the worker's own answer about storage is never asked."""
     from fractions import Fraction
 
     from attnscore.check.cases import build_cases
@@ -168,7 +175,11 @@ def test_aliasing_scores_its_points_when_grading_untrusted_code(tmp_path):
     assert aliased.verdict is Verdict.WRONG_VALUE and aliased.max_points == Fraction(1)
     assert "your output shares memory with the input(s) S" in aliased.message
     assert by_id["property:inputs_not_mutated"].passed
-    assert result.max_score == spec.max_points and result.score == result.max_score - 1
+    failed = [c for c in result.cases if not c.passed]
+    assert all("your output shares memory with the input(s) S" in c.message for c in failed)
+    assert all(c.id.startswith("property:") for c in failed)  # every worked example masks some key
+    assert result.max_score == spec.max_points
+    assert result.score == result.max_score - sum((c.max_points for c in failed), Fraction(0))
 
 
 def test_files_left_in_shared_folders_are_removed(tmp_path):

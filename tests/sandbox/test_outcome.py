@@ -26,6 +26,7 @@ RUNNER = SimpleNamespace(
     plan=SimpleNamespace(bwrap=False),
     compiling_at_timeout=False,
     uid=64000,
+    traps=("torch.nn.functional.scaled_dot_product_attention",),
 )
 WORKER = SimpleNamespace(exit_description=lambda: (Verdict.MEMORY_LIMIT, "was killed by SIGKILL"))
 
@@ -119,11 +120,20 @@ def test_each_reply_to_a_call_has_one_outcome(reply, verdict, message):
 
 
 def test_a_result_is_its_value_and_a_checked_inspection():
-    """A result for this call is the value; an inspection naming unknown inputs is dropped."""
+    """A result for this call is the value; an inspection naming unknown inputs, or a trapped call the
+    runner does not watch for, is dropped; dO may be named (a backward call's upstream gradient)."""
     outcome, inspection = call_outcome(wire.CallResult(1, VALUE, {"mutated": ["q"], "aliased": []}), RUNNER, WORKER)
-    assert outcome is VALUE and inspection == {"mutated": ["q"], "aliased": []}
-    _, forged = call_outcome(wire.CallResult(1, VALUE, {"mutated": ["secret"], "aliased": []}), RUNNER, WORKER)
-    assert forged is None
+    assert outcome is VALUE and inspection == {"mutated": ["q"], "aliased": [], "calls": []}
+    sdpa = "torch.nn.functional.scaled_dot_product_attention@forward"
+    said = {"mutated": ["dO"], "aliased": [], "calls": [sdpa, sdpa]}
+    _, inspection = call_outcome(wire.CallResult(1, VALUE, said), RUNNER, WORKER)
+    assert inspection == {"mutated": ["dO"], "aliased": [], "calls": [sdpa]}
+    for forged in (
+        {"mutated": ["secret"], "aliased": []},
+        {"mutated": [], "aliased": [], "calls": ["os.system@forward"]},
+        {"mutated": [], "aliased": [], "calls": [sdpa.replace("forward", "import")]},
+    ):
+        assert call_outcome(wire.CallResult(1, VALUE, forged), RUNNER, WORKER)[1] is None
 
 
 def test_an_exception_keeps_its_type_name():

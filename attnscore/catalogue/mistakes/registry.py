@@ -67,6 +67,10 @@ class Mistake:
             applies to: the smallest inputs on which it shows (n just past a tile of 16).
         probe_sizes: legend sizes of further probe inputs, tried only where candidates disagree
             (inputs that tell its tile sizes apart).
+        scores_zero: a null implementation (it computes nothing): ``attnscore verify`` requires every
+            one of its forms to score 0 on every spec, in every dtype (:func:`attnscore.check.verify.mutation_test`),
+            rather than to fail a case and be diagnosed; every spec is verified against it, whatever
+            its ``mistakes`` list says.
     """
 
     id: str
@@ -89,6 +93,7 @@ class Mistake:
     witnesses: Callable[[dict[str, float]], list[dict[str, int]]] | None = None
     confirm_sizes: tuple[dict[str, int], ...] = ()
     probe_sizes: tuple[dict[str, int], ...] = ()
+    scores_zero: bool = False
 
     def bind(self, contract: Contract, spec: Any = None, form: int = 0, **params: float) -> Callable[..., Any]:
         """The wrong implementation (``form`` 0 is ``fn``, 1.. are ``forms``) as a plain function of

@@ -101,3 +101,61 @@ def _hard_coded(c: Contract, spec: Any, *args: torch.Tensor) -> Any:
 @add("all_zeros", "all zeros", every, "your result is all zeros: compute the values instead of returning a placeholder")
 def _zeros(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(correct_result(c, *args))
+
+
+def _shape_of_answer(c: Contract, *args: torch.Tensor) -> torch.Tensor:
+    """The right answer, for its shape, dtype and device only (a null implementation uses nothing else)."""
+    with torch.no_grad():
+        return correct_result(c, *[a.detach() for a in args])
+
+
+def _null_zeros(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """A fresh zero tensor of the answer's shape and dtype: no graph, no gradient."""
+    return torch.zeros_like(_shape_of_answer(c, *args))
+
+
+def _null_input(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """The first input handed back as it is (the output shares its memory)."""
+    return args[0]
+
+
+def _null_function(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """A ``torch.autograd.Function`` with no real forward or backward: zeros of the answer's shape,
+    zero gradients for every float input, nothing saved."""
+    answer = _shape_of_answer(c, *args)
+
+    class Placeholder(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *given: torch.Tensor) -> torch.Tensor:
+            ctx.floats = [a.is_floating_point() for a in given]
+            ctx.shapes = [a.shape for a in given]
+            return torch.zeros_like(answer)
+
+        @staticmethod
+        def backward(ctx: Any, d_out: torch.Tensor) -> Any:
+            return tuple(
+                torch.zeros(shape, dtype=d_out.dtype, device=d_out.device) if floating else None
+                for floating, shape in zip(ctx.floats, ctx.shapes, strict=True)
+            )
+
+    return Placeholder.apply(*args)
+
+
+@add(
+    "null_implementation",
+    "computes nothing",
+    every,
+    "your function computes nothing from its inputs (a placeholder: zeros, an input handed back, 0 · sum(inputs) "
+    "kept on the autograd graph, a Function whose forward and backward do no work): compute the result itself",
+    forms=(_null_zeros, _null_input, _null_function),
+    scores_zero=True,
+)
+def _null_zero_times_sum(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """Zeros of the answer's shape kept on the graph as ``0 · sum(inputs)``: every gradient is zero,
+    finite differences of the constant agree with it, and no masked entry gets a gradient."""
+    zeros = torch.zeros_like(_shape_of_answer(c, *args))
+    floats = [a for a in args if a.is_floating_point()]
+    if not floats or not zeros.is_floating_point():
+        return zeros
+    total = torch.stack([a.sum().to(zeros.dtype) for a in floats]).sum()
+    return zeros + 0 * total

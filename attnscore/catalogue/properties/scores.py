@@ -79,7 +79,25 @@ def _scale(c: Contract, d_k: int) -> float:
 
 
 def _perpendicular_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
-    return "every key here is perpendicular to the queries (q · k = 0), so every score must be 0"
+    return (
+        "every key here but the last is perpendicular to the queries (q · k = 0), so its score must be 0; "
+        "the last key points along the first query, so it scores q · q (not 0)"
+    )
+
+
+def _perpendicular_and_aligned(c: Contract, max_value: float) -> st.SearchStrategy[Args]:
+    """Keys perpendicular to every query (:func:`attnscore.maths.strategies.perpendicular_qk`), then
+    one more key along each batch item's first query, whose score is not 0: an all-zero output (a
+    function that computes nothing) is wrong here. A contract with a single key keeps its one
+    perpendicular key."""
+
+    def aligned(qk: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        Q, K = qk
+        if c.single_key:
+            return Q, K
+        return Q, np.concatenate([K, Q[..., :1, :]], axis=-2)
+
+    return perpendicular_qk(c, max_value).map(aligned).map(lambda qk: _qk_args(c, *qk))
 
 
 def _normalisation_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
@@ -112,8 +130,10 @@ register(
 register(
     Property(
         name="perpendicular_keys_score_zero",
-        summary="A key perpendicular to the query scores exactly zero.",
-        strategy=_qk_strategy(perpendicular_qk),
+        summary=(
+            "A key perpendicular to the query scores exactly zero (next to a key along the query, which does not)."
+        ),
+        strategy=_perpendicular_and_aligned,
         applies=dot_product,
         hint=_perpendicular_hint,
         default_max_value=3.0,
