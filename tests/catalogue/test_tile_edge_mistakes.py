@@ -49,8 +49,11 @@ def _inputs(n_q: int, n_k: int, d: int = 3, batch: int = 2):
 
 
 def _named(spec, function) -> tuple[dict[str, str | None], object]:
+    """The failing cases with calls, each with the mistake it is named with (the spec's rule cases make
+    no call: they are judged from the others and carry no diagnosis), and the result."""
     result = run_impl(spec, function, dtype="float32", shrink=False)
-    return {c.id: (c.diagnosis or {}).get("id") for c in result.cases if not c.passed}, result
+    named = {c.id: (c.diagnosis or {}).get("id") for c in result.cases if not c.passed and c.kind != "rule"}
+    return named, result
 
 
 def _tiled(tile: int, *, rows_floor: bool, keys_floor: bool, fill: float = 0.0, collect: bool = False):
@@ -317,6 +320,8 @@ def test_student_files_are_named_in_the_sandbox():
     correct, dropped, multiple = grade_many(paths, spec, limits=Limits(call_timeout_s=30.0), shrink_steps=0)
     assert correct.score == correct.max_score
     assert {c.diagnosis["id"] for c in dropped.cases if c.diagnosis} == {DROPPED}
-    assert dropped.score == 3  # the three properties that do not compare values
+    # nothing: its values are wrong on every case's inputs, and points come only for computing (the
+    # properties that do not compare values, and the rules, earn theirs only beside right values)
+    assert dropped.score == 0
     assert {c.diagnosis["id"] for c in multiple.cases if c.diagnosis} == {MULTIPLE}
     assert multiple.score == 0
