@@ -204,7 +204,7 @@ SPEC_ATTACKS: dict[str, SpecAttack] = {
         16,
         True,
         FA2_BACKWARD - {"property:gradients_match_golden"},
-        "found 301 among the 305 saved tensors' shapes: (1, 1) ×2",
+        "found 301 among the 305 saved tensors' shapes: (1, 1, 1) ×2",
     ),
     "messages/many_functions_none_named": SpecAttack(
         "specs/dot_product_scores.yaml",

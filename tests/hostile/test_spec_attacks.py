@@ -116,7 +116,7 @@ def test_a_function_saving_many_tensors_loses_only_the_cases_that_read_l(graded)
     result = results["messages/saves_300_tensors"]
     assert next(c for c in result.cases if c.id == "property:gradients_match_golden").passed
     text = next(c for c in result.cases if c.id == "example:one_key").message
-    assert "found 301 among the 305 saved tensors' shapes: (1, 4) ×4, (1,) ×301" in text, text
+    assert "found 301 among the 305 saved tensors' shapes: (1, 1, 4) ×4, (1, 1) ×301" in text, text
     assert "(saved tensors 4, 5, 6, 7, 8, 9, 10, 11 and 293 more have that shape)" in text, text
     assert len(text) < 1500
 
