@@ -61,8 +61,7 @@ def test_each_problem_is_a_line_that_says_what_to_do():
         )
     ]
     assert problems(found) == [
-        "course (float32): the reference fails example:two: check the expected values and the tolerance of those "
-        "cases",
+        "course (float32): the reference fails example:two: check the expected values and the tolerance of those cases",
         "course: mistake nan_hidden_after_softmax is MISSED (float32, float64): no case fails for it; add a worked "
         "example or property that it gets wrong, or list the mistakes the spec targets without it (the spec's "
         "mistakes: list; docs/catalogue.md lists them all)",
