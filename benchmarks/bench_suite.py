@@ -11,9 +11,10 @@ The three parts are the ones `make test` runs, each as its own process, in this 
    ``--durations=20``; ``--tier fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
 
 Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
-failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15 minutes) before and after each
-part. ``--baseline DIR`` times the same parts in another checkout (its own ``.venv``, e.g. a
-``git worktree`` of an earlier commit) right after, in the same run, and prints both side by side.
+failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15
+minutes) before and after each part. ``--baseline DIR`` times the same parts in another checkout
+(its own ``.venv``, e.g. a ``git worktree`` of an earlier commit) right after, in the same run, and
+prints both side by side.
 A part that fails is reported with its exit code and the run goes on; the script exits 1 then.
 """
 
