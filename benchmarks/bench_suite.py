@@ -10,10 +10,11 @@ The three parts are the ones `make test` runs, each as its own process, in this 
 3. ``pytest`` with the Makefile's options (``-n JOBS --maxprocesses 4 --dist worksteal``), with
    ``--durations=20``; ``--tier fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
 
-Printed: each part's wall time and exit code, the test counts pytest reports, the 20 slowest test
-phases (setup, call or teardown), and the load average (1, 5 and 15 minutes) before and after each
-part. ``--baseline DIR`` times the same parts in another checkout (its own ``.venv``, e.g. a
-``git worktree`` of an earlier commit) right after, in the same run, and prints both side by side.
+Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
+failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15
+minutes) before and after each part. ``--baseline DIR`` times the same parts in another checkout
+(its own ``.venv``, e.g. a ``git worktree`` of an earlier commit) right after, in the same run, and
+prints both side by side.
 A part that fails is reported with its exit code and the run goes on; the script exits 1 then.
 """
 
@@ -42,6 +43,7 @@ class Part:
     load_after: tuple[float, float, float]
     summary: str = ""
     slowest: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
 
 def _load() -> tuple[float, float, float]:
@@ -51,7 +53,7 @@ def _load() -> tuple[float, float, float]:
 def _commands(checkout: Path, tier: str, jobs: str) -> list[tuple[str, list[str]]]:
     python = checkout / ".venv" / "bin" / "python"
     attnscore = checkout / ".venv" / "bin" / "attnscore"
-    pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20"]
+    pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20", "-rfE"]
     if jobs != "0":
         pytest += ["-n", jobs, "--maxprocesses", "4", "--dist", "worksteal"]
     if tier == "fast":
@@ -84,8 +86,10 @@ def time_checkout(checkout: Path, tier: str, jobs: str) -> list[Part]:
         start = time.perf_counter()
         done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-        summary, slowest = _summary_and_slowest(done.stdout + done.stderr) if "pytest" in name else ("", [])
-        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest))
+        output = done.stdout + done.stderr
+        summary, slowest = _summary_and_slowest(output) if "pytest" in name else ("", [])
+        failed = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest, failed))
         print(f"  {checkout.name}: {name} {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
     return parts
 
@@ -102,6 +106,11 @@ def report(label: str, parts: list[Part]) -> None:
         if part.summary:
             print(f"  {'':<22} {part.summary}")
     print(f"  {'total':<22} {_minutes(sum(p.seconds for p in parts)):>14}")
+    for part in parts:
+        if part.failed:  # what failed, so that a failing run need not be repeated to find out
+            print(f"\n  failed ({part.name}):")
+            for line in part.failed:
+                print(f"    {line}")
     for part in parts:
         if part.slowest:
             print(f"\n  20 slowest test phases ({part.name}):")

@@ -308,8 +308,8 @@ def _handing_over(
 ) -> Callable[..., object]:
     """``function`` called with the tensors of the arguments handed over as tensors, and in place of
     each optional one handed over without a value (``layouts``: ``"omitted"`` or ``"none"``)
-    :data:`attnscore.boundary.calls.OMITTED` (the contract's binding leaves it out; a trailing one is
-    left out of the call here, so a function without the binding gets its default) or None;
+    :data:`attnscore.boundary.calls.OMITTED` (the contract's binding leaves it out: a runner for a
+    spec with optional parameters takes ``bind=spec.contract.binding``) or None;
     ``function`` itself when every argument is a tensor."""
     absent = {n: layouts[n] for n in names if layouts.get(n) in HANDOVERS}
     if not absent:
@@ -318,8 +318,6 @@ def _handing_over(
     def call(*tensors: object) -> object:
         given = iter(tensors)
         values = [(OMITTED if absent[n] == OMIT else None) if n in absent else next(given) for n in names]
-        while values and values[-1] is OMITTED:  # a trailing argument left out: the function's default applies
-            values.pop()
         return function(*values)
 
     return call

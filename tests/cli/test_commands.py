@@ -23,8 +23,10 @@ def run(*args: str):
 
 @pytest.mark.slow
 def test_verify_bundled_specs_passes():
-    """verify with no arguments checks every bundled spec and exits 0."""
-    result = run("verify")
+    """verify with no arguments checks every bundled spec and exits 0 (the reference on every case;
+    the mutation table of every bundled spec is `make test`'s first step, `attnscore verify`, and
+    tests/check/test_verify.py checks its machinery)."""
+    result = run("verify", "--no-mutations")
     assert result.exit_code == 0, result.output
     assert "dot_product_scores" in result.output and "score_matrix" in result.output
     assert result.output.rstrip().endswith("all specs verified")

@@ -63,7 +63,7 @@ def test_cli_test_passes_the_spec_keywords():
         ["test", "--impl", "examples.impl.kernel_attention:kernel_attention", "--spec", "specs/softcap.yaml"],
     )
     assert result.exit_code == 0, result.output
-    assert "Score: 17/17" in result.output and "in float32 on cpu" in result.output
+    assert "Score: 18/18" in result.output and "in float32 on cpu" in result.output
 
 
 def _args(spec, example_id):

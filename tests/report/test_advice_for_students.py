@@ -41,7 +41,7 @@ def _graded(spec_path: Path):
     return judge_cases(
         spec,
         build_cases(spec, "float64"),
-        InProcessRunner(nan_rows_attention),
+        InProcessRunner(nan_rows_attention, bind=spec.contract.binding),
         dtype="float64",
         device="cpu",
         submission="nan_rows.py",

@@ -135,14 +135,26 @@ def test_the_instructors_reports_keep_the_names(score_matrix):
 
 
 def test_for_students_is_idempotent_and_leaves_visible_cases_alone(score_matrix):
-    """Applying for_students twice changes nothing; a visible case is untouched; totals are unchanged."""
+    """Applying for_students twice changes nothing; a visible case is untouched but for the mark on its
+    failure (shown to a student); totals are unchanged."""
     result, _ = score_matrix
     once = for_students(result)
     assert for_students(once) == once
-    assert [c for c in once.cases if c.visibility == "visible"] == [
+    assert all(c.failure.for_students for c in once.cases if c.failure is not None)
+    assert [_unmarked(c) for c in once.cases if c.visibility == "visible"] == [
         c for c in result.cases if c.visibility == "visible"
     ]
     assert (once.score, once.max_score) == (result.score, result.max_score) == (Fraction(0), Fraction(13))
+
+
+def _unmarked(case):
+    """``case`` with its failure's for_students mark taken off again (its second causes' too)."""
+
+    def unmark(failure):
+        causes = tuple(unmark(o) for o in failure.other_causes)
+        return dataclasses.replace(failure, for_students=False, other_causes=causes)
+
+    return case if case.failure is None else dataclasses.replace(case, failure=unmark(case.failure))
 
 
 def test_a_hidden_failure_loses_its_names_and_second_causes_too(score_matrix):

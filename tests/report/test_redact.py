@@ -239,6 +239,7 @@ def test_fields_added_later_may_be_absent():
         "by_name",
         "corner_found",
         "advice",
+        "for_students",
     ]
     old = {k: v for k, v in data.items() if k not in added}
     assert decode(Failure, old, "f") == _failure()
