@@ -25,7 +25,7 @@ from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.catalogue.properties import get_property
 from attnscore.maths import golden_gradients
 from attnscore.maths.strategies import derive_seed, draw_examples
-from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
+from attnscore.maths.tolerance import Tolerance, allowed_error, ratio_floor
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
 
@@ -156,12 +156,11 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
         operands = spec.contract.operand_sums(contract_args)
         terms = None
         if dtype in LOW_PRECISION:
-            bound_factor = RATIO_FLOOR.factor if tolerance.mode == "ratio" else tolerance.factor
-            terms = spec.contract.low_precision_terms(contract_args, dtype, bound_factor)
+            terms = spec.contract.low_precision_terms(contract_args, dtype, tolerance.factor)
         if tolerance.mode == "ratio":
             allowed = np.maximum(
                 tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
-                allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands, terms),
+                allowed_error(ratio_floor(tolerance), golden, dtype, d_k, scale, operands, terms),
             )
         else:
             allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands, terms)

@@ -26,11 +26,14 @@ Modes (a spec chooses one, and a worked example may override it):
     most ``factor`` times the maximum error of the reference run *in the same dtype* against the
     float64 golden value, with the dtype's ``close`` atol and one ulp of each entry as floors.
     Meant for float16/bfloat16 (on GPU), where no a-priori bound is tight. A third floor is the
-    ``dot_bound`` with factor 1 (:data:`RATIO_FLOOR`): one rounding of each term in the low
-    precision, summed in float32. Our reference accumulates in float32 and is often exact on small
-    cases, so K× its error alone would reject correct code that rounds each product in the low
+    ``dot_bound``: one rounding of each term in the low precision, summed in float32. Our reference
+    accumulates in float32 and is often exact on small cases, so K× its error alone would reject
+    correct code that rounds each product in the low
     precision (``torch.sum(q * keys, -1)``), as the naive low-precision baseline of those test
-    suites does itself; computing in a coarser dtype (bfloat16 inside a float16 run) still fails.
+    suites does itself. The floor is ``factor`` times that bound (:func:`ratio_floor`), as the rule
+    allows ``factor`` times the baseline's error: code that rounds each operand once more (scaling
+    ``Q`` and ``K`` by ``d**-0.25`` in the low precision) is correct too. Computing in a coarser
+    dtype (bfloat16 inside a float16 run, 8 times float16's unit roundoff) still fails.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ __all__ = [
     "CLOSE_DEFAULTS",
     "allowed_error",
     "DTYPES",
-    "RATIO_FLOOR",
+    "ratio_floor",
     "entries_close",
     "close_enough",
 ]
@@ -164,7 +167,7 @@ class Tolerance:
             floor = self._close(dtype)[1]
             return (
                 f"error ratio: at most {self.factor:g}× the reference's own {dtype} error (floor atol {floor:g}, "
-                "one ulp, one rounding per term)"
+                f"one ulp, {self.factor:g}× one rounding per term)"
             )
         kind = "dot-product error bound" if bound_text.startswith("d_k·") else "error bound"
         return f"{kind} {self.factor:g}·{bound_text} (u={UNIT_ROUNDOFF[dtype]:.3g}, {dtype})"
@@ -254,5 +257,7 @@ def allowed_error(
     return bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]
 
 
-# The ratio rule's a-priori floor: one rounding of each term (see the module docstring).
-RATIO_FLOOR = Tolerance("dot_bound", factor=1.0)
+def ratio_floor(tol: Tolerance) -> Tolerance:
+    """The ``ratio`` rule's a-priori floor: ``tol.factor`` roundings of each term in the low
+    precision, summed in float32 (the ``dot_bound`` with the rule's factor; see the module docstring)."""
+    return Tolerance("dot_bound", factor=tol.factor)

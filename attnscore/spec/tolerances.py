@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from attnscore.maths.contract import Contract
-from attnscore.maths.tolerance import RATIO_FLOOR, Tolerance, allowed_error
+from attnscore.maths.tolerance import Tolerance, allowed_error, ratio_floor
 from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.model import WorkedExample
 
@@ -65,13 +65,8 @@ def tolerance_strength_problems(
                 continue
             for dtype in dtypes:
                 with np.errstate(all="ignore"):
-                    if tol.mode == "ratio":  # the reference's own error is at most the dot-product bound
-                        allowed = np.maximum(
-                            allowed_error(
-                                Tolerance("dot_bound", factor=tol.factor), golden, dtype, d_k, scale, operands
-                            ),
-                            allowed_error(RATIO_FLOOR, golden, dtype, d_k, scale, operands),
-                        )
+                    if tol.mode == "ratio":  # the reference's own error is at most its floor's bound
+                        allowed = allowed_error(ratio_floor(tol), golden, dtype, d_k, scale, operands)
                     else:
                         allowed = allowed_error(tol, golden, dtype, d_k, scale, operands)
                     passes = bool(np.all(~finite | (np.abs(wrong - golden) <= allowed)))

@@ -170,12 +170,13 @@ def test_correct_submission(tmp_path, exported):
 
 @pytest.mark.slow
 def test_wrong_submission_gets_partial_score_and_feedback(tmp_path, exported):
-    """softmax applied: 1 of 11 points, the diagnosis in the failing tests' messages, no hidden expected values."""
-    results = grade(tmp_path, exported, {"solution.py": (SUBS / "softmax_applied.py").read_bytes()})
-    assert results["score"] == pytest.approx(1 / 11)
+    """cosine similarity: 2 of 11 points (perpendicular keys score 0 either way), the diagnosis in the
+    failing tests' messages, no hidden expected values."""
+    results = grade(tmp_path, exported, {"solution.py": (SUBS / "cosine_similarity.py").read_bytes()})
+    assert results["score"] == pytest.approx(2 / 11)
     failing = [t for t in results["tests"] if t["points"] < t["max_points"]]
     assert len(failing) == 6
-    assert any("Known mistake (softmax_applied)" in t["message"] for t in failing)
+    assert any("Known mistake (cosine_similarity)" in t["message"] for t in failing)
     hidden = [t for t in results["tests"] if t["name"].startswith("hidden case ")]
     assert hidden and all(
         "inputs and expected values, shape and dtype are not shown" in t["message"] for t in hidden

@@ -53,7 +53,7 @@ def test_cluster_grades_like_grade_many(cluster):
         assert there.spec_path == here.spec_path == "dot_product_scores.yaml" and there.error == here.error
         assert [c.location for c in there.cases] == [c.location for c in here.cases]  # the worker's copy is not named
         assert all(f"({c.location})" in c.message for c in there.cases if c.failure and c.failure.scope == "call")
-    assert [str(r.score) for r in remote] == ["11", "4", "0", "11"]
+    assert [str(r.score) for r in remote] == ["11", "2", "0", "11"]
     assert len(build_cases(spec, spec.dtypes[0], None)) == len(remote[0].cases)
 
 
@@ -74,7 +74,7 @@ def test_class_run_on_a_scheduler_keeps_the_gradebook_on_the_client(cluster, tmp
     db = sqlite3.connect(out / "gradebook.sqlite")
     assert dict(db.execute("SELECT student, score FROM grades")) == {
         "correct_matmul.py": "11",
-        "cosine_similarity.py": "4",
+        "cosine_similarity.py": "2",
     }
     db.close()
     rerun = subprocess.run(
@@ -237,7 +237,7 @@ def test_a_worker_lost_mid_run_costs_nothing_graded(max_tries, monkeypatch):
     scores = {Path(r.submission).name: str(r.score) for r in results if r not in lost}
     expected = {
         "correct_matmul.py": "11",
-        "cosine_similarity.py": "4",
+        "cosine_similarity.py": "2",
         "syntax_error.py": "0",
         "correct_with_helper": "11",
     }
