@@ -12,20 +12,24 @@ The three parts are the ones `make test` runs, each as its own process, in this 
 
 Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
 failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15
-minutes) before and after each part. ``--baseline DIR`` times the same parts in another checkout
-(its own ``.venv``, e.g. a ``git worktree`` of an earlier commit) right after, in the same run, and
-prints both side by side.
+minutes) before and after each part, and the test files that took longest in all (each test's
+setup, call and teardown summed per file, from pytest's JUnit XML): where to look first for time.
+``--baseline DIR`` times the same parts in another checkout (its own ``.venv``, e.g. a ``git
+worktree`` of an earlier commit) right after, in the same run, and prints both side by side.
 A part that fails is reported with its exit code and the run goes on; the script exits 1 then.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +48,7 @@ class Part:
     summary: str = ""
     slowest: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    by_file: list[tuple[str, float, int]] = field(default_factory=list)
 
 
 def _load() -> tuple[float, float, float]:
@@ -76,20 +81,39 @@ def _summary_and_slowest(output: str) -> tuple[str, list[str]]:
     return summary, slowest
 
 
+def _by_file(junit: Path, top: int = 15) -> list[tuple[str, float, int]]:
+    """``(file, seconds, tests)`` of the ``top`` test files with the most time in all, from a JUnit XML
+    (each testcase's time is its setup, call and teardown); empty when pytest wrote none."""
+    if not junit.exists():
+        return []
+    seconds: collections.Counter[str] = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
+    for case in ET.parse(junit).iter("testcase"):
+        file = case.get("file") or case.get("classname", "?")
+        seconds[file] += float(case.get("time", 0.0))
+        counts[file] += 1
+    return [(file, total, counts[file]) for file, total in seconds.most_common(top)]
+
+
 def time_checkout(checkout: Path, tier: str, jobs: str) -> list[Part]:
     """Run each part in ``checkout`` (its own venv), one after the other."""
     if not (checkout / ".venv" / "bin" / "python").exists():
         raise SystemExit(f"error: expected a venv at {checkout / '.venv'} (run `make install` there), found none")
     parts = []
     for name, command in _commands(checkout, tier, jobs):
-        before = _load()
-        start = time.perf_counter()
-        done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
+        with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
+            junit = Path(scratch) / "junit.xml"
+            if "pytest" in name:
+                command = [*command, f"--junitxml={junit}", "-o", "junit_family=xunit1"]  # xunit1 names the file
+            before = _load()
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            by_file = _by_file(junit)
         output = done.stdout + done.stderr
         summary, slowest = _summary_and_slowest(output) if "pytest" in name else ("", [])
         failed = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
-        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest, failed))
+        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest, failed, by_file))
         print(f"  {checkout.name}: {name} {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
     return parts
 
@@ -116,6 +140,11 @@ def report(label: str, parts: list[Part]) -> None:
             print(f"\n  20 slowest test phases ({part.name}):")
             for line in part.slowest:
                 print(f"    {line.strip()}")
+    for part in parts:
+        if part.by_file:
+            print(f"\n  test files with the most time in all ({part.name}; setup + call + teardown, summed):")
+            for file, seconds, count in part.by_file:
+                print(f"    {seconds:8.1f} s  {count:4d} tests  {file}")
 
 
 def main(argv: list[str] | None = None) -> int:
