@@ -57,7 +57,7 @@ from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.boundary.verdict import Verdict
 from attnscore.catalogue.conventions import corner_region
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
-from attnscore.check.cases import _call
+from attnscore.check.cases import spec_call
 from attnscore.check.runner import Runner
 from attnscore.maths.strategies import derive_seed
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
@@ -487,17 +487,17 @@ def _calls(spec: Any, dtype: str, which: str) -> list[Any]:
         confirm = confirmation_args(spec)
         if which == "confirm":
             confirm += [resized_args(spec, sizes) for sizes in _mistake_sizes(spec, "confirm_sizes")]
-            _INPUTS[key] = [_call(spec, args, dtype, spec.tolerance) for args in confirm]
+            _INPUTS[key] = [spec_call(spec, args, dtype, spec.tolerance) for args in confirm]
         else:
             calls = []
             for ex in getattr(spec, "worked_examples", ()):
                 try:
-                    calls.append(_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
+                    calls.append(spec_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
                 except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
                     continue
-            calls.extend(_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
+            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
             sized = [resized_args(spec, sizes) for sizes in _mistake_sizes(spec, "probe_sizes")]
-            calls.extend(_call(spec, args, dtype, spec.tolerance) for args in sized)
+            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in sized)
             _INPUTS[key] = calls
     return _INPUTS[key]
 
@@ -691,7 +691,7 @@ def _sized_call(spec: Any, dtype: str, sizes: dict[str, int]) -> Any:
     """The call of :func:`resized_args` for ``sizes``, built once per spec and dtype."""
     key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "sized", str(sorted(sizes.items())))
     if key not in _INPUTS:
-        _INPUTS[key] = [_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
+        _INPUTS[key] = [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
     return _INPUTS[key][0]
 
 
@@ -792,7 +792,7 @@ def _backward_calls(spec: Any, dtype: str) -> list[Any]:
             with np.errstate(all="ignore"):
                 shape = np.shape(spec.contract.golden(args))
             upstream = _random_array(rng, shape, False)
-            calls.append(_call(spec, args, dtype, spec.tolerance, upstream=upstream))
+            calls.append(spec_call(spec, args, dtype, spec.tolerance, upstream=upstream))
         _INPUTS[key] = calls
     return _INPUTS[key]
 
