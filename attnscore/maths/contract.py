@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.boundary.calls import OMITTED
-from attnscore.maths.bounds import Bound
+from attnscore.maths.bounds import Bound, check_symbols, legend_of
 from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -183,8 +183,6 @@ class Contract:
         Raises:
             ValueError: a bound names a symbol this contract's legend does not use.
         """
-        from attnscore.maths.bounds import check_symbols
-
         check_symbols(bounds, self)
         added = tuple(b for b in bounds if b not in self.bounds)
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
@@ -268,8 +266,6 @@ class Contract:
             >>> keep.shape, keep.dtype.name, bool(keep.all())
             ((2, 3, 5), 'bool', True)
         """
-        from attnscore.maths.bounds import legend_of
-
         present = {n: a for n, a in args.items() if n != name and a is not None and a is not OMITTED}
         sizes = legend_of(self, present)
         legend = dict(self.parameters)[name]

@@ -23,6 +23,7 @@ from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.key_view import key_view
+from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
     import torch
@@ -115,16 +116,6 @@ def __getattr__(name: str) -> Any:
     if name == "FlashReference":
         return _flash_reference()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def sum_to_shape(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """``g`` summed over the batch dims that were broadcast to reach it (autograd's rule)."""
-    while g.dim() > len(shape):
-        g = g.sum(0)
-    for i, n in enumerate(shape):
-        if n == 1 and g.shape[i] != 1:
-            g = g.sum(i, keepdim=True)
-    return g
 
 
 def returning_logsumexp(function: Any) -> Any:
