@@ -25,7 +25,6 @@ from attnscore.maths.gradient_formulas import (
     cleaned,
     dot_products,
     f64,
-    general_attention,
     keep_mask,
     masked,
     scaled_dot_products,
@@ -33,33 +32,19 @@ from attnscore.maths.gradient_formulas import (
     unbroadcast,
     weights_rounding,
 )
+from attnscore.maths.gradient_formulas import general_attention as general_attention  # re-exported
 from attnscore.maths.keyword_gradients import (
     KEYWORD_KINDS,
-    keyword_attention_options,
     keyword_gradient_scales,
     keyword_gradients,
     varlen_gradient_scales,
     varlen_gradients,
 )
+from attnscore.maths.keyword_gradients import keyword_attention_options as keyword_attention_options  # re-exported
 from attnscore.maths.tolerance import Tolerance, allowed_error
 
 __all__ = [
-    "dot_products",
-    "scaled_dot_products",
-    "bilinear",
-    "additive",
-    "masked",
-    "softmax_weights",
-    "attention",
-    "causal_attention",
-    "general_attention",
     "NOT_DIFFERENTIATED",
-    "KEYWORD_KINDS",
-    "keyword_attention_options",
-    "keyword_gradients",
-    "keyword_gradient_scales",
-    "varlen_gradients",
-    "varlen_gradient_scales",
     "differentiable_parameters",
     "contract_gradients",
     "contract_gradient_scales",

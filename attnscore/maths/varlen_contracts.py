@@ -46,8 +46,7 @@ from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.key_view import key_view, packed_rows
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_configured, flash_keep
-from attnscore.maths.tolerance import ErrorTerms
+from attnscore.maths.sequence_contracts import flash_configured, flash_keep, through_attention
 
 if TYPE_CHECKING:
     import torch
@@ -247,26 +246,8 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         keep = packed_keep(keep_window, a["cu_seqlens_q"], a["cu_seqlens_k"])  # (total_q, total_k)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, (Q.shape[0], *keep.shape))}
 
-    def error(a: Args) -> tuple[int, np.ndarray]:
-        n, per_entry = attention_error(as_attention(a))  # (h_q, total_q, d_v)
-        return n, np.swapaxes(per_entry, 0, 1)  # -> (total_q, h_q, d_v)
-
-    def low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
-        terms = attention_low_terms(as_attention(a), dtype, factor)
-
-        def back(x: Any) -> Any:
-            return np.swapaxes(x, 0, 1) if np.ndim(x) >= 3 else x
-
-        return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
-
-    return dataclasses.replace(
-        configured,
-        reference=ref,
-        golden_fn=gold,
-        error_fn=error,
-        low_error_fn=low_terms,
-        key_view_fn=lambda a: key_view(as_attention(a), packed_rows),
-    )
+    # (h_q, total_q, d_v) -> (total_q, h_q, d_v)
+    return through_attention(configured, ref, gold, as_attention, (0, 1), packed_rows)
 
 
 def flash_attn_varlen_contract() -> Contract:
