@@ -73,6 +73,7 @@ from attnscore.check.diagnosis_match import (
     tensors,
 )
 from attnscore.check.runner import Runner
+from attnscore.maths.family import ContractFamily
 from attnscore.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ def nonfinite_hint(spec: Spec, call: Call, received: Received) -> str | None:
     if rows is None:
         return None
     kept = rows[index[:-1]]
-    if spec.contract.kind == "mask":
+    if spec.contract.family is ContractFamily.MASK:
         return (
             "a masked entry became non-finite: adding -inf to a masked score of +inf or NaN gives NaN; "
             "replace masked entries instead, scores.masked_fill(~mask, float('-inf'))"

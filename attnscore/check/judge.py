@@ -25,6 +25,7 @@ from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
 from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
 from attnscore.check.runner import Runner
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
 from attnscore.report.feedback import cause_key
@@ -45,7 +46,7 @@ def _called_as(spec: Spec, function: str | None = None) -> str:
     for a FlashAttention-2 assignment (an autograd Function is called through ``.apply``),
     ``get_flashattention_autograd_function_pytorch().apply`` when the spec names its factory, else the name."""
     name = function or spec.function
-    if spec.contract.kind != "flash_attention_2":
+    if spec.contract.family is not ContractFamily.FLASH_ATTENTION_2:
         return name
     return f"{name}().apply" if getattr(spec, "factory", False) else f"{name}.apply"
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from attnscore.boundary.calls import OMITTED
 from attnscore.maths.bounds import Bound, check_symbols, legend_of
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -91,8 +92,10 @@ class Contract:
         golden_fn: ``args -> float64 array``, the independent numpy path.
         error_fn: ``args -> (n, scale)``: the allowed error per entry is about
             ``factor · n · u · scale`` (see :func:`attnscore.maths.tolerance.allowed_error`).
-        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
-            with a causal flag instead of a mask argument; which properties and mistakes apply).
+        family: which kind of computation this is (:class:`attnscore.maths.family.ContractFamily`:
+            the score functions, masking, weights, attention, causal attention, SDPA, the kernel
+            variants, FlashAttention's layouts, packed batches, key padding); which closed forms,
+            properties and mistakes apply.
         bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
         additive_parameters: float masks added to the scaled scores (SDPA's float ``attn_mask``):
             cast to the tested dtype like every float input; ``-inf`` entries mask their key.
@@ -162,7 +165,7 @@ class Contract:
     reference: Callable[..., torch.Tensor]
     golden_fn: Callable[[Args], np.ndarray]
     error_fn: Callable[[Args], tuple[int, np.ndarray]]
-    kind: str = "scores"
+    family: ContractFamily = ContractFamily.SCORES
     bool_parameters: frozenset[str] = field(default_factory=frozenset)
     to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
     qk_operands: Callable[..., tuple[Any, Any]] | None = None

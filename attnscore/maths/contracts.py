@@ -28,6 +28,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.flash_contract import flash_attention_2_contract
 from attnscore.maths.key_view import KeyView, key_view, weights_key_view
 from attnscore.maths.sequence_contracts import flash_attn_contract
@@ -105,7 +106,7 @@ def _causal(alignment: str) -> Contract:
 
     return Contract(
         name=f"causal_attention_{alignment}",
-        kind="causal",
+        family=ContractFamily.CAUSAL,
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_v"))),
         returns=("...", "n_q", "d_v"),
         reference=ref,
@@ -211,7 +212,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="masked_scores",
-            kind="mask",
+            family=ContractFamily.MASK,
             parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.masked_scores,
@@ -222,7 +223,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="attention_weights",
-            kind="weights",
+            family=ContractFamily.WEIGHTS,
             parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.attention_weights,
@@ -235,7 +236,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="attention",
-            kind="attention",
+            family=ContractFamily.ATTENTION,
             parameters=(
                 ("Q", ("...", "n_q", "d_k")),
                 ("K", ("...", "n_k", "d_k")),

@@ -22,6 +22,7 @@ from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.unbroadcast import sum_to_shape
 
@@ -168,7 +169,7 @@ def flash_attention_2_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attention_2",
-        kind="flash_attention_2",
+        family=ContractFamily.FLASH_ATTENTION_2,
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_k"))),
         returns=("...", "n_q", "d_k"),
         reference=lambda Q, K, V, is_causal=False: _flash_reference().apply(Q, K, V, is_causal),

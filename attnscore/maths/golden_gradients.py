@@ -17,6 +17,7 @@ from attnscore.boundary import gradients as boundary_gradients
 from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contracts import Contract
+from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
 from attnscore.maths.gradient_formulas import (
     additive,
     attention,
@@ -33,14 +34,13 @@ from attnscore.maths.gradient_formulas import (
     weights_rounding,
 )
 from attnscore.maths.gradient_formulas import general_attention as general_attention  # re-exported
+from attnscore.maths.keyword_gradients import keyword_attention_options as keyword_attention_options  # re-exported
 from attnscore.maths.keyword_gradients import (
-    KEYWORD_KINDS,
     keyword_gradient_scales,
     keyword_gradients,
     varlen_gradient_scales,
     varlen_gradients,
 )
-from attnscore.maths.keyword_gradients import keyword_attention_options as keyword_attention_options  # re-exported
 from attnscore.maths.tolerance import Tolerance, allowed_error
 
 __all__ = [
@@ -96,9 +96,9 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
         >>> g["q"].tolist(), g["k"].tolist()
         ([6.0, 8.0], [2.0, 4.0])
     """
-    if contract.kind in KEYWORD_KINDS:
+    if contract.family in KEYWORD_FAMILIES:
         return keyword_gradients(contract, args, d_out)
-    if contract.kind == "flash_varlen":
+    if contract.family is ContractFamily.FLASH_VARLEN:
         return varlen_gradients(contract, args, d_out)
     a = {n: np.asarray(args[n]) for n in contract.parameter_names}
     dO = f64(d_out)
@@ -109,23 +109,23 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
         grad = scaled_dot_products if contract.scale == "sqrt" else dot_products
         dQ, dK = grad(Q, K, dS)
         return {n: np.asarray(g, dtype=np.float64) for n, g in contract.pack(dQ, dK).items()}
-    if contract.kind == "scores" and "W" in a:
+    if contract.family is ContractFamily.SCORES and "W" in a:
         return dict(zip(("Q", "K", "W"), bilinear(a["Q"], a["K"], a["W"], dO), strict=True))
-    if contract.kind == "scores" and "v" in a:
+    if contract.family is ContractFamily.SCORES and "v" in a:
         parts = additive(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"], dO)
         return dict(zip(("Q", "K", "W_q", "W_k", "v"), parts, strict=True))
-    if contract.kind == "mask":
+    if contract.family is ContractFamily.MASK:
         return {"S": masked(a["S"], a["mask"], dO)}
-    if contract.kind == "weights":
+    if contract.family is ContractFamily.WEIGHTS:
         return {"S": softmax_weights(a["S"], a["mask"], dO)}
-    if contract.kind == "attention":
+    if contract.family is ContractFamily.ATTENTION:
         return dict(zip(("Q", "K", "V"), attention(a["Q"], a["K"], a["V"], a["mask"], dO), strict=True))
-    if contract.kind == "causal":
+    if contract.family is ContractFamily.CAUSAL:
         grads = causal_attention(a["Q"], a["K"], a["V"], _alignment(contract), dO)
         return dict(zip(("Q", "K", "V"), grads, strict=True))
-    if contract.kind == "flash_attention_2":
+    if contract.family is ContractFamily.FLASH_ATTENTION_2:
         return contract_gradients(_attention(), _flash_as_attention(contract, a), dO)
-    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
 
 
 def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
@@ -138,16 +138,16 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
     implementation's error is at most about ``factor · n · u · M`` per entry. The keyword
     contracts (``sdpa``, ``kernel_attention``, ``flash_attn``): :func:`keyword_gradient_scales`.
     """
-    if contract.kind in KEYWORD_KINDS:
+    if contract.family in KEYWORD_FAMILIES:
         return keyword_gradient_scales(contract, args, d_out)
-    if contract.kind == "flash_varlen":
+    if contract.family is ContractFamily.FLASH_VARLEN:
         return varlen_gradient_scales(contract, args, d_out)
     a = {
         n: cleaned(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
         for n in contract.parameter_names
     }
     dO = np.abs(cleaned(d_out))
-    if contract.is_qk_view or (contract.kind == "scores" and "W" in a):
+    if contract.is_qk_view or (contract.family is ContractFamily.SCORES and "W" in a):
         absolute = {n: (np.abs(x) if n not in contract.bool_parameters else x) for n, x in a.items()}
         grads = contract_gradients(contract, absolute, dO)
         if contract.is_qk_view:
@@ -157,7 +157,7 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
         else:
             n = int(np.shape(a["K"])[-2] + np.shape(a["Q"])[-2] + np.shape(a["W"])[0] + np.shape(a["W"])[1])
         return n, grads
-    if contract.kind == "scores":  # additive: |dS||v| through |W|, with the tanh's own error
+    if contract.family is ContractFamily.SCORES:  # additive: |dS||v| through |W|, with the tanh's own error
         Q, K, W_q, W_k, v = (np.abs(a[n]) for n in ("Q", "K", "W_q", "W_k", "v"))
         hmag = (
             np.einsum("...id,ad->...ia", Q, W_q)[..., :, None, :]
@@ -177,18 +177,22 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
         }
         n = int(Q.shape[-1] + K.shape[-2] + Q.shape[-2] + v.shape[-1] + 4)
         return n, grads
-    if contract.kind == "mask":
+    if contract.family is ContractFamily.MASK:
         return 1, {"S": np.zeros(np.shape(a["S"]))}
-    if contract.kind == "weights":
+    if contract.family is ContractFamily.WEIGHTS:
         S = a["S"]
         keep = keep_mask(a["mask"], S.shape)
         A = weights_rounding(f64(args["S"]), keep)
         D = np.sum(dO * A, axis=-1, keepdims=True)
         return int(S.shape[-1]) + 2, {"S": unbroadcast(A * (dO + D), S.shape)}
-    if contract.kind in ("attention", "causal"):
+    if contract.family in (ContractFamily.ATTENTION, ContractFamily.CAUSAL):
         Q, K, V = (f64(args[n]) for n in ("Q", "K", "V"))
         n_q, n_k, d_k, d_v = Q.shape[-2], K.shape[-2], Q.shape[-1], V.shape[-1]
-        keep_arg = a["mask"] if contract.kind == "attention" else golden.causal_keep(n_q, n_k, _alignment(contract))
+        keep_arg = (
+            a["mask"]
+            if contract.family is ContractFamily.ATTENTION
+            else golden.causal_keep(n_q, n_k, _alignment(contract))
+        )
         s = 1.0 / np.sqrt(d_k)
         with np.errstate(invalid="ignore", over="ignore"):
             S = s * golden.dot_products(Q, K)
@@ -205,9 +209,9 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
         dK = s * np.einsum("...ij,...id->...jd", dS, aQ)
         grads = {"Q": unbroadcast(dQ, Q.shape), "K": unbroadcast(dK, K.shape), "V": unbroadcast(dV, V.shape)}
         return int(d_k + n_k + d_v + n_q) + 2, grads
-    if contract.kind == "flash_attention_2":
+    if contract.family is ContractFamily.FLASH_ATTENTION_2:
         return contract_gradient_scales(_attention(), _flash_as_attention(contract, args), d_out)
-    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
 
 
 def _attention() -> Contract:

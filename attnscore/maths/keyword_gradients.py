@@ -11,10 +11,10 @@ import numpy as np
 
 from attnscore.maths import golden_variants
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import cleaned, f64, general_attention, unbroadcast, weights_rounding
 
 __all__ = [
-    "KEYWORD_KINDS",
     "keyword_attention_options",
     "keyword_gradients",
     "keyword_gradient_scales",
@@ -24,12 +24,6 @@ __all__ = [
 
 Args = Mapping[str, np.ndarray]
 
-KEYWORD_KINDS = ("sdpa", "kernel_attention", "flash", "key_padding")
-"""The kinds of the keyword contracts (:mod:`attnscore.maths.variant_contracts`,
-:mod:`attnscore.maths.sequence_contracts`, key padding in :mod:`attnscore.maths.varlen_contracts`),
-whose gradients are :func:`keyword_gradients`; packed varlen batches (kind ``flash_varlen``) are
-:func:`varlen_gradients`."""
-
 
 def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
     """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a configured
@@ -38,16 +32,16 @@ def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
     bottom-right, ``window_size``, ``softmax_scale``), its arguments taken from ``args``.
 
     Raises:
-        ValueError: a contract that is not one of :data:`KEYWORD_KINDS`.
+        ValueError: a contract that is not one of :data:`attnscore.maths.family.KEYWORD_FAMILIES`.
     """
-    if contract.kind == "sdpa":
+    if contract.family is ContractFamily.SDPA:
         return {
             "attn_mask": args.get("attn_mask"),
             "is_causal": bool(contract.option("is_causal")),
             "alignment": "top_left",
             "scale": contract.option("scale"),
         }
-    if contract.kind == "kernel_attention":
+    if contract.family is ContractFamily.KERNEL_ATTENTION:
         slopes = args.get("alibi_slopes")
         return {
             "is_causal": bool(contract.option("is_causal")),
@@ -56,22 +50,22 @@ def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
             "softcap": contract.option("softcap"),
             "alibi_slopes": None if slopes is None else f64(slopes),
         }
-    if contract.kind == "key_padding":
+    if contract.family is ContractFamily.KEY_PADDING:
         return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": contract.option("scale")}
-    if contract.kind == "flash":
+    if contract.family is ContractFamily.FLASH:
         return {
             "is_causal": bool(contract.option("causal")),
             "alignment": "bottom_right",
             "window": tuple(int(x) for x in contract.option("window_size")),
             "scale": contract.option("softmax_scale"),
         }
-    raise ValueError(f"contract {contract.name!r}: not a keyword contract (kind {contract.kind!r})")
+    raise ValueError(f"contract {contract.name!r}: not a keyword contract (family {str(contract.family)!r})")
 
 
 def _heads_first(contract: Contract, x: Any) -> np.ndarray:
     """``flash_attn``'s ``(b, n, h, d)`` as ``(b, h, n, d)`` (its own inverse); others unchanged."""
     x = f64(x)
-    return np.swapaxes(x, -3, -2) if contract.kind == "flash" else x
+    return np.swapaxes(x, -3, -2) if contract.family is ContractFamily.FLASH else x
 
 
 def _qkv(contract: Contract) -> tuple[str, str, str]:

@@ -37,6 +37,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
@@ -214,7 +215,7 @@ def flash_attn_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn",
-        kind="flash",
+        family=ContractFamily.FLASH,
         parameters=(
             ("q", ("b", "n_q", "h_q", "d_k")),
             ("k", ("b", "n_k", "h_kv", "d_k")),

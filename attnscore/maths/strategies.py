@@ -21,6 +21,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from attnscore.maths.family import ContractFamily
+
 if TYPE_CHECKING:
     from attnscore.maths.contract import Contract
 
@@ -278,7 +280,7 @@ def _mask_shape(
     """
     rest = tuple(sizes[sym] for sym in legend[1:])
     batch: tuple[int, ...] = sizes["..."]
-    if contract.kind != "attention" or not batch or name in contract.full_masks:
+    if contract.family is not ContractFamily.ATTENTION or not batch or name in contract.full_masks:
         return batch + rest
     form = draw(st.sampled_from(("full", "shared", "broadcast")))
     if form == "shared":

@@ -44,6 +44,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view, packed_rows
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.sequence_contracts import flash_configured, flash_keep, through_attention
@@ -265,7 +266,7 @@ def flash_attn_varlen_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn_varlen",
-        kind="flash_varlen",
+        family=ContractFamily.FLASH_VARLEN,
         parameters=(
             ("q", ("total_q", "h_q", "d_k")),
             ("k", ("total_k", "h_kv", "d_k")),
@@ -367,7 +368,7 @@ def key_padding_contract() -> Contract:
     """
     unconfigured = Contract(
         name="key_padding_attention",
-        kind="key_padding",
+        family=ContractFamily.KEY_PADDING,
         parameters=(
             ("query", ("b", "h_q", "n_q", "d_k")),
             ("key", ("b", "h_kv", "n_k", "d_k")),

@@ -9,6 +9,7 @@ import numpy as np
 
 from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.model import WorkedExample
@@ -475,7 +476,7 @@ def _backward_parts(
     lse = None
     if "expected_logsumexp" in raw:
         where = path + ("expected_logsumexp",)
-        if contract.kind != "flash_attention_2":
+        if contract.family is not ContractFamily.FLASH_ATTENTION_2:
             problems.append(
                 doc.problem(where, f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}")
             )

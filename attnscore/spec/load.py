@@ -38,6 +38,7 @@ from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
 from attnscore.spec.environment import read_environment
@@ -149,7 +150,7 @@ def _logsumexp_source(
                     )
                 )
         return None
-    if contract.kind != "flash_attention_2":
+    if contract.family is not ContractFamily.FLASH_ATTENTION_2:
         problems.append(
             doc.problem(
                 ("function", "logsumexp"),

@@ -16,6 +16,7 @@ from hypothesis.errors import HypothesisException
 
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.environment import Environment
 from attnscore.spec.rules import Rule
@@ -349,14 +350,14 @@ def _inert_resizes(contract: Contract) -> dict[str, tuple[bool, bool]]:
     - ``n_k``: an extra key changes every softmax, unless it is masked out (a mask parameter);
       raw scores get an extra column only.
     """
-    raw = contract.kind == "scores" and contract.scale == "none"
+    raw = contract.family is ContractFamily.SCORES and contract.scale == "none"
     masked = bool(contract.bool_parameters)
     resizes = {"d_v": (True, True)}
-    if contract.kind != "causal":
+    if contract.family is not ContractFamily.CAUSAL:
         resizes["n_q"] = (True, True)
     if raw:
         resizes["d_k"] = (True, False)
-    if raw or (masked and contract.kind in ("mask", "weights", "attention")):
+    if raw or (masked and contract.family in (ContractFamily.MASK, ContractFamily.WEIGHTS, ContractFamily.ATTENTION)):
         resizes["n_k"] = (True, False)
     return resizes
 

@@ -15,6 +15,7 @@ import numpy as np
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.sequence_contracts import flash_keep
 from attnscore.maths.varlen_contracts import sequence_slices, varlen_window
 
@@ -28,7 +29,7 @@ __all__ = ["varlen", "varlen_bounded", "key_padding"]
 
 def varlen(c: Contract) -> bool:
     """FlashAttention's ``flash_attn_varlen_func`` (keywords fixed by the spec)."""
-    return c.kind == "flash_varlen"
+    return c.family is ContractFamily.FLASH_VARLEN
 
 
 def varlen_bounded(c: Contract) -> bool:
@@ -38,7 +39,7 @@ def varlen_bounded(c: Contract) -> bool:
 
 def key_padding(c: Contract) -> bool:
     """Attention with valid key lengths per batch item (``key_lengths``)."""
-    return c.kind == "key_padding"
+    return c.family is ContractFamily.KEY_PADDING
 
 
 Keep = Callable[[int, int], np.ndarray]

@@ -16,6 +16,7 @@ from attnscore.catalogue.families import (
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 
 if TYPE_CHECKING:
     import torch
@@ -28,7 +29,7 @@ else:
 
 def kernel(c: Contract) -> bool:
     """An attention kernel with FlashAttention's options in SDPA's layout (``kernel_attention``)."""
-    return c.kind == "kernel_attention"
+    return c.family is ContractFamily.KERNEL_ATTENTION
 
 
 def kernel_grouped_heads(c: Contract) -> bool:
@@ -58,7 +59,7 @@ def kernel_alibi(c: Contract) -> bool:
 
 def _call(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
     """The contract's own attention on its arguments with its configured keywords, some ``changed``."""
-    if c.kind == "sdpa":
+    if c.family is ContractFamily.SDPA:
         return _sdpa_with(c, args, **changed)
     return _kernel_with(c, args, **changed)
 
