@@ -24,6 +24,7 @@ from attnscore.catalogue.properties import get_property
 from attnscore.maths.expectation import expect
 from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import Tolerance
+from attnscore.report.failure import Failure
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
@@ -105,6 +106,29 @@ class Case:
     explanation: str = ""
     line: int = 0
     corner: str = ""
+
+    def failure(self, verdict: Verdict, function: str, dtype: str, **fields: Any) -> Failure:
+        """A failure of this case with ``verdict``, the graded ``function``'s name and the tested
+        ``dtype``; ``fields`` say what failed (:class:`attnscore.report.failure.Failure`)."""
+        return Failure(
+            verdict=verdict,
+            case_id=self.id,
+            kind=self.kind,
+            title=self.title,
+            location=self.location,
+            hidden=self.visibility == "hidden",
+            function=function,
+            dtype=dtype,
+            statement=self.statement,
+            **fields,
+        )
+
+    def failed(self, failure: Failure, calls: int) -> CaseResult:
+        """This case's result when it failed: no points, and what judging found, after ``calls`` calls."""
+        return CaseResult(
+            self.id, self.kind, self.title, failure.verdict, Fraction(0), self.points, self.visibility, self.location,
+            failure, calls,
+        )  # fmt: skip
 
     def passed(self, calls: int) -> CaseResult:
         """This case's result when it passed: every point, no failure, after ``calls`` calls."""

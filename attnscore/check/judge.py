@@ -10,7 +10,6 @@ never stops the others.
 from __future__ import annotations
 
 import dataclasses
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -55,37 +54,15 @@ def _failure(
     spec: Spec, case: Case, number: int, verdict: Verdict, function: str | None, dtype: str, **fields: object
 ) -> Failure:
     index, total = example_position(case, number)
-    return Failure(
-        verdict=verdict,
-        case_id=case.id,
-        kind=case.kind,
-        title=case.title,
-        location=case.location,
-        hidden=case.visibility == "hidden",
-        function=_called_as(spec, function),
-        dtype=dtype,
-        statement=case.statement,
+    return case.failure(
+        verdict,
+        _called_as(spec, function),
+        dtype,
         call=number,
         example=index,
         examples=total,
         explanation=case.explanation,
-        **fields,  # type: ignore[arg-type]
-    )
-
-
-def _failed(case: Case, failure: Failure, calls: int) -> CaseResult:
-    """A failed case: no points, and what judging found."""
-    return CaseResult(
-        case.id,
-        case.kind,
-        case.title,
-        failure.verdict,
-        Fraction(0),
-        case.points,
-        case.visibility,
-        case.location,
-        failure,
-        calls,
+        **fields,
     )
 
 
@@ -371,7 +348,7 @@ def _judge_once(
             set_aside=tuple(spec.set_aside),
             property_held=property_held,
         )
-        return _failed(case, failure, number)
+        return case.failed(failure, number)
 
     for number, call in enumerate(case.calls, start=1):
         dtype = call.dtype or case_dtype  # a call may be made in another of the spec's dtypes
@@ -390,15 +367,15 @@ def _judge_once(
                 "disclosed": disclosed is not None and outcome is disclosed,
             }
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
-                return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
+                return case.failed(_failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             if verdict is Verdict.BUDGET_SPENT:  # never called: nothing to reproduce, one call fewer made
-                return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
+                return case.failed(_failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
             if observe is not None:
                 observe.append((call, outcome))
             if diagnose_failures:  # a catalogue mistake that raises exactly here (a tile-size requirement)
                 call_fields["diagnosis"] = diagnose_raised(spec, call, outcome, dtype, runner)
             where = _where(call, keywords, by_name)
-            return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
+            return case.failed(_failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged
             outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
