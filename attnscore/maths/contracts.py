@@ -96,6 +96,24 @@ def _qk_view(
     )
 
 
+def _matrix_view(name: str, ref: Callable[..., torch.Tensor], scaled: bool = False) -> Contract:
+    """``Q (..., n_q, d_k)``, ``K (..., n_k, d_k)`` -> ``(..., n_q, n_k)``: ``Q Kᵀ`` itself (scaled by
+    ``1/√d_k`` when ``scaled``)."""
+    return _qk_view(
+        name,
+        (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+        ("...", "n_q", "n_k"),
+        ref,
+        lambda Q, K: (Q, K),
+        lambda S: S,
+        lambda Q, K: {"Q": Q, "K": K},
+        batched=True,
+        single_query=False,
+        single_key=False,
+        scaled=scaled,
+    )
+
+
 def _causal(alignment: str) -> Contract:
     def with_mask(a: Args) -> dict[str, np.ndarray]:
         keep = golden.causal_keep(np.shape(a["Q"])[-2], np.shape(a["K"])[-2], alignment)
@@ -155,31 +173,8 @@ CONTRACTS: dict[str, Contract] = {
             single_query=True,
             single_key=False,
         ),
-        _qk_view(
-            "score_matrix",
-            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
-            ("...", "n_q", "n_k"),
-            reference.score_matrix,
-            lambda Q, K: (Q, K),
-            lambda S: S,
-            lambda Q, K: {"Q": Q, "K": K},
-            batched=True,
-            single_query=False,
-            single_key=False,
-        ),
-        _qk_view(
-            "scaled_score_matrix",
-            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
-            ("...", "n_q", "n_k"),
-            reference.scaled_score_matrix,
-            lambda Q, K: (Q, K),
-            lambda S: S,
-            lambda Q, K: {"Q": Q, "K": K},
-            batched=True,
-            single_query=False,
-            single_key=False,
-            scaled=True,
-        ),
+        _matrix_view("score_matrix", reference.score_matrix),
+        _matrix_view("scaled_score_matrix", reference.scaled_score_matrix, scaled=True),
         Contract(
             name="bilinear_scores",
             parameters=(("Q", ("...", "n_q", "d_q")), ("K", ("...", "n_k", "d_k")), ("W", ("d_q", "d_k"))),
