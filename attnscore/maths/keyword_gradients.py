@@ -4,7 +4,7 @@ with each contract's options, in its own layout, and their error scales."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,32 +34,52 @@ def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
     Raises:
         ValueError: a contract that is not one of :data:`attnscore.maths.family.KEYWORD_FAMILIES`.
     """
-    if contract.family is ContractFamily.SDPA:
-        return {
-            "attn_mask": args.get("attn_mask"),
-            "is_causal": bool(contract.option("is_causal")),
-            "alignment": "top_left",
-            "scale": contract.option("scale"),
-        }
-    if contract.family is ContractFamily.KERNEL_ATTENTION:
-        slopes = args.get("alibi_slopes")
-        return {
-            "is_causal": bool(contract.option("is_causal")),
-            "alignment": "bottom_right",
-            "scale": contract.option("scale"),
-            "softcap": contract.option("softcap"),
-            "alibi_slopes": None if slopes is None else f64(slopes),
-        }
-    if contract.family is ContractFamily.KEY_PADDING:
-        return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": contract.option("scale")}
-    if contract.family is ContractFamily.FLASH:
-        return {
-            "is_causal": bool(contract.option("causal")),
-            "alignment": "bottom_right",
-            "window": tuple(int(x) for x in contract.option("window_size")),
-            "scale": contract.option("softmax_scale"),
-        }
-    raise ValueError(f"contract {contract.name!r}: not a keyword contract (family {str(contract.family)!r})")
+    options = _OPTIONS.get(contract.family)
+    if options is None:
+        raise ValueError(f"contract {contract.name!r}: not a keyword contract (family {str(contract.family)!r})")
+    return options(contract, args)
+
+
+def _sdpa_options(contract: Contract, args: Args) -> dict[str, Any]:
+    return {
+        "attn_mask": args.get("attn_mask"),
+        "is_causal": bool(contract.option("is_causal")),
+        "alignment": "top_left",
+        "scale": contract.option("scale"),
+    }
+
+
+def _kernel_options(contract: Contract, args: Args) -> dict[str, Any]:
+    slopes = args.get("alibi_slopes")
+    return {
+        "is_causal": bool(contract.option("is_causal")),
+        "alignment": "bottom_right",
+        "scale": contract.option("scale"),
+        "softcap": contract.option("softcap"),
+        "alibi_slopes": None if slopes is None else f64(slopes),
+    }
+
+
+def _key_padding_options(contract: Contract, args: Args) -> dict[str, Any]:
+    return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": contract.option("scale")}
+
+
+def _flash_options(contract: Contract, args: Args) -> dict[str, Any]:
+    return {
+        "is_causal": bool(contract.option("causal")),
+        "alignment": "bottom_right",
+        "window": tuple(int(x) for x in contract.option("window_size")),
+        "scale": contract.option("softmax_scale"),
+    }
+
+
+_OPTIONS: dict[ContractFamily, Callable[[Contract, Args], dict[str, Any]]] = {
+    ContractFamily.SDPA: _sdpa_options,
+    ContractFamily.KERNEL_ATTENTION: _kernel_options,
+    ContractFamily.KEY_PADDING: _key_padding_options,
+    ContractFamily.FLASH: _flash_options,
+}
+"""Each keyword family's :func:`keyword_attention_options` (one entry per family, no branching on it)."""
 
 
 def _heads_first(contract: Contract, x: Any) -> np.ndarray:
