@@ -63,7 +63,7 @@ def _headers_through(through: Any) -> None:
 
 def header_folders() -> list[str]:
     """The folders of Python's C headers as this process's ``sysconfig`` names them (through the
-    readable copies once :func:`prepare` has run), existing ones only: read access for
+    readable copies once :func:`attnscore.boundary.worker.prepare` has run), existing ones only: read access for
     ``torch.compile``'s C++ backend."""
     import sysconfig
 

@@ -46,9 +46,10 @@ MAX_ITEMS = 100_000
 """Most ``,`` and ``:`` separators (strings included) in one message."""
 MAX_TEXT = 2000
 """Most characters of a text the worker writes (a failure's message, why ``L`` was not found): the
-worker cuts each where it makes the message (:func:`encode_message`, :func:`encode_received`), so
-that no description makes a reply the grader refuses, and the grader cuts what it reads to the same
-length and the note (a hand-written reply's text is never a reason to refuse it either)."""
+worker cuts each where it makes the message (:func:`attnscore.boundary.wire.encode_message`,
+:func:`encode_received`), so that no description makes a reply the grader refuses, and the grader
+cuts what it reads to the same length and the note (a hand-written reply's text is never a reason to
+refuse it either)."""
 KINDS = RETURN_KINDS
 
 

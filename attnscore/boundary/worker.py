@@ -17,7 +17,7 @@ from this process), imports the entry file (``ENTRY``, or when empty the one top
 file that defines ``FUNCTION``) as module ``submission``, says whether the function was found,
 and then answers call requests one at a time: view the inputs as tensors backed by the grader's
 shared memory, call the function, inspect every argument the moment it returns (values, shape,
-strides, class: :func:`bound_inspector`), turn whatever came back into plain data
+strides, class: :func:`attnscore.boundary.call_steps.bound_inspector`), turn whatever came back into plain data
 (:func:`attnscore.boundary.outputs.to_received`) and send it back with the inputs it saw changed and
 the inputs the output aliases (the grader also reads the shared memory itself after the reply).
 It never receives expected values.

@@ -19,10 +19,10 @@ Source: the softmax Jacobian ``∂p_i/∂s_j = p_i (δ_ij − p_j)``; Dao (2023)
 Algorithm 2 (the same ``D`` and ``dS``). Batch dims that broadcast (a 2-D ``K`` against a 3-D
 ``Q``) get the sum of the gradient over the dims they were broadcast along, as autograd gives.
 
-Besides the gradients, :func:`contract_gradient_scales` gives per entry of each gradient the
-magnitude ``M`` of the same computation carried out on absolute values (every difference made a
-sum, each softmax weight with its own rounding error), and the length ``n`` of its longest sum:
-the allowed error is about ``factor · n · u · M`` (:mod:`attnscore.maths.tolerance`).
+Besides the gradients, :func:`attnscore.maths.golden_gradients.contract_gradient_scales` gives per
+entry of each gradient the magnitude ``M`` of the same computation carried out on absolute values
+(every difference made a sum, each softmax weight with its own rounding error), and the length
+``n`` of its longest sum: the allowed error is about ``factor · n · u · M`` (:mod:`attnscore.maths.tolerance`).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def keyword_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, n
 
 def keyword_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
     """``(n, {name: M})``, the error scale of each gradient entry of a keyword contract (as
-    :func:`contract_gradient_scales` for attention, through every variant).
+    :func:`attnscore.maths.golden_gradients.contract_gradient_scales` for attention, through every variant).
 
     ``M`` is :func:`keyword_gradients`'s computation on absolute values, every difference made a
     sum, each weight carried with its own rounding error ``P ⊙ (1 + |b| + |max b|)`` (``b`` the
