@@ -114,6 +114,20 @@ def flash_configured(
     return configured, bool(configured.option("causal")), (left, right), configured.option("softmax_scale")
 
 
+def rescaled_and_grouped(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float | None, heads: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Q``, ``K``, ``V`` (heads along axis ``heads``) as plain attention's: ``Q`` rescaled so that
+    ``Q' Kᵀ/√d_k = scale·Q Kᵀ`` (unchanged for ``scale`` None), and each key/value head repeated for
+    its group of query heads (``h0 h0 h1 h1``)."""
+    if scale is not None:
+        Q = Q * (float(scale) * np.sqrt(Q.shape[-1]))
+    if K.shape[heads] not in (Q.shape[heads], 0):
+        K = np.repeat(K, Q.shape[heads] // K.shape[heads], axis=heads)
+        V = np.repeat(V, Q.shape[heads] // V.shape[heads], axis=heads)
+    return Q, K, V
+
+
 def through_attention(
     configured: Contract,
     reference: Callable[..., torch.Tensor],
@@ -187,12 +201,8 @@ def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str
         heads first, Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the window
         folded into a bool mask."""
         Q, K, V = (np.swapaxes(as_float64(a, n), -3, -2) for n in ("q", "k", "v"))  # (b, h, n, d)
-        d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
-        if scale is not None:
-            Q = Q * (float(scale) * np.sqrt(d_k))
-        if K.shape[-3] not in (Q.shape[-3], 0):
-            K = np.repeat(K, Q.shape[-3] // K.shape[-3], axis=-3)  # h0 h0 h1 h1
-            V = np.repeat(V, Q.shape[-3] // V.shape[-3], axis=-3)
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        Q, K, V = rescaled_and_grouped(Q, K, V, scale, -3)
         keep = flash_keep(keep_window, n_q, n_k)
         S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}

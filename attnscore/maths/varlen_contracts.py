@@ -47,7 +47,7 @@ from attnscore.maths.error_scales import as_float64, attention_error, attention_
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view, packed_rows
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_configured, flash_keep, through_attention
+from attnscore.maths.sequence_contracts import flash_configured, flash_keep, rescaled_and_grouped, through_attention
 
 if TYPE_CHECKING:
     import torch
@@ -238,12 +238,7 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         over the packed rows, Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the
         sequence blocks and their windows folded into one bool mask."""
         Q, K, V = (np.swapaxes(as_float64(a, n), 0, 1) for n in ("q", "k", "v"))  # (h, total, d)
-        d_k = Q.shape[-1]
-        if scale is not None:
-            Q = Q * (float(scale) * np.sqrt(d_k))
-        if K.shape[0] not in (Q.shape[0], 0):
-            K = np.repeat(K, Q.shape[0] // K.shape[0], axis=0)  # h0 h0 h1 h1
-            V = np.repeat(V, Q.shape[0] // V.shape[0], axis=0)
+        Q, K, V = rescaled_and_grouped(Q, K, V, scale, 0)
         keep = packed_keep(keep_window, a["cu_seqlens_q"], a["cu_seqlens_k"])  # (total_q, total_k)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, (Q.shape[0], *keep.shape))}
 
