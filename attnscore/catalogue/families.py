@@ -66,12 +66,12 @@ def dot_product(c: Contract) -> bool:
 
 def raw_dot_product(c: Contract) -> bool:
     """A view of the raw ``Q Kᵀ``, not scaled."""
-    return dot_product(c) and c.scale == "none"
+    return c.qk is not None and not c.qk.scaled
 
 
 def scaled_dot_product(c: Contract) -> bool:
     """A view of ``Q Kᵀ / √d_k``."""
-    return dot_product(c) and c.scale == "sqrt"
+    return c.qk is not None and c.qk.scaled
 
 
 def score_function(c: Contract) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, reference
-from attnscore.maths.contract import Args, Contract
+from attnscore.maths.contract import Args, Contract, QKView
 from attnscore.maths.error_scales import (
     as_float64,
     attention_error,
@@ -84,15 +84,10 @@ def _qk_view(
         reference=ref,
         golden_fn=gold,
         error_fn=error,
-        to_qk=to_qk,
-        qk_operands=qk_operands,
-        from_scores=from_scores,
-        pack=pack,
+        qk=QKView(qk_operands, to_qk, from_scores, pack, operands, scaled),
         batched=batched,
         single_query=single_query,
         single_key=single_key,
-        scale="sqrt" if scaled else "none",
-        operand_fn=operands,
     )
 
 

@@ -110,13 +110,12 @@ def _closed_form(args: Args, contract: Contract, d_out: Any) -> tuple[dict[str, 
 def _score_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
     """The score functions: a view of Q Kᵀ (raw or scaled), bilinear or additive scores."""
     a, dO = _closed_form(args, contract, d_out)
-    if contract.is_qk_view:
-        assert contract.to_qk is not None and contract.pack is not None
-        Q, K = contract.to_qk(a)
+    if contract.qk is not None:
+        Q, K = contract.qk.to_qk(a)
         dS = dO.reshape(Q.shape[:-2] + (Q.shape[-2], K.shape[-2])) if dO.ndim < 2 else dO
-        grad = scaled_dot_products if contract.scale == "sqrt" else dot_products
+        grad = scaled_dot_products if contract.qk.scaled else dot_products
         dQ, dK = grad(Q, K, dS)
-        return {n: np.asarray(g, dtype=np.float64) for n, g in contract.pack(dQ, dK).items()}
+        return {n: np.asarray(g, dtype=np.float64) for n, g in contract.qk.pack(dQ, dK).items()}
     if "W" in a:
         return dict(zip(("Q", "K", "W"), bilinear(a["Q"], a["K"], a["W"], dO), strict=True))
     if "v" in a:
@@ -181,9 +180,8 @@ def _score_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict
     if contract.is_qk_view or "W" in a:
         absolute = {n: (np.abs(x) if n not in contract.bool_parameters else x) for n, x in a.items()}
         grads = contract_gradients(contract, absolute, dO)
-        if contract.is_qk_view:
-            assert contract.to_qk is not None
-            Q, K = contract.to_qk(a)
+        if contract.qk is not None:
+            Q, K = contract.qk.to_qk(a)
             n = int(max(Q.shape[-2], K.shape[-2])) + 2
         else:
             n = int(np.shape(a["K"])[-2] + np.shape(a["Q"])[-2] + np.shape(a["W"])[0] + np.shape(a["W"])[1])

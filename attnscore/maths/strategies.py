@@ -2,7 +2,7 @@
 
 Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
 ``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
-``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contract.Contract.pack` turns the
+``scores``, ``n_q = 1`` for one query, ...); :attr:`attnscore.maths.contract.QKView.pack` turns the
 pair into the contract's arguments.
 """
 

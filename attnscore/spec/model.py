@@ -350,7 +350,7 @@ def _inert_resizes(contract: Contract) -> dict[str, tuple[bool, bool]]:
     - ``n_k``: an extra key changes every softmax, unless it is masked out (a mask parameter);
       raw scores get an extra column only.
     """
-    raw = contract.family is ContractFamily.SCORES and contract.scale == "none"
+    raw = contract.family is ContractFamily.SCORES and not (contract.qk is not None and contract.qk.scaled)
     masked = bool(contract.bool_parameters)
     resizes = {"d_v": (True, True)}
     if contract.family is not ContractFamily.CAUSAL:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attnscore.maths.contracts import CONTRACTS
@@ -71,3 +72,18 @@ def test_every_contract_has_a_family() -> None:
     assert families == set(ContractFamily)
     assert set(KEYWORD_FAMILIES) <= families
     assert str(ContractFamily.SDPA) == f"{ContractFamily.SDPA}" == "sdpa" == ContractFamily.SDPA
+
+
+def test_only_the_score_views_carry_the_qk_geometry() -> None:
+    """The views of Q Kᵀ keep their geometry in one QKView (no other contract has those fields);
+    only scaled_score_matrix is scaled."""
+    views = {name: c for name, c in CONTRACTS.items() if c.qk is not None}
+    assert set(views) == {"score", "scores", "score_matrix", "scaled_score_matrix"}
+    assert {c.family for c in views.values()} == {ContractFamily.SCORES}
+    assert [name for name, c in views.items() if c.qk is not None and c.qk.scaled] == ["scaled_score_matrix"]
+    q, keys = np.array([1.0, 0.0]), np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
+    scores = views["scores"]
+    assert scores.qk is not None
+    Q, K = scores.qk.to_qk({"q": q, "keys": keys})
+    assert Q.shape == (1, 2) and K.shape == (3, 2)
+    assert scores.qk.from_scores(Q @ K.T).tolist() == [1.0, 0.0, 0.7]
