@@ -45,6 +45,12 @@ __all__ = [
     "differentiable",
     "flash_attention_2",
     "flash_attention_2_causal",
+    "masked_scores",
+    "attention_with_mask",
+    "kernel",
+    "flash",
+    "varlen",
+    "key_padding",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -205,3 +211,33 @@ def flash_attention_2(c: Contract) -> bool:
 def flash_attention_2_causal(c: Contract) -> bool:
     """A FlashAttention-2 assignment with ``is_causal`` set (top-left)."""
     return flash_attention_2(c) and bool(c.option("is_causal"))
+
+
+def masked_scores(c: Contract) -> bool:
+    """The masked scores themselves (``masked_fill(S, ~mask, -inf)``), no softmax."""
+    return c.family is ContractFamily.MASK
+
+
+def attention_with_mask(c: Contract) -> bool:
+    """Attention with a mask argument (not a causal flag, not a keyword contract)."""
+    return c.family is ContractFamily.ATTENTION
+
+
+def kernel(c: Contract) -> bool:
+    """An attention kernel with FlashAttention's options in SDPA's layout (``kernel_attention``)."""
+    return c.family is ContractFamily.KERNEL_ATTENTION
+
+
+def flash(c: Contract) -> bool:
+    """FlashAttention's ``flash_attn_func`` (keywords fixed by the spec)."""
+    return c.family is ContractFamily.FLASH
+
+
+def varlen(c: Contract) -> bool:
+    """FlashAttention's ``flash_attn_varlen_func`` (keywords fixed by the spec)."""
+    return c.family is ContractFamily.FLASH_VARLEN
+
+
+def key_padding(c: Contract) -> bool:
+    """Attention with valid key lengths per batch item (``key_lengths``)."""
+    return c.family is ContractFamily.KEY_PADDING

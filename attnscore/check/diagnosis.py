@@ -50,6 +50,7 @@ import numpy as np
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.verdict import Verdict
+from attnscore.catalogue.families import masked_scores
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import Call
 from attnscore.check.diagnosis_backward import diagnose_backward, recompute_backward
@@ -73,7 +74,6 @@ from attnscore.check.diagnosis_match import (
     tensors,
 )
 from attnscore.check.runner import Runner
-from attnscore.maths.family import ContractFamily
 from attnscore.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ def nonfinite_hint(spec: Spec, call: Call, received: Received) -> str | None:
     if rows is None:
         return None
     kept = rows[index[:-1]]
-    if spec.contract.family is ContractFamily.MASK:
+    if masked_scores(spec.contract):
         return (
             "a masked entry became non-finite: adding -inf to a masked score of +inf or NaN gives NaN; "
             "replace masked entries instead, scores.masked_fill(~mask, float('-inf'))"

@@ -11,12 +11,12 @@ import numpy as np
 
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import Mistake, mistakes_for
 from attnscore.check.cases import Call
 from attnscore.check.diagnosis_inputs import backward_outputs
 from attnscore.check.diagnosis_match import MIN_EVIDENCE, differing, fitted, matches, tensors
 from attnscore.check.runner import Runner
-from attnscore.maths.family import ContractFamily
 from attnscore.spec.model import Spec
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def _parts(call: Call, spec: Spec, dtype: str) -> list[tuple[str, np.ndarray, np
     parts = [("O", np.asarray(call.golden, dtype=np.float64), np.asarray(call.allowed, dtype=np.float64))]
     for name, golden in (call.gradient_goldens or {}).items():
         parts.append((name, golden, (call.gradient_allowed or {})[name]))
-    if spec.contract.family is ContractFamily.FLASH_ATTENTION_2:
+    if flash_attention_2(spec.contract):
         from attnscore.maths.flash_contract import logsumexp_allowed, logsumexp_golden
 
         values = list(call.args.values())

@@ -17,6 +17,7 @@ import numpy as np
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.catalogue.properties.gradients import gradient_failure
@@ -24,7 +25,6 @@ from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
 from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
 from attnscore.check.runner import Runner
-from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
 from attnscore.report.feedback import cause_key
@@ -45,7 +45,7 @@ def _called_as(spec: Spec, function: str | None = None) -> str:
     for a FlashAttention-2 assignment (an autograd Function is called through ``.apply``),
     ``get_flashattention_autograd_function_pytorch().apply`` when the spec names its factory, else the name."""
     name = function or spec.function
-    if spec.contract.family is not ContractFamily.FLASH_ATTENTION_2:
+    if not flash_attention_2(spec.contract):
         return name
     return f"{name}().apply" if getattr(spec, "factory", False) else f"{name}.apply"
 

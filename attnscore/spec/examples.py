@@ -9,7 +9,6 @@ import numpy as np
 
 from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.maths.contract import Contract
-from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.model import WorkedExample
@@ -439,7 +438,7 @@ def _backward_parts(
                 )
                 return None
         return None, {}, None
-    from attnscore.catalogue.families import differentiable
+    from attnscore.catalogue.families import differentiable, flash_attention_2
     from attnscore.maths import golden_gradients
 
     if not differentiable(contract):
@@ -476,7 +475,7 @@ def _backward_parts(
     lse = None
     if "expected_logsumexp" in raw:
         where = path + ("expected_logsumexp",)
-        if contract.family is not ContractFamily.FLASH_ATTENTION_2:
+        if not flash_attention_2(contract):
             problems.append(
                 doc.problem(where, f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}")
             )

@@ -34,11 +34,11 @@ from typing import Any
 
 from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
-from attnscore.maths.family import ContractFamily
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
 from attnscore.spec.environment import read_environment
@@ -150,7 +150,7 @@ def _logsumexp_source(
                     )
                 )
         return None
-    if contract.family is not ContractFamily.FLASH_ATTENTION_2:
+    if not flash_attention_2(contract):
         problems.append(
             doc.problem(
                 ("function", "logsumexp"),

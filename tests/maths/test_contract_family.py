@@ -87,3 +87,38 @@ def test_only_the_score_views_carry_the_qk_geometry() -> None:
     Q, K = scores.qk.to_qk({"q": q, "keys": keys})
     assert Q.shape == (1, 2) and K.shape == (3, 2)
     assert scores.qk.from_scores(Q @ K.T).tolist() == [1.0, 0.0, 0.7]
+
+
+def family_members_named(source: str) -> list[int]:
+    """Lines that name a family member (``ContractFamily.SDPA``)."""
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "ContractFamily"
+        }
+    )
+
+
+FAMILY_HOMES = ("maths", "catalogue/families.py")
+"""Where a family may be named: the contracts and their maths (``maths/``), and the catalogue's
+selectors (``catalogue/families.py``), which every property, mistake, spec rule and check asks."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if not str(p.relative_to(PACKAGE)).startswith(FAMILY_HOMES)],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_families_are_branched_on_only_at_home(path: Path) -> None:
+    """Outside maths/ and catalogue/families.py, code asks a selector (``sdpa(c)``,
+    ``flash_attention_2(contract)``), never ``contract.family is ContractFamily.X``."""
+    assert family_members_named(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_check_sees_a_family_member() -> None:
+    """The checker itself: a member in a comparison or a tuple is found; the class alone is not."""
+    source = "a = c.family is ContractFamily.SDPA\nb = (ContractFamily.MASK,)\nc = ContractFamily\n"
+    assert family_members_named(source) == [1, 2]

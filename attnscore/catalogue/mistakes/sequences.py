@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
-from attnscore.maths.family import ContractFamily
 from attnscore.maths.sequence_contracts import flash_keep, flash_window
 
 if TYPE_CHECKING:
@@ -24,11 +24,6 @@ else:
     from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash", "flash_windowed", "flash_two_sided_window", "flash_cache"]
-
-
-def flash(c: Contract) -> bool:
-    """FlashAttention's ``flash_attn_func`` (keywords fixed by the spec)."""
-    return c.family is ContractFamily.FLASH
 
 
 def flash_windowed(c: Contract) -> bool:

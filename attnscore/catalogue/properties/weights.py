@@ -9,11 +9,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
-from attnscore.catalogue.families import attention, gives_weights, masked, weights
+from attnscore.catalogue.families import attention, gives_weights, masked, masked_scores, weights
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_number
-from attnscore.maths.family import ContractFamily
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough
 
@@ -179,7 +178,7 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
     mask = np.broadcast_to(ctx.args[0]["mask"], golden.shape)
     S = np.broadcast_to(ctx.args[0]["S"], golden.shape)
     nan_rows = np.zeros(golden.shape, dtype=bool)
-    if ctx.contract.family is not ContractFamily.MASK:
+    if not masked_scores(ctx.contract):
         nan_rows = np.broadcast_to((np.isnan(S) & mask).any(axis=-1, keepdims=True), golden.shape)
         hidden = nan_rows & mask & ~np.isnan(got)
         if hidden.any():
@@ -194,11 +193,7 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
         ok = np.where(np.isfinite(w), np.abs(g - w) <= a, g == w) | (np.isnan(g) & np.isnan(w))
     if not ok.all():
         where = "kept entries must keep their value (NaN stays NaN) and masked ones become -inf"
-        rule = (
-            where
-            if ctx.contract.family is ContractFamily.MASK
-            else "the rows without a NaN score must match the reference"
-        )
+        rule = where if masked_scores(ctx.contract) else "the rows without a NaN score must match the reference"
         index = tuple(int(i) for i in np.argwhere(rest)[int(np.argmin(ok))])
         return (
             f"out[{', '.join(map(str, index))}] = {format_number(float(got[index]), ctx.dtype)}, "
