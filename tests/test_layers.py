@@ -116,3 +116,72 @@ def test_docs_architecture_names_every_module() -> None:
     assert missing == []
     floors = [f"`{part}/`" if (PACKAGE / part).is_dir() else f"`{part}.py`" for parts in LAYERS for part in parts]
     assert [f for f in floors if f not in text] == []
+
+
+def _entry(folder: str, module: str) -> str | None:
+    """``module``'s entry directly in ``folder`` (the module itself, or the subfolder that holds it)."""
+    prefix = folder + "."
+    return prefix + module[len(prefix) :].split(".")[0] if module.startswith(prefix) else None
+
+
+def _import_edges() -> dict[str, set[str]]:
+    """Module -> the attnscore modules it imports (``from attnscore.maths import bounds`` names the module)."""
+    names = {_module_name(p).removesuffix(".__init__") for p in MODULES}
+    edges: dict[str, set[str]] = {}
+    for path in MODULES:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attnscore"):
+                found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in names}
+        found |= {m for _, m in _imports(path)}
+        edges[_module_name(path).removesuffix(".__init__")] = found
+    return edges
+
+
+def circles_inside_folders(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle among the entries (modules and subfolders) of one folder, sorted."""
+    folders = {m.rsplit(".", 1)[0] for m in edges} | {m for m in edges if m != "attnscore"}
+    circles = []
+    for folder in sorted(folders):
+        graph: dict[str, set[str]] = {}
+        for source, targets in edges.items():
+            a = _entry(folder, source)
+            if a is not None:
+                graph.setdefault(a, set()).update(b for t in targets if (b := _entry(folder, t)) not in (None, a))
+
+        def reaches(start: str, graph: dict[str, set[str]] = graph) -> set[str]:
+            seen, todo = set(), [start]
+            while todo:
+                for nxt in graph.get(todo.pop(), ()):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            return seen
+
+        reach = {node: reaches(node) for node in graph}
+        done: set[str] = set()
+        for node in sorted(graph):
+            circle = sorted({node} | {other for other in reach[node] if node in reach.get(other, set())})
+            if len(circle) > 1 and node not in done:
+                circles.append(circle)
+                done.update(circle)
+    return circles
+
+
+def test_no_import_circle_inside_a_folder() -> None:
+    """No two modules (or a module and a subfolder) of one folder import each other, even through
+    others, lazily or for annotations only (``docs/architecture.md``: imports go downwards in a folder too)."""
+    assert circles_inside_folders(_import_edges()) == []
+
+
+def test_the_circle_walk_sees_a_circle() -> None:
+    """The checker itself: a -> b -> a inside one folder is one circle, a subfolder counts as one entry."""
+    edges = {
+        "attnscore.maths.a": {"attnscore.maths.b"},
+        "attnscore.maths.b": {"attnscore.maths.kinds.c"},
+        "attnscore.maths.kinds.c": {"attnscore.maths.a", "attnscore.boundary.x"},
+        "attnscore.maths.d": {"attnscore.maths.a"},
+    }
+    assert circles_inside_folders(edges) == [["attnscore.maths.a", "attnscore.maths.b", "attnscore.maths.kinds"]]
+    edges["attnscore.maths.kinds.c"] = {"attnscore.boundary.x"}
+    assert circles_inside_folders(edges) == []

@@ -18,20 +18,29 @@ reply (which verdicts a worker may report, and when) is :mod:`attnscore.sandbox.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from attnscore.boundary.gradients import LOGSUMEXP_PLACES, WithGradients
-from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
+from attnscore.boundary.gradients import LOGSUMEXP_PLACES
+from attnscore.boundary.outputs import Received
 from attnscore.boundary.untrusted import cut
 from attnscore.boundary.verdict import Verdict
+from attnscore.boundary.wire_codec import (
+    MAX_MESSAGE_BYTES,
+    MAX_TEXT,
+    MAX_TRAILING_NONES,
+    VERSION,
+    WireError,
+    decode_array,
+    decode_received,
+    dumps,
+    encode_array,
+    encode_received,
+    loads,
+)
 
 __all__ = [
     "VERSION",
@@ -67,175 +76,6 @@ __all__ = [
 
 OptionValue = bool | int | float | None | tuple[bool | int | float, ...]
 """A fixed keyword's value on the wire: a scalar, None, or a tuple of numbers (``window_size=(2, 1)``)."""
-
-VERSION = 1
-MAX_MESSAGE_BYTES = 48 * 1024 * 1024
-MAX_DIMS = 8
-MAX_TRAILING_NONES = 8
-"""Most None arguments one call passes after its positional inputs (:attr:`CallRequest.trailing_nones`)."""
-MAX_CONTAINERS = 1000
-"""Most JSON objects and arrays (counted as opening brackets, strings included) in one message."""
-MAX_ITEMS = 100_000
-"""Most ``,`` and ``:`` separators (strings included) in one message."""
-MAX_TEXT = 2000
-"""Most characters of a text the worker writes (a failure's message, why ``L`` was not found): the
-worker cuts each where it makes the message (:func:`encode_message`, :func:`encode_received`), so
-that no description makes a reply the grader refuses, and the grader cuts what it reads to the same
-length and the note (a hand-written reply's text is never a reason to refuse it either)."""
-KINDS = RETURN_KINDS
-
-
-class WireError(ValueError):
-    """A message from the worker is malformed; the text says what was wrong."""
-
-
-def _np_dtype(name: str) -> np.dtype:
-    return np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
-
-
-def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
-    """Encode ``array`` (its dtype named ``dtype``, default its own) as plain JSON data."""
-    name = dtype or array.dtype.name
-    arr = np.array(array, dtype=_np_dtype(name), order="C")
-    return {"dtype": name, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode("ascii")}
-
-
-def decode_array(obj: Any) -> tuple[str, np.ndarray]:
-    """Validate and decode an encoded array; returns ``(dtype name, array)``.
-
-    Raises:
-        WireError: not a mapping, unknown dtype, bad shape, too large, or bytes that do not
-            match the shape.
-    """
-    if not isinstance(obj, dict):
-        raise WireError(f"expected an array object, found {type(obj).__name__}")
-    name, shape, data = obj.get("dtype"), obj.get("shape"), obj.get("data")
-    if name not in ALLOWED_DTYPES:
-        raise WireError(f"expected a dtype in {', '.join(ALLOWED_DTYPES)}, found {str(name)[:40]!r}")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_DIMS
-        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in shape)
-    ):
-        raise WireError(f"expected a shape of at most {MAX_DIMS} non-negative sizes, found {str(shape)[:80]}")
-    size = math.prod(shape)
-    if size > MAX_ELEMENTS:
-        raise WireError(f"expected at most {MAX_ELEMENTS} elements, found {size}")
-    if not isinstance(data, str):
-        raise WireError("expected base64 text for the data")
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise WireError("expected base64 text for the data, found invalid base64") from None
-    dt = _np_dtype(name)
-    if len(raw) != size * dt.itemsize:
-        raise WireError(f"expected {size * dt.itemsize} bytes for shape {shape} {name}, found {len(raw)}")
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(dt.newbyteorder("="), copy=True)
-    return name, arr
-
-
-def encode_received(received: Received) -> dict[str, Any]:
-    """Encode a :class:`Received` for the wire (with a backward call's gradients and missing inputs)."""
-    head = {"kind": received.kind, "device": received.device, **encode_array(received.array, received.dtype)}
-    if isinstance(received, WithGradients):
-        head["gradients"] = [
-            {"name": n, **encode_array(g, received.gradient_dtypes.get(n))} for n, g in received.gradients.items()
-        ]
-        head["missing"] = list(received.missing)
-        if received.logsumexp is not None:
-            head["logsumexp"] = encode_array(received.logsumexp, "float64")
-        if received.logsumexp_problem:
-            head["logsumexp_problem"] = cut(received.logsumexp_problem, MAX_TEXT)
-    return head
-
-
-def _gradients(obj: dict[str, Any], value: Received) -> WithGradients:
-    """A result's ``gradients`` and ``missing`` fields decoded and validated (names: short text, once each)."""
-    raw, missing = obj.get("gradients"), obj.get("missing", [])
-    if not isinstance(raw, list) or len(raw) > 64 or not isinstance(missing, list) or len(missing) > 64:
-        raise WireError("expected a list of at most 64 gradients and of missing inputs")
-    grads: dict[str, np.ndarray] = {}
-    dtypes: dict[str, str] = {}
-    for item in raw:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not 0 < len(name) <= 100 or name in grads:
-            raise WireError("expected each gradient to name its input once (at most 100 characters)")
-        dtypes[name], grads[name] = decode_array(item)
-    if not all(isinstance(n, str) and 0 < len(n) <= 100 and n not in grads for n in missing):
-        raise WireError("expected the missing inputs as names without a gradient")
-    lse = None
-    if "logsumexp" in obj:
-        lse_dtype, lse = decode_array(obj["logsumexp"])
-        if lse_dtype != "float64":
-            raise WireError(f"expected the logsumexp as float64, found {lse_dtype[:20]}")
-    problem = obj.get("logsumexp_problem", "")
-    if not isinstance(problem, str):
-        raise WireError("expected the logsumexp problem as text")
-    problem = cut(problem, MAX_TEXT + 64)  # room for the worker's own note of what it cut
-    return WithGradients(
-        value.kind, value.dtype, value.device, value.array, grads, dtypes, tuple(missing), lse, problem
-    )
-
-
-def decode_received(obj: Any) -> Received:
-    """Validate and decode a returned value sent by the worker."""
-    if not isinstance(obj, dict):
-        raise WireError(f"expected a value object, found {type(obj).__name__}")
-    kind, device = obj.get("kind"), obj.get("device")
-    if kind not in KINDS:
-        raise WireError(f"expected a kind in {', '.join(KINDS)}, found {str(kind)[:40]!r}")
-    if not isinstance(device, str) or len(device) > 32:
-        raise WireError("expected a short device name")
-    name, arr = decode_array(obj)
-    value = Received(kind, name, device, arr)
-    return _gradients(obj, value) if "gradients" in obj else value
-
-
-def dumps(message: dict[str, Any]) -> bytes:
-    """One message as a line of strict JSON (no NaN tokens), with the version added."""
-    return json.dumps({"v": VERSION, **message}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
-
-
-def _no_constants(token: str) -> Any:
-    raise WireError(f"expected strict JSON, found the token {token}")
-
-
-def _small_int(text: str) -> int:
-    if len(text) > 20:
-        raise WireError(f"expected integers of at most 20 digits, found one of {len(text)}")
-    return int(text)
-
-
-def loads(line: bytes) -> dict[str, Any]:
-    """Parse one message line; check it is a JSON object of this version.
-
-    The structure is bounded before any object is built (at most ``MAX_CONTAINERS`` objects and
-    arrays, ``MAX_ITEMS`` separators, integers of 20 digits), so a hostile reply costs the grader
-    no more memory or time than its byte length allows.
-
-    Raises:
-        WireError: too long, too many containers or items, not UTF-8 JSON, not an object, or
-            another version. Nothing else: every parser failure is a WireError.
-    """
-    if len(line) > MAX_MESSAGE_BYTES:
-        raise WireError(f"expected a message of at most {MAX_MESSAGE_BYTES} bytes, found {len(line)}")
-    containers = line.count(b"{") + line.count(b"[")
-    if containers > MAX_CONTAINERS:
-        raise WireError(f"expected at most {MAX_CONTAINERS} objects and arrays, found {containers} brackets")
-    items = line.count(b",") + line.count(b":")
-    if items > MAX_ITEMS:
-        raise WireError(f"expected at most {MAX_ITEMS} items, found {items} separators")
-    try:
-        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constants, parse_int=_small_int)
-    except WireError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any parser failure is the worker's, never the grader's
-        raise WireError(f"expected a JSON message, found unparseable bytes ({type(exc).__name__})") from None
-    if not isinstance(obj, dict):
-        raise WireError(f"expected a JSON object, found {type(obj).__name__}")
-    if obj.get("v") != VERSION:
-        raise WireError(f"expected wire version {VERSION}, found {str(obj.get('v'))[:20]!r}")
-    return obj
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
 
 __all__ = [
     "Applies",
@@ -44,6 +45,12 @@ __all__ = [
     "differentiable",
     "flash_attention_2",
     "flash_attention_2_causal",
+    "masked_scores",
+    "attention_with_mask",
+    "kernel",
+    "flash",
+    "varlen",
+    "key_padding",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -65,17 +72,17 @@ def dot_product(c: Contract) -> bool:
 
 def raw_dot_product(c: Contract) -> bool:
     """A view of the raw ``Q Kᵀ``, not scaled."""
-    return dot_product(c) and c.scale == "none"
+    return c.qk is not None and not c.qk.scaled
 
 
 def scaled_dot_product(c: Contract) -> bool:
     """A view of ``Q Kᵀ / √d_k``."""
-    return dot_product(c) and c.scale == "sqrt"
+    return c.qk is not None and c.qk.scaled
 
 
 def score_function(c: Contract) -> bool:
     """A score function: dot-product, bilinear or additive scores (no mask, no softmax)."""
-    return c.kind == "scores"
+    return c.family is ContractFamily.SCORES
 
 
 def bilinear(c: Contract) -> bool:
@@ -90,12 +97,12 @@ def additive(c: Contract) -> bool:
 
 def masked(c: Contract) -> bool:
     """A contract with a mask argument: masked scores, their weights, attention with a mask."""
-    return c.kind in ("mask", "weights", "attention")
+    return c.family in (ContractFamily.MASK, ContractFamily.WEIGHTS, ContractFamily.ATTENTION)
 
 
 def weights(c: Contract) -> bool:
     """The weights contract: softmax of (masked) scores."""
-    return c.kind == "weights"
+    return c.family is ContractFamily.WEIGHTS
 
 
 def rows_can_be_fully_masked(c: Contract) -> bool:
@@ -106,7 +113,7 @@ def rows_can_be_fully_masked(c: Contract) -> bool:
 
 def gives_weights(c: Contract) -> bool:
     """A contract that applies softmax: the weights, or attention (mask or causal flag)."""
-    return c.kind in ("weights", "attention", "causal")
+    return c.family in (ContractFamily.WEIGHTS, ContractFamily.ATTENTION, ContractFamily.CAUSAL)
 
 
 def softmax_over_keys(c: Contract) -> bool:
@@ -124,12 +131,12 @@ def weighs_values(c: Contract) -> bool:
 
 def attention(c: Contract) -> bool:
     """``softmax(Q Kᵀ / √d_k) V``, with a mask argument or a causal flag."""
-    return c.kind in ("attention", "causal")
+    return c.family in (ContractFamily.ATTENTION, ContractFamily.CAUSAL)
 
 
 def causal(c: Contract) -> bool:
     """Attention with a causal flag instead of a mask argument."""
-    return c.kind == "causal"
+    return c.family is ContractFamily.CAUSAL
 
 
 def scaled(c: Contract) -> bool:
@@ -161,7 +168,7 @@ def open_leading_dims(c: Contract) -> bool:
 
 def sdpa(c: Contract) -> bool:
     """A drop-in for ``torch.nn.functional.scaled_dot_product_attention`` (keywords fixed by the spec)."""
-    return c.kind == "sdpa"
+    return c.family is ContractFamily.SDPA
 
 
 def sdpa_scale_given(c: Contract) -> bool:
@@ -193,16 +200,44 @@ def differentiable(c: Contract) -> bool:
     """A contract whose output is differentiable in its float inputs and has a closed-form gradient
     (:mod:`attnscore.maths.golden_gradients`): every score function, masking, weights, attention, the
     keyword contracts (SDPA, the kernel variants, FlashAttention's layout) and FlashAttention-2 Functions."""
-    kinds: tuple[str, ...] = ("scores", "mask", "weights", "attention", "causal")
-    kinds += ("sdpa", "kernel_attention", "flash", "flash_attention_2", "key_padding", "flash_varlen")
-    return c.kind in kinds and any(n not in c.bool_parameters for n in c.parameter_names)
+    return c.family in tuple(ContractFamily) and any(n not in c.bool_parameters for n in c.parameter_names)
 
 
 def flash_attention_2(c: Contract) -> bool:
     """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.flash_contract`)."""
-    return c.kind == "flash_attention_2"
+    return c.family is ContractFamily.FLASH_ATTENTION_2
 
 
 def flash_attention_2_causal(c: Contract) -> bool:
     """A FlashAttention-2 assignment with ``is_causal`` set (top-left)."""
     return flash_attention_2(c) and bool(c.option("is_causal"))
+
+
+def masked_scores(c: Contract) -> bool:
+    """The masked scores themselves (``masked_fill(S, ~mask, -inf)``), no softmax."""
+    return c.family is ContractFamily.MASK
+
+
+def attention_with_mask(c: Contract) -> bool:
+    """Attention with a mask argument (not a causal flag, not a keyword contract)."""
+    return c.family is ContractFamily.ATTENTION
+
+
+def kernel(c: Contract) -> bool:
+    """An attention kernel with FlashAttention's options in SDPA's layout (``kernel_attention``)."""
+    return c.family is ContractFamily.KERNEL_ATTENTION
+
+
+def flash(c: Contract) -> bool:
+    """FlashAttention's ``flash_attn_func`` (keywords fixed by the spec)."""
+    return c.family is ContractFamily.FLASH
+
+
+def varlen(c: Contract) -> bool:
+    """FlashAttention's ``flash_attn_varlen_func`` (keywords fixed by the spec)."""
+    return c.family is ContractFamily.FLASH_VARLEN
+
+
+def key_padding(c: Contract) -> bool:
+    """Attention with valid key lengths per batch item (``key_lengths``)."""
+    return c.family is ContractFamily.KEY_PADDING

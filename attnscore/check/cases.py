@@ -19,13 +19,13 @@ import numpy as np
 from hypothesis.errors import HypothesisException
 
 from attnscore.boundary import dtypes as dtype_table
-from attnscore.boundary.calls import to_torch
-from attnscore.boundary.dtypes import LOW_PRECISION
 from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.catalogue.properties import get_property
-from attnscore.maths import golden_gradients
+from attnscore.maths.expectation import expect
 from attnscore.maths.strategies import derive_seed, draw_examples
-from attnscore.maths.tolerance import Tolerance, allowed_error, ratio_floor
+from attnscore.maths.tolerance import Tolerance
+from attnscore.report.failure import Failure
+from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["Call", "Case", "advice_only", "build_cases", "cast", "integers", "property_calls"]
+__all__ = ["Call", "Case", "advice_only", "build_cases", "cast", "integers", "property_calls", "spec_call"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,36 @@ class Case:
     line: int = 0
     corner: str = ""
 
+    def failure(self, verdict: Verdict, function: str, dtype: str, **fields: Any) -> Failure:
+        """A failure of this case with ``verdict``, the graded ``function``'s name and the tested
+        ``dtype``; ``fields`` say what failed (:class:`attnscore.report.failure.Failure`)."""
+        return Failure(
+            verdict=verdict,
+            case_id=self.id,
+            kind=self.kind,
+            title=self.title,
+            location=self.location,
+            hidden=self.visibility == "hidden",
+            function=function,
+            dtype=dtype,
+            statement=self.statement,
+            **fields,
+        )
+
+    def failed(self, failure: Failure, calls: int) -> CaseResult:
+        """This case's result when it failed: no points, and what judging found, after ``calls`` calls."""
+        return CaseResult(
+            self.id, self.kind, self.title, failure.verdict, Fraction(0), self.points, self.visibility, self.location,
+            failure, calls,
+        )  # fmt: skip
+
+    def passed(self, calls: int) -> CaseResult:
+        """This case's result when it passed: every point, no failure, after ``calls`` calls."""
+        return CaseResult(
+            self.id, self.kind, self.title, Verdict.PASSED, self.points, self.points, self.visibility, self.location,
+            None, calls,
+        )  # fmt: skip
+
 
 def advice_only(spec: Spec, corner: str) -> bool:
     """Whether a case dedicated to ``corner`` only advises (no points): the spec does not ask about
@@ -137,6 +167,18 @@ def _numbers(array: Any) -> np.ndarray:
     return arr.astype(np.float64) if arr.dtype.kind in "iu" else arr
 
 
+def spec_call(
+    spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, *, upstream: np.ndarray | None = None
+) -> Call:
+    """One call of ``spec``'s function on ``args`` (by the contract's parameter names, float64 or
+    bool/int), cast to ``dtype``, with its golden value and allowed error under ``tolerance``
+    (:func:`attnscore.maths.expectation.expect`); with ``upstream`` (``dO``, the output's shape)
+    also its backward pass's golden gradients and allowed errors. The call's arguments are keyed
+    by the spec's parameter names. Raises ValueError for ``upstream`` on a contract without
+    closed-form gradients."""
+    return _call(spec, args, dtype, tolerance, upstream=upstream)
+
+
 def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolerance, **extra: Any) -> Call:
     received_args = {
         name: integers(args[name]) if name in spec.contract.int_parameters else cast(_numbers(args[name]), dtype)
@@ -148,72 +190,13 @@ def _call(spec: Spec, args: dict[str, np.ndarray], dtype: str, tolerance: Tolera
     if extra.get("layouts"):
         extra["layouts"] = {renamed[old]: layout for old, layout in extra["layouts"].items()}
     contract_args = dict(zip(spec.contract.parameter_names, received_args.values(), strict=True))
-    if extra.get("upstream") is not None:
-        extra.update(_gradients(spec, contract_args, cast(extra["upstream"], dtype), dtype, tolerance, renamed))
-    with np.errstate(all="ignore"):
-        golden = spec.contract.golden(contract_args)
-        d_k, scale = spec.contract.error_scale(contract_args)
-        operands = spec.contract.operand_sums(contract_args)
-        terms = None
-        if dtype in LOW_PRECISION:
-            terms = spec.contract.low_precision_terms(contract_args, dtype, tolerance.factor)
-        if tolerance.mode == "ratio":
-            allowed = np.maximum(
-                tolerance.ratio_allowed(golden, _reference_output(spec, contract_args, dtype), dtype),
-                allowed_error(ratio_floor(tolerance), golden, dtype, d_k, scale, operands, terms),
-            )
-        else:
-            allowed = allowed_error(tolerance, golden, dtype, d_k, scale, operands, terms)
-    return Call(received_args, golden, allowed, **extra)
-
-
-def _gradients(
-    spec: Spec,
-    args: dict[str, np.ndarray],
-    upstream: np.ndarray,
-    dtype: str,
-    tolerance: Tolerance,
-    renamed: dict[str, str],
-) -> dict[str, Any]:
-    """A backward call's ``upstream``, golden gradients and allowed errors (keyed by the spec's names)."""
-    with np.errstate(all="ignore"):
-        goldens = golden_gradients.contract_gradients(spec.contract, args, upstream)
-        n, scales = golden_gradients.contract_gradient_scales(spec.contract, args, upstream)
-        reference = _reference_gradients(spec, args, upstream, dtype) if dtype in LOW_PRECISION else {}
-        allowed = {
-            name: golden_gradients.gradient_allowed(tolerance, g, scales[name], n, dtype, reference.get(name))
-            for name, g in goldens.items()
-        }
-    return {
-        "upstream": upstream,
-        "gradient_goldens": {renamed[name]: g for name, g in goldens.items()},
-        "gradient_allowed": {renamed[name]: a for name, a in allowed.items()},
-    }
-
-
-def _reference_gradients(
-    spec: Spec, args: dict[str, np.ndarray], upstream: np.ndarray, dtype: str
-) -> dict[str, np.ndarray]:
-    """torch autograd of the reference run in ``dtype`` on the CPU (the ratio rule's own error), float64."""
-    names = golden_gradients.differentiable_parameters(spec.contract)
-    tensors = [to_torch(a, dtype) for a in args.values()]
-    for name, t in zip(args, tensors, strict=True):
-        if name in names:
-            t.requires_grad_(True)
-    out = spec.contract.reference(*tensors)
-    out.backward(to_torch(upstream, dtype))
-    return {
-        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().to(torch.float64).numpy()
-        for name, t in zip(args, tensors, strict=True)
-        if name in names
-    }
-
-
-def _reference_output(spec: Spec, args: dict[str, np.ndarray], dtype: str) -> np.ndarray:
-    """The reference run in ``dtype`` on the CPU (for the ``ratio`` tolerance mode)."""
-
-    out = spec.contract.reference(*[to_torch(a, dtype) for a in args.values()])
-    return out.detach().to(torch.float64).numpy()
+    upstream = None if extra.get("upstream") is None else cast(extra["upstream"], dtype)
+    expected = expect(spec.contract, contract_args, dtype, tolerance, upstream=upstream)
+    if upstream is not None:
+        extra["upstream"] = upstream
+        extra["gradient_goldens"] = {renamed[name]: g for name, g in expected.gradients.items()}
+        extra["gradient_allowed"] = {renamed[name]: a for name, a in expected.gradients_allowed.items()}
+    return Call(received_args, expected.golden, expected.allowed, **extra)
 
 
 def property_calls(

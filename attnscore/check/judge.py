@@ -10,7 +10,6 @@ never stops the others.
 from __future__ import annotations
 
 import dataclasses
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
 from attnscore.catalogue.properties.gradients import gradient_failure
@@ -45,7 +45,7 @@ def _called_as(spec: Spec, function: str | None = None) -> str:
     for a FlashAttention-2 assignment (an autograd Function is called through ``.apply``),
     ``get_flashattention_autograd_function_pytorch().apply`` when the spec names its factory, else the name."""
     name = function or spec.function
-    if spec.contract.kind != "flash_attention_2":
+    if not flash_attention_2(spec.contract):
         return name
     return f"{name}().apply" if getattr(spec, "factory", False) else f"{name}.apply"
 
@@ -54,37 +54,15 @@ def _failure(
     spec: Spec, case: Case, number: int, verdict: Verdict, function: str | None, dtype: str, **fields: object
 ) -> Failure:
     index, total = example_position(case, number)
-    return Failure(
-        verdict=verdict,
-        case_id=case.id,
-        kind=case.kind,
-        title=case.title,
-        location=case.location,
-        hidden=case.visibility == "hidden",
-        function=_called_as(spec, function),
-        dtype=dtype,
-        statement=case.statement,
+    return case.failure(
+        verdict,
+        _called_as(spec, function),
+        dtype,
         call=number,
         example=index,
         examples=total,
         explanation=case.explanation,
-        **fields,  # type: ignore[arg-type]
-    )
-
-
-def _failed(case: Case, failure: Failure, calls: int) -> CaseResult:
-    """A failed case: no points, and what judging found."""
-    return CaseResult(
-        case.id,
-        case.kind,
-        case.title,
-        failure.verdict,
-        Fraction(0),
-        case.points,
-        case.visibility,
-        case.location,
-        failure,
-        calls,
+        **fields,
     )
 
 
@@ -370,7 +348,7 @@ def _judge_once(
             set_aside=tuple(spec.set_aside),
             property_held=property_held,
         )
-        return _failed(case, failure, number)
+        return case.failed(failure, number)
 
     for number, call in enumerate(case.calls, start=1):
         dtype = call.dtype or case_dtype  # a call may be made in another of the spec's dtypes
@@ -389,15 +367,15 @@ def _judge_once(
                 "disclosed": disclosed is not None and outcome is disclosed,
             }
             if outcome.scope == "submission":  # the same for every case: no inputs, no reproduction
-                return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number)
+                return case.failed(_failure(spec, case, number, verdict, function, dtype, **call_fields), number)
             if verdict is Verdict.BUDGET_SPENT:  # never called: nothing to reproduce, one call fewer made
-                return _failed(case, _failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
+                return case.failed(_failure(spec, case, number, verdict, function, dtype, **call_fields), number - 1)
             if observe is not None:
                 observe.append((call, outcome))
             if diagnose_failures:  # a catalogue mistake that raises exactly here (a tile-size requirement)
                 call_fields["diagnosis"] = diagnose_raised(spec, call, outcome, dtype, runner)
             where = _where(call, keywords, by_name)
-            return _failed(case, _failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
+            return case.failed(_failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged
             outcome = set_aside(outcome, call.golden, spec.set_aside, spec.contract, _contract_args(spec, call))
@@ -468,15 +446,4 @@ def _judge_once(
         return conclude(call, number, outcome, returned, mismatch, check_text, diagnosis, property_held, dtype)
     if deferred is not None:
         return conclude(**deferred)
-    return CaseResult(
-        case.id,
-        case.kind,
-        case.title,
-        Verdict.PASSED,
-        case.points,
-        case.points,
-        case.visibility,
-        case.location,
-        None,
-        len(case.calls),
-    )
+    return case.passed(calls=len(case.calls))

@@ -22,10 +22,8 @@ a determined cheat can hide a call; it can never earn a point its values do not 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 from attnscore.check.cases import Case
-from attnscore.report.failure import Failure
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.model import Spec
 from attnscore.spec.rules import Rule
@@ -109,20 +107,7 @@ def judge_rules(
         if text is None:
             right = computed_backward if rule.during == "backward" else computed
             if right:
-                out.append(
-                    CaseResult(
-                        case.id,
-                        case.kind,
-                        case.title,
-                        Verdict.PASSED,
-                        case.points,
-                        case.points,
-                        case.visibility,
-                        case.location,
-                        None,
-                        0,
-                    )  # fmt: skip
-                )
+                out.append(case.passed(calls=0))
                 continue
             which = "that ran a backward pass " if rule.during == "backward" else ""
             text = (
@@ -130,30 +115,6 @@ def judge_rules(
                 "values, so that a function that computes nothing earns nothing for the calls it does not make"
             )
             verdict = Verdict.WRONG_VALUE
-        failure = Failure(
-            verdict=verdict,
-            case_id=case.id,
-            kind=case.kind,
-            title=case.title,
-            location=case.location,
-            hidden=case.visibility == "hidden",
-            function=function or spec.function,
-            dtype=dtype,
-            statement=case.statement,
-            check=text,
-        )
-        out.append(
-            CaseResult(
-                case.id,
-                case.kind,
-                case.title,
-                verdict,
-                Fraction(0),
-                case.points,
-                case.visibility,
-                case.location,
-                failure,
-                0,
-            )  # fmt: skip
-        )
+        failure = case.failure(verdict, function or spec.function, dtype, check=text)
+        out.append(case.failed(failure, 0))
     return out

@@ -234,36 +234,22 @@ def grade_class(
                 on_result(student, result)
 
         batch = [names[name] for name in todo]
+        common: dict[str, Any] = {
+            "function": function,
+            "dtype": dtype,
+            "seed": seed,
+            "limits": limits,
+            "shrink_steps": shrink_steps,
+            "on_result": commit,
+        }
         if batch and scheduler is not None:
             from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
-            grade_on_cluster(
-                batch,
-                spec,
-                scheduler,
-                function=function,
-                dtype=dtype,
-                seed=seed,
-                limits=limits,
-                shrink_steps=shrink_steps,
-                on_result=commit,
-                on_notice=on_notice,
-            )
+            grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)
         elif batch:
             from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
 
-            grade_many(
-                batch,
-                spec,
-                function=function,
-                dtype=dtype,
-                seed=seed,
-                limits=limits,
-                shrink_steps=shrink_steps,
-                on_result=commit,
-                jobs=jobs,
-                cache_cases=cache_cases,
-            )
+            grade_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
         book.finish_run(run_id)
         for name, result in done.items():  # a run killed between commit and feedback file: write it now
             if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():

@@ -22,14 +22,29 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from attnscore.maths.contract import Contract
+__all__ = ["Bound", "Legend", "parse_bound", "legend_of", "admits", "broken_bounds", "check_symbols"]
 
-__all__ = ["Bound", "parse_bound", "legend_of", "admits", "broken_bounds", "check_symbols"]
+
+class Legend(Protocol):
+    """What a bound reads of a contract (:class:`attnscore.maths.contract.Contract` is one): its
+    parameters' legends, which of them are bool masks, and its own bounds."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parameters(self) -> tuple[tuple[str, tuple[str, ...]], ...]: ...
+
+    @property
+    def bool_parameters(self) -> frozenset[str]: ...
+
+    @property
+    def bounds(self) -> tuple[Bound, ...]: ...
+
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
     "<=": operator.le,
@@ -89,7 +104,7 @@ def parse_bound(text: str) -> Bound:
     return Bound(left, op, int(right) if right.isdigit() else right)
 
 
-def check_symbols(bounds: Iterable[Bound], contract: Contract) -> None:
+def check_symbols(bounds: Iterable[Bound], contract: Legend) -> None:
     """Raise ValueError when a bound names a symbol that ``contract``'s legend does not use."""
     symbols = {sym for _, legend in contract.parameters for sym in legend} - {"..."}
     for bound in bounds:
@@ -101,7 +116,7 @@ def check_symbols(bounds: Iterable[Bound], contract: Contract) -> None:
                 )
 
 
-def legend_of(contract: Contract, args: Mapping[str, Any]) -> dict[str, int]:
+def legend_of(contract: Legend, args: Mapping[str, Any]) -> dict[str, int]:
     """The size of each legend symbol in ``args`` (contract parameter names -> arrays).
 
     The first parameter that holds a symbol gives its size (a broadcast size-1 axis of a mask
@@ -121,13 +136,13 @@ def legend_of(contract: Contract, args: Mapping[str, Any]) -> dict[str, int]:
     return sizes
 
 
-def broken_bounds(contract: Contract, args: Mapping[str, Any], bounds: Iterable[Bound] | None = None) -> list[str]:
+def broken_bounds(contract: Legend, args: Mapping[str, Any], bounds: Iterable[Bound] | None = None) -> list[str]:
     """Each bound of ``contract`` (or ``bounds``) that ``args`` break, in words; [] inside the domain."""
     sizes = legend_of(contract, args)
     return [b.broken_text(sizes) for b in (contract.bounds if bounds is None else bounds) if not b.holds(sizes)]
 
 
-def admits(contract: Contract, args: Mapping[str, Any]) -> bool:
+def admits(contract: Legend, args: Mapping[str, Any]) -> bool:
     """Whether ``args`` lie inside every bound of ``contract`` (True without bounds)."""
     if not contract.bounds:
         return True

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.boundary.calls import OMITTED
-from attnscore.maths.bounds import Bound
+from attnscore.maths.bounds import Bound, check_symbols, legend_of
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import KeyView
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["Args", "Contract", "IntegerFn", "Keyword"]
+__all__ = ["Args", "Contract", "IntegerFn", "Keyword", "QKView"]
 
 Args = Mapping[str, np.ndarray]
 """A call's arguments by parameter name, as numpy arrays."""
@@ -79,6 +80,33 @@ class Keyword:
 
 
 @dataclass(frozen=True)
+class QKView:
+    """What a score function that is a view of ``Q Kᵀ`` carries (``score``, ``scores``, ``score_matrix``,
+    ``scaled_score_matrix``): the score family's own geometry, which no other contract has.
+
+    Attributes:
+        operands: the positional arguments (numpy arrays or torch tensors, in parameter order) as
+            ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` → ``(q[None, :], k[None, :])``:
+            the one home of this geometry (``to_qk`` is built on it, and the mistake catalogue uses
+            it on tensors).
+        to_qk: ``args -> (Q, K)`` in float64, ``(..., n_q, d_k)`` and ``(..., n_k, d_k)``.
+        from_scores: scores ``(..., n_q, n_k)`` back in the contract's output shape.
+        pack: ``(Q, K) -> args``, the inverse of ``to_qk``.
+        operand_sums: ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input scaled into the
+            subnormal range first is off by up to half a subnormal per coordinate, times the other
+            factor (see :func:`attnscore.maths.tolerance.allowed_error`).
+        scaled: whether the view is of ``Q Kᵀ / √d_k`` (else of the raw ``Q Kᵀ``).
+    """
+
+    operands: Callable[..., tuple[Any, Any]]
+    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]]
+    from_scores: Callable[[np.ndarray], np.ndarray]
+    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]
+    operand_sums: Callable[[Args], np.ndarray]
+    scaled: bool = False
+
+
+@dataclass(frozen=True)
 class Contract:
     """One function contract.
 
@@ -91,26 +119,22 @@ class Contract:
         golden_fn: ``args -> float64 array``, the independent numpy path.
         error_fn: ``args -> (n, scale)``: the allowed error per entry is about
             ``factor · n · u · scale`` (see :func:`attnscore.maths.tolerance.allowed_error`).
-        kind: ``"scores"``, ``"mask"``, ``"weights"``, ``"attention"`` or ``"causal"`` (attention
-            with a causal flag instead of a mask argument; which properties and mistakes apply).
+        family: which kind of computation this is (:class:`attnscore.maths.family.ContractFamily`:
+            the score functions, masking, weights, attention, causal attention, SDPA, the kernel
+            variants, FlashAttention's layouts, packed batches, key padding); which closed forms,
+            properties and mistakes apply.
         bool_parameters: parameters that are bool masks (True = keep), never cast to the tested dtype.
         additive_parameters: float masks added to the scaled scores (SDPA's float ``attn_mask``):
             cast to the tested dtype like every float input; ``-inf`` entries mask their key.
             Generated inputs hold finite biases, ``-inf`` entries and whole rows of ``-inf``
             (:func:`attnscore.maths.strategies.random_args`).
-        to_qk, from_scores, pack: for Q Kᵀ views only (else None); see the module docstring.
-        qk_operands: for Q Kᵀ views, the positional arguments (numpy arrays or torch tensors, in
-            parameter order) as ``(Q, K)`` views without a copy or a cast, e.g. ``q, k`` →
-            ``(q[None, :], k[None, :])``: the one home of this geometry (``to_qk`` is built on it,
-            and the mistake catalogue uses it on tensors); None otherwise.
-        batched, single_query, single_key: what shapes the Q Kᵀ views can express.
-        scale: for Q Kᵀ views, how ``d_k`` scales ``Q Kᵀ`` (``1`` raw, ``"sqrt"`` for ``/√d_k``).
+        qk: for the score functions that are views of ``Q Kᵀ`` (raw or scaled), their geometry
+            (:class:`QKView`); None for every other contract.
+        batched, single_query, single_key: what shapes the contract can express (batch dims, more
+            than one query, more than one key).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
         bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
             generated inputs are drawn inside it (see :meth:`bounded`).
-        operand_fn: for Q Kᵀ views, ``args -> Σ_i (|q_i| + |k_i|)`` per output entry: an input
-            scaled into the subnormal range first is off by up to half a subnormal per
-            coordinate, times the other factor (see :func:`attnscore.maths.tolerance.allowed_error`).
         keywords: the keyword arguments a spec may fix (:class:`Keyword`); empty for the
             positional contracts.
         options: the keyword values this contract was configured with (:meth:`configured`), as
@@ -162,18 +186,13 @@ class Contract:
     reference: Callable[..., torch.Tensor]
     golden_fn: Callable[[Args], np.ndarray]
     error_fn: Callable[[Args], tuple[int, np.ndarray]]
-    kind: str = "scores"
+    family: ContractFamily = ContractFamily.SCORES
     bool_parameters: frozenset[str] = field(default_factory=frozenset)
-    to_qk: Callable[[Args], tuple[np.ndarray, np.ndarray]] | None = None
-    qk_operands: Callable[..., tuple[Any, Any]] | None = None
-    from_scores: Callable[[np.ndarray], np.ndarray] | None = None
-    pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None
+    qk: QKView | None = None
     batched: bool = True
     single_query: bool = False
     single_key: bool = False
-    scale: str = "none"
     bound_text: str = "d_k·u·Σ|q_i k_i|"
-    operand_fn: Callable[[Args], np.ndarray] | None = None
     ties: tuple[tuple[str, str], ...] = ()
     bounds: tuple[Bound, ...] = ()
 
@@ -183,8 +202,6 @@ class Contract:
         Raises:
             ValueError: a bound names a symbol this contract's legend does not use.
         """
-        from attnscore.maths.bounds import check_symbols
-
         check_symbols(bounds, self)
         added = tuple(b for b in bounds if b not in self.bounds)
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
@@ -268,8 +285,6 @@ class Contract:
             >>> keep.shape, keep.dtype.name, bool(keep.all())
             ((2, 3, 5), 'bool', True)
         """
-        from attnscore.maths.bounds import legend_of
-
         present = {n: a for n, a in args.items() if n != name and a is not None and a is not OMITTED}
         sizes = legend_of(self, present)
         legend = dict(self.parameters)[name]
@@ -402,7 +417,7 @@ class Contract:
     @property
     def is_qk_view(self) -> bool:
         """Whether this contract is a view of ``Q Kᵀ`` (raw or scaled), reachable from ``(Q, K)``."""
-        return self.to_qk is not None
+        return self.qk is not None
 
     def golden(self, args: Args) -> np.ndarray:
         """The float64 golden value for ``args`` (numpy path, independent of the reference)."""
@@ -423,7 +438,7 @@ class Contract:
 
     def operand_sums(self, args: Args) -> np.ndarray | None:
         """``Σ_i (|q_i| + |k_i|)`` per output entry for Q Kᵀ views, else None (no operand floor)."""
-        return None if self.operand_fn is None else np.asarray(self.operand_fn(args), dtype=np.float64)
+        return None if self.qk is None else np.asarray(self.qk.operand_sums(args), dtype=np.float64)
 
 
 class _WithAbsentMasks:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, reference
-from attnscore.maths.contract import Args, Contract
+from attnscore.maths.contract import Args, Contract, QKView
 from attnscore.maths.error_scales import (
     as_float64,
     attention_error,
@@ -28,6 +28,7 @@ from attnscore.maths.error_scales import (
     weights_error,
     weights_low_terms,
 )
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.flash_contract import flash_attention_2_contract
 from attnscore.maths.key_view import KeyView, key_view, weights_key_view
 from attnscore.maths.sequence_contracts import flash_attn_contract
@@ -83,15 +84,28 @@ def _qk_view(
         reference=ref,
         golden_fn=gold,
         error_fn=error,
-        to_qk=to_qk,
-        qk_operands=qk_operands,
-        from_scores=from_scores,
-        pack=pack,
+        qk=QKView(qk_operands, to_qk, from_scores, pack, operands, scaled),
         batched=batched,
         single_query=single_query,
         single_key=single_key,
-        scale="sqrt" if scaled else "none",
-        operand_fn=operands,
+    )
+
+
+def _matrix_view(name: str, ref: Callable[..., torch.Tensor], scaled: bool = False) -> Contract:
+    """``Q (..., n_q, d_k)``, ``K (..., n_k, d_k)`` -> ``(..., n_q, n_k)``: ``Q Kᵀ`` itself (scaled by
+    ``1/√d_k`` when ``scaled``)."""
+    return _qk_view(
+        name,
+        (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
+        ("...", "n_q", "n_k"),
+        ref,
+        lambda Q, K: (Q, K),
+        lambda S: S,
+        lambda Q, K: {"Q": Q, "K": K},
+        batched=True,
+        single_query=False,
+        single_key=False,
+        scaled=scaled,
     )
 
 
@@ -105,7 +119,7 @@ def _causal(alignment: str) -> Contract:
 
     return Contract(
         name=f"causal_attention_{alignment}",
-        kind="causal",
+        family=ContractFamily.CAUSAL,
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_v"))),
         returns=("...", "n_q", "d_v"),
         reference=ref,
@@ -154,31 +168,8 @@ CONTRACTS: dict[str, Contract] = {
             single_query=True,
             single_key=False,
         ),
-        _qk_view(
-            "score_matrix",
-            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
-            ("...", "n_q", "n_k"),
-            reference.score_matrix,
-            lambda Q, K: (Q, K),
-            lambda S: S,
-            lambda Q, K: {"Q": Q, "K": K},
-            batched=True,
-            single_query=False,
-            single_key=False,
-        ),
-        _qk_view(
-            "scaled_score_matrix",
-            (("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k"))),
-            ("...", "n_q", "n_k"),
-            reference.scaled_score_matrix,
-            lambda Q, K: (Q, K),
-            lambda S: S,
-            lambda Q, K: {"Q": Q, "K": K},
-            batched=True,
-            single_query=False,
-            single_key=False,
-            scaled=True,
-        ),
+        _matrix_view("score_matrix", reference.score_matrix),
+        _matrix_view("scaled_score_matrix", reference.scaled_score_matrix, scaled=True),
         Contract(
             name="bilinear_scores",
             parameters=(("Q", ("...", "n_q", "d_q")), ("K", ("...", "n_k", "d_k")), ("W", ("d_q", "d_k"))),
@@ -211,7 +202,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="masked_scores",
-            kind="mask",
+            family=ContractFamily.MASK,
             parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.masked_scores,
@@ -222,7 +213,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="attention_weights",
-            kind="weights",
+            family=ContractFamily.WEIGHTS,
             parameters=(("S", ("...", "n_q", "n_k")), ("mask", MASK)),
             returns=("...", "n_q", "n_k"),
             reference=reference.attention_weights,
@@ -235,7 +226,7 @@ CONTRACTS: dict[str, Contract] = {
         ),
         Contract(
             name="attention",
-            kind="attention",
+            family=ContractFamily.ATTENTION,
             parameters=(
                 ("Q", ("...", "n_q", "d_k")),
                 ("K", ("...", "n_k", "d_k")),

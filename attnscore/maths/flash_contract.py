@@ -22,7 +22,9 @@ from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
+from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
     import torch
@@ -117,16 +119,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def sum_to_shape(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """``g`` summed over the batch dims that were broadcast to reach it (autograd's rule)."""
-    while g.dim() > len(shape):
-        g = g.sum(0)
-    for i, n in enumerate(shape):
-        if n == 1 and g.shape[i] != 1:
-            g = g.sum(i, keepdim=True)
-    return g
-
-
 def returning_logsumexp(function: Any) -> Any:
     """``function`` (a Function's ``.apply`` or a callable of ``(Q, K, V, is_causal)``) as the
     ``returned`` form wants it: ``(O, L)``, ``L`` read from the output's saved tensors (index 4, as
@@ -177,7 +169,7 @@ def flash_attention_2_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attention_2",
-        kind="flash_attention_2",
+        family=ContractFamily.FLASH_ATTENTION_2,
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_k"))),
         returns=("...", "n_q", "d_k"),
         reference=lambda Q, K, V, is_causal=False: _flash_reference().apply(Q, K, V, is_causal),

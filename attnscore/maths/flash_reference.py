@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from attnscore.maths.flash_contract import sum_to_shape
+from attnscore.maths.unbroadcast import sum_to_shape
 
 __all__ = ["FlashReference"]
 

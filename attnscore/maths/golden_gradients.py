@@ -1,60 +1,50 @@
-"""Golden gradients: the backward pass of every contract and variant in float64 numpy, by closed forms.
+"""Golden gradients: the backward pass of every contract in float64 numpy, and the allowed error of each.
 
-Shape legend: ``...`` batch dims, ``H_q``/``H_kv`` query and key/value heads, ``n_q`` queries,
-``n_k`` keys, ``d_k`` query/key width, ``d_v`` value width. ``d_*`` is the gradient of a scalar
-loss ``ℓ`` with respect to ``*``; the upstream gradient ``d_out`` (``dO``) is that of the output.
-
-torch is never imported: these are the closed forms, so a wrong autograd graph in the torch
-reference and a wrong formula here would have to agree to go unnoticed (the tests compare the two
-in float64). With ``S = scale · Q Kᵀ`` (masked entries ``-inf``), ``P = softmax(S)`` row-wise and
-``O = P V``:
-
-- ``dV = Pᵀ dO`` and ``dP = dO Vᵀ``;
-- ``dS = P ⊙ (dP − D)`` with ``D = rowsum(dP ⊙ P) = rowsum(dO ⊙ O)`` (the softmax Jacobian);
-  a masked entry has ``P = 0``, so it gets no gradient, and a fully masked row (output the constant
-  zero vector) gets none at all;
-- ``dQ = scale · dS K`` and ``dK = scale · dSᵀ Q``.
-
-Source: the softmax Jacobian ``∂p_i/∂s_j = p_i (δ_ij − p_j)``; Dao (2023), FlashAttention-2,
-Algorithm 2 (the same ``D`` and ``dS``). Batch dims that broadcast (a 2-D ``K`` against a 3-D
-``Q``) get the sum of the gradient over the dims they were broadcast along, as autograd gives.
-
-Besides the gradients, :func:`contract_gradient_scales` gives per entry of each gradient the
-magnitude ``M`` of the same computation carried out on absolute values (every difference made a
-sum, each softmax weight with its own rounding error), and the length ``n`` of its longest sum:
-the allowed error is about ``factor · n · u · M`` (:mod:`attnscore.maths.tolerance`).
+:func:`contract_gradients` and :func:`contract_gradient_scales` answer for any contract, from the
+closed forms of :mod:`attnscore.maths.gradient_formulas` (the score functions, weights, attention)
+and :mod:`attnscore.maths.keyword_gradients` (the keyword contracts, packed batches);
+:func:`gradient_allowed` turns a scale into the allowed error of each entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from attnscore.boundary import gradients as boundary_gradients
 from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
-from attnscore.maths import golden, golden_variants
+from attnscore.maths import golden
 from attnscore.maths.contracts import Contract
+from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
+from attnscore.maths.gradient_formulas import (
+    additive,
+    attention,
+    bilinear,
+    causal_attention,
+    cleaned,
+    dot_products,
+    f64,
+    keep_mask,
+    masked,
+    scaled_dot_products,
+    softmax_weights,
+    unbroadcast,
+    weights_rounding,
+)
+from attnscore.maths.gradient_formulas import general_attention as general_attention  # re-exported
+from attnscore.maths.keyword_gradients import keyword_attention_options as keyword_attention_options  # re-exported
+from attnscore.maths.keyword_gradients import (
+    keyword_gradient_scales,
+    keyword_gradients,
+    varlen_gradient_scales,
+    varlen_gradients,
+)
 from attnscore.maths.tolerance import Tolerance, allowed_error
 
 __all__ = [
-    "dot_products",
-    "scaled_dot_products",
-    "bilinear",
-    "additive",
-    "masked",
-    "softmax_weights",
-    "attention",
-    "causal_attention",
-    "general_attention",
     "NOT_DIFFERENTIATED",
-    "KEYWORD_KINDS",
-    "keyword_attention_options",
-    "keyword_gradients",
-    "keyword_gradient_scales",
-    "varlen_gradients",
-    "varlen_gradient_scales",
     "differentiable_parameters",
     "contract_gradients",
     "contract_gradient_scales",
@@ -64,216 +54,9 @@ __all__ = [
 Args = Mapping[str, np.ndarray]
 
 
-def _f64(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
-
-
-def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum ``g`` over the dims that ``shape`` was broadcast along (leading ones and size-1 ones)."""
-    g = np.asarray(g)
-    lead = g.ndim - len(shape)
-    if lead > 0:
-        g = g.sum(axis=tuple(range(lead)))
-    ones = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    if ones:
-        g = g.sum(axis=ones, keepdims=True)
-    return g.reshape(shape)
-
-
-def _keep(mask: Any, shape: tuple[int, ...]) -> np.ndarray:
-    if mask is None:
-        return np.ones(shape, dtype=bool)
-    return np.broadcast_to(np.asarray(mask, dtype=bool), shape)
-
-
-def dot_products(Q: Any, K: Any, dS: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of ``S = Q Kᵀ``: ``dQ = dS K`` ``(..., n_q, d_k)``, ``dK = dSᵀ Q`` ``(..., n_k, d_k)``.
-
-    Example (one query, two keys, the upstream picks the second score):
-        >>> dQ, dK = dot_products([[1.0, 2.0]], [[3.0, 4.0], [5.0, 6.0]], [[0.0, 1.0]])
-        >>> dQ.tolist(), dK.tolist()
-        ([[5.0, 6.0]], [[0.0, 0.0], [1.0, 2.0]])
-    """
-    Q, K, dS = _f64(Q), _f64(K), _f64(dS)
-    dQ = np.einsum("...ij,...jd->...id", dS, K)  # (..., n_q, n_k) @ (..., n_k, d_k)
-    dK = np.einsum("...ij,...id->...jd", dS, Q)  # (..., n_k, n_q) @ (..., n_q, d_k)
-    return _unbroadcast(dQ, Q.shape), _unbroadcast(dK, K.shape)
-
-
-def scaled_dot_products(Q: Any, K: Any, dS: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of ``S = Q Kᵀ / √d_k``: those of :func:`dot_products` divided by ``√d_k``."""
-    root = np.sqrt(np.shape(Q)[-1])
-    dQ, dK = dot_products(Q, K, dS)
-    return dQ / root, dK / root
-
-
-def bilinear(Q: Any, K: Any, W: Any, dS: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of ``S = Q W Kᵀ``: ``dQ = dS K Wᵀ``, ``dK = dSᵀ Q W``, ``dW = Σ_batch Qᵀ dS K`` ``(d_q, d_k)``."""
-    Q, K, W, dS = _f64(Q), _f64(K), _f64(W), _f64(dS)
-    dQ = np.einsum("...ij,...jb,ab->...ia", dS, K, W)
-    dK = np.einsum("...ij,...ia,ab->...jb", dS, Q, W)
-    dW = np.einsum("...ij,...ia,...jb->...ab", dS, Q, K)
-    return _unbroadcast(dQ, Q.shape), _unbroadcast(dK, K.shape), _unbroadcast(dW, W.shape)
-
-
-def additive(
-    Q: Any, K: Any, W_q: Any, W_k: Any, v: Any, dS: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of ``S_ij = vᵀ tanh(W_q q_i + W_k k_j)``: ``(dQ, dK, dW_q, dW_k, dv)``.
-
-    With ``t = tanh(h)``, ``h_ija = (W_q q_i)_a + (W_k k_j)_a``: ``dv = Σ_ij dS_ij t_ij``,
-    ``dh_ija = dS_ij v_a (1 − t_ija²)``, ``dq_i = Σ_j dh_ij W_q``, ``dk_j = Σ_i dh_ij W_k``,
-    ``dW_q = Σ_ij dh_ij q_iᵀ``, ``dW_k = Σ_ij dh_ij k_jᵀ``.
-    """
-    Q, K, W_q, W_k, v, dS = _f64(Q), _f64(K), _f64(W_q), _f64(W_k), _f64(v), _f64(dS)
-    qp = np.einsum("...id,ad->...ia", Q, W_q)  # (..., n_q, d_a)
-    kp = np.einsum("...jd,ad->...ja", K, W_k)  # (..., n_k, d_a)
-    t = np.tanh(qp[..., :, None, :] + kp[..., None, :, :])  # (..., n_q, n_k, d_a)
-    dh = dS[..., None] * v * (1.0 - t * t)  # (..., n_q, n_k, d_a)
-    dq_proj = dh.sum(axis=-2)  # (..., n_q, d_a)
-    dk_proj = dh.sum(axis=-3)  # (..., n_k, d_a)
-    dQ = np.einsum("...ia,ad->...id", dq_proj, W_q)
-    dK = np.einsum("...ja,ad->...jd", dk_proj, W_k)
-    dW_q = np.einsum("...ia,...id->...ad", dq_proj, np.broadcast_to(Q, (*dq_proj.shape[:-1], Q.shape[-1])))
-    dW_k = np.einsum("...ja,...jd->...ad", dk_proj, np.broadcast_to(K, (*dk_proj.shape[:-1], K.shape[-1])))
-    dv = np.einsum("...ij,...ija->...a", dS, t)
-    return (
-        _unbroadcast(dQ, Q.shape),
-        _unbroadcast(dK, K.shape),
-        _unbroadcast(dW_q, W_q.shape),
-        _unbroadcast(dW_k, W_k.shape),
-        _unbroadcast(dv, v.shape),
-    )
-
-
-def masked(S: Any, mask: Any, d_out: Any) -> np.ndarray:
-    """Gradient of ``masked_fill(S, ~mask, -inf)`` with respect to ``S``: ``d_out`` where kept, 0 where masked."""
-    S = _f64(S)
-    return _unbroadcast(np.where(_keep(mask, np.broadcast_shapes(S.shape, np.shape(d_out))), _f64(d_out), 0.0), S.shape)
-
-
-def _softmax_backward(P: np.ndarray, dP: np.ndarray) -> np.ndarray:
-    """``dS = P ⊙ (dP − rowsum(dP ⊙ P))``: 0 wherever ``P`` is 0 (masked keys, fully masked rows)."""
-    D = np.sum(dP * P, axis=-1, keepdims=True)  # (..., n_q, 1)
-    return P * (dP - D)
-
-
-def softmax_weights(S: Any, mask: Any, d_out: Any) -> np.ndarray:
-    """Gradient of the masked softmax ``P`` (:func:`attnscore.maths.golden.softmax_weights`) w.r.t. ``S``.
-
-    Example (two equal scores: ``P = [½, ½]``; pushing the first weight up moves the scores apart):
-        >>> softmax_weights([[0.0, 0.0]], None, [[1.0, 0.0]]).tolist()
-        [[0.25, -0.25]]
-    """
-    S = _f64(S)
-    P = golden.softmax_weights(S, mask)
-    return _unbroadcast(_softmax_backward(P, _f64(d_out)), S.shape)
-
-
-def attention(
-    Q: Any, K: Any, V: Any, mask: Any, d_out: Any, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of ``O = softmax(scale · Q Kᵀ, masked) V``: ``(dQ, dK, dV)`` (module docstring's forms).
-
-    Args:
-        Q: ``(..., n_q, d_k)``; K: ``(..., n_k, d_k)``; V: ``(..., n_k, d_v)``.
-        mask: bool, True = keep, broadcasting to ``(..., n_q, n_k)``, or None.
-        d_out: ``(..., n_q, d_v)``, the upstream gradient ``dO``.
-        scale: the factor on ``Q Kᵀ``; None means ``1/√d_k``.
-
-    Returns:
-        float64 arrays of the shapes of ``Q``, ``K`` and ``V``.
-
-    Example (one query, two keys with equal scores, so ``P = [½, ½]``):
-        >>> dQ, dK, dV = attention([[1.0]], [[0.0], [0.0]], [[1.0], [3.0]], None, [[1.0]], scale=1.0)
-        >>> dQ.tolist(), dK.tolist(), dV.tolist()
-        ([[0.0]], [[-0.5], [0.5]], [[0.5], [0.5]])
-    """
-    Q, K, V, dO = _f64(Q), _f64(K), _f64(V), _f64(d_out)
-    s = 1.0 / np.sqrt(Q.shape[-1]) if scale is None else float(scale)
-    P = golden.softmax_weights(s * golden.dot_products(Q, K), mask)  # (..., n_q, n_k)
-    dV = np.einsum("...ij,...id->...jd", P, dO)  # Pᵀ dO: (..., n_k, d_v)
-    dP = np.einsum("...id,...jd->...ij", dO, V)  # dO Vᵀ: (..., n_q, n_k)
-    dS = _softmax_backward(P, dP)
-    dQ = s * np.einsum("...ij,...jd->...id", dS, K)
-    dK = s * np.einsum("...ij,...id->...jd", dS, Q)
-    return _unbroadcast(dQ, Q.shape), _unbroadcast(dK, K.shape), _unbroadcast(dV, V.shape)
-
-
-def causal_attention(Q: Any, K: Any, V: Any, alignment: str, d_out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of causal attention (``"top_left"`` or ``"bottom_right"``): :func:`attention` with the causal mask."""
-    keep = golden.causal_keep(np.shape(Q)[-2], np.shape(K)[-2], alignment)
-    return attention(Q, K, V, keep, d_out)
-
-
-def general_attention(
-    query: Any, key: Any, value: Any, d_out: Any, d_lse: Any = None, **options: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of :func:`attnscore.maths.golden_variants.general_attention_parts` (every variant):
-    ``(d_query, d_key, d_value)``.
-
-    Args:
-        query, key, value: as there (``(..., H_q, n_q, d_k)``, ``(..., H_kv, n_k, d_k)``,
-            ``(..., H_kv, n_k, d_v)``, or 2-D for one head).
-        d_out: ``(..., H_q, n_q, d_v)``, the upstream gradient of the output.
-        d_lse: optional ``(..., H_q, n_q)``, the upstream gradient of the logsumexp
-            (``∂ lse_i / ∂ biased_ij = P_ij``), for a backward that also differentiates the saved ``L``.
-        options: the variant options of ``general_attention_parts`` (``attn_mask``, ``is_causal``,
-            ``alignment``, ``window``, ``scale``, ``softcap``, ``alibi_slopes``, ``key_lengths``).
-
-    Returns:
-        float64 arrays of the shapes of ``query``, ``key`` and ``value``. A key/value head shared by
-        a group of query heads gets the sum of its group's gradients; a softcap multiplies the
-        score gradient by ``1 − tanh²(s / cap)``; the mask, slopes and lengths get none (a float
-        mask's gradient, ``dS``, is never asked for).
-
-    Raises:
-        ValueError: as ``general_attention_parts``.
-    """
-    Q, K, V = _f64(query), _f64(key), _f64(value)
-    if Q.ndim == 2:
-        slopes = options.pop("alibi_slopes", None)
-        dq, dk, dv = general_attention(
-            Q[None], K[None], V[None], _f64(d_out)[None], None if d_lse is None else _f64(d_lse)[None],
-            alibi_slopes=None if slopes is None else np.reshape(_f64(slopes), (1,)), **options,
-        )  # fmt: skip
-        return dq[0], dk[0], dv[0]
-    parts = golden_variants.general_attention_parts(Q, K, V, **options)
-    H_q, d_k = Q.shape[-3], Q.shape[-1]
-    group = H_q // K.shape[-3]
-    kv_head = np.arange(H_q) // group
-    K_h, V_h = K[..., kv_head, :, :], V[..., kv_head, :, :]  # (..., H_q, n_k, d)
-    P = parts.weights  # (*batch, H_q, n_q, n_k)
-    dO = _f64(d_out)
-    dV_h = np.einsum("...ij,...id->...jd", P, dO)  # (*batch, H_q, n_k, d_v)
-    dP = np.einsum("...id,...jd->...ij", dO, V_h)
-    dB = _softmax_backward(P, dP)
-    if d_lse is not None:
-        dB = dB + P * _f64(d_lse)[..., None]
-    scale = options.get("scale")
-    s = 1.0 / np.sqrt(d_k) if scale is None else float(scale)
-    softcap = options.get("softcap")
-    if softcap is not None:
-        t = np.tanh(parts.scores / float(softcap))
-        dB = dB * (1.0 - t * t)  # d(cap·tanh(x/cap))/dx
-    dQ = s * np.einsum("...ij,...jd->...id", dB, K_h)
-    dK_h = s * np.einsum("...ij,...id->...jd", dB, Q)  # (*batch, H_q, n_k, d_k)
-
-    def per_kv_head(g: np.ndarray) -> np.ndarray:
-        return g.reshape(*g.shape[:-3], K.shape[-3], group, *g.shape[-2:]).sum(axis=-3)
-
-    return _unbroadcast(dQ, Q.shape), _unbroadcast(per_kv_head(dK_h), K.shape), _unbroadcast(per_kv_head(dV_h), V.shape)
-
-
 NOT_DIFFERENTIATED = boundary_gradients.NOT_DIFFERENTIATED
 """Float parameters whose gradient is never asked for (a mask, the ALiBi slopes): the boundary's own
 set, so the grader never asks for what the worker does not differentiate."""
-
-KEYWORD_KINDS = ("sdpa", "kernel_attention", "flash", "key_padding")
-"""The kinds of the keyword contracts (:mod:`attnscore.maths.variant_contracts`,
-:mod:`attnscore.maths.sequence_contracts`, key padding in :mod:`attnscore.maths.varlen_contracts`),
-whose gradients are :func:`keyword_gradients`; packed varlen batches (kind ``flash_varlen``) are
-:func:`varlen_gradients`."""
 
 
 def differentiable_parameters(contract: Contract) -> tuple[str, ...]:
@@ -313,51 +96,58 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
         >>> g["q"].tolist(), g["k"].tolist()
         ([6.0, 8.0], [2.0, 4.0])
     """
-    if contract.kind in KEYWORD_KINDS:
-        return keyword_gradients(contract, args, d_out)
-    if contract.kind == "flash_varlen":
-        return varlen_gradients(contract, args, d_out)
-    a = {n: np.asarray(args[n]) for n in contract.parameter_names}
-    dO = _f64(d_out)
-    if contract.is_qk_view:
-        assert contract.to_qk is not None and contract.pack is not None
-        Q, K = contract.to_qk(a)
+    gradients = _GRADIENTS.get(contract.family)
+    if gradients is None:
+        raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
+    return gradients[0](contract, args, d_out)
+
+
+def _closed_form(args: Args, contract: Contract, d_out: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The arguments as arrays by parameter name, and ``d_out`` in float64."""
+    return {n: np.asarray(args[n]) for n in contract.parameter_names}, f64(d_out)
+
+
+def _score_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    """The score functions: a view of Q Kᵀ (raw or scaled), bilinear or additive scores."""
+    a, dO = _closed_form(args, contract, d_out)
+    if contract.qk is not None:
+        Q, K = contract.qk.to_qk(a)
         dS = dO.reshape(Q.shape[:-2] + (Q.shape[-2], K.shape[-2])) if dO.ndim < 2 else dO
-        grad = scaled_dot_products if contract.scale == "sqrt" else dot_products
+        grad = scaled_dot_products if contract.qk.scaled else dot_products
         dQ, dK = grad(Q, K, dS)
-        return {n: np.asarray(g, dtype=np.float64) for n, g in contract.pack(dQ, dK).items()}
-    if contract.kind == "scores" and "W" in a:
+        return {n: np.asarray(g, dtype=np.float64) for n, g in contract.qk.pack(dQ, dK).items()}
+    if "W" in a:
         return dict(zip(("Q", "K", "W"), bilinear(a["Q"], a["K"], a["W"], dO), strict=True))
-    if contract.kind == "scores" and "v" in a:
+    if "v" in a:
         parts = additive(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"], dO)
         return dict(zip(("Q", "K", "W_q", "W_k", "v"), parts, strict=True))
-    if contract.kind == "mask":
-        return {"S": masked(a["S"], a["mask"], dO)}
-    if contract.kind == "weights":
-        return {"S": softmax_weights(a["S"], a["mask"], dO)}
-    if contract.kind == "attention":
-        return dict(zip(("Q", "K", "V"), attention(a["Q"], a["K"], a["V"], a["mask"], dO), strict=True))
-    if contract.kind == "causal":
-        grads = causal_attention(a["Q"], a["K"], a["V"], _alignment(contract), dO)
-        return dict(zip(("Q", "K", "V"), grads, strict=True))
-    if contract.kind == "flash_attention_2":
-        return contract_gradients(_attention(), _flash_as_attention(contract, a), dO)
-    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
 
 
-def _weights_rounding(S: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``P ⊙ (1 + |s| + |max s|)``: each weight with the size of its own rounding error (relative)."""
-    P = np.nan_to_num(golden.softmax_weights(S, keep))
-    with np.errstate(invalid="ignore"):
-        z = np.where(keep & np.isfinite(S), S, -np.inf)
-        m = np.max(z, axis=-1, keepdims=True, initial=-np.inf)
-        ok = keep & np.isfinite(z - m)
-        spread = np.where(ok, np.abs(z) + np.abs(np.where(np.isfinite(m), m, 0.0)), 0.0)
-    return P * (1.0 + spread)
+def _mask_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    a, dO = _closed_form(args, contract, d_out)
+    return {"S": masked(a["S"], a["mask"], dO)}
 
 
-def _clean(x: np.ndarray) -> np.ndarray:
-    return np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+def _weights_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    a, dO = _closed_form(args, contract, d_out)
+    return {"S": softmax_weights(a["S"], a["mask"], dO)}
+
+
+def _attention_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    a, dO = _closed_form(args, contract, d_out)
+    return dict(zip(("Q", "K", "V"), attention(a["Q"], a["K"], a["V"], a["mask"], dO), strict=True))
+
+
+def _causal_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    a, dO = _closed_form(args, contract, d_out)
+    grads = causal_attention(a["Q"], a["K"], a["V"], _alignment(contract), dO)
+    return dict(zip(("Q", "K", "V"), grads, strict=True))
+
+
+def _flash_function_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
+    a, dO = _closed_form(args, contract, d_out)
+    return contract_gradients(_attention(), _flash_as_attention(contract, a), dO)
 
 
 def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
@@ -370,76 +160,91 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
     implementation's error is at most about ``factor · n · u · M`` per entry. The keyword
     contracts (``sdpa``, ``kernel_attention``, ``flash_attn``): :func:`keyword_gradient_scales`.
     """
-    if contract.kind in KEYWORD_KINDS:
-        return keyword_gradient_scales(contract, args, d_out)
-    if contract.kind == "flash_varlen":
-        return varlen_gradient_scales(contract, args, d_out)
+    gradients = _GRADIENTS.get(contract.family)
+    if gradients is None:
+        raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
+    return gradients[1](contract, args, d_out)
+
+
+def _absolute(args: Args, contract: Contract, d_out: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The arguments with non-finite entries zeroed (bool masks as they are), and ``|d_out|``."""
     a = {
-        n: _clean(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
+        n: cleaned(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
         for n in contract.parameter_names
     }
-    dO = np.abs(_clean(d_out))
-    if contract.is_qk_view or (contract.kind == "scores" and "W" in a):
+    return a, np.abs(cleaned(d_out))
+
+
+def _score_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    a, dO = _absolute(args, contract, d_out)
+    if contract.is_qk_view or "W" in a:
         absolute = {n: (np.abs(x) if n not in contract.bool_parameters else x) for n, x in a.items()}
         grads = contract_gradients(contract, absolute, dO)
-        if contract.is_qk_view:
-            assert contract.to_qk is not None
-            Q, K = contract.to_qk(a)
+        if contract.qk is not None:
+            Q, K = contract.qk.to_qk(a)
             n = int(max(Q.shape[-2], K.shape[-2])) + 2
         else:
             n = int(np.shape(a["K"])[-2] + np.shape(a["Q"])[-2] + np.shape(a["W"])[0] + np.shape(a["W"])[1])
         return n, grads
-    if contract.kind == "scores":  # additive: |dS||v| through |W|, with the tanh's own error
-        Q, K, W_q, W_k, v = (np.abs(a[n]) for n in ("Q", "K", "W_q", "W_k", "v"))
-        hmag = (
-            np.einsum("...id,ad->...ia", Q, W_q)[..., :, None, :]
-            + np.einsum("...jd,ad->...ja", K, W_k)[..., None, :, :]
+    # additive: |dS||v| through |W|, with the tanh's own error
+    Q, K, W_q, W_k, v = (np.abs(a[n]) for n in ("Q", "K", "W_q", "W_k", "v"))
+    hmag = np.einsum("...id,ad->...ia", Q, W_q)[..., :, None, :] + np.einsum("...jd,ad->...ja", K, W_k)[..., None, :, :]
+    dh = dO[..., None] * v * (1.0 + hmag)  # (..., n_q, n_k, d_a)
+    dq_proj, dk_proj = dh.sum(axis=-2), dh.sum(axis=-3)
+    dW_q = np.einsum("...ia,...id->...ad", dq_proj, np.broadcast_to(Q, (*dq_proj.shape[:-1], Q.shape[-1])))
+    dW_k = np.einsum("...ja,...jd->...ad", dk_proj, np.broadcast_to(K, (*dk_proj.shape[:-1], K.shape[-1])))
+    dv = np.sum(dO) * np.ones_like(v)  # |tanh| <= 1: dv_a <= Σ_ij |dS_ij|
+    grads = {
+        "Q": unbroadcast(np.einsum("...ia,ad->...id", dq_proj, W_q), Q.shape),
+        "K": unbroadcast(np.einsum("...ja,ad->...jd", dk_proj, W_k), K.shape),
+        "W_q": unbroadcast(dW_q, W_q.shape),
+        "W_k": unbroadcast(dW_k, W_k.shape),
+        "v": dv,
+    }
+    n = int(Q.shape[-1] + K.shape[-2] + Q.shape[-2] + v.shape[-1] + 4)
+    return n, grads
+
+
+def _mask_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    return 1, {"S": np.zeros(np.shape(args["S"]))}
+
+
+def _weights_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    a, dO = _absolute(args, contract, d_out)
+    S = a["S"]
+    keep = keep_mask(a["mask"], S.shape)
+    A = weights_rounding(f64(args["S"]), keep)
+    D = np.sum(dO * A, axis=-1, keepdims=True)
+    return int(S.shape[-1]) + 2, {"S": unbroadcast(A * (dO + D), S.shape)}
+
+
+def _attention_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    """Attention with a mask, or with a causal flag (its alignment's keep mask)."""
+    a, dO = _absolute(args, contract, d_out)
+    Q, K, V = (f64(args[n]) for n in ("Q", "K", "V"))
+    n_q, n_k, d_k, d_v = Q.shape[-2], K.shape[-2], Q.shape[-1], V.shape[-1]
+    causal = contract.family is ContractFamily.CAUSAL
+    keep_arg = golden.causal_keep(n_q, n_k, _alignment(contract)) if causal else a["mask"]
+    s = 1.0 / np.sqrt(d_k)
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = s * golden.dot_products(Q, K)
+        keep = keep_mask(keep_arg, S.shape)
+        A = weights_rounding(S, keep) + np.nan_to_num(golden.softmax_weights(S, keep)) * cleaned(
+            d_k * s * golden.dot_magnitudes(Q, K)
         )
-        dh = dO[..., None] * v * (1.0 + hmag)  # (..., n_q, n_k, d_a)
-        dq_proj, dk_proj = dh.sum(axis=-2), dh.sum(axis=-3)
-        dW_q = np.einsum("...ia,...id->...ad", dq_proj, np.broadcast_to(Q, (*dq_proj.shape[:-1], Q.shape[-1])))
-        dW_k = np.einsum("...ja,...jd->...ad", dk_proj, np.broadcast_to(K, (*dk_proj.shape[:-1], K.shape[-1])))
-        dv = np.sum(dO) * np.ones_like(v)  # |tanh| <= 1: dv_a <= Σ_ij |dS_ij|
-        grads = {
-            "Q": _unbroadcast(np.einsum("...ia,ad->...id", dq_proj, W_q), Q.shape),
-            "K": _unbroadcast(np.einsum("...ja,ad->...jd", dk_proj, W_k), K.shape),
-            "W_q": _unbroadcast(dW_q, W_q.shape),
-            "W_k": _unbroadcast(dW_k, W_k.shape),
-            "v": dv,
-        }
-        n = int(Q.shape[-1] + K.shape[-2] + Q.shape[-2] + v.shape[-1] + 4)
-        return n, grads
-    if contract.kind == "mask":
-        return 1, {"S": np.zeros(np.shape(a["S"]))}
-    if contract.kind == "weights":
-        S = a["S"]
-        keep = _keep(a["mask"], S.shape)
-        A = _weights_rounding(_f64(args["S"]), keep)
-        D = np.sum(dO * A, axis=-1, keepdims=True)
-        return int(S.shape[-1]) + 2, {"S": _unbroadcast(A * (dO + D), S.shape)}
-    if contract.kind in ("attention", "causal"):
-        Q, K, V = (_f64(args[n]) for n in ("Q", "K", "V"))
-        n_q, n_k, d_k, d_v = Q.shape[-2], K.shape[-2], Q.shape[-1], V.shape[-1]
-        keep_arg = a["mask"] if contract.kind == "attention" else golden.causal_keep(n_q, n_k, _alignment(contract))
-        s = 1.0 / np.sqrt(d_k)
-        with np.errstate(invalid="ignore", over="ignore"):
-            S = s * golden.dot_products(Q, K)
-            keep = _keep(keep_arg, S.shape)
-            A = _weights_rounding(S, keep) + np.nan_to_num(golden.softmax_weights(S, keep)) * _clean(
-                d_k * s * golden.dot_magnitudes(Q, K)
-            )
-        aQ, aK, aV = np.abs(_clean(Q)), np.abs(_clean(K)), np.abs(_clean(V))
-        dV = np.einsum("...ij,...id->...jd", A, dO)
-        dP = np.einsum("...id,...jd->...ij", dO, aV)
-        D = np.sum(dP * A, axis=-1, keepdims=True)
-        dS = A * (dP + D)
-        dQ = s * np.einsum("...ij,...jd->...id", dS, aK)
-        dK = s * np.einsum("...ij,...id->...jd", dS, aQ)
-        grads = {"Q": _unbroadcast(dQ, Q.shape), "K": _unbroadcast(dK, K.shape), "V": _unbroadcast(dV, V.shape)}
-        return int(d_k + n_k + d_v + n_q) + 2, grads
-    if contract.kind == "flash_attention_2":
-        return contract_gradient_scales(_attention(), _flash_as_attention(contract, args), d_out)
-    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (kind {contract.kind!r})")
+    aQ, aK, aV = np.abs(cleaned(Q)), np.abs(cleaned(K)), np.abs(cleaned(V))
+    dV = np.einsum("...ij,...id->...jd", A, dO)
+    dP = np.einsum("...id,...jd->...ij", dO, aV)
+    D = np.sum(dP * A, axis=-1, keepdims=True)
+    dS = A * (dP + D)
+    dQ = s * np.einsum("...ij,...jd->...id", dS, aK)
+    dK = s * np.einsum("...ij,...id->...jd", dS, aQ)
+    grads = {"Q": unbroadcast(dQ, Q.shape), "K": unbroadcast(dK, K.shape), "V": unbroadcast(dV, V.shape)}
+    return int(d_k + n_k + d_v + n_q) + 2, grads
+
+
+def _flash_function_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
+    return contract_gradient_scales(_attention(), _flash_as_attention(contract, args), d_out)
 
 
 def _attention() -> Contract:
@@ -455,6 +260,22 @@ def _flash_as_attention(contract: Contract, args: Args) -> dict[str, np.ndarray]
     n_q, n_k = Q.shape[-2], K.shape[-2]
     keep = golden.causal_keep(n_q, n_k, "top_left") if contract.option("is_causal") else np.ones((n_q, n_k), bool)
     return {"Q": Q, "K": K, "V": np.asarray(args["V"]), "mask": keep}
+
+
+_Gradients = Callable[[Contract, Args, Any], dict[str, np.ndarray]]
+_Scales = Callable[[Contract, Args, Any], tuple[int, dict[str, np.ndarray]]]
+
+_GRADIENTS: dict[ContractFamily, tuple[_Gradients, _Scales]] = {
+    ContractFamily.SCORES: (_score_gradients, _score_scales),
+    ContractFamily.MASK: (_mask_gradients, _mask_scales),
+    ContractFamily.WEIGHTS: (_weights_gradients, _weights_scales),
+    ContractFamily.ATTENTION: (_attention_gradients, _attention_scales),
+    ContractFamily.CAUSAL: (_causal_gradients, _attention_scales),
+    ContractFamily.FLASH_ATTENTION_2: (_flash_function_gradients, _flash_function_scales),
+    ContractFamily.FLASH_VARLEN: (varlen_gradients, varlen_gradient_scales),
+    **{family: (keyword_gradients, keyword_gradient_scales) for family in KEYWORD_FAMILIES},
+}
+"""Each family's closed-form gradients and their error scales (one entry per family, no branching on it)."""
 
 
 def gradient_allowed(
@@ -492,7 +313,7 @@ def gradient_allowed(
         5.0
     """
     g = np.nan_to_num(np.asarray(golden_grad, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    M = _clean(scale)
+    M = cleaned(scale)
     u = UNIT_ROUNDOFF[dtype]
     if tol.mode == "close":
         return allowed_error(tol, g, dtype, n, M)
@@ -505,212 +326,3 @@ def gradient_allowed(
         return np.maximum(ratio, floor + (n + 1) * SMALLEST_SUBNORMAL[dtype])
     factor = 2.0 if tol.mode == "exact" else tol.factor
     return factor * max(n, 1) * u * M + u * np.abs(g) + (n + 1) * SMALLEST_SUBNORMAL[dtype]
-
-
-def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
-    """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a configured
-    keyword contract (``sdpa``: ``attn_mask``, ``is_causal`` top-left, ``scale``; ``kernel_attention``:
-    ``is_causal`` bottom-right, ``scale``, ``softcap``, ``alibi_slopes``; ``flash_attn``: ``causal``
-    bottom-right, ``window_size``, ``softmax_scale``), its arguments taken from ``args``.
-
-    Raises:
-        ValueError: a contract that is not one of :data:`KEYWORD_KINDS`.
-    """
-    if contract.kind == "sdpa":
-        return {
-            "attn_mask": args.get("attn_mask"),
-            "is_causal": bool(contract.option("is_causal")),
-            "alignment": "top_left",
-            "scale": contract.option("scale"),
-        }
-    if contract.kind == "kernel_attention":
-        slopes = args.get("alibi_slopes")
-        return {
-            "is_causal": bool(contract.option("is_causal")),
-            "alignment": "bottom_right",
-            "scale": contract.option("scale"),
-            "softcap": contract.option("softcap"),
-            "alibi_slopes": None if slopes is None else _f64(slopes),
-        }
-    if contract.kind == "key_padding":
-        return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": contract.option("scale")}
-    if contract.kind == "flash":
-        return {
-            "is_causal": bool(contract.option("causal")),
-            "alignment": "bottom_right",
-            "window": tuple(int(x) for x in contract.option("window_size")),
-            "scale": contract.option("softmax_scale"),
-        }
-    raise ValueError(f"contract {contract.name!r}: not a keyword contract (kind {contract.kind!r})")
-
-
-def _heads_first(contract: Contract, x: Any) -> np.ndarray:
-    """``flash_attn``'s ``(b, n, h, d)`` as ``(b, h, n, d)`` (its own inverse); others unchanged."""
-    x = _f64(x)
-    return np.swapaxes(x, -3, -2) if contract.kind == "flash" else x
-
-
-def _qkv(contract: Contract) -> tuple[str, str, str]:
-    names = contract.parameter_names
-    return (names[0], names[1], names[2])
-
-
-def keyword_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    """The float64 gradients of a keyword contract (``sdpa``, ``kernel_attention``, ``flash_attn``)
-    with respect to its query, key and value: :func:`general_attention` with the contract's options
-    (:func:`keyword_attention_options`), in the contract's own layout.
-
-    A key/value head shared by a group of query heads (``enable_gqa``, ``h_kv < h_q``) gets the sum
-    of its group's gradients; a softcap multiplies the score gradient by ``1 − tanh²(s / cap)``;
-    ``attn_mask`` and ``alibi_slopes`` get none (:data:`NOT_DIFFERENTIATED`).
-
-    Args:
-        contract: a configured keyword contract (its keywords in :attr:`Contract.options`).
-        args: its arguments by its own parameter names (``query``/``key``/``value`` or ``q``/``k``/``v``).
-        d_out: the upstream gradient, of the output's shape (``(b, n_q, h_q, d_v)`` for ``flash_attn``).
-
-    Returns:
-        ``{query name: dQ, key name: dK, value name: dV}``, float64 arrays of the inputs' shapes.
-
-    Example (SDPA with ``scale = 1``, one query, two equal keys: ``P = [½, ½]``):
-        >>> from attnscore.maths.contracts import get_contract
-        >>> c = get_contract("sdpa").configured({"scale": 1.0}, ("query", "key", "value"))
-        >>> g = keyword_gradients(c, {"query": np.array([[1.0]]), "key": np.array([[0.0], [0.0]]),
-        ...                           "value": np.array([[1.0], [3.0]])}, np.array([[1.0]]))
-        >>> g["key"].tolist(), g["value"].tolist()
-        ([[-0.5], [0.5]], [[0.5], [0.5]])
-    """
-    q, k, v = _qkv(contract)
-    options = keyword_attention_options(contract, args)
-    dq, dk, dv = general_attention(
-        _heads_first(contract, args[q]),
-        _heads_first(contract, args[k]),
-        _heads_first(contract, args[v]),
-        _heads_first(contract, d_out),
-        **options,
-    )
-    return {q: _heads_first(contract, dq), k: _heads_first(contract, dk), v: _heads_first(contract, dv)}
-
-
-def keyword_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    """``(n, {name: M})``, the error scale of each gradient entry of a keyword contract (as
-    :func:`contract_gradient_scales` for attention, through every variant).
-
-    ``M`` is :func:`keyword_gradients`'s computation on absolute values, every difference made a
-    sum, each weight carried with its own rounding error ``P ⊙ (1 + |b| + |max b|)`` (``b`` the
-    biased score) plus the score's own error ``P ⊙ e_s`` (``e_s`` as in
-    :func:`attnscore.maths.variant_contracts.kernel_attention_error`: the product
-    ``d_k·|scale|·Σ|q_i k_i|``, the cap, the bias and its addition); a softcap's derivative
-    ``1 − t²`` (``t = tanh(s/cap)``) is carried as ``1 + 2t² + 2|t|(1 − t²)·e_s/cap`` (the
-    cancellation in ``1 − t²`` and the score's error moving it); the group sum of GQA adds the
-    group size to ``n``, the longest sum's length.
-    """
-    q, k, v = _qkv(contract)
-    options = keyword_attention_options(contract, args)
-    Q, K, V = (_heads_first(contract, args[n]) for n in (q, k, v))
-    dO = np.abs(_clean(_heads_first(contract, d_out)))
-    two_d = Q.ndim == 2
-    if two_d:
-        Q, K, V, dO = Q[None], K[None], V[None], dO[None]
-        if options.get("alibi_slopes") is not None:
-            options["alibi_slopes"] = np.reshape(options["alibi_slopes"], (1,))
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        parts = golden_variants.general_attention_parts(Q, K, V, **options)
-        H_q, n_q, d_k = Q.shape[-3:]
-        n_k, d_v = K.shape[-2], V.shape[-1]
-        group = H_q // K.shape[-3]
-        kv_head = np.arange(H_q) // group
-        aQ, aK, aV = np.abs(_clean(Q)), np.abs(_clean(K)), np.abs(_clean(V))
-        aK_h, aV_h = aK[..., kv_head, :, :], aV[..., kv_head, :, :]  # (..., H_q, n_k, d)
-        scale = options.get("scale")
-        s = 1.0 / np.sqrt(d_k) if scale is None else abs(float(scale))
-        keep = np.isfinite(parts.biased)  # (*batch, H_q, n_q, n_k)
-        mags = s * np.einsum("...id,...jd->...ij", aQ, aK_h)  # |scale|·Σ|q_i k_i|
-        err_S = _clean(d_k * mags + np.abs(parts.scores))  # the scaled product
-        cap = options.get("softcap")
-        slope_error = np.ones_like(err_S)
-        if cap is not None:
-            t = np.tanh(parts.scores / float(cap))
-            slope = 1.0 - t * t
-            slope_error = 1.0 + 2.0 * t * t + 2.0 * np.abs(t) * slope * err_S / float(cap)
-            err_S = (err_S + np.abs(parts.scores)) * slope + 2.0 * np.abs(parts.capped)
-        bias = np.where(keep, parts.biased - parts.capped, 0.0)
-        err_S = np.where(keep, _clean(err_S + 2.0 * np.abs(bias) + np.abs(parts.biased)), 0.0)
-        P = np.nan_to_num(parts.weights)
-        A = _weights_rounding(parts.biased, keep) + P * err_S  # (*batch, H_q, n_q, n_k)
-        dV_h = np.einsum("...ij,...id->...jd", A, dO)  # (*batch, H_q, n_k, d_v)
-        dP = np.einsum("...id,...jd->...ij", dO, aV_h)
-        D = np.sum(dP * A, axis=-1, keepdims=True)
-        dB = A * (dP + D) * slope_error
-        dQ = s * np.einsum("...ij,...jd->...id", dB, aK_h)
-        dK_h = s * np.einsum("...ij,...id->...jd", dB, aQ)
-
-    def per_kv_head(g: np.ndarray) -> np.ndarray:
-        return g.reshape(*g.shape[:-3], K.shape[-3], group, *g.shape[-2:]).sum(axis=-3)
-
-    grads = [
-        _unbroadcast(dQ, Q.shape),
-        _unbroadcast(per_kv_head(dK_h), K.shape),
-        _unbroadcast(per_kv_head(dV_h), V.shape),
-    ]
-    if two_d:
-        grads = [g[0] for g in grads]
-    n = int(d_k + n_k + d_v + n_q + group) + 2
-    return n, {name: _clean(_heads_first(contract, g)) for name, g in zip((q, k, v), grads, strict=True)}
-
-
-def _varlen_sequences(contract: Contract, args: Args) -> tuple[Contract, list[tuple[slice, slice]]]:
-    """The ``flash_attn`` contract with a packed ``flash_attn_varlen`` contract's keywords, and each
-    sequence's ``(query rows, key rows)`` of the packed ``(total, h, d)`` arrays."""
-    from attnscore.maths.contracts import get_contract  # the registry imports this module's users
-
-    names = ("causal", "window_size", "softmax_scale")
-    flash = get_contract("flash_attn").configured({n: contract.option(n) for n in names}, ("q", "k", "v"))
-    cu_q = [int(x) for x in np.asarray(args["cu_seqlens_q"]).reshape(-1)]
-    cu_k = [int(x) for x in np.asarray(args["cu_seqlens_k"]).reshape(-1)]
-    spans = [(slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])) for b in range(len(cu_q) - 1)]
-    return flash, [(rows, keys) for rows, keys in spans if rows.stop > rows.start and keys.stop > keys.start]
-
-
-def _one_sequence(q: str, k: str, v: str, args: Args, d_out: Any, rows: slice, keys: slice) -> tuple[Args, Any]:
-    """Sequence ``rows``/``keys`` of a packed call as a ``flash_attn`` call of batch 1 ``(1, n, h, d)``."""
-    one = {"q": _f64(args[q])[rows][None], "k": _f64(args[k])[keys][None], "v": _f64(args[v])[keys][None]}
-    return one, _f64(d_out)[rows][None]
-
-
-def varlen_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    """The float64 gradients of a packed ``flash_attn_varlen`` call with respect to ``q``, ``k``, ``v``
-    (each ``(total, h, d)``): sequence ``b`` (rows ``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` of ``q``,
-    ``cu_seqlens_k[b]:cu_seqlens_k[b+1]`` of ``k``/``v``) is ``flash_attn`` on its own
-    (:func:`keyword_gradients`, causal and window bottom-right per sequence); rows of no sequence,
-    and a sequence without queries or keys, get zeros. The offsets and lengths get none.
-
-    Source: FlashAttention's ``flash_attn_varlen_func`` (each sequence attends only inside itself).
-    """
-    q, k, v = _qkv(contract)
-    flash, spans = _varlen_sequences(contract, args)
-    grads = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in (q, k, v)}
-    for rows, keys in spans:
-        one, d_one = _one_sequence(q, k, v, args, d_out, rows, keys)
-        g = keyword_gradients(flash, one, d_one)
-        grads[q][rows] += g["q"][0]
-        grads[k][keys] += g["k"][0]
-        grads[v][keys] += g["v"][0]
-    return grads
-
-
-def varlen_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    """``(n, {name: M})`` of :func:`varlen_gradients`: each sequence's :func:`keyword_gradient_scales`
-    in its rows, ``n`` the longest over the sequences."""
-    q, k, v = _qkv(contract)
-    flash, spans = _varlen_sequences(contract, args)
-    scales = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in (q, k, v)}
-    longest = 1
-    for rows, keys in spans:
-        one, d_one = _one_sequence(q, k, v, args, d_out, rows, keys)
-        n, m = keyword_gradient_scales(flash, one, d_one)
-        longest = max(longest, n)
-        scales[q][rows] += m["q"][0]
-        scales[k][keys] += m["k"][0]
-        scales[v][keys] += m["v"][0]
-    return longest, scales

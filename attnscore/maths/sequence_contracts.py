@@ -29,7 +29,7 @@ Source: FlashAttention README ("causal", "sliding window", 2.1 and 2.3 changes) 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
@@ -113,6 +114,55 @@ def flash_configured(
     return configured, bool(configured.option("causal")), (left, right), configured.option("softmax_scale")
 
 
+def rescaled_and_grouped(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float | None, heads: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Q``, ``K``, ``V`` (heads along axis ``heads``) as plain attention's: ``Q`` rescaled so that
+    ``Q' Kᵀ/√d_k = scale·Q Kᵀ`` (unchanged for ``scale`` None), and each key/value head repeated for
+    its group of query heads (``h0 h0 h1 h1``)."""
+    if scale is not None:
+        Q = Q * (float(scale) * np.sqrt(Q.shape[-1]))
+    if K.shape[heads] not in (Q.shape[heads], 0):
+        K = np.repeat(K, Q.shape[heads] // K.shape[heads], axis=heads)
+        V = np.repeat(V, Q.shape[heads] // V.shape[heads], axis=heads)
+    return Q, K, V
+
+
+def through_attention(
+    configured: Contract,
+    reference: Callable[..., torch.Tensor],
+    golden_fn: Callable[[Args], np.ndarray],
+    as_attention: Callable[[Args], dict[str, np.ndarray]],
+    axes: tuple[int, int],
+    rows: Any,
+) -> Contract:
+    """``configured`` with its ``reference`` and ``golden_fn``, and its error bound, low-precision budget
+    and key view read through the plain ``attention`` contract: ``as_attention`` gives a call's
+    arguments as ``attention``'s (heads first), whose per-entry results come back to the contract's
+    layout by swapping ``axes``; ``rows`` says how the output's rows map to ``attention``'s
+    (:func:`attnscore.maths.key_view.key_view`). Shared by ``flash_attn`` and ``flash_attn_varlen``."""
+
+    def back(x: Any) -> Any:
+        return np.swapaxes(x, *axes) if np.ndim(x) >= 3 else x
+
+    def error(a: Args) -> tuple[int, np.ndarray]:
+        n, per_entry = attention_error(as_attention(a))
+        return n, back(per_entry)
+
+    def low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
+        terms = attention_low_terms(as_attention(a), dtype, factor)
+        return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
+
+    return dataclasses.replace(
+        configured,
+        reference=reference,
+        golden_fn=golden_fn,
+        error_fn=error,
+        low_error_fn=low_terms,
+        key_view_fn=lambda a: key_view(as_attention(a), rows),
+    )
+
+
 def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
     configured, causal, window, scale = flash_configured(base, options)
@@ -151,36 +201,14 @@ def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str
         heads first, Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the window
         folded into a bool mask."""
         Q, K, V = (np.swapaxes(as_float64(a, n), -3, -2) for n in ("q", "k", "v"))  # (b, h, n, d)
-        d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
-        if scale is not None:
-            Q = Q * (float(scale) * np.sqrt(d_k))
-        if K.shape[-3] not in (Q.shape[-3], 0):
-            K = np.repeat(K, Q.shape[-3] // K.shape[-3], axis=-3)  # h0 h0 h1 h1
-            V = np.repeat(V, Q.shape[-3] // V.shape[-3], axis=-3)
+        n_q, n_k = Q.shape[-2], K.shape[-2]
+        Q, K, V = rescaled_and_grouped(Q, K, V, scale, -3)
         keep = flash_keep(keep_window, n_q, n_k)
         S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
 
-    def error(a: Args) -> tuple[int, np.ndarray]:
-        n, per_entry = attention_error(as_attention(a))  # (b, h_q, n_q, d_v)
-        return n, np.swapaxes(per_entry, -3, -2)  # -> (b, n_q, h_q, d_v), the result's layout
-
-    def low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
-        terms = attention_low_terms(as_attention(a), dtype, factor)  # heads first
-
-        def back(x: Any) -> Any:
-            return np.swapaxes(x, -3, -2) if np.ndim(x) >= 3 else x
-
-        return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
-
-    return dataclasses.replace(
-        configured,
-        reference=ref,
-        golden_fn=gold,
-        error_fn=error,
-        low_error_fn=low_terms,
-        key_view_fn=lambda a: key_view(as_attention(a), heads_after_rows),
-    )
+    # (b, h_q, n_q, d_v) -> (b, n_q, h_q, d_v), the result's layout
+    return through_attention(configured, ref, gold, as_attention, (-3, -2), heads_after_rows)
 
 
 def flash_attn_contract() -> Contract:
@@ -197,7 +225,7 @@ def flash_attn_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn",
-        kind="flash",
+        family=ContractFamily.FLASH,
         parameters=(
             ("q", ("b", "n_q", "h_q", "d_k")),
             ("k", ("b", "n_k", "h_kv", "d_k")),

@@ -2,7 +2,7 @@
 
 Every strategy here generates a canonical pair ``(Q, K)`` of float64 arrays with shapes
 ``(..., n_q, d_k)`` and ``(..., n_k, d_k)`` that the contract can express (no batch dims for
-``scores``, ``n_q = 1`` for one query, ...); :meth:`attnscore.maths.contract.Contract.pack` turns the
+``scores``, ``n_q = 1`` for one query, ...); :attr:`attnscore.maths.contract.QKView.pack` turns the
 pair into the contract's arguments.
 """
 
@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from attnscore.maths.family import ContractFamily
 
 if TYPE_CHECKING:
     from attnscore.maths.contract import Contract
@@ -278,7 +280,7 @@ def _mask_shape(
     """
     rest = tuple(sizes[sym] for sym in legend[1:])
     batch: tuple[int, ...] = sizes["..."]
-    if contract.kind != "attention" or not batch or name in contract.full_masks:
+    if contract.family is not ContractFamily.ATTENTION or not batch or name in contract.full_masks:
         return batch + rest
     form = draw(st.sampled_from(("full", "shared", "broadcast")))
     if form == "shared":

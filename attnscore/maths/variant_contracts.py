@@ -24,6 +24,7 @@ import numpy as np
 from attnscore.maths import golden, golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -169,7 +170,7 @@ def sdpa_contract(float_mask: bool = False) -> Contract:
     everything = tuple(n for n, _ in parameters)
     unconfigured = Contract(
         name="sdpa_float_mask" if float_mask else "sdpa",
-        kind="sdpa",
+        family=ContractFamily.SDPA,
         parameters=parameters,
         returns=("...", "n_q", "d_v"),
         reference=variants.general_attention,
@@ -410,7 +411,7 @@ def kernel_attention_contract() -> Contract:
     )
     unconfigured = Contract(
         name="kernel_attention",
-        kind="kernel_attention",
+        family=ContractFamily.KERNEL_ATTENTION,
         parameters=parameters,
         returns=("...", "h_q", "n_q", "d_v"),
         reference=variants.general_attention,

@@ -44,10 +44,10 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract, Keyword
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view, packed_rows
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_configured, flash_keep
-from attnscore.maths.tolerance import ErrorTerms
+from attnscore.maths.sequence_contracts import flash_configured, flash_keep, rescaled_and_grouped, through_attention
 
 if TYPE_CHECKING:
     import torch
@@ -238,35 +238,12 @@ def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[st
         over the packed rows, Q rescaled so that ``Q' Kᵀ/√d_k = scale·Q Kᵀ``, K and V grouped, the
         sequence blocks and their windows folded into one bool mask."""
         Q, K, V = (np.swapaxes(as_float64(a, n), 0, 1) for n in ("q", "k", "v"))  # (h, total, d)
-        d_k = Q.shape[-1]
-        if scale is not None:
-            Q = Q * (float(scale) * np.sqrt(d_k))
-        if K.shape[0] not in (Q.shape[0], 0):
-            K = np.repeat(K, Q.shape[0] // K.shape[0], axis=0)  # h0 h0 h1 h1
-            V = np.repeat(V, Q.shape[0] // V.shape[0], axis=0)
+        Q, K, V = rescaled_and_grouped(Q, K, V, scale, 0)
         keep = packed_keep(keep_window, a["cu_seqlens_q"], a["cu_seqlens_k"])  # (total_q, total_k)
         return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, (Q.shape[0], *keep.shape))}
 
-    def error(a: Args) -> tuple[int, np.ndarray]:
-        n, per_entry = attention_error(as_attention(a))  # (h_q, total_q, d_v)
-        return n, np.swapaxes(per_entry, 0, 1)  # -> (total_q, h_q, d_v)
-
-    def low_terms(a: Args, dtype: str, factor: float) -> ErrorTerms:
-        terms = attention_low_terms(as_attention(a), dtype, factor)
-
-        def back(x: Any) -> Any:
-            return np.swapaxes(x, 0, 1) if np.ndim(x) >= 3 else x
-
-        return ErrorTerms(back(terms.rounding), back(terms.accumulation), back(terms.floor))
-
-    return dataclasses.replace(
-        configured,
-        reference=ref,
-        golden_fn=gold,
-        error_fn=error,
-        low_error_fn=low_terms,
-        key_view_fn=lambda a: key_view(as_attention(a), packed_rows),
-    )
+    # (h_q, total_q, d_v) -> (total_q, h_q, d_v)
+    return through_attention(configured, ref, gold, as_attention, (0, 1), packed_rows)
 
 
 def flash_attn_varlen_contract() -> Contract:
@@ -284,7 +261,7 @@ def flash_attn_varlen_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn_varlen",
-        kind="flash_varlen",
+        family=ContractFamily.FLASH_VARLEN,
         parameters=(
             ("q", ("total_q", "h_q", "d_k")),
             ("k", ("total_k", "h_kv", "d_k")),
@@ -386,7 +363,7 @@ def key_padding_contract() -> Contract:
     """
     unconfigured = Contract(
         name="key_padding_attention",
-        kind="key_padding",
+        family=ContractFamily.KEY_PADDING,
         parameters=(
             ("query", ("b", "h_q", "n_q", "d_k")),
             ("key", ("b", "h_kv", "n_k", "d_k")),

@@ -95,6 +95,18 @@ def _mattext(parent: ET.Element, html: str) -> None:
     ET.SubElement(ET.SubElement(parent, "material"), "mattext", {"texttype": "text/html"}).text = html
 
 
+def _scored_condition(item: ET.Element) -> ET.Element:
+    """The item's scoring (a SCORE from 0 to 100) and its one condition, whose ``conditionvar`` the
+    caller fills and whose ``setvar`` it sets."""
+    proc = ET.SubElement(item, "resprocessing")
+    ET.SubElement(
+        ET.SubElement(proc, "outcomes"),
+        "decvar",
+        {"maxvalue": "100", "minvalue": "0", "varname": "SCORE", "vartype": "Decimal"},
+    )
+    return ET.SubElement(proc, "respcondition", {"continue": "No"})
+
+
 def _feedback(item: ET.Element, html: str) -> None:
     fb = ET.SubElement(item, "itemfeedback", {"ident": "general_fb"})
     _mattext(ET.SubElement(fb, "flow_mat"), html)
@@ -113,13 +125,7 @@ def _numeric_item(section: ET.Element, ident: str, title: str, html: str, a: Num
     _mattext(pres, html)
     resp = ET.SubElement(pres, "response_str", {"ident": "response1", "rcardinality": "Single"})
     ET.SubElement(ET.SubElement(resp, "render_fib", {"fibtype": "Decimal"}), "response_label", {"ident": "answer1"})
-    proc = ET.SubElement(item, "resprocessing")
-    ET.SubElement(
-        ET.SubElement(proc, "outcomes"),
-        "decvar",
-        {"maxvalue": "100", "minvalue": "0", "varname": "SCORE", "vartype": "Decimal"},
-    )
-    cond = ET.SubElement(proc, "respcondition", {"continue": "No"})
+    cond = _scored_condition(item)
     either = ET.SubElement(ET.SubElement(cond, "conditionvar"), "or")
     exact, lower, upper = _bounds(a)
     ET.SubElement(either, "varequal", {"respident": "response1"}).text = exact
@@ -143,13 +149,7 @@ def _choice_item(
     render = ET.SubElement(lid, "render_choice")
     for i, option in enumerate(q.choice.options):
         _mattext(ET.SubElement(render, "response_label", {"ident": str(1000 + i)}), to_html(option))
-    proc = ET.SubElement(item, "resprocessing")
-    ET.SubElement(
-        ET.SubElement(proc, "outcomes"),
-        "decvar",
-        {"maxvalue": "100", "minvalue": "0", "varname": "SCORE", "vartype": "Decimal"},
-    )
-    cond = ET.SubElement(proc, "respcondition", {"continue": "No"})
+    cond = _scored_condition(item)
     ET.SubElement(ET.SubElement(cond, "conditionvar"), "varequal", {"respident": "response1"}).text = str(
         1000 + q.choice.correct
     )

@@ -33,8 +33,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from attnscore.practice.family import KINDS, MC_TEMPLATES, SCALED_WIDTHS, Family
-from attnscore.practice.kinds import REGISTRY, Kind
+from attnscore.practice.family import MC_TEMPLATES, Family
+from attnscore.practice.kinds import KINDS, REGISTRY, Kind
+from attnscore.practice.kinds.scaled_score import SCALED_WIDTHS
 from attnscore.spec.located import Positioned, SpecProblem, read_yaml
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 This module needs only the standard library, so it is copied into PrairieLearn questions with the
 generators (``vendor.py``); reading and validating family files (YAML) lives in
-:mod:`attnscore.practice.families`. :data:`KINDS` is the registry's (:mod:`attnscore.practice.kinds`).
+:mod:`attnscore.practice.families`. The kinds (:mod:`attnscore.practice.kinds`) read it; it reads none of them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from attnscore.practice.kinds import KINDS
-from attnscore.practice.kinds.multiple_choice import TEMPLATES as MC_TEMPLATES
-from attnscore.practice.kinds.scaled_score import SCALED_WIDTHS
+__all__ = ["MC_TEMPLATES", "Family"]
 
-__all__ = ["KINDS", "MC_TEMPLATES", "SCALED_WIDTHS", "Family"]
+MC_TEMPLATES = ("highest_key", "true_statement", "scaled_value")
+"""The multiple-choice templates a family may declare (:mod:`attnscore.practice.kinds.multiple_choice`)."""
 
 
 @dataclass(frozen=True)

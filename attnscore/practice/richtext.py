@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from xml.sax.saxutils import escape as _xml_escape
 
 __all__ = [
@@ -125,34 +126,30 @@ def plain(rich: Rich) -> str:
     return "".join(_form(content, False) if style == "form" else content for style, content in rich)
 
 
-def to_markdown(rich: Rich) -> str:
-    """Render as Markdown with ``$...$`` / ``$$...$$`` math (GitHub and MathJax read both)."""
+def _dollar_render(rich: Rich, escape: Callable[[str], str], display: Callable[[str], str]) -> str:
+    """Prose through ``escape``, forms as written, inline math in ``$...$`` and display math
+    through ``display`` (Markdown and LaTeX differ only there)."""
     out = []
     for style, content in rich:
         if style == "text":
-            out.append(escape_markdown(content))
+            out.append(escape(content))
         elif style == "form":
             out.append(_form(content, False))
         elif style == "math":
             out.append(f"${content}$")
         else:
-            out.append(f"\n\n$$\n{content}\n$$\n\n")
+            out.append(display(content))
     return "".join(out)
+
+
+def to_markdown(rich: Rich) -> str:
+    """Render as Markdown with ``$...$`` / ``$$...$$`` math (GitHub and MathJax read both)."""
+    return _dollar_render(rich, escape_markdown, lambda content: f"\n\n$$\n{content}\n$$\n\n")
 
 
 def to_latex(rich: Rich) -> str:
     """Render as LaTeX: prose escaped, math in ``$...$`` or ``\\[ ... \\]``."""
-    out = []
-    for style, content in rich:
-        if style == "text":
-            out.append(escape_latex(content))
-        elif style == "form":
-            out.append(_form(content, False))
-        elif style == "math":
-            out.append(f"${content}$")
-        else:
-            out.append(f"\n\\[\n{content}\n\\]\n")
-    return "".join(out)
+    return _dollar_render(rich, escape_latex, lambda content: f"\n\\[\n{content}\n\\]\n")
 
 
 def to_html(rich: Rich, decimals_only: bool = False) -> str:

@@ -26,13 +26,23 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from attnscore.boundary.verdict import Verdict
 from attnscore.report.failure import Failure, Mismatch, Withheld
 
-if TYPE_CHECKING:  # results.py imports this module: the names are for the annotations only
-    from attnscore.report.results import SubmissionResult
+
+class _Cases(Protocol):
+    """What :func:`for_students` reads of a result (:class:`attnscore.report.results.SubmissionResult`,
+    which imports this module): a dataclass with cases."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def cases(self) -> tuple[Any, ...]: ...
+
+
+_Result = TypeVar("_Result", bound=_Cases)
 
 __all__ = [
     "redact",
@@ -160,7 +170,7 @@ def _to_student(failure: Failure) -> Failure:
     )
 
 
-def for_students(result: SubmissionResult) -> SubmissionResult:
+def for_students(result: _Result) -> _Result:
     """``result`` as students may see it: each hidden case named "hidden case N" (N counting the
     hidden cases in spec order, so a spec's hidden cases keep their numbers from one submission to
     the next), with its verdict and points; no id, title, statement or spec line of it is left, in

@@ -24,7 +24,7 @@ from attnscore.sandbox.runtime import through_mirrors, unreadable_by
 from attnscore.sandbox.worker_process import Ended, Heard, Malformed, TimedOut
 
 if TYPE_CHECKING:
-    from attnscore.sandbox.runner import SandboxRunner
+    from attnscore.sandbox.worker_host import WorkerHost
     from attnscore.sandbox.worker_process import WorkerProcess
 
 __all__ = [
@@ -52,7 +52,7 @@ LOAD_VERDICTS = {
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,20}")
 
 
-def load_failure(hello: Heard, importing: bool, runner: SandboxRunner, worker: WorkerProcess) -> CallFailure:
+def load_failure(hello: Heard, importing: bool, runner: WorkerHost, worker: WorkerProcess) -> CallFailure:
     """Why the submission could not be loaded, from the worker's last word ``hello`` (anything
     but ``Ready`` after ``Importing``); ``importing``: whether the worker said it was importing."""
     limits = runner.limits
@@ -84,7 +84,7 @@ def load_failure(hello: Heard, importing: bool, runner: SandboxRunner, worker: W
 
 
 def call_outcome(
-    reply: Heard, runner: SandboxRunner, worker: WorkerProcess
+    reply: Heard, runner: WorkerHost, worker: WorkerProcess
 ) -> tuple[Outcome, dict[str, list[str]] | None]:
     """The outcome of the runner's current call (``runner.calls``) from the worker's ``reply``, and
     the worker's inspection report of a result (validated, else None)."""
@@ -133,7 +133,7 @@ def compile_timeout_text(allowance_s: float) -> str:
     )
 
 
-def reported_failure(message: wire.LoadError | wire.CallFailed, scope: str, runner: SandboxRunner) -> CallFailure:
+def reported_failure(message: wire.LoadError | wire.CallFailed, scope: str, runner: WorkerHost) -> CallFailure:
     """A failure the worker reported (its verdict one it may report), as a verdict; the machine's
     faults (:func:`environment_fault`) become grader errors."""
     text = clean_text(message.message, 2000)
@@ -173,7 +173,7 @@ def module_files(module: str, path: tuple[str, ...]) -> list[str] | None:
     return files
 
 
-def environment_fault(runner: SandboxRunner, message: wire.LoadError | wire.CallFailed) -> str | None:
+def environment_fault(runner: WorkerHost, message: wire.LoadError | wire.CallFailed) -> str | None:
     """Why a failure the worker reports is the grading machine's, not the student's; else None.
 
     The worker names the module a ``ModuleNotFoundError`` was about (``"module"``) or the file a

@@ -186,19 +186,20 @@ def _enter(
         problems.append(f"{name}: cannot list it ({exc.strerror or exc})")
         return None
     for file in files:
-        try:
-            os.unlink(file, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            problems.append(f"{file}: {exc.strerror or exc}")
+        _remove(os.unlink, fd, file, problems)
     stack.append(_Level(info, name, folders))
     return fd
 
 
 def _rmdir(parent_fd: int, name: str, problems: list[str]) -> None:
+    _remove(os.rmdir, parent_fd, name, problems)
+
+
+def _remove(remove: Callable[..., None], parent_fd: int, name: str, problems: list[str]) -> None:
+    """``remove(name, dir_fd=parent_fd)`` (``os.unlink`` or ``os.rmdir``); an entry already gone is
+    fine, any other failure is noted in ``problems``."""
     try:
-        os.rmdir(name, dir_fd=parent_fd)
+        remove(name, dir_fd=parent_fd)
     except FileNotFoundError:
         pass
     except OSError as exc:

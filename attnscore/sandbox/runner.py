@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.boundary import kernel_objects, wire
-from attnscore.boundary.calls import to_torch
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.layouts import HANDOVERS, PASS_NONE, strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
@@ -33,6 +32,7 @@ from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox import clock as own_time
 from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
+from attnscore.sandbox.input_watch import InputWatch, input_bytes
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.outcome import call_outcome, load_failure
 from attnscore.sandbox.plan import resolve
@@ -44,9 +44,9 @@ from attnscore.sandbox.worker_process import ENDED, TIMED_OUT, Heard, WorkerProc
 from attnscore.submission.files import Submission
 
 if TYPE_CHECKING:
-    import torch
+    pass
 else:
-    from attnscore.boundary.lazy_torch import torch
+    pass
 
 __all__ = ["SandboxRunner"]
 
@@ -431,7 +431,7 @@ class SandboxRunner:
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in self.by_name),
         )
         reply: Heard = ENDED
-        watch = _Watch(layout)
+        watch = InputWatch(layout)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
             stretch = (
@@ -493,116 +493,3 @@ EARLY_RESULT = (
     "the worker itself never sends at that point: written by your code)"
 )
 """A call's outcome when its result came before the grader's reading of the inputs and canaries."""
-
-CANARY_FLOATS = ("float64", "float32", "float16", "bfloat16")
-"""The input dtypes the grader writes canaries into once a call has returned (a mask or an integer
-parameter that an output shared would make the output's dtype wrong anyway)."""
-
-
-def canary_value(index: int) -> float:
-    """The value every entry of float input ``index`` holds once its call has returned: exact in
-    float16 and bfloat16 (8 significant bits), far outside what a case's inputs or outputs hold, and
-    different for each input, so an output entry equal to it read that input's memory.
-
-    >>> canary_value(0), canary_value(1)
-    (-16512.0, -16640.0)
-    """
-    return -(1.0 + (index + 1) / 128.0) * 2.0**14
-
-
-class _Watch:
-    """One call's inputs as the grader wrote them, and what it found of them (:meth:`settle`,
-    :meth:`finish`): ``stages`` (input name -> ``"forward"``, ``"backward"`` or ``"after"``: when its
-    bytes were first seen changed), ``aliased`` (inputs whose canaries the output holds)."""
-
-    MOST_STOPS = 4  # Returned messages a call may send: "forward" and "call", and a few forged
-
-    def __init__(self, layout: list[dict[str, Any]]) -> None:
-        self.layout = layout
-        self.expected = [bytes(item["raw"]) for item in layout]
-        self.backward = any(item["name"] == wire.UPSTREAM for item in layout)
-        self.forward_seen = False
-        self.canaried = False
-        self.stops = 0
-        self.stages: dict[str, str] = {}
-        self.aliased: set[str] = set()
-        self.canaries: dict[str, float] = {}
-
-    def _read(self, shared: int) -> None:
-        """Note every item whose bytes differ from what it should hold now, and when."""
-        when = "after" if self.canaried else "backward" if self.backward and self.forward_seen else "forward"
-        for item, want in zip(self.layout, self.expected, strict=True):
-            if item["name"] not in self.stages and os.pread(shared, len(want), item["offset"]) != want:
-                self.stages[item["name"]] = when
-
-    def settle(self, shared: int, reply: wire.Returned) -> bool:
-        """The worker said :class:`~attnscore.boundary.wire.Returned`: read the inputs (and ``dO``);
-        once the whole call has returned (``"call"``), write the canaries into the float inputs.
-        False when the call may not stop again (its reply is then judged as it is: a crash)."""
-        self.stops += 1
-        if self.stops > self.MOST_STOPS or reply.stage is None:
-            return False
-        self._read(shared)
-        if self.canaried:
-            return True
-        if reply.stage == "forward" and self.backward:
-            self.forward_seen = True
-            return True
-        for index, item in enumerate(self.layout):
-            if item["name"] == wire.UPSTREAM or item["dtype"] not in CANARY_FLOATS:
-                # dO and masks keep their values: anything written to them from now on is seen too
-                self.expected[index] = os.pread(shared, len(self.expected[index]), item["offset"])
-                continue
-            value = canary_value(index)
-            count = len(item["raw"]) // _ITEM_BYTES[item["dtype"]]
-            raw = input_bytes(np.full(count, value, dtype=np.float32), item["dtype"])  # exact in every float dtype
-            os.pwrite(shared, raw, item["offset"])
-            self.expected[index] = raw
-            self.canaries[item["name"]] = value
-        self.canaried = True
-        return True
-
-    def finish(self, shared: int, probe: np.ndarray | None) -> None:
-        """After the result: anything written into the inputs since, and the canaries in ``probe``
-        (the output read again after they were written; None when it read as the value did)."""
-        self._read(shared)
-        if probe is None or not self.canaries:
-            return
-        with np.errstate(invalid="ignore"):
-            values = np.asarray(probe).astype(np.float64)
-        for name, value in self.canaries.items():
-            if values.size and bool(np.any(values == value)):
-                self.aliased.add(name)
-
-
-_ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
-
-
-_NUMPY_KINDS = {
-    "float64": np.float64,
-    "float32": np.float32,
-    "float16": np.float16,
-    "bool": np.bool_,
-    "int32": np.int32,
-}
-
-
-def input_bytes(array: np.ndarray, kind: str) -> bytes:
-    """The bytes of ``array`` as a contiguous tensor of ``kind`` (a dtype name, ``bool`` or ``int32``)
-    holds them, in C order: what the worker rebuilds the input from.
-
-    Made with numpy, so that the grader needs no torch to send inputs: numpy rounds to float16 and
-    float32 as torch does (to nearest, ties to even), and a bfloat16 input already rounded to
-    bfloat16 (as built cases are, stored as float32) is the top half of each float32. Any other
-    bfloat16 input (or one holding NaN, whose bits torch sets its own way) is converted by torch.
-    """
-    arr = np.asarray(array)
-    if kind == "bfloat16":
-        bits = np.ascontiguousarray(arr).view(np.uint32) if arr.dtype == np.float32 else None
-        if bits is not None and not (bits & 0xFFFF).any() and not np.isnan(arr).any():
-            return (bits >> 16).astype("<u2").tobytes()
-        tensor = to_torch(arr, kind).contiguous().reshape(-1)  # torch's own rounding (and its NaN)
-        return tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-    wanted = np.dtype(_NUMPY_KINDS[kind]).newbyteorder("<")
-    with np.errstate(over="ignore", invalid="ignore"):  # out of range: inf, as torch rounds it
-        return np.ascontiguousarray(arr, dtype=wanted).tobytes()

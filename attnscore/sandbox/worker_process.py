@@ -23,7 +23,7 @@ from attnscore.sandbox.processes import BOOTSTRAP, cpu_seconds, limit_child, rli
 from attnscore.sandbox.template import TemplateChild, TemplateError
 
 if TYPE_CHECKING:
-    from attnscore.sandbox.runner import SandboxRunner
+    from attnscore.sandbox.worker_host import WorkerHost
 
 __all__ = ["ENDED", "TIMED_OUT", "Ended", "Heard", "Malformed", "TimedOut", "WorkerProcess"]
 
@@ -53,7 +53,7 @@ Heard = wire.Reply | TimedOut | Ended | Malformed
 class WorkerProcess:
     """One live worker process, its pipes, and the capped capture of its output."""
 
-    def __init__(self, runner: SandboxRunner) -> None:
+    def __init__(self, runner: WorkerHost) -> None:
         """Start a worker for ``runner``'s submission as ``runner.plan`` says: forked from
         ``runner.template`` when there is one (a template that fails to fork, when not required,
         leaves the runner on fresh interpreters from then on, with the plan and protections line
@@ -200,12 +200,12 @@ class WorkerProcess:
         return Verdict.CRASHED, f"exited with code {code} (os._exit, sys.exit outside a call, or a fatal error)"
 
 
-def _drop(runner: SandboxRunner) -> str:
+def _drop(runner: WorkerHost) -> str:
     """The uid the worker drops to, as its argument: -1 for none (the grader is not root)."""
     return str(runner.uid) if runner.plan.drops_uid else "-1"
 
 
-def _config(runner: SandboxRunner) -> dict[str, object]:
+def _config(runner: WorkerHost) -> dict[str, object]:
     """The worker's CONFIG (:mod:`attnscore.boundary.worker`): its mirrors, the folders it never
     reads, its Landlock and seccomp, the shared inputs and its device."""
     plan = runner.plan
@@ -222,7 +222,7 @@ def _config(runner: SandboxRunner) -> dict[str, object]:
     }
 
 
-def _fresh_setup(runner: SandboxRunner) -> dict[str, object]:
+def _fresh_setup(runner: WorkerHost) -> dict[str, object]:
     """A fresh worker's setup line (:func:`attnscore.boundary.worker.read_setup`): its submission's
     folder as the worker sees it, the entry file, the function and the calls to trap."""
     return {
@@ -233,7 +233,7 @@ def _fresh_setup(runner: SandboxRunner) -> dict[str, object]:
     }
 
 
-def _fork_request(runner: SandboxRunner, uid: int) -> dict[str, object]:
+def _fork_request(runner: WorkerHost, uid: int) -> dict[str, object]:
     """What a worker forked from the template reads first on its request pipe (the template never
     sees it, :mod:`attnscore.sandbox.template`): its fresh setup, uid, folders, limits and config."""
     plan, limits = runner.plan, runner.limits
@@ -252,7 +252,7 @@ def _fork_request(runner: SandboxRunner, uid: int) -> dict[str, object]:
     }
 
 
-def _start_fresh(runner: SandboxRunner, req_r: int, resp_w: int, out_w: int) -> subprocess.Popen[bytes]:
+def _start_fresh(runner: WorkerHost, req_r: int, resp_w: int, out_w: int) -> subprocess.Popen[bytes]:
     """A fresh ``python -I`` worker (in a ``bwrap`` of its own where the plan uses bubblewrap)."""
     plan, limits, lib = runner.plan, runner.limits, worker_lib()
     if plan.bwrap:

@@ -438,7 +438,7 @@ def _backward_parts(
                 )
                 return None
         return None, {}, None
-    from attnscore.catalogue.families import differentiable
+    from attnscore.catalogue.families import differentiable, flash_attention_2
     from attnscore.maths import golden_gradients
 
     if not differentiable(contract):
@@ -475,7 +475,7 @@ def _backward_parts(
     lse = None
     if "expected_logsumexp" in raw:
         where = path + ("expected_logsumexp",)
-        if contract.kind != "flash_attention_2":
+        if not flash_attention_2(contract):
             problems.append(
                 doc.problem(where, f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}")
             )

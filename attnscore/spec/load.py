@@ -34,6 +34,7 @@ from typing import Any
 
 from attnscore.boundary.outputs import RETURN_KINDS
 from attnscore.catalogue.conventions import applicable_corners
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.maths.bounds import broken_bounds, check_symbols, parse_bound
 from attnscore.maths.contract import Contract
@@ -149,7 +150,7 @@ def _logsumexp_source(
                     )
                 )
         return None
-    if contract.kind != "flash_attention_2":
+    if not flash_attention_2(contract):
         problems.append(
             doc.problem(
                 ("function", "logsumexp"),

@@ -43,6 +43,11 @@ class SpecError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+def _key_problem(file: str, key_node: yaml.Node, path: Path, text: str) -> SpecProblem:
+    """A problem located at a mapping key (its line and column) under field ``path``."""
+    return SpecProblem(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1, field_path(path), text)
+
+
 def field_path(path: Path) -> str:
     """The field path of a spec value, as problems name it.
 
@@ -184,12 +189,8 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     problems.append(
-                        SpecProblem(
-                            file,
-                            key_node.start_mark.line + 1,
-                            key_node.start_mark.column + 1,
-                            field_path(path),
-                            "expected plain fields, found a merge key (<<); write the fields out",
+                        _key_problem(
+                            file, key_node, path, "expected plain fields, found a merge key (<<); write the fields out"
                         )
                     )
                     continue
@@ -198,25 +199,11 @@ def read_yaml(text: str, file: str) -> tuple[Positioned | None, list[SpecProblem
                 except (yaml.YAMLError, ValueError, TypeError) as exc:
                     key = f"<unreadable key: {_one_line(exc)[:60]}>"
                 if not isinstance(key, str):
-                    problems.append(
-                        SpecProblem(
-                            file,
-                            key_node.start_mark.line + 1,
-                            key_node.start_mark.column + 1,
-                            field_path(path),
-                            f"expected a text key, found {key!r}",
-                        )
-                    )
+                    problems.append(_key_problem(file, key_node, path, f"expected a text key, found {key!r}"))
                     key = str(key)
                 if key in out:
                     problems.append(
-                        SpecProblem(
-                            file,
-                            key_node.start_mark.line + 1,
-                            key_node.start_mark.column + 1,
-                            field_path(path + (key,)),
-                            "expected each key once, found a duplicate key",
-                        )
+                        _key_problem(file, key_node, path + (key,), "expected each key once, found a duplicate key")
                     )
                 keys[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 out[key] = build(value_node, path + (key,))

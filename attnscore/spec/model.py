@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 from hypothesis.errors import HypothesisException
 
+from attnscore.catalogue.families import causal, scaled_dot_product, score_function
+from attnscore.catalogue.families import masked as masked_contract
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
@@ -349,14 +351,14 @@ def _inert_resizes(contract: Contract) -> dict[str, tuple[bool, bool]]:
     - ``n_k``: an extra key changes every softmax, unless it is masked out (a mask parameter);
       raw scores get an extra column only.
     """
-    raw = contract.kind == "scores" and contract.scale == "none"
+    raw = score_function(contract) and not scaled_dot_product(contract)
     masked = bool(contract.bool_parameters)
     resizes = {"d_v": (True, True)}
-    if contract.kind != "causal":
+    if not causal(contract):
         resizes["n_q"] = (True, True)
     if raw:
         resizes["d_k"] = (True, False)
-    if raw or (masked and contract.kind in ("mask", "weights", "attention")):
+    if raw or (masked and masked_contract(contract)):
         resizes["n_k"] = (True, False)
     return resizes
 

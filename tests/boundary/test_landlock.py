@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from attnscore.boundary import landlock
+from attnscore.boundary.confinement import granted_paths as _granted
 from attnscore.boundary.outputs import Received
-from attnscore.boundary.worker import _granted
 from attnscore.sandbox.launch import Limits, SandboxRunner, protections
 
 ARGS = {"q": np.array([1.0, 0.0]), "keys": np.array([[1.0, 0.0], [0.0, 1.0]])}

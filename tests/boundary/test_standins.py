@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from attnscore.boundary import standins, worker
+from attnscore.boundary import failure_texts, standins, worker
 from attnscore.boundary.standins import MissingImport, failed_import_text, run_notebook, selfcheck_module
 
 MISSING = "attnscore_course_package_that_is_not_installed"
@@ -240,4 +240,4 @@ def _wrapped(inner: BaseException) -> BaseException:
 )
 def test_compiler_clue(exc, clue):
     """torch.compile's environment failures are recognised in the exception chain; nothing else is."""
-    assert worker._compiler_clue(exc) == clue
+    assert failure_texts.compiler_clue(exc) == clue

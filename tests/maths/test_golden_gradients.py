@@ -190,7 +190,7 @@ def test_unknown_contract_kind_is_refused() -> None:
     """A contract with no closed form gets one clear error naming it."""
     import dataclasses
 
-    odd = dataclasses.replace(get_contract("attention"), name="odd", kind="other")
+    odd = dataclasses.replace(get_contract("attention"), name="odd", family="other")
     with pytest.raises(ValueError, match="contract 'odd': no closed-form gradient"):
         gg.contract_gradients(
             odd, {"Q": np.ones((1, 1)), "K": np.ones((1, 1)), "V": np.ones((1, 1)), "mask": np.ones((1, 1), bool)}, 0.0

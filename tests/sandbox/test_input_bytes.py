@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.calls import to_torch
 from attnscore.check.cases import cast
-from attnscore.sandbox.runner import input_bytes
+from attnscore.sandbox.input_watch import input_bytes
 
 
 def _torch_bytes(array: np.ndarray, kind: str) -> bytes:

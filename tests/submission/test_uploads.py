@@ -267,7 +267,7 @@ def test_notebook_named_when_no_file_defines_it(tmp_path, spec, cases):
 
 def test_the_worker_knows_the_converted_notebooks_first_line():
     """The worker's notebook marker is how every converted notebook begins."""
-    from attnscore.boundary.worker import NOTEBOOK_HEADER
+    from attnscore.boundary.entry_file import NOTEBOOK_HEADER
     from attnscore.submission.notebook import convert_notebook
 
     assert convert_notebook(notebook("X = 1"), "hw.ipynb").source.encode().startswith(NOTEBOOK_HEADER)

@@ -23,7 +23,7 @@ import numpy as np
 from attnscore.catalogue.families import flash_attention_2, flash_attention_2_causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
-from attnscore.maths.flash_contract import sum_to_shape
+from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
     import torch

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.catalogue.families import key_padding, varlen
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
@@ -26,19 +27,9 @@ else:
 __all__ = ["varlen", "varlen_bounded", "key_padding"]
 
 
-def varlen(c: Contract) -> bool:
-    """FlashAttention's ``flash_attn_varlen_func`` (keywords fixed by the spec)."""
-    return c.kind == "flash_varlen"
-
-
 def varlen_bounded(c: Contract) -> bool:
     """``flash_attn_varlen_func`` whose sequences mask some keys (``causal`` or a sliding window)."""
     return varlen(c) and varlen_window(c) != (-1, -1)
-
-
-def key_padding(c: Contract) -> bool:
-    """Attention with valid key lengths per batch item (``key_lengths``)."""
-    return c.kind == "key_padding"
 
 
 Keep = Callable[[int, int], np.ndarray]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
@@ -23,11 +24,6 @@ else:
     from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash", "flash_windowed", "flash_two_sided_window", "flash_cache"]
-
-
-def flash(c: Contract) -> bool:
-    """FlashAttention's ``flash_attn_func`` (keywords fixed by the spec)."""
-    return c.kind == "flash"
 
 
 def flash_windowed(c: Contract) -> bool:

@@ -22,12 +22,12 @@ else:
 
 def qk_pair(c: Contract, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Q, K)`` of the arguments: the contract's own geometry for Q Kᵀ views, else the first two."""
-    return c.qk_operands(*args) if c.qk_operands is not None else (args[0], args[1])
+    return c.qk.operands(*args) if c.qk is not None else (args[0], args[1])
 
 
 def to_output(c: Contract, S: torch.Tensor) -> torch.Tensor:
     """Scores ``S`` (..., n_q, n_k) back in the contract's output shape."""
-    return c.from_scores(S) if c.from_scores is not None else S  # type: ignore[arg-type, return-value]
+    return c.qk.from_scores(S) if c.qk is not None else S  # type: ignore[arg-type, return-value]
 
 
 def scale_factor(c: Contract, Q: torch.Tensor) -> float:

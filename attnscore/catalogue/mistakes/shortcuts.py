@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnscore.catalogue.families import every
+from attnscore.catalogue.families import every, masked_scores
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result
 from attnscore.maths.contract import Contract
@@ -23,7 +23,7 @@ else:
 @add(
     "computed_in_float16",
     "computed in float16",
-    lambda c: c.kind != "mask",
+    lambda c: not masked_scores(c),
     "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
     not_dtypes=("float16",),
 )
@@ -38,7 +38,7 @@ def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     "float64 inputs computed in float32",
     # masked_scores only copies its inputs and its generated inputs are float32 values, so a float32
     # detour leaves no trace there (exact comparison): not a mistake its cases can show
-    lambda c: c.kind != "mask",
+    lambda c: not masked_scores(c),
     "your result has float32 rounding errors although the inputs are float64: part of your computation runs in "
     "float32 (e.g. .float(), softmax(x.float()).type_as(x), a float32 buffer or numpy array); compute in the "
     "inputs' dtype",

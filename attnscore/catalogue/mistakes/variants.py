@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from attnscore.catalogue.families import (
+    kernel,
+    sdpa,
     sdpa_bool_mask,
     sdpa_causal,
     sdpa_float_mask,
@@ -24,11 +26,6 @@ else:
 
 # ---------------------------------------------------------------------------------------------
 # which contracts (by features; the kernel ones are this section's own)
-
-
-def kernel(c: Contract) -> bool:
-    """An attention kernel with FlashAttention's options in SDPA's layout (``kernel_attention``)."""
-    return c.kind == "kernel_attention"
 
 
 def kernel_grouped_heads(c: Contract) -> bool:
@@ -58,7 +55,7 @@ def kernel_alibi(c: Contract) -> bool:
 
 def _call(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
     """The contract's own attention on its arguments with its configured keywords, some ``changed``."""
-    if c.kind == "sdpa":
+    if sdpa(c):
         return _sdpa_with(c, args, **changed)
     return _kernel_with(c, args, **changed)
 

@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
-from attnscore.catalogue.families import differentiable, masked
+from attnscore.catalogue.families import attention_with_mask, differentiable, flash, kernel, masked, sdpa
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths import golden_gradients, golden_variants
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
+from attnscore.maths.family import KEYWORD_FAMILIES
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import entries_close
 
@@ -54,7 +55,7 @@ def _args_and_upstream(
     if unused_key and "mask" in args:
         mask = args["mask"].copy()
         j = draw(st.integers(0, mask.shape[-1] - 1))
-        if c.kind == "attention":
+        if attention_with_mask(c):
             mask[..., :, j] = False  # key j is masked for every query: its value and key take no part
         else:
             mask[..., draw(st.integers(0, mask.shape[-2] - 1)), j] = False
@@ -143,7 +144,7 @@ def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
     a = {n: np.asarray(ctx.args[-1][names[n]]) for n in c.parameter_names}
     q, k, v = c.parameter_names[:3]
     options = golden_gradients.keyword_attention_options(c, a)
-    Q, K, V = (np.swapaxes(a[n], -3, -2) if c.kind == "flash" else a[n] for n in (q, k, v))
+    Q, K, V = (np.swapaxes(a[n], -3, -2) if flash(c) else a[n] for n in (q, k, v))
     if Q.ndim == 2:
         Q, K, V = Q[None], K[None], V[None]
         options["alibi_slopes"] = None  # a finite bias never leaves a key out
@@ -152,7 +153,7 @@ def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
     H_kv = K.shape[-3]
     grouped = keep.reshape(*keep.shape[:-3], H_kv, keep.shape[-3] // H_kv, *keep.shape[-2:])
     unused = ~grouped.any(axis=(-3, -2))  # (*b, H_kv, n_k): no query of the group keeps the key
-    if c.kind == "flash":
+    if flash(c):
         unused = np.swapaxes(unused, -2, -1)  # (b, n_k, h_kv), the key's layout without d
     elif a[q].ndim == 2:
         unused = unused[0]
@@ -177,11 +178,11 @@ def _keyword_masked_no_gradient(ctx: CheckContext, got: WithGradients) -> str | 
 
 def _keyword_can_leave_keys_out(c: Contract) -> bool:
     """A keyword contract where a key can be left out by every query: a bool attn_mask, causal, a window."""
-    if c.kind == "sdpa":
+    if sdpa(c):
         return "attn_mask" in c.bool_parameters or bool(c.option("is_causal"))
-    if c.kind == "kernel_attention":
+    if kernel(c):
         return bool(c.option("is_causal"))
-    if c.kind == "flash":
+    if flash(c):
         return bool(c.option("causal")) or tuple(c.option("window_size")) != (-1, -1)
     return False
 
@@ -190,12 +191,12 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     got = _received_gradients(ctx)
     if isinstance(got, str):
         return got
-    if ctx.contract.kind in golden_gradients.KEYWORD_KINDS:
+    if ctx.contract.family in KEYWORD_FAMILIES:
         return _keyword_masked_no_gradient(ctx, got)
     names = _names(ctx)
     args = ctx.args[-1]
     mask = np.asarray(args[names["mask"]], dtype=bool)
-    if ctx.contract.kind == "attention":
+    if attention_with_mask(ctx.contract):
         S_shape = np.broadcast_shapes(np.shape(args[names["Q"]])[:-1] + (np.shape(args[names["K"]])[-2],), mask.shape)
         unused = np.asarray(~np.broadcast_to(mask, S_shape).any(axis=-2))  # (..., n_k): keys no query keeps
         for p in ("V", "K"):

@@ -24,8 +24,8 @@ from attnscore.maths.tolerance import close_enough
 
 
 def _qk_args(c: Contract, Q: np.ndarray, K: np.ndarray) -> Args:
-    assert c.pack is not None  # only used for Q Kᵀ views
-    return c.pack(Q, K)
+    assert c.qk is not None  # only used for Q Kᵀ views
+    return c.qk.pack(Q, K)
 
 
 def _qk_strategy(
@@ -74,8 +74,13 @@ def _int_qk(
     return (np.array(Q, np.float64).reshape(*batch, n_q, d_k), np.array(K, np.float64).reshape(*batch, n_k, d_k))
 
 
+def _scaled(c: Contract) -> bool:
+    """Whether the contract is a view of ``Q Kᵀ / √d_k``."""
+    return c.qk is not None and c.qk.scaled
+
+
 def _scale(c: Contract, d_k: int) -> float:
-    return 1.0 / np.sqrt(d_k) if c.scale == "sqrt" else 1.0
+    return 1.0 / np.sqrt(d_k) if _scaled(c) else 1.0
 
 
 def _perpendicular_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
@@ -162,16 +167,16 @@ def _parallel_qk(draw: Callable[..., Any], c: Contract, max_value: float, sign: 
 
 def _norms(ctx: CheckContext) -> np.ndarray:
     c = ctx.contract
-    assert c.to_qk is not None and c.from_scores is not None
-    Q, K = c.to_qk(ctx.args[0])
+    assert c.qk is not None  # only used for Q Kᵀ views
+    Q, K = c.qk.to_qk(ctx.args[0])
     prod = np.linalg.norm(Q, axis=-1)[..., :, None] * np.linalg.norm(K, axis=-1)[..., None, :]
-    return c.from_scores(prod) * _scale(c, Q.shape[-1])
+    return c.qk.from_scores(prod) * _scale(c, Q.shape[-1])
 
 
 def _norm_product(ctx: CheckContext) -> str | None:
     got, want = ctx.values(0), _norms(ctx)
     if got.shape == want.shape and not close_enough(got, want, ctx.allowed[0] + 1e-9 * np.abs(want)):
-        return "a key parallel to the query must score |q|·|k|" + (" / √d_k" if ctx.contract.scale == "sqrt" else "")
+        return "a key parallel to the query must score |q|·|k|" + (" / √d_k" if _scaled(ctx.contract) else "")
     return None
 
 
@@ -185,7 +190,7 @@ def _negative(ctx: CheckContext) -> str | None:
 def _cauchy_schwarz(ctx: CheckContext) -> str | None:
     got, bound = ctx.values(0), _norms(ctx)
     if got.shape == bound.shape and (np.abs(got) > bound * (1 + 1e-9) + ctx.allowed[0]).any():
-        return "|score| exceeds |q|·|k|" + (" / √d_k" if ctx.contract.scale == "sqrt" else "") + " (Cauchy–Schwarz)"
+        return "|score| exceeds |q|·|k|" + (" / √d_k" if _scaled(ctx.contract) else "") + " (Cauchy–Schwarz)"
     return None
 
 

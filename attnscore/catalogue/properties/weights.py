@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
-from attnscore.catalogue.families import attention, gives_weights, masked, weights
+from attnscore.catalogue.families import attention, gives_weights, masked, masked_scores, weights
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_number
@@ -178,7 +178,7 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
     mask = np.broadcast_to(ctx.args[0]["mask"], golden.shape)
     S = np.broadcast_to(ctx.args[0]["S"], golden.shape)
     nan_rows = np.zeros(golden.shape, dtype=bool)
-    if ctx.contract.kind != "mask":
+    if not masked_scores(ctx.contract):
         nan_rows = np.broadcast_to((np.isnan(S) & mask).any(axis=-1, keepdims=True), golden.shape)
         hidden = nan_rows & mask & ~np.isnan(got)
         if hidden.any():
@@ -193,7 +193,7 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
         ok = np.where(np.isfinite(w), np.abs(g - w) <= a, g == w) | (np.isnan(g) & np.isnan(w))
     if not ok.all():
         where = "kept entries must keep their value (NaN stays NaN) and masked ones become -inf"
-        rule = where if ctx.contract.kind == "mask" else "the rows without a NaN score must match the reference"
+        rule = where if masked_scores(ctx.contract) else "the rows without a NaN score must match the reference"
         index = tuple(int(i) for i in np.argwhere(rest)[int(np.argmin(ok))])
         return (
             f"out[{', '.join(map(str, index))}] = {format_number(float(got[index]), ctx.dtype)}, "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnscore.practice.claims import claim_holds, claim_text, claim_text_length, claim_truth
 from attnscore.practice.drawing import distinct_keys, pair_count, vector, vector_count
+from attnscore.practice.family import MC_TEMPLATES
 from attnscore.practice.kinds import scaled_value
 from attnscore.practice.kinds.base import Float64, Givens, Independent, Kind, Parts, claims_of, holding
 from attnscore.practice.numbers import format_exact
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["MULTIPLE_CHOICE", "TEMPLATES", "MultipleChoice"]
 
 #: The question templates a family may list (``templates: [...]``).
-TEMPLATES = ("highest_key", "true_statement", "scaled_value")
+TEMPLATES = MC_TEMPLATES
 
 
 class MultipleChoice(Kind):

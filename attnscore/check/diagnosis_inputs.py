@@ -1,0 +1,278 @@
+"""The diagnosis's own inputs: the confirmation and probe calls it makes beside a failing call.
+
+Drawn once per spec (from its seed) and dtype, and the implementation's outputs on them kept once
+per runner (:mod:`attnscore.check.diagnosis` reads both): :data:`CONFIRMATIONS` fixed random inputs
+of the contract, the mistakes' own further sizes (``confirm_sizes``, ``probe_sizes``), the corners
+where conventions part, and for a backward pass an upstream gradient each.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any
+
+import numpy as np
+
+from attnscore.boundary.outputs import Outcome
+from attnscore.catalogue.mistakes import mistakes_for
+from attnscore.check.cases import Call, spec_call
+from attnscore.check.runner import Runner
+from attnscore.maths.contract import Contract
+from attnscore.maths.strategies import derive_seed
+from attnscore.spec.model import Spec
+
+__all__ = [
+    "CONFIRMATIONS",
+    "backward_outputs",
+    "confirmation_args",
+    "diagnosis_calls",
+    "random_array",
+    "resized_args",
+    "runner_outputs",
+    "sized_call",
+    "sized_output",
+]
+
+CONFIRMATIONS = 3
+
+# The legend sizes of the confirmation inputs. d_k differs from one to the next, so that no
+# per-d_k scale rule (√d_k, d_k/2, 2·d_k, √(heads·d_k)) is a constant factor of the right one over
+# all three, and on each of them those scales and √d_v all differ (d_k = 4, where d_k/2 = √d_k, is
+# avoided); d_v != d_k; two to four heads; n_q <= n_k, so no query lacks a key under either
+# causal alignment; d_a = d_k once (for the additive projection mistake that needs it).
+_CONFIRMATION_SIZES: tuple[dict[str, Any], ...] = (
+    {"...": (2,), "n_q": 3, "n_k": 5, "d_k": 3, "d_v": 5, "d_q": 4, "d_a": 2},
+    {"...": (3,), "n_q": 4, "n_k": 4, "d_k": 6, "d_v": 4, "d_q": 3, "d_a": 5},
+    {"...": (2, 4), "n_q": 2, "n_k": 6, "d_k": 10, "d_v": 7, "d_q": 5, "d_a": 10},
+)
+
+
+# The confirmation and probe inputs per (spec, dtype), and each runner's outputs on them.
+_INPUTS: dict[tuple[str, ...], list[Call]] = {}
+_OUTPUTS: weakref.WeakKeyDictionary[Runner, dict[tuple[str, ...], list[Outcome]]] = weakref.WeakKeyDictionary()
+
+
+def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A float mask added to the scores: biases in ±[0.25, 2], about one entry in five exactly 0 and
+    one in four ``-inf``; every row keeps a finite entry and (with two or more keys) has a ``-inf`` one
+    and a non-zero finite one where it can (so reading it as bool, ignoring it or subtracting it all differ)."""
+    mask = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.25, 2.0, size=shape)
+    draw = rng.random(shape)
+    mask[draw < 0.2] = 0.0
+    mask[draw > 0.75] = -np.inf
+    if len(shape) >= 1 and shape[-1] >= 1:
+        rows = mask.reshape(-1, shape[-1])
+        for row in rows:
+            j = rng.integers(shape[-1])
+            if not np.isfinite(row[j]):
+                row[j] = rng.uniform(0.25, 2.0)
+            if shape[-1] >= 2 and np.isfinite(row).all():
+                row[(j + 1 + rng.integers(shape[-1] - 1)) % shape[-1]] = -np.inf
+        mask = rows.reshape(shape)
+    return mask
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], is_bool: bool) -> np.ndarray:
+    """Random non-zero values in ±[0.25, 2] (no ties, no zeros); a mask keeps about 60% of the
+    keys, and in every row at least one key and (with two or more keys) masks at least one."""
+    if not is_bool:
+        return rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.25, 2.0, size=shape)
+    mask = rng.random(shape) < 0.6
+    if len(shape) >= 1 and shape[-1] >= 1:
+        rows = mask.reshape(-1, shape[-1])
+        for row in rows:
+            row[rng.integers(shape[-1])] = True
+            if shape[-1] >= 2 and row.all():
+                row[rng.integers(shape[-1])] = False
+                if not row.any():
+                    row[0] = True
+        mask = rows.reshape(shape)
+    return mask
+
+
+def _pick(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """An integer in ``[lo, hi]`` from ``rng`` (an integer parameter's rule, :meth:`Contract.integers`)."""
+    return int(rng.integers(lo, hi + 1))
+
+
+def _leading_sizes(contract: Contract, batch: tuple[int, ...]) -> tuple[int, ...]:
+    """``batch`` with exactly as many dims as the spec names (:attr:`Contract.leading`: its inputs
+    always have that rank): cut, or padded with 2s; ``batch`` itself for the open ``...``."""
+    if contract.leading is None:
+        return batch
+    count = len(contract.leading)
+    return batch[:count] + (2,) * max(0, count - len(batch))
+
+
+def _sized_args(spec: Spec, sizes: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random arguments of the legend ``sizes`` (see :func:`random_array`), with the rank the spec
+    states (:func:`_leading_sizes`) and its contract's own integer parameters."""
+    contract = spec.contract
+    legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
+    sizes = {**sizes, "...": _leading_sizes(contract, tuple(sizes["..."]))}
+    sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
+    args = {}
+    for name, symbols in contract.parameters:
+        if name in integers:  # offsets or lengths from the contract's own rule, with the sizes they fit
+            args[name] = integers[name]
+            continue
+        shape: tuple[int, ...] = ()
+        for sym in symbols:
+            shape += tuple(sizes["..."]) if sym == "..." else (int(sizes.get(sym, 3)),)
+        if name in contract.additive_parameters:
+            args[name] = _additive_mask(rng, shape)
+        else:
+            args[name] = random_array(rng, shape, name in contract.bool_parameters)
+    return args
+
+
+def confirmation_args(spec: Spec) -> list[dict[str, np.ndarray]]:
+    """The :data:`CONFIRMATIONS` argument sets (by contract parameter name, float64 or bool) the
+    implementation is also called on, drawn once per spec from its seed (see ``_CONFIRMATION_SIZES``)."""
+    out = []
+    for number, sizes in enumerate(_CONFIRMATION_SIZES[:CONFIRMATIONS]):
+        rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", number))
+        out.append(_sized_args(spec, dict(sizes), rng))
+    return out
+
+
+def resized_args(spec: Spec, sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Arguments like the first confirmation input's, with the legend ``sizes`` in place of its own
+    (``{"n_q": 17, "n_k": 17}``: a mistake's further confirmation, probe or witness input), drawn
+    from the spec's seed and the sizes, so the same every time."""
+    rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis", "sized", sorted(sizes.items())))
+    return _sized_args(spec, {**_CONFIRMATION_SIZES[0], **sizes}, rng)
+
+
+def mistake_sizes(spec: Spec, which: str) -> list[dict[str, int]]:
+    """The further confirmation (``which="confirm_sizes"``) or probe (``"probe_sizes"``) sizes of the
+    mistakes that apply to the spec's contract, each once, in catalogue order."""
+    out: list[dict[str, int]] = []
+    for mistake in mistakes_for(spec.contract):
+        for sizes in getattr(mistake, which):
+            if sizes not in out:
+                out.append(dict(sizes))
+    return out
+
+
+def _corners(spec: Spec, base: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inputs where conventions and masking rules part: from ``base``, a query with every key
+    masked; a masked key holding +inf, NaN or a huge score; more queries than keys."""
+    contract = spec.contract
+    names = set(contract.parameter_names)
+    out: list[dict[str, np.ndarray]] = []
+    if "mask" in names:
+        mask = np.array(base["mask"], dtype=bool)
+        full = dict(base, mask=mask.copy())
+        full["mask"][..., 0, :] = False
+        out.append(full)
+        first = mask[..., 0, :].reshape(-1, mask.shape[-1])[0]
+        j = int(np.argmin(first))  # a masked key of query 0 (every row masks one)
+        if "S" in names:
+            for value in (np.inf, np.nan, 1e4):
+                S = np.array(base["S"], dtype=np.float64)
+                S[..., 0, j] = value
+                out.append(dict(base, S=S))
+        elif {"Q", "K"} <= names:
+            Q, K = np.asarray(base["Q"], dtype=np.float64), np.array(base["K"], dtype=np.float64)
+            q0 = Q[..., 0, :]
+            K[..., j, :] = q0 * (1e4 * np.sqrt(Q.shape[-1]) / np.sum(q0 * q0, axis=-1, keepdims=True))
+            out.append(dict(base, K=K))  # query 0's masked key j scores 1e4
+            K = np.array(base["K"], dtype=np.float64)
+            K[..., j, :] = np.inf * np.sign(q0)  # query 0's masked key j scores +inf
+            out.append(dict(base, K=K))
+    for name in sorted(contract.additive_parameters & names):  # a float mask: query 0 with every entry -inf
+        blank = np.array(base[name], dtype=np.float64)
+        blank[..., 0, :] = -np.inf
+        out.append(dict(base, **{name: blank}))
+    if contract.name.startswith("causal_attention") and {"Q", "K", "V"} <= names:
+        Q, K, V = (np.asarray(base[n]) for n in ("Q", "K", "V"))
+        n = min(K.shape[-2], Q.shape[-2])
+        out.append({"Q": np.concatenate([Q, Q[..., :1, :]], axis=-2), "K": K[..., : n - 1, :], "V": V[..., : n - 1, :]})
+    return out
+
+
+def diagnosis_calls(spec: Spec, dtype: str, which: str) -> list[Call]:
+    """The confirmation calls (``which="confirm"``: :func:`confirmation_args` and the mistakes' own
+    ``confirm_sizes``) or the probe calls (``"probe"``: the worked examples, the corners and the
+    mistakes' ``probe_sizes``), made once per spec and dtype."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, which)
+    if key not in _INPUTS:
+        confirm = confirmation_args(spec)
+        if which == "confirm":
+            confirm += [resized_args(spec, sizes) for sizes in mistake_sizes(spec, "confirm_sizes")]
+            _INPUTS[key] = [spec_call(spec, args, dtype, spec.tolerance) for args in confirm]
+        else:
+            calls = []
+            for ex in getattr(spec, "worked_examples", ()):
+                try:
+                    calls.append(spec_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
+                except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
+                    continue
+            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
+            sized = [resized_args(spec, sizes) for sizes in mistake_sizes(spec, "probe_sizes")]
+            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in sized)
+            _INPUTS[key] = calls
+    return _INPUTS[key]
+
+
+def runner_outputs(spec: Spec, runner: Runner, dtype: str, which: str) -> list[tuple[Call, Outcome]]:
+    """The runner's outputs on :func:`diagnosis_calls`, made once per runner, spec, dtype and kind."""
+    calls = diagnosis_calls(spec, dtype, which)
+    try:
+        cache = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        cache = {}
+    key = (spec.id, str(spec.version), dtype, which)
+    if key not in cache:
+        cache[key] = [runner.call(c.args, dtype) for c in calls]
+    return list(zip(calls, cache[key], strict=True))
+
+
+def sized_call(spec: Spec, dtype: str, sizes: dict[str, int]) -> Call:
+    """The call of :func:`resized_args` for ``sizes``, built once per spec and dtype."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "sized", str(sorted(sizes.items())))
+    if key not in _INPUTS:
+        _INPUTS[key] = [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
+    return _INPUTS[key][0]
+
+
+def sized_output(spec: Spec, runner: Runner, dtype: str, sizes: dict[str, int], call: Call) -> Outcome:
+    """The runner's outcome on the sized call, made once per runner."""
+    try:
+        cache = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        cache = {}
+    key = (spec.id, str(spec.version), dtype, "sized", str(sorted(sizes.items())))
+    if key not in cache:
+        cache[key] = [runner.call(call.args, dtype)]
+    return cache[key][0]
+
+
+def backward_calls(spec: Spec, dtype: str) -> list[Call]:
+    """The confirmation inputs with an upstream gradient each (drawn once per spec and dtype)."""
+    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "backward")
+    if key not in _INPUTS:
+        calls = []
+        inputs = confirmation_args(spec) + [resized_args(spec, z) for z in mistake_sizes(spec, "confirm_sizes")]
+        for number, args in enumerate(inputs):
+            rng = np.random.default_rng(derive_seed(spec.id, spec.version, "diagnosis-upstream", number))
+            with np.errstate(all="ignore"):
+                shape = np.shape(spec.contract.golden(args))
+            upstream = random_array(rng, shape, False)
+            calls.append(spec_call(spec, args, dtype, spec.tolerance, upstream=upstream))
+        _INPUTS[key] = calls
+    return _INPUTS[key]
+
+
+def backward_outputs(spec: Spec, runner: Runner, dtype: str) -> list[tuple[Call, Outcome]]:
+    calls = backward_calls(spec, dtype)
+    try:
+        cache = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        cache = {}
+    key = (spec.id, str(spec.version), dtype, "backward")
+    if key not in cache:
+        cache[key] = [runner.call(c.args, dtype, upstream=c.upstream) for c in calls]
+    return list(zip(calls, cache[key], strict=True))
