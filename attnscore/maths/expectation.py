@@ -107,8 +107,8 @@ def expect(
         bound = ratio_floor(tolerance) if ratio else tolerance
         allowed = allowed_error(bound, golden, dtype, d_k, scale, operands, _terms(contract, args, dtype, bound.factor))
         if ratio and reference == "measured":
-            own = _reference_output(contract, args, dtype)
-            allowed = np.maximum(tolerance.ratio_allowed(golden, own, dtype), allowed)
+            measured = _reference_output(contract, args, dtype)
+            allowed = np.maximum(tolerance.ratio_allowed(golden, measured, dtype), allowed)
         if upstream is None:
             return Expectation(golden, allowed)
         gradients = golden_gradients.contract_gradients(contract, args, upstream)

@@ -21,6 +21,7 @@ from attnscore.check.implementation import run_impl
 from attnscore.check.verify import mutation_test, targeted_mistakes
 from attnscore.cli import main
 from attnscore.maths.contracts import get_contract
+from attnscore.maths.family import ContractFamily
 from attnscore.maths.strategies import draw_examples, random_args
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.load import load_spec
@@ -44,7 +45,7 @@ def _sdpa(query, key, value, **kw):
 def test_contract_takes_a_float_mask_by_name():
     """attn_mask is an additive float parameter (cast like Q, K, V), passed by name; the bool contract is unchanged."""
     c = get_contract("sdpa_float_mask")
-    assert c.kind == "sdpa" and c.additive_parameters == frozenset({"attn_mask"})
+    assert c.family is ContractFamily.SDPA and c.additive_parameters == frozenset({"attn_mask"})
     assert c.bool_parameters == frozenset() and c.keyword_parameters == frozenset({"attn_mask"})
     assert get_contract("sdpa").bool_parameters == frozenset({"attn_mask"})
     assert get_contract("sdpa").additive_parameters == frozenset()
