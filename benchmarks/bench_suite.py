@@ -7,7 +7,7 @@ The three parts are the ones `make test` runs, each as its own process, in this 
 
 1. ``attnscore verify`` (every bundled spec, in parallel processes);
 2. ``attnscore practice --verify --count 300``;
-3. ``pytest`` with the Makefile's options (``-n JOBS --maxprocesses 4 --dist loadgroup``), with
+3. ``pytest`` with the Makefile's options (``-n JOBS --maxprocesses 4 --dist worksteal``), with
    ``--durations=20``; ``--tier fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
 
 Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
@@ -60,7 +60,7 @@ def _commands(checkout: Path, tier: str, jobs: str) -> list[tuple[str, list[str]
     attnscore = checkout / ".venv" / "bin" / "attnscore"
     pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20", "-rfE"]
     if jobs != "0":
-        pytest += ["-n", jobs, "--maxprocesses", "4", "--dist", "loadgroup"]
+        pytest += ["-n", jobs, "--maxprocesses", "4", "--dist", "worksteal"]
     if tier == "fast":
         return [("pytest (fast tier)", [*pytest, "-m", "not slow"])]
     return [
