@@ -28,12 +28,12 @@ Modes (a spec chooses one, and a worked example may override it):
     Meant for float16/bfloat16 (on GPU), where no a-priori bound is tight. A third floor is the
     ``dot_bound``: one rounding of each term in the low precision, summed in float32. Our reference
     accumulates in float32 and is often exact on small cases, so K× its error alone would reject
-    correct code that rounds each product in the low
-    precision (``torch.sum(q * keys, -1)``), as the naive low-precision baseline of those test
-    suites does itself. The floor is ``factor`` times that bound (:func:`ratio_floor`), as the rule
-    allows ``factor`` times the baseline's error: code that rounds each operand once more (scaling
-    ``Q`` and ``K`` by ``d**-0.25`` in the low precision) is correct too. Computing in a coarser
-    dtype (bfloat16 inside a float16 run, 8 times float16's unit roundoff) still fails.
+    correct code that rounds each product in the low precision (``torch.sum(q * keys, -1)``), as
+    the naive low-precision baseline of those test suites does itself. The floor is ``factor``
+    times that bound (:func:`ratio_floor`), as the rule allows ``factor`` times the baseline's
+    error: code that rounds each operand once more (scaling ``Q`` and ``K`` by ``d**-0.25`` in the
+    low precision) is correct too. Computing in a coarser dtype (bfloat16 inside a float16 run, 8
+    times float16's unit roundoff) still fails.
 """
 
 from __future__ import annotations
