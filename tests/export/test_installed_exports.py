@@ -224,9 +224,9 @@ def test_gradescope_run_autograder_from_the_exported_copy(tmp_path, exported, gr
     right = _autograder(tmp_path / "right", exported, grader_python, SUBS / "correct_matmul.py")
     assert right["score"] == 11 and {t["status"] for t in right["tests"]} == {"passed"}
     assert len(right["tests"]) == 7 and right["output"] == "dot_product_scores v1: 11/11 points"
-    wrong = _autograder(tmp_path / "wrong", exported, grader_python, SUBS / "softmax_applied.py")
-    assert wrong["score"] == 1 and wrong["output"] == "dot_product_scores v1: 1/11 points"
-    assert any("Known mistake (softmax_applied)" in t["output"] for t in wrong["tests"])
+    wrong = _autograder(tmp_path / "wrong", exported, grader_python, SUBS / "cosine_similarity.py")
+    assert wrong["score"] == 2 and wrong["output"] == "dot_product_scores v1: 2/11 points"
+    assert any("Known mistake (cosine_similarity)" in t["output"] for t in wrong["tests"])
     [hidden] = [t for t in wrong["tests"] if t["name"] == "hidden case 1"]
     assert (hidden["score"], hidden["max_score"], hidden["status"]) == (0, 2, "failed")
     text = json.dumps(wrong)
@@ -238,8 +238,8 @@ def test_prairielearn_entry_point_from_the_exported_copy(tmp_path, exported, gra
     right = _prairielearn(tmp_path / "right", exported, grader_python, SUBS / "correct_matmul.py")
     assert (right["gradable"], right["score"]) == (True, 1.0)
     assert right["message"] == "dot_product_scores v1: 11/11 points"
-    wrong = _prairielearn(tmp_path / "wrong", exported, grader_python, SUBS / "softmax_applied.py")
-    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(1 / 11)
+    wrong = _prairielearn(tmp_path / "wrong", exported, grader_python, SUBS / "cosine_similarity.py")
+    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(2 / 11)
     [hidden] = [t for t in wrong["tests"] if t["name"] == "hidden case 1"]
     assert (hidden["description"], hidden["points"], hidden["max_points"]) == ("", 0, 2)
     assert "three_dims_mixed_signs" not in json.dumps(wrong)
