@@ -20,7 +20,7 @@ from attnscore.catalogue.conventions import applicable_corners, corner_region, f
 from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
 from attnscore.catalogue.properties import CheckContext, get_property
-from attnscore.catalogue.properties.gradients import gradient_failure
+from attnscore.catalogue.properties.gradients import first_gradient_failure
 from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
 from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
@@ -221,27 +221,14 @@ def _compare(spec: Spec, case: Case, call: Call, outcome: Received, dtype: str) 
 
 def _gradients_wrong(call: Call, outcome: Received, dtype: str) -> str | None:
     """What is wrong with a backward call's gradients against its golden gradients (each input's
-    :func:`attnscore.catalogue.properties.gradients.gradient_failure`), or None: a gradient property
+    :func:`attnscore.catalogue.properties.gradients.first_gradient_failure`), or None: a gradient property
     that does not compare them itself (``gradcheck``, ``masked_entries_get_no_gradient``) earns its
     points only when they are right."""
     if call.upstream is None or not call.gradient_goldens:
         return None
     if not isinstance(outcome, WithGradients):
         return "no gradients came back from this call (the runner did not run the backward pass)"
-    allowed = call.gradient_allowed or {}
-    for name, golden in call.gradient_goldens.items():
-        values = outcome.gradients.get(name)
-        problem = gradient_failure(
-            name,
-            np.zeros(0) if values is None else values.astype(np.float64),
-            golden,
-            allowed[name],
-            outcome.gradient_dtypes.get(name, dtype),
-            missing=values is None,
-        )
-        if problem:
-            return problem
-    return None
+    return first_gradient_failure(outcome, call.gradient_goldens, call.gradient_allowed or {}, dtype)
 
 
 _WHEN = {

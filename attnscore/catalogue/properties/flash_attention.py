@@ -10,7 +10,7 @@ backward pass (a Function's saved tensors exist only while its graph does), and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import flash_attention_2
-from attnscore.catalogue.properties.gradients import gradient_failure
+from attnscore.catalogue.properties.gradients import backward_pass_property, first_gradient_failure
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
@@ -105,21 +105,7 @@ def _gradient_problem(ctx: CheckContext) -> str | None:
     out = ctx.outputs[-1]
     if not isinstance(out, WithGradients):
         return "no gradients came back from this call (the runner did not run the backward pass)"
-    goldens: Mapping[str, np.ndarray] = ctx.gradient_goldens[-1] or {}
-    allowed: Mapping[str, np.ndarray] = ctx.gradient_allowed[-1] or {}
-    for name, golden in goldens.items():
-        values = out.gradients.get(name)
-        problem = gradient_failure(
-            name,
-            np.zeros(0) if values is None else values.astype(np.float64),
-            golden,
-            allowed[name],
-            out.gradient_dtypes.get(name, ctx.dtype),
-            missing=values is None,
-        )
-        if problem:
-            return problem
-    return None
+    return first_gradient_failure(out, ctx.gradient_goldens[-1] or {}, ctx.gradient_allowed[-1] or {}, ctx.dtype)
 
 
 def backward_check(ctx: CheckContext) -> str | None:
@@ -134,24 +120,14 @@ def backward_check(ctx: CheckContext) -> str | None:
     return None
 
 
-def _upstream(c: Contract, example: tuple[Args, np.ndarray]) -> np.ndarray:
-    return example[1]
-
-
 register(
-    Property(
-        name="logsumexp_matches_golden",
-        summary=(
-            "The logsumexp L (..., n_q) the forward keeps for the backward (where function.logsumexp says) is "
-            "logsumexp over the kept keys of the scaled scores Q Kᵀ / √d, in natural log, for every query."
-        ),
+    backward_pass_property(
+        "logsumexp_matches_golden",
+        "The logsumexp L (..., n_q) the forward keeps for the backward (where function.logsumexp says) is "
+        "logsumexp over the kept keys of the scaled scores Q Kᵀ / √d, in natural log, for every query.",
         strategy=lambda c, m: _flash_example(c, m, n_k=(1, 80)),
         applies=flash_attention_2,
-        upstream=_upstream,
-        calls=lambda c, ex: [ex[0]],
         check=logsumexp_failure,
-        default_max_value=3.0,
-        tags=("gradients",),
     )
 )
 

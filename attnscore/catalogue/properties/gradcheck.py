@@ -35,9 +35,10 @@ from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import differentiable
+from attnscore.catalogue.properties.gradients import gradient_arrival_failure
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
-from attnscore.maths.display import format_number, shape_text
+from attnscore.maths.display import format_number
 from attnscore.maths.golden_gradients import differentiable_parameters
 from attnscore.maths.strategies import legend_sizes, random_args
 
@@ -128,16 +129,9 @@ def _check(ctx: CheckContext) -> str | None:
     for k, (param, u) in enumerate(ex.directions.items()):
         name = spec_names[param]
         grad = out.gradients.get(name)
-        if grad is None:
-            return (
-                f"gradcheck: no gradient reached {name}: its .grad stayed None after backward (the output does not "
-                f"depend on {name} through operations autograd can follow, or the backward returned None for it)"
-            )
-        if np.shape(grad) != np.shape(u):
-            return (
-                f"gradcheck: the gradient with respect to {name} has shape {shape_text(np.shape(grad))}, "
-                f"but {name} has shape {shape_text(np.shape(u))}"
-            )
+        unusable = gradient_arrival_failure(name, grad, np.shape(u), missing=grad is None)
+        if unusable:
+            return f"gradcheck: {unusable}"
         plus, minus = ctx.values(2 * k), ctx.values(2 * k + 1)
         if np.shape(plus) != np.shape(dO) or np.shape(minus) != np.shape(dO):
             return None  # a forward of the wrong shape is the other properties' concern

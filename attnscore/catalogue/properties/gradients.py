@@ -28,7 +28,7 @@ from attnscore.maths.family import KEYWORD_FAMILIES
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import entries_close
 
-__all__ = ["gradient_failure"]
+__all__ = ["backward_pass_property", "gradient_arrival_failure", "gradient_failure", "first_gradient_failure"]
 
 
 def _floats(max_value: float) -> st.SearchStrategy[float]:
@@ -82,6 +82,27 @@ def _received_gradients(ctx: CheckContext) -> WithGradients | str:
     return out
 
 
+def gradient_arrival_failure(name: str, got: Any, shape: tuple[int, ...], missing: bool = False) -> str | None:
+    """Why the gradient with respect to input ``name`` cannot be compared, or None when it can: it
+    never arrived (``missing``: its ``.grad`` stayed None), or ``got`` does not have the input's
+    ``shape``.
+
+    >>> gradient_arrival_failure("K", np.zeros((2, 3)), (3, 2))
+    'the gradient with respect to K has shape (2, 3), but K has shape (3, 2)'
+    """
+    if missing:
+        return (
+            f"no gradient reached {name}: its .grad stayed None after backward (the output does not depend on "
+            f"{name} through operations autograd can follow, or the backward returned None for it)"
+        )
+    if np.shape(got) != shape:
+        return (
+            f"the gradient with respect to {name} has shape {shape_text(np.shape(got))}, "
+            f"but {name} has shape {shape_text(shape)}"
+        )
+    return None
+
+
 def gradient_failure(
     name: str, got: np.ndarray, golden: np.ndarray, allowed: np.ndarray, dtype: str, missing: bool = False
 ) -> str | None:
@@ -90,16 +111,9 @@ def gradient_failure(
     >>> gradient_failure("K", np.array([[0.5, 2.0]]), np.array([[0.5, 1.0]]), np.array([[1e-6, 1e-6]]), "float32")
     'the gradient with respect to K is wrong: dK[0, 1] = 2, but should be 1 (allowed error 1e-06); 1 of 2 entries wrong'
     """
-    if missing:
-        return (
-            f"no gradient reached {name}: its .grad stayed None after backward (the output does not depend on "
-            f"{name} through operations autograd can follow, or the backward returned None for it)"
-        )
-    if np.shape(got) != np.shape(golden):
-        return (
-            f"the gradient with respect to {name} has shape {shape_text(np.shape(got))}, "
-            f"but {name} has shape {shape_text(np.shape(golden))}"
-        )
+    problem = gradient_arrival_failure(name, got, np.shape(golden), missing)
+    if problem:
+        return problem
     ok = entries_close(got, golden, allowed)
     if ok.all():
         return None
@@ -119,8 +133,19 @@ def _gradients_match(ctx: CheckContext) -> str | None:
     got = _received_gradients(ctx)
     if isinstance(got, str):
         return got
-    goldens: Mapping[str, np.ndarray] = ctx.gradient_goldens[-1] or {}
-    allowed: Mapping[str, np.ndarray] = ctx.gradient_allowed[-1] or {}
+    return first_gradient_failure(got, ctx.gradient_goldens[-1] or {}, ctx.gradient_allowed[-1] or {}, ctx.dtype)
+
+
+def first_gradient_failure(
+    got: WithGradients, goldens: Mapping[str, np.ndarray], allowed: Mapping[str, np.ndarray], dtype: str
+) -> str | None:
+    """What is wrong with the first input's gradient in ``goldens``' order that is wrong
+    (:func:`gradient_failure`), or None when every gradient ``goldens`` names is right.
+
+    ``got`` holds the gradients that came back (an input with none counts as missing), each in its
+    own dtype (``dtype``, the tested one, when it says none); ``allowed`` maps each name in
+    ``goldens`` to its allowed error (KeyError for a name it lacks).
+    """
     for name, golden in goldens.items():
         values = got.gradients.get(name)
         problem = gradient_failure(
@@ -128,7 +153,7 @@ def _gradients_match(ctx: CheckContext) -> str | None:
             np.zeros(0) if values is None else values.astype(np.float64),
             golden,
             allowed[name],
-            got.gradient_dtypes.get(name, ctx.dtype),
+            got.gradient_dtypes.get(name, dtype),
             missing=values is None,
         )
         if problem:
@@ -161,17 +186,27 @@ def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
 
 
 def _keyword_masked_no_gradient(ctx: CheckContext, got: WithGradients) -> str | None:
-    for name, unused in _unused_keys(ctx).items():
+    return _gradient_on_unused_key(
+        got, _unused_keys(ctx), ctx.dtype, "no query keeps", "a key every query masks (attn_mask, causal or window)"
+    )
+
+
+def _gradient_on_unused_key(
+    got: WithGradients, unused: Mapping[str, np.ndarray], dtype: str, which: str, rule: str
+) -> str | None:
+    """The first non-zero gradient entry of a key or value that no query uses, or None: ``unused``
+    maps the spec's name of K or V to its bool ``(..., n_k)`` mask of unused keys (the gradient's
+    shape without its last dim); a missing or misshapen gradient is gradients_match_golden's concern."""
+    for name, keys in unused.items():
         g = got.gradients.get(name)
-        if g is None or g.shape[:-1] != unused.shape:
-            continue  # a missing or misshapen gradient is gradients_match_golden's concern
-        rows = np.argwhere(unused[..., None] & (g != 0))
+        if g is None or g.shape[:-1] != keys.shape:
+            continue
+        rows = np.argwhere(keys[..., None] & (g != 0))
         if rows.size:
             at = tuple(int(i) for i in rows[0])
             return (
-                f"a key that no query keeps still gets a gradient: {format_index('d' + name, at)} = "
-                f"{format_number(g[at], ctx.dtype)}, but a key every query masks (attn_mask, causal or window) "
-                "takes no part, so it should be 0"
+                f"a key that {which} still gets a gradient: {format_index('d' + name, at)} = "
+                f"{format_number(g[at], dtype)}, but {rule} takes no part, so it should be 0"
             )
     return None
 
@@ -199,18 +234,8 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     if attention_with_mask(ctx.contract):
         S_shape = np.broadcast_shapes(np.shape(args[names["Q"]])[:-1] + (np.shape(args[names["K"]])[-2],), mask.shape)
         unused = np.asarray(~np.broadcast_to(mask, S_shape).any(axis=-2))  # (..., n_k): keys no query keeps
-        for p in ("V", "K"):
-            g = got.gradients.get(names[p])
-            if g is None or g.shape[:-1] != unused.shape:
-                continue  # a missing or misshapen gradient is gradients_match_golden's concern
-            rows = np.argwhere(unused[..., None] & (g != 0))
-            if rows.size:
-                at = tuple(int(i) for i in rows[0])
-                return (
-                    f"a key that every query masks still gets a gradient: {format_index('d' + names[p], at)} = "
-                    f"{format_number(g[at], ctx.dtype)}, but a masked key takes no part, so it should be 0"
-                )
-        return None
+        by_name = {names[p]: unused for p in ("V", "K")}
+        return _gradient_on_unused_key(got, by_name, ctx.dtype, "every query masks", "a masked key")
     s = names["S"]
     g = got.gradients.get(s)
     if g is None:
@@ -228,38 +253,41 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     return None
 
 
-register(
-    Property(
-        name="gradients_match_golden",
-        summary=(
-            "With an upstream gradient dO drawn like the inputs, the backward pass gives each float input the "
-            "golden float64 gradient (closed forms) within the dtype's error bound; the mask gets none."
-        ),
-        strategy=lambda c, m: _args_and_upstream(c, m),
-        applies=differentiable,
+def backward_pass_property(name: str, summary: str, **fields: Any) -> Property:
+    """A property whose examples are ``(args, dO)``: one call with ``args`` that also runs the
+    backward pass with the upstream gradient ``dO`` (its output's shape), drawn with inputs bounded
+    by 3 and tagged ``gradients``; ``fields`` give the rest (``strategy``, ``applies``, ``check``,
+    ...) as :class:`Property` takes them."""
+    return Property(
+        name=name,
+        summary=summary,
         upstream=_upstream,
         calls=lambda c, ex: [ex[0]],
-        check=_gradients_match,
         default_max_value=3.0,
         tags=("gradients",),
+        **fields,
     )
-)
+
 
 register(
-    Property(
-        name="masked_entries_get_no_gradient",
-        summary=(
-            "No gradient flows to what a mask leaves out: a masked score gets a zero gradient, and a key "
-            "that every query masks (a mask, SDPA's bool attn_mask, causal, a window) gets zero gradients for its "
-            "key and value."
-        ),
+    backward_pass_property(
+        "gradients_match_golden",
+        "With an upstream gradient dO drawn like the inputs, the backward pass gives each float input the "
+        "golden float64 gradient (closed forms) within the dtype's error bound; the mask gets none.",
+        strategy=lambda c, m: _args_and_upstream(c, m),
+        applies=differentiable,
+        check=_gradients_match,
+    )
+)
+register(
+    backward_pass_property(
+        "masked_entries_get_no_gradient",
+        "No gradient flows to what a mask leaves out: a masked score gets a zero gradient, and a key "
+        "that every query masks (a mask, SDPA's bool attn_mask, causal, a window) gets zero gradients for its "
+        "key and value.",
         strategy=lambda c, m: _args_and_upstream(c, m, unused_key=True),
         applies=lambda c: differentiable(c) and (masked(c) or _keyword_can_leave_keys_out(c)),
-        upstream=_upstream,
-        calls=lambda c, ex: [ex[0]],
         check=_masked_no_gradient,
         golden=False,
-        default_max_value=3.0,
-        tags=("gradients",),
     )
 )
