@@ -16,6 +16,7 @@ from __future__ import annotations
 
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -176,6 +177,27 @@ def _call(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Ten
     return O
 
 
+def _switched(**switches: Any) -> Callable[..., Any]:
+    """A mistake's ``fn``: the mistaken Function with ``switches`` (:func:`flash_function`'s keywords)."""
+
+    def wrong(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
+        return _call(c, spec, Q, K, V, **switches)
+
+    return wrong
+
+
+def _tiled(switch: str, **switches: Any) -> Callable[..., Any]:
+    """A mistake's ``fn`` with the parameters ``tile`` and ``variant``: the mistaken Function over key
+    tiles of ``tile`` with its keyword ``switch`` set to ``variant`` (and the fixed ``switches``)."""
+
+    def wrong(
+        c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
+    ) -> Any:
+        return _call(c, spec, Q, K, V, tile=int(tile), **{switch: int(variant)}, **switches)
+
+    return wrong
+
+
 def _fit_tiles(variants: tuple[int, ...], switch: str, causal_only: bool = False) -> Any:
     """A fit of ``(tile, variant)``: the first pair whose forward output is the observed one."""
 
@@ -197,7 +219,7 @@ def _fit_tiles(variants: tuple[int, ...], switch: str, causal_only: bool = False
     return fit
 
 
-@add(
+add(
     "online_softmax_not_rescaled",
     "online softmax without rescaling the running sum or the output",
     flash_attention_2,
@@ -207,26 +229,20 @@ def _fit_tiles(variants: tuple[int, ...], switch: str, causal_only: bool = False
     fit=_fit_tiles((1, 2, 3), "rescale"),
     defaults=(("tile", 16.0), ("variant", 1.0)),
     backward=True,
-)
-def _online_softmax_not_rescaled(
-    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
-) -> Any:
-    return _call(c, spec, Q, K, V, tile=int(tile), rescale=int(variant))
+)(_tiled("rescale"))
 
 
-@add(
+add(
     "logsumexp_is_running_max",
     "L saved as the running max only",
     flash_attention_2,
     "the L you save is the running max m alone: L = m + log(l), the logsumexp of the scaled scores, so that "
     "the backward's exp(S − L) are the softmax weights (with L = m they do not sum to 1; exact only for one key)",
     backward=True,
-)
-def _logsumexp_is_running_max(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, lse="max")
+)(_switched(lse="max"))
 
 
-@add(
+add(
     "logsumexp_base_2",
     "L saved in base 2 instead of base e",
     flash_attention_2,
@@ -234,46 +250,38 @@ def _logsumexp_is_running_max(c: Contract, spec: Any, Q: torch.Tensor, K: torch.
     "consistently, so the gradients are right, but L must be the natural-log logsumexp m + ln(l); multiply "
     "by ln 2 before saving",
     backward=True,
-)
-def _logsumexp_base_2(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, lse="base2")
+)(_switched(lse="base2"))
 
 
-@add(
+add(
     "backward_d_term_omitted",
     "D = rowsum(dO ⊙ O) left out of dS",
     flash_attention_2,
     "your backward computes dS = P ⊙ dP: the softmax's Jacobian needs dS = P ⊙ (dP − D) with "
     "D = rowsum(dO ⊙ O) per query (FlashAttention-2, Algorithm 2, line 4)",
     backward=True,
-)
-def _backward_d_term_omitted(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, use_d=False)
+)(_switched(use_d=False))
 
 
-@add(
+add(
     "backward_dq_unscaled",
     "the scale 1/√d missing from dQ",
     flash_attention_2,
     "your dQ is √d times too large: S = Q Kᵀ / √d, so dQ = dS K / √d (the same scale as the forward)",
     backward=True,
-)
-def _backward_dq_unscaled(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, scale_dq=False)
+)(_switched(scale_dq=False))
 
 
-@add(
+add(
     "backward_dk_unscaled",
     "the scale 1/√d missing from dK",
     flash_attention_2,
     "your dK is √d times too large: S = Q Kᵀ / √d, so dK = dSᵀ Q / √d (the same scale as the forward)",
     backward=True,
-)
-def _backward_dk_unscaled(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, scale_dk=False)
+)(_switched(scale_dk=False))
 
 
-@add(
+add(
     "causal_tiles_off_by_one",
     "causal key tiles skipped off by one",
     flash_attention_2_causal,
@@ -283,23 +291,17 @@ def _backward_dk_unscaled(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tens
     fit=_fit_tiles((1, 2), "skip", causal_only=True),
     defaults=(("tile", 16.0), ("variant", 1.0)),
     backward=True,
-)
-def _causal_tiles_off_by_one(
-    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
-) -> Any:
-    return _call(c, spec, Q, K, V, tile=int(tile), skip=int(variant))
+)(_tiled("skip"))
 
 
-@add(
+add(
     "backward_dv_unnormalised",
     "dV from unnormalised weights",
     flash_attention_2,
     "your dV uses the unnormalised weights exp(S − rowmax S): dV = Pᵀ dO with the softmax weights "
     "P = exp(S − L), recomputed from the saved logsumexp L",
     backward=True,
-)
-def _backward_dv_unnormalised(c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> Any:
-    return _call(c, spec, Q, K, V, dv_normalised=False)
+)(_switched(dv_normalised=False))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +378,7 @@ def _dropped_collected(
     return _call(c, spec, Q, K, V, tile=int(tile), drop_last=int(variant), collect=True)
 
 
-@add(
+add(
     "last_partial_tile_dropped",
     "the last, partial tile never processed",
     flash_attention_2,
@@ -391,11 +393,7 @@ def _dropped_collected(
     unwritten=_unwritten_rows,
     confirm_sizes=(EDGE_CONFIRMATION,),
     probe_sizes=EDGE_PROBES,
-)
-def _last_partial_tile_dropped(
-    c: Contract, spec: Any, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, tile: float = 16, variant: float = 1
-) -> Any:
-    return _call(c, spec, Q, K, V, tile=int(tile), drop_last=int(variant))
+)(_tiled("drop_last"))
 
 
 def _tile_multiple(

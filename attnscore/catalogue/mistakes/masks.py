@@ -41,6 +41,16 @@ def _masked_variant(
     return attention_with(weights, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1])), Q, K, V, mask)
 
 
+def _weighing(weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: the scores as they are, turned into wrong weights by ``weights(S, mask)``
+    (:func:`_masked_variant`)."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        return _masked_variant(c, args, lambda S, m: S, weights)
+
+    return wrong
+
+
 @add(
     "softmax_without_max_subtraction",
     "softmax without subtracting the row max",
@@ -162,22 +172,26 @@ def _neg_inf_bias(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(c, args, rule, lambda S, m: torch.softmax(rule(S, m), dim=-1))
 
 
-@add(
+def _nan_to_num_softmax(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return torch.nan_to_num(torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1))
+
+
+add(
     "nan_hidden_after_softmax",
     "torch.nan_to_num after softmax",
     lambda c: gives_weights(c) and masked(c),
     "your weights hide a NaN: torch.nan_to_num (or replacing NaN by 0) after softmax turns a row whose kept key "
     "has a NaN score into zeros, so the caller never sees the bad input; let that NaN through and zero only the "
     "masked entries, e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0)",
-)
-def _nan_hidden_after_softmax(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return torch.nan_to_num(torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1))
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+)(_weighing(_nan_to_num_softmax))
 
 
-@add(
+def _exp_times_mask(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(S - S.max(dim=-1, keepdim=True).values) * m  # the max includes the masked keys
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+add(
     "mask_applied_after_exp",
     "exp(S - max over all keys) times the mask",
     lambda c: gives_weights(c) and masked(c),
@@ -185,13 +199,7 @@ def _nan_hidden_after_softmax(c: Contract, spec: Any, *args: torch.Tensor) -> to
     "key with a huge score (or inf, or NaN) sets the max, the kept keys' exp underflow to 0 and the row becomes "
     "0/0 = NaN; mask before the max: scores.masked_fill(~mask, float('-inf')), then softmax (and zero rows "
     "with no kept key)",
-)
-def _mask_applied_after_exp(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        e = torch.exp(S - S.max(dim=-1, keepdim=True).values) * m  # the max includes the masked keys
-        return e / e.sum(dim=-1, keepdim=True)
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+)(_weighing(_exp_times_mask))
 
 
 @add(
@@ -210,27 +218,24 @@ def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
     )
 
 
-def _wrong_axis_zeroed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        out = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
-        return torch.where(m, out, torch.zeros((), dtype=S.dtype))
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+def _softmax_over_queries_zeroed(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    out = torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
+    return torch.where(m, out, torch.zeros((), dtype=S.dtype))
 
 
-@add(
+def _softmax_over_queries(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    # as written: a key no query keeps is NaN
+    return torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
+
+
+add(
     "softmax_wrong_axis",
     "softmax over the queries axis",
     gives_weights,
     "your softmax runs over the queries (dim=-2, or dim=1 of a (batch, n_q, n_k) tensor): each query's weights "
     "over the keys must sum to 1, so use dim=-1",
-    forms=(_wrong_axis_zeroed,),
-)
-def _softmax_wrong_axis(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # as written: a key no query keeps is NaN
-        return torch.softmax(S.masked_fill(~m, float("-inf")), dim=-2)
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+    forms=(_weighing(_softmax_over_queries_zeroed),),
+)(_weighing(_softmax_over_queries))
 
 
 @add(
@@ -266,29 +271,27 @@ _NOT_WEIGHTS = (
 )
 
 
-@add(
+def _masked_scores_as_weights(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return S.masked_fill(~m, 0.0)
+
+
+add(
     "scores_used_as_weights",
     "raw scores used as weights (no softmax)",
     gives_weights,
     f"your weights are the raw scores themselves: {_NOT_WEIGHTS}; apply torch.softmax over the keys (dim=-1)",
-)
-def _scores_as_weights(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return S.masked_fill(~m, 0.0)
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+)(_weighing(_masked_scores_as_weights))
 
 
-@add(
+def _scores_over_their_sum(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    kept = S.masked_fill(~m, 0.0)
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+add(
     "scores_divided_by_their_sum",
     "scores divided by their sum instead of softmax",
     gives_weights,
     f"your weights are the scores divided by their row's sum: {_NOT_WEIGHTS}; a negative score stays "
     "negative and a row summing to 0 divides by 0: use torch.softmax over the keys (dim=-1)",
-)
-def _scores_over_sum(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    def w(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        kept = S.masked_fill(~m, 0.0)
-        return kept / kept.sum(dim=-1, keepdim=True)
-
-    return _masked_variant(c, args, lambda S, m: S, w)
+)(_weighing(_scores_over_their_sum))

@@ -90,33 +90,31 @@ add(
 )(_across("bottom_right"))
 
 
-@add(
-    "varlen_causal_top_left",
-    "causal mask of a packed sequence aligned top-left",
-    varlen_bounded,
-    "flash_attn_varlen_func aligns causal and window_size bottom-right in each sequence: query i of a sequence "
-    "with n_q queries and n_k keys sits at key i + n_k - n_q; your mask put it at key i (top-left, as SDPA's "
-    "is_causal), which differs whenever a sequence has fewer queries than keys",
-)
-def _top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = varlen_window(c)
-    rows, cols = sequence_slices(args[3].cpu()), sequence_slices(args[4].cpu())
-    return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k, 0))
+Slices = Callable[[tuple[torch.Tensor, ...]], tuple[list[slice], list[slice]]]
 
 
-@add(
-    "varlen_key_offsets_from_queries",
-    "cu_seqlens_q used for the keys too",
-    varlen,
-    "the keys of sequence b are rows cu_seqlens_k[b]..cu_seqlens_k[b+1]-1 of k and v; you sliced them with "
-    "cu_seqlens_q, which is right only when every sequence has as many keys as queries",
-)
-def _key_offsets_from_queries(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = varlen_window(c)
+def _sequences(slices: Slices, offset: int | None = None) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: :func:`_packed` with the sequences' query and key rows ``slices(args)`` and
+    the contract's window, query ``i`` of a sequence at key ``i + offset`` (default ``n_k - n_q``)."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        window = varlen_window(c)
+        rows, cols = slices(args)
+        return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k, offset))
+
+    return wrong
+
+
+def _offsets(args: tuple[torch.Tensor, ...]) -> tuple[list[slice], list[slice]]:
+    """The sequences as ``cu_seqlens_q`` and ``cu_seqlens_k`` give them (the right rows)."""
+    return sequence_slices(args[3].cpu()), sequence_slices(args[4].cpu())
+
+
+def _key_rows_from_queries(args: tuple[torch.Tensor, ...]) -> tuple[list[slice], list[slice]]:
+    """The keys sliced with ``cu_seqlens_q`` too (cut at the number of keys)."""
     total_k = int(args[1].shape[0])
     rows = sequence_slices(args[3].cpu())
-    cols = [slice(min(r.start, total_k), min(r.stop, total_k)) for r in rows]
-    return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k))
+    return rows, [slice(min(r.start, total_k), min(r.stop, total_k)) for r in rows]
 
 
 def _as_lengths(cu: torch.Tensor, total: int) -> list[slice]:
@@ -126,19 +124,38 @@ def _as_lengths(cu: torch.Tensor, total: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
 
-@add(
+def _lengths(args: tuple[torch.Tensor, ...]) -> tuple[list[slice], list[slice]]:
+    """The sequences with ``cu_seqlens_q`` and ``cu_seqlens_k`` read as lengths (:func:`_as_lengths`)."""
+    return _as_lengths(args[3].cpu(), int(args[0].shape[0])), _as_lengths(args[4].cpu(), int(args[1].shape[0]))
+
+
+add(
+    "varlen_causal_top_left",
+    "causal mask of a packed sequence aligned top-left",
+    varlen_bounded,
+    "flash_attn_varlen_func aligns causal and window_size bottom-right in each sequence: query i of a sequence "
+    "with n_q queries and n_k keys sits at key i + n_k - n_q; your mask put it at key i (top-left, as SDPA's "
+    "is_causal), which differs whenever a sequence has fewer queries than keys",
+)(_sequences(_offsets, offset=0))
+
+
+add(
+    "varlen_key_offsets_from_queries",
+    "cu_seqlens_q used for the keys too",
+    varlen,
+    "the keys of sequence b are rows cu_seqlens_k[b]..cu_seqlens_k[b+1]-1 of k and v; you sliced them with "
+    "cu_seqlens_q, which is right only when every sequence has as many keys as queries",
+)(_sequences(_key_rows_from_queries))
+
+
+add(
     "varlen_cu_seqlens_as_lengths",
     "cu_seqlens read as lengths",
     varlen,
     "cu_seqlens holds cumulative offsets (0, n_0, n_0 + n_1, ...), not lengths: sequence b is rows "
     "cu_seqlens[b]..cu_seqlens[b+1]-1; you took cu_seqlens[b+1] as the length of sequence b, which moves every "
     "boundary after the second sequence",
-)
-def _cu_seqlens_as_lengths(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = varlen_window(c)
-    rows = _as_lengths(args[3].cpu(), int(args[0].shape[0]))
-    cols = _as_lengths(args[4].cpu(), int(args[1].shape[0]))
-    return _packed(c, args, rows, cols, lambda n_q, n_k: flash_keep(window, n_q, n_k))
+)(_sequences(_lengths))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,63 +22,63 @@ else:
 # scaling
 
 
-def _scaled_by(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[torch.Tensor], float]) -> torch.Tensor:
+def _with_scale(c: Contract, args: tuple[torch.Tensor, ...], scale: Callable[[torch.Tensor], float]) -> torch.Tensor:
+    """The contract's scores (or attention) with the scores multiplied by ``scale(Q)`` instead of the right scale."""
     if attention(c):
         return attention_with(softmax_weights, scale, *qkvm(c, args))
     Q, K = qk_pair(c, args)
     return to_output(c, (Q @ K.transpose(-2, -1)) * scale(Q))
 
 
-@add(
+def _scaled_by(scale: Callable[[torch.Tensor], float]) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: :func:`_with_scale` with ``scale(Q)``, a wrong scale of its own."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        return _with_scale(c, args, scale)
+
+    return wrong
+
+
+add(
     "not_scaled",
     "scores not divided by √d_k",
     scaled,
     "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)",
-)
-def _not_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: 1.0)
+)(_scaled_by(lambda Q: 1.0))
 
 
-@add(
+add(
     "scaled_by_dk",
     "divided by d_k (or by √d_k twice)",
     scaled,
     "your scores equal Q Kᵀ / d_k: divide by √d_k once (not by d_k, and not by √d_k twice)",
-)
-def _scaled_by_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: 1.0 / Q.shape[-1])
+)(_scaled_by(lambda Q: 1.0 / Q.shape[-1]))
 
 
-@add(
+add(
     "scaled_by_half_dk",
     "d_k ** 1/2 (divided by d_k/2)",
     scaled,
     "your scores equal Q Kᵀ / (d_k / 2): d_k ** 1/2 is read as (d_k ** 1) / 2 because ** binds tighter than /; "
     "write d_k ** 0.5 or math.sqrt(d_k)",
-)
-def _scaled_by_half_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: 2.0 / Q.shape[-1])
+)(_scaled_by(lambda Q: 2.0 / Q.shape[-1]))
 
 
-@add(
+add(
     "scaled_by_two_dk",
     "S / d_k ** 1/2 inline (divided by 2·d_k)",
     scaled,
     "your scores equal Q Kᵀ / (2·d_k): in S / d_k ** 1/2, ** binds tighter than / and the divisions run left to "
     "right, so it is (S / d_k) / 2; write S / d_k ** 0.5 or S / math.sqrt(d_k)",
-)
-def _scaled_by_two_dk(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: 0.5 / Q.shape[-1])
+)(_scaled_by(lambda Q: 0.5 / Q.shape[-1]))
 
 
-@add(
+add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
     scaled,
     "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k",
-)
-def _scaled_by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1))))
+)(_scaled_by(lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1)))))
 
 
 _FIT_ENTRIES = 2_000_000  # score entries evaluated at once while fitting a scale ratio
@@ -143,7 +143,7 @@ def _fit_scale_ratio(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarra
     defaults=(("r", 0.5),),
 )
 def _scaled_by_constant_factor(c: Contract, spec: Any, *args: torch.Tensor, r: float = 0.5) -> torch.Tensor:
-    return _scaled_by(c, args, lambda Q: r / float(np.sqrt(Q.shape[-1])))
+    return _with_scale(c, args, lambda Q: r / float(np.sqrt(Q.shape[-1])))
 
 
 @add(

@@ -95,59 +95,76 @@ add(
 )(_window_form(True, True))
 
 
-@add(
+Rule = Callable[[tuple[int, int], int, int], np.ndarray]
+
+
+def _keeping(rule: Rule) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: :func:`_attend` with query ``i`` keeping the keys where
+    ``rule(window, n_q, n_k)[i]`` is True, ``window`` the contract's ``(left, right)``."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        window = flash_window(c)
+        return _attend(c, args, lambda n_q, n_k: rule(window, n_q, n_k))
+
+    return wrong
+
+
+def _every_key(window: tuple[int, int], n_q: int, n_k: int) -> np.ndarray:
+    """No mask: every query keeps every key."""
+    return np.ones((n_q, n_k), dtype=bool)
+
+
+def _top_left(window: tuple[int, int], n_q: int, n_k: int) -> np.ndarray:
+    """The window with query ``i`` at key ``i`` (top-left) instead of ``i + n_k - n_q``."""
+    return flash_keep(window, n_q, n_k, offset=0)
+
+
+def _without_cache(window: tuple[int, int], n_q: int, n_k: int) -> np.ndarray:
+    """The window with the first ``n_k - n_q`` keys (the cache) left out."""
+    out = flash_keep(window, n_q, n_k)
+    out[:, : max(n_k - n_q, 0)] = False  # the cache
+    return out
+
+
+def _cache_offset(shift: int) -> Rule:
+    """The window with query ``i`` at key ``i + n_k - n_q + shift``."""
+    return lambda window, n_q, n_k: flash_keep(window, n_q, n_k, offset=n_k - n_q + shift)
+
+
+add(
     "window_ignored",
     "sliding window ignored",
     flash_windowed,
     "every query attends to every key: with window_size=(left, right) query i keeps only keys i - left .. i + right",
-)
-def _window_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, lambda n_q, n_k: np.ones((n_q, n_k), dtype=bool))
+)(_keeping(_every_key))
 
 
-@add(
+add(
     "window_one_sided",
     "keys after the query dropped from the window",
     flash_two_sided_window,
     "window_size=(left, right) also keeps the right keys after query i (i + 1 .. i + right); you kept none, "
     "as a causal sliding window does",
-)
-def _window_one_sided(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    left, _ = flash_window(c)
-    return _attend(c, args, lambda n_q, n_k: flash_keep((left, 0), n_q, n_k))
+)(_keeping(lambda window, n_q, n_k: flash_keep((window[0], 0), n_q, n_k)))
 
 
-@add(
+add(
     "window_top_left",
     "sliding window aligned top-left",
     flash_windowed,
     "flash_attn_func aligns the window bottom-right: query i sits at key position i + n_k - n_q (the last query "
     "with the last key); you centred it on key i, as if n_q = n_k",
-)
-def _window_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = flash_window(c)
-    return _attend(c, args, lambda n_q, n_k: flash_keep(window, n_q, n_k, offset=0))
+)(_keeping(_top_left))
 
 
-@add(
+add(
     "kv_cache_top_left",
     "causal mask aligned top-left against a KV cache",
     flash_cache,
     "with a KV cache of n_k - n_q earlier tokens, query i is token n_k - n_q + i and keeps keys "
     "j <= i + n_k - n_q (bottom-right, FlashAttention; ONNX's past length offset); you kept j <= i "
     "(top-left, torch.ones(n_q, n_k).tril()), so the new tokens miss most of the cache",
-)
-def _cache_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = flash_window(c)
-    return _attend(c, args, lambda n_q, n_k: flash_keep(window, n_q, n_k, offset=0))
-
-
-def _cache_offset_form(shift: int) -> Callable[..., torch.Tensor]:
-    def form(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-        window = flash_window(c)
-        return _attend(c, args, lambda n_q, n_k: flash_keep(window, n_q, n_k, offset=n_k - n_q + shift))
-
-    return form
+)(_keeping(_top_left))
 
 
 add(
@@ -156,34 +173,23 @@ add(
     flash_cache,
     "query i is token n_k - n_q + i and keeps keys j <= i + n_k - n_q, its own key included; your offset is one "
     "too large (it sees the next token) or one too small (it misses its own key)",
-    forms=(_cache_offset_form(-1),),
-)(_cache_offset_form(1))
+    forms=(_keeping(_cache_offset(-1)),),
+)(_keeping(_cache_offset(1)))
 
 
-@add(
+add(
     "kv_cache_causal_ignored",
     "causal mask left out with a KV cache",
     flash_cache,
     "one decoded query may see the whole cache, but a chunk of n_q > 1 new queries must not see each "
     "other's future: query i keeps keys j <= i + n_k - n_q",
-)
-def _cache_causal_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, lambda n_q, n_k: np.ones((n_q, n_k), dtype=bool))
+)(_keeping(_every_key))
 
 
-@add(
+add(
     "kv_cache_ignored",
     "the cache left out: queries attend to the new keys only",
     flash_cache,
     "the first n_k - n_q keys are the cache of earlier tokens and take part too: attend to all n_k keys "
     "(bottom-right causal), not only to the n_q newest",
-)
-def _cache_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    window = flash_window(c)
-
-    def keep(n_q: int, n_k: int) -> np.ndarray:
-        out = flash_keep(window, n_q, n_k)
-        out[:, : max(n_k - n_q, 0)] = False  # the cache
-        return out
-
-    return _attend(c, args, keep)
+)(_keeping(_without_cache))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,20 +21,28 @@ else:
 # precision, side effects, shortcuts
 
 
-@add(
+def _computed_in(dtype: str) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: the reference on the float arguments cast to ``dtype`` (``"float16"``), its
+    result cast back to the first float argument's dtype (the other arguments as they are)."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        given = next(a.dtype for a in args if a.dtype.is_floating_point)
+        out = c.reference(*[a.to(getattr(torch, dtype)) if a.dtype.is_floating_point else a for a in args])
+        return out.to(given)
+
+    return wrong
+
+
+add(
     "computed_in_float16",
     "computed in float16",
     lambda c: not masked_scores(c),
     "your result has float16 rounding errors (or overflow): compute in the inputs' dtype, do not cast to half",
     not_dtypes=("float16",),
-)
-def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
-    out = c.reference(*[a.half() if a.dtype.is_floating_point else a for a in args])
-    return out.to(dtype)
+)(_computed_in("float16"))
 
 
-@add(
+add(
     "computed_in_float32",
     "float64 inputs computed in float32",
     # masked_scores only copies its inputs and its generated inputs are float32 values, so a float32
@@ -44,11 +53,7 @@ def _float16(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     "inputs' dtype",
     computes_in="float32",
     dtypes=("float64",),
-)
-def _float32(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    dtype = next(a.dtype for a in args if a.dtype.is_floating_point)
-    out = c.reference(*[a.float() if a.dtype.is_floating_point else a for a in args])
-    return out.to(dtype)
+)(_computed_in("float32"))
 
 
 @add(

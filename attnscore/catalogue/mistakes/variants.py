@@ -4,6 +4,7 @@ causal alignment; a kernel's grouped-query heads, softcap, ALiBi bias and causal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attnscore.catalogue.families import (
@@ -96,9 +97,8 @@ def _manual(
     named = dict(zip(c.parameter_names, args, strict=True))
     Q = named["query"].double()
     K, V = _grouped(Q, named["key"].double()), _grouped(Q, named["value"].double())
-    n_q, n_k, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
-    scale = c.option("scale")
-    scale = 1.0 / d_k**0.5 if scale is None else float(scale)
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    scale = _scale(c, Q)
     cap = c.option("softcap")
     raw = Q @ K.transpose(-2, -1)  # (..., H_q, n_q, n_k)
     i = torch.arange(n_q, dtype=torch.float64).unsqueeze(-1)
@@ -127,6 +127,54 @@ def _manual(
     return (w @ V).to(named["query"].dtype)
 
 
+def _scale(c: Contract, query: torch.Tensor) -> float:
+    """The contract's ``scale`` keyword, or ``1/√d_k`` when it is None (SDPA's and the kernel's default)."""
+    scale = c.option("scale")
+    return 1.0 / query.shape[-1] ** 0.5 if scale is None else float(scale)
+
+
+def _changed(attention: Callable[..., torch.Tensor], **changed: Any) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: ``attention(contract, args, **changed)`` (:func:`_sdpa_with`,
+    :func:`_kernel_with` or :func:`_manual`), the contract's attention with one thing ``changed``."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        return attention(c, args, **changed)
+
+    return wrong
+
+
+def _sdpa_mask(mask: Callable[[Contract, dict[str, torch.Tensor]], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: SDPA with its ``attn_mask`` replaced by ``mask(contract, arguments by name)``."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        return _sdpa_with(c, args, attn_mask=mask(c, dict(zip(c.parameter_names, args, strict=True))))
+
+    return wrong
+
+
+def _tiled(Q: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """K or V with its KV heads tiled for the query heads (``h0 h1 h0 h1``, ``repeat``)."""
+    lead = (1,) * (X.ndim - 3)
+    return X.repeat(*lead, Q.shape[-3] // X.shape[-3], 1, 1)  # (..., H_kv, n_k, d) -> (..., H_q, n_k, d)
+
+
+def _head_zero(Q: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """K or V with only its KV head 0 (``(..., 1, n_k, d)``: broadcast to every query head)."""
+    return X[..., :1, :, :]
+
+
+def _kv_heads(heads: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn``: the contract's attention with K and V given to the query heads by
+    ``heads(Q, K or V)`` (:func:`_tiled`, :func:`_head_zero`) instead of :func:`_grouped`."""
+
+    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+        named = dict(zip(c.parameter_names, args, strict=True))
+        Q = named["query"]
+        return _call(c, (Q, heads(Q, named["key"]), heads(Q, named["value"]), *args[3:]))
+
+    return wrong
+
+
 # ---------------------------------------------------------------------------------------------
 # scaled_dot_product_attention (the ``sdpa`` contract; keywords in ``contract.options``)
 
@@ -143,83 +191,61 @@ def _sdpa_with(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> t
     return variants.general_attention(named["query"], named["key"], named["value"], **options)
 
 
-@add(
+add(
     "sdpa_scale_ignored",
     "scale keyword ignored",
     sdpa_scale_given,
     "the scores are divided by √d_k whatever scale says: multiply Q Kᵀ by the scale you are given "
     "(SDPA's default 1/√d_k applies only when scale is None)",
-)
-def _scale_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _sdpa_with(c, args, scale=None)
+)(_changed(_sdpa_with, scale=None))
 
 
-@add(
+add(
     "sdpa_bool_mask_inverted",
     "bool attn_mask read as True = masked out",
     sdpa_bool_mask,
     "in SDPA a bool attn_mask is True where the key takes part (the opposite of nn.MultiheadAttention's "
     "key_padding_mask): keep the keys where the mask is True",
-)
-def _bool_mask_inverted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    return _sdpa_with(c, args, attn_mask=~named["attn_mask"])
+)(_sdpa_mask(lambda c, a: ~a["attn_mask"]))
 
 
 # SDPA's float attn_mask: added to the scaled scores, -inf masks, a row of -inf gives zeros
 
 
-def _sdpa_scale(c: Contract, query: torch.Tensor) -> float:
-    scale = c.option("scale")
-    return 1.0 / query.shape[-1] ** 0.5 if scale is None else float(scale)
-
-
-@add(
+add(
     "sdpa_float_mask_before_scale",
     "float attn_mask added before the scale",
     sdpa_float_mask,
     "a float attn_mask is added to the scaled scores, scale · Q Kᵀ + attn_mask (SDPA); you added it to Q Kᵀ "
     "and scaled the sum, so every bias was multiplied by the scale too",
-)
-def _float_mask_before_scale(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    # (Q Kᵀ + m) · scale = scale · Q Kᵀ + scale · m; -inf stays -inf
-    return _sdpa_with(c, args, attn_mask=named["attn_mask"] * _sdpa_scale(c, named["query"]))
+)(_sdpa_mask(lambda c, a: a["attn_mask"] * _scale(c, a["query"])))  # (Q Kᵀ + m) · scale; -inf stays -inf
 
 
-@add(
+add(
     "sdpa_float_mask_as_bool",
     "float attn_mask read as bool (non-zero = takes part)",
     sdpa_float_mask,
     "a float attn_mask is added to the scores, not read as keep/drop: a 0 entry keeps its key unchanged "
     "and -inf masks it out; you kept the keys with a non-zero entry (-inf among them) and dropped the 0 ones",
-)
-def _float_mask_as_bool(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    return _sdpa_with(c, args, attn_mask=named["attn_mask"] != 0)
+)(_sdpa_mask(lambda c, a: a["attn_mask"] != 0))
 
 
-@add(
+add(
     "sdpa_float_mask_subtracted",
     "float attn_mask subtracted from the scores",
     sdpa_float_mask,
     "add the float attn_mask to the scaled scores (scores + attn_mask); you subtracted it, so a negative "
     "bias raised the score and a -inf entry became +inf (a NaN row after softmax)",
-)
-def _float_mask_subtracted(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    return _sdpa_with(c, args, attn_mask=-named["attn_mask"])
+)(_sdpa_mask(lambda c, a: -a["attn_mask"]))
 
 
-@add(
+add(
     "sdpa_float_mask_ignored",
     "float attn_mask ignored",
     sdpa_float_mask,
     "the float attn_mask was not used: add it to the scaled scores before the softmax "
     "(scale · Q Kᵀ + attn_mask; its -inf entries mask their keys)",
-)
-def _float_mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _sdpa_with(c, args, attn_mask=None)
+)(_changed(_sdpa_with, attn_mask=None))
 
 
 @add(
@@ -238,115 +264,89 @@ def _float_mask_nan_rows(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
     return torch.where(empty, torch.full((), float("nan"), dtype=out.dtype), out)
 
 
-@add(
+add(
     "kv_heads_tiled",
     "KV heads tiled (h0 h1 h0 h1) instead of grouped",
     grouped_heads,
     "query head h uses key/value head h // (H_q / H_kv) (h0 h0 h1 h1, repeat_interleave), "
     "not h % H_kv (h0 h1 h0 h1, repeat or tile)",
-)
-def _kv_heads_tiled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    Q, K, V = named["query"], named["key"], named["value"]
-    groups = Q.shape[-3] // K.shape[-3]
-    lead = (1,) * (K.ndim - 3)
-    K = K.repeat(*lead, groups, 1, 1)  # (..., H_kv, n_k, d_k) -> (..., H_q, n_k, d_k): h0 h1 h0 h1
-    V = V.repeat(*lead, groups, 1, 1)
-    return _call(c, (Q, K, V, *args[3:]))
+)(_kv_heads(_tiled))
 
 
-@add(
+add(
     "kv_head_zero_for_all",
     "every query head uses KV head 0 (multi-query code on grouped heads)",
     grouped_heads,
     "query head h uses key/value head h // (H_q / H_kv); you used key/value head 0 for every query head, "
     "as multi-query attention (H_kv = 1) would: repeat each KV head for its group (repeat_interleave)",
-)
-def _kv_head_zero(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    named = dict(zip(c.parameter_names, args, strict=True))
-    K, V = named["key"][..., :1, :, :], named["value"][..., :1, :, :]  # (..., 1, n_k, d): broadcast to every head
-    return _call(c, (named["query"], K, V, *args[3:]))
+)(_kv_heads(_head_zero))
 
 
 # ---------------------------------------------------------------------------------------------
 # softcap (cap · tanh(s / cap) on the scaled scores, before the mask and the bias)
 
 
-@add(
+add(
     "softcap_ignored",
     "softcap ignored",
     kernel_softcap,
     "the scores were not capped: apply cap · tanh(s / cap) to the scaled scores before the softmax",
-)
-def _softcap_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _kernel_with(c, args, softcap=None)
+)(_changed(_kernel_with, softcap=None))
 
 
-@add(
+add(
     "softcap_after_mask",
     "softcap applied after the mask",
     kernel_softcap_masked,
     "cap the scaled scores before masking and biasing them: capping a masked -inf gives -cap, so a masked "
     "key gets weight again (FlashAttention and ONNX cap first, then add the bias and mask)",
-)
-def _softcap_after_mask(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, mask_before_cap=True)
+)(_changed(_manual, mask_before_cap=True))
 
 
-@add(
+add(
     "softcap_scale_twice",
     "scale applied before and after the softcap",
     kernel_softcap,
     "scale once, before the cap: cap · tanh(scale · s / cap); you multiplied by the scale again afterwards",
-)
-def _softcap_scale_twice(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw * scale / cap))
+)(_changed(_manual, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw * scale / cap)))
 
 
-@add(
+add(
     "softcap_scale_after",
     "scale applied after the softcap only",
     kernel_softcap,
     "the cap applies to the scaled scores: cap · tanh(scale · s / cap), not scale · cap · tanh(s / cap)",
-)
-def _softcap_scale_after(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw / cap))
+)(_changed(_manual, scores_fn=lambda raw, scale, cap: scale * cap * torch.tanh(raw / cap)))
 
 
 # ---------------------------------------------------------------------------------------------
 # ALiBi (-slope · |i + n_k - n_q - j| added to the scores, FlashAttention's form)
 
 
-@add(
+add(
     "alibi_wrong_sign",
     "ALiBi bias with the wrong sign",
     kernel_alibi,
     "the ALiBi bias penalises distance: add -slope · |i + n_k - n_q - j|; you added +slope · distance: far keys win",
-)
-def _alibi_wrong_sign(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, bias_sign=1.0)
+)(_changed(_manual, bias_sign=1.0))
 
 
-@add(
+add(
     "alibi_signed_distance",
     "ALiBi distance signed (j - i), not absolute",
     kernel_alibi,
     "the ALiBi distance is absolute in FlashAttention, -slope · |i + n_k - n_q - j|; the causal paper's "
     "slope · (j - i) rewards keys after the query when nothing masks them",
-)
-def _alibi_signed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, distance="signed")
+)(_changed(_manual, distance="signed"))
 
 
-@add(
+add(
     "alibi_top_left",
     "ALiBi distance aligned top-left (|i - j|)",
     kernel_alibi,
     "the ALiBi distance is aligned bottom-right, |i + n_k - n_q - j| (the last query sits at the last key); "
     "you used |i - j|, which differs when n_q != n_k",
-)
-def _alibi_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _manual(c, args, distance="top_left")
+)(_changed(_manual, distance="top_left"))
 
 
 @add(
@@ -358,9 +358,7 @@ def _alibi_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor
 )
 def _alibi_bias_scaled(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     named = dict(zip(c.parameter_names, args, strict=True))
-    scale = c.option("scale")
-    scale = 1.0 / named["query"].shape[-1] ** 0.5 if scale is None else float(scale)
-    return _kernel_with(c, args, alibi_slopes=named["alibi_slopes"] * scale)
+    return _kernel_with(c, args, alibi_slopes=named["alibi_slopes"] * _scale(c, named["query"]))
 
 
 def kernel_causal(c: Contract) -> bool:
@@ -383,22 +381,18 @@ def _kernel_causal_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torc
     return _manual(c, args, scores_fn=capped, causal_offset="top_left")
 
 
-@add(
+add(
     "sdpa_causal_bottom_right",
     "is_causal aligned bottom-right",
     sdpa_causal,
     "is_causal in SDPA is top-left (torch.ones(n_q, n_k).tril(): query i keeps keys j <= i); you aligned "
     "the last query with the last key (j <= i + n_k - n_q), FlashAttention's KV-cache convention",
-)
-def _causal_bottom_right(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _sdpa_with(c, args, alignment="bottom_right")
+)(_changed(_sdpa_with, alignment="bottom_right"))
 
 
-@add(
+add(
     "sdpa_is_causal_ignored",
     "is_causal ignored",
     sdpa_causal,
     "every query attends to every key: with is_causal=True query i keeps only keys j <= i",
-)
-def _is_causal_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _sdpa_with(c, args, is_causal=False)
+)(_changed(_sdpa_with, is_causal=False))
