@@ -70,12 +70,16 @@ def _deterministic(ctx: CheckContext) -> str | None:
     return None
 
 
+def _own_rule(name: str, summary: str, **fields: Any) -> Property:
+    """A property of random arguments that judges only its own rule (no golden value: a wrong value
+    is the other cases' concern); ``fields`` give the rest as :class:`Property` takes them."""
+    return Property(name=name, summary=summary, strategy=random_args, golden=False, **fields)
+
+
 register(
-    Property(
-        name="inputs_not_mutated",
-        summary="The function does not change its inputs in place (the runner compares them after the call).",
-        strategy=random_args,
-        golden=False,  # judges only its own property: a wrong value is the other cases' concern
+    _own_rule(
+        "inputs_not_mutated",
+        "The function does not change its inputs in place (the runner compares them after the call).",
         check=_not_mutated,
         diagnosis="inputs_mutated",
         omits=True,
@@ -93,21 +97,17 @@ def _and_nothing_masked(contract: Any, example: dict[str, np.ndarray]) -> list[d
 
 
 register(
-    Property(
-        name="output_not_aliased",
-        summary="The output is a new tensor that shares no memory with an input (also when nothing is masked).",
-        strategy=random_args,
-        golden=False,  # judges only its own property: a wrong value is the other cases' concern
+    _own_rule(
+        "output_not_aliased",
+        "The output is a new tensor that shares no memory with an input (also when nothing is masked).",
         calls=_and_nothing_masked,
         check=_not_aliased,
     )
 )
 register(
-    Property(
-        name="dtype_device_follow_inputs",
-        summary="The output is a tensor with the inputs' dtype and on the inputs' device.",
-        strategy=random_args,
-        golden=False,  # judges only its own property: a wrong value is the other cases' concern
+    _own_rule(
+        "dtype_device_follow_inputs",
+        "The output is a tensor with the inputs' dtype and on the inputs' device.",
         check=_dtype_device,
         diagnosis=_float64_result,
         every_dtype=True,  # a float32 result for float64 inputs fails, whichever dtype is graded
@@ -115,11 +115,9 @@ register(
     )
 )
 register(
-    Property(
-        name="deterministic",
-        summary="Calling twice with the same inputs gives bit-for-bit the same output.",
-        strategy=random_args,
-        golden=False,  # judges only its own property: a wrong value is the other cases' concern
+    _own_rule(
+        "deterministic",
+        "Calling twice with the same inputs gives bit-for-bit the same output.",
         calls=lambda c, ex: [ex, ex],
         check=_deterministic,
         omits=True,

@@ -258,28 +258,23 @@ def _linear_check(ctx: CheckContext) -> str | None:
     return None
 
 
-register(
-    Property(
-        name="linear_in_query",
-        summary="Scores are linear in the query: f(a·q1 + b·q2, K) = a·f(q1, K) + b·f(q2, K).",
-        strategy=lambda c, m: _linear(c, m, 0),
+def _linear_in(argument: int, name: str, summary: str) -> Property:
+    """Linearity in one argument (0: the query, 1: the keys), the other held fixed."""
+    return Property(
+        name=name,
+        summary=summary,
+        strategy=lambda c, m: _linear(c, m, argument),
         applies=dot_product,
         calls=_linear_calls,
         check=_linear_check,
         default_max_value=3.0,
     )
-)
+
+
 register(
-    Property(
-        name="linear_in_key",
-        summary="Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2).",
-        strategy=lambda c, m: _linear(c, m, 1),
-        applies=dot_product,
-        calls=_linear_calls,
-        check=_linear_check,
-        default_max_value=3.0,
-    )
+    _linear_in(0, "linear_in_query", "Scores are linear in the query: f(a·q1 + b·q2, K) = a·f(q1, K) + b·f(q2, K).")
 )
+register(_linear_in(1, "linear_in_key", "Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2)."))
 
 
 @st.composite
@@ -317,24 +312,33 @@ def _perm_check(ctx: CheckContext) -> str | None:
     return None
 
 
-register(
-    Property(
-        name="permuting_keys_permutes_scores",
-        summary="Reordering the keys reorders the scores the same way: f(Q, P K) = f(Q, K) Pᵀ.",
-        strategy=lambda c, m: _permuted(c, m, "keys"),
-        applies=lambda c: dot_product(c) and many_keys(c),
+def _permuting(axis: str, many: Callable[[Contract], bool], name: str, summary: str) -> Property:
+    """Permutation along ``axis`` (``"keys"`` or ``"queries"``), for the dot-product contracts with
+    ``many`` of them."""
+    return Property(
+        name=name,
+        summary=summary,
+        strategy=lambda c, m: _permuted(c, m, axis),
+        applies=lambda c: dot_product(c) and many(c),
         calls=_perm_calls,
         check=_perm_check,
     )
+
+
+register(
+    _permuting(
+        "keys",
+        many_keys,
+        "permuting_keys_permutes_scores",
+        "Reordering the keys reorders the scores the same way: f(Q, P K) = f(Q, K) Pᵀ.",
+    )
 )
 register(
-    Property(
-        name="permuting_queries_permutes_rows",
-        summary="Reordering the queries reorders the rows of the scores the same way: f(P Q, K) = P f(Q, K).",
-        strategy=lambda c, m: _permuted(c, m, "queries"),
-        applies=lambda c: dot_product(c) and many_queries(c),
-        calls=_perm_calls,
-        check=_perm_check,
+    _permuting(
+        "queries",
+        many_queries,
+        "permuting_queries_permutes_rows",
+        "Reordering the queries reorders the rows of the scores the same way: f(P Q, K) = P f(Q, K).",
     )
 )
 

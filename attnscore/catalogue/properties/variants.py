@@ -9,6 +9,7 @@ the worked examples: random shapes and values, every head count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,33 @@ def _shapes_differ(ctx: CheckContext, *pairs: tuple[np.ndarray, tuple[int, ...]]
     return None
 
 
+def _allowed_moved(ctx: CheckContext) -> tuple[int, ...] | None:
+    """The first index where the two calls' outputs differ by more than twice the larger of their
+    allowed errors, else None."""
+    allowed = np.maximum(np.asarray(ctx.allowed[0]), np.asarray(ctx.allowed[1]))
+    return _first_moved(ctx, ctx.values(0), ctx.values(1), allowed)
+
+
+def _calls_agree(
+    differs: Callable[[CheckContext, np.ndarray, np.ndarray, tuple[int, ...]], str],
+    moved: Callable[[CheckContext], tuple[int, ...] | None] = _allowed_moved,
+) -> Callable[[CheckContext], str | None]:
+    """A property's check: the example's two calls give the same output, each of its golden value's
+    shape; ``moved(ctx)`` finds the first entry that differs (:func:`_allowed_moved`, or
+    :func:`_golden_moved` where the two calls' inputs differ), and ``differs(ctx, first, second,
+    index)`` says why that is wrong."""
+
+    def check(ctx: CheckContext) -> str | None:
+        first, second = ctx.values(0), ctx.values(1)
+        problem = _shapes_differ(ctx, (first, np.shape(ctx.goldens[0])), (second, np.shape(ctx.goldens[1])))
+        if problem:
+            return problem
+        index = moved(ctx)
+        return None if index is None else differs(ctx, first, second, index)
+
+    return check
+
+
 # ---------------------------------------------------------------------------------------------
 # grouped-query heads
 
@@ -56,15 +84,7 @@ def _repeated_calls(contract: Any, args: Args) -> list[Args]:
     return [args, repeated]
 
 
-def _repeated_agrees(ctx: CheckContext) -> str | None:
-    grouped, repeated = ctx.values(0), ctx.values(1)
-    problem = _shapes_differ(ctx, (grouped, np.shape(ctx.goldens[0])), (repeated, np.shape(ctx.goldens[1])))
-    if problem:
-        return problem
-    allowed = np.maximum(np.asarray(ctx.allowed[0]), np.asarray(ctx.allowed[1]))
-    index = _first_moved(ctx, grouped, repeated, allowed)
-    if index is None:
-        return None
+def _repeated_differs(ctx: CheckContext, grouped: np.ndarray, repeated: np.ndarray, index: tuple[int, ...]) -> str:
     h_q, h_kv = np.shape(ctx.args[0]["query"])[-3], np.shape(ctx.args[0]["key"])[-3]
     where = ", ".join(map(str, index))
     return (
@@ -84,7 +104,7 @@ register(
         strategy=_grouped_example,
         applies=grouped_heads,
         calls=_repeated_calls,
-        check=_repeated_agrees,
+        check=_calls_agree(_repeated_differs),
     )
 )
 
@@ -217,15 +237,7 @@ def _per_batch_calls(contract: Any, args: Args) -> list[Args]:
     return [args, {**args, "alibi_slopes": np.broadcast_to(slopes, (*batch, slopes.shape[-1])).copy()}]
 
 
-def _per_batch_agrees(ctx: CheckContext) -> str | None:
-    per_head, per_item = ctx.values(0), ctx.values(1)
-    problem = _shapes_differ(ctx, (per_head, np.shape(ctx.goldens[0])), (per_item, np.shape(ctx.goldens[1])))
-    if problem:
-        return problem
-    allowed = np.maximum(np.asarray(ctx.allowed[0]), np.asarray(ctx.allowed[1]))
-    index = _first_moved(ctx, per_head, per_item, allowed)
-    if index is None:
-        return None
+def _per_batch_differs(ctx: CheckContext, per_head: np.ndarray, per_item: np.ndarray, index: tuple[int, ...]) -> str:
     where = ", ".join(map(str, index))
     shape = np.shape(ctx.args[1]["alibi_slopes"])
     return (
@@ -245,7 +257,7 @@ register(
         strategy=_batched_example,
         applies=lambda c: kernel_alibi(c) and batch_items(c),  # per batch item: inputs with a batch dim
         calls=_per_batch_calls,
-        check=_per_batch_agrees,
+        check=_calls_agree(_per_batch_differs),
     )
 )
 
@@ -284,14 +296,7 @@ def _golden_moved(ctx: CheckContext) -> tuple[int, ...] | None:
     return _first_moved(ctx, a, b, allowed)
 
 
-def _shift_agrees(ctx: CheckContext) -> str | None:
-    first, shifted = ctx.values(0), ctx.values(1)
-    problem = _shapes_differ(ctx, (first, np.shape(ctx.goldens[0])), (shifted, np.shape(ctx.goldens[1])))
-    if problem:
-        return problem
-    index = _golden_moved(ctx)
-    if index is None:
-        return None
+def _shift_differs(ctx: CheckContext, first: np.ndarray, shifted: np.ndarray, index: tuple[int, ...]) -> str:
     where = ", ".join(map(str, index))
     return (
         f"out[{where}] = {first[index]:.6g}, but with a constant added to every entry of query {index[-2]}'s "
@@ -310,7 +315,7 @@ register(
         strategy=_shift_example,
         applies=sdpa_float_mask,
         calls=_shift_calls,
-        check=_shift_agrees,
+        check=_calls_agree(_shift_differs, _golden_moved),
     )
 )
 
@@ -334,14 +339,7 @@ def _unused_calls(contract: Any, example: tuple[Args, int]) -> list[Args]:
     return [masked, {**masked, "key": K, "value": V}]
 
 
-def _unused_agrees(ctx: CheckContext) -> str | None:
-    first, changed = ctx.values(0), ctx.values(1)
-    problem = _shapes_differ(ctx, (first, np.shape(ctx.goldens[0])), (changed, np.shape(ctx.goldens[1])))
-    if problem:
-        return problem
-    index = _golden_moved(ctx)
-    if index is None:
-        return None
+def _unused_differs(ctx: CheckContext, first: np.ndarray, changed: np.ndarray, index: tuple[int, ...]) -> str:
     _, j = ctx.example
     where = ", ".join(map(str, index))
     return (
@@ -361,6 +359,6 @@ register(
         strategy=_unused_example,
         applies=sdpa_float_mask,
         calls=_unused_calls,
-        check=_unused_agrees,
+        check=_calls_agree(_unused_differs, _golden_moved),
     )
 )

@@ -120,21 +120,34 @@ def _fully_masked_query_zero(ctx: CheckContext) -> str | None:
     return None
 
 
+def _on_logits(
+    name: str, summary: str, draw: dict[str, Any] | None = None, applies: Any = weights, **fields: Any
+) -> Property:
+    """A property whose examples are drawn logits and a mask (:func:`_logits_and_mask` with the
+    options ``draw``), for the contracts that give weights unless ``applies`` says otherwise;
+    ``fields`` give the rest as :class:`Property` takes them."""
+    options = draw or {}
+    return Property(
+        name=name,
+        summary=summary,
+        strategy=lambda c, m: _logits_and_mask(c, m, **options),
+        applies=applies,
+        **fields,
+    )
+
+
 register(
-    Property(
-        name="weights_sum_to_one",
-        summary="Each row of weights with at least one kept key sums to 1.",
-        strategy=lambda c, m: _logits_and_mask(c, m, full_row="none"),
-        applies=weights,
+    _on_logits(
+        "weights_sum_to_one",
+        "Each row of weights with at least one kept key sums to 1.",
+        draw={"full_row": "none"},
         check=_row_sums,
     )
 )
 register(
-    Property(
-        name="weights_non_negative",
-        summary="Every weight is >= 0.",
-        strategy=lambda c, m: _logits_and_mask(c, m),
-        applies=weights,
+    _on_logits(
+        "weights_non_negative",
+        "Every weight is >= 0.",
         check=_non_negative,
     )
 )
@@ -149,19 +162,18 @@ register(
     )
 )
 register(
-    Property(
-        name="masked_positions_zero_weight",
-        summary="Masked keys get weight 0 whatever their logits hold (NaN, inf, huge values).",
-        strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
-        applies=weights,
+    _on_logits(
+        "masked_positions_zero_weight",
+        "Masked keys get weight 0 whatever their logits hold (NaN, inf, huge values).",
+        draw={"masked_junk": True},
         check=_masked_zero,
     )
 )
 register(
-    Property(
-        name="masked_positions_neg_inf",
-        summary="Masked entries become -inf whatever they held (NaN and inf included); kept entries are unchanged.",
-        strategy=lambda c, m: _logits_and_mask(c, m, masked_junk=True),
+    _on_logits(
+        "masked_positions_neg_inf",
+        "Masked entries become -inf whatever they held (NaN and inf included); kept entries are unchanged.",
+        draw={"masked_junk": True},
         applies=lambda c: masked(c) and not gives_weights(c),
         check=_masked_neg_inf,
     )
@@ -203,32 +215,30 @@ def _nan_propagates(ctx: CheckContext) -> str | None:
 
 
 register(
-    Property(
-        name="nan_in_kept_position_propagates",
-        summary="A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
-        strategy=lambda c, m: _logits_and_mask(c, m, nan_kept=True),
+    _on_logits(
+        "nan_in_kept_position_propagates",
+        "A NaN logit at a kept key is not hidden: the kept weights of its row are NaN.",
+        draw={"nan_kept": True},
         applies=lambda c: masked(c) and not attention(c),
         check=_nan_propagates,
         golden=False,
     )
 )
 register(
-    Property(
-        name="fully_masked_row_zero",
-        summary="A query whose keys are all masked gets all-zero weights (convention), never NaN.",
-        strategy=lambda c, m: _logits_and_mask(c, m, full_row="one"),
-        applies=weights,
+    _on_logits(
+        "fully_masked_row_zero",
+        "A query whose keys are all masked gets all-zero weights (convention), never NaN.",
+        draw={"full_row": "one"},
         check=_fully_masked_zero,
         golden=False,  # judges only its own property: the fully masked rows
         corner="fully_masked_row",
     )
 )
 register(
-    Property(
-        name="stable_for_large_logits",
-        summary="Logits around 1000 give finite, correct weights (subtract the row max before exp).",
-        strategy=lambda c, m: _logits_and_mask(c, m, offset=1000.0, full_row="none"),
-        applies=weights,
+    _on_logits(
+        "stable_for_large_logits",
+        "Logits around 1000 give finite, correct weights (subtract the row max before exp).",
+        draw={"offset": 1000.0, "full_row": "none"},
     )
 )
 
