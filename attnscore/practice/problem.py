@@ -14,9 +14,9 @@ from fractions import Fraction
 from typing import Any
 
 from attnscore.practice.numbers import answer_text, is_rounded, tolerance_for
-from attnscore.practice.richtext import Rich
+from attnscore.practice.richtext import Rich, text
 
-__all__ = ["NumericAnswer", "ChoiceAnswer", "Question", "Problem", "Arrow"]
+__all__ = ["NumericAnswer", "ChoiceAnswer", "Question", "Problem", "Arrow", "which_key"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,14 @@ class Question:
     prompt: Rich
     numeric: tuple[NumericAnswer, ...] = ()
     choice: ChoiceAnswer | None = None
+
+
+def which_key(part: str, prompt: str, name: str, n: int, best: int, claim: str) -> Question:
+    """Question ``part``: which of ``n`` keys ``prompt`` asks for, as the choice ``name`` between
+    "Key 1" .. "Key n" in their natural order, ``best`` (0-based) correct, option ``j`` claiming
+    ``(claim, j)``."""
+    options = tuple(text(f"Key {j + 1}") for j in range(n))
+    return Question(part, text(prompt), choice=ChoiceAnswer(name, options, best, tuple((claim, j) for j in range(n))))
 
 
 @dataclass(frozen=True)

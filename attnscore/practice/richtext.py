@@ -126,30 +126,40 @@ def plain(rich: Rich) -> str:
     return "".join(_form(content, False) if style == "form" else content for style, content in rich)
 
 
-def _dollar_render(rich: Rich, escape: Callable[[str], str], display: Callable[[str], str]) -> str:
-    """Prose through ``escape``, forms as written, inline math in ``$...$`` and display math
-    through ``display`` (Markdown and LaTeX differ only there)."""
+def _render(
+    rich: Rich,
+    escape: Callable[[str], str],
+    inline: Callable[[str], str],
+    display: Callable[[str], str],
+    decimals_only: bool = False,
+) -> str:
+    """Prose through ``escape``, forms as written (:func:`_form`, ``decimals_only``), inline math
+    through ``inline`` and display math through ``display`` (the formats differ only there)."""
     out = []
     for style, content in rich:
         if style == "text":
             out.append(escape(content))
         elif style == "form":
-            out.append(_form(content, False))
+            out.append(_form(content, decimals_only))
         elif style == "math":
-            out.append(f"${content}$")
+            out.append(inline(content))
         else:
             out.append(display(content))
     return "".join(out)
 
 
+def _dollars(content: str) -> str:
+    return f"${content}$"
+
+
 def to_markdown(rich: Rich) -> str:
     """Render as Markdown with ``$...$`` / ``$$...$$`` math (GitHub and MathJax read both)."""
-    return _dollar_render(rich, escape_markdown, lambda content: f"\n\n$$\n{content}\n$$\n\n")
+    return _render(rich, escape_markdown, _dollars, lambda content: f"\n\n$$\n{content}\n$$\n\n")
 
 
 def to_latex(rich: Rich) -> str:
     """Render as LaTeX: prose escaped, math in ``$...$`` or ``\\[ ... \\]``."""
-    return _dollar_render(rich, escape_latex, lambda content: f"\n\\[\n{content}\n\\]\n")
+    return _render(rich, escape_latex, _dollars, lambda content: f"\n\\[\n{content}\n\\]\n")
 
 
 def to_html(rich: Rich, decimals_only: bool = False) -> str:
@@ -161,14 +171,10 @@ def to_html(rich: Rich, decimals_only: bool = False) -> str:
 
     The result is HTML *text*; XML writers escape it once more when they store it in an element.
     """
-    out = []
-    for style, content in rich:
-        if style == "text":
-            out.append(_xml_escape(content))
-        elif style == "form":
-            out.append(_form(content, decimals_only))
-        elif style == "math":
-            out.append(f"\\({_xml_escape(content)}\\)")
-        else:
-            out.append(f"\\[{_xml_escape(content)}\\]")
-    return "".join(out)
+    return _render(
+        rich,
+        _xml_escape,
+        lambda content: f"\\({_xml_escape(content)}\\)",
+        lambda content: f"\\[{_xml_escape(content)}\\]",
+        decimals_only,
+    )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from attnscore.practice.claims import claim_holds
 from attnscore.practice.drawing import distinct_keys, vector, vector_count
 from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, Kind, Parts, Vector, claims_of, holding
-from attnscore.practice.problem import ChoiceAnswer, Problem, Question
+from attnscore.practice.problem import Problem, Question, which_key
 from attnscore.practice.richtext import display, math, text
 from attnscore.practice.worked import (
     RAW_NOT_WEIGHT,
@@ -106,16 +106,7 @@ def _solution(fam: Family, g: Mapping[str, Any]) -> Parts:
                 text("Compute the score vector ") + math(f"s = (s_1, \\ldots, s_{{{n}}})") + text("."),
                 numeric=answers,
             ),
-            Question(
-                "b",
-                text("Which key is most relevant to the query?"),
-                choice=ChoiceAnswer(
-                    "most_relevant",
-                    tuple(text(f"Key {j + 1}") for j in range(n)),
-                    best,
-                    tuple(("key_highest", j) for j in range(n)),
-                ),
-            ),
+            which_key("b", "Which key is most relevant to the query?", "most_relevant", n, best, "key_highest"),
         ),
         "solution": (
             text("(a) Score the query against each key in turn:"),

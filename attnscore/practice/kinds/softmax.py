@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from attnscore.practice.claims import claim_holds
 from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, Kind, Parts, claims_of, holding
 from attnscore.practice.kinds.softmax_ranking import CONCEPTS, ranking_independent, ranking_options, ranking_solution
-from attnscore.practice.problem import ChoiceAnswer, Problem, Question
+from attnscore.practice.problem import Problem, Question, which_key
 from attnscore.practice.richtext import answer_form, display, math, text
 from attnscore.practice.seeds import variant_rng
 from attnscore.practice.worked import Rejected, approx, argmax_unique, letters, numeric
@@ -150,16 +150,7 @@ def _softmax_exact(fam: Family, g: Mapping[str, Any]) -> Parts:
                 + text("."),
                 numeric=answers,
             ),
-            Question(
-                "b",
-                text("Which key gets the largest weight?"),
-                choice=ChoiceAnswer(
-                    "largest_weight",
-                    tuple(text(f"Key {j + 1}") for j in range(n)),
-                    best,
-                    tuple(("largest_weight", j) for j in range(n)),
-                ),
-            ),
+            which_key("b", "Which key gets the largest weight?", "largest_weight", n, best, "largest_weight"),
         ),
         "solution": (
             text("(a) Softmax exponentiates each score and divides by the sum: ")
