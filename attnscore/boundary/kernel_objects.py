@@ -32,9 +32,17 @@ import platform
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["isolate", "remove_objects_of", "ipc_namespaces_available", "sysv_objects_of", "has_keys", "run_as"]
+__all__ = [
+    "isolate",
+    "remove_objects_of",
+    "entries_of",
+    "ipc_namespaces_available",
+    "sysv_objects_of",
+    "has_keys",
+    "run_as",
+]
 
 _CLONE_NEWIPC = 0x08000000
 _IPC_RMID = 0
@@ -182,6 +190,24 @@ def _remove_keys_of(uid: int) -> bool:
     return True
 
 
+def entries_of(uid: int, folders: Iterable[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """Each entry directly inside ``folders`` that ``uid`` owns, as its path and its ``lstat`` (links
+    are never followed); a folder or an entry that cannot be read is passed over, never raised."""
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                yield path, info
+
+
 def remove_objects_of(uid: int) -> int:
     """Remove every kernel object ``uid`` left (see the module docstring); call it once nothing
     runs as ``uid`` any more. Returns how many System V objects and POSIX queues went (keys are
@@ -197,19 +223,13 @@ def remove_objects_of(uid: int) -> int:
         else:
             done = _SEMCTL(ident, 0, _IPC_RMID)
         removed += done == 0
-    for folder in _mqueue_folders():
+    for path, info in entries_of(uid, _mqueue_folders()):
+        if stat.S_ISDIR(info.st_mode):
+            continue
         try:
-            names = os.listdir(folder)
+            os.unlink(path)
+            removed += 1
         except OSError:
             continue
-        for name in names:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-                if info.st_uid == uid and not stat.S_ISDIR(info.st_mode):
-                    os.unlink(path)
-                    removed += 1
-            except OSError:
-                continue
     _remove_keys_of(uid)
     return removed

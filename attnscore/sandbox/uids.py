@@ -143,24 +143,17 @@ def remove_files_of(uid: int, keep: str | None) -> int:
     (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
     removed = 0
     kept = os.path.realpath(keep) if keep is not None else None
-    for folder in _SHARED_WRITABLE:
+    for path, info in kernel_objects.entries_of(uid, _SHARED_WRITABLE):
         try:
-            entries = os.listdir(folder)
+            if os.path.realpath(path) == kept:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                remove_tree(path)  # no recursion, no links followed: any depth a worker built
+            else:
+                os.unlink(path)
+            removed += 1
         except OSError:
             continue
-        for name in entries:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-                if info.st_uid != uid or os.path.realpath(path) == kept:
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    remove_tree(path)  # no recursion, no links followed: any depth a worker built
-                else:
-                    os.unlink(path)
-                removed += 1
-            except OSError:
-                continue
     return removed
 
 
