@@ -21,9 +21,9 @@ from attnscore.cli.options import (
     device_option,
     dtype_option,
     entry_option,
-    finite_seconds,
     format_option,
     function_option,
+    seconds_option,
     shrink_steps_option,
     spec_option,
     time_budget_option,
@@ -49,14 +49,7 @@ __all__ = ["grade"]
 @click.option(
     "--seed", type=click.IntRange(min=0), default=None, help="Base seed for generated inputs (default: the spec's)."
 )
-@click.option(
-    "--timeout",
-    "timeout",
-    type=click.FloatRange(min=0.1, max=600),
-    default=None,
-    callback=finite_seconds,
-    help="Wall-time limit per call in seconds (default: the spec's).",
-)
+@seconds_option("--timeout", "timeout", 600, help="Wall-time limit per call in seconds (default: the spec's).")
 @time_budget_option()
 @click.option(
     "--jobs",

@@ -35,6 +35,7 @@ __all__ = [
     "keyword_option",
     "shrink_steps_option",
     "finite_seconds",
+    "seconds_option",
     "pair",
     "yaml_scalar",
     "keyword_arguments",
@@ -162,14 +163,20 @@ def shrink_steps_option() -> Decorator[Any]:
     )
 
 
+def seconds_option(flag: str, name: str, most: float, **extra: Any) -> Decorator[Any]:
+    """``flag`` (stored as ``name``): an optional number of seconds from 0.1 to ``most``, finite
+    (:func:`finite_seconds`); ``extra`` (``help``, ``metavar``) as :func:`click.option` takes it."""
+    return click.option(
+        flag, name, type=click.FloatRange(min=0.1, max=most), default=None, callback=finite_seconds, **extra
+    )
+
+
 def time_budget_option() -> Decorator[Any]:
     """``--time-budget SECONDS``: the own time all of one submission's calls may take together."""
-    return click.option(
+    return seconds_option(
         "--time-budget",
         "time_budget",
-        type=click.FloatRange(min=0.1, max=86400),
-        default=None,
-        callback=finite_seconds,
+        86400,
         metavar="SECONDS",
         help="Time budget of each submission: the time all its calls may take together, over every case; the "
         "cases not run once it is spent get the verdict 'budget spent' and no points (at least the per-call "
