@@ -90,10 +90,9 @@ add(
 )(_across("bottom_right"))
 
 
-Slices = Callable[[tuple[torch.Tensor, ...]], tuple[list[slice], list[slice]]]
-
-
-def _sequences(slices: Slices, offset: int | None = None) -> Callable[..., torch.Tensor]:
+def _sequences(
+    slices: Callable[[tuple[torch.Tensor, ...]], tuple[list[slice], list[slice]]], offset: int | None = None
+) -> Callable[..., torch.Tensor]:
     """A mistake's ``fn``: :func:`_packed` with the sequences' query and key rows ``slices(args)`` and
     the contract's window, query ``i`` of a sequence at key ``i + offset`` (default ``n_k - n_q``)."""
 
