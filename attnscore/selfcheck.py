@@ -27,12 +27,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from attnscore.boundary import worker
 from attnscore.boundary.outputs import CallFailure, Outcome
@@ -40,7 +38,7 @@ from attnscore.boundary.standins import run_notebook
 from attnscore.check.case_cache import cached_cases
 from attnscore.check.cases import Case
 from attnscore.check.implementation import environment
-from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner, budget_cut_text, budget_spent_failure
+from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner, budget_cut_text, budgeted_limit
 from attnscore.check.session import Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.time_budget import budget_problem, call_and_budget
@@ -162,22 +160,14 @@ class _TimedRunner(InProcessRunner):
         self.budget_s = budget_s
         self.calls_spent = 0.0  # wall seconds of its calls: the budget's clock
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
-    ) -> Outcome:
-        limit = self.timeout_s
-        if self.budget_s is not None:
-            if self.calls_spent >= self.budget_s:
-                return budget_spent_failure(self.budget_s)
-            limit = min(limit, self.budget_s - self.calls_spent)
+    def _limited(self, call: Callable[[], Outcome]) -> Outcome:
+        limit = budgeted_limit(self.timeout_s, self.budget_s, self.calls_spent)
+        if isinstance(limit, CallFailure):
+            return limit
         began = time.monotonic()
         try:
             with _time_limit(limit):
-                return super().call(args, dtype, layouts, upstream)
+                return call()
         except _CallTimeout:
             if limit < self.timeout_s and self.budget_s is not None:
                 return CallFailure(Verdict.TIMEOUT, budget_cut_text(self.budget_s, self.timeout_s))

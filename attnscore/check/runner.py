@@ -46,6 +46,7 @@ __all__ = [
     "budget_cut_text",
     "budget_spent_failure",
     "budget_spent_text",
+    "budgeted_limit",
 ]
 
 Inspection = dict[str, list[str]]
@@ -142,6 +143,23 @@ def budget_spent_failure(budget_s: float) -> CallFailure:
     return CallFailure(Verdict.BUDGET_SPENT, budget_spent_text(budget_s))
 
 
+def budgeted_limit(limit_s: float, budget_s: float | None, spent_s: float) -> float | CallFailure:
+    """How long the next call may take: its own limit ``limit_s``, at most what is left of the
+    submission's time budget ``budget_s`` after the ``spent_s`` seconds its calls took so far
+    (no budget: ``limit_s``); once nothing is left, :func:`budget_spent_failure` instead.
+
+    >>> budgeted_limit(3.0, 10.0, 8.5)
+    1.5
+    >>> budgeted_limit(3.0, None, 8.5)
+    3.0
+    """
+    if budget_s is None:
+        return limit_s
+    if spent_s >= budget_s:
+        return budget_spent_failure(budget_s)
+    return min(limit_s, budget_s - spent_s)
+
+
 def budget_cut_text(budget_s: float, call_limit_s: float) -> str:
     """Why a call timed out before its own limit of ``call_limit_s`` seconds: the submission's time
     budget of ``budget_s`` seconds ran out during it (the call's verdict stays a timeout).
@@ -221,7 +239,16 @@ class InProcessRunner:
         layouts: Mapping[str, str] | None = None,
         upstream: np.ndarray | None = None,
     ) -> Outcome:
-        layouts = layouts or {}
+        return self._limited(lambda: self._call(args, dtype, layouts or {}, upstream))
+
+    def _limited(self, call: Callable[[], Outcome]) -> Outcome:
+        """Make one whole call (``call``); a runner that limits its calls (a time limit, a time
+        budget: the self-check's runner, :mod:`attnscore.selfcheck`) wraps it here."""
+        return call()
+
+    def _call(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
+    ) -> Outcome:
         names = [n for n in args if layouts.get(n) not in HANDOVERS]  # the inputs handed over as tensors
         tensors = [to_torch(args[n], dtype, self.device, layouts.get(n)) for n in names]
         copies = [t.clone() for t in tensors]

@@ -26,7 +26,7 @@ from attnscore.boundary.layouts import HANDOVERS, PASS_NONE, strided_form
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
-from attnscore.check.runner import budget_cut_text, budget_spent_failure
+from attnscore.check.runner import budget_cut_text, budgeted_limit
 from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox import clock as own_time
@@ -391,11 +391,10 @@ class SandboxRunner:
                 Verdict.TIMEOUT,
                 f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
             )
-        budget, limit = self.limits.time_budget_s, self.limits.call_timeout_s
-        if budget is not None:  # the call may take what is left of the budget, at most its own limit
-            if self.calls_spent >= budget:
-                return budget_spent_failure(budget)
-            limit = min(limit, budget - self.calls_spent)
+        budget = self.limits.time_budget_s  # the call may take what is left of it, at most its own limit
+        limit = budgeted_limit(self.limits.call_timeout_s, budget, self.calls_spent)
+        if isinstance(limit, CallFailure):
+            return limit
         if self.worker is None:
             failure = self._start()
             if failure is not None:
