@@ -204,7 +204,7 @@ def differentiable(c: Contract) -> bool:
 
 
 def flash_attention_2(c: Contract) -> bool:
-    """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.flash_contract`)."""
+    """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.families.flash_attention_2`)."""
     return c.family is ContractFamily.FLASH_ATTENTION_2
 
 

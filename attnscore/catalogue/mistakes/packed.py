@@ -16,8 +16,8 @@ from attnscore.catalogue.families import key_padding, varlen
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
-from attnscore.maths.sequence_contracts import flash_keep
-from attnscore.maths.varlen_contracts import sequence_slices, varlen_window
+from attnscore.maths.families.flash import flash_keep
+from attnscore.maths.families.flash_varlen import sequence_slices, varlen_window
 
 if TYPE_CHECKING:
     import torch
