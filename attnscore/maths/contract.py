@@ -52,6 +52,8 @@ class QKView:
             subnormal range first is off by up to half a subnormal per coordinate, times the other
             factor (see :func:`attnscore.maths.tolerance.allowed_error`).
         scaled: whether the view is of ``Q Kᵀ / √d_k`` (else of the raw ``Q Kᵀ``).
+        single_query, single_key: the view takes one query vector (``score``, ``scores``: no batch
+            dims either), one key vector (``score``).
     """
 
     operands: Callable[..., tuple[Any, Any]]
@@ -60,6 +62,8 @@ class QKView:
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]
     operand_sums: Callable[[Args], np.ndarray]
     scaled: bool = False
+    single_query: bool = False
+    single_key: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,6 @@ class Contract:
             (:func:`attnscore.maths.strategies.random_args`).
         qk: for the score functions that are views of ``Q Kᵀ`` (raw or scaled), their geometry
             (:class:`QKView`); None for every other contract.
-        batched, single_query, single_key: what shapes the contract can express (batch dims, more
-            than one query, more than one key).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
         bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
             generated inputs are drawn inside it (see :meth:`bounded`).
@@ -144,12 +146,9 @@ class Contract:
     reference: Callable[..., torch.Tensor]
     golden_fn: Callable[[Args], np.ndarray]
     error_fn: Callable[[Args], tuple[int, np.ndarray]]
-    family: ContractFamily = ContractFamily.SCORES
+    family: ContractFamily
     bool_parameters: frozenset[str] = field(default_factory=frozenset)
     qk: QKView | None = None
-    batched: bool = True
-    single_query: bool = False
-    single_key: bool = False
     bound_text: str = "d_k·u·Σ|q_i k_i|"
     ties: tuple[tuple[str, str], ...] = ()
     bounds: tuple[Bound, ...] = ()
@@ -375,6 +374,21 @@ class Contract:
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.parameters)
+
+    @property
+    def single_query(self) -> bool:
+        """Whether the contract takes one query vector, not a matrix of queries (:attr:`QKView.single_query`)."""
+        return self.qk is not None and self.qk.single_query
+
+    @property
+    def single_key(self) -> bool:
+        """Whether the contract takes one key vector, not several keys (:attr:`QKView.single_key`)."""
+        return self.qk is not None and self.qk.single_key
+
+    @property
+    def batched(self) -> bool:
+        """Whether inputs can have leading batch dims: every contract but the one-query score views."""
+        return not self.single_query
 
     @property
     def is_qk_view(self) -> bool:

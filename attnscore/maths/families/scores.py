@@ -49,9 +49,8 @@ def _qk_view(
     from_scores: Callable[[np.ndarray], np.ndarray],
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
     *,
-    batched: bool,
-    single_query: bool,
-    single_key: bool,
+    single_query: bool = False,
+    single_key: bool = False,
     scaled: bool = False,
 ) -> Contract:
     def to_qk(a: Args) -> tuple[np.ndarray, np.ndarray]:
@@ -82,10 +81,7 @@ def _qk_view(
         reference=ref,
         golden_fn=gold,
         error_fn=error,
-        qk=QKView(qk_operands, to_qk, from_scores, pack, operands, scaled),
-        batched=batched,
-        single_query=single_query,
-        single_key=single_key,
+        qk=QKView(qk_operands, to_qk, from_scores, pack, operands, scaled, single_query, single_key),
     )
 
 
@@ -100,9 +96,6 @@ def _matrix_view(name: str, ref: Callable[..., torch.Tensor], scaled: bool = Fal
         lambda Q, K: (Q, K),
         lambda S: S,
         lambda Q, K: {"Q": Q, "K": K},
-        batched=True,
-        single_query=False,
-        single_key=False,
         scaled=scaled,
     )
 
@@ -116,7 +109,6 @@ CONTRACTS = (
         lambda q, k: (q[None, :], k[None, :]),
         lambda S: S[0, 0],
         lambda Q, K: {"q": Q[0], "k": K[0]},
-        batched=False,
         single_query=True,
         single_key=True,
     ),
@@ -128,9 +120,7 @@ CONTRACTS = (
         lambda q, keys: (q[None, :], keys),
         lambda S: S[0],
         lambda Q, K: {"q": Q[0], "keys": K},
-        batched=False,
         single_query=True,
-        single_key=False,
     ),
     _matrix_view("score_matrix", reference.score_matrix),
     _matrix_view("scaled_score_matrix", reference.scaled_score_matrix, scaled=True),
