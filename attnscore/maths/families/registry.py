@@ -7,7 +7,6 @@ Generic code (the contracts by name, the gradients, the input strategies) asks a
 
 from __future__ import annotations
 
-from attnscore.maths import varlen_contracts as key_padding
 from attnscore.maths.contract import Contract
 from attnscore.maths.families import (
     attention,
@@ -16,6 +15,7 @@ from attnscore.maths.families import (
     flash_attention_2,
     flash_varlen,
     kernel_attention,
+    key_padding,
     mask,
     scores,
     sdpa,

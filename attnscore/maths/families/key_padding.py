@@ -27,6 +27,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
@@ -160,22 +161,17 @@ CONTRACTS = (key_padding_contract(),)
 
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """``key_lengths`` from ``args`` (int64), ``scale``."""
-    options = contract.options
-    if not isinstance(options, KeyPaddingOptions):
-        raise TypeError(f"contract {contract.name!r}: expected KeyPaddingOptions, found {type(options).__name__}")
-    scale = options.scale
+    scale = options_of(contract, KeyPaddingOptions).scale
     return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": scale}
 
 
-def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> dict[str, np.ndarray]:
+def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
     """General attention's gradients with :func:`attention_options`; ``key_lengths`` gets none."""
     names = contract.parameter_names
     return keyword_gradients((names[0], names[1], names[2]), args, d_out, attention_options(contract, args))
 
 
-def gradient_scales(
-    contract: Contract, args: Mapping[str, np.ndarray], d_out: Any
-) -> tuple[int, dict[str, np.ndarray]]:
+def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     names = contract.parameter_names
     return keyword_gradient_scales((names[0], names[1], names[2]), args, d_out, attention_options(contract, args))
