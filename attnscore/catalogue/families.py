@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnscore.maths.contract import Contract
-from attnscore.maths.family import ContractFamily
+from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
 
 __all__ = [
     "Applies",
@@ -51,6 +51,7 @@ __all__ = [
     "flash",
     "varlen",
     "key_padding",
+    "general_attention_variant",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -241,3 +242,10 @@ def varlen(c: Contract) -> bool:
 def key_padding(c: Contract) -> bool:
     """Attention with valid key lengths per batch item (``key_lengths``)."""
     return c.family is ContractFamily.KEY_PADDING
+
+
+def general_attention_variant(c: Contract) -> bool:
+    """A variant of general attention with keywords (SDPA, the kernel variants, FlashAttention's
+    layout, key padding: :data:`attnscore.maths.family.KEYWORD_FAMILIES`), whose gradients and the
+    keys they leave out follow from its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`)."""
+    return c.family in KEYWORD_FAMILIES
