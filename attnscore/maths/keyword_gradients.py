@@ -6,7 +6,7 @@ query, key and value by the contract's own names, and their error scales."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ def _heads_first(x: Any, heads_last: bool) -> np.ndarray:
 
 
 def keyword_gradients(
-    names: tuple[str, str, str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
+    names: Sequence[str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
 ) -> dict[str, np.ndarray]:
     """The float64 gradients of general attention with ``options`` with respect to its query, key and
     value: :func:`general_attention`, in the contract's own layout.
@@ -37,8 +37,8 @@ def keyword_gradients(
     ``attn_mask`` and ``alibi_slopes`` get none (:data:`NOT_DIFFERENTIATED`).
 
     Args:
-        names: the contract's names of the query, key and value (``query``/``key``/``value`` or
-            ``q``/``k``/``v``).
+        names: the contract's parameter names, the query, key and value first
+            (``query``/``key``/``value`` or ``q``/``k``/``v``).
         args: its arguments by those names.
         d_out: the upstream gradient, of the output's shape (``(b, n_q, h_q, d_v)`` for ``flash_attn``).
         options: the :func:`~attnscore.maths.golden_variants.general_attention_parts` options of the
@@ -54,7 +54,7 @@ def keyword_gradients(
         >>> g["key"].tolist(), g["value"].tolist()
         ([[-0.5], [0.5]], [[0.5], [0.5]])
     """
-    q, k, v = names
+    q, k, v = names[:3]
     dq, dk, dv = general_attention(
         _heads_first(args[q], heads_last),
         _heads_first(args[k], heads_last),
@@ -66,7 +66,7 @@ def keyword_gradients(
 
 
 def keyword_gradient_scales(
-    names: tuple[str, str, str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
+    names: Sequence[str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
 ) -> tuple[int, dict[str, np.ndarray]]:
     """``(n, {name: M})``, the error scale of each gradient entry of :func:`keyword_gradients` (as
     :func:`attnscore.maths.golden_gradients.contract_gradient_scales` for attention, through every variant).
@@ -80,7 +80,7 @@ def keyword_gradient_scales(
     cancellation in ``1 − t²`` and the score's error moving it); the group sum of GQA adds the
     group size to ``n``, the longest sum's length.
     """
-    q, k, v = names
+    q, k, v = names[:3]
     options = dict(options)
     Q, K, V = (_heads_first(args[n], heads_last) for n in (q, k, v))
     dO = np.abs(cleaned(_heads_first(d_out, heads_last)))

@@ -274,10 +274,10 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dic
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
     """General attention's gradients with :func:`attention_options`, in the ``(b, n, h, d)`` layout."""
     options = attention_options(contract, args)
-    return keyword_gradients(("q", "k", "v"), args, d_out, options, heads_last=True)
+    return keyword_gradients(contract.parameter_names, args, d_out, options, heads_last=True)
 
 
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` in the ``(b, n, h, d)`` layout."""
     options = attention_options(contract, args)
-    return keyword_gradient_scales(("q", "k", "v"), args, d_out, options, heads_last=True)
+    return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)

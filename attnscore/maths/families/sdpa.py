@@ -222,11 +222,9 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dic
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
     """General attention's gradients with :func:`attention_options`; ``attn_mask`` gets none."""
-    names = contract.parameter_names
-    return keyword_gradients((names[0], names[1], names[2]), args, d_out, attention_options(contract, args))
+    return keyword_gradients(contract.parameter_names, args, d_out, attention_options(contract, args))
 
 
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
-    names = contract.parameter_names
-    return keyword_gradient_scales((names[0], names[1], names[2]), args, d_out, attention_options(contract, args))
+    return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
