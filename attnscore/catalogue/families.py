@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnscore.maths.contract import Contract
-from attnscore.maths.family import ContractFamily
+from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
 
 __all__ = [
     "Applies",
@@ -51,6 +51,7 @@ __all__ = [
     "flash",
     "varlen",
     "key_padding",
+    "general_attention_variant",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -204,7 +205,7 @@ def differentiable(c: Contract) -> bool:
 
 
 def flash_attention_2(c: Contract) -> bool:
-    """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.flash_contract`)."""
+    """A FlashAttention-2 ``torch.autograd.Function`` assignment (:mod:`attnscore.maths.families.flash_attention_2`)."""
     return c.family is ContractFamily.FLASH_ATTENTION_2
 
 
@@ -241,3 +242,10 @@ def varlen(c: Contract) -> bool:
 def key_padding(c: Contract) -> bool:
     """Attention with valid key lengths per batch item (``key_lengths``)."""
     return c.family is ContractFamily.KEY_PADDING
+
+
+def general_attention_variant(c: Contract) -> bool:
+    """A variant of general attention with keywords (SDPA, the kernel variants, FlashAttention's
+    layout, key padding: :data:`attnscore.maths.family.KEYWORD_FAMILIES`), whose gradients and the
+    keys they leave out follow from its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`)."""
+    return c.family in KEYWORD_FAMILIES

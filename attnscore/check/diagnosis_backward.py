@@ -56,7 +56,7 @@ def _parts(call: Call, spec: Spec, dtype: str) -> list[tuple[str, np.ndarray, np
     for name, golden in (call.gradient_goldens or {}).items():
         parts.append((name, golden, (call.gradient_allowed or {})[name]))
     if flash_attention_2(spec.contract):
-        from attnscore.maths.flash_contract import logsumexp_allowed, logsumexp_golden
+        from attnscore.maths.families.flash_attention_2 import logsumexp_allowed, logsumexp_golden
 
         values = list(call.args.values())
         causal = bool(spec.contract.option("is_causal"))

@@ -92,7 +92,7 @@ def verify_spec(
         )
         reference = spec.contract.reference
         if spec.logsumexp is not None and spec.logsumexp[0] == "returned":
-            from attnscore.maths.flash_contract import returning_logsumexp
+            from attnscore.maths.families.flash_attention_2 import returning_logsumexp
 
             reference = returning_logsumexp(reference)
         runner = InProcessRunner(spec.contract.binding(reference), logsumexp=spec.logsumexp)

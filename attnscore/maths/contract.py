@@ -1,7 +1,8 @@
 """What a function contract is: the parameters a graded function takes, what it returns, and how its
 truth and its allowed error are computed (:class:`Contract`), and the keywords a spec may fix
-(:class:`Keyword`). The contracts themselves are in :mod:`attnscore.maths.contracts` (plain and causal
-attention, the score functions) and :mod:`attnscore.maths.variant_contracts` (SDPA and the variants).
+(:class:`Keyword`, held in a family's :class:`~attnscore.maths.options.Options`). The contracts
+themselves are in their families' modules (:mod:`attnscore.maths.families`), by name in
+:mod:`attnscore.maths.contracts`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from attnscore.boundary.calls import OMITTED
 from attnscore.maths.bounds import Bound, check_symbols, legend_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import KeyView
+from attnscore.maths.options import Keyword, Options
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -24,59 +26,13 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["Args", "Contract", "IntegerFn", "Keyword", "QKView"]
+__all__ = ["Args", "Contract", "IntegerFn", "Keyword", "Options", "QKView"]
 
 Args = Mapping[str, np.ndarray]
 """A call's arguments by parameter name, as numpy arrays."""
 
 IntegerFn = Callable[[Callable[[int, int], int], dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
 """``(pick, legend sizes) -> (sizes, integer arrays)``: see :attr:`Contract.integer_fn`."""
-
-
-@dataclass(frozen=True)
-class Keyword:
-    """A keyword argument a spec may fix for every call (``function.keywords``), passed by name.
-
-    Attributes:
-        name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
-        kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
-            null for the default), ``"zero"`` (the number 0, e.g. ``dropout_p``) or ``"window"`` (two
-            integers ``[left, right]``, each >= 0 or -1 for unbounded: FlashAttention's ``window_size``).
-        default: the value the implementation's default means (what the reference uses unset).
-        description: one line for the docs and error messages.
-    """
-
-    name: str
-    kind: str
-    default: Any
-    description: str
-
-    def expected(self) -> str:
-        """What a value must be, in words (for located errors)."""
-        return {
-            "bool": "true or false",
-            "number": "a number",
-            "positive_or_null": "a number > 0, or null for the default",
-            "zero": "0 (the reference is deterministic)",
-            "window": "[left, right], two integers each >= 0 or -1 (unbounded)",
-        }[self.kind]
-
-    def accepts(self, value: Any) -> bool:
-        """Whether ``value`` (as YAML loads it) is a value of this keyword."""
-        is_number = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
-        if self.kind == "bool":
-            return isinstance(value, bool)
-        if self.kind == "number":
-            return bool(is_number)
-        if self.kind == "positive_or_null":
-            return value is None or (bool(is_number) and value > 0)
-        if self.kind == "window":
-            return (
-                isinstance(value, list | tuple)
-                and len(value) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in value)
-            )
-        return bool(is_number) and value == 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +52,8 @@ class QKView:
             subnormal range first is off by up to half a subnormal per coordinate, times the other
             factor (see :func:`attnscore.maths.tolerance.allowed_error`).
         scaled: whether the view is of ``Q Kᵀ / √d_k`` (else of the raw ``Q Kᵀ``).
+        single_query, single_key: the view takes one query vector (``score``, ``scores``: no batch
+            dims either), one key vector (``score``).
     """
 
     operands: Callable[..., tuple[Any, Any]]
@@ -104,6 +62,8 @@ class QKView:
     pack: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]]
     operand_sums: Callable[[Args], np.ndarray]
     scaled: bool = False
+    single_query: bool = False
+    single_key: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,22 +90,22 @@ class Contract:
             (:func:`attnscore.maths.strategies.random_args`).
         qk: for the score functions that are views of ``Q Kᵀ`` (raw or scaled), their geometry
             (:class:`QKView`); None for every other contract.
-        batched, single_query, single_key: what shapes the contract can express (batch dims, more
-            than one query, more than one key).
         ties: ``(symbol, same_as)`` pairs a spec tied (see :meth:`tied`); their sizes are equal.
         bounds: shape bounds (``n_q <= n_k``, :mod:`attnscore.maths.bounds`): the kernel's domain;
             generated inputs are drawn inside it (see :meth:`bounded`).
-        keywords: the keyword arguments a spec may fix (:class:`Keyword`); empty for the
-            positional contracts.
-        options: the keyword values this contract was configured with (:meth:`configured`), as
-            ``(name, value)`` pairs: passed by name to the implementation on every call, and used
-            by the reference, the golden path and the error bound.
+        options: the options a spec fixes (:class:`attnscore.maths.options.Options`): the family's
+            frozen value, one field per keyword (its :attr:`keywords`), the ones the spec fixed
+            (:meth:`configured`) passed by name to the implementation on every call (iterating it
+            gives them as ``(name, value)`` pairs); the family's reference, golden path, error bound
+            and gradients read it whole. The base :class:`Options` (no keyword) for the positional
+            contracts.
         keyword_parameters: tensor parameters passed by name (``attn_mask=``), not by position;
             they come after the positional ones.
         optional_parameters: parameters a spec may leave out (then never passed: the
             implementation's default applies, e.g. no ``attn_mask``).
         configure: ``(contract, options, kept parameters) -> contract``: this contract for a
-            spec's keywords and parameters (:meth:`configured`); None for positional contracts.
+            spec's options (of the type of :attr:`options`) and parameters (:meth:`configured`);
+            None for positional contracts.
         samples: representative ``(options, kept parameters)`` configurations
             (:meth:`sample_configurations`).
         low_error_fn: ``(args, dtype, factor) -> ErrorTerms``, the budget in float16/bfloat16 of a kernel that rounds
@@ -186,12 +146,9 @@ class Contract:
     reference: Callable[..., torch.Tensor]
     golden_fn: Callable[[Args], np.ndarray]
     error_fn: Callable[[Args], tuple[int, np.ndarray]]
-    family: ContractFamily = ContractFamily.SCORES
+    family: ContractFamily
     bool_parameters: frozenset[str] = field(default_factory=frozenset)
     qk: QKView | None = None
-    batched: bool = True
-    single_query: bool = False
-    single_key: bool = False
     bound_text: str = "d_k·u·Σ|q_i k_i|"
     ties: tuple[tuple[str, str], ...] = ()
     bounds: tuple[Bound, ...] = ()
@@ -207,11 +164,10 @@ class Contract:
         return dataclasses.replace(self, bounds=self.bounds + added) if added else self
 
     low_error_fn: Callable[[Args, str, float], ErrorTerms] | None = None
-    keywords: tuple[Keyword, ...] = ()
-    options: tuple[tuple[str, Any], ...] = ()
+    options: Options = field(default_factory=Options)
     keyword_parameters: frozenset[str] = field(default_factory=frozenset)
     optional_parameters: frozenset[str] = field(default_factory=frozenset)
-    configure: Callable[[Contract, Mapping[str, Any], tuple[str, ...]], Contract] | None = None
+    configure: Callable[[Contract, Any, tuple[str, ...]], Contract] | None = None
     samples: tuple[tuple[tuple[tuple[str, Any], ...], tuple[str, ...]], ...] = ()
     additive_parameters: frozenset[str] = field(default_factory=frozenset)
     int_parameters: frozenset[str] = field(default_factory=frozenset)
@@ -331,6 +287,12 @@ class Contract:
         ``(options, kept parameters)``): what the catalogue tables list a keyword-dependent entry under."""
         return (self, *(self.configured(dict(options), kept) for options, kept in self.samples))
 
+    @property
+    def keywords(self) -> tuple[Keyword, ...]:
+        """The keyword arguments a spec may fix (:class:`Keyword`): the fields of :attr:`options`;
+        empty for the positional contracts."""
+        return self.options.keywords()
+
     def keyword(self, name: str) -> Keyword:
         """The keyword called ``name``; KeyError naming the known ones otherwise."""
         for kw in self.keywords:
@@ -340,9 +302,8 @@ class Contract:
         raise KeyError(f"contract {self.name} takes no keyword {name!r}; known: {known}")
 
     def option(self, name: str) -> Any:
-        """The configured value of keyword ``name``, else its default."""
-        options = dict(self.options)
-        return options[name] if name in options else self.keyword(name).default
+        """The configured value of keyword ``name``, else its default (KeyError for an unknown one)."""
+        return getattr(self.options, self.keyword(name).name)
 
     def configured(self, options: Mapping[str, Any], kept: tuple[str, ...] | None = None) -> Contract:
         """This contract with keyword values fixed and optional parameters left out.
@@ -372,7 +333,7 @@ class Contract:
             return self
         if self.configure is None:
             raise ValueError(f"contract {self.name} takes no keywords")
-        return self.configure(self, dict(options), kept)
+        return self.configure(self, type(self.options).of(options), kept)
 
     def binding(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """``function`` as the runners call it, ``f(*arguments in parameter order)``, passing the
@@ -413,6 +374,21 @@ class Contract:
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.parameters)
+
+    @property
+    def single_query(self) -> bool:
+        """Whether the contract takes one query vector, not a matrix of queries (:attr:`QKView.single_query`)."""
+        return self.qk is not None and self.qk.single_query
+
+    @property
+    def single_key(self) -> bool:
+        """Whether the contract takes one key vector, not several keys (:attr:`QKView.single_key`)."""
+        return self.qk is not None and self.qk.single_key
+
+    @property
+    def batched(self) -> bool:
+        """Whether inputs can have leading batch dims: every contract but the one-query score views."""
+        return not self.single_query
 
     @property
     def is_qk_view(self) -> bool:

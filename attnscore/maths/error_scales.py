@@ -12,11 +12,19 @@ from __future__ import annotations
 import numpy as np
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
-from attnscore.maths import golden
+from attnscore.maths import golden, golden_variants
 from attnscore.maths.contract import Args
 from attnscore.maths.tolerance import ErrorTerms
 
-__all__ = ["as_float64", "attention_error", "attention_low_terms", "weights_error", "weights_low_terms"]
+__all__ = [
+    "as_float64",
+    "attention_error",
+    "attention_low_terms",
+    "general_attention_error",
+    "kv_grouped",
+    "weights_error",
+    "weights_low_terms",
+]
 
 
 def as_float64(a: Args, name: str) -> np.ndarray:
@@ -184,3 +192,67 @@ def attention_error(a: Args) -> tuple[int, np.ndarray]:
         ]
         per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
     return 1, per_key.sum(axis=-2)  # (..., n_q, n_k, d_v) summed over keys -> (..., n_q, d_v)
+
+
+def kv_grouped(Q: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``X`` (K or V) with each KV head repeated for its group of query heads (``repeat_interleave``
+    on axis -3: ``h0 h0 h1 h1``), when ``X`` has fewer heads than ``Q``."""
+    if Q.ndim >= 3 and X.ndim >= 3 and X.shape[-3] not in (Q.shape[-3], 1):
+        return np.repeat(X, Q.shape[-3] // X.shape[-3], axis=-3)
+    return X
+
+
+def general_attention_error(
+    a: Args,
+    *,
+    is_causal: bool,
+    alignment: str,
+    scale: float | None,
+    softcap: float | None = None,
+    alibi_slopes: np.ndarray | None = None,
+    attn_mask: np.ndarray | None = None,
+) -> tuple[int, np.ndarray]:
+    """``(1, scale)``: the reference's own error per output entry, in units of ``u``, of
+    :func:`attnscore.maths.golden_variants.general_attention_parts` with these options on ``a``'s
+    ``query`` ``(..., H_q, n_q, d_k)``, ``key``/``value`` ``(..., H_kv, n_k, d)``.
+
+    Each kept score ``b = cap·tanh(s/cap) + bias`` (the ALiBi bias ``-slope·|i + n_k - n_q - j|``, or
+    a float ``attn_mask``'s finite entries; ``-inf`` entries mask their key) is off by at most
+    ``e_s = d_k·|scale|·Σ|q_i k_i| + |s|`` before the cap (the product and the scale), then
+    ``(e_s + |s|)·(1 - tanh²(s/cap)) + 2|cap·tanh(s/cap)|`` after it (the division, carried by the
+    cap's slope, then ``tanh`` and the product: a saturated score's error vanishes), and
+    ``2|bias| + |b|`` more for the bias and its addition. As for plain attention
+    (:func:`attention_error`), a score error ``δ`` moves a weight by ``w·2·max δ`` and the
+    softmax's and ``P V``'s roundings add ``(n_k + 2)·w`` and ``n_k·w``, each carried by ``|v|``
+    and summed over the kept keys.
+    """
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    parts = golden_variants.general_attention_parts(
+        Q,
+        K,
+        V,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        alignment=alignment,
+        scale=scale,
+        softcap=softcap,
+        alibi_slopes=alibi_slopes,
+    )
+    K_h, V_h = kv_grouped(Q, K), kv_grouped(Q, V)  # (..., H_q, n_k, d)
+    d_k, n_k = Q.shape[-1], K.shape[-2]
+    factor = abs(float(scale)) if scale is not None else 1.0 / np.sqrt(d_k)
+    kept = np.isfinite(parts.biased)  # (..., H_q, n_q, n_k)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mags = factor * np.einsum("...id,...jd->...ij", np.abs(Q), np.abs(K_h))  # |scale|·Σ|q_i k_i|
+        bias = np.where(kept, parts.biased - parts.capped, 0.0)
+        err_S = d_k * mags + np.abs(parts.scores)  # the scaled product
+        cap = softcap
+        if cap is not None:  # through cap·tanh(s/cap), slope 1 - tanh², plus its own three roundings
+            slope = 1.0 - np.square(np.tanh(parts.scores / float(cap)))
+            err_S = (err_S + np.abs(parts.scores)) * slope + 2.0 * np.abs(parts.capped)
+        err_S = np.where(kept, err_S + 2.0 * np.abs(bias) + np.abs(parts.biased), 0.0)
+        row = np.max(np.nan_to_num(err_S, nan=0.0, posinf=0.0), axis=-1, keepdims=True)
+        W = np.nan_to_num(parts.weights)
+        per_key = (W * (2.0 * row + n_k + 2.0) + n_k * W)[..., None] * np.abs(V_h)[..., None, :, :]
+        per_key = np.where(kept[..., None], np.nan_to_num(per_key, nan=0.0, posinf=0.0), 0.0)
+    return 1, per_key.sum(axis=-2)  # (..., H_q, n_q, n_k, d_v) summed over keys -> (..., H_q, n_q, d_v)

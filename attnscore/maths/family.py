@@ -56,5 +56,5 @@ KEYWORD_FAMILIES = (
     ContractFamily.FLASH,
     ContractFamily.KEY_PADDING,
 )
-"""The families whose options are keywords a spec fixes and whose gradients are
-:func:`attnscore.maths.keyword_gradients.keyword_gradients`."""
+"""The families whose options are keywords a spec fixes and that are variants of general attention:
+their modules' ``attention_options`` give :func:`attnscore.maths.golden_gradients.keyword_attention_options`."""

@@ -1,4 +1,5 @@
-"""The FlashAttention-2 reference as a ``torch.autograd.Function`` (see :mod:`attnscore.maths.flash_contract`).
+"""The FlashAttention-2 reference as a ``torch.autograd.Function`` (its family:
+:mod:`attnscore.maths.families.flash_attention_2`).
 
 Its own module because defining a ``torch.autograd.Function`` subclass imports torch, which loading
 a spec does not need (:mod:`attnscore.boundary.lazy_torch`).

@@ -1,46 +1,24 @@
 """Golden gradients: the backward pass of every contract in float64 numpy, and the allowed error of each.
 
-:func:`contract_gradients` and :func:`contract_gradient_scales` answer for any contract, from the
-closed forms of :mod:`attnscore.maths.gradient_formulas` (the score functions, weights, attention)
-and :mod:`attnscore.maths.keyword_gradients` (the keyword contracts, packed batches);
-:func:`gradient_allowed` turns a scale into the allowed error of each entry.
+:func:`contract_gradients` and :func:`contract_gradient_scales` answer for any contract by asking
+its family's module (:mod:`attnscore.maths.families`: the closed forms of
+:mod:`attnscore.maths.gradient_formulas` and :mod:`attnscore.maths.keyword_gradients` bound to the
+family's options); :func:`gradient_allowed` turns a scale into the allowed error of each entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from attnscore.boundary import gradients as boundary_gradients
 from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
-from attnscore.maths import golden
-from attnscore.maths.contracts import Contract
-from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
-from attnscore.maths.gradient_formulas import (
-    additive,
-    attention,
-    bilinear,
-    causal_attention,
-    cleaned,
-    dot_products,
-    f64,
-    keep_mask,
-    masked,
-    scaled_dot_products,
-    softmax_weights,
-    unbroadcast,
-    weights_rounding,
-)
-from attnscore.maths.gradient_formulas import general_attention as general_attention  # re-exported
-from attnscore.maths.keyword_gradients import keyword_attention_options as keyword_attention_options  # re-exported
-from attnscore.maths.keyword_gradients import (
-    keyword_gradient_scales,
-    keyword_gradients,
-    varlen_gradient_scales,
-    varlen_gradients,
-)
+from attnscore.maths.contract import Contract
+from attnscore.maths.families.base import Family
+from attnscore.maths.families.registry import family_of
+from attnscore.maths.gradient_formulas import cleaned
 from attnscore.maths.tolerance import Tolerance, allowed_error
 
 __all__ = [
@@ -49,6 +27,7 @@ __all__ = [
     "contract_gradients",
     "contract_gradient_scales",
     "gradient_allowed",
+    "keyword_attention_options",
 ]
 
 Args = Mapping[str, np.ndarray]
@@ -69,10 +48,6 @@ def differentiable_parameters(contract: Contract) -> tuple[str, ...]:
     """
     skipped = contract.bool_parameters | contract.int_parameters | NOT_DIFFERENTIATED  # masks, lengths, offsets
     return tuple(n for n in contract.parameter_names if n not in skipped)
-
-
-def _alignment(contract: Contract) -> str:
-    return "top_left" if contract.name.endswith("top_left") else "bottom_right"
 
 
 def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
@@ -96,58 +71,7 @@ def contract_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, 
         >>> g["q"].tolist(), g["k"].tolist()
         ([6.0, 8.0], [2.0, 4.0])
     """
-    gradients = _GRADIENTS.get(contract.family)
-    if gradients is None:
-        raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
-    return gradients[0](contract, args, d_out)
-
-
-def _closed_form(args: Args, contract: Contract, d_out: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The arguments as arrays by parameter name, and ``d_out`` in float64."""
-    return {n: np.asarray(args[n]) for n in contract.parameter_names}, f64(d_out)
-
-
-def _score_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    """The score functions: a view of Q Kᵀ (raw or scaled), bilinear or additive scores."""
-    a, dO = _closed_form(args, contract, d_out)
-    if contract.qk is not None:
-        Q, K = contract.qk.to_qk(a)
-        dS = dO.reshape(Q.shape[:-2] + (Q.shape[-2], K.shape[-2])) if dO.ndim < 2 else dO
-        grad = scaled_dot_products if contract.qk.scaled else dot_products
-        dQ, dK = grad(Q, K, dS)
-        return {n: np.asarray(g, dtype=np.float64) for n, g in contract.qk.pack(dQ, dK).items()}
-    if "W" in a:
-        return dict(zip(("Q", "K", "W"), bilinear(a["Q"], a["K"], a["W"], dO), strict=True))
-    if "v" in a:
-        parts = additive(a["Q"], a["K"], a["W_q"], a["W_k"], a["v"], dO)
-        return dict(zip(("Q", "K", "W_q", "W_k", "v"), parts, strict=True))
-    raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
-
-
-def _mask_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    a, dO = _closed_form(args, contract, d_out)
-    return {"S": masked(a["S"], a["mask"], dO)}
-
-
-def _weights_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    a, dO = _closed_form(args, contract, d_out)
-    return {"S": softmax_weights(a["S"], a["mask"], dO)}
-
-
-def _attention_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    a, dO = _closed_form(args, contract, d_out)
-    return dict(zip(("Q", "K", "V"), attention(a["Q"], a["K"], a["V"], a["mask"], dO), strict=True))
-
-
-def _causal_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    a, dO = _closed_form(args, contract, d_out)
-    grads = causal_attention(a["Q"], a["K"], a["V"], _alignment(contract), dO)
-    return dict(zip(("Q", "K", "V"), grads, strict=True))
-
-
-def _flash_function_gradients(contract: Contract, args: Args, d_out: Any) -> dict[str, np.ndarray]:
-    a, dO = _closed_form(args, contract, d_out)
-    return contract_gradients(_attention(), _flash_as_attention(contract, a), dO)
+    return _family(contract).gradients(contract, args, d_out)
 
 
 def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
@@ -158,124 +82,37 @@ def contract_gradient_scales(contract: Contract, args: Args, d_out: Any) -> tupl
     rounding error ``P ⊙ (1 + |s| + |max s|)``, and for attention the scores' own error
     ``d_k · Σ|q_i k_i| · scale`` on top; ``n`` is the longest sum's length. A backward-stable
     implementation's error is at most about ``factor · n · u · M`` per entry. The keyword
-    contracts (``sdpa``, ``kernel_attention``, ``flash_attn``): :func:`keyword_gradient_scales`.
+    contracts (``sdpa``, ``kernel_attention``, ``flash_attn``):
+    :func:`attnscore.maths.keyword_gradients.keyword_gradient_scales`.
     """
-    gradients = _GRADIENTS.get(contract.family)
-    if gradients is None:
-        raise ValueError(f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})")
-    return gradients[1](contract, args, d_out)
+    return _family(contract).gradient_scales(contract, args, d_out)
 
 
-def _absolute(args: Args, contract: Contract, d_out: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The arguments with non-finite entries zeroed (bool masks as they are), and ``|d_out|``."""
-    a = {
-        n: cleaned(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
-        for n in contract.parameter_names
-    }
-    return a, np.abs(cleaned(d_out))
+def _family(contract: Contract) -> Family:
+    """The contract's family module; a contract of no known family has no closed-form gradient."""
+    try:
+        return family_of(contract)
+    except ValueError:
+        raise ValueError(
+            f"contract {contract.name!r}: no closed-form gradient (family {str(contract.family)!r})"
+        ) from None
 
 
-def _score_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    a, dO = _absolute(args, contract, d_out)
-    if contract.is_qk_view or "W" in a:
-        absolute = {n: (np.abs(x) if n not in contract.bool_parameters else x) for n, x in a.items()}
-        grads = contract_gradients(contract, absolute, dO)
-        if contract.qk is not None:
-            Q, K = contract.qk.to_qk(a)
-            n = int(max(Q.shape[-2], K.shape[-2])) + 2
-        else:
-            n = int(np.shape(a["K"])[-2] + np.shape(a["Q"])[-2] + np.shape(a["W"])[0] + np.shape(a["W"])[1])
-        return n, grads
-    # additive: |dS||v| through |W|, with the tanh's own error
-    Q, K, W_q, W_k, v = (np.abs(a[n]) for n in ("Q", "K", "W_q", "W_k", "v"))
-    hmag = np.einsum("...id,ad->...ia", Q, W_q)[..., :, None, :] + np.einsum("...jd,ad->...ja", K, W_k)[..., None, :, :]
-    dh = dO[..., None] * v * (1.0 + hmag)  # (..., n_q, n_k, d_a)
-    dq_proj, dk_proj = dh.sum(axis=-2), dh.sum(axis=-3)
-    dW_q = np.einsum("...ia,...id->...ad", dq_proj, np.broadcast_to(Q, (*dq_proj.shape[:-1], Q.shape[-1])))
-    dW_k = np.einsum("...ja,...jd->...ad", dk_proj, np.broadcast_to(K, (*dk_proj.shape[:-1], K.shape[-1])))
-    dv = np.sum(dO) * np.ones_like(v)  # |tanh| <= 1: dv_a <= Σ_ij |dS_ij|
-    grads = {
-        "Q": unbroadcast(np.einsum("...ia,ad->...id", dq_proj, W_q), Q.shape),
-        "K": unbroadcast(np.einsum("...ja,ad->...jd", dk_proj, W_k), K.shape),
-        "W_q": unbroadcast(dW_q, W_q.shape),
-        "W_k": unbroadcast(dW_k, W_k.shape),
-        "v": dv,
-    }
-    n = int(Q.shape[-1] + K.shape[-2] + Q.shape[-2] + v.shape[-1] + 4)
-    return n, grads
+def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
+    """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a configured
+    keyword contract (``sdpa``: ``attn_mask``, ``is_causal`` top-left, ``scale``; ``kernel_attention``:
+    ``is_causal`` bottom-right, ``scale``, ``softcap``, ``alibi_slopes``; ``flash_attn``: ``causal``
+    bottom-right, ``window_size``, ``softmax_scale``; key padding: ``key_lengths``, ``scale``), its
+    arguments taken from ``args``: its family's ``attention_options``.
 
-
-def _mask_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    return 1, {"S": np.zeros(np.shape(args["S"]))}
-
-
-def _weights_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    a, dO = _absolute(args, contract, d_out)
-    S = a["S"]
-    keep = keep_mask(a["mask"], S.shape)
-    A = weights_rounding(f64(args["S"]), keep)
-    D = np.sum(dO * A, axis=-1, keepdims=True)
-    return int(S.shape[-1]) + 2, {"S": unbroadcast(A * (dO + D), S.shape)}
-
-
-def _attention_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    """Attention with a mask, or with a causal flag (its alignment's keep mask)."""
-    a, dO = _absolute(args, contract, d_out)
-    Q, K, V = (f64(args[n]) for n in ("Q", "K", "V"))
-    n_q, n_k, d_k, d_v = Q.shape[-2], K.shape[-2], Q.shape[-1], V.shape[-1]
-    causal = contract.family is ContractFamily.CAUSAL
-    keep_arg = golden.causal_keep(n_q, n_k, _alignment(contract)) if causal else a["mask"]
-    s = 1.0 / np.sqrt(d_k)
-    with np.errstate(invalid="ignore", over="ignore"):
-        S = s * golden.dot_products(Q, K)
-        keep = keep_mask(keep_arg, S.shape)
-        A = weights_rounding(S, keep) + np.nan_to_num(golden.softmax_weights(S, keep)) * cleaned(
-            d_k * s * golden.dot_magnitudes(Q, K)
-        )
-    aQ, aK, aV = np.abs(cleaned(Q)), np.abs(cleaned(K)), np.abs(cleaned(V))
-    dV = np.einsum("...ij,...id->...jd", A, dO)
-    dP = np.einsum("...id,...jd->...ij", dO, aV)
-    D = np.sum(dP * A, axis=-1, keepdims=True)
-    dS = A * (dP + D)
-    dQ = s * np.einsum("...ij,...jd->...id", dS, aK)
-    dK = s * np.einsum("...ij,...id->...jd", dS, aQ)
-    grads = {"Q": unbroadcast(dQ, Q.shape), "K": unbroadcast(dK, K.shape), "V": unbroadcast(dV, V.shape)}
-    return int(d_k + n_k + d_v + n_q) + 2, grads
-
-
-def _flash_function_scales(contract: Contract, args: Args, d_out: Any) -> tuple[int, dict[str, np.ndarray]]:
-    return contract_gradient_scales(_attention(), _flash_as_attention(contract, args), d_out)
-
-
-def _attention() -> Contract:
-    """The plain ``attention`` contract (imported at use: the contract table is built after this module)."""
-    from attnscore.maths.contracts import get_contract
-
-    return get_contract("attention")
-
-
-def _flash_as_attention(contract: Contract, args: Args) -> dict[str, np.ndarray]:
-    """A FlashAttention-2 call's arguments as plain ``attention``'s: its causal flag as a mask."""
-    Q, K = np.asarray(args["Q"]), np.asarray(args["K"])
-    n_q, n_k = Q.shape[-2], K.shape[-2]
-    keep = golden.causal_keep(n_q, n_k, "top_left") if contract.option("is_causal") else np.ones((n_q, n_k), bool)
-    return {"Q": Q, "K": K, "V": np.asarray(args["V"]), "mask": keep}
-
-
-_Gradients = Callable[[Contract, Args, Any], dict[str, np.ndarray]]
-_Scales = Callable[[Contract, Args, Any], tuple[int, dict[str, np.ndarray]]]
-
-_GRADIENTS: dict[ContractFamily, tuple[_Gradients, _Scales]] = {
-    ContractFamily.SCORES: (_score_gradients, _score_scales),
-    ContractFamily.MASK: (_mask_gradients, _mask_scales),
-    ContractFamily.WEIGHTS: (_weights_gradients, _weights_scales),
-    ContractFamily.ATTENTION: (_attention_gradients, _attention_scales),
-    ContractFamily.CAUSAL: (_causal_gradients, _attention_scales),
-    ContractFamily.FLASH_ATTENTION_2: (_flash_function_gradients, _flash_function_scales),
-    ContractFamily.FLASH_VARLEN: (varlen_gradients, varlen_gradient_scales),
-    **{family: (keyword_gradients, keyword_gradient_scales) for family in KEYWORD_FAMILIES},
-}
-"""Each family's closed-form gradients and their error scales (one entry per family, no branching on it)."""
+    Raises:
+        ValueError: a contract whose family is not a variant of general attention with keywords
+            (:data:`attnscore.maths.family.KEYWORD_FAMILIES`).
+    """
+    options = _family(contract).attention_options(contract, args)
+    if options is None:
+        raise ValueError(f"contract {contract.name!r}: not a keyword contract (family {str(contract.family)!r})")
+    return options
 
 
 def gradient_allowed(

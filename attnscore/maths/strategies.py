@@ -21,7 +21,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnscore.maths.family import ContractFamily
+from attnscore.maths.families.registry import family_of
 
 if TYPE_CHECKING:
     from attnscore.maths.contract import Contract
@@ -280,7 +280,7 @@ def _mask_shape(
     """
     rest = tuple(sizes[sym] for sym in legend[1:])
     batch: tuple[int, ...] = sizes["..."]
-    if contract.family is not ContractFamily.ATTENTION or not batch or name in contract.full_masks:
+    if not family_of(contract).SHARED_MASKS or not batch or name in contract.full_masks:
         return batch + rest
     form = draw(st.sampled_from(("full", "shared", "broadcast")))
     if form == "shared":

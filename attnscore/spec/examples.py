@@ -480,7 +480,7 @@ def _backward_parts(
                 doc.problem(where, f"expected a contract with a logsumexp (flash_attention_2), found {contract.name}")
             )
             return None
-        from attnscore.maths.flash_contract import logsumexp_golden
+        from attnscore.maths.families.flash_attention_2 import logsumexp_golden
 
         lse = _array(doc, where, raw["expected_logsumexp"], problems)
         want = logsumexp_golden(inputs["Q"], inputs["K"], bool(contract.option("is_causal")))

@@ -18,7 +18,8 @@ from attnscore.check.implementation import run_impl
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.grade.grading import grade_many
-from attnscore.maths.flash_contract import FlashReference, logsumexp_golden
+from attnscore.maths.families.flash_attention_2 import logsumexp_golden
+from attnscore.maths.flash_reference import FlashReference
 from attnscore.report.results import Verdict
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec

@@ -23,7 +23,7 @@ from attnscore.check.runner import InProcessRunner
 from attnscore.check.small_inputs import small_case
 from attnscore.check.verify import mutation_test
 from attnscore.grade.grading import grade_many
-from attnscore.maths.flash_contract import FlashReference
+from attnscore.maths.flash_reference import FlashReference
 from attnscore.report.feedback import failure_text
 from attnscore.report.results import Verdict
 from attnscore.sandbox.launch import Limits

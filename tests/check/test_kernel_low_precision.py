@@ -1,5 +1,5 @@
 """float16 and bfloat16 for the kernel_attention specs (softcap, alibi): the contract's own low-precision
-budget (attnscore.maths.variant_contracts.kernel_attention_low_terms), correct low-precision kernels
+budget (attnscore.maths.families.kernel_attention.kernel_attention_low_terms), correct low-precision kernels
 getting full marks, and the catalogued mistakes still caught and named in those dtypes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from attnscore.check.cases import build_cases
 from attnscore.check.implementation import run_impl
 from attnscore.check.verify import mutation_test
 from attnscore.maths import variants
-from attnscore.maths.variant_contracts import kernel_attention_low_terms
+from attnscore.maths.families.kernel_attention import KernelOptions, kernel_attention_low_terms
 from attnscore.spec.load import load_spec
 from examples.impl.kernel_attention import kernel_attention
 
@@ -104,12 +104,12 @@ def test_softcap_terms_vanish_when_saturated_and_alibi_terms_grow_with_the_bias(
     k = np.array([[[100.0, 0, 0, 0], [100.0, 0, 0, 0]]])  # two equal scores of 5000: weights 1/2 each
     v = np.array([[[1.0], [0.0]]])
     args = {"query": q, "key": k, "value": v}
-    capped = kernel_attention_low_terms(args, {"softcap": 2.0}, "bfloat16", 1.0)
-    plain = kernel_attention_low_terms(args, {}, "bfloat16", 1.0)
+    capped = kernel_attention_low_terms(args, KernelOptions(softcap=2.0), "bfloat16", 1.0)
+    plain = kernel_attention_low_terms(args, KernelOptions(), "bfloat16", 1.0)
     assert float(capped.rounding.max()) < 100 < 1e4 < float(plain.rounding.max())
     # one query at key 1, keys at distances 1 and 0: a slope of 0.5 keeps both weights sizeable
     ones = {"query": np.ones((1, 1, 4)), "key": np.ones((1, 2, 4)), "value": np.array([[[0.0], [1.0]]])}
-    flat = kernel_attention_low_terms({**ones, "alibi_slopes": np.zeros(1)}, {}, "float16", 1.0)
-    biased = kernel_attention_low_terms({**ones, "alibi_slopes": np.full(1, 0.5)}, {}, "float16", 1.0)
+    flat = kernel_attention_low_terms({**ones, "alibi_slopes": np.zeros(1)}, KernelOptions(), "float16", 1.0)
+    biased = kernel_attention_low_terms({**ones, "alibi_slopes": np.full(1, 0.5)}, KernelOptions(), "float16", 1.0)
     assert flat.rounding.shape == biased.rounding.shape == (1, 1, 1)
     assert float(biased.rounding.max()) > float(flat.rounding.max()) + 0.3

@@ -100,7 +100,7 @@ def test_flash_spec_states_the_course_interface():
     assert spec.environment.torch_compile is True
     assert spec.environment.packages == COURSE_PACKAGES
     assert spec.parameter_names == ("Q", "K", "V")
-    assert spec.contract.options == ()  # no keyword fixed: every call is apply(Q, K, V), is_causal its default False
+    assert not spec.contract.options  # no keyword fixed: every call is apply(Q, K, V), is_causal its default False
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnscore.catalogue.families import differentiable
 from attnscore.maths import golden_gradients as gg
+from attnscore.maths import gradient_formulas as gf
 from attnscore.maths import variants
 from attnscore.maths.contracts import CONTRACTS, get_contract
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -82,7 +83,7 @@ def test_fully_masked_row_gets_no_gradient() -> None:
     K = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     V = np.array([[1.0], [2.0], [4.0]])
     mask = np.array([[False, False, False], [True, False, True]])
-    dQ, dK, dV = gg.attention(Q, K, V, mask, np.array([[5.0], [1.0]]))
+    dQ, dK, dV = gf.attention(Q, K, V, mask, np.array([[5.0], [1.0]]))
     assert dQ[0].tolist() == [0.0, 0.0]
     assert dV[:, 0].tolist()[1] == 0.0  # key 1 is masked for every query: no gradient to its value
     assert np.all(dK[1] == 0.0)
@@ -90,7 +91,7 @@ def test_fully_masked_row_gets_no_gradient() -> None:
 
 def test_attention_worked_values() -> None:
     """Hand-checked: equal scores P = [1/2, 1/2], dV = Pᵀ dO, dK = scale·dSᵀ Q with dS = P(dP − D)."""
-    dQ, dK, dV = gg.attention([[1.0]], [[0.0], [0.0]], [[1.0], [3.0]], None, [[1.0]], scale=1.0)
+    dQ, dK, dV = gf.attention([[1.0]], [[0.0], [0.0]], [[1.0], [3.0]], None, [[1.0]], scale=1.0)
     # dP = dO Vᵀ = [1, 3]; D = Σ P dP = 2; dS = [½(1-2), ½(3-2)] = [-½, ½]
     assert (dQ.tolist(), dK.tolist(), dV.tolist()) == ([[0.0]], [[-0.5], [0.5]], [[0.5], [0.5]])
 
@@ -100,7 +101,7 @@ def test_broadcast_key_gets_the_summed_gradient() -> None:
     rng = np.random.default_rng(3)
     Q, K = rng.normal(size=(3, 2, 4)), rng.normal(size=(5, 4))
     dS = rng.normal(size=(3, 2, 5))
-    dQ, dK = gg.dot_products(Q, K, dS)
+    dQ, dK = gf.dot_products(Q, K, dS)
     assert dK.shape == (5, 4)
     np.testing.assert_allclose(dK, sum(dS[b].T @ Q[b] for b in range(3)), rtol=1e-12)
 
@@ -150,7 +151,7 @@ def test_variant_gradients_match_autograd(case) -> None:
         lse = parts.lse
         loss = loss + torch.where(torch.isfinite(lse), lse, 0.0).mul(torch.tensor(d_lse)).sum()
     loss.backward()
-    got = gg.general_attention(q, k, v, d_out, d_lse, **options)
+    got = gf.general_attention(q, k, v, d_out, d_lse, **options)
     for name, g, t in zip(("query", "key", "value"), got, (tq, tk, tv), strict=True):
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-9, atol=1e-9, err_msg=name)
 
@@ -160,8 +161,8 @@ def test_variant_two_d_and_gqa_group_sum() -> None:
     rng = np.random.default_rng(0)
     q, k, v = rng.normal(size=(2, 3, 2)), rng.normal(size=(1, 4, 2)), rng.normal(size=(1, 4, 3))
     dO = rng.normal(size=(2, 3, 3))
-    dq, dk, dv = gg.general_attention(q, k, v, dO)
-    one = [gg.general_attention(q[h], k[0], v[0], dO[h]) for h in range(2)]
+    dq, dk, dv = gf.general_attention(q, k, v, dO)
+    one = [gf.general_attention(q[h], k[0], v[0], dO[h]) for h in range(2)]
     np.testing.assert_allclose(dk[0], one[0][1] + one[1][1], rtol=1e-12)
     np.testing.assert_allclose(dv[0], one[0][2] + one[1][2], rtol=1e-12)
     np.testing.assert_allclose(dq[1], one[1][0], rtol=1e-12)
@@ -210,7 +211,7 @@ def test_sdpa_gqa_key_and_value_gradients_sum_over_the_group() -> None:
     g = gg.contract_gradients(c, a, dO)
     for kv in range(2):
         heads = [
-            gg.attention(a["query"][h], a["key"][kv], a["value"][kv], None, dO[h], 0.5) for h in (2 * kv, 2 * kv + 1)
+            gf.attention(a["query"][h], a["key"][kv], a["value"][kv], None, dO[h], 0.5) for h in (2 * kv, 2 * kv + 1)
         ]  # noqa: E501
         np.testing.assert_allclose(g["key"][kv], heads[0][1] + heads[1][1], rtol=1e-12)
         np.testing.assert_allclose(g["value"][kv], heads[0][2] + heads[1][2], rtol=1e-12)
@@ -243,7 +244,7 @@ def test_flash_layout_gradients_are_in_its_own_layout() -> None:
     g = gg.contract_gradients(c, a, dO)
     assert {n: x.shape for n, x in g.items()} == {"q": (1, 3, 2, 4), "k": (1, 5, 1, 4), "v": (1, 5, 1, 2)}
     t = [np.swapaxes(x, 1, 2) for x in (a["q"], a["k"], a["v"], dO)]
-    dq, dk, dv = gg.general_attention(*t, is_causal=False, alignment="bottom_right", window=(1, 0))
+    dq, dk, dv = gf.general_attention(*t, is_causal=False, alignment="bottom_right", window=(1, 0))
     np.testing.assert_allclose(g["k"], np.swapaxes(dk, 1, 2), rtol=1e-12)
     np.testing.assert_allclose(g["q"], np.swapaxes(dq, 1, 2), rtol=1e-12)
     # the first key is outside every query's window [i + 2 - 1, i + 2]: no gradient reaches it

@@ -1,5 +1,5 @@
 """The kernel variant specs (gqa, softcap, alibi) on the ``kernel_attention`` contract: keywords,
-worked values, relational properties and the catalogued mistakes (attnscore.maths.variant_contracts,
+worked values, relational properties and the catalogued mistakes (attnscore.maths.families.sdpa and kernel_attention,
 attnscore.catalogue.mistakes.variants, attnscore.catalogue.properties.variants)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from attnscore.check.implementation import run_impl
 from attnscore.check.verify import mutation_test, targeted_mistakes
 from attnscore.cli import main
 from attnscore.maths.contracts import get_contract
-from attnscore.maths.variant_contracts import kernel_attention_error
+from attnscore.maths.families.kernel_attention import KernelOptions, kernel_attention_error
 from attnscore.spec.load import load_spec
 from examples.impl.kernel_attention import kernel_attention
 
@@ -259,8 +259,8 @@ def test_softcap_error_bound_vanishes_when_saturated():
     k = np.array([[[1000.0, 0, 0, 0], [0, 0, 0, 0]]])
     v = np.array([[[1.0], [0.0]]])
     args = {"query": q, "key": k, "value": v}
-    _, capped = kernel_attention_error(args, {"softcap": 2.0})
-    _, plain = kernel_attention_error(args, {})
+    _, capped = kernel_attention_error(args, KernelOptions(softcap=2.0))
+    _, plain = kernel_attention_error(args, KernelOptions())
     assert capped.shape == (1, 1, 1)
     assert capped[0, 0, 0] < 100 < plain[0, 0, 0]
 

@@ -15,8 +15,8 @@ from attnscore.catalogue.mistakes import mistakes_for
 from attnscore.check.implementation import run_impl
 from attnscore.check.verify import mutation_test, targeted_mistakes
 from attnscore.maths.contracts import get_contract
+from attnscore.maths.families.flash import flash_keep
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_keep
 from attnscore.maths.strategies import random_args
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.load import load_spec

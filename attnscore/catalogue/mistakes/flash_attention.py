@@ -1,4 +1,4 @@
-"""Mistakes of a FlashAttention-2 ``torch.autograd.Function`` (:mod:`attnscore.maths.flash_contract`).
+"""Mistakes of a FlashAttention-2 ``torch.autograd.Function`` (:mod:`attnscore.maths.families.flash_attention_2`).
 
 Each is written as the students' own code is: a tiled forward with an online softmax over key
 tiles (:func:`flash_function` builds the ``torch.autograd.Function``) that saves ``(Q, K, V, O, L)``,

@@ -1,5 +1,5 @@
 """Mistakes of packed variable-length batches (``flash_attn_varlen``) and of key padding
-(``key_padding_attention``): :mod:`attnscore.maths.varlen_contracts`.
+(``key_padding_attention``): :mod:`attnscore.maths.families.flash_varlen`, :mod:`~attnscore.maths.families.key_padding`.
 
 Each wrong implementation is the reference with one rule changed: which rows form a sequence, how a
 sequence's queries are aligned with its keys, or which keys (or queries) the valid lengths cut off.
@@ -16,8 +16,8 @@ from attnscore.catalogue.families import key_padding, varlen
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
-from attnscore.maths.sequence_contracts import flash_keep
-from attnscore.maths.varlen_contracts import sequence_slices, varlen_window
+from attnscore.maths.families.flash import flash_keep
+from attnscore.maths.families.flash_varlen import sequence_slices, varlen_window
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,7 @@ from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths import variants
 from attnscore.maths.contract import Contract
-from attnscore.maths.sequence_contracts import flash_keep, flash_window
+from attnscore.maths.families.flash import flash_keep, flash_window
 
 if TYPE_CHECKING:
     import torch

@@ -1,11 +1,11 @@
-"""Properties of a FlashAttention-2 assignment (:mod:`attnscore.maths.flash_contract`): the saved
+"""Properties of a FlashAttention-2 assignment (:mod:`attnscore.maths.families.flash_attention_2`): the saved
 logsumexp ``L``, long rows that span many key tiles, and the backward check of worked examples.
 
 ``L`` is read where the spec's ``function.logsumexp`` says (``ctx.saved_tensors`` or a returned
 ``(O, L)`` tuple, :func:`attnscore.boundary.gradients.find_logsumexp`), in a call that also runs the
 backward pass (a Function's saved tensors exist only while its graph does), and compared with
-:func:`attnscore.maths.flash_contract.logsumexp_golden` under
-:func:`~attnscore.maths.flash_contract.logsumexp_allowed`. A failure names the query whose ``L`` is wrong.
+:func:`attnscore.maths.families.flash_attention_2.logsumexp_golden` under
+:func:`~attnscore.maths.families.flash_attention_2.logsumexp_allowed`. A failure names the query whose ``L`` is wrong.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from attnscore.catalogue.properties.gradients import backward_pass_property, fir
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
-from attnscore.maths.flash_contract import logsumexp_allowed, logsumexp_golden
+from attnscore.maths.families.flash_attention_2 import logsumexp_allowed, logsumexp_golden
 from attnscore.maths.strategies import drawing_small
 from attnscore.maths.tolerance import entries_close
 

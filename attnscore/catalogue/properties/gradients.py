@@ -19,12 +19,19 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
-from attnscore.catalogue.families import attention_with_mask, differentiable, flash, kernel, masked, sdpa
+from attnscore.catalogue.families import (
+    attention_with_mask,
+    differentiable,
+    flash,
+    general_attention_variant,
+    kernel,
+    masked,
+    sdpa,
+)
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths import golden_gradients, golden_variants
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
-from attnscore.maths.family import KEYWORD_FAMILIES
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import entries_close
 
@@ -226,7 +233,7 @@ def _masked_no_gradient(ctx: CheckContext) -> str | None:
     got = _received_gradients(ctx)
     if isinstance(got, str):
         return got
-    if ctx.contract.family in KEYWORD_FAMILIES:
+    if general_attention_variant(ctx.contract):
         return _keyword_masked_no_gradient(ctx, got)
     names = _names(ctx)
     args = ctx.args[-1]

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.packed import key_padding, varlen
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.maths.families.flash_varlen import sequence_slices
+from attnscore.maths.families.key_padding import key_keep
 from attnscore.maths.strategies import random_args
-from attnscore.maths.varlen_contracts import key_keep, sequence_slices
 
 Args = dict[str, np.ndarray]
 

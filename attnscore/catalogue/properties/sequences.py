@@ -1,5 +1,5 @@
 """Relational properties of sequence masks in FlashAttention-style kernels (the ``flash_attn``
-contract, :mod:`attnscore.maths.sequence_contracts`): keys outside a query's window never change its
+contract, :mod:`attnscore.maths.families.flash`): keys outside a query's window never change its
 output, and decoding against a KV cache gives the rows of full causal attention."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.sequences import flash, flash_cache
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
-from attnscore.maths.sequence_contracts import flash_keep, flash_window
+from attnscore.maths.families.flash import flash_keep, flash_window
 from attnscore.maths.strategies import legend_sizes, random_args
 
 

@@ -1,12 +1,16 @@
-"""The FlashAttention-2 assignment's contract: ``forward(ctx, Q, K, V, is_causal=False)`` of a
-``torch.autograd.Function``, as Stanford CS336 assignment 2 hands it out, and its logsumexp ``L``.
+"""The FlashAttention-2 assignment (:attr:`ContractFamily.FLASH_ATTENTION_2`): ``forward(ctx, Q, K, V,
+is_causal=False)`` of a ``torch.autograd.Function``, as Stanford CS336 assignment 2 hands it out,
+and its logsumexp ``L``; its one keyword in :class:`FlashAttention2Options`.
 
 ``O = softmax(S) V`` with ``S = Q Kᵀ / √d`` (one width ``d`` for Q, K and V), and with
 ``is_causal`` query ``i`` keeps key ``j`` only when ``j <= i`` (top-left, as CS336 and PyTorch's
 ``is_causal``). The forward saves ``L_i = logsumexp_j S_ij`` (natural log, over the kept keys) for
 the backward, which recomputes ``P = exp(S − L)`` (Dao (2023), FlashAttention-2, Algorithms 1 and 2).
 Reference :func:`attnscore.maths.reference.attention`, golden :func:`attnscore.maths.golden.attention`,
-the error bound of plain attention (:mod:`attnscore.maths.error_scales`).
+the error bound of plain attention (:mod:`attnscore.maths.error_scales`), the gradients of plain
+attention with the causal flag as a mask (:mod:`attnscore.maths.families.attention`). The reference
+``torch.autograd.Function`` itself is :mod:`attnscore.maths.flash_reference` (defining it imports
+torch, which loading a spec need not).
 """
 
 from __future__ import annotations
@@ -14,16 +18,20 @@ from __future__ import annotations
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden
-from attnscore.maths.contract import Args, Contract, Keyword
+from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.families import attention
+from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
+from attnscore.maths.options import Options, keyword
 from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
@@ -32,7 +40,14 @@ else:
     from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "FlashAttention2Options",
+    "attention_options",
     "flash_attention_2_contract",
+    "gradient_scales",
+    "gradients",
     "keep_of",
     "logsumexp_golden",
     "logsumexp_allowed",
@@ -40,14 +55,17 @@ __all__ = [
     "sum_to_shape",
 ]
 
-_KEYWORDS = (
-    Keyword(
-        "is_causal",
-        "bool",
-        False,
-        "keep key j for query i only when j <= i (top-left, CS336's and PyTorch's is_causal)",
-    ),
-)
+MEMBER = ContractFamily.FLASH_ATTENTION_2
+SHARED_MASKS = False
+
+
+@dataclass(frozen=True)
+class FlashAttention2Options(Options):
+    """The Function's keyword, as a spec fixes it."""
+
+    is_causal: bool = keyword(
+        "bool", False, "keep key j for query i only when j <= i (top-left, CS336's and PyTorch's is_causal)"
+    )
 
 
 def keep_of(n_q: int, n_k: int, is_causal: bool) -> np.ndarray | None:
@@ -136,9 +154,9 @@ def returning_logsumexp(function: Any) -> Any:
     return with_lse
 
 
-def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+def _configure(base: Contract, options: FlashAttention2Options, kept: tuple[str, ...]) -> Contract:
     """The contract for a spec's ``is_causal`` (no optional parameters)."""
-    is_causal = bool(options.get("is_causal", False))
+    is_causal = bool(options.is_causal)
 
     def ref(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool = is_causal) -> torch.Tensor:
         return _flash_reference().apply(Q, K, V, is_causal)
@@ -155,7 +173,7 @@ def _configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]
         error_fn=lambda a: attention_error(_as_attention(a, is_causal)),
         low_error_fn=lambda a, dtype, factor: attention_low_terms(_as_attention(a, is_causal), dtype, factor),
         key_view_fn=lambda a: key_view(_as_attention(a, is_causal)),
-        options=tuple(sorted(options.items())),
+        options=options,
     )
 
 
@@ -169,15 +187,44 @@ def flash_attention_2_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attention_2",
-        family=ContractFamily.FLASH_ATTENTION_2,
+        family=MEMBER,
         parameters=(("Q", ("...", "n_q", "d_k")), ("K", ("...", "n_k", "d_k")), ("V", ("...", "n_k", "d_k"))),
         returns=("...", "n_q", "d_k"),
         reference=lambda Q, K, V, is_causal=False: _flash_reference().apply(Q, K, V, is_causal),
         golden_fn=lambda a: np.zeros(0),
         error_fn=lambda a: (1, np.zeros(0)),
-        keywords=_KEYWORDS,
+        options=FlashAttention2Options(),
         configure=_configure,
         samples=(((("is_causal", True),), ("Q", "K", "V")),),
         bound_text="u·(error of scores and weights propagated through V)",
     )
-    return _configure(unconfigured, {}, unconfigured.parameter_names)
+    return _configure(unconfigured, FlashAttention2Options(), unconfigured.parameter_names)
+
+
+CONTRACTS = (flash_attention_2_contract(),)
+
+
+def _as_plain_attention(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A call's arguments as plain ``attention``'s: its causal flag (top-left) as a mask."""
+    Q, K = np.asarray(args["Q"]), np.asarray(args["K"])
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    is_causal = options_of(contract, FlashAttention2Options).is_causal
+    keep = golden.causal_keep(n_q, n_k, "top_left") if is_causal else np.ones((n_q, n_k), bool)
+    return {"Q": Q, "K": K, "V": np.asarray(args["V"]), "mask": keep}
+
+
+def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+    """Plain attention's gradients with the causal flag as a mask."""
+    plain = attention.CONTRACTS[0]
+    return attention.gradients(plain, _as_plain_attention(contract, args), d_out)
+
+
+def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+    """Plain attention's gradient scales with the causal flag as a mask."""
+    plain = attention.CONTRACTS[0]
+    return attention.gradient_scales(plain, _as_plain_attention(contract, args), d_out)
+
+
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
+    """None: graded through plain attention's closed forms, not general attention's options."""
+    return None

@@ -1,4 +1,5 @@
-"""The contract of FlashAttention's ``flash_attn_func``: sliding-window and KV-cache attention.
+"""FlashAttention's ``flash_attn_func`` (:attr:`ContractFamily.FLASH`): sliding-window and KV-cache
+attention, its keywords fixed per spec (:class:`FlashOptions`).
 
 ``flash_attn`` is ``flash_attn.flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None,
 causal=False, window_size=(-1, -1), ...)`` as FlashAttention 2.1+ defines it, configured per
@@ -30,15 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
-from attnscore.maths.contract import Args, Contract, Keyword
+from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
+from attnscore.maths.options import Options, keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -47,33 +52,51 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["flash_attn_contract", "flash_configured", "flash_keep", "flash_window"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "FlashOptions",
+    "attention_options",
+    "flash_attn_contract",
+    "flash_keep",
+    "flash_window",
+    "gradient_scales",
+    "gradients",
+    "rescaled_and_grouped",
+    "through_attention",
+]
 
-_FLASH_KEYWORDS = (
-    Keyword("dropout_p", "zero", 0.0, "dropout probability; 0 (a deterministic reference)"),
-    Keyword("softmax_scale", "positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k"),
-    Keyword(
-        "causal",
+MEMBER = ContractFamily.FLASH
+SHARED_MASKS = False
+
+
+@dataclass(frozen=True)
+class FlashOptions(Options):
+    """``flash_attn_func``'s keywords, as a spec fixes them (``dropout_p`` is always 0); also the
+    packed batches' (:class:`attnscore.maths.families.flash_varlen.VarlenOptions`, the same keywords
+    per sequence)."""
+
+    dropout_p: float = keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
+    softmax_scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    causal: bool = keyword(
         "bool",
         False,
         "keep key j for query i only when j <= i + n_k - n_q (bottom-right: the last query sees the last key)",
-    ),
-    Keyword(
-        "window_size",
+    )
+    window_size: tuple[int, int] = keyword(
         "window",
         (-1, -1),
         "(left, right): query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; -1 = unbounded",
-    ),
-)
+    )
 
 
 def flash_window(contract: Contract) -> tuple[int, int]:
-    """The ``(left, right)`` window a ``flash_attn`` contract keeps, with ``causal`` folded in
-    (right side 0); ``(-1, -1)`` is full attention."""
-    left, right = (int(x) for x in contract.option("window_size"))
-    if contract.option("causal"):
-        right = 0
-    return left, right
+    """The ``(left, right)`` window a ``flash_attn`` or ``flash_attn_varlen`` contract keeps (in each
+    sequence), with ``causal`` folded in (right side 0); ``(-1, -1)`` is full attention."""
+    options = options_of(contract, FlashOptions)
+    left, right = options.window_size
+    return (left, 0) if options.causal else (left, right)
 
 
 def flash_keep(window: tuple[int, int], n_q: int, n_k: int, offset: int | None = None) -> np.ndarray:
@@ -99,19 +122,6 @@ def _to_heads_first(x: Any, name: str) -> torch.Tensor:
             f"expected FlashAttention's layout (batch, seqlen, nheads, headdim), 4-D; found shape {tuple(t.shape)}",
         )
     return t.transpose(1, 2)
-
-
-def flash_configured(
-    base: Contract, options: Mapping[str, Any]
-) -> tuple[Contract, bool, tuple[int, int], float | None]:
-    """``base`` with FlashAttention's keywords fixed (``window_size`` as a tuple of ints), and its
-    ``causal`` flag, ``(left, right)`` window and ``softmax_scale`` (None: ``1/√d_k``)."""
-    options = dict(options)
-    if "window_size" in options:
-        options["window_size"] = tuple(int(x) for x in options["window_size"])
-    configured = dataclasses.replace(base, options=tuple(sorted(options.items())))
-    left, right = (int(x) for x in configured.option("window_size"))
-    return configured, bool(configured.option("causal")), (left, right), configured.option("softmax_scale")
 
 
 def rescaled_and_grouped(
@@ -163,9 +173,10 @@ def through_attention(
     )
 
 
-def _flash_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+def _configure(base: Contract, options: FlashOptions, kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
-    configured, causal, window, scale = flash_configured(base, options)
+    configured = dataclasses.replace(base, options=options)
+    causal, window, scale = bool(options.causal), options.window_size, options.softmax_scale
     keep_window = flash_window(configured)
 
     def ref(
@@ -225,7 +236,7 @@ def flash_attn_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn",
-        family=ContractFamily.FLASH,
+        family=MEMBER,
         parameters=(
             ("q", ("b", "n_q", "h_q", "d_k")),
             ("k", ("b", "n_k", "h_kv", "d_k")),
@@ -235,12 +246,38 @@ def flash_attn_contract() -> Contract:
         reference=variants.general_attention,
         golden_fn=lambda a: np.zeros(0),
         error_fn=lambda a: (1, np.zeros(0)),
-        keywords=_FLASH_KEYWORDS,
-        configure=_flash_configure,
+        options=FlashOptions(),
+        configure=_configure,
         samples=(
             ((("window_size", (2, 1)),), ("q", "k", "v")),
             ((("causal", True),), ("q", "k", "v")),
         ),
         bound_text="u·(error of scores and weights propagated through V)",
     )
-    return _flash_configure(unconfigured, {}, unconfigured.parameter_names)
+    return _configure(unconfigured, FlashOptions(), unconfigured.parameter_names)
+
+
+CONTRACTS = (flash_attn_contract(),)
+
+
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``causal`` and ``window_size`` aligned bottom-right, ``softmax_scale`` (heads first)."""
+    options = options_of(contract, FlashOptions)
+    return {
+        "is_causal": bool(options.causal),
+        "alignment": "bottom_right",
+        "window": options.window_size,
+        "scale": options.softmax_scale,
+    }
+
+
+def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+    """General attention's gradients with :func:`attention_options`, in the ``(b, n, h, d)`` layout."""
+    options = attention_options(contract, args)
+    return keyword_gradients(contract.parameter_names, args, d_out, options, heads_last=True)
+
+
+def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` in the ``(b, n, h, d)`` layout."""
+    options = attention_options(contract, args)
+    return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)

@@ -1,5 +1,5 @@
-"""Contracts with integer tensor parameters: FlashAttention's packed variable-length batches
-(``flash_attn_varlen``) and attention with key padding (``key_padding_attention``).
+"""FlashAttention's packed variable-length batches (:attr:`ContractFamily.FLASH_VARLEN`), its
+keywords fixed per spec (:class:`VarlenOptions`, ``flash_attn_func``'s applied per sequence).
 
 ``flash_attn_varlen`` is ``flash_attn.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k,
 max_seqlen_q, max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1))``
@@ -17,37 +17,40 @@ as FlashAttention 2.1+ defines it, configured per spec by its keywords:
   ``s`` sits at key position ``i + n_k_s - n_q_s`` of that sequence (FlashAttention 2.1+);
 - ``softmax_scale`` defaults to ``1/√d_k``; ``dropout_p`` is 0; a query without keys gets zeros.
 
-``key_padding_attention`` is ``f(query (b, h_q, n_q, d_k), key (b, h_kv, n_k, d_k), value (b, h_kv,
-n_k, d_v), key_lengths (b,), *, scale=None) -> (b, h_q, n_q, d_v)``: SDPA's layout, grouped heads as
-SDPA's ``enable_gqa``, and for batch item ``b`` only keys ``j < key_lengths[b]`` take part (the
-padding mask ONNX's ``Attention`` builds from ``nonpad_kv_seqlen``, and ``flash_attn_with_kvcache``
-from ``cache_seqlens``); ``key_lengths`` int32 in ``[0, n_k]``; a row without keys gets zeros.
+Reference :func:`attnscore.maths.variants.varlen_attention`, golden twin
+:func:`attnscore.maths.golden_variants.varlen_attention`; the error bound is attention's
+(:mod:`attnscore.maths.error_scales`) with the sequence blocks and windows folded into a bool mask;
+the gradients are ``flash_attn``'s per sequence (:mod:`attnscore.maths.families.flash`).
 
-References :func:`attnscore.maths.variants.varlen_attention` and
-:func:`attnscore.maths.variants.general_attention` (``key_lengths``), golden twins in
-:mod:`attnscore.maths.golden_variants`; the error bound is attention's
-(:mod:`attnscore.maths.error_scales`) with the sequence blocks, windows or padding folded into a
-bool mask.
-
-Source: FlashAttention README and ``flash_attn_interface.flash_attn_varlen_func``; ONNX
-``Attention`` (opset 23, ``nonpad_kv_seqlen``).
+Source: FlashAttention README and ``flash_attn_interface.flash_attn_varlen_func``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
-from attnscore.maths.contract import Args, Contract, Keyword
-from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
+from attnscore.maths.contract import Args, Contract
+from attnscore.maths.error_scales import as_float64
+from attnscore.maths.families import flash
+from attnscore.maths.families.base import Gradients, Scales
+from attnscore.maths.families.flash import (
+    FlashOptions,
+    flash_keep,
+    flash_window,
+    rescaled_and_grouped,
+    through_attention,
+)
 from attnscore.maths.family import ContractFamily
-from attnscore.maths.key_view import key_view, packed_rows
+from attnscore.maths.gradient_formulas import f64
+from attnscore.maths.key_view import packed_rows
+from attnscore.maths.options import keyword
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.sequence_contracts import flash_configured, flash_keep, rescaled_and_grouped, through_attention
 
 if TYPE_CHECKING:
     import torch
@@ -55,41 +58,47 @@ else:
     from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "VarlenOptions",
+    "attention_options",
     "flash_attn_varlen_contract",
-    "key_padding_contract",
+    "gradient_scales",
+    "gradients",
     "offsets_problem",
     "packed_keep",
     "sequence_slices",
     "varlen_window",
 ]
 
-_VARLEN_KEYWORDS = (
-    Keyword("dropout_p", "zero", 0.0, "dropout probability; 0 (a deterministic reference)"),
-    Keyword("softmax_scale", "positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k"),
-    Keyword(
-        "causal",
+MEMBER = ContractFamily.FLASH_VARLEN
+SHARED_MASKS = False
+
+
+@dataclass(frozen=True)
+class VarlenOptions(FlashOptions):
+    """``flash_attn_varlen_func``'s keywords: ``flash_attn_func``'s, applied in each sequence."""
+
+    causal: bool = keyword(
         "bool",
         False,
         "per sequence, keep key j for query i only when j <= i + n_k - n_q of that sequence (bottom-right)",
-    ),
-    Keyword(
-        "window_size",
+    )
+    window_size: tuple[int, int] = keyword(
         "window",
         (-1, -1),
         "(left, right) per sequence: query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; "
         "-1 = unbounded",
-    ),
-)
+    )
 
 
 _VARLEN_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")
 
 
-def varlen_window(contract: Contract) -> tuple[int, int]:
-    """The ``(left, right)`` window a ``flash_attn_varlen`` contract keeps in each sequence, with
-    ``causal`` folded in (right side 0); ``(-1, -1)`` is full attention inside each sequence."""
-    left, right = (int(x) for x in contract.option("window_size"))
-    return (left, 0) if contract.option("causal") else (left, right)
+varlen_window = flash_window
+"""The ``(left, right)`` window a ``flash_attn_varlen`` contract keeps in each sequence, with
+``causal`` folded in (right side 0); ``(-1, -1)`` is full attention inside each sequence."""
 
 
 def sequence_slices(cu_seqlens: Any) -> list[slice]:
@@ -187,9 +196,10 @@ def _max_seqlen(x: Any, name: str, cu: Any) -> int:
     return int(x)
 
 
-def _varlen_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
+def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn_varlen`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
-    configured, causal, window, scale = flash_configured(base, options)
+    configured = dataclasses.replace(base, options=options)
+    causal, window, scale = bool(options.causal), options.window_size, options.softmax_scale
     keep_window = varlen_window(configured)
 
     def ref(
@@ -261,7 +271,7 @@ def flash_attn_varlen_contract() -> Contract:
     """
     unconfigured = Contract(
         name="flash_attn_varlen",
-        family=ContractFamily.FLASH_VARLEN,
+        family=MEMBER,
         parameters=(
             ("q", ("total_q", "h_q", "d_k")),
             ("k", ("total_k", "h_kv", "d_k")),
@@ -275,111 +285,73 @@ def flash_attn_varlen_contract() -> Contract:
         reference=variants.varlen_attention,
         golden_fn=lambda a: np.zeros(0),
         error_fn=lambda a: (1, np.zeros(0)),
-        keywords=_VARLEN_KEYWORDS,
-        configure=_varlen_configure,
+        options=VarlenOptions(),
+        configure=_configure,
         samples=(((("causal", True),), _VARLEN_NAMES),),
         bound_text="u·(error of scores and weights propagated through V), per sequence",
         int_parameters=frozenset({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"}),
         integer_fn=_varlen_integers,
         integer_check=_varlen_check,
     )
-    return _varlen_configure(unconfigured, {}, unconfigured.parameter_names)
+    return _configure(unconfigured, VarlenOptions(), unconfigured.parameter_names)
 
 
-# ---------------------------------------------------------------------------------------------
-# key padding
+CONTRACTS = (flash_attn_varlen_contract(),)
 
 
-def key_keep(key_lengths: Any, n_k: int) -> np.ndarray:
-    """``(b, n_k)`` bool: True where key ``j`` of batch item ``b`` is valid (``j < key_lengths[b]``)."""
-    lengths = np.asarray(key_lengths).astype(np.int64).reshape(-1)
-    return np.arange(n_k)[None, :] < lengths[:, None]
+def _sequences(contract: Contract, args: Mapping[str, np.ndarray]) -> tuple[Contract, list[tuple[slice, slice]]]:
+    """The ``flash_attn`` contract with a packed call's keywords, and each sequence's
+    ``(query rows, key rows)`` of the packed ``(total, h, d)`` arrays (sequences without queries or
+    keys left out)."""
+    names = ("causal", "window_size", "softmax_scale")
+    one = flash.CONTRACTS[0].configured({n: contract.option(n) for n in names}, ("q", "k", "v"))
+    cu_q = [int(x) for x in np.asarray(args["cu_seqlens_q"]).reshape(-1)]
+    cu_k = [int(x) for x in np.asarray(args["cu_seqlens_k"]).reshape(-1)]
+    spans = [(slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])) for b in range(len(cu_q) - 1)]
+    return one, [(rows, keys) for rows, keys in spans if rows.stop > rows.start and keys.stop > keys.start]
 
 
-def _padding_check(a: Args) -> list[tuple[str, str]]:
-    lengths = np.asarray(a["key_lengths"])
-    n_k = int(np.shape(a["key"])[-2]) if np.ndim(a["key"]) >= 2 else 0
-    bad = [int(x) for x in lengths.reshape(-1) if not 0 <= int(x) <= n_k]
-    if bad:
-        return [("key_lengths", f"expected valid key counts in [0, n_k={n_k}], found {bad[0]} in {lengths.tolist()}")]
-    return []
+def _one_sequence(args: Mapping[str, np.ndarray], d_out: Any, rows: slice, keys: slice) -> tuple[Args, Any]:
+    """Sequence ``rows``/``keys`` of a packed call as a ``flash_attn`` call of batch 1 ``(1, n, h, d)``."""
+    one = {"q": f64(args["q"])[rows][None], "k": f64(args["k"])[keys][None], "v": f64(args["v"])[keys][None]}
+    return one, f64(d_out)[rows][None]
 
 
-def _padding_integers(pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One valid length in ``[1, n_k]`` per batch item (a length of 0, every key padding, is a corner
-    the worked examples show)."""
-    return sizes, {"key_lengths": np.asarray([pick(1, int(sizes["n_k"])) for _ in range(int(sizes["b"]))])}
+def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+    """The float64 gradients of a packed call with respect to ``q``, ``k``, ``v`` (each
+    ``(total, h, d)``): sequence ``b`` (rows ``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` of ``q``,
+    ``cu_seqlens_k[b]:cu_seqlens_k[b+1]`` of ``k``/``v``) is ``flash_attn`` on its own (causal and
+    window bottom-right per sequence); rows of no sequence, and a sequence without queries or keys,
+    get zeros. The offsets and lengths get none.
 
-
-def _padding_configure(base: Contract, options: Mapping[str, Any], kept: tuple[str, ...]) -> Contract:
-    """The ``key_padding_attention`` contract for a fixed ``scale``."""
-    scale = options.get("scale")
-
-    def ref(query: Any, key: Any, value: Any, key_lengths: Any, *, scale: float | None = scale) -> torch.Tensor:
-        return variants.general_attention(query, key, value, key_lengths=key_lengths, scale=scale)
-
-    def gold(a: Args) -> np.ndarray:
-        return golden_variants.general_attention(
-            as_float64(a, "query"),
-            as_float64(a, "key"),
-            as_float64(a, "value"),
-            key_lengths=np.asarray(a["key_lengths"]).astype(np.int64),
-            scale=scale,
-        )
-
-    def as_attention(a: Args) -> dict[str, np.ndarray]:
-        Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")  # (b, h, n, d)
-        d_k, n_k = Q.shape[-1], K.shape[-2]
-        if scale is not None:
-            Q = Q * (float(scale) * np.sqrt(d_k))
-        if K.shape[-3] not in (Q.shape[-3], 0):
-            K = np.repeat(K, Q.shape[-3] // K.shape[-3], axis=-3)
-            V = np.repeat(V, Q.shape[-3] // V.shape[-3], axis=-3)
-        keep = key_keep(a["key_lengths"], n_k)[:, None, None, :]  # (b, 1, 1, n_k)
-        return {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, (*Q.shape[:-1], n_k))}
-
-    return dataclasses.replace(
-        base,
-        reference=ref,
-        golden_fn=gold,
-        error_fn=lambda a: attention_error(as_attention(a)),
-        low_error_fn=lambda a, dtype, factor: attention_low_terms(as_attention(a), dtype, factor),
-        options=tuple(sorted(options.items())),
-        key_view_fn=lambda a: key_view(as_attention(a)),
-    )
-
-
-def key_padding_contract() -> Contract:
-    """Attention with key padding in SDPA's layout:
-    ``f(query (b, h_q, n_q, d_k), key (b, h_kv, n_k, d_k), value (b, h_kv, n_k, d_v), key_lengths (b,),
-    *, scale=None) -> (b, h_q, n_q, d_v)``; ``key_lengths`` int32 in ``[0, n_k]``: batch item ``b``
-    keeps keys ``j < key_lengths[b]``; query head ``h`` uses key/value head ``h // (h_q / h_kv)``.
-
-    Example:
-        >>> c = key_padding_contract()
-        >>> q = torch.zeros(1, 1, 1, 1); v = torch.tensor([1.0, 2.0, 4.0]).reshape(1, 1, 3, 1)
-        >>> c.reference(q, torch.zeros(1, 1, 3, 1), v, torch.tensor([2], dtype=torch.int32)).flatten().tolist()
-        [1.5]
+    Source: FlashAttention's ``flash_attn_varlen_func`` (each sequence attends only inside itself).
     """
-    unconfigured = Contract(
-        name="key_padding_attention",
-        family=ContractFamily.KEY_PADDING,
-        parameters=(
-            ("query", ("b", "h_q", "n_q", "d_k")),
-            ("key", ("b", "h_kv", "n_k", "d_k")),
-            ("value", ("b", "h_kv", "n_k", "d_v")),
-            ("key_lengths", ("b",)),
-        ),
-        returns=("b", "h_q", "n_q", "d_v"),
-        reference=variants.general_attention,
-        golden_fn=lambda a: np.zeros(0),
-        error_fn=lambda a: (1, np.zeros(0)),
-        keywords=(Keyword("scale", "positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k"),),
-        configure=_padding_configure,
-        samples=(((("scale", 0.5),), ("query", "key", "value", "key_lengths")),),
-        bound_text="u·(error of scores and weights propagated through V)",
-        int_parameters=frozenset({"key_lengths"}),
-        integer_fn=_padding_integers,
-        integer_check=_padding_check,
-    )
-    return _padding_configure(unconfigured, {}, unconfigured.parameter_names)
+    one, spans = _sequences(contract, args)
+    grads = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in ("q", "k", "v")}
+    for rows, keys in spans:
+        a, d_one = _one_sequence(args, d_out, rows, keys)
+        g = flash.gradients(one, a, d_one)
+        grads["q"][rows] += g["q"][0]
+        grads["k"][keys] += g["k"][0]
+        grads["v"][keys] += g["v"][0]
+    return grads
+
+
+def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+    """Each sequence's ``flash_attn`` gradient scales in its rows, ``n`` the longest over the sequences."""
+    one, spans = _sequences(contract, args)
+    scales = {n: np.zeros(np.shape(args[n]), dtype=np.float64) for n in ("q", "k", "v")}
+    longest = 1
+    for rows, keys in spans:
+        a, d_one = _one_sequence(args, d_out, rows, keys)
+        n, m = flash.gradient_scales(one, a, d_one)
+        longest = max(longest, n)
+        scales["q"][rows] += m["q"][0]
+        scales["k"][keys] += m["k"][0]
+        scales["v"][keys] += m["v"][0]
+    return longest, scales
+
+
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
+    """None: a packed call is graded sequence by sequence as ``flash_attn`` calls."""
+    return None

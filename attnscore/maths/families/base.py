@@ -1,0 +1,97 @@
+"""What a contract family provides: the :class:`Family` protocol, which each module of
+:mod:`attnscore.maths.families` satisfies (the module itself is the family object).
+
+A family module carries everything about one :class:`~attnscore.maths.family.ContractFamily`: its
+contracts (parameters, keywords as a frozen :class:`~attnscore.maths.options.Options` subclass, the
+torch reference and the float64 twin bound to those options, error bounds, the key view), and the
+closed-form gradients and their error scales. Generic code asks
+:func:`attnscore.maths.families.registry.family_of` for the family and calls it; it never branches
+on a family's member (``tests/maths/test_family_modules.py`` fails on one named outside its module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from attnscore.maths.contract import Contract
+from attnscore.maths.family import ContractFamily
+from attnscore.maths.gradient_formulas import cleaned
+from attnscore.maths.options import Options
+
+__all__ = ["MASK", "Family", "Gradients", "Scales", "absolute_args", "options_of"]
+
+MASK = ("...", "n_q", "n_k")
+"""The shape legend of a mask over the scores."""
+
+Gradients = dict[str, np.ndarray]
+"""``{parameter: float64 gradient}``, each of its argument's shape."""
+
+Scales = tuple[int, dict[str, np.ndarray]]
+"""``(n, {parameter: M})``: each gradient entry's error scale and the longest sum's length."""
+
+
+_O = TypeVar("_O", bound=Options)
+
+
+def options_of(contract: Contract, kind: type[_O]) -> _O:
+    """``contract``'s options as its family's :class:`~attnscore.maths.options.Options` subclass ``kind``.
+
+    Raises:
+        TypeError: the contract's options are of another family (a contract built by hand with
+            another family's options).
+    """
+    options = contract.options
+    if not isinstance(options, kind):
+        raise TypeError(f"contract {contract.name!r}: expected {kind.__name__}, found {type(options).__name__}")
+    return options
+
+
+class Family(Protocol):
+    """One contract family, as its module provides it."""
+
+    @property
+    def MEMBER(self) -> ContractFamily:
+        """The family this module is the home of."""
+        ...
+
+    @property
+    def CONTRACTS(self) -> tuple[Contract, ...]:
+        """The family's contracts (unconfigured), in the order the catalogue tables list them."""
+        ...
+
+    @property
+    def SHARED_MASKS(self) -> bool:
+        """Whether a mask argument may come shared by the batch ``(n_q, n_k)`` or with size-1 batch
+        dims that broadcast (drawn so by :func:`attnscore.maths.strategies.random_args`)."""
+        ...
+
+    def gradients(self, contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+        """The float64 gradients of ``contract``'s output with respect to each differentiable
+        parameter (:func:`attnscore.maths.golden_gradients.contract_gradients`)."""
+        ...
+
+    def gradient_scales(self, contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+        """The error scale of each gradient entry
+        (:func:`attnscore.maths.golden_gradients.contract_gradient_scales`)."""
+        ...
+
+    def attention_options(self, contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any] | None:
+        """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a call
+        (its keywords and option arguments), in the heads-first layout; None for a family that is
+        not a variant of that general attention."""
+        ...
+
+
+def absolute_args(
+    contract: Contract, args: Mapping[str, np.ndarray], d_out: Any
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The arguments with non-finite entries zeroed (bool masks as they are), and ``|d_out|``: what
+    a family's :meth:`Family.gradient_scales` computes on."""
+    a = {
+        n: cleaned(args[n]) if n not in contract.bool_parameters else np.asarray(args[n])
+        for n in contract.parameter_names
+    }
+    return a, np.abs(cleaned(d_out))

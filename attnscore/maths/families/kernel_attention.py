@@ -1,0 +1,246 @@
+"""An attention kernel with FlashAttention's options in SDPA's layout
+(:attr:`ContractFamily.KERNEL_ATTENTION`), its keywords fixed per spec (:class:`KernelOptions`):
+``f(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None)``;
+grouped-query heads, ``softcap``, ``alibi_slopes`` and causal aligned bottom-right. Its error bound
+is :func:`kernel_attention_error`, in float16/bfloat16 :func:`kernel_attention_low_terms`.
+
+Reference :func:`attnscore.maths.variants.general_attention`, golden
+:func:`attnscore.maths.golden_variants.general_attention`, gradients
+:mod:`attnscore.maths.keyword_gradients`.
+Source: FlashAttention's README and ``flash_attn_func``; Gemma 2 (softcap); Press et al. (2022) (ALiBi).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.contract import Args, Contract
+from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
+from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.family import ContractFamily
+from attnscore.maths.gradient_formulas import f64
+from attnscore.maths.key_view import key_view
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
+from attnscore.maths.options import Options, keyword
+from attnscore.maths.tolerance import ErrorTerms
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "KernelOptions",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "kernel_attention_contract",
+    "kernel_attention_error",
+    "kernel_attention_low_terms",
+]
+
+MEMBER = ContractFamily.KERNEL_ATTENTION
+SHARED_MASKS = False
+
+
+@dataclass(frozen=True)
+class KernelOptions(Options):
+    """The kernel's keywords, as a spec fixes them."""
+
+    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    is_causal: bool = keyword(
+        "bool", False, "keep key j for query i only when j <= i + n_k - n_q (bottom-right, FlashAttention's causal)"
+    )
+    softcap: float | None = keyword(
+        "positive_or_null",
+        None,
+        "cap > 0: cap · tanh(s / cap) on the scaled scores, before the causal mask and the ALiBi bias "
+        "(FlashAttention, Gemma 2); null means no cap",
+    )
+
+
+def kernel_attention_error(a: Args, options: KernelOptions) -> tuple[int, np.ndarray]:
+    """``(1, scale)``: the reference's own error per output entry, in units of ``u``, of
+    :func:`attnscore.maths.variants.general_attention` with ``options`` (``scale``, ``is_causal``
+    bottom-right, ``softcap``; ``alibi_slopes`` from ``a`` when given) on ``a``'s ``query``
+    ``(..., H_q, n_q, d_k)``, ``key``/``value`` ``(..., H_kv, n_k, d)``: see
+    :func:`attnscore.maths.error_scales.general_attention_error`.
+    """
+    slopes = a.get("alibi_slopes")
+    return general_attention_error(
+        a,
+        is_causal=bool(options.is_causal),
+        alignment="bottom_right",
+        scale=options.scale,
+        softcap=options.softcap,
+        alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
+    )
+
+
+def kernel_attention_low_terms(a: Args, options: KernelOptions, dtype: str, factor: float) -> ErrorTerms:
+    """The float16/bfloat16 budget (:class:`~attnscore.maths.tolerance.ErrorTerms`) of
+    :func:`attnscore.maths.variants.general_attention` with ``options`` (``scale``, ``is_causal``
+    bottom-right, ``softcap``; ``alibi_slopes`` from ``a``) on ``a``, for a kernel that rounds in
+    ``dtype`` and accumulates in float32: attention's budget
+    (:func:`attnscore.maths.error_scales.attention_low_terms`) on ``Q`` rescaled so that
+    ``Q' Kᵀ/√d_k = scale·Q Kᵀ`` and K, V grouped, with the cap ``cap·tanh(s/cap)`` (its slope
+    carries the scores' errors; the division, ``tanh`` and the product are rounded) and the ALiBi
+    bias ``-slope·|i + n_k - n_q - j|`` (the product rounded, then the addition) on the kept scores.
+    """
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    d_k, n_q, n_k = Q.shape[-1], Q.shape[-2], K.shape[-2]
+    scale = options.scale
+    if scale is not None:
+        Q = Q * (float(scale) * np.sqrt(d_k))
+    K, V = kv_grouped(Q, K), kv_grouped(Q, V)
+    S_shape = np.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,)) + (n_k,)
+    keep = np.ones((n_q, n_k), dtype=bool)
+    if options.is_causal:
+        keep = golden.causal_keep(n_q, n_k, "bottom_right")
+    terms: dict[str, Any] = {"Q": Q, "K": K, "V": V, "mask": np.broadcast_to(keep, S_shape)}
+    if options.softcap is not None:
+        terms["softcap"] = float(options.softcap)
+    if a.get("alibi_slopes") is not None:
+        slopes = as_float64(a, "alibi_slopes")  # (H_q,) or (*batch, H_q)
+        distance = np.abs(np.arange(n_q)[:, None] + (n_k - n_q) - np.arange(n_k)[None, :])  # (n_q, n_k)
+        bias = -slopes[..., None, None] * distance  # (..., H_q, n_q, n_k)
+        S_shape = np.broadcast_shapes(S_shape, bias.shape)
+        terms["mask"] = np.broadcast_to(keep, S_shape)
+        terms["bias"] = np.broadcast_to(bias, S_shape)
+        terms["bias_rounding"] = np.abs(terms["bias"])
+    return attention_low_terms(terms, dtype, factor)
+
+
+def _configure(base: Contract, options: KernelOptions, kept: tuple[str, ...]) -> Contract:
+    """The ``kernel_attention`` contract for fixed keywords (``scale``, ``is_causal``, ``softcap``)
+    and its kept parameters (``alibi_slopes`` optional)."""
+    is_causal, scale, softcap = bool(options.is_causal), options.scale, options.softcap
+    has_alibi = "alibi_slopes" in kept
+
+    def ref(
+        query: Any,
+        key: Any,
+        value: Any,
+        alibi_slopes: Any = None,
+        *,
+        scale: float | None = scale,
+        is_causal: bool = is_causal,
+        softcap: float | None = softcap,
+    ) -> torch.Tensor:
+        # FlashAttention's options; causal and ALiBi distances aligned bottom-right as it does
+        return variants.general_attention(
+            query,
+            key,
+            value,
+            is_causal=is_causal,
+            alignment="bottom_right",
+            scale=scale,
+            softcap=softcap,
+            alibi_slopes=alibi_slopes,
+        )
+
+    def gold(a: Args) -> np.ndarray:
+        return golden_variants.general_attention(
+            a["query"],
+            a["key"],
+            a["value"],
+            is_causal=is_causal,
+            alignment="bottom_right",
+            scale=scale,
+            softcap=softcap,
+            alibi_slopes=a["alibi_slopes"] if has_alibi else None,
+        )
+
+    return dataclasses.replace(
+        base,
+        parameters=tuple(p for p in base.parameters if p[0] in kept),
+        keyword_parameters=base.keyword_parameters & frozenset(kept),
+        reference=ref,
+        golden_fn=gold,
+        error_fn=lambda a: kernel_attention_error(a, options),
+        low_error_fn=lambda a, dtype, factor: kernel_attention_low_terms(a, options, dtype, factor),
+        options=options,
+        key_view_fn=lambda a: key_view(_as_attention(a, is_causal)),
+    )
+
+
+def _as_attention(a: Args, is_causal: bool) -> dict[str, np.ndarray]:
+    """Which keys a ``kernel_attention`` call keeps, as plain attention arguments: K and V grouped,
+    the causal rule aligned bottom-right (ALiBi and the cap change weights, never which keys take part)."""
+    Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
+    K, V = kv_grouped(Q, K), kv_grouped(Q, V)
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    keep = golden.causal_keep(n_q, n_k, "bottom_right") if is_causal else np.ones((n_q, n_k), dtype=bool)
+    return {"Q": Q, "K": K, "V": V, "mask": keep}
+
+
+def kernel_attention_contract() -> Contract:
+    """An attention kernel with FlashAttention's options in SDPA's layout:
+    ``f(query (..., h_q, n_q, d_k), key (..., h_kv, n_k, d_k), value (..., h_kv, n_k, d_v),
+    alibi_slopes (h_q,) = None, *, scale=None, is_causal=False, softcap=None) -> (..., h_q, n_q, d_v)``.
+
+    Query head ``h`` uses key/value head ``h // (h_q / h_kv)`` (grouped-query attention); the scores
+    ``scale · Q Kᵀ`` (``scale`` default ``1/√d_k``) are capped as ``cap · tanh(s / cap)`` when
+    ``softcap`` is set, then the ALiBi bias ``-slope_h · |i + n_k - n_q - j|`` is added and, with
+    ``is_causal``, keys ``j > i + n_k - n_q`` are masked (FlashAttention's bottom-right alignment);
+    softmax over the keys, times V. ``alibi_slopes`` is passed by name and is optional (a spec
+    that leaves it out never passes it). The keywords are fixed per spec (``function.keywords``).
+    """
+    parameters = (
+        ("query", ("...", "h_q", "n_q", "d_k")),
+        ("key", ("...", "h_kv", "n_k", "d_k")),
+        ("value", ("...", "h_kv", "n_k", "d_v")),
+        ("alibi_slopes", ("h_q",)),
+    )
+    unconfigured = Contract(
+        name="kernel_attention",
+        family=MEMBER,
+        parameters=parameters,
+        returns=("...", "h_q", "n_q", "d_v"),
+        reference=variants.general_attention,
+        golden_fn=lambda a: np.zeros(0),
+        error_fn=lambda a: (1, np.zeros(0)),
+        keyword_parameters=frozenset({"alibi_slopes"}),
+        optional_parameters=frozenset({"alibi_slopes"}),
+        options=KernelOptions(),
+        configure=_configure,
+        samples=(
+            ((("is_causal", True), ("softcap", 2.0)), ("query", "key", "value")),
+            ((), tuple(n for n, _ in parameters)),
+        ),
+        bound_text="u·(error of capped, biased scores and weights propagated through V)",
+    )
+    return _configure(unconfigured, KernelOptions(), unconfigured.parameter_names)
+
+
+CONTRACTS = (kernel_attention_contract(),)
+
+
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``is_causal`` aligned bottom-right, ``scale``, ``softcap``, ``alibi_slopes`` from ``args``."""
+    options = options_of(contract, KernelOptions)
+    slopes = args.get("alibi_slopes")
+    return {
+        "is_causal": bool(options.is_causal),
+        "alignment": "bottom_right",
+        "scale": options.scale,
+        "softcap": options.softcap,
+        "alibi_slopes": None if slopes is None else f64(slopes),
+    }
+
+
+def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+    """General attention's gradients with :func:`attention_options`; ``alibi_slopes`` gets none."""
+    return keyword_gradients(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
+    return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))

@@ -1,0 +1,129 @@
+"""The options a spec fixes for every call of a contract: one frozen :class:`Options` value per
+family, one field per keyword (:class:`Keyword`), passed whole to the family's reference, golden
+twin, error bounds and gradients (:attr:`attnscore.maths.contract.Contract.options`).
+
+A family declares its options as a frozen dataclass whose fields are made by :func:`keyword`
+(the field's name is the keyword's name, its default what the implementation's default means)::
+
+    @dataclass(frozen=True)
+    class SoftcapOptions(Options):
+        softcap: float | None = keyword("positive_or_null", None, "cap > 0: cap · tanh(s / cap)")
+
+The value remembers which keywords the spec fixed (:attr:`Options.given`): only those are passed by
+name to the implementation under test, and iterating it gives them as ``(name, value)`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Keyword", "Options", "keyword"]
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """A keyword argument a spec may fix for every call (``function.keywords``), passed by name.
+
+    Attributes:
+        name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
+        kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
+            null for the default), ``"zero"`` (the number 0, e.g. ``dropout_p``) or ``"window"`` (two
+            integers ``[left, right]``, each >= 0 or -1 for unbounded: FlashAttention's ``window_size``).
+        default: the value the implementation's default means (what the reference uses unset).
+        description: one line for the docs and error messages.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    description: str
+
+    def expected(self) -> str:
+        """What a value must be, in words (for located errors)."""
+        return {
+            "bool": "true or false",
+            "number": "a number",
+            "positive_or_null": "a number > 0, or null for the default",
+            "zero": "0 (the reference is deterministic)",
+            "window": "[left, right], two integers each >= 0 or -1 (unbounded)",
+        }[self.kind]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (as YAML loads it) is a value of this keyword."""
+        is_number = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "number":
+            return bool(is_number)
+        if self.kind == "positive_or_null":
+            return value is None or (bool(is_number) and value > 0)
+        if self.kind == "window":
+            return (
+                isinstance(value, list | tuple)
+                and len(value) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in value)
+            )
+        return bool(is_number) and value == 0
+
+    def normalised(self, value: Any) -> Any:
+        """``value`` as the options hold it: a window as a tuple of two ints, anything else as given."""
+        return tuple(int(x) for x in value) if self.kind == "window" else value
+
+
+def keyword(kind: str, default: Any, description: str) -> Any:
+    """A field of an :class:`Options` subclass that is a keyword of kind ``kind`` (see :class:`Keyword`)."""
+    return field(default=default, metadata={"kind": kind, "description": description})
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of a contract without keywords, and the base of every family's options.
+
+    Attributes:
+        given: the keywords the spec fixed, sorted: passed by name to the implementation under test
+            (:meth:`attnscore.maths.contract.Contract.binding`); the others keep its default.
+
+    Example:
+        >>> from attnscore.maths.contracts import get_contract
+        >>> options = get_contract("sdpa").configured({"scale": 0.5}).options
+        >>> options.scale, options.is_causal, dict(options)
+        (0.5, False, {'scale': 0.5})
+    """
+
+    given: tuple[str, ...] = ()
+
+    @classmethod
+    def keywords(cls) -> tuple[Keyword, ...]:
+        """The keywords these options hold, in declaration order (every field made by :func:`keyword`)."""
+        return tuple(
+            Keyword(f.name, f.metadata["kind"], f.default, f.metadata["description"])
+            for f in fields(cls)
+            if "kind" in f.metadata
+        )
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Options:
+        """These options with ``values`` fixed (keyword name -> value, each already accepted by its
+        :meth:`Keyword.accepts`), the others at their defaults.
+
+        Raises:
+            ValueError: a name that is not one of :meth:`keywords`.
+        """
+        known = {k.name: k for k in cls.keywords()}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"expected one of the keywords {', '.join(known) or 'none'}, found {unknown[0]!r}")
+        fixed = {name: known[name].normalised(value) for name, value in values.items()}
+        return cls(given=tuple(sorted(fixed)), **fixed)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        """The fixed keywords as ``(name, value)`` pairs, sorted by name (``dict(options)``)."""
+        return iter([(name, getattr(self, name)) for name in self.given])
+
+    def __bool__(self) -> bool:
+        """Whether the spec fixed any keyword."""
+        return bool(self.given)
