@@ -27,7 +27,7 @@ example: $(VENV)/.installed
 
 # PYTEST_JOBS: pytest-xdist workers (default: one per core, at most 4); PYTEST_JOBS=0 runs in one process.
 PYTEST_JOBS ?= auto
-PYTEST := $(PY) -m pytest -q -n $(PYTEST_JOBS) --maxprocesses 4 --dist worksteal
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_JOBS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 test: $(VENV)/.installed
 	$(BIN)/attnscore verify

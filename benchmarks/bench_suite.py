@@ -7,8 +7,9 @@ The three parts are the ones `make test` runs, each as its own process, in this 
 
 1. ``attnscore verify`` (every bundled spec, in parallel processes);
 2. ``attnscore practice --verify --count 300``;
-3. ``pytest`` with the Makefile's options (``-n JOBS --maxprocesses 4 --dist worksteal``), with
-   ``--durations=20``; ``--tier fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
+3. ``pytest`` with the xdist options of the checkout's own Makefile (its ``PYTEST`` line: ``-n JOBS``
+   and what follows, e.g. ``--maxprocesses 4 --dist loadfile``), with ``--durations=20``; ``--tier
+   fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
 
 Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
 failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15
@@ -55,12 +56,23 @@ def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
+def xdist_options(makefile: Path) -> list[str]:
+    """The options after ``-n $(PYTEST_JOBS)`` on the Makefile's ``PYTEST :=`` line (how `make test`
+    hands tests to the xdist workers), so that the figure is the one `make test` gives.
+
+    Raises SystemExit with what was expected where the Makefile has no such line."""
+    for line in makefile.read_text(encoding="utf-8").splitlines():
+        if line.startswith("PYTEST :=") and "-n $(PYTEST_JOBS)" in line:
+            return line.split("-n $(PYTEST_JOBS)", 1)[1].split()
+    raise SystemExit(f"error: expected a line 'PYTEST := ... -n $(PYTEST_JOBS) ...' in {makefile}, found none")
+
+
 def _commands(checkout: Path, tier: str, jobs: str) -> list[tuple[str, list[str]]]:
     python = checkout / ".venv" / "bin" / "python"
     attnscore = checkout / ".venv" / "bin" / "attnscore"
     pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20", "-rfE"]
     if jobs != "0":
-        pytest += ["-n", jobs, "--maxprocesses", "4", "--dist", "worksteal"]
+        pytest += ["-n", jobs, *xdist_options(checkout / "Makefile")]
     if tier == "fast":
         return [("pytest (fast tier)", [*pytest, "-m", "not slow"])]
     return [

@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_suite", ROOT / "benchmarks" / "bench_suite.py")
 assert _spec is not None and _spec.loader is not None
@@ -52,3 +54,23 @@ def test_summary_and_slowest_lines_are_read_from_pytest_output():
     summary, slowest = bench_suite._summary_and_slowest(output)
     assert summary == "3 passed, 1 skipped in 20.01s"
     assert slowest == ["12.50s call     tests/a.py::test_x", "3.10s setup    tests/b.py::test_y"]
+
+
+def test_pytest_gets_the_xdist_options_of_the_checkouts_own_makefile(tmp_path):
+    """The figure is `make test`'s own: the options after ``-n $(PYTEST_JOBS)`` on the Makefile's line."""
+    ours = ["--maxprocesses", "4", "--dist", "loadfile", "--no-loadscope-reorder"]
+    assert bench_suite.xdist_options(ROOT / "Makefile") == ours
+    older = tmp_path / "Makefile"
+    older.write_text("PYTEST_JOBS ?= auto\nPYTEST := $(PY) -m pytest -q -n $(PYTEST_JOBS) --dist worksteal\n")
+    assert bench_suite.xdist_options(older) == ["--dist", "worksteal"]
+    commands = dict(bench_suite._commands(tmp_path, "fast", "2"))
+    assert commands["pytest (fast tier)"][-6:] == ["-n", "2", "--dist", "worksteal", "-m", "not slow"]
+    assert "-n" not in dict(bench_suite._commands(tmp_path, "fast", "0"))["pytest (fast tier)"]
+
+
+def test_a_makefile_without_the_pytest_line_is_a_clear_error(tmp_path):
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("test:\n\tpytest\n")
+    expected = r"expected a line 'PYTEST := \.\.\. -n \$\(PYTEST_JOBS\) \.\.\.' in .*Makefile, found none"
+    with pytest.raises(SystemExit, match=expected):
+        bench_suite.xdist_options(makefile)
