@@ -24,9 +24,12 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["torch", "bind", "loaded"]
+__all__ = ["torch", "bind", "loaded", "on_bind"]
+
+_ON_BIND: list[Callable[[types.ModuleType], None]] = []
 
 
 class _LazyTorch(types.ModuleType):
@@ -42,6 +45,8 @@ class _LazyTorch(types.ModuleType):
             type(self)._real = real
             # later lookups are plain attribute reads of this module (the real one's names, copied once)
             self.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
+            for hook in list(_ON_BIND):
+                hook(real)
         return real
 
 
@@ -56,3 +61,12 @@ def bind() -> types.ModuleType:
 def loaded() -> bool:
     """Whether torch has been imported in this process (by anyone)."""
     return "torch" in sys.modules
+
+
+def on_bind(hook: Callable[[types.ModuleType], None] | None) -> None:
+    """Call ``hook(torch)`` once, when the proxy is bound (the first use of torch through it), before
+    that use; None removes the hook set before. One hook at a time: the grader's thread rule
+    (:mod:`attnscore.grade.grading`) is its one user."""
+    _ON_BIND.clear()
+    if hook is not None:
+        _ON_BIND.append(hook)

@@ -207,7 +207,7 @@ def grade_many(
                 if on_result is not None:
                     on_result(finished[futures[future]])
         return [finished[n] for n in range(len(read))]
-    with _one_thread_while(len(read) > 1):
+    with _one_thread_while_grading():
         for submission in read:
             results.append(grade_submission(submission, spec, cases, **options))
             if on_result is not None:
@@ -216,20 +216,36 @@ def grade_many(
 
 
 @contextlib.contextmanager
-def _one_thread_while(grading_a_class: bool) -> Iterator[None]:
-    """One torch thread in this process while it grades a class by itself (then the count it had).
-    The grader's own tensor work is small (references, diagnosis), and torch's idle OpenMP threads
-    spin for a while after each parallel region: measured on 2 cores, that spin took a sixth of
-    the machine's CPU time from the workers."""
-    if not grading_a_class or not lazy_torch.loaded():
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread_while_grading() -> Iterator[None]:
+    """One torch thread in this process while it grades (one submission or a class), then the
+    count it had.
+
+    The grader's own tensor work is small (golden values, diagnosis, shrinking), while each
+    submission runs in a worker of its own on another core; torch's idle OpenMP threads spin for a
+    while after each parallel region, on the core the worker needs. Measured on 2 cores (load 2.6):
+    a class lost a sixth of the machine's CPU time to that spin, and one wrong FlashAttention-2
+    submission took 11.1 s of CPU (12.3 s) with the default threads against 5.3 s (6.9 s) with one.
+    Where torch is first used during grading (a cold grade loads it only for a diagnosis:
+    :mod:`attnscore.boundary.lazy_torch`), it is set to one thread as it is bound, and gets its
+    own count back afterwards.
+    """
+    if lazy_torch.loaded():
+        before = [torch.get_num_threads()]
+        torch.set_num_threads(1)
+    else:
+        before = []
+
+        def one_thread(real: Any) -> None:
+            before.append(real.get_num_threads())
+            real.set_num_threads(1)
+
+        lazy_torch.on_bind(one_thread)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        lazy_torch.on_bind(None)
+        if before:
+            torch.set_num_threads(before[0])
 
 
 def _one_torch_thread() -> None:

@@ -428,8 +428,8 @@ def test_example_counterexamples_are_never_larger_than_the_original(scores_resul
 
 
 def test_a_class_graded_here_uses_one_torch_thread_and_gives_back_the_count(tmp_path):
-    """While one grader process grades a class by itself, torch runs one thread there (its idle
-    OpenMP threads would spin on the workers' CPU); afterwards the process has its count back."""
+    """While one grader process grades a class or one submission, torch runs one thread there (its
+    idle OpenMP threads would spin on the workers' CPU); afterwards the process has its count back."""
     import torch
 
     spec = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
@@ -449,6 +449,7 @@ def test_a_class_graded_here_uses_one_torch_thread_and_gives_back_the_count(tmp_
         grade_many(
             missing[:1], spec, limits=Limits(template=False), on_result=lambda r: seen.append(torch.get_num_threads())
         )
-        assert seen[-1] == 2  # one submission (Gradescope's cold grade): left as it is
+        assert seen[-1] == 1  # one submission too
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
