@@ -222,9 +222,10 @@ def _one_thread_while_grading() -> Iterator[None]:
 
     The grader's own tensor work is small (golden values, diagnosis, shrinking), while each
     submission runs in a worker of its own on another core; torch's idle OpenMP threads spin for a
-    while after each parallel region, on the core the worker needs. Measured on 2 cores (load 2.6):
-    a class lost a sixth of the machine's CPU time to that spin, and one wrong FlashAttention-2
-    submission took 11.1 s of CPU (12.3 s) with the default threads against 5.3 s (6.9 s) with one.
+    while after each parallel region, on the core the worker needs. Measured on 2 cores: a class
+    lost a sixth of the machine's CPU time to that spin; a cold grade of one wrong FlashAttention-2
+    file took 6.35 s of CPU with the default threads and 5.22 s with one on a quiet machine, 11.1 s
+    and 5.3 s beside another process's work (``benchmarks/bench_cold.py``).
     Where torch is first used during grading (a cold grade loads it only for a diagnosis:
     :mod:`attnscore.boundary.lazy_torch`), it is set to one thread as it is bound, and gets its
     own count back afterwards.
