@@ -43,7 +43,7 @@ from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, causal_keyword, dropout_keyword, scale_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -77,18 +77,10 @@ class FlashOptions(Options):
     packed batches' (:class:`attnscore.maths.families.flash_varlen.VarlenOptions`, the same keywords
     per sequence)."""
 
-    dropout_p: float = keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
-    softmax_scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
-    causal: bool = keyword(
-        "bool",
-        False,
-        "keep key j for query i only when j <= i + n_k - n_q (bottom-right: the last query sees the last key)",
-    )
-    window_size: tuple[int, int] = keyword(
-        "window",
-        (-1, -1),
-        "(left, right): query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; -1 = unbounded",
-    )
+    dropout_p: float = dropout_keyword()
+    softmax_scale: float | None = scale_keyword()
+    causal: bool = causal_keyword("bottom_right", "bottom-right: the last query sees the last key")
+    window_size: tuple[int, int] = window_keyword()
 
 
 def flash_window(contract: Contract) -> tuple[int, int]:

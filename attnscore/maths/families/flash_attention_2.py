@@ -31,7 +31,7 @@ from attnscore.maths.families import attention
 from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, causal_keyword
 from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
@@ -63,9 +63,7 @@ SHARED_MASKS = False
 class FlashAttention2Options(Options):
     """The Function's keyword, as a spec fixes it."""
 
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i (top-left, CS336's and PyTorch's is_causal)"
-    )
+    is_causal: bool = causal_keyword("top_left", "top-left, CS336's and PyTorch's is_causal")
 
 
 def keep_of(n_q: int, n_k: int, is_causal: bool) -> np.ndarray | None:

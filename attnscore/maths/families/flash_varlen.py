@@ -49,7 +49,7 @@ from attnscore.maths.families.flash import (
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import packed_rows
-from attnscore.maths.options import keyword
+from attnscore.maths.options import causal_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 
 if TYPE_CHECKING:
@@ -80,17 +80,8 @@ SHARED_MASKS = False
 class VarlenOptions(FlashOptions):
     """``flash_attn_varlen_func``'s keywords: ``flash_attn_func``'s, applied in each sequence."""
 
-    causal: bool = keyword(
-        "bool",
-        False,
-        "per sequence, keep key j for query i only when j <= i + n_k - n_q of that sequence (bottom-right)",
-    )
-    window_size: tuple[int, int] = keyword(
-        "window",
-        (-1, -1),
-        "(left, right) per sequence: query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; "
-        "-1 = unbounded",
-    )
+    causal: bool = causal_keyword("bottom_right", "bottom-right", per_sequence=True)
+    window_size: tuple[int, int] = window_keyword(per_sequence=True)
 
 
 _VARLEN_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")

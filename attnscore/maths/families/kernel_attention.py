@@ -27,7 +27,7 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, causal_keyword, keyword, scale_keyword
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -54,10 +54,8 @@ SHARED_MASKS = False
 class KernelOptions(Options):
     """The kernel's keywords, as a spec fixes them."""
 
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i + n_k - n_q (bottom-right, FlashAttention's causal)"
-    )
+    scale: float | None = scale_keyword()
+    is_causal: bool = causal_keyword("bottom_right", "bottom-right, FlashAttention's causal")
     softcap: float | None = keyword(
         "positive_or_null",
         None,

@@ -31,7 +31,7 @@ from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, scale_keyword
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +58,7 @@ SHARED_MASKS = False
 class KeyPaddingOptions(Options):
     """The one keyword a key-padding spec fixes."""
 
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    scale: float | None = scale_keyword()
 
 
 def key_keep(key_lengths: Any, n_k: int) -> np.ndarray:

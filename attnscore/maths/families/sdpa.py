@@ -36,7 +36,7 @@ from attnscore.maths.families.base import MASK, Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, causal_keyword, dropout_keyword, keyword, scale_keyword
 
 if TYPE_CHECKING:
     import torch
@@ -60,11 +60,9 @@ SHARED_MASKS = False
 class SDPAOptions(Options):
     """SDPA's keywords, as a spec fixes them (``dropout_p`` is always 0)."""
 
-    dropout_p: float = keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i (top-left, torch.ones(n_q, n_k).tril())"
-    )
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    dropout_p: float = dropout_keyword()
+    is_causal: bool = causal_keyword("top_left", "top-left, torch.ones(n_q, n_k).tril()")
+    scale: float | None = scale_keyword()
     enable_gqa: bool = keyword(
         "bool", False, "K and V may have fewer heads (axis -3) than Q: head h uses KV head h // (H_q / H_kv)"
     )
