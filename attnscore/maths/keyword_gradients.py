@@ -14,7 +14,7 @@ import numpy as np
 from attnscore.maths import golden_variants
 from attnscore.maths.gradient_formulas import cleaned, f64, general_attention, unbroadcast, weights_rounding
 
-__all__ = ["keyword_gradients", "keyword_gradient_scales"]
+__all__ = ["keyword_gradients", "keyword_gradient_scales", "keyword_unused_keys"]
 
 Args = Mapping[str, np.ndarray]
 
@@ -132,3 +132,43 @@ def keyword_gradient_scales(
         grads = [g[0] for g in grads]
     n = int(d_k + n_k + d_v + n_q + group) + 2
     return n, {name: cleaned(_heads_first(g, heads_last)) for name, g in zip((q, k, v), grads, strict=True)}
+
+
+def keyword_unused_keys(
+    names: Sequence[str], args: Args, options: dict[str, Any], heads_last: bool = False
+) -> dict[str, np.ndarray]:
+    """The keys that no query keeps under ``options`` (a bool ``attn_mask``, causal, a window), for
+    the key and the value, in the contract's own layout: what a family's ``unused_keys`` answers.
+
+    A key/value head counts as kept when any query head of its group keeps it (``enable_gqa``). A
+    finite bias (ALiBi) never leaves a key out.
+
+    Args:
+        names, args, options, heads_last: as :func:`keyword_gradients`.
+
+    Returns:
+        ``{key name: unused, value name: unused}``, the same bool array for both: ``(..., H_kv, n_k)``
+        heads first, ``(b, n_k, h_kv)`` when ``heads_last``, ``(n_k,)`` for 2-D inputs.
+
+    Example (causal, two queries over two keys: the second key is kept by the second query only):
+        >>> one = np.ones((1, 2, 1))
+        >>> keyword_unused_keys(("q", "k", "v"), {"q": one, "k": one, "v": one}, {"is_causal": True})["k"].tolist()
+        [[False, False]]
+    """
+    q, k, v = names[:3]
+    options = dict(options)
+    Q, K, V = (_heads_first(args[n], heads_last) for n in (q, k, v))
+    two_d = Q.ndim == 2
+    if two_d:
+        Q, K, V = Q[None], K[None], V[None]
+        options["alibi_slopes"] = None  # a finite bias never leaves a key out
+    with np.errstate(all="ignore"):
+        keep = np.isfinite(golden_variants.general_attention_parts(Q, K, V, **options).biased)  # (*b, H_q, n_q, n_k)
+    H_kv = K.shape[-3]
+    grouped = keep.reshape(*keep.shape[:-3], H_kv, keep.shape[-3] // H_kv, *keep.shape[-2:])
+    unused = ~grouped.any(axis=(-3, -2))  # (*b, H_kv, n_k): no query of the group keeps the key
+    if heads_last:
+        unused = np.swapaxes(unused, -2, -1)  # (b, n_k, h_kv), the key's layout without d
+    elif two_d:
+        unused = unused[0]
+    return {k: unused, v: unused}

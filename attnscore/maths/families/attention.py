@@ -16,6 +16,8 @@ from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
 from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.families.weights import kept
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import attention, cleaned, f64, keep_mask, unbroadcast, weights_rounding
@@ -29,6 +31,8 @@ __all__ = [
     "attention_scales",
     "gradient_scales",
     "gradients",
+    "keys_left_out",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.ATTENTION

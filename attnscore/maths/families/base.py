@@ -21,7 +21,16 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import cleaned
 from attnscore.maths.options import Options
 
-__all__ = ["MASK", "Family", "Gradients", "Scales", "absolute_args", "options_of"]
+__all__ = [
+    "MASK",
+    "Family",
+    "Gradients",
+    "Scales",
+    "absolute_args",
+    "no_keys_left_out",
+    "no_unused_keys",
+    "options_of",
+]
 
 MASK = ("...", "n_q", "n_k")
 """The shape legend of a mask over the scores."""
@@ -84,6 +93,21 @@ class Family(Protocol):
         not a variant of that general attention."""
         ...
 
+    def keys_left_out(self, contract: Contract) -> bool:
+        """Whether ``contract``'s keywords (and a keyword mask such as SDPA's bool ``attn_mask``) can
+        leave a key that every query leaves out, whose key and value then get no gradient: the
+        keyword contracts that the property ``masked_entries_get_no_gradient`` checks through
+        :meth:`unused_keys`. False for a family without such keywords (a mask *argument* is the
+        catalogue's own selector, ``masked``)."""
+        ...
+
+    def unused_keys(self, contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """For a contract where :meth:`keys_left_out`: the keys that no query keeps in the call with
+        ``args`` (the contract's parameter names), for its key and value parameter, in the family's
+        own layout without the last dim (:func:`attnscore.maths.keyword_gradients.keyword_unused_keys`);
+        ``{}`` for a family whose keywords leave no key out."""
+        ...
+
 
 def absolute_args(
     contract: Contract, args: Mapping[str, np.ndarray], d_out: Any
@@ -95,3 +119,13 @@ def absolute_args(
         for n in contract.parameter_names
     }
     return a, np.abs(cleaned(d_out))
+
+
+def no_keys_left_out(contract: Contract) -> bool:
+    """:meth:`Family.keys_left_out` of a family whose keywords leave no key out: False."""
+    return False
+
+
+def no_unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:meth:`Family.unused_keys` of a family whose keywords leave no key out: ``{}``."""
+    return {}

@@ -17,6 +17,8 @@ from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
 from attnscore.maths.families.attention import attention_scales
 from attnscore.maths.families.base import Gradients, Scales, absolute_args
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import causal_attention, f64
 from attnscore.maths.key_view import key_view
@@ -24,7 +26,17 @@ from attnscore.maths.key_view import key_view
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "alignment", "attention_options", "gradient_scales", "gradients"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "alignment",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "keys_left_out",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.CAUSAL
 SHARED_MASKS = False

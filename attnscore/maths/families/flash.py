@@ -42,7 +42,7 @@ from attnscore.maths.error_scales import as_float64, attention_error, attention_
 from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, dropout_keyword, scale_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
@@ -63,8 +63,10 @@ __all__ = [
     "flash_window",
     "gradient_scales",
     "gradients",
+    "keys_left_out",
     "rescaled_and_grouped",
     "through_attention",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.FLASH
@@ -273,3 +275,14 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` in the ``(b, n, h, d)`` layout."""
     options = attention_options(contract, args)
     return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)
+
+
+def keys_left_out(contract: Contract) -> bool:
+    """``causal`` or a bounded ``window_size`` can leave a key out of every query."""
+    options = options_of(contract, FlashOptions)
+    return bool(options.causal) or tuple(options.window_size) != (-1, -1)
+
+
+def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The keys no query keeps under :func:`attention_options`, in the ``(b, n_k, h_kv)`` layout."""
+    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args), heads_last=True)

@@ -29,6 +29,8 @@ from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families import attention
 from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.options import Options, causal_keyword
@@ -53,6 +55,8 @@ __all__ = [
     "logsumexp_allowed",
     "returning_logsumexp",
     "sum_to_shape",
+    "keys_left_out",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.FLASH_ATTENTION_2

@@ -39,6 +39,8 @@ from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
 from attnscore.maths.families.base import Gradients, Scales
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.families.flash import (
     FlashOptions,
     flash_keep,
@@ -66,9 +68,11 @@ __all__ = [
     "flash_attn_varlen_contract",
     "gradient_scales",
     "gradients",
+    "keys_left_out",
     "offsets_problem",
     "packed_keep",
     "sequence_slices",
+    "unused_keys",
     "varlen_window",
 ]
 

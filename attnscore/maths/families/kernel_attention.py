@@ -26,7 +26,7 @@ from attnscore.maths.families.base import Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, keyword, scale_keyword
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -44,6 +44,8 @@ __all__ = [
     "kernel_attention_contract",
     "kernel_attention_error",
     "kernel_attention_low_terms",
+    "keys_left_out",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.KERNEL_ATTENTION
@@ -242,3 +244,13 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+def keys_left_out(contract: Contract) -> bool:
+    """``is_causal`` (bottom-right) can leave a key out of every query; a softcap or ALiBi never does."""
+    return bool(options_of(contract, KernelOptions).is_causal)
+
+
+def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The keys no query keeps under :func:`attention_options`, heads first."""
+    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

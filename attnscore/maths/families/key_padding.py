@@ -28,6 +28,8 @@ from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
@@ -48,6 +50,8 @@ __all__ = [
     "gradients",
     "key_keep",
     "key_padding_contract",
+    "keys_left_out",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.KEY_PADDING

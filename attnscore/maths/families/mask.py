@@ -12,10 +12,21 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.base import MASK, Gradients, Scales
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, masked
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "keys_left_out",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.MASK
 SHARED_MASKS = False

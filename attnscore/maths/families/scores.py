@@ -21,6 +21,8 @@ from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract, QKView
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families.base import Gradients, Scales
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import (
     additive,
@@ -34,7 +36,16 @@ from attnscore.maths.gradient_formulas import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "keys_left_out",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.SCORES
 SHARED_MASKS = False

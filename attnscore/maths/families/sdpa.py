@@ -35,7 +35,7 @@ from attnscore.maths.error_scales import (
 from attnscore.maths.families.base import MASK, Gradients, Scales, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, dropout_keyword, keyword, scale_keyword
 
 if TYPE_CHECKING:
@@ -49,7 +49,9 @@ __all__ = [
     "attention_options",
     "gradient_scales",
     "gradients",
+    "keys_left_out",
     "sdpa_contract",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.SDPA
@@ -226,3 +228,13 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+def keys_left_out(contract: Contract) -> bool:
+    """A bool ``attn_mask`` or ``is_causal`` can leave a key out of every query."""
+    return "attn_mask" in contract.bool_parameters or bool(options_of(contract, SDPAOptions).is_causal)
+
+
+def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The keys no query keeps under :func:`attention_options`, heads first."""
+    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

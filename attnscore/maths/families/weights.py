@@ -13,11 +13,23 @@ from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import weights_error, weights_low_terms
 from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args
+from attnscore.maths.families.base import no_keys_left_out as keys_left_out
+from attnscore.maths.families.base import no_unused_keys as unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, keep_mask, softmax_weights, unbroadcast, weights_rounding
 from attnscore.maths.key_view import weights_key_view
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients", "kept"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "kept",
+    "keys_left_out",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.WEIGHTS
 SHARED_MASKS = False
