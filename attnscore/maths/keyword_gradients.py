@@ -138,7 +138,7 @@ def keyword_unused_keys(
     names: Sequence[str], args: Args, options: dict[str, Any], heads_last: bool = False
 ) -> dict[str, np.ndarray]:
     """The keys that no query keeps under ``options`` (a bool ``attn_mask``, causal, a window), for
-    the key and the value, in the contract's own layout: what a family's ``unused_keys`` answers.
+    the key and the value, in the contract's own layout: the rule a family's ``unused_keys`` gives.
 
     A key/value head counts as kept when any query head of its group keeps it (``enable_gqa``). A
     finite bias (ALiBi) never leaves a key out.

@@ -1,5 +1,5 @@
 """Which keys a family's keywords leave out of every query: the ``Family`` protocol's
-``keys_left_out`` and ``unused_keys`` (asked by the gradient property masked_entries_get_no_gradient)."""
+``unused_keys`` (asked by the gradient property masked_entries_get_no_gradient)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,13 @@ from attnscore.maths.keyword_gradients import keyword_unused_keys
         pytest.param("score_matrix", {}, None, False, id="score matrix"),
     ],
 )
-def test_keys_left_out_by_family(
+def test_unused_keys_rule_by_family(
     name: str, options: dict[str, Any], kept: tuple[str, ...] | None, expected: bool
 ) -> None:
-    """A family says whether its keywords (SDPA: its bool attn_mask too) can leave a key out of every query."""
+    """A family says whether its keywords (SDPA: its bool attn_mask too) can leave a key out of every
+    query: a rule for a call's arguments, or None."""
     c = get_contract(name).configured(options, kept)
-    assert family_of(c).keys_left_out(c) is expected
+    assert (family_of(c).unused_keys(c) is not None) is expected
 
 
 def test_flash_window_leaves_early_keys_unused_in_its_own_layout() -> None:
@@ -44,7 +45,9 @@ def test_flash_window_leaves_early_keys_unused_in_its_own_layout() -> None:
     as (b, n_k, h_kv)."""
     c = get_contract("flash_attn").configured({"window_size": [0, 0]})
     q, k, v = np.ones((1, 1, 1, 2)), np.ones((1, 3, 1, 2)), np.ones((1, 3, 1, 2))
-    unused = family_of(c).unused_keys(c, {"q": q, "k": k, "v": v})
+    rule = family_of(c).unused_keys(c)
+    assert rule is not None
+    unused = rule({"q": q, "k": k, "v": v})
     assert sorted(unused) == ["k", "v"]
     assert unused["k"].tolist() == [[[True], [True], [False]]]
 
@@ -54,15 +57,17 @@ def test_sdpa_grouped_heads_keep_a_key_any_query_head_keeps() -> None:
     c = get_contract("sdpa").configured({"enable_gqa": True})
     q, kv = np.ones((2, 1, 2)), np.ones((1, 2, 2))
     mask = np.array([[[True, False]], [[False, False]]])  # head 0 keeps key 0 only; head 1 none
-    unused = family_of(c).unused_keys(c, {"query": q, "key": kv, "value": kv, "attn_mask": mask})
+    rule = family_of(c).unused_keys(c)
+    assert rule is not None
+    unused = rule({"query": q, "key": kv, "value": kv, "attn_mask": mask})
     assert unused["key"].tolist() == [[False, True]]
 
 
-def test_a_family_without_such_keywords_has_no_unused_keys() -> None:
-    """Key padding's and attention's families answer {} (a mask argument is the catalogue's own question)."""
-    for name in ("key_padding_attention", "attention"):
-        c = get_contract(name)
-        assert family_of(c).unused_keys(c, {}) == {}
+def test_full_attention_has_no_rule() -> None:
+    """SDPA without a mask or is_causal, and FlashAttention without causal or a window, answer None."""
+    for name, kept in (("sdpa", ("query", "key", "value")), ("flash_attn", None)):
+        c = get_contract(name).configured({"scale": 0.5} if name == "sdpa" else {"softmax_scale": 0.5}, kept)
+        assert family_of(c).unused_keys(c) is None
 
 
 def test_two_d_inputs_give_one_row_of_keys() -> None:

@@ -166,7 +166,8 @@ def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
     c = ctx.contract
     names = _names(ctx)
     a = {n: np.asarray(ctx.args[-1][names[n]]) for n in c.parameter_names}
-    return {names[n]: unused for n, unused in family_of(c).unused_keys(c, a).items()}
+    rule = family_of(c).unused_keys(c)
+    return {} if rule is None else {names[n]: unused for n, unused in rule(a).items()}
 
 
 def _keyword_masked_no_gradient(ctx: CheckContext, got: WithGradients) -> str | None:
@@ -259,7 +260,7 @@ register(
         "that every query masks (a mask, SDPA's bool attn_mask, causal, a window) gets zero gradients for its "
         "key and value.",
         strategy=lambda c, m: _args_and_upstream(c, m, unused_key=True),
-        applies=lambda c: differentiable(c) and (masked(c) or family_of(c).keys_left_out(c)),
+        applies=lambda c: differentiable(c) and (masked(c) or family_of(c).unused_keys(c) is not None),
         check=_masked_no_gradient,
         golden=False,
     )

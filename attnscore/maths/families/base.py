@@ -11,7 +11,7 @@ on a family's member (``tests/maths/test_family_modules.py`` fails on one named 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -27,9 +27,9 @@ __all__ = [
     "Gradients",
     "Scales",
     "absolute_args",
-    "no_keys_left_out",
     "no_unused_keys",
     "options_of",
+    "UnusedKeys",
 ]
 
 MASK = ("...", "n_q", "n_k")
@@ -40,6 +40,11 @@ Gradients = dict[str, np.ndarray]
 
 Scales = tuple[int, dict[str, np.ndarray]]
 """``(n, {parameter: M})``: each gradient entry's error scale and the longest sum's length."""
+
+
+UnusedKeys = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+"""A call's arguments -> ``{key or value parameter: bool, the keys no query keeps}``
+(:meth:`Family.unused_keys`)."""
 
 
 _O = TypeVar("_O", bound=Options)
@@ -93,19 +98,16 @@ class Family(Protocol):
         not a variant of that general attention."""
         ...
 
-    def keys_left_out(self, contract: Contract) -> bool:
-        """Whether ``contract``'s keywords (and a keyword mask such as SDPA's bool ``attn_mask``) can
-        leave a key that every query leaves out, whose key and value then get no gradient: the
-        keyword contracts that the property ``masked_entries_get_no_gradient`` checks through
-        :meth:`unused_keys`. False for a family without such keywords (a mask *argument* is the
-        catalogue's own selector, ``masked``)."""
-        ...
-
-    def unused_keys(self, contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """For a contract where :meth:`keys_left_out`: the keys that no query keeps in the call with
-        ``args`` (the contract's parameter names), for its key and value parameter, in the family's
-        own layout without the last dim (:func:`attnscore.maths.keyword_gradients.keyword_unused_keys`);
-        ``{}`` for a family whose keywords leave no key out."""
+    def unused_keys(self, contract: Contract) -> UnusedKeys | None:
+        """How ``contract``'s keywords (and a keyword mask such as SDPA's bool ``attn_mask``) leave a
+        key out of every query, so that its key and value get no gradient: a function of a call's
+        arguments (by the contract's parameter names) giving, for its key and value parameter, the
+        keys no query keeps, in the family's own layout without the last dim
+        (:func:`attnscore.maths.keyword_gradients.keyword_unused_keys`); what the property
+        ``masked_entries_get_no_gradient`` checks for a variant of general attention. None when its
+        keywords cannot leave a key out, for a family without such keywords (a mask *argument* is
+        the catalogue's own selector, ``masked``) and for one the check does not cover (packed
+        batches, the FlashAttention-2 Function): :func:`no_unused_keys`."""
         ...
 
 
@@ -121,11 +123,7 @@ def absolute_args(
     return a, np.abs(cleaned(d_out))
 
 
-def no_keys_left_out(contract: Contract) -> bool:
-    """:meth:`Family.keys_left_out` of a family whose keywords leave no key out: False."""
-    return False
-
-
-def no_unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:meth:`Family.unused_keys` of a family whose keywords leave no key out: ``{}``."""
-    return {}
+def no_unused_keys(contract: Contract) -> None:
+    """:meth:`Family.unused_keys` of a family whose keywords leave no key out (or that the check does
+    not cover): None."""
+    return None

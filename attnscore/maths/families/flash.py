@@ -39,7 +39,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
@@ -63,7 +63,6 @@ __all__ = [
     "flash_window",
     "gradient_scales",
     "gradients",
-    "keys_left_out",
     "rescaled_and_grouped",
     "through_attention",
     "unused_keys",
@@ -277,12 +276,11 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
     return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)
 
 
-def keys_left_out(contract: Contract) -> bool:
-    """``causal`` or a bounded ``window_size`` can leave a key out of every query."""
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """``causal`` or a bounded ``window_size`` can leave a key out of every query: which, under
+    :func:`attention_options`, in the ``(b, n_k, h_kv)`` layout."""
     options = options_of(contract, FlashOptions)
-    return bool(options.causal) or tuple(options.window_size) != (-1, -1)
-
-
-def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The keys no query keeps under :func:`attention_options`, in the ``(b, n_k, h_kv)`` layout."""
-    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args), heads_last=True)
+    if not options.causal and tuple(options.window_size) == (-1, -1):
+        return None
+    names = contract.parameter_names
+    return lambda args: keyword_unused_keys(names, args, attention_options(contract, args), heads_last=True)

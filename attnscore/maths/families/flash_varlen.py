@@ -38,9 +38,7 @@ from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
-from attnscore.maths.families.base import Gradients, Scales
-from attnscore.maths.families.base import no_keys_left_out as keys_left_out
-from attnscore.maths.families.base import no_unused_keys as unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
 from attnscore.maths.families.flash import (
     FlashOptions,
     flash_keep,
@@ -68,7 +66,6 @@ __all__ = [
     "flash_attn_varlen_contract",
     "gradient_scales",
     "gradients",
-    "keys_left_out",
     "offsets_problem",
     "packed_keep",
     "sequence_slices",
@@ -350,3 +347,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: a packed call is graded sequence by sequence as ``flash_attn`` calls."""
     return None
+
+
+# per-sequence causal and windows in the packed layout are not asked about here
+unused_keys = no_unused_keys

@@ -22,7 +22,7 @@ import numpy as np
 from attnscore.maths import golden, golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
@@ -44,7 +44,6 @@ __all__ = [
     "kernel_attention_contract",
     "kernel_attention_error",
     "kernel_attention_low_terms",
-    "keys_left_out",
     "unused_keys",
 ]
 
@@ -246,11 +245,9 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
 
 
-def keys_left_out(contract: Contract) -> bool:
-    """``is_causal`` (bottom-right) can leave a key out of every query; a softcap or ALiBi never does."""
-    return bool(options_of(contract, KernelOptions).is_causal)
-
-
-def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The keys no query keeps under :func:`attention_options`, heads first."""
-    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """``is_causal`` (bottom-right) can leave a key out of every query (a softcap or ALiBi never
+    does): which, under :func:`attention_options`, heads first."""
+    if not options_of(contract, KernelOptions).is_causal:
+        return None
+    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

@@ -27,9 +27,7 @@ import numpy as np
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, options_of
-from attnscore.maths.families.base import no_keys_left_out as keys_left_out
-from attnscore.maths.families.base import no_unused_keys as unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
@@ -50,7 +48,6 @@ __all__ = [
     "gradients",
     "key_keep",
     "key_padding_contract",
-    "keys_left_out",
     "unused_keys",
 ]
 
@@ -177,3 +174,7 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+# its one keyword, scale, leaves no key out (padding is the key_lengths argument)
+unused_keys = no_unused_keys

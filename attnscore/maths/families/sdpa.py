@@ -32,7 +32,7 @@ from attnscore.maths.error_scales import (
     general_attention_error,
     kv_grouped,
 )
-from attnscore.maths.families.base import MASK, Gradients, Scales, options_of
+from attnscore.maths.families.base import MASK, Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
@@ -49,7 +49,6 @@ __all__ = [
     "attention_options",
     "gradient_scales",
     "gradients",
-    "keys_left_out",
     "sdpa_contract",
     "unused_keys",
 ]
@@ -230,11 +229,9 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
 
 
-def keys_left_out(contract: Contract) -> bool:
-    """A bool ``attn_mask`` or ``is_causal`` can leave a key out of every query."""
-    return "attn_mask" in contract.bool_parameters or bool(options_of(contract, SDPAOptions).is_causal)
-
-
-def unused_keys(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The keys no query keeps under :func:`attention_options`, heads first."""
-    return keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """A bool ``attn_mask`` or ``is_causal`` can leave a key out of every query: which, under
+    :func:`attention_options`, heads first."""
+    if "attn_mask" not in contract.bool_parameters and not options_of(contract, SDPAOptions).is_causal:
+        return None
+    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

@@ -12,9 +12,7 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import weights_error, weights_low_terms
-from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args
-from attnscore.maths.families.base import no_keys_left_out as keys_left_out
-from attnscore.maths.families.base import no_unused_keys as unused_keys
+from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, keep_mask, softmax_weights, unbroadcast, weights_rounding
 from attnscore.maths.key_view import weights_key_view
@@ -27,7 +25,6 @@ __all__ = [
     "gradient_scales",
     "gradients",
     "kept",
-    "keys_left_out",
     "unused_keys",
 ]
 
@@ -75,3 +72,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: the weights are not a variant of general attention."""
     return None
+
+
+# no keywords; a mask argument is the catalogue's own question (masked)
+unused_keys = no_unused_keys
