@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contracts import get_contract
 from attnscore.maths.families.registry import family_of
 from attnscore.maths.keyword_gradients import keyword_unused_keys
@@ -73,5 +74,5 @@ def test_full_attention_has_no_rule() -> None:
 def test_two_d_inputs_give_one_row_of_keys() -> None:
     """2-D query, key and value (no head axis): the unused keys are (n_k,)."""
     one = np.ones((2, 1))
-    got = keyword_unused_keys(("q", "k", "v"), {"q": one[:1], "k": one, "v": one}, {"window": (0, 0)})
+    got = keyword_unused_keys(("q", "k", "v"), {"q": one[:1], "k": one, "v": one}, AttentionOptions(window=(0, 0)))
     assert got["k"].tolist() == [False, True]

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Contract
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import cleaned
@@ -92,10 +93,10 @@ class Family(Protocol):
         (:func:`attnscore.maths.golden_gradients.contract_gradient_scales`)."""
         ...
 
-    def attention_options(self, contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any] | None:
+    def attention_options(self, contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions | None:
         """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a call
-        (its keywords and option arguments), in the heads-first layout; None for a family that is
-        not a variant of that general attention."""
+        (its keywords and option arguments), one value, in the heads-first layout; None for a family
+        that is not a variant of that general attention."""
         ...
 
     def unused_keys(self, contract: Contract) -> UnusedKeys | None:

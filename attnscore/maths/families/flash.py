@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
@@ -253,15 +254,15 @@ def flash_attn_contract() -> Contract:
 CONTRACTS = (flash_attn_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``causal`` and ``window_size`` aligned bottom-right, ``softmax_scale`` (heads first)."""
     options = options_of(contract, FlashOptions)
-    return {
-        "is_causal": bool(options.causal),
-        "alignment": "bottom_right",
-        "window": options.window_size,
-        "scale": options.softmax_scale,
-    }
+    return AttentionOptions(
+        is_causal=bool(options.causal),
+        alignment="bottom_right",
+        window=options.window_size,
+        scale=options.softmax_scale,
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

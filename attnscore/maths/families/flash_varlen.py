@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
@@ -229,10 +230,7 @@ def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) ->
             as_float64(a, "v"),
             a["cu_seqlens_q"],
             a["cu_seqlens_k"],
-            is_causal=causal,
-            alignment="bottom_right",
-            window=window,
-            scale=scale,
+            AttentionOptions(is_causal=causal, alignment="bottom_right", window=window, scale=scale),
         )
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
 from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
@@ -75,11 +76,13 @@ def kernel_attention_error(a: Args, options: KernelOptions) -> tuple[int, np.nda
     slopes = a.get("alibi_slopes")
     return general_attention_error(
         a,
-        is_causal=bool(options.is_causal),
-        alignment="bottom_right",
-        scale=options.scale,
-        softcap=options.softcap,
-        alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
+        AttentionOptions(
+            is_causal=bool(options.is_causal),
+            alignment="bottom_right",
+            scale=options.scale,
+            softcap=options.softcap,
+            alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
+        ),
     )
 
 
@@ -222,17 +225,17 @@ def kernel_attention_contract() -> Contract:
 CONTRACTS = (kernel_attention_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``is_causal`` aligned bottom-right, ``scale``, ``softcap``, ``alibi_slopes`` from ``args``."""
     options = options_of(contract, KernelOptions)
     slopes = args.get("alibi_slopes")
-    return {
-        "is_causal": bool(options.is_causal),
-        "alignment": "bottom_right",
-        "scale": options.scale,
-        "softcap": options.softcap,
-        "alibi_slopes": None if slopes is None else f64(slopes),
-    }
+    return AttentionOptions(
+        is_causal=bool(options.is_causal),
+        alignment="bottom_right",
+        scale=options.scale,
+        softcap=options.softcap,
+        alibi_slopes=None if slopes is None else f64(slopes),
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
@@ -160,10 +161,10 @@ def key_padding_contract() -> Contract:
 CONTRACTS = (key_padding_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``key_lengths`` from ``args`` (int64), ``scale``."""
     scale = options_of(contract, KeyPaddingOptions).scale
-    return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": scale}
+    return AttentionOptions(key_lengths=np.asarray(args["key_lengths"], dtype=np.int64), scale=scale)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

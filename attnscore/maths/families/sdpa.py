@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import (
     as_float64,
@@ -126,7 +127,9 @@ def _configure(base: Contract, options: SDPAOptions, kept: tuple[str, ...]) -> C
         if not float_mask:
             return attention_error(as_attention(a))
         mask = as_float64(a, "attn_mask")
-        return general_attention_error(a, is_causal=is_causal, alignment="top_left", scale=scale, attn_mask=mask)
+        return general_attention_error(
+            a, AttentionOptions(is_causal=is_causal, alignment="top_left", scale=scale, attn_mask=mask)
+        )
 
     parameters = base.parameters
     returns = base.returns
@@ -208,15 +211,12 @@ def sdpa_contract(float_mask: bool = False) -> Contract:
 CONTRACTS = (sdpa_contract(), sdpa_contract(float_mask=True))
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``attn_mask`` from ``args``, ``is_causal`` aligned top-left, ``scale``."""
     options = options_of(contract, SDPAOptions)
-    return {
-        "attn_mask": args.get("attn_mask"),
-        "is_causal": bool(options.is_causal),
-        "alignment": "top_left",
-        "scale": options.scale,
-    }
+    return AttentionOptions(
+        attn_mask=args.get("attn_mask"), is_causal=bool(options.is_causal), alignment="top_left", scale=options.scale
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
