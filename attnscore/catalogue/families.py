@@ -246,6 +246,7 @@ def key_padding(c: Contract) -> bool:
 
 def general_attention_variant(c: Contract) -> bool:
     """A variant of general attention with keywords (SDPA, the kernel variants, FlashAttention's
-    layout, key padding: :data:`attnscore.maths.family.KEYWORD_FAMILIES`), whose gradients and the
-    keys they leave out follow from its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`)."""
+    layout, key padding: :data:`attnscore.maths.family.KEYWORD_FAMILIES`), whose gradients follow from
+    its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`) and the keys it
+    leaves out from its family's ``unused_keys``."""
     return c.family in KEYWORD_FAMILIES

@@ -13,6 +13,7 @@ import numpy as np
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
 from attnscore.maths import golden, golden_variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -202,18 +203,9 @@ def kv_grouped(Q: np.ndarray, X: np.ndarray) -> np.ndarray:
     return X
 
 
-def general_attention_error(
-    a: Args,
-    *,
-    is_causal: bool,
-    alignment: str,
-    scale: float | None,
-    softcap: float | None = None,
-    alibi_slopes: np.ndarray | None = None,
-    attn_mask: np.ndarray | None = None,
-) -> tuple[int, np.ndarray]:
+def general_attention_error(a: Args, options: AttentionOptions) -> tuple[int, np.ndarray]:
     """``(1, scale)``: the reference's own error per output entry, in units of ``u``, of
-    :func:`attnscore.maths.golden_variants.general_attention_parts` with these options on ``a``'s
+    :func:`attnscore.maths.golden_variants.general_attention_parts` with ``options`` on ``a``'s
     ``query`` ``(..., H_q, n_q, d_k)``, ``key``/``value`` ``(..., H_kv, n_k, d)``.
 
     Each kept score ``b = cap·tanh(s/cap) + bias`` (the ALiBi bias ``-slope·|i + n_k - n_q - j|``, or
@@ -227,26 +219,16 @@ def general_attention_error(
     and summed over the kept keys.
     """
     Q, K, V = as_float64(a, "query"), as_float64(a, "key"), as_float64(a, "value")
-    parts = golden_variants.general_attention_parts(
-        Q,
-        K,
-        V,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        alignment=alignment,
-        scale=scale,
-        softcap=softcap,
-        alibi_slopes=alibi_slopes,
-    )
+    parts = golden_variants.general_attention_parts(Q, K, V, options)
     K_h, V_h = kv_grouped(Q, K), kv_grouped(Q, V)  # (..., H_q, n_k, d)
     d_k, n_k = Q.shape[-1], K.shape[-2]
-    factor = abs(float(scale)) if scale is not None else 1.0 / np.sqrt(d_k)
+    factor = abs(float(options.scale)) if options.scale is not None else 1.0 / np.sqrt(d_k)
     kept = np.isfinite(parts.biased)  # (..., H_q, n_q, n_k)
     with np.errstate(invalid="ignore", over="ignore"):
         mags = factor * np.einsum("...id,...jd->...ij", np.abs(Q), np.abs(K_h))  # |scale|·Σ|q_i k_i|
         bias = np.where(kept, parts.biased - parts.capped, 0.0)
         err_S = d_k * mags + np.abs(parts.scores)  # the scaled product
-        cap = softcap
+        cap = options.softcap
         if cap is not None:  # through cap·tanh(s/cap), slope 1 - tanh², plus its own three roundings
             slope = 1.0 - np.square(np.tanh(parts.scores / float(cap)))
             err_S = (err_S + np.abs(parts.scores)) * slope + 2.0 * np.abs(parts.capped)

@@ -15,6 +15,7 @@ import numpy as np
 
 from attnscore.boundary import gradients as boundary_gradients
 from attnscore.boundary.dtypes import LOW_PRECISION, SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.base import Family
 from attnscore.maths.families.registry import family_of
@@ -98,7 +99,7 @@ def _family(contract: Contract) -> Family:
         ) from None
 
 
-def keyword_attention_options(contract: Contract, args: Args) -> dict[str, Any]:
+def keyword_attention_options(contract: Contract, args: Args) -> AttentionOptions:
     """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a configured
     keyword contract (``sdpa``: ``attn_mask``, ``is_causal`` top-left, ``scale``; ``kernel_attention``:
     ``is_causal`` bottom-right, ``scale``, ``softcap``, ``alibi_slopes``; ``flash_attn``: ``causal``

@@ -32,10 +32,12 @@ are still checked and a mismatch raises ``ValueError`` naming the argument.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+from attnscore.maths.attention_options import AttentionOptions
 
 __all__ = ["AttentionParts", "general_attention_parts", "general_attention", "varlen_attention"]
 
@@ -108,20 +110,12 @@ def _softmax_and_lse(biased: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def general_attention_parts(
-    query: Any,
-    key: Any,
-    value: Any,
-    *,
-    attn_mask: Any = None,
-    is_causal: bool = False,
-    alignment: Any = "top_left",
-    window: tuple[int, int] = (-1, -1),
-    scale: float | None = None,
-    softcap: float | None = None,
-    alibi_slopes: Any = None,
-    key_lengths: Any = None,
+    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
 ) -> AttentionParts:
     """Every stage of attention with every variant, in float64 (see the module docstring for the order).
+
+    The options come whole (``options``, an :class:`~attnscore.maths.attention_options.AttentionOptions`)
+    or by name (``keywords``, each described below), never both.
 
     Args:
         query: ``(..., H_q, n_q, d_k)``.
@@ -150,6 +144,7 @@ def general_attention_parts(
         >>> p.weights.round(6).tolist(), p.output.round(6).tolist()
         ([[[[0.75, 0.25]]]], [[[[2.5]]]])
     """
+    o = AttentionOptions.of(options, keywords, "general_attention_parts")
     Q, K, V = _f64(query), _f64(key), _f64(value)
     if Q.ndim == 2:  # one head, no batch: give it a head axis and take it away at the end
         _require(
@@ -157,12 +152,8 @@ def general_attention_parts(
             "key",
             f"expected 2-D key and value with a 2-D query, found {K.shape}, {V.shape}",
         )
-        p = general_attention_parts(
-            Q[None], K[None], V[None], attn_mask=attn_mask, is_causal=is_causal, alignment=alignment,
-            window=window, scale=scale, softcap=softcap,
-            alibi_slopes=None if alibi_slopes is None else np.reshape(_f64(alibi_slopes), (1,)),
-            key_lengths=key_lengths,
-        )  # fmt: skip
+        slopes = None if o.alibi_slopes is None else np.reshape(_f64(o.alibi_slopes), (1,))
+        p = general_attention_parts(Q[None], K[None], V[None], replace(o, alibi_slopes=slopes))
         return AttentionParts(*(getattr(p, f)[0] for f in _FIELDS))
     _require(Q.ndim >= 3, "query", f"expected (..., H_q, n_q, d_k), found shape {Q.shape}")
     _require(K.ndim >= 3, "key", f"expected (..., H_kv, n_k, d_k), found shape {K.shape}")
@@ -180,23 +171,23 @@ def general_attention_parts(
     V_h = V[..., kv_head, :, :]  # (..., H_q, n_k, d_v)
     batch = np.broadcast_shapes(Q.shape[:-3], K.shape[:-3], V.shape[:-3])
 
-    s = (1.0 / np.sqrt(d_k)) if scale is None else float(scale)
+    s = (1.0 / np.sqrt(d_k)) if o.scale is None else float(o.scale)
     scores = s * np.einsum("...hid,...hjd->...hij", Q, K_h)  # (..., H_q, n_q, n_k)
     scores = np.broadcast_to(scores, (*batch, H_q, n_q, n_k)).copy()
-    if softcap is None:
+    if o.softcap is None:
         capped = scores.copy()
     else:
-        _require(float(softcap) > 0, "softcap", f"expected a cap > 0 or None, found {softcap}")
-        capped = float(softcap) * np.tanh(scores / float(softcap))
+        _require(float(o.softcap) > 0, "softcap", f"expected a cap > 0 or None, found {o.softcap}")
+        capped = float(o.softcap) * np.tanh(scores / float(o.softcap))
 
-    offset = _offset(alignment, n_q, n_k, batch)
+    offset = _offset(o.alignment, n_q, n_k, batch)
     i = np.arange(n_q)[:, None]  # (n_q, 1)
     j = np.arange(n_k)[None, :]  # (1, n_k)
     pos = i + offset  # the query's position among the keys: (n_q, 1), or (*batch, 1, n_q, 1) per item
     keep = np.ones((*batch, H_q, n_q, n_k), dtype=bool)
     bias = np.zeros((*batch, H_q, n_q, n_k))
-    if attn_mask is not None:
-        m = np.asarray(attn_mask)
+    if o.attn_mask is not None:
+        m = np.asarray(o.attn_mask)
         _require(
             m.ndim <= len(batch) + 3, "attn_mask", f"expected at most {len(batch) + 3} dims, found shape {m.shape}"
         )
@@ -210,23 +201,23 @@ def general_attention_parts(
             with np.errstate(invalid="ignore"):
                 bias = bias + _f64(m)
             keep &= ~np.isneginf(_f64(m))  # a -inf entry masks whatever the score is (+inf, NaN): ONNX's rule
-    if is_causal:
+    if o.is_causal:
         keep &= j <= pos
-    left, right = window
+    left, right = o.window
     if left >= 0:
         keep &= j >= pos - left
     if right >= 0:
         keep &= j <= pos + right
-    if alibi_slopes is not None:
-        slopes = _f64(alibi_slopes)
+    if o.alibi_slopes is not None:
+        slopes = _f64(o.alibi_slopes)
         _require(
             slopes.shape in ((H_q,), (*batch, H_q)),
             "alibi_slopes",
             f"expected (H_q,) or (*batch, H_q) = {(*batch, H_q)}, found {slopes.shape}",
         )
         bias = bias - slopes[..., :, None, None] * np.abs(pos - j)  # (..., H_q, n_q, n_k)
-    if key_lengths is not None:
-        lengths = np.asarray(key_lengths)
+    if o.key_lengths is not None:
+        lengths = np.asarray(o.key_lengths)
         _require(lengths.shape == batch, "key_lengths", f"expected the batch shape {batch}, found {lengths.shape}")
         keep &= j < lengths.reshape(*batch, 1, 1, 1)  # (..., 1, 1, 1) against (..., H_q, n_q, n_k)
     with np.errstate(invalid="ignore"):
@@ -236,13 +227,15 @@ def general_attention_parts(
     return AttentionParts(scores, capped, biased, weights, output, lse)
 
 
-def general_attention(query: Any, key: Any, value: Any, **options: Any) -> np.ndarray:
+def general_attention(
+    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
+) -> np.ndarray:
     """The output ``(..., H_q, n_q, d_v)`` of :func:`general_attention_parts` (same arguments)."""
-    return general_attention_parts(query, key, value, **options).output
+    return general_attention_parts(query, key, value, options, **keywords).output
 
 
 def varlen_attention(
-    query: Any, key: Any, value: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, **options: Any
+    query: Any, key: Any, value: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, options: AttentionOptions | None = None
 ) -> np.ndarray:
     """Attention over a packed batch, as ``flash_attn_varlen_func`` takes it, in float64.
 
@@ -251,7 +244,8 @@ def varlen_attention(
         key: ``(total_k, H_kv, d_k)``; value: ``(total_k, H_kv, d_v)``.
         cu_seqlens_q, cu_seqlens_k: ``(B + 1,)`` ints, ``0 = c_0 <= c_1 <= ... = total``: sequence
             ``b`` owns rows ``c_b .. c_{b+1} - 1``.
-        options: those of :func:`general_attention_parts` except ``key_lengths``; ``alignment``
+        options: those of :func:`general_attention_parts`, one value (None: plain attention), except
+            ``key_lengths``; ``alignment``
             and ``window`` apply per sequence (``"bottom_right"`` uses that sequence's lengths);
             ``alibi_slopes`` of shape ``(B, H_q)`` give sequence ``b`` row ``b``, ``B`` alignment
             offsets give sequence ``b`` offset ``b``; ``attn_mask`` is over
@@ -264,9 +258,8 @@ def varlen_attention(
     Raises:
         ValueError: offsets that are not ``(B + 1,)`` non-decreasing from 0 to the totals.
     """
-    _require(
-        "key_lengths" not in options, "key_lengths", "not an option of varlen_attention (cu_seqlens_k sets the lengths)"
-    )
+    o = AttentionOptions() if options is None else options
+    _require(o.key_lengths is None, "key_lengths", "not an option of varlen_attention (cu_seqlens_k sets the lengths)")
     Q, K, V = _f64(query), _f64(key), _f64(value)
     cq = np.asarray(cu_seqlens_q).astype(np.int64)
     ck = np.asarray(cu_seqlens_k).astype(np.int64)
@@ -282,9 +275,7 @@ def varlen_attention(
             f"expected non-decreasing offsets from 0 to {total}, found {c.tolist()}",
         )
     _require(cq.size == ck.size, "cu_seqlens_k", f"expected {cq.size} offsets like cu_seqlens_q, found {ck.size}")
-    slopes = options.pop("alibi_slopes", None)
-    mask = options.pop("attn_mask", None)
-    alignment = options.pop("alignment", "top_left")
+    slopes, mask, alignment = o.alibi_slopes, o.attn_mask, o.alignment
     per_sequence = not isinstance(alignment, (str, int, np.integer)) and np.ndim(alignment) == 1
     _require(
         not per_sequence or np.shape(alignment) == (cq.size - 1,),
@@ -301,6 +292,6 @@ def varlen_attention(
         s = None if slopes is None else (_f64(slopes) if np.ndim(slopes) == 1 else _f64(slopes)[b])
         m = None if mask is None else mask[:, cq[b] : cq[b + 1], ck[b] : ck[b + 1]]  # (H_q, n_q_b, n_k_b)
         a = int(np.asarray(alignment)[b]) if per_sequence else alignment
-        o = general_attention(q, k, v, attn_mask=m, alibi_slopes=s, alignment=a, **options)  # (H_q, n_q_b, d_v)
-        out[cq[b] : cq[b + 1]] = o.transpose(1, 0, 2)
+        seq = general_attention(q, k, v, replace(o, attn_mask=m, alibi_slopes=s, alignment=a))  # (H_q, n_q_b, d_v)
+        out[cq[b] : cq[b + 1]] = seq.transpose(1, 0, 2)
     return out

@@ -27,11 +27,13 @@ entry of each gradient the magnitude ``M`` of the same computation carried out o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from attnscore.maths import golden, golden_variants
+from attnscore.maths.attention_options import AttentionOptions
 
 __all__ = [
     "dot_products",
@@ -196,7 +198,13 @@ def causal_attention(Q: Any, K: Any, V: Any, alignment: str, d_out: Any) -> tupl
 
 
 def general_attention(
-    query: Any, key: Any, value: Any, d_out: Any, d_lse: Any = None, **options: Any
+    query: Any,
+    key: Any,
+    value: Any,
+    d_out: Any,
+    d_lse: Any = None,
+    options: AttentionOptions | None = None,
+    **keywords: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of :func:`attnscore.maths.golden_variants.general_attention_parts` (every variant):
     ``(d_query, d_key, d_value)``.
@@ -207,8 +215,9 @@ def general_attention(
         d_out: ``(..., H_q, n_q, d_v)``, the upstream gradient of the output.
         d_lse: optional ``(..., H_q, n_q)``, the upstream gradient of the logsumexp
             (``∂ lse_i / ∂ biased_ij = P_ij``), for a backward that also differentiates the saved ``L``.
-        options: the variant options of ``general_attention_parts`` (``attn_mask``, ``is_causal``,
-            ``alignment``, ``window``, ``scale``, ``softcap``, ``alibi_slopes``, ``key_lengths``).
+        options, keywords: the variant options of ``general_attention_parts``, whole (an
+            :class:`~attnscore.maths.attention_options.AttentionOptions`) or by name (``attn_mask``,
+            ``is_causal``, ``alignment``, ``window``, ``scale``, ``softcap``, ``alibi_slopes``, ``key_lengths``).
 
     Returns:
         float64 arrays of the shapes of ``query``, ``key`` and ``value``. A key/value head shared by
@@ -219,15 +228,16 @@ def general_attention(
     Raises:
         ValueError: as ``general_attention_parts``.
     """
+    o = AttentionOptions.of(options, keywords, "general_attention")
     Q, K, V = f64(query), f64(key), f64(value)
     if Q.ndim == 2:
-        slopes = options.pop("alibi_slopes", None)
+        slopes = None if o.alibi_slopes is None else np.reshape(f64(o.alibi_slopes), (1,))
         dq, dk, dv = general_attention(
             Q[None], K[None], V[None], f64(d_out)[None], None if d_lse is None else f64(d_lse)[None],
-            alibi_slopes=None if slopes is None else np.reshape(f64(slopes), (1,)), **options,
+            replace(o, alibi_slopes=slopes),
         )  # fmt: skip
         return dq[0], dk[0], dv[0]
-    parts = golden_variants.general_attention_parts(Q, K, V, **options)
+    parts = golden_variants.general_attention_parts(Q, K, V, o)
     H_q, d_k = Q.shape[-3], Q.shape[-1]
     group = H_q // K.shape[-3]
     kv_head = np.arange(H_q) // group
@@ -239,9 +249,8 @@ def general_attention(
     dB = _softmax_backward(P, dP)
     if d_lse is not None:
         dB = dB + P * f64(d_lse)[..., None]
-    scale = options.get("scale")
-    s = 1.0 / np.sqrt(d_k) if scale is None else float(scale)
-    softcap = options.get("softcap")
+    s = 1.0 / np.sqrt(d_k) if o.scale is None else float(o.scale)
+    softcap = o.softcap
     if softcap is not None:
         t = np.tanh(parts.scores / float(softcap))
         dB = dB * (1.0 - t * t)  # d(cap·tanh(x/cap))/dx

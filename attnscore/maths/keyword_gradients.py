@@ -7,14 +7,16 @@ query, key and value by the contract's own names, and their error scales."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from attnscore.maths import golden_variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.gradient_formulas import cleaned, f64, general_attention, unbroadcast, weights_rounding
 
-__all__ = ["keyword_gradients", "keyword_gradient_scales"]
+__all__ = ["keyword_gradients", "keyword_gradient_scales", "keyword_unused_keys"]
 
 Args = Mapping[str, np.ndarray]
 
@@ -27,7 +29,7 @@ def _heads_first(x: Any, heads_last: bool) -> np.ndarray:
 
 
 def keyword_gradients(
-    names: Sequence[str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
+    names: Sequence[str], args: Args, d_out: Any, options: AttentionOptions, heads_last: bool = False
 ) -> dict[str, np.ndarray]:
     """The float64 gradients of general attention with ``options`` with respect to its query, key and
     value: :func:`general_attention`, in the contract's own layout.
@@ -42,7 +44,7 @@ def keyword_gradients(
         args: its arguments by those names.
         d_out: the upstream gradient, of the output's shape (``(b, n_q, h_q, d_v)`` for ``flash_attn``).
         options: the :func:`~attnscore.maths.golden_variants.general_attention_parts` options of the
-            call (a family's ``attention_options``).
+            call, whole (a family's ``attention_options``).
         heads_last: the layout is FlashAttention's ``(b, n, h, d)`` (else heads first).
 
     Returns:
@@ -50,7 +52,8 @@ def keyword_gradients(
 
     Example (``scale = 1``, one query, two equal keys: ``P = [½, ½]``):
         >>> g = keyword_gradients(("query", "key", "value"), {"query": np.array([[1.0]]),
-        ...     "key": np.array([[0.0], [0.0]]), "value": np.array([[1.0], [3.0]])}, np.array([[1.0]]), {"scale": 1.0})
+        ...     "key": np.array([[0.0], [0.0]]), "value": np.array([[1.0], [3.0]])}, np.array([[1.0]]),
+        ...     AttentionOptions(scale=1.0))
         >>> g["key"].tolist(), g["value"].tolist()
         ([[-0.5], [0.5]], [[0.5], [0.5]])
     """
@@ -60,13 +63,13 @@ def keyword_gradients(
         _heads_first(args[k], heads_last),
         _heads_first(args[v], heads_last),
         _heads_first(d_out, heads_last),
-        **options,
+        options=options,
     )
     return {q: _heads_first(dq, heads_last), k: _heads_first(dk, heads_last), v: _heads_first(dv, heads_last)}
 
 
 def keyword_gradient_scales(
-    names: Sequence[str], args: Args, d_out: Any, options: dict[str, Any], heads_last: bool = False
+    names: Sequence[str], args: Args, d_out: Any, options: AttentionOptions, heads_last: bool = False
 ) -> tuple[int, dict[str, np.ndarray]]:
     """``(n, {name: M})``, the error scale of each gradient entry of :func:`keyword_gradients` (as
     :func:`attnscore.maths.golden_gradients.contract_gradient_scales` for attention, through every variant).
@@ -81,28 +84,26 @@ def keyword_gradient_scales(
     group size to ``n``, the longest sum's length.
     """
     q, k, v = names[:3]
-    options = dict(options)
     Q, K, V = (_heads_first(args[n], heads_last) for n in (q, k, v))
     dO = np.abs(cleaned(_heads_first(d_out, heads_last)))
     two_d = Q.ndim == 2
     if two_d:
         Q, K, V, dO = Q[None], K[None], V[None], dO[None]
-        if options.get("alibi_slopes") is not None:
-            options["alibi_slopes"] = np.reshape(options["alibi_slopes"], (1,))
+        if options.alibi_slopes is not None:
+            options = replace(options, alibi_slopes=np.reshape(options.alibi_slopes, (1,)))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        parts = golden_variants.general_attention_parts(Q, K, V, **options)
+        parts = golden_variants.general_attention_parts(Q, K, V, options)
         H_q, n_q, d_k = Q.shape[-3:]
         n_k, d_v = K.shape[-2], V.shape[-1]
         group = H_q // K.shape[-3]
         kv_head = np.arange(H_q) // group
         aQ, aK, aV = np.abs(cleaned(Q)), np.abs(cleaned(K)), np.abs(cleaned(V))
         aK_h, aV_h = aK[..., kv_head, :, :], aV[..., kv_head, :, :]  # (..., H_q, n_k, d)
-        scale = options.get("scale")
-        s = 1.0 / np.sqrt(d_k) if scale is None else abs(float(scale))
+        s = 1.0 / np.sqrt(d_k) if options.scale is None else abs(float(options.scale))
         keep = np.isfinite(parts.biased)  # (*batch, H_q, n_q, n_k)
         mags = s * np.einsum("...id,...jd->...ij", aQ, aK_h)  # |scale|·Σ|q_i k_i|
         err_S = cleaned(d_k * mags + np.abs(parts.scores))  # the scaled product
-        cap = options.get("softcap")
+        cap = options.softcap
         slope_error = np.ones_like(err_S)
         if cap is not None:
             t = np.tanh(parts.scores / float(cap))
@@ -132,3 +133,43 @@ def keyword_gradient_scales(
         grads = [g[0] for g in grads]
     n = int(d_k + n_k + d_v + n_q + group) + 2
     return n, {name: cleaned(_heads_first(g, heads_last)) for name, g in zip((q, k, v), grads, strict=True)}
+
+
+def keyword_unused_keys(
+    names: Sequence[str], args: Args, options: AttentionOptions, heads_last: bool = False
+) -> dict[str, np.ndarray]:
+    """The keys that no query keeps under ``options`` (a bool ``attn_mask``, causal, a window), for
+    the key and the value, in the contract's own layout: the rule a family's ``unused_keys`` gives.
+
+    A key/value head counts as kept when any query head of its group keeps it (``enable_gqa``). A
+    finite bias (ALiBi) never leaves a key out.
+
+    Args:
+        names, args, options, heads_last: as :func:`keyword_gradients`.
+
+    Returns:
+        ``{key name: unused, value name: unused}``, the same bool array for both: ``(..., H_kv, n_k)``
+        heads first, ``(b, n_k, h_kv)`` when ``heads_last``, ``(n_k,)`` for 2-D inputs.
+
+    Example (causal, two queries over two keys: the second key is kept by the second query only):
+        >>> one = np.ones((1, 2, 1))
+        >>> causal = AttentionOptions(is_causal=True)
+        >>> keyword_unused_keys(("q", "k", "v"), {"q": one, "k": one, "v": one}, causal)["k"].tolist()
+        [[False, False]]
+    """
+    q, k, v = names[:3]
+    Q, K, V = (_heads_first(args[n], heads_last) for n in (q, k, v))
+    two_d = Q.ndim == 2
+    if two_d:
+        Q, K, V = Q[None], K[None], V[None]
+        options = replace(options, alibi_slopes=None)  # a finite bias never leaves a key out
+    with np.errstate(all="ignore"):
+        keep = np.isfinite(golden_variants.general_attention_parts(Q, K, V, options).biased)  # (*b, H_q, n_q, n_k)
+    H_kv = K.shape[-3]
+    grouped = keep.reshape(*keep.shape[:-3], H_kv, keep.shape[-3] // H_kv, *keep.shape[-2:])
+    unused = ~grouped.any(axis=(-3, -2))  # (*b, H_kv, n_k): no query of the group keeps the key
+    if heads_last:
+        unused = np.swapaxes(unused, -2, -1)  # (b, n_k, h_kv), the key's layout without d
+    elif two_d:
+        unused = unused[0]
+    return {k: unused, v: unused}

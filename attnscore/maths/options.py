@@ -21,7 +21,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Keyword", "Options", "keyword"]
+__all__ = [
+    "Keyword",
+    "Options",
+    "causal_keyword",
+    "dropout_keyword",
+    "keyword",
+    "scale_keyword",
+    "window_keyword",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,48 @@ class Keyword:
 def keyword(kind: str, default: Any, description: str) -> Any:
     """A field of an :class:`Options` subclass that is a keyword of kind ``kind`` (see :class:`Keyword`)."""
     return field(default=default, metadata={"kind": kind, "description": description})
+
+
+# The keywords several families take, each declared once: the same name in two families may differ
+# (``scale`` and ``softmax_scale``), the rule and its description do not.
+
+_CAUSAL_RULES = {"top_left": "j <= i", "bottom_right": "j <= i + n_k - n_q"}
+
+
+def scale_keyword() -> Any:
+    """The factor of ``Q Kᵀ`` (SDPA's ``scale``, FlashAttention's ``softmax_scale``): a number > 0,
+    or null for ``1/√d_k``."""
+    return keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+
+
+def dropout_keyword() -> Any:
+    """``dropout_p``, always 0: the reference is deterministic."""
+    return keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
+
+
+def causal_keyword(alignment: str, note: str, per_sequence: bool = False) -> Any:
+    """A causal flag (``is_causal``, ``causal``), default false: query ``i`` keeps key ``j`` only when
+    ``j <= i`` (``alignment`` ``"top_left"``) or ``j <= i + n_k - n_q`` (``"bottom_right"``), in
+    each packed sequence when ``per_sequence``; ``note`` (the alignment and whose convention it is)
+    ends the description in parentheses.
+
+    Raises:
+        KeyError: an alignment other than ``"top_left"`` and ``"bottom_right"``.
+    """
+    rule = _CAUSAL_RULES[alignment] + (" of that sequence" if per_sequence else "")
+    where = "per sequence, " if per_sequence else ""
+    return keyword("bool", False, f"{where}keep key j for query i only when {rule} ({note})")
+
+
+def window_keyword(per_sequence: bool = False) -> Any:
+    """FlashAttention's ``window_size``, ``(left, right)`` aligned bottom-right, default ``(-1, -1)``
+    (unbounded both ways); in each packed sequence when ``per_sequence``."""
+    where = " per sequence" if per_sequence else ""
+    return keyword(
+        "window",
+        (-1, -1),
+        f"(left, right){where}: query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; -1 = unbounded",
+    )
 
 
 @dataclass(frozen=True)

@@ -167,16 +167,9 @@ def checked_mask(mask: Any, argument: str, q: torch.Tensor, shape: torch.Size) -
             raise ScoreInputError(
                 argument, f"expected a bool or float tensor, array or list, found {type(mask).__name__}"
             )
-        try:
-            arr = np.asarray(mask)
-        except (ValueError, TypeError) as exc:
-            raise ScoreInputError(
-                argument, f"expected a rectangular array, found {type(mask).__name__} ({exc})"
-            ) from None
-        if arr.dtype.kind not in "bf":
-            raise ScoreInputError(
-                argument, f"expected bool (True = takes part) or float values (added), found {arr.dtype} values"
-            )
+        arr = _host_array(
+            mask, argument, "a rectangular array", "bf", "bool (True = takes part) or float values (added)"
+        )
         m = torch.as_tensor(arr)
         if arr.dtype.kind == "f" and not isinstance(mask, np.ndarray):  # lists of floats take the query's dtype
             m = m.to(q.dtype)
@@ -209,6 +202,19 @@ def checked_mask(mask: Any, argument: str, q: torch.Tensor, shape: torch.Size) -
     return m
 
 
+def _host_array(x: Any, argument: str, shape_words: str, kinds: str, values: str) -> np.ndarray:
+    """``x`` (an array or nested lists, not a tensor) as a numpy array whose dtype kind is one of
+    ``kinds``: one that numpy cannot make rectangular is "expected ``shape_words``", another dtype
+    "expected ``values``, found DTYPE values" (each a ScoreInputError naming ``argument``)."""
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise ScoreInputError(argument, f"expected {shape_words}, found {type(x).__name__} ({exc})") from None
+    if arr.dtype.kind not in kinds:
+        raise ScoreInputError(argument, f"expected {values}, found {arr.dtype} values")
+    return arr
+
+
 def _as_integers(x: Any, argument: str, q: torch.Tensor) -> torch.Tensor:
     """x as an int64 tensor on q's device; bool, float and non-numeric input refused."""
     if isinstance(x, torch.Tensor):
@@ -216,14 +222,7 @@ def _as_integers(x: Any, argument: str, q: torch.Tensor) -> torch.Tensor:
         if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
             raise ScoreInputError(argument, f"expected integers, found dtype {t.dtype}")
     else:
-        try:
-            arr = np.asarray(x)
-        except (ValueError, TypeError) as exc:
-            raise ScoreInputError(
-                argument, f"expected a 1-D array of integers, found {type(x).__name__} ({exc})"
-            ) from None
-        if arr.dtype.kind not in "iu":
-            raise ScoreInputError(argument, f"expected integers, found {arr.dtype} values")
+        arr = _host_array(x, argument, "a 1-D array of integers", "iu", "integers")
         t = torch.as_tensor(arr)
     return t.to(device=q.device, dtype=torch.int64)
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
 from attnscore.maths.variant_arguments import (
     VARIANT_ALIGNMENTS,
@@ -117,20 +118,14 @@ class AttentionParts:
 
 
 def general_attention_parts(
-    query: Any,
-    key: Any,
-    value: Any,
-    *,
-    attn_mask: Any = None,
-    is_causal: bool = False,
-    alignment: str | int | Any = "top_left",
-    window: tuple[int, int] = (-1, -1),
-    scale: float | None = None,
-    softcap: float | None = None,
-    alibi_slopes: Any = None,
-    key_lengths: Any = None,
+    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
 ) -> AttentionParts:
     """Attention with every variant option, returning every stage (:class:`AttentionParts`).
+
+    The options come whole (``options``, an :class:`~attnscore.maths.attention_options.AttentionOptions`)
+    or by name (``keywords``: ``attn_mask``, ``is_causal``, ``alignment``, ``window``, ``scale``,
+    ``softcap``, ``alibi_slopes``, ``key_lengths``, each described below), never both; an unknown
+    keyword raises ``TypeError``.
 
     Args:
         query: ``(..., H_q, n_q, d_k)``, or ``(n_q, d_k)`` for one head without batch.
@@ -184,25 +179,26 @@ def general_attention_parts(
         >>> p.output.tolist(), p.weights.tolist()
         ([[2.0], [3.0]], [[1.0, 0.0], [0.5, 0.5]])
     """
+    o = AttentionOptions.of(options, keywords, "general_attention_parts")
     q, k, v = checked_qkv(query, key, value)
     two_d = q.ndim == 2
     batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])  # the dims `...` (checked)
     heads = () if two_d else (q.shape[-3],)
-    mask = checked_mask(attn_mask, "attn_mask", q, torch.Size([*batch, *heads, q.shape[-2], k.shape[-2]]))
+    mask = checked_mask(o.attn_mask, "attn_mask", q, torch.Size([*batch, *heads, q.shape[-2], k.shape[-2]]))
     if two_d:  # one head, no batch: give it a head axis and take it away at the end
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)  # (1, n, d)
-    lengths = checked_key_lengths(key_lengths, batch, k.shape[-2], q)
-    slopes = checked_alibi(alibi_slopes, batch, q.shape[-3], q, two_d)
+    lengths = checked_key_lengths(o.key_lengths, batch, k.shape[-2], q)
+    slopes = checked_alibi(o.alibi_slopes, batch, q.shape[-3], q, two_d)
     parts = _attention_parts(
         q,
         k,
         v,
         attn_mask=mask,
-        is_causal=checked_bool(is_causal, "is_causal"),
-        alignment=checked_alignment(alignment, batch, q),
-        window=checked_window(window),
-        scale=checked_scale(scale, q.shape[-1]),
-        softcap=checked_softcap(softcap),
+        is_causal=checked_bool(o.is_causal, "is_causal"),
+        alignment=checked_alignment(o.alignment, batch, q),
+        window=checked_window(o.window),
+        scale=checked_scale(o.scale, q.shape[-1]),
+        softcap=checked_softcap(o.softcap),
         slopes=slopes,
         lengths=lengths,
     )
@@ -211,14 +207,16 @@ def general_attention_parts(
     return AttentionParts(*(getattr(parts, f).squeeze(0) for f in _FIELDS))
 
 
-def general_attention(query: Any, key: Any, value: Any, **options: Any) -> torch.Tensor:
+def general_attention(
+    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
+) -> torch.Tensor:
     """Attention with every variant option: ``general_attention_parts(...).output``.
 
     Args:
         query, key, value: as :func:`general_attention_parts`.
-        **options: the keyword-only options of :func:`general_attention_parts` (``attn_mask``,
-            ``is_causal``, ``alignment``, ``window``, ``scale``, ``softcap``, ``alibi_slopes``,
-            ``key_lengths``); an unknown keyword raises ``TypeError``.
+        options, **keywords: the options of :func:`general_attention_parts`, whole or by name
+            (``attn_mask``, ``is_causal``, ``alignment``, ``window``, ``scale``, ``softcap``,
+            ``alibi_slopes``, ``key_lengths``); an unknown keyword raises ``TypeError``.
 
     Returns:
         ``(..., H_q, n_q, d_v)`` (``(n_q, d_v)`` for 2-D inputs), the input dtype and device; a fully
@@ -233,7 +231,7 @@ def general_attention(query: Any, key: Any, value: Any, **options: Any) -> torch
         >>> general_attention([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [3.0]], scale=0.0).tolist()
         [[2.0]]
     """
-    return general_attention_parts(query, key, value, **options).output
+    return general_attention_parts(query, key, value, options, **keywords).output
 
 
 def varlen_attention(
@@ -242,14 +240,8 @@ def varlen_attention(
     value: Any,
     cu_seqlens_q: Any,
     cu_seqlens_k: Any,
-    *,
-    attn_mask: Any = None,
-    is_causal: bool = False,
-    alignment: str | int | Any = "top_left",
-    window: tuple[int, int] = (-1, -1),
-    scale: float | None = None,
-    softcap: float | None = None,
-    alibi_slopes: Any = None,
+    options: AttentionOptions | None = None,
+    **keywords: Any,
 ) -> torch.Tensor:
     """Attention over a packed batch of variable-length sequences (``flash_attn_varlen_func``).
 
@@ -266,6 +258,8 @@ def varlen_attention(
         value: ``(total_k, H_kv, d_v)``.
         cu_seqlens_q: integer ``(B + 1,)``, starting at 0, non-decreasing, last entry ``total_q``.
         cu_seqlens_k: integer ``(B + 1,)``, the same rules with ``total_k``.
+        options, **keywords: the options, whole or by name, as :func:`general_attention_parts`
+            takes them, without ``key_lengths`` (``cu_seqlens_k`` sets the lengths; a ``TypeError``):
         attn_mask: optional bool or float (query dtype) mask over the packed layout, broadcasting
             from the right to ``(H_q, total_q, total_k)``; sequence ``b`` uses its diagonal block.
         is_causal, window, scale, softcap: as :func:`general_attention_parts`.
@@ -290,6 +284,9 @@ def varlen_attention(
         >>> varlen_attention(q, k, v, cu, cu).flatten().tolist()
         [3.0, 3.0, 6.0]
     """
+    o = AttentionOptions.of(options, keywords, "varlen_attention")
+    if o.key_lengths is not None:
+        raise TypeError("varlen_attention() got an unexpected keyword argument 'key_lengths'")
     q, k, v = (_as_tensor(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
     for t, name, shape in (
         (q, "query", "(total_q, H_q, d_k)"),
@@ -304,15 +301,15 @@ def varlen_attention(
     cu_q = checked_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q, query's first dim", None)
     cu_k = checked_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k, key's first dim", len(cu_q))
     n_seq = len(cu_q) - 1
-    slopes = checked_alibi(alibi_slopes, torch.Size([n_seq]), h_q, q, False)  # (H_q,) or (B, H_q)
-    mask = checked_mask(attn_mask, "attn_mask", q, torch.Size([h_q, total_q, total_k]))
+    slopes = checked_alibi(o.alibi_slopes, torch.Size([n_seq]), h_q, q, False)  # (H_q,) or (B, H_q)
+    mask = checked_mask(o.attn_mask, "attn_mask", q, torch.Size([h_q, total_q, total_k]))
     if mask is not None:
         mask = mask.expand(h_q, total_q, total_k)  # (H_q, total_q, total_k)
-    causal = checked_bool(is_causal, "is_causal")
-    aligned = checked_alignment(alignment, torch.Size([n_seq]), q)
-    bounds = checked_window(window)
-    factor = checked_scale(scale, q.shape[-1])
-    cap = checked_softcap(softcap)
+    causal = checked_bool(o.is_causal, "is_causal")
+    aligned = checked_alignment(o.alignment, torch.Size([n_seq]), q)
+    bounds = checked_window(o.window)
+    factor = checked_scale(o.scale, q.shape[-1])
+    cap = checked_softcap(o.softcap)
     out = q.new_zeros(total_q, h_q, v.shape[-1])  # (total_q, H_q, d_v); rows of empty sequences stay 0
     for b in range(n_seq):
         q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]

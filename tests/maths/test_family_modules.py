@@ -155,5 +155,5 @@ def test_general_attention_options_come_from_the_family() -> None:
     args = {"key_lengths": np.array([2], dtype=np.int32)}
     padding = get_contract("key_padding_attention").configured({"scale": 0.25})
     got = family_of(padding).attention_options(padding, args)
-    assert got is not None and got["scale"] == 0.25 and got["key_lengths"].dtype == np.int64
+    assert got is not None and got.scale == 0.25 and got.key_lengths.dtype == np.int64
     assert family_of(get_contract("attention")).attention_options(get_contract("attention"), {}) is None

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from attnscore.maths import golden
 from attnscore.maths import golden_variants as gv
+from attnscore.maths.attention_options import AttentionOptions
 
 FIELDS = ("scores", "capped", "biased", "weights", "output", "lse")
 
@@ -331,7 +332,9 @@ def test_varlen_equals_sequences_one_by_one(seed: int, lengths: list[tuple[int, 
     q, k, v = rng.normal(size=(sum(nq), 2, 3)), rng.normal(size=(sum(nk), 1, 3)), rng.normal(size=(sum(nk), 1, 2))
     slopes = rng.random((len(lengths), 2))
     cq, ck = np.concatenate([[0], np.cumsum(nq)]), np.concatenate([[0], np.cumsum(nk)])
-    packed = gv.varlen_attention(q, k, v, cq, ck, is_causal=True, alignment="bottom_right", alibi_slopes=slopes)
+    packed = gv.varlen_attention(
+        q, k, v, cq, ck, AttentionOptions(is_causal=True, alignment="bottom_right", alibi_slopes=slopes)
+    )
     for b in range(len(lengths)):
         alone = gv.general_attention(
             q[cq[b] : cq[b + 1]].transpose(1, 0, 2),
@@ -385,7 +388,7 @@ def test_varlen_twin_agrees_with_torch_reference(seed: int, lengths: list[tuple[
     mask = rng.random((2, sum(nq), sum(nk))) < 0.8
     alignment = rng.integers(-1, 4, size=len(lengths)) if seed % 2 else "bottom_right"
     opts = {"is_causal": True, "alignment": alignment, "window": (2, -1), "softcap": 2.0}
-    got = gv.varlen_attention(q, k, v, cq, ck, attn_mask=mask, **opts)
+    got = gv.varlen_attention(q, k, v, cq, ck, AttentionOptions(attn_mask=mask, **opts))
     t = [torch.from_numpy(x) for x in (q, k, v, cq, ck, mask)]
     t_opts = {**opts, "alignment": torch.from_numpy(alignment) if isinstance(alignment, np.ndarray) else alignment}
     want = variants.varlen_attention(*t[:5], attn_mask=t[5], **t_opts).numpy()
@@ -393,11 +396,20 @@ def test_varlen_twin_agrees_with_torch_reference(seed: int, lengths: list[tuple[
 
 
 def test_twin_never_imports_torch() -> None:
-    """The twin's source imports numpy only (no torch, no attnscore module that uses it): independence."""
+    """The twin's source imports numpy only (no torch, no attnscore module that uses it): independence.
+    Its one attnscore import, the options value (:mod:`attnscore.maths.attention_options`), imports
+    the standard library only."""
     import ast
     import inspect
+    import types
 
-    tree = ast.parse(inspect.getsource(gv))
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    from attnscore.maths import attention_options
+
+    def imports(module: types.ModuleType) -> set[str]:
+        tree = ast.parse(inspect.getsource(module))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        return names | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    imported = {name.split(".")[0] for name in imports(gv) - {"attnscore.maths.attention_options"}}
     assert imported <= {"__future__", "dataclasses", "typing", "numpy"}, imported
+    assert imports(attention_options) <= {"__future__", "collections.abc", "dataclasses", "typing"}

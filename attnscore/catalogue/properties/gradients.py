@@ -19,19 +19,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
-from attnscore.catalogue.families import (
-    attention_with_mask,
-    differentiable,
-    flash,
-    general_attention_variant,
-    kernel,
-    masked,
-    sdpa,
-)
+from attnscore.catalogue.families import attention_with_mask, differentiable, general_attention_variant, masked
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
-from attnscore.maths import golden_gradients, golden_variants
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
+from attnscore.maths.families.registry import family_of
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import entries_close
 
@@ -170,26 +162,12 @@ def first_gradient_failure(
 
 def _unused_keys(ctx: CheckContext) -> dict[str, np.ndarray]:
     """A keyword contract's keys that no query keeps (a bool ``attn_mask``, causal, a window), per
-    key/value gradient in its own layout: ``{spec name of K or V: bool (..., h_kv, n_k) or (b, n_k, h_kv)}``."""
+    key/value gradient in its own layout, as its family says: ``{spec name of K or V: bool (..., n_k)}``."""
     c = ctx.contract
     names = _names(ctx)
     a = {n: np.asarray(ctx.args[-1][names[n]]) for n in c.parameter_names}
-    q, k, v = c.parameter_names[:3]
-    options = golden_gradients.keyword_attention_options(c, a)
-    Q, K, V = (np.swapaxes(a[n], -3, -2) if flash(c) else a[n] for n in (q, k, v))
-    if Q.ndim == 2:
-        Q, K, V = Q[None], K[None], V[None]
-        options["alibi_slopes"] = None  # a finite bias never leaves a key out
-    with np.errstate(all="ignore"):
-        keep = np.isfinite(golden_variants.general_attention_parts(Q, K, V, **options).biased)  # (*b, H_q, n_q, n_k)
-    H_kv = K.shape[-3]
-    grouped = keep.reshape(*keep.shape[:-3], H_kv, keep.shape[-3] // H_kv, *keep.shape[-2:])
-    unused = ~grouped.any(axis=(-3, -2))  # (*b, H_kv, n_k): no query of the group keeps the key
-    if flash(c):
-        unused = np.swapaxes(unused, -2, -1)  # (b, n_k, h_kv), the key's layout without d
-    elif a[q].ndim == 2:
-        unused = unused[0]
-    return {names[k]: unused, names[v]: unused}
+    rule = family_of(c).unused_keys(c)
+    return {} if rule is None else {names[n]: unused for n, unused in rule(a).items()}
 
 
 def _keyword_masked_no_gradient(ctx: CheckContext, got: WithGradients) -> str | None:
@@ -216,17 +194,6 @@ def _gradient_on_unused_key(
                 f"{format_number(g[at], dtype)}, but {rule} takes no part, so it should be 0"
             )
     return None
-
-
-def _keyword_can_leave_keys_out(c: Contract) -> bool:
-    """A keyword contract where a key can be left out by every query: a bool attn_mask, causal, a window."""
-    if sdpa(c):
-        return "attn_mask" in c.bool_parameters or bool(c.option("is_causal"))
-    if kernel(c):
-        return bool(c.option("is_causal"))
-    if flash(c):
-        return bool(c.option("causal")) or tuple(c.option("window_size")) != (-1, -1)
-    return False
 
 
 def _masked_no_gradient(ctx: CheckContext) -> str | None:
@@ -293,7 +260,7 @@ register(
         "that every query masks (a mask, SDPA's bool attn_mask, causal, a window) gets zero gradients for its "
         "key and value.",
         strategy=lambda c, m: _args_and_upstream(c, m, unused_key=True),
-        applies=lambda c: differentiable(c) and (masked(c) or _keyword_can_leave_keys_out(c)),
+        applies=lambda c: differentiable(c) and (masked(c) or family_of(c).unused_keys(c) is not None),
         check=_masked_no_gradient,
         golden=False,
     )

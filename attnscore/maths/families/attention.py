@@ -15,7 +15,7 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
-from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args
+from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys
 from attnscore.maths.families.weights import kept
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import attention, cleaned, f64, keep_mask, unbroadcast, weights_rounding
@@ -29,6 +29,7 @@ __all__ = [
     "attention_scales",
     "gradient_scales",
     "gradients",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.ATTENTION
@@ -101,3 +102,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: attention with a mask argument is graded by its own closed forms."""
     return None
+
+
+# no keywords; a mask argument is the catalogue's own question (masked)
+unused_keys = no_unused_keys

@@ -11,17 +11,27 @@ on a family's member (``tests/maths/test_family_modules.py`` fails on one named 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Contract
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import cleaned
 from attnscore.maths.options import Options
 
-__all__ = ["MASK", "Family", "Gradients", "Scales", "absolute_args", "options_of"]
+__all__ = [
+    "MASK",
+    "Family",
+    "Gradients",
+    "Scales",
+    "absolute_args",
+    "no_unused_keys",
+    "options_of",
+    "UnusedKeys",
+]
 
 MASK = ("...", "n_q", "n_k")
 """The shape legend of a mask over the scores."""
@@ -31,6 +41,11 @@ Gradients = dict[str, np.ndarray]
 
 Scales = tuple[int, dict[str, np.ndarray]]
 """``(n, {parameter: M})``: each gradient entry's error scale and the longest sum's length."""
+
+
+UnusedKeys = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+"""A call's arguments -> ``{key or value parameter: bool, the keys no query keeps}``
+(:meth:`Family.unused_keys`)."""
 
 
 _O = TypeVar("_O", bound=Options)
@@ -78,10 +93,22 @@ class Family(Protocol):
         (:func:`attnscore.maths.golden_gradients.contract_gradient_scales`)."""
         ...
 
-    def attention_options(self, contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any] | None:
+    def attention_options(self, contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions | None:
         """The :func:`attnscore.maths.golden_variants.general_attention_parts` options of a call
-        (its keywords and option arguments), in the heads-first layout; None for a family that is
-        not a variant of that general attention."""
+        (its keywords and option arguments), one value, in the heads-first layout; None for a family
+        that is not a variant of that general attention."""
+        ...
+
+    def unused_keys(self, contract: Contract) -> UnusedKeys | None:
+        """How ``contract``'s keywords (and a keyword mask such as SDPA's bool ``attn_mask``) leave a
+        key out of every query, so that its key and value get no gradient: a function of a call's
+        arguments (by the contract's parameter names) giving, for its key and value parameter, the
+        keys no query keeps, in the family's own layout without the last dim
+        (:func:`attnscore.maths.keyword_gradients.keyword_unused_keys`); what the property
+        ``masked_entries_get_no_gradient`` checks for a variant of general attention. None when its
+        keywords cannot leave a key out, for a family without such keywords (a mask *argument* is
+        the catalogue's own selector, ``masked``) and for one the check does not cover (packed
+        batches, the FlashAttention-2 Function): :func:`no_unused_keys`."""
         ...
 
 
@@ -95,3 +122,9 @@ def absolute_args(
         for n in contract.parameter_names
     }
     return a, np.abs(cleaned(d_out))
+
+
+def no_unused_keys(contract: Contract) -> None:
+    """:meth:`Family.unused_keys` of a family whose keywords leave no key out (or that the check does
+    not cover): None."""
+    return None

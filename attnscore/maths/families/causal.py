@@ -16,7 +16,7 @@ from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
 from attnscore.maths.families.attention import attention_scales
-from attnscore.maths.families.base import Gradients, Scales, absolute_args
+from attnscore.maths.families.base import Gradients, Scales, absolute_args, no_unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import causal_attention, f64
 from attnscore.maths.key_view import key_view
@@ -24,7 +24,16 @@ from attnscore.maths.key_view import key_view
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "alignment", "attention_options", "gradient_scales", "gradients"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "alignment",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.CAUSAL
 SHARED_MASKS = False
@@ -77,3 +86,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: causal attention is graded by attention's closed forms."""
     return None
+
+
+# no keywords: the causal flag is the contract itself, not a keyword
+unused_keys = no_unused_keys

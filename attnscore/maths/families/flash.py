@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
+from attnscore.maths.options import Options, causal_keyword, dropout_keyword, scale_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
 
@@ -65,6 +66,7 @@ __all__ = [
     "gradients",
     "rescaled_and_grouped",
     "through_attention",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.FLASH
@@ -77,18 +79,10 @@ class FlashOptions(Options):
     packed batches' (:class:`attnscore.maths.families.flash_varlen.VarlenOptions`, the same keywords
     per sequence)."""
 
-    dropout_p: float = keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
-    softmax_scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
-    causal: bool = keyword(
-        "bool",
-        False,
-        "keep key j for query i only when j <= i + n_k - n_q (bottom-right: the last query sees the last key)",
-    )
-    window_size: tuple[int, int] = keyword(
-        "window",
-        (-1, -1),
-        "(left, right): query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; -1 = unbounded",
-    )
+    dropout_p: float = dropout_keyword()
+    softmax_scale: float | None = scale_keyword()
+    causal: bool = causal_keyword("bottom_right", "bottom-right: the last query sees the last key")
+    window_size: tuple[int, int] = window_keyword()
 
 
 def flash_window(contract: Contract) -> tuple[int, int]:
@@ -260,15 +254,15 @@ def flash_attn_contract() -> Contract:
 CONTRACTS = (flash_attn_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``causal`` and ``window_size`` aligned bottom-right, ``softmax_scale`` (heads first)."""
     options = options_of(contract, FlashOptions)
-    return {
-        "is_causal": bool(options.causal),
-        "alignment": "bottom_right",
-        "window": options.window_size,
-        "scale": options.softmax_scale,
-    }
+    return AttentionOptions(
+        is_causal=bool(options.causal),
+        alignment="bottom_right",
+        window=options.window_size,
+        scale=options.softmax_scale,
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
@@ -281,3 +275,13 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` in the ``(b, n, h, d)`` layout."""
     options = attention_options(contract, args)
     return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)
+
+
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """``causal`` or a bounded ``window_size`` can leave a key out of every query: which, under
+    :func:`attention_options`, in the ``(b, n_k, h_kv)`` layout."""
+    options = options_of(contract, FlashOptions)
+    if not options.causal and tuple(options.window_size) == (-1, -1):
+        return None
+    names = contract.parameter_names
+    return lambda args: keyword_unused_keys(names, args, attention_options(contract, args), heads_last=True)

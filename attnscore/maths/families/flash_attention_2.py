@@ -28,10 +28,10 @@ from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families import attention
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, causal_keyword
 from attnscore.maths.unbroadcast import sum_to_shape
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ __all__ = [
     "logsumexp_allowed",
     "returning_logsumexp",
     "sum_to_shape",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.FLASH_ATTENTION_2
@@ -63,9 +64,7 @@ SHARED_MASKS = False
 class FlashAttention2Options(Options):
     """The Function's keyword, as a spec fixes it."""
 
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i (top-left, CS336's and PyTorch's is_causal)"
-    )
+    is_causal: bool = causal_keyword("top_left", "top-left, CS336's and PyTorch's is_causal")
 
 
 def keep_of(n_q: int, n_k: int, is_causal: bool) -> np.ndarray | None:
@@ -228,3 +227,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: graded through plain attention's closed forms, not general attention's options."""
     return None
+
+
+# its is_causal is not asked about here: the check covers variants of general attention
+unused_keys = no_unused_keys

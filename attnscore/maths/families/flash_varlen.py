@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
-from attnscore.maths.families.base import Gradients, Scales
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
 from attnscore.maths.families.flash import (
     FlashOptions,
     flash_keep,
@@ -49,7 +50,7 @@ from attnscore.maths.families.flash import (
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import packed_rows
-from attnscore.maths.options import keyword
+from attnscore.maths.options import causal_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ __all__ = [
     "offsets_problem",
     "packed_keep",
     "sequence_slices",
+    "unused_keys",
     "varlen_window",
 ]
 
@@ -80,17 +82,8 @@ SHARED_MASKS = False
 class VarlenOptions(FlashOptions):
     """``flash_attn_varlen_func``'s keywords: ``flash_attn_func``'s, applied in each sequence."""
 
-    causal: bool = keyword(
-        "bool",
-        False,
-        "per sequence, keep key j for query i only when j <= i + n_k - n_q of that sequence (bottom-right)",
-    )
-    window_size: tuple[int, int] = keyword(
-        "window",
-        (-1, -1),
-        "(left, right) per sequence: query i keeps keys j in [i + n_k - n_q - left, i + n_k - n_q + right]; "
-        "-1 = unbounded",
-    )
+    causal: bool = causal_keyword("bottom_right", "bottom-right", per_sequence=True)
+    window_size: tuple[int, int] = window_keyword(per_sequence=True)
 
 
 _VARLEN_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")
@@ -237,10 +230,7 @@ def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) ->
             as_float64(a, "v"),
             a["cu_seqlens_q"],
             a["cu_seqlens_k"],
-            is_causal=causal,
-            alignment="bottom_right",
-            window=window,
-            scale=scale,
+            AttentionOptions(is_causal=causal, alignment="bottom_right", window=window, scale=scale),
         )
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:
@@ -355,3 +345,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: a packed call is graded sequence by sequence as ``flash_attn`` calls."""
     return None
+
+
+# per-sequence causal and windows in the packed layout are not asked about here
+unused_keys = no_unused_keys

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
+from attnscore.maths.options import Options, causal_keyword, keyword, scale_keyword
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "kernel_attention_contract",
     "kernel_attention_error",
     "kernel_attention_low_terms",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.KERNEL_ATTENTION
@@ -54,10 +56,8 @@ SHARED_MASKS = False
 class KernelOptions(Options):
     """The kernel's keywords, as a spec fixes them."""
 
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i + n_k - n_q (bottom-right, FlashAttention's causal)"
-    )
+    scale: float | None = scale_keyword()
+    is_causal: bool = causal_keyword("bottom_right", "bottom-right, FlashAttention's causal")
     softcap: float | None = keyword(
         "positive_or_null",
         None,
@@ -76,11 +76,13 @@ def kernel_attention_error(a: Args, options: KernelOptions) -> tuple[int, np.nda
     slopes = a.get("alibi_slopes")
     return general_attention_error(
         a,
-        is_causal=bool(options.is_causal),
-        alignment="bottom_right",
-        scale=options.scale,
-        softcap=options.softcap,
-        alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
+        AttentionOptions(
+            is_causal=bool(options.is_causal),
+            alignment="bottom_right",
+            scale=options.scale,
+            softcap=options.softcap,
+            alibi_slopes=None if slopes is None else as_float64(a, "alibi_slopes"),
+        ),
     )
 
 
@@ -223,17 +225,17 @@ def kernel_attention_contract() -> Contract:
 CONTRACTS = (kernel_attention_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``is_causal`` aligned bottom-right, ``scale``, ``softcap``, ``alibi_slopes`` from ``args``."""
     options = options_of(contract, KernelOptions)
     slopes = args.get("alibi_slopes")
-    return {
-        "is_causal": bool(options.is_causal),
-        "alignment": "bottom_right",
-        "scale": options.scale,
-        "softcap": options.softcap,
-        "alibi_slopes": None if slopes is None else f64(slopes),
-    }
+    return AttentionOptions(
+        is_causal=bool(options.is_causal),
+        alignment="bottom_right",
+        scale=options.scale,
+        softcap=options.softcap,
+        alibi_slopes=None if slopes is None else f64(slopes),
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
@@ -244,3 +246,11 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """``is_causal`` (bottom-right) can leave a key out of every query (a softcap or ALiBi never
+    does): which, under :func:`attention_options`, heads first."""
+    if not options_of(contract, KernelOptions).is_causal:
+        return None
+    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, options_of
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.options import Options, scale_keyword
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +49,7 @@ __all__ = [
     "gradients",
     "key_keep",
     "key_padding_contract",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.KEY_PADDING
@@ -58,7 +60,7 @@ SHARED_MASKS = False
 class KeyPaddingOptions(Options):
     """The one keyword a key-padding spec fixes."""
 
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    scale: float | None = scale_keyword()
 
 
 def key_keep(key_lengths: Any, n_k: int) -> np.ndarray:
@@ -159,10 +161,10 @@ def key_padding_contract() -> Contract:
 CONTRACTS = (key_padding_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``key_lengths`` from ``args`` (int64), ``scale``."""
     scale = options_of(contract, KeyPaddingOptions).scale
-    return {"key_lengths": np.asarray(args["key_lengths"], dtype=np.int64), "scale": scale}
+    return AttentionOptions(key_lengths=np.asarray(args["key_lengths"], dtype=np.int64), scale=scale)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
@@ -173,3 +175,7 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+# its one keyword, scale, leaves no key out (padding is the key_lengths argument)
+unused_keys = no_unused_keys

@@ -11,11 +11,11 @@ import numpy as np
 
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Contract
-from attnscore.maths.families.base import MASK, Gradients, Scales
+from attnscore.maths.families.base import MASK, Gradients, Scales, no_unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, masked
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients"]
+__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients", "unused_keys"]
 
 MEMBER = ContractFamily.MASK
 SHARED_MASKS = False
@@ -48,3 +48,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: masked scores are not a variant of general attention."""
     return None
+
+
+# no keywords; a mask argument is the catalogue's own question (masked)
+unused_keys = no_unused_keys

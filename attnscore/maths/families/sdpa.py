@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import (
     as_float64,
@@ -32,11 +33,11 @@ from attnscore.maths.error_scales import (
     general_attention_error,
     kv_grouped,
 )
-from attnscore.maths.families.base import MASK, Gradients, Scales, options_of
+from attnscore.maths.families.base import MASK, Gradients, Scales, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients
-from attnscore.maths.options import Options, keyword
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
+from attnscore.maths.options import Options, causal_keyword, dropout_keyword, keyword, scale_keyword
 
 if TYPE_CHECKING:
     import torch
@@ -50,6 +51,7 @@ __all__ = [
     "gradient_scales",
     "gradients",
     "sdpa_contract",
+    "unused_keys",
 ]
 
 MEMBER = ContractFamily.SDPA
@@ -60,11 +62,9 @@ SHARED_MASKS = False
 class SDPAOptions(Options):
     """SDPA's keywords, as a spec fixes them (``dropout_p`` is always 0)."""
 
-    dropout_p: float = keyword("zero", 0.0, "dropout probability; 0 (a deterministic reference)")
-    is_causal: bool = keyword(
-        "bool", False, "keep key j for query i only when j <= i (top-left, torch.ones(n_q, n_k).tril())"
-    )
-    scale: float | None = keyword("positive_or_null", None, "the factor of Q Kᵀ; null means 1/√d_k")
+    dropout_p: float = dropout_keyword()
+    is_causal: bool = causal_keyword("top_left", "top-left, torch.ones(n_q, n_k).tril()")
+    scale: float | None = scale_keyword()
     enable_gqa: bool = keyword(
         "bool", False, "K and V may have fewer heads (axis -3) than Q: head h uses KV head h // (H_q / H_kv)"
     )
@@ -127,7 +127,9 @@ def _configure(base: Contract, options: SDPAOptions, kept: tuple[str, ...]) -> C
         if not float_mask:
             return attention_error(as_attention(a))
         mask = as_float64(a, "attn_mask")
-        return general_attention_error(a, is_causal=is_causal, alignment="top_left", scale=scale, attn_mask=mask)
+        return general_attention_error(
+            a, AttentionOptions(is_causal=is_causal, alignment="top_left", scale=scale, attn_mask=mask)
+        )
 
     parameters = base.parameters
     returns = base.returns
@@ -209,15 +211,12 @@ def sdpa_contract(float_mask: bool = False) -> Contract:
 CONTRACTS = (sdpa_contract(), sdpa_contract(float_mask=True))
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``attn_mask`` from ``args``, ``is_causal`` aligned top-left, ``scale``."""
     options = options_of(contract, SDPAOptions)
-    return {
-        "attn_mask": args.get("attn_mask"),
-        "is_causal": bool(options.is_causal),
-        "alignment": "top_left",
-        "scale": options.scale,
-    }
+    return AttentionOptions(
+        attn_mask=args.get("attn_mask"), is_causal=bool(options.is_causal), alignment="top_left", scale=options.scale
+    )
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
@@ -228,3 +227,11 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
 def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
     """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
     return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+
+
+def unused_keys(contract: Contract) -> UnusedKeys | None:
+    """A bool ``attn_mask`` or ``is_causal`` can leave a key out of every query: which, under
+    :func:`attention_options`, heads first."""
+    if "attn_mask" not in contract.bool_parameters and not options_of(contract, SDPAOptions).is_causal:
+        return None
+    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))

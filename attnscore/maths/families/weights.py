@@ -12,12 +12,21 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import weights_error, weights_low_terms
-from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args
+from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, keep_mask, softmax_weights, unbroadcast, weights_rounding
 from attnscore.maths.key_view import weights_key_view
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients", "kept"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "kept",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.WEIGHTS
 SHARED_MASKS = False
@@ -63,3 +72,7 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: the weights are not a variant of general attention."""
     return None
+
+
+# no keywords; a mask argument is the catalogue's own question (masked)
+unused_keys = no_unused_keys
