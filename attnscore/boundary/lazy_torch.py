@@ -29,7 +29,7 @@ from typing import Any
 
 __all__ = ["torch", "bind", "loaded", "on_bind"]
 
-_ON_BIND: list[Callable[[types.ModuleType], None]] = []
+_on_bind: Callable[[types.ModuleType], None] | None = None
 
 
 class _LazyTorch(types.ModuleType):
@@ -45,8 +45,8 @@ class _LazyTorch(types.ModuleType):
             type(self)._real = real
             # later lookups are plain attribute reads of this module (the real one's names, copied once)
             self.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
-            for hook in list(_ON_BIND):
-                hook(real)
+            if _on_bind is not None:
+                _on_bind(real)
         return real
 
 
@@ -67,6 +67,5 @@ def on_bind(hook: Callable[[types.ModuleType], None] | None) -> None:
     """Call ``hook(torch)`` once, when the proxy is bound (the first use of torch through it), before
     that use; None removes the hook set before. One hook at a time: the grader's thread rule
     (:mod:`attnscore.grade.grading`) is its one user."""
-    _ON_BIND.clear()
-    if hook is not None:
-        _ON_BIND.append(hook)
+    global _on_bind
+    _on_bind = hook
