@@ -12,11 +12,12 @@ from fractions import Fraction
 from typing import Any
 
 from attnscore.boundary.verdict import Verdict
+from attnscore.report.codec import ADDED
 from attnscore.report.failure import Failure
 from attnscore.report.feedback import failure_text
 from attnscore.report.redact import redact
 
-__all__ = ["Verdict", "CaseResult", "SubmissionResult", "points_out"]
+__all__ = ["Verdict", "CaseResult", "Question", "SubmissionResult", "points_out"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class CaseResult:
         failure: for a failed case, what judging found, as data (:class:`attnscore.report.failure.Failure`);
             None when passed.
         calls: how many calls were made to the implementation for this case.
+        question: the id of the assignment question the case belongs to (:class:`Question`), or
+            ``""`` when one spec was graded.
     """
 
     id: str
@@ -47,6 +50,7 @@ class CaseResult:
     location: str
     failure: Failure | None = None
     calls: int = 0
+    question: str = field(default="", metadata=ADDED)
 
     @property
     def passed(self) -> bool:
@@ -83,6 +87,32 @@ class CaseResult:
 
 
 @dataclass(frozen=True)
+class Question:
+    """One question of an assignment as it was graded: which spec, which function, how it is shown.
+
+    Its cases are the :class:`CaseResult` whose ``question`` is this :attr:`id`; their points are
+    already the question's (rescaled exactly when the assignment gives the question its own points).
+
+    Attributes:
+        id: the question's id in the assignment (snake_case, unique).
+        title: one line (the spec's title unless the assignment gives one).
+        spec_id, spec_version: the spec the question grades.
+        function: the name graded in the submission (a function, or a class for a module spec).
+        visibility: ``"visible"`` or ``"hidden"`` (every case of a hidden question is hidden).
+        error: a problem that affected every case of this question only (its function missing,
+            with what the submission does define), or ``""``.
+    """
+
+    id: str
+    title: str
+    spec_id: str
+    spec_version: int
+    function: str
+    visibility: str = "visible"
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class SubmissionResult:
     """Every case of one spec run against one implementation.
 
@@ -96,6 +126,8 @@ class SubmissionResult:
         duration_s: wall time of the whole run, seconds.
         error: a submission-level problem that affected every case (import failure, ...), or "".
         output: the submission's own stdout/stderr, cleaned and truncated (for the student).
+        questions: for an assignment, its questions in file order (:class:`Question`); the spec
+            fields then name the assignment, and each case says its question. Empty for one spec.
     """
 
     submission: str
@@ -111,6 +143,7 @@ class SubmissionResult:
     error: str = ""
     output: str = ""
     environment: dict[str, str] = field(default_factory=dict)
+    questions: tuple[Question, ...] = field(default=(), metadata=ADDED)
 
     @property
     def score(self) -> Fraction:
@@ -124,6 +157,32 @@ class SubmissionResult:
     def all_passed(self) -> bool:
         """Every case passed, or only advises (:attr:`CaseResult.advises`)."""
         return all(c.passed or c.advises for c in self.cases)
+
+    def question_cases(self, question: str) -> tuple[CaseResult, ...]:
+        """The cases of the assignment question ``question``, in order.
+
+        Raises:
+            KeyError: no question of this result has that id.
+        """
+        if question not in {q.id for q in self.questions}:
+            known = ", ".join(q.id for q in self.questions) or "none (one spec was graded)"
+            raise KeyError(f"expected a question of this result ({known}), found {question!r}")
+        return tuple(c for c in self.cases if c.question == question)
+
+    def question_score(self, question: str) -> tuple[Fraction, Fraction]:
+        """``(points, max_points)`` of the assignment question ``question``, exact.
+
+        Example:
+            >>> q = Question("softmax", "Softmax", "softmax", 1, "softmax")
+            >>> case = CaseResult("example:a", "example", "", Verdict.PASSED, Fraction(1, 3), Fraction(1, 3),
+            ...                   "visible", "softmax.yaml:9", question="softmax")
+            >>> r = SubmissionResult("s.py", "a1", 1, "a1.yaml", "", (case,) * 3, "float32", "cpu", 0, 0.0,
+            ...                      questions=(q,))
+            >>> r.question_score("softmax")
+            (Fraction(1, 1), Fraction(1, 1))
+        """
+        cases = self.question_cases(question)
+        return sum((c.points for c in cases), Fraction(0)), sum((c.max_points for c in cases), Fraction(0))
 
 
 def points_out(points: Fraction, digits: int = 4) -> float | int:
