@@ -8,6 +8,13 @@ runs no script. Every piece of text from a result is HTML-escaped, and every lab
 plot is plain text (matplotlib's mathtext and TeX are off, whatever the user's matplotlibrc says:
 a student named ``$\\undefinedcmd$.py`` is drawn as those characters). A plot that cannot be
 drawn anyway is replaced by a note saying why; the rest of the page is written.
+
+An assignment's class (results with questions) gets a section per question too: a table of each
+question's points across the class (mean, median, full marks, zero, function missing), one score
+histogram per question, and the diagnosed mistakes ranked within each question (a mistake made in
+two questions is two rows); the case tables and the heatmap name each case ``question/id``
+(:func:`attnscore.report.questions.case_key`), and the students table gives each question's points
+beside the exact total.
 """
 
 from __future__ import annotations
@@ -28,9 +35,18 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from attnscore.maths.display import counted
-from attnscore.report.results import CaseResult, SubmissionResult, Verdict, points_out
+from attnscore.report.questions import case_key, class_questions, question_scores
+from attnscore.report.results import CaseResult, Question, SubmissionResult, Verdict, points_out
 
-__all__ = ["class_report_html", "MistakeCount", "ranked_mistakes", "timing_outliers", "pass_rates"]
+__all__ = [
+    "class_report_html",
+    "MistakeCount",
+    "QuestionSummary",
+    "ranked_mistakes",
+    "timing_outliers",
+    "pass_rates",
+    "question_summaries",
+]
 
 _MAX_HEATMAP_LABELS = 60
 
@@ -44,6 +60,7 @@ class MistakeCount:
         students: how many students' results carry it (on any case).
         cases: how many failing cases carry it, all students together.
         example_student, example_case, message: one instance (the first student, by name).
+        question: the assignment question whose cases carry it (``""`` for one spec).
     """
 
     id: str
@@ -52,39 +69,91 @@ class MistakeCount:
     example_student: str
     example_case: str
     message: str
+    question: str = ""
 
 
 def ranked_mistakes(rows: Sequence[tuple[str, SubmissionResult]]) -> list[MistakeCount]:
-    """Diagnosed mistakes (:attr:`CaseResult.diagnosis`), most students first, then by id."""
-    students: Counter[str] = Counter()
-    cases: Counter[str] = Counter()
-    example: dict[str, tuple[str, str, str]] = {}
+    """Diagnosed mistakes (:attr:`CaseResult.diagnosis`), most students first, then by question and
+    id; for an assignment, one entry per question and mistake."""
+    students: Counter[tuple[str, str]] = Counter()
+    cases: Counter[tuple[str, str]] = Counter()
+    example: dict[tuple[str, str], tuple[str, str, str]] = {}
     for student, result in sorted(rows, key=lambda r: r[0]):
-        seen: set[str] = set()
+        seen: set[tuple[str, str]] = set()
         for case in result.cases:
             if case.passed or not case.diagnosis or "id" not in case.diagnosis:
                 continue
-            mistake = case.diagnosis["id"]
-            cases[mistake] += 1
-            if mistake not in seen:
-                seen.add(mistake)
-                students[mistake] += 1
-            example.setdefault(mistake, (student, case.title, case.diagnosis.get("message", "")))
-    order = sorted(students, key=lambda m: (-students[m], m))
-    return [MistakeCount(m, students[m], cases[m], *example[m]) for m in order]
+            key = (case.question, case.diagnosis["id"])
+            cases[key] += 1
+            if key not in seen:
+                seen.add(key)
+                students[key] += 1
+            example.setdefault(key, (student, case.title, case.diagnosis.get("message", "")))
+    order = sorted(students, key=lambda k: (-students[k], k))
+    return [MistakeCount(k[1], students[k], cases[k], *example[k], question=k[0]) for k in order]
 
 
 def pass_rates(rows: Sequence[tuple[str, SubmissionResult]]) -> list[tuple[str, str, int, int]]:
-    """``(case id, title, students passed, students graded on it)`` in the first result's case order."""
+    """``(case, title, students passed, students graded on it)`` in the first result's case order;
+    a case of an assignment is named ``question/id`` (:func:`attnscore.report.questions.case_key`)."""
     titles: dict[str, str] = {}
     passed: Counter[str] = Counter()
     graded: Counter[str] = Counter()
     for _, result in rows:
         for case in result.cases:
-            titles.setdefault(case.id, case.title)
-            graded[case.id] += 1
-            passed[case.id] += case.passed
+            key = case_key(case)
+            titles.setdefault(key, case.title)
+            graded[key] += 1
+            passed[key] += case.passed
     return [(cid, titles[cid], passed[cid], graded[cid]) for cid in titles]
+
+
+@dataclass(frozen=True)
+class QuestionSummary:
+    """One assignment question across the class.
+
+    Attributes:
+        question: the question (as the first result that has it graded it).
+        max_points: its exact maximum (the largest any student's result has).
+        scores: each graded student's exact points on it, in row order.
+        full, zero: how many students earned all of its points, and none of them.
+        missing: how many students' results say the question could not be graded
+            (:attr:`Question.error`: its function missing).
+    """
+
+    question: Question
+    max_points: Fraction
+    scores: tuple[Fraction, ...]
+    full: int
+    zero: int
+    missing: int
+
+    @property
+    def mean(self) -> Fraction:
+        return sum(self.scores, Fraction(0)) / len(self.scores) if self.scores else Fraction(0)
+
+    @property
+    def median(self) -> Fraction:
+        return Fraction(statistics.median(self.scores)) if self.scores else Fraction(0)
+
+
+def question_summaries(rows: Sequence[tuple[str, SubmissionResult]]) -> list[QuestionSummary]:
+    """Each question of an assignment's class, in the assignment's order; empty for one spec."""
+    summaries = []
+    for question in class_questions([r for _, r in rows]):
+        found = [s for _, r in rows for s in question_scores(r) if s.question.id == question.id]
+        top = max((s.max_points for s in found), default=Fraction(0))
+        summaries.append(
+            QuestionSummary(
+                question,
+                top,
+                tuple(s.points for s in found),
+                sum(s.points == s.max_points for s in found),
+                sum(s.points == 0 and s.max_points > 0 for s in found),
+                sum(bool(s.question.error) for s in found),
+            )
+        )
+    return summaries
 
 
 def timing_outliers(rows: Sequence[tuple[str, SubmissionResult]]) -> list[tuple[str, float]]:
@@ -132,6 +201,25 @@ def _histogram(fractions: list[float]) -> str:
     return _png(figure)
 
 
+def _question_histograms(summaries: list[QuestionSummary]) -> str:
+    """One small histogram per question (percent of the question's points), side by side."""
+    columns = min(len(summaries), 3)
+    lines = -(-len(summaries) // columns)
+    figure = Figure(figsize=(3.2 * columns, 2.4 * lines))
+    for number, summary in enumerate(summaries, start=1):
+        ax = figure.add_subplot(lines, columns, number)
+        top = summary.max_points
+        values = [100 * float(p / top) if top else 0.0 for p in summary.scores]
+        ax.hist(values, bins=[i * 10 for i in range(11)], color="#4878a8", edgecolor="white")
+        ax.set_title(f"{summary.question.id} ({points_out(top)} points)", fontsize=9)
+        ax.set_xlim(0, 100)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+    figure.supxlabel("score on the question (% of its points)", fontsize=9)
+    figure.supylabel("students", fontsize=9)
+    return _png(figure)
+
+
 def _pass_rate_plot(rates: list[tuple[str, str, int, int]]) -> str:
     figure = Figure(figsize=(6, 0.6 + 0.35 * len(rates)))
     ax = figure.add_subplot()
@@ -146,7 +234,7 @@ def _pass_rate_plot(rates: list[tuple[str, str, int, int]]) -> str:
 def _heatmap(rows: Sequence[tuple[str, SubmissionResult]], case_ids: list[str]) -> str:
     grid = []
     for _, result in rows:
-        by_id = {c.id: c for c in result.cases}
+        by_id = {case_key(c): c for c in result.cases}
         grid.append(
             [
                 float(by_id[c].points / by_id[c].max_points)
@@ -185,13 +273,23 @@ def _table(header: list[str], body: list[list[tuple[str, str]]], id_: str) -> st
 
 
 def _failed_label(case: CaseResult) -> str:
-    """A failed case in the students table: its id, marked when the time budget left it unrun."""
-    return f"{case.id} (not run)" if case.verdict is Verdict.BUDGET_SPENT else case.id
+    """A failed case in the students table: its id (``question/id`` in an assignment), marked when
+    the time budget left it unrun."""
+    return f"{case_key(case)} (not run)" if case.verdict is Verdict.BUDGET_SPENT else case_key(case)
 
 
 def _budget_detail(result: SubmissionResult) -> str:
     """The budget's sentence of a submission that spent it (its first unrun case's)."""
     return next(c.failure.detail for c in result.cases if c.verdict is Verdict.BUDGET_SPENT and c.failure is not None)
+
+
+def _question_cell(result: SubmissionResult, question: str) -> str:
+    """A student's points on ``question`` (rounded once from the exact sum), ``-`` when their result
+    has no such question."""
+    for score in question_scores(result):
+        if score.question.id == question:
+            return str(points_out(score.points))
+    return "-"
 
 
 def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) -> str:
@@ -229,6 +327,37 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
     parts.append("<h2>Score histogram</h2>")
     parts.append(_img(lambda: _histogram(fractions), "histogram of scores as a percentage of the maximum", "histogram"))
 
+    summaries = question_summaries(rows)
+    if summaries:
+        parts.append("<h2>Questions</h2>")
+        parts.append(
+            _table(
+                ["question", "what it asks", "function", "points", "mean", "median", "full marks", "zero", "missing"],
+                [
+                    [
+                        ("id", e(q.question.id)),
+                        ("title", e(q.question.title)),
+                        ("function", e(q.question.function)),
+                        ("num", str(points_out(q.max_points))),
+                        ("num", str(points_out(q.mean, 2))),
+                        ("num", str(points_out(q.median, 2))),
+                        ("num full", str(q.full)),
+                        ("num zero", str(q.zero)),
+                        ("num missing", str(q.missing)),
+                    ]
+                    for q in summaries
+                ],
+                "question-table",
+            )
+        )
+        parts.append(
+            _img(
+                lambda: _question_histograms(summaries),
+                "one histogram per question of its scores as a percentage of its points",
+                "question-histograms",
+            )
+        )
+
     rates = pass_rates(rows)
     parts.append("<h2>Per-case pass rates</h2>")
     parts.append(
@@ -254,11 +383,21 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
     mistakes = ranked_mistakes(rows)
     parts.append("<h2>Diagnosed mistakes</h2>")
     if mistakes:
+        by_question = bool(summaries)  # an assignment: each question's mistakes, which question first
         parts.append(
             _table(
-                ["mistake", "students", "cases", "example student", "example case", "feedback"],
+                [
+                    *(["question"] if by_question else []),
+                    "mistake",
+                    "students",
+                    "cases",
+                    "example student",
+                    "example case",
+                    "feedback",
+                ],
                 [
                     [
+                        *([("question", e(m.question))] if by_question else []),
                         ("id", e(m.id)),
                         ("num students", str(m.students)),
                         ("num cases", str(m.cases)),
@@ -321,14 +460,16 @@ def class_report_html(rows: Sequence[tuple[str, SubmissionResult]], title: str) 
         )
 
     parts.append("<h2>Students</h2>")
+    question_ids = [q.question.id for q in summaries]
     parts.append(
         _table(
-            ["student", "score", "max", "failed cases", "seconds"],
+            ["student", "score", "max", *question_ids, "failed cases", "seconds"],
             [
                 [
                     ("student", e(s)),
                     ("num", str(points_out(r.score))),
                     ("num", str(points_out(r.max_score))),
+                    *(("num question", _question_cell(r, q)) for q in question_ids),
                     ("failed", e(", ".join(_failed_label(c) for c in r.cases if not c.passed)) or "-"),
                     ("num", f"{r.duration_s:.2f}"),
                 ]

@@ -23,6 +23,14 @@ score. So:
 - ``after_due_date``, ``after_published``, ``hidden``: each hidden case is a test with that
   visibility; until it is shown (never, for ``hidden``) the student sees the visible cases only,
   and no total. The top-level output then gives the visible cases' points, not the total.
+
+An assignment (a result with questions) is graded as one submission: every case is a test named
+with its question (``softmax: example:no_mask: ...``; a hidden case ``softmax: hidden case 1``,
+numbered within its question) and tagged with the question's id. A hidden question's cases are
+all hidden cases, so ``hidden_cases`` decides how they are shown, as for any hidden case; with
+``summary`` each question's hidden cases are one test (``softmax: hidden cases``). The top-level
+output gives one line per question (its points, or when it is shown for a question whose cases
+are all shown later) and ``score`` is the exact total, rounded once.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from fractions import Fraction
 from typing import Any
 
 from attnscore.report.feedback import at, cause_groups, failure_text, second_cause_text, summary_line
+from attnscore.report.questions import question_scores
 from attnscore.report.redact import for_students
 from attnscore.report.results import CaseResult, SubmissionResult, points_out
 
@@ -66,21 +75,26 @@ def gradescope_results(result: SubmissionResult, hidden_cases: str = DEFAULT_HID
     shown = [c for c in result.cases if c.visibility != "hidden"] if hidden_cases == "summary" else list(result.cases)
     same = _pointers(shown)
     tests = [_test(number, case, same, hidden_cases) for number, case in enumerate(shown, start=1)]
-    if hidden_cases == "summary" and hidden:
-        tests.append(_summary_test(len(tests) + 1, hidden))
+    if hidden_cases == "summary":
+        groups: dict[str, list[CaseResult]] = {}
+        for case in hidden:  # one summary test per question (one in all for a single spec)
+            groups.setdefault(case.question, []).append(case)
+        for question, cases in groups.items():
+            tests.append(_summary_test(len(tests) + 1, cases, question))
     summary = f"{result.spec_id} v{result.spec_version}: "
     if hidden and hidden_cases in _WHEN:
-        visible = [c for c in result.cases if c.visibility != "hidden"]
-        score = sum((c.points for c in visible), start=Fraction(0))
-        top = sum((c.max_points for c in visible), start=Fraction(0))
-        summary += (
-            f"{points_out(score)}/{points_out(top)} points on the visible cases; "
-            f"{len(hidden)} hidden {_cases(len(hidden))} "
-            f"({points_out(sum((c.max_points for c in hidden), start=Fraction(0)))} points) "
-            f"shown {_WHEN[hidden_cases]}"
-        )
+        summary += _points_shown(result.cases, hidden_cases)
     else:
         summary += f"{points_out(result.score)}/{points_out(result.max_score)} points"
+    for score in question_scores(result):
+        line = f"{score.question.id}: "
+        if any(c.visibility == "hidden" for c in score.cases) and hidden_cases in _WHEN:
+            line += _points_shown(score.cases, hidden_cases)
+        else:
+            line += f"{points_out(score.points)}/{points_out(score.max_points)} points"
+        if score.question.error:
+            line += f" ({score.question.error})"
+        summary += f"\n{line}"
     if result.error:
         summary += f"\n{result.error}"
     return {
@@ -105,6 +119,20 @@ def _cases(n: int) -> str:
     return "case" if n == 1 else "cases"
 
 
+def _points_shown(cases: tuple[CaseResult, ...], hidden_cases: str) -> str:
+    """The points of ``cases`` while their hidden ones are not shown yet: the visible cases' points,
+    and how many hidden cases (with their points) are shown when."""
+    visible = [c for c in cases if c.visibility != "hidden"]
+    hidden = [c for c in cases if c.visibility == "hidden"]
+    top = sum((c.max_points for c in hidden), start=Fraction(0))
+    later = f"{len(hidden)} hidden {_cases(len(hidden))} ({points_out(top)} points) shown {_WHEN[hidden_cases]}"
+    if not visible:
+        return later
+    score = sum((c.points for c in visible), start=Fraction(0))
+    shown = sum((c.max_points for c in visible), start=Fraction(0))
+    return f"{points_out(score)}/{points_out(shown)} points on the visible cases; {later}"
+
+
 def _pointers(cases: list[CaseResult]) -> dict[str, str]:
     """A case explained under another case's test: one line and a pointer (by case id)."""
     same: dict[str, str] = {}
@@ -127,25 +155,26 @@ def _test(number: int, case: CaseResult, same: dict[str, str], hidden_cases: str
             text += "".join(f"\n{second_cause_text(o)}" for o in case.failure.other_causes)
     hidden = case.visibility == "hidden"
     return {
-        "name": case.label,
+        "name": f"{case.question}: {case.label}" if case.question else case.label,
         "number": str(number),
         "score": points_out(case.points),
         "max_score": points_out(case.max_points),
         "status": "passed" if case.passed or case.advises else "failed",  # advice carries no points
         "output": text,
         "output_format": "text",
-        "tags": [case.kind, case.verdict.value],
+        "tags": [case.kind, case.verdict.value, *([case.question] if case.question else [])],
         "visibility": hidden_cases if hidden and hidden_cases != "visible" else "visible",
     }
 
 
-def _summary_test(number: int, hidden: list[CaseResult]) -> dict[str, Any]:
-    """The hidden cases as one test: how many passed and their points together, no case named."""
+def _summary_test(number: int, hidden: list[CaseResult], question: str) -> dict[str, Any]:
+    """The hidden cases (of one question, for an assignment) as one test: how many passed and their
+    points together, no case named."""
     passed = sum(c.passed for c in hidden)
     score = sum((c.points for c in hidden), start=Fraction(0))
     top = sum((c.max_points for c in hidden), start=Fraction(0))
     return {
-        "name": "hidden cases",
+        "name": f"{question}: hidden cases" if question else "hidden cases",
         "number": str(number),
         "score": points_out(score),
         "max_score": points_out(top),
@@ -155,6 +184,6 @@ def _summary_test(number: int, hidden: list[CaseResult]) -> dict[str, Any]:
             "points (hidden cases are not shown one by one)"
         ),
         "output_format": "text",
-        "tags": ["hidden"],
+        "tags": ["hidden", *([question] if question else [])],
         "visibility": "visible",
     }

@@ -1,4 +1,13 @@
-"""JSON reports: results as plain, strictly valid JSON data (no NaN tokens)."""
+"""JSON reports: results as plain, strictly valid JSON data (no NaN tokens).
+
+An assignment's result (one with questions) adds ``questions``, one object per question in the
+assignment's order (``id``, ``title``, ``spec`` ``{id, version}``, ``function``, ``visibility``,
+``score``, ``max_score``, ``error``: null or the question's own problem), and a ``question`` key
+to each case; a single spec's report has neither, as before. Points are rounded once, from the
+exact values (:func:`attnscore.report.results.points_out`): ``score`` is the exact total rounded,
+never a sum of rounded question scores. The lossless form, exact points kept, is the record
+(:mod:`attnscore.report.record`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from attnscore.report.feedback import failure_data
+from attnscore.report.questions import QuestionScore, question_scores
 from attnscore.report.results import CaseResult, SubmissionResult, points_out
 
 __all__ = ["case_to_json", "submission_to_json", "batch_to_json", "REPORT_FORMAT"]
@@ -23,6 +33,7 @@ def case_to_json(case: CaseResult) -> dict[str, Any]:
     """
     return {
         "id": case.id,
+        **({"question": case.question} if case.question else {}),
         "kind": case.kind,
         "title": case.title,
         "verdict": case.verdict.value,
@@ -55,7 +66,23 @@ def submission_to_json(result: SubmissionResult) -> dict[str, Any]:
         "error": result.error or None,
         "output": result.output,
         "environment": dict(result.environment),
+        **({"questions": [_question_to_json(s) for s in question_scores(result)]} if result.questions else {}),
         "cases": [case_to_json(c) for c in result.cases],
+    }
+
+
+def _question_to_json(score: QuestionScore) -> dict[str, Any]:
+    question = score.question
+    return {
+        "id": question.id,
+        "title": question.title,
+        "spec": {"id": question.spec_id, "version": question.spec_version},
+        "function": question.function,
+        "visibility": question.visibility,
+        "score": points_out(score.points),
+        "max_score": points_out(score.max_points),
+        "all_passed": score.all_passed,
+        "error": question.error or None,
     }
 
 

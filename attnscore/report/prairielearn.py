@@ -8,6 +8,11 @@ student), ``score`` as a fraction 0..1, ``message``, ``output``, and ``tests[]``
 students' results: a hidden case is listed as "hidden case N" with its verdict and points
 (:func:`attnscore.report.redact.for_students`), never by id, title or spec line, and its message
 never holds inputs or expected values.
+
+An assignment (a result with questions) is one PrairieLearn question with one test per case, each
+named with its question (``softmax: example no_mask``; a hidden case ``softmax: hidden case 1``,
+numbered within its question, every case of a hidden question among them); the message gives each
+question's points on a line of its own, and ``score`` is the exact total over the exact maximum.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from attnscore.report.questions import question_scores
 from attnscore.report.redact import for_students
 from attnscore.report.results import SubmissionResult, points_out
 
@@ -28,14 +34,16 @@ def prairielearn_results(result: SubmissionResult) -> dict[str, Any]:
     """The PrairieLearn results object for ``result`` (``score``: exact points ratio as a float).
 
     A test is named by its case id (``example anti_aligned``, ``property deterministic``; a hidden
-    case ``hidden case N``) and described by its title ("" for a hidden case).
+    case ``hidden case N``), after its question's id for an assignment (``softmax: example a``),
+    and described by its title ("" for a hidden case).
     """
     result = for_students(result)
     tests = []
     for case in result.cases:
+        name = case.id.replace(":", " ", 1)
         tests.append(
             {
-                "name": case.id.replace(":", " ", 1),
+                "name": f"{case.question}: {name}" if case.question else name,
                 "description": case.title,
                 "points": points_out(case.points),
                 "max_points": points_out(case.max_points),
@@ -47,6 +55,10 @@ def prairielearn_results(result: SubmissionResult) -> dict[str, Any]:
     message = (
         f"{result.spec_id} v{result.spec_version}: {points_out(result.score)}/{points_out(result.max_score)} points"
     )
+    for part in question_scores(result):
+        message += f"\n{part.question.id}: {points_out(part.points)}/{points_out(part.max_points)} points"
+        if part.question.error:
+            message += f" ({part.question.error})"
     if result.error:
         message += f"\n{result.error}"
     return {

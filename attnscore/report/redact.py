@@ -34,12 +34,15 @@ from attnscore.report.failure import Failure, Mismatch, Withheld
 
 class _Cases(Protocol):
     """What :func:`for_students` reads of a result (:class:`attnscore.report.results.SubmissionResult`,
-    which imports this module): a dataclass with cases."""
+    which imports this module): a dataclass with cases and, for an assignment, its questions."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
     def cases(self) -> tuple[Any, ...]: ...
+
+    @property
+    def questions(self) -> tuple[Any, ...]: ...
 
 
 _Result = TypeVar("_Result", bound=_Cases)
@@ -178,14 +181,22 @@ def for_students(result: _Result) -> _Result:
     (:attr:`Failure.for_students`: no advice that only an instructor can act on). Applying it
     twice changes nothing.
 
+    For an assignment (a result with ``questions``), N counts the hidden cases of each question
+    on its own (the case's ``question`` says which), and every case of a question whose
+    ``visibility`` is ``hidden`` is a hidden case, whatever its own visibility said.
+
     Every student-facing reporter calls it first (Gradescope, PrairieLearn, a class run's feedback
     files); the instructor's reports (text, JSON, class page) do not.
     """
+    hidden_questions = {q.id for q in result.questions if q.visibility == "hidden"}
     cases = []
-    number = 0
+    numbers: dict[str, int] = {}
     for case in result.cases:
+        if case.question in hidden_questions and case.visibility != "hidden":  # a hidden question's case
+            failure = None if case.failure is None else _hidden(case.failure)
+            case = dataclasses.replace(case, visibility="hidden", failure=failure)
         if case.visibility == "hidden":
-            number += 1
+            numbers[case.question] = number = numbers.get(case.question, 0) + 1
             label = hidden_case_label(number)
             failure = None if case.failure is None else anonymise(case.failure, label)
             case = dataclasses.replace(case, id=label, title="", location="", failure=failure)
@@ -193,3 +204,8 @@ def for_students(result: _Result) -> _Result:
             case = dataclasses.replace(case, failure=_to_student(case.failure))
         cases.append(case)
     return dataclasses.replace(result, cases=tuple(cases))
+
+
+def _hidden(failure: Failure) -> Failure:
+    """``failure`` marked hidden (its second causes too): a case of a hidden question."""
+    return dataclasses.replace(failure, hidden=True, other_causes=tuple(_hidden(o) for o in failure.other_causes))
