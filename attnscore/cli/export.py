@@ -21,7 +21,7 @@ def export() -> None:
 
 
 @export.command("gradescope")
-@spec_option("The spec.", exists=True)
+@spec_option("The spec, or an assignment file (every question's spec and reference files go with it).", exists=True)
 @click.option(
     "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The zip to write (atomically)."
 )
@@ -78,14 +78,16 @@ def export_gradescope(
     from attnscore.export.targets import choose_target
 
     chosen = choose_target(python=python, image=image)
+    copied = sum(n.startswith("assignment/") for n in names)
+    graded = f"assignment/ ({copied} files of the assignment)" if copied else "spec.yaml"
     click.echo(
-        f"wrote {output}: {len(names)} files (setup.sh, run_autograder, spec.yaml, requirements.txt, python/) "
+        f"wrote {output}: {len(names)} files (setup.sh, run_autograder, {graded}, requirements.txt, python/) "
         f"for the base image {chosen.label}"
     )
 
 
 @export.command("student-spec")
-@spec_option("The full spec.")
+@spec_option("The full spec, or an assignment file.")
 @click.option(
     "-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="The YAML to write (atomically)."
 )
@@ -94,11 +96,30 @@ def export_student_spec(spec_path: str, output: str) -> None:
 
     Same id, version, seed, points and tolerances; hidden worked examples and properties are left
     out (only their number and points are said). Hand this file out, never the full spec.
+
+    For an assignment, OUTPUT is the student copy of the assignment file, and each question's
+    student spec goes to OUTPUT's stem + _specs/ beside it; hidden questions, and questions
+    graded against the instructor's own reference file, are left out.
     """
     from attnscore.export.bundle import ExportError
-    from attnscore.export.student_spec import write_student_spec
+    from attnscore.spec.assignment import is_assignment_file
 
     try:
+        if is_assignment_file(spec_path):
+            from attnscore.export.student_assignment import write_student_assignment
+
+            written = write_student_assignment(spec_path, output)
+            folder = written.specs[0][1].parent
+            line = (
+                f"wrote {output} and {len(written.specs)} student spec{'s' * (len(written.specs) != 1)} under "
+                f"{folder}: the visible cases of {', '.join(q for q, _ in written.specs)}"
+            )
+            if written.left_out:
+                line += "; left out: " + "; ".join(f"{q} ({why})" for q, why in written.left_out)
+            click.echo(line)
+            return
+        from attnscore.export.student_spec import write_student_spec
+
         text = write_student_spec(spec_path, output)
     except ExportError as exc:
         raise BadUsage(str(exc)) from None
@@ -111,7 +132,7 @@ def export_student_spec(spec_path: str, output: str) -> None:
 
 
 @export.command("prairielearn")
-@spec_option("The spec.", exists=True)
+@spec_option("The spec, or an assignment file (one question: every function in one upload).", exists=True)
 @click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False), help="The folder to write.")
 @click.option("--image", default="attnscore-grader", show_default=True, help="The grader image's name.")
 @click.option("--file-name", "file_name", default="solution.py", show_default=True, help="The file students upload.")

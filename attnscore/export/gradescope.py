@@ -3,16 +3,20 @@
 The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source``):
 
 - ``setup.sh`` and ``run_autograder`` from ``graders/gradescope/`` (see their comments);
-- ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only);
+- ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only); or, for an
+  assignment, ``assignment/`` holding the assignment file, every question's spec and every
+  instructor reference file in their relative layout
+  (:mod:`attnscore.export.assignment_files`), and ``spec-path.txt``, the assignment file's path in
+  the bundle, which ``run_autograder`` grades with (``--spec``) instead of ``spec.yaml``;
 - ``requirements.txt``, every dependency pinned for the target base image
   (:mod:`attnscore.export.targets`: Ubuntu 22.04 with Python 3.10 by default, or 24.04 with 3.12),
   ``python-version.txt``, that image's Python, and ``base-image.txt``, its name (setup.sh stops
   before installing anything when the image's ``python3`` is another);
 - ``grade-options.txt``, extra ``attnscore grade`` options, one per line (``--function``, ``--entry``,
   ``--hidden-cases``: how students see hidden cases and their total, see :mod:`attnscore.report.gradescope`);
-- ``course-requirements.txt`` and ``system-packages.txt``, the spec's ``environment``: the packages
-  submissions may import and the system packages ``torch.compile`` needs, installed by setup.sh
-  (:mod:`attnscore.export.course_environment`);
+- ``course-requirements.txt`` and ``system-packages.txt``, the spec's ``environment`` (every
+  question's together, for an assignment): the packages submissions may import and the system
+  packages ``torch.compile`` needs, installed by setup.sh (:mod:`attnscore.export.course_environment`);
 - ``python/``, an installable copy of the attnscore that exported it (its package files, licence
   and a ``pyproject.toml`` from its metadata: :func:`attnscore.export.bundle.source_files`),
   installed by setup.sh. Exporting needs no source checkout: an installed wheel does it.
@@ -32,6 +36,7 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
+from attnscore.export.assignment_files import assignment_environment, assignment_layout, load_graded
 from attnscore.export.bundle import ExportError, graders_dir, source_files
 from attnscore.export.course_environment import (
     COURSE_REQUIREMENTS,
@@ -43,7 +48,10 @@ from attnscore.export.grader_paths import without_grader_path
 from attnscore.export.targets import check_target, choose_target, target_requirements
 from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES, HIDDEN_CASES
 
-__all__ = ["build_gradescope_bundle", "failure_results"]
+__all__ = ["build_gradescope_bundle", "failure_results", "SPEC_PATH"]
+
+SPEC_PATH = "spec-path.txt"
+"""The member naming the assignment file (an assignment's bundle; a spec's bundle has ``spec.yaml``)."""
 
 _EXECUTABLE = stat.S_IFREG | 0o755
 _READABLE = stat.S_IFREG | 0o644
@@ -70,9 +78,11 @@ def build_gradescope_bundle(
     """Write the autograder zip for ``spec_path`` to ``output`` (atomically) and return its member names.
 
     Args:
-        spec_path: a spec file (validated first: an invalid spec builds nothing).
+        spec_path: a spec file or an assignment file (validated first, every question's spec too:
+            an invalid one builds nothing).
         output: the ``.zip`` to write; its folder must exist.
-        function: the graded function's name, when not the spec's.
+        function: the graded function's name, when not the spec's (a spec only: an assignment
+            names each question's function).
         entry: the entry file of a multi-file submission (``--entry``), e.g. ``solution.py``.
         hidden_cases: how students see the hidden cases, and so whether they see their total
             (one of :data:`attnscore.report.gradescope.HIDDEN_CASES`; the default, ``visible``,
@@ -83,17 +93,29 @@ def build_gradescope_bundle(
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
         ExportError: attnscore is not installed as a distribution, ``output``'s folder does not
-            exist, the spec is a student copy, ``hidden_cases`` is not one of the choices, or no
+            exist, the spec (or a question's) is a student copy, ``function`` is given with an
+            assignment, ``hidden_cases`` is not one of the choices, or no
             target matches ``python``/``image`` or its pins cannot carry attnscore
             (:func:`attnscore.export.targets.check_target`); nothing is written then.
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
     from attnscore.export.student_spec import refuse_student_copy
-    from attnscore.spec.load import load_spec
+    from attnscore.spec.model import Spec
 
-    spec = load_spec(spec_path)  # invalid specs stop here, located
-    refuse_student_copy(spec, "a Gradescope autograder")
+    graded = load_graded(spec_path)  # invalid specs and assignments stop here, located
+    if isinstance(graded, Spec):
+        refuse_student_copy(graded, "a Gradescope autograder")
+        environment = graded.environment
+    else:
+        for question in graded.questions:
+            refuse_student_copy(question.spec, f"a Gradescope autograder (question {question.id})")
+        if function:
+            raise ExportError(
+                f"--function {function}: an assignment names each question's function itself "
+                f"(questions[].function in {spec_path}); leave --function out"
+            )
+        environment = assignment_environment(graded)
     platform = choose_target(python=python, image=image)
     check_target(platform)
     target = Path(output)
@@ -109,13 +131,19 @@ def build_gradescope_bundle(
     with zipfile.ZipFile(buffer, "w") as archive:
         _add(archive, "setup.sh", (scripts / "setup.sh").read_bytes(), _EXECUTABLE)
         _add(archive, "run_autograder", (scripts / "run_autograder").read_bytes(), _EXECUTABLE)
-        _add(archive, "spec.yaml", Path(spec_path).read_bytes())
+        if isinstance(graded, Spec):
+            _add(archive, "spec.yaml", Path(spec_path).read_bytes())
+        else:
+            layout = assignment_layout(graded)
+            _add(archive, SPEC_PATH, f"{layout.entry}\n".encode())
+            for name, path in layout.files:
+                _add(archive, name, path.read_bytes())
         _add(archive, "requirements.txt", ("\n".join(target_requirements(platform)) + "\n").encode())
         _add(archive, "python-version.txt", f"{platform.python}\n".encode())
         _add(archive, "base-image.txt", f"{platform.image}\n".encode())
         _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
-        _add(archive, COURSE_REQUIREMENTS, course_requirements(spec.environment))
-        _add(archive, SYSTEM_PACKAGES, system_packages(spec.environment, "gradescope"))
+        _add(archive, COURSE_REQUIREMENTS, course_requirements(environment))
+        _add(archive, SYSTEM_PACKAGES, system_packages(environment, "gradescope"))
         for name, content in source_files():
             _add(archive, f"python/{name}", content)
         names = archive.namelist()

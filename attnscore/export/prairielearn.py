@@ -17,6 +17,13 @@ Writes two folders under ``DIR``:
   ``tests/spec.yaml`` plus ``tests/options.json`` (PrairieLearn copies ``tests/`` to
   ``/grade/tests`` for the grader; students never see it).
 
+An assignment is one PrairieLearn question (one upload defining every question's function): its
+files go to ``tests/assignment/`` in their relative layout (the assignment file, every question's
+spec, every instructor reference file: :mod:`attnscore.export.assignment_files`) and
+``options.json``'s ``spec`` names the assignment file there; the page lists every function the
+upload must define, and the image installs every question's environment together. The grader's
+results then have a test per case, named with its question (:mod:`attnscore.report.prairielearn`).
+
 The entry point is :mod:`attnscore.export.prairielearn_grader`.
 """
 
@@ -27,9 +34,17 @@ import json
 import shutil
 import sys
 import uuid
+from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 from attnscore.atomic import write_atomic
+from attnscore.export.assignment_files import (
+    ASSIGNMENT_FOLDER,
+    assignment_environment,
+    assignment_layout,
+    load_graded,
+)
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
 from attnscore.export.course_environment import (
     COURSE_REQUIREMENTS,
@@ -38,7 +53,8 @@ from attnscore.export.course_environment import (
     system_packages,
 )
 from attnscore.export.student_spec import refuse_student_copy
-from attnscore.spec.load import load_spec
+from attnscore.spec.assignment import Assignment
+from attnscore.spec.model import Spec
 
 __all__ = ["export_prairielearn", "ENTRYPOINT", "DEFAULT_IMAGE"]
 
@@ -55,6 +71,73 @@ def _write(path: Path, data: bytes, executable: bool = False) -> None:
         path.chmod(0o755)
 
 
+def _info(key: str, title: str, tag: str, image: str, timeout_s: int) -> dict[str, object]:
+    """The question's ``info.json`` (``key``: what its stable uuid is made from)."""
+    return {
+        "uuid": str(uuid.uuid5(_UUID_NAMESPACE, key)),
+        "title": title,
+        "topic": "Attention scores",
+        "tags": ["attnscore", tag],
+        "type": "v3",
+        "singleVariant": True,
+        "gradingMethod": "External",
+        "externalGradingOptions": {  # no "enabled": deprecated in PrairieLearn's schema (true is its default)
+            "image": image,
+            "entrypoint": ENTRYPOINT,
+            "timeout": timeout_s,
+            "enableNetworking": False,
+        },
+    }
+
+
+def _signature(question_function: str, spec: Spec) -> str:
+    return f"{question_function}({', '.join(p for p, _ in spec.contract.parameters)})"
+
+
+def _assignment_question(
+    assignment: Assignment,
+    put: Callable[[str, bytes], None],
+    templates: Path,
+    image: str,
+    timeout_s: int,
+    file_name: str,
+    out: Path,
+) -> None:
+    """The question folder of an assignment: one upload, every question's function, the
+    assignment's files under ``tests/assignment/``."""
+    info = _info(f"assignment:{assignment.id}:{assignment.version}", assignment.title, assignment.id, image, timeout_s)
+    put("question/info.json", (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode())
+    items = "\n".join(
+        f"    <li><code>{html.escape(_signature(q.function, q.spec), quote=True)}</code>: "
+        f"{html.escape(q.title.strip(), quote=True)} ({_points_text(q.points)} points)</li>"
+        for q in assignment.questions
+    )
+    page = (templates / "assignment.html").read_text(encoding="utf-8")
+    for key, value in {
+        "title": assignment.title,
+        "description": assignment.description,
+        "file_name": file_name,
+        "assignment_id": assignment.id,
+        "assignment_version": str(assignment.version),
+    }.items():
+        page = page.replace("{{" + key + "}}", html.escape(value.strip(), quote=True))
+    put("question/question.html", page.replace("{{functions}}", items).encode("utf-8"))
+    tests = out / "question" / "tests"
+    if (tests / ASSIGNMENT_FOLDER).exists():  # an earlier export's files: none of them may linger
+        shutil.rmtree(tests / ASSIGNMENT_FOLDER)
+    (tests / "spec.yaml").unlink(missing_ok=True)
+    layout = assignment_layout(assignment)
+    for name, path in layout.files:
+        put(f"question/tests/{name}", path.read_bytes())
+    options = {"spec": layout.entry, "entry": file_name}
+    put("question/tests/options.json", (json.dumps(options, indent=2) + "\n").encode())
+
+
+def _points_text(points: Fraction) -> str:
+    """Exact points as a page shows them: ``10``, ``2.5``, or ``10/3``."""
+    return str(points) if points.denominator != 1 and 10**6 % points.denominator else f"{float(points):g}"
+
+
 def export_prairielearn(
     spec_path: str | Path,
     output: str | Path,
@@ -67,12 +150,12 @@ def export_prairielearn(
     """Write the image context and the question folder for ``spec_path`` under ``output``.
 
     Args:
-        spec_path: the spec file (validated first).
+        spec_path: the spec file, or an assignment file (validated first, every question's spec too).
         output: a folder (created when missing; its parent must exist). Existing files in it are
             replaced; nothing else there is touched.
         image: the image name the question asks PrairieLearn for (``externalGradingOptions.image``).
         file_name: the file students upload (``solution.py``, or a notebook ``solution.ipynb``).
-        function: the graded function's name, when not the spec's.
+        function: the graded function's name, when not the spec's (a spec only).
         timeout_s: PrairieLearn's time limit for one grading job, seconds.
 
     Returns:
@@ -80,11 +163,23 @@ def export_prairielearn(
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: attnscore is not installed as a distribution, the spec is a student copy, ``output``'s parent is
-            missing, or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
+        ExportError: attnscore is not installed as a distribution, the spec (or a question's) is a
+            student copy, ``output``'s parent is missing, ``function`` is given with an assignment,
+            or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
-    spec = load_spec(spec_path)
-    refuse_student_copy(spec, "a PrairieLearn grader")
+    graded = load_graded(spec_path)
+    if isinstance(graded, Spec):
+        refuse_student_copy(graded, "a PrairieLearn grader")
+        environment = graded.environment
+    else:
+        for question in graded.questions:
+            refuse_student_copy(question.spec, f"a PrairieLearn grader (question {question.id})")
+        if function:
+            raise ExportError(
+                f"--function {function}: an assignment names each question's function itself "
+                f"(questions[].function in {spec_path}); leave --function out"
+            )
+        environment = assignment_environment(graded)
     out = Path(output)
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: the directory {out.parent} does not exist")
@@ -101,8 +196,8 @@ def export_prairielearn(
     put("image/Dockerfile", (templates / "Dockerfile").read_bytes())
     put("image/grade.py", (templates / "grade.py").read_bytes(), executable=True)
     put("image/requirements.txt", ("\n".join(pinned_requirements()) + "\n").encode())
-    put(f"image/{COURSE_REQUIREMENTS}", course_requirements(spec.environment))
-    put(f"image/{SYSTEM_PACKAGES}", system_packages(spec.environment, "prairielearn"))
+    put(f"image/{COURSE_REQUIREMENTS}", course_requirements(environment))
+    put(f"image/{SYSTEM_PACKAGES}", system_packages(environment, "prairielearn"))
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     build = (
         "#!/usr/bin/env bash\n# Build the grader image (the pins in requirements.txt were taken with Python "
@@ -118,23 +213,13 @@ def export_prairielearn(
         put(f"image/python/{name}", content)
 
     # The question.
+    if isinstance(graded, Assignment):
+        _assignment_question(graded, put, templates, image, timeout_s, file_name, out)
+        return written
+    spec = graded
     name = function or spec.function
     signature = f"{name}({', '.join(p for p, _ in spec.contract.parameters)})"
-    info = {
-        "uuid": str(uuid.uuid5(_UUID_NAMESPACE, f"{spec.id}:{spec.version}")),
-        "title": spec.title,
-        "topic": "Attention scores",
-        "tags": ["attnscore", spec.id],
-        "type": "v3",
-        "singleVariant": True,
-        "gradingMethod": "External",
-        "externalGradingOptions": {  # no "enabled": deprecated in PrairieLearn's schema (true is its default)
-            "image": image,
-            "entrypoint": ENTRYPOINT,
-            "timeout": timeout_s,
-            "enableNetworking": False,
-        },
-    }
+    info = _info(f"{spec.id}:{spec.version}", spec.title, spec.id, image, timeout_s)
     put("question/info.json", (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode())
     page = (templates / "question.html").read_text(encoding="utf-8")
     for key, value in {
@@ -147,6 +232,8 @@ def export_prairielearn(
     }.items():
         page = page.replace("{{" + key + "}}", html.escape(value.strip(), quote=True))
     put("question/question.html", page.encode("utf-8"))
+    if (out / "question" / "tests" / ASSIGNMENT_FOLDER).exists():  # an earlier export of an assignment here
+        shutil.rmtree(out / "question" / "tests" / ASSIGNMENT_FOLDER)
     put("question/tests/spec.yaml", Path(spec_path).read_bytes())
     options = {"function": name} | ({"entry": file_name} if file_name else {})
     put("question/tests/options.json", (json.dumps(options, indent=2) + "\n").encode())

@@ -6,7 +6,9 @@ PrairieLearn starts the grader image once per submission with (its external grad
 - ``/grade/student/``: the student's submitted files (a ``.py`` file, a notebook, or several files);
 - ``/grade/tests/``: the question's ``tests/`` folder; here ``spec.yaml`` (the spec, with its
   hidden cases: students never see this folder) and ``options.json`` (optional: ``function``,
-  ``entry``, the graded function's name and the entry file of multi-file submissions);
+  ``entry``, the graded function's name and the entry file of multi-file submissions; ``spec``,
+  the path in ``tests/`` of the file to grade against instead of ``spec.yaml``: an assignment's
+  file, its questions' specs and reference files beside it);
 - ``/grade/data/data.json``: the question's parameters and the submission (not needed: the files
   are in ``/grade/student``);
 - ``/grade/serverFilesCourse/``: the course's server files (not needed: the spec travels with the
@@ -30,11 +32,12 @@ import ast
 import json
 import os
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
+from attnscore.export.assignment_files import load_graded
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.grade.environment import environment_problem
 from attnscore.grade.grading import grade_many
@@ -42,7 +45,6 @@ from attnscore.grade.time_budget import grading_limits
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import preflight
-from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
 from attnscore.submission.files import Submission, SubmissionError, find_submissions, printable_name
 
@@ -56,8 +58,13 @@ def _options(tests: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     raw = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(raw, dict) or not all(k in ("function", "entry") and isinstance(v, str) for k, v in raw.items()):
-        raise ValueError(f"{path}: expected an object with string fields function and entry, found {raw!r}")
+    if not isinstance(raw, dict) or not all(
+        k in ("function", "entry", "spec") and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise ValueError(f"{path}: expected an object with string fields function, entry and spec, found {raw!r}")
+    spec = raw.get("spec")
+    if spec is not None and (spec.startswith("/") or ".." in PurePosixPath(spec).parts or not spec.strip()):
+        raise ValueError(f"{path}: expected spec to be a path inside tests/ (e.g. assignment/a1.yaml), found {spec!r}")
     return raw
 
 
@@ -71,8 +78,8 @@ def grade_job(root: Path) -> dict[str, Any]:
     tests = root / "tests"
     if hasattr(os, "geteuid") and os.geteuid() == 0 and tests.is_dir():
         tests.chmod(0o700)  # the sandboxed worker (another uid) must not read the spec's hidden cases
-    spec = load_spec(tests / "spec.yaml")
     options = _options(tests)
+    spec = load_graded(tests / options.get("spec", "spec.yaml"))
     try:
         (submission,) = find_submissions([str(root / "student")], entry=options.get("entry"), one=True)
     except SubmissionError as exc:

@@ -3,7 +3,8 @@
 # It installs Python, the pinned requirements (requirements.txt, written by `attnscore export
 # gradescope`) and attnscore itself from the source copy in this bundle (python/), into a
 # virtual environment outside /autograder/source, which is then made readable by root only:
-# the spec (with its hidden cases) lives there, and the sandboxed worker runs as another user.
+# the spec (with its hidden cases; an assignment's specs and reference files too) lives there, and
+# the sandboxed worker runs as another user.
 # The image needs network access while it builds (PyPI, and download.pytorch.org for torch's CPU
 # wheel) and about 1.5 GB of disk. The spec's environment adds system-packages.txt (apt: a C++
 # compiler and Python's headers when submissions may use torch.compile) and course-requirements.txt
@@ -69,5 +70,9 @@ chmod 0700 "$source_dir"
 # again. The empty file scores 0; its report is thrown away.
 warm_up="$(mktemp -d)"
 : > "$warm_up/warm_up.py"
-"$venv/bin/attnscore" grade "$warm_up/warm_up.py" --spec "$source_dir/spec.yaml" > /dev/null 2>&1 || true
+spec="$source_dir/spec.yaml"
+if [ -f "$source_dir/spec-path.txt" ]; then  # an assignment: its file, inside the bundle
+    spec="$source_dir/$(head -n 1 "$source_dir/spec-path.txt")"
+fi
+"$venv/bin/attnscore" grade "$warm_up/warm_up.py" --spec "$spec" > /dev/null 2>&1 || true
 rm -rf "$warm_up"
