@@ -80,6 +80,7 @@ def test_wheel_and_sdist_hold_the_bundled_specs_and_schema(dist):
     }
     wanted |= {
         "attnscore/bundled_specs/spec-v1.schema.json",
+        "attnscore/bundled_specs/assignment-v1.schema.json",
         "attnscore/cli/__init__.py",
         "attnscore/boundary/worker.py",
     }

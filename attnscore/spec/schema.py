@@ -97,8 +97,16 @@ _Validator = jsonschema.validators.extend(
 )
 
 
-def schema_problems(doc: Positioned) -> list[SpecProblem]:
-    validator = _Validator(spec_schema())
+@lru_cache(maxsize=1)
+def assignment_schema() -> dict[str, Any]:
+    """The JSON Schema of assignment format v1 (``assignment-v1.schema.json``, beside the spec schema), as a dict."""
+    text = (resources.files("attnscore") / "bundled_specs" / "assignment-v1.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def schema_problems(doc: Positioned, schema: dict[str, Any] | None = None) -> list[SpecProblem]:
+    """Every place ``doc`` breaks ``schema`` (default: the spec schema), each located."""
+    validator = _Validator(spec_schema() if schema is None else schema)
     problems = []
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
         message = _schema_message(error)
