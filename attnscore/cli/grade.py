@@ -37,7 +37,14 @@ __all__ = ["grade"]
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @spec_option("The spec to grade against.")
 @function_option()
-@format_option("text", "json", "gradescope", help="text for people, json for tools, gradescope for results.json.")
+@format_option(
+    "text",
+    "json",
+    "gradescope",
+    "junit",
+    help="text for people, json for tools, gradescope for results.json, junit for JUnit XML (a testsuite per "
+    "question of an assignment, per submission).",
+)
 @click.option(
     "--output",
     "output",
@@ -246,11 +253,16 @@ def grade(
         if output:
             write_atomically(output, console.export_text())
     else:
-        if fmt == "json":
-            data = submission_to_json(results[0]) if len(results) == 1 else batch_to_json(results)
+        if fmt == "junit":
+            from attnscore.report.junit import junit_xml
+
+            text = junit_xml(results)
         else:
-            data = gradescope_results(results[0], hidden_cases or DEFAULT_HIDDEN_CASES)
-        text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+            if fmt == "json":
+                data = submission_to_json(results[0]) if len(results) == 1 else batch_to_json(results)
+            else:
+                data = gradescope_results(results[0], hidden_cases or DEFAULT_HIDDEN_CASES)
+            text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
         if output:
             write_atomically(output, text)
         else:

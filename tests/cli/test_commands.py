@@ -124,7 +124,7 @@ def test_grade_several_submissions_prints_a_table():
         ),
         pytest.param(
             ["grade", str(SUBS / "correct_matmul.py"), "--spec", SPEC, "--format", "xml"],
-            "Error: Invalid value for '--format': 'xml' is not one of 'text', 'json', 'gradescope'.",
+            "Error: Invalid value for '--format': 'xml' is not one of 'text', 'json', 'gradescope', 'junit'.",
             id="unknown format",
         ),
         pytest.param(
