@@ -5,7 +5,10 @@ as those platforms run them; the student copy of an assignment."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,10 +24,12 @@ from attnscore.export.bundle import ExportError
 from attnscore.export.gradescope import SPEC_PATH, build_gradescope_bundle
 from attnscore.export.prairielearn import export_prairielearn
 from attnscore.export.student_assignment import write_student_assignment
+from attnscore.report.results import points_out
 from attnscore.spec.assignment import Assignment, load_assignment
 from attnscore.spec.environment import Environment
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
+from tests.guards import HANG_GUARD_S
 from tests.practice.prairielearn_format import QUESTION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,3 +253,103 @@ def test_student_copy_of_only_hidden_questions_is_refused(course, tmp_path):
         "weight: 2}", "weight: 2, visibility: hidden}"))  # fmt: skip
     with pytest.raises(ExportError, match=r"no question of .*a1\.yaml can be handed out \(scores: a hidden question; "):
         write_student_assignment(course, tmp_path / "a1.yaml")
+
+
+CORRECT = b"""import math
+
+
+def scores(q, keys):
+    return keys @ q
+
+
+def score_matrix(Q, K):
+    return Q @ K.transpose(-2, -1)
+
+
+def scaled_score_matrix(Q, K):
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+"""
+# scores applies softmax (a wrong value in every case), score_matrix is missing (costs only its question)
+WRONG = b"""import math
+
+import torch
+
+
+def scores(q, keys):
+    return torch.softmax(keys @ q, dim=-1)
+
+
+def scaled_score_matrix(Q, K):
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+"""
+
+
+def pl_grade(tmp_path: Path, exported: Path, files: dict[str, bytes]) -> dict:
+    """Lay out /grade (the question's tests/ folder whole, as PrairieLearn copies it), run grade.py."""
+    from tests.export.test_prairielearn import RESULTS
+
+    root = tmp_path / "grade"
+    (root / "student").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "data" / "data.json").write_text(json.dumps({"params": {}, "submitted_answers": {}}))
+    shutil.copytree(exported / "question" / "tests", root / "tests")
+    for name, content in files.items():
+        (root / "student" / name).write_bytes(content)
+    done = subprocess.run(
+        [sys.executable, str(exported / "image" / "grade.py")],
+        env={**os.environ, "ATTNSCORE_GRADE_ROOT": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    jsonschema.validate(results, RESULTS)
+    return results
+
+
+@pytest.mark.slow
+def test_gradescope_bundle_grades_an_assignment_end_to_end(course, tmp_path):
+    """The real run_autograder on the unpacked zip: a correct file gets every question's points; a
+    wrong one loses scores (softmax applied) and matrix (missing) only, each test named by question."""
+    from tests.export.test_gradescope import autograder, check_format
+
+    bundle = tmp_path / "autograder.zip"
+    build_gradescope_bundle(course, bundle)
+    assignment = load_assignment(course)
+    points = {q.id: q.points for q in assignment.questions}
+    right = autograder(tmp_path / "right", bundle, {"solution.py": CORRECT})
+    check_format(right)
+    assert right["score"] == points_out(assignment.max_points)
+    assert {t["status"] for t in right["tests"]} == {"passed"}
+    prefixes = [t["name"].split(": ")[0] for t in right["tests"]]
+    assert prefixes == sorted(prefixes, key=["scores", "matrix", "scaled"].index)  # question order
+    assert all(t["name"].startswith("matrix: hidden case ") for t in right["tests"] if t["name"].startswith("matrix"))
+    wrong = autograder(tmp_path / "wrong", bundle, {"solution.py": WRONG})
+    check_format(wrong)
+    assert wrong["score"] == int(points["scaled"])  # scores 0 of 10, matrix 0 (missing), scaled in full
+    lines = wrong["output"].splitlines()
+    assert lines[1] == "scores: 0/10 points"
+    assert lines[2].startswith(f"matrix: 0/{int(points['matrix'])} points (") and "score_matrix" in lines[2]
+    assert lines[3] == f"scaled: {int(points['scaled'])}/{int(points['scaled'])} points"
+
+
+@pytest.mark.slow
+def test_prairielearn_grader_grades_an_assignment_end_to_end(course, tmp_path):
+    """The image's entry point on /grade laid out as PrairieLearn does: full marks for the correct
+    file; for the wrong one a partial score and a message with each question's points."""
+    out = tmp_path / "pl"
+    export_prairielearn(course, out)
+    assignment = load_assignment(course)
+    scaled = assignment.questions[2].points
+    right = pl_grade(tmp_path / "right", out, {"solution.py": CORRECT})
+    assert right["gradable"] is True and right["score"] == 1
+    wrong = pl_grade(tmp_path / "wrong", out, {"solution.py": WRONG})
+    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(float(scaled / assignment.max_points))
+    assert wrong["message"].splitlines()[1:] == [
+        "scores: 0/10 points",
+        wrong["message"].splitlines()[2],
+        f"scaled: {int(scaled)}/{int(scaled)} points",
+    ]
+    assert wrong["message"].splitlines()[2].startswith("matrix: 0/")
+    assert {t["name"].split(": ")[0] for t in wrong["tests"]} == {"scores", "matrix", "scaled"}
