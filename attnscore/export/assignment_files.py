@@ -8,6 +8,10 @@ others, under one folder (``assignment/``), and the graders are told where the a
 in it (Gradescope: ``spec-path.txt``; PrairieLearn: ``options.json``'s ``spec``). A spec named by
 its bundled id is not copied: the grader's own copy of attnscore has it, and the assignment names
 it by id there too.
+
+A single spec that grades against its instructor's own reference file (``function.reference``)
+travels the same way: the bundle's ``spec.yaml`` with each reference file at its path relative to
+the spec (:func:`spec_reference_layout`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ from attnscore.spec.environment import Environment
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
-__all__ = ["ASSIGNMENT_FOLDER", "AssignmentLayout", "assignment_layout", "assignment_environment", "load_graded"]
+__all__ = [
+    "ASSIGNMENT_FOLDER",
+    "AssignmentLayout",
+    "assignment_layout",
+    "assignment_environment",
+    "load_graded",
+    "spec_reference_layout",
+]
 
 ASSIGNMENT_FOLDER = "assignment"
 """The folder of a bundle that holds the assignment's files."""
@@ -76,6 +87,35 @@ def assignment_layout(assignment: Assignment) -> AssignmentLayout:
             raise ExportError(f"cannot copy {here} into the bundle: expected a file the assignment needs, found none")
         placed.append((str(PurePosixPath(ASSIGNMENT_FOLDER, *where.relative_to(root).parts)), here))
     return AssignmentLayout(placed[0][0], tuple(placed))
+
+
+def spec_reference_layout(spec: Spec, prefix: str = "") -> tuple[tuple[str, Path], ...]:
+    """``(path in the bundle, file here)`` of each reference file of ``spec`` (its
+    ``reference_files``; none for a bundled contract), at its path relative to the spec's folder
+    under ``prefix`` (where the bundle puts the spec itself), so the spec's ``function.reference``
+    still resolves.
+
+    Raises:
+        ExportError: a reference file lies outside the spec's folder (a bundle keeps the spec as
+            ``spec.yaml`` at its top, so nothing can lie above it: move the file beside the spec,
+            or grade it as a question of an assignment, whose bundle keeps any layout), or is gone.
+    """
+    folder = Path(os.path.abspath(Path(spec.path).parent))
+    placed = []
+    for reference in getattr(spec, "reference_files", ()):
+        where = Path(os.path.abspath(reference))
+        if not where.is_relative_to(folder):
+            raise ExportError(
+                f"cannot carry {reference} into the bundle: a spec's reference file must lie in the spec's folder "
+                f"({folder}) or below it to be exported with the spec; move it there, or export an assignment "
+                "naming the spec"
+            )
+        if not where.is_file():
+            raise ExportError(
+                f"cannot copy {reference} into the bundle: expected the spec's reference file, found none"
+            )
+        placed.append((str(PurePosixPath(prefix, *where.relative_to(folder).parts)), Path(reference)))
+    return tuple(placed)
 
 
 def assignment_environment(assignment: Assignment) -> Environment:

@@ -3,7 +3,8 @@
 The zip holds, at its top level (Gradescope unpacks it into ``/autograder/source``):
 
 - ``setup.sh`` and ``run_autograder`` from ``graders/gradescope/`` (see their comments);
-- ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only); or, for an
+- ``spec.yaml``, the spec (setup.sh makes ``/autograder/source`` readable by root only), with its
+  instructor reference files (``function.reference``) at their paths relative to it; or, for an
   assignment, ``assignment/`` holding the assignment file, every question's spec and every
   instructor reference file in their relative layout
   (:mod:`attnscore.export.assignment_files`), and ``spec-path.txt``, the assignment file's path in
@@ -36,7 +37,12 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
-from attnscore.export.assignment_files import assignment_environment, assignment_layout, load_graded
+from attnscore.export.assignment_files import (
+    assignment_environment,
+    assignment_layout,
+    load_graded,
+    spec_reference_layout,
+)
 from attnscore.export.bundle import ExportError, graders_dir, source_files
 from attnscore.export.course_environment import (
     COURSE_REQUIREMENTS,
@@ -107,6 +113,12 @@ def build_gradescope_bundle(
     if isinstance(graded, Spec):
         refuse_student_copy(graded, "a Gradescope autograder")
         environment = graded.environment
+        references = spec_reference_layout(graded)
+        ours = {"setup.sh", "run_autograder", "spec.yaml", "requirements.txt", "python-version.txt", "base-image.txt",
+                "grade-options.txt", COURSE_REQUIREMENTS, SYSTEM_PACKAGES, SPEC_PATH}  # fmt: skip
+        for name, _ in references:
+            if name in ours or name.startswith("python/"):
+                raise ExportError(f"cannot carry the spec's reference file {name}: the bundle has a file of that name")
     else:
         for question in graded.questions:
             refuse_student_copy(question.spec, f"a Gradescope autograder (question {question.id})")
@@ -133,6 +145,8 @@ def build_gradescope_bundle(
         _add(archive, "run_autograder", (scripts / "run_autograder").read_bytes(), _EXECUTABLE)
         if isinstance(graded, Spec):
             _add(archive, "spec.yaml", Path(spec_path).read_bytes())
+            for name, path in references:  # the instructor's own reference, beside the spec
+                _add(archive, name, path.read_bytes())
         else:
             layout = assignment_layout(graded)
             _add(archive, SPEC_PATH, f"{layout.entry}\n".encode())

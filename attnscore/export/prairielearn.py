@@ -15,7 +15,8 @@ Writes two folders under ``DIR``:
   ``externalGradingOptions`` naming the image and its entry point, without the deprecated
   ``enabled``), ``question.html`` (a file upload of the solution and the grader's results) and
   ``tests/spec.yaml`` plus ``tests/options.json`` (PrairieLearn copies ``tests/`` to
-  ``/grade/tests`` for the grader; students never see it).
+  ``/grade/tests`` for the grader; students never see it), and the spec's instructor reference
+  files (``function.reference``) at their paths relative to it.
 
 An assignment is one PrairieLearn question (one upload defining every question's function): its
 files go to ``tests/assignment/`` in their relative layout (the assignment file, every question's
@@ -44,6 +45,7 @@ from attnscore.export.assignment_files import (
     assignment_environment,
     assignment_layout,
     load_graded,
+    spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
 from attnscore.export.course_environment import (
@@ -235,6 +237,10 @@ def export_prairielearn(
     if (out / "question" / "tests" / ASSIGNMENT_FOLDER).exists():  # an earlier export of an assignment here
         shutil.rmtree(out / "question" / "tests" / ASSIGNMENT_FOLDER)
     put("question/tests/spec.yaml", Path(spec_path).read_bytes())
+    for relative, path in spec_reference_layout(spec, "question/tests"):  # the instructor's own reference
+        if relative == "question/tests/options.json":
+            raise ExportError(f"cannot carry the spec's reference file {path}: the question's tests/ has options.json")
+        put(relative, path.read_bytes())
     options = {"function": name} | ({"entry": file_name} if file_name else {})
     put("question/tests/options.json", (json.dumps(options, indent=2) + "\n").encode())
     return written

@@ -19,7 +19,12 @@ import yaml
 from click.testing import CliRunner
 
 from attnscore.cli import main
-from attnscore.export.assignment_files import assignment_environment, assignment_layout, load_graded
+from attnscore.export.assignment_files import (
+    assignment_environment,
+    assignment_layout,
+    load_graded,
+    spec_reference_layout,
+)
 from attnscore.export.bundle import ExportError
 from attnscore.export.gradescope import SPEC_PATH, build_gradescope_bundle
 from attnscore.export.prairielearn import export_prairielearn
@@ -103,6 +108,34 @@ def test_layout_refuses_a_file_that_went_missing(tmp_path):
         ExportError, match=r"cannot copy .*gone\.py into the bundle: expected a file the assignment needs"
     ):
         assignment_layout(stub)  # type: ignore[arg-type]
+
+
+def test_a_single_specs_reference_files_go_beside_spec_yaml(tmp_path):
+    """A spec's reference file keeps its path relative to the spec (spec.yaml at the bundle's top)."""
+    (tmp_path / "refs").mkdir()
+    for name in ("softmax.yaml", "softmax_reference.py", "refs/check.py"):
+        (tmp_path / name).write_text("x")
+    stub = SimpleNamespace(
+        path=str(tmp_path / "softmax.yaml"),
+        reference_files=(str(tmp_path / "softmax_reference.py"), str(tmp_path / "refs" / "check.py")),
+    )
+    assert [n for n, _ in spec_reference_layout(stub)] == ["softmax_reference.py", "refs/check.py"]  # type: ignore[arg-type]
+    assert [n for n, _ in spec_reference_layout(stub, "question/tests")] == [  # type: ignore[arg-type]
+        "question/tests/softmax_reference.py",
+        "question/tests/refs/check.py",
+    ]
+    assert spec_reference_layout(SimpleNamespace(path=str(tmp_path / "softmax.yaml"))) == ()  # type: ignore[arg-type]
+
+
+def test_a_reference_file_above_the_spec_cannot_travel_with_it(tmp_path):
+    """spec.yaml sits at the bundle's top: a reference in ../ is one ExportError saying what to do."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "ref.py").write_text("x")
+    stub = SimpleNamespace(path=str(tmp_path / "specs" / "s.yaml"), reference_files=(str(tmp_path / "ref.py"),))
+    with pytest.raises(
+        ExportError, match=r"a spec's reference file must lie in the spec's folder .* or export an assignment"
+    ):
+        spec_reference_layout(stub)  # type: ignore[arg-type]
 
 
 def test_environment_is_every_questions_together():
