@@ -74,30 +74,38 @@ def _shown(folder: str, name: str) -> str:
     return name
 
 
-def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
+def choose_entry(folder: str, function_name: str | tuple[str, ...]) -> tuple[str | None, str]:
     """The one top-level ``.py`` file of ``folder`` that defines ``function_name`` (read with ``ast``,
-    nothing is run), or ``(None, why not)``."""
+    nothing is run), or ``(None, why not)``. With several names (an assignment's functions), the
+    file that defines the most of them, then the strongest binding (def or class over assignment
+    over import), conventional names breaking a tie."""
     import ast
 
+    names = (function_name,) if isinstance(function_name, str) else tuple(function_name)
     files = sorted(n for n in os.listdir(folder) if n.endswith(".py") and os.path.isfile(os.path.join(folder, n)))
     if not files:
         return None, "your submission has no .py file at its top level"
     if len(files) == 1:
         return files[0], ""
-    strength: dict[str, int] = {}  # 3: def or class, 2: assignment, 1: imported under that name
+    # per file: (how many of the names it binds, strongest binding: 3 def or class, 2 assignment, 1 import)
+    strength: dict[str, tuple[int, int]] = {}
     for name in files:
         try:
             with open(os.path.join(folder, name), "rb") as f:
                 tree = ast.parse(f.read(), name)
         except BaseException:  # noqa: BLE001 - a file that does not parse cannot be the chosen entry
             continue
+        kinds: dict[str, int] = {}
         for node in _module_level(tree.body):
-            kind = _binds(node, function_name)
-            if kind:
-                strength[name] = max(strength.get(name, 0), kind)
-    best = max(strength.values(), default=0)
+            for wanted in names:
+                kind = _binds(node, wanted)
+                if kind:
+                    kinds[wanted] = max(kinds.get(wanted, 0), kind)
+        if kinds:
+            strength[name] = (len(kinds), max(kinds.values()))
+    best = max(strength.values(), default=(0, 0))
     defining = sorted(n for n, k in strength.items() if k == best)
-    conventional = [n for n in defining if n in (f"{function_name}.py", *_CONVENTIONAL)]
+    conventional = [n for n in defining if n in (*(f"{wanted}.py" for wanted in names), *_CONVENTIONAL)]
     if len(defining) > 1 and len(conventional) == 1:
         defining = conventional
     if len(defining) == 1:
@@ -105,9 +113,10 @@ def choose_entry(folder: str, function_name: str) -> tuple[str | None, str]:
     from attnscore.boundary.untrusted import shown_list
 
     listed = shown_list([_shown(folder, n) for n in files[:12]] + files[12:])  # the first 12 named
+    what = repr(names[0]) if len(names) == 1 else f"any of {shown_list(list(names))}"
     if not defining:
-        return None, f"none of your files defines a function named {function_name!r} (files: {listed})"
+        return None, f"none of your files defines a function named {what} (files: {listed})"
     return None, (
-        f"more than one of your files defines {function_name!r} ({shown_list([_shown(folder, n) for n in defining])}); "
+        f"more than one of your files defines {what} ({shown_list([_shown(folder, n) for n in defining])}); "
         "keep it in one file, or ask your instructor which file is graded"
     )

@@ -127,6 +127,7 @@ def _become_worker(fds: list[int], control: socket.socket, wake: int) -> None:
                 shared,
                 str(config.get("device", "cpu")),
                 traps=tuple(request.get("traps", ())),
+                functions=tuple(request.get("functions", ())),
             )
         code = 0
     except BaseException:  # noqa: BLE001 - reported like a fresh worker's uncaught exception

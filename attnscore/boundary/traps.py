@@ -147,6 +147,10 @@ class Traps:
 
         return trap
 
+    def clear(self) -> None:
+        """Forget what the traps saw so far (a worker serving several functions reports each call's own)."""
+        self._seen.clear()
+
     def report(self) -> list[str]:
         """What the traps saw: ``name@phase`` words, sorted."""
         return sorted(self._seen)

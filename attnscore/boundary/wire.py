@@ -47,6 +47,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "MAX_TEXT",
     "OptionValue",
+    "Binding",
     "WireError",
     "encode_array",
     "decode_array",
@@ -76,6 +77,28 @@ __all__ = [
 
 OptionValue = bool | int | float | None | tuple[bool | int | float, ...]
 """A fixed keyword's value on the wire: a scalar, None, or a tuple of numbers (``window_size=(2, 1)``)."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How the worker calls one function of the submission: the settings that travel with each
+    call (:class:`CallRequest`), so one worker serves several functions (an assignment's
+    questions) with the submission imported once.
+
+    ``function``: the name to call, resolved in the worker at its first call (a name the submission
+    does not define is that call's ``function_missing``); ``""``: the function the worker resolved
+    when it imported the submission (one spec graded). ``by_name``, ``options``, ``logsumexp`` and
+    ``factory`` as :class:`CallRequest` has them.
+
+    >>> Binding("softmax", options=(("dim", -1),)).function
+    'softmax'
+    """
+
+    function: str = ""
+    by_name: tuple[str, ...] = ()
+    options: tuple[tuple[str, OptionValue], ...] = ()
+    logsumexp: tuple[str, int | None] | None = None
+    factory: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,10 @@ class CallRequest:
 
     ``trailing_nones``: how many None arguments follow the positional inputs (optional masks the call
     passes as None, ``f(Q, K, V, None)``); one passed by name travels in ``options`` (``name=None``), and
-    an argument the call leaves out is simply not among ``names``."""
+    an argument the call leaves out is simply not among ``names``.
+
+    ``function``: the function to call (:attr:`Binding.function`), absent from the message when
+    ``""`` (the one the worker resolved at import)."""
 
     TYPE: ClassVar[str] = "call"
     id: int
@@ -124,6 +150,7 @@ class CallRequest:
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
     trailing_nones: int = 0
+    function: str = ""
 
 
 UPSTREAM = "dO"
@@ -299,6 +326,8 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 call["factory"] = True
             if message.trailing_nones:
                 call["trailing_nones"] = message.trailing_nones
+            if message.function:
+                call["function"] = message.function
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
@@ -338,8 +367,8 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
     Raises:
         KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
             inputs than the call has, ``options`` holds something other than a bool, a number,
-            None or a list of numbers under an identifier, or ``trailing_nones`` is not an integer
-            from 0 to :data:`MAX_TRAILING_NONES`).
+            None or a list of numbers under an identifier, ``trailing_nones`` is not an integer
+            from 0 to :data:`MAX_TRAILING_NONES`, or ``function`` is not an identifier).
     """
     names = tuple(str(n) for n in obj.get("names", []))
     by_name = tuple(str(n) for n in obj.get("by_name", []))
@@ -351,6 +380,9 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         raise ValueError(
             f"expected trailing_nones as an integer from 0 to {MAX_TRAILING_NONES}, found {str(nones)[:20]}"
         )
+    function = obj.get("function", "")
+    if not isinstance(function, str) or (function and not function.isidentifier()):
+        raise ValueError(f"expected function as an identifier, found {str(function)[:80]}")
     return CallRequest(
         int(obj["id"]),
         str(obj["dtype"]),
@@ -363,6 +395,7 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         _logsumexp(obj.get("logsumexp")),
         obj.get("factory") is True,
         nones,
+        function,
     )
 
 

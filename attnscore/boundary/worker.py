@@ -224,6 +224,7 @@ def main(argv: list[str]) -> None:
         shared,
         str(config.get("device", "cpu")),
         traps=tuple(str(t) for t in setup.get("traps", ())),
+        functions=tuple(str(f) for f in setup.get("functions", ())),
     )
 
 
@@ -237,10 +238,18 @@ def serve(
     shared: Any,
     device: str = "cpu",
     traps: tuple[str, ...] = (),
+    functions: tuple[str, ...] = (),
 ) -> None:
     """Drop to ``uid`` (when >= 0), set up ``device`` (``"cpu"`` or ``"cuda:0"``, the one GPU the
     worker sees), import the submission and answer calls until the grader closes ``requests``, with
     the inputs on ``device``. Runs in a confined process that has loaded the runtime.
+
+    One spec: ``function_name`` is resolved right after the import (a missing one is the load
+    error). Several functions (an assignment, ``function_name`` ``""``): the entry file is the one
+    that defines the most of ``functions``, nothing is resolved at import, and each call names
+    its function (:attr:`attnscore.boundary.wire.CallRequest.function`), resolved at its first
+    call and kept: a name the submission does not define is that call's ``function_missing``,
+    naming what the submission does define, and costs only the calls that name it.
 
     Protocol state: every message sent before ``{"type": "importing"}`` comes from the worker
     alone (only these may say ``grader_error``: the machine could not confine, provide modules or
@@ -267,6 +276,7 @@ def serve(
     device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
     settle = bound_settle(send, requests, copy_back, bound_copy_in())
     during, calls_seen, upstream_name = trapped.during, trapped.report, wire.UPSTREAM
+    forget_calls = trapped.clear
     same_bytes = _same_bytes
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
     call_failed, call_result = wire.CallFailed, wire.CallResult
@@ -276,6 +286,8 @@ def serve(
     made_by, split_output = resolve_factory, first_output
     factory_failure: Any = None  # (verdict, message) once a factory could not give a Function
     resolved = False
+    attribute_of, namespace_of, is_callable = getattr, vars, callable
+    looked_up: dict[tuple[str, bool], Any] = {}  # (name, factory) -> (function, None) or (None, (verdict, message))
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
     listed, size_of, mapping, zipped = list, len, dict, zip
     bind = functools.partial
@@ -298,7 +310,7 @@ def serve(
         send(load_error(grader_error, message))
         return
     if not entry:
-        chosen, why = choose_entry(folder, function_name)
+        chosen, why = choose_entry(folder, function_name or functions)
         if chosen is None:
             send(load_error(function_missing, why))
             return
@@ -334,15 +346,39 @@ def serve(
         module_clue, file_clue, compiler_clue = about.get("module"), about.get("file"), about.get("compiler")
         send(load_error(verdict_of(exc), why, "", module_clue, file_clue, compiler=compiler_clue))
         return
-    function = getattr(module, function_name, None)
-    if function is None or not callable(function):
-        send(load_error(function_missing, missing_function(function_name, function, vars(module), "submission")))
-        return
-    try:
-        function = callable_of(function)  # a torch.autograd.Function subclass: its .apply
-    except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
-        send(load_error(verdict_of(exc), f"the class {function_name} could not be used: {describe_failure(exc)}"))
-        return
+    function: Any = None
+    if function_name:  # one spec: its function, resolved now (a missing one is the load error)
+        function = getattr(module, function_name, None)
+        if function is None or not callable(function):
+            send(load_error(function_missing, missing_function(function_name, function, vars(module), "submission")))
+            return
+        try:
+            function = callable_of(function)  # a torch.autograd.Function subclass: its .apply
+        except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
+            send(load_error(verdict_of(exc), f"the class {function_name} could not be used: {describe_failure(exc)}"))
+            return
+
+    def resolve_named(name: str, factory: bool) -> Any:
+        """The function ``name`` of the imported submission, ready to call (a Function class's
+        .apply, a factory's Function), or why not as ``(verdict, message)``."""
+        try:
+            value = attribute_of(module, name, None)
+            if value is None or not is_callable(value):
+                return None, (function_missing, missing_function(name, value, namespace_of(module), "submission"))
+        except BaseException as exc:  # noqa: BLE001 - a module __getattr__ of the submission's
+            return None, (verdict_of(exc), f"looking up {name} failed: {describe_failure(exc)}")
+        try:
+            value = callable_of(value)
+        except BaseException as exc:  # noqa: BLE001 - a class whose metaclass raises is the submission's
+            return None, (verdict_of(exc), f"the class {name} could not be used: {describe_failure(exc)}")
+        if factory:
+            try:
+                value = callable_of(made_by(value))
+            except BaseException as exc:  # noqa: BLE001 - the factory's own failure is its verdict
+                kind = bad_return if isinstance(exc, TypeError) else verdict_of(exc)
+                return None, (kind, f"the factory {name}(): {describe_failure(exc)}")
+        return value, None
+
     watch_compiles(None)
     send(ready)
 
@@ -353,16 +389,27 @@ def serve(
         request = decode_call(loads(line))
         call_id, inputs = request.id, listed(request.inputs)
         watch_compiles(call_id)
-        if request.factory and not resolved:  # the handout's factory, called once with no arguments
-            resolved = True
-            try:
-                function = callable_of(made_by(function))
-            except BaseException as exc:  # noqa: BLE001 - the factory's own failure is its verdict
-                kind = bad_return if isinstance(exc, TypeError) else verdict_of(exc)
-                factory_failure = (kind, f"the factory {function_name}(): {describe_failure(exc)}")
-        if factory_failure is not None:
-            send(call_failed(call_id, factory_failure[0], factory_failure[1]))
-            continue
+        if request.function:  # an assignment's call: its function, resolved at its first call and kept
+            forget_calls()  # the ruled calls reported with its result are this call's own
+            key = (request.function, request.factory)
+            if key not in looked_up:
+                looked_up[key] = resolve_named(request.function, request.factory)
+            target, failed = looked_up[key]
+            if failed is not None:
+                send(call_failed(call_id, failed[0], failed[1]))
+                continue
+        else:
+            if request.factory and not resolved:  # the handout's factory, called once with no arguments
+                resolved = True
+                try:
+                    function = callable_of(made_by(function))
+                except BaseException as exc:  # noqa: BLE001 - the factory's own failure is its verdict
+                    kind = bad_return if isinstance(exc, TypeError) else verdict_of(exc)
+                    factory_failure = (kind, f"the factory {function_name}(): {describe_failure(exc)}")
+            if factory_failure is not None:
+                send(call_failed(call_id, factory_failure[0], factory_failure[1]))
+                continue
+            target = function
         names = listed(request.names)
         count = size_of(names)
         # f(*positional, **by_name, **options), as Contract.binding calls it in process
@@ -385,7 +432,7 @@ def serve(
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
-            called = with_ints(function, *int_inputs(inputs, names, positional))
+            called = with_ints(target, *int_inputs(inputs, names, positional))
             called = with_nones(called, request.trailing_nones)  # optional masks passed as None
             if upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called

@@ -192,7 +192,24 @@ class Session:
             The :class:`SubmissionResult`, cases in :attr:`cases` order.
         """
         start = time.perf_counter() if started is None else started
-        cases = list(self.cases)
+        first, last, ruled = self.order()
+        judged: dict[int, CaseResult] = {}
+        try:
+            judged.update(self.judge(first, runner, self.budget, make_runner=make_runner, on_case=on_case))
+            # said before any hidden input reached the implementation: the report may show it
+            output, said = runner.output_text(), runner.load_failure
+            judged.update(self.judge(last, runner, NO_SHRINK, make_runner=make_runner, on_case=on_case, disclosed=said))
+            judged.update(self.judge_rules(ruled, judged, runner, on_case=on_case))
+        finally:
+            runner.close()
+        return self.result(judged, runner, output, said, start)
+
+    def order(self) -> tuple[list[int], list[int], list[int]]:
+        """The indices of :attr:`cases` in judging order, as three groups: the cases judged first
+        (every case, or with ``hidden_last`` the visible ones), those judged last (with
+        ``hidden_last``, the hidden ones) and the rule cases (judged after both, over the whole run);
+        within the first two, ``cheapest_first``'s order."""
+        cases = self.cases
         everything = range(len(cases))
         ruled = [i for i in everything if cases[i].kind == "rule"]  # judged last, over the whole run
         called = [i for i in everything if i not in ruled]
@@ -202,31 +219,64 @@ class Session:
             costs = {i: case_cost(cases[i]) if cases[i].kind != "example" else 0 for i in called}
             first.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
             last.sort(key=lambda i: (cases[i].kind != "example", costs[i], i))
-        judged: dict[int, CaseResult] = {}
-        try:
-            shown = self._judge([cases[i] for i in first], runner, self.budget, make_runner, on_case, None)
-            judged.update(zip(first, shown, strict=True))
-            # said before any hidden input reached the implementation: the report may show it
-            output, said = runner.output_text(), runner.load_failure
-            secret = self._judge([cases[i] for i in last], runner, NO_SHRINK, make_runner, on_case, said)
-            judged.update(zip(last, secret, strict=True))
-            if ruled:
-                others = [(cases[i], judged[i]) for i in called]
-                rules = judge_rules(
-                    self.spec,
-                    [cases[i] for i in ruled],
-                    others,
-                    self.rule_places,
-                    runner.calls_seen,
-                    self.dtype,
-                    self.function,
-                )
-                judged.update(zip(ruled, rules, strict=True))
-                for result in rules:
-                    if on_case is not None:
-                        on_case(result)
-        finally:
-            runner.close()
+        return first, last, ruled
+
+    def judge(
+        self,
+        indices: Sequence[int],
+        runner: Runner,
+        budget: Budget,
+        *,
+        make_runner: Callable[[], Runner] | None = None,
+        on_case: Callable[[CaseResult], None] | None = None,
+        disclosed: CallFailure | None = None,
+    ) -> dict[int, CaseResult]:
+        """Judge the cases at ``indices`` (in that order) with ``runner``, shrinking failing ones
+        within ``budget``; ``disclosed``: the load failure already reported before any hidden input
+        (see :attr:`hidden_last`). One group of :meth:`run`; an assignment interleaves the groups of
+        its questions' sessions (:mod:`attnscore.check.assignment_session`)."""
+        shown = self._judge([self.cases[i] for i in indices], runner, budget, make_runner, on_case, disclosed)
+        return dict(zip(indices, shown, strict=True))
+
+    def judge_rules(
+        self,
+        indices: Sequence[int],
+        judged: Mapping[int, CaseResult],
+        runner: Runner,
+        *,
+        on_case: Callable[[CaseResult], None] | None = None,
+    ) -> dict[int, CaseResult]:
+        """The rule cases at ``indices``, judged from every other case's result in ``judged`` and
+        the runner's ``calls_seen`` (:mod:`attnscore.check.rule_cases`); empty when there are none."""
+        if not indices:
+            return {}
+        cases = self.cases
+        others = [(cases[i], judged[i]) for i in range(len(cases)) if i in judged and cases[i].kind != "rule"]
+        rules = judge_rules(
+            self.spec,
+            [cases[i] for i in indices],
+            others,
+            self.rule_places,
+            runner.calls_seen,
+            self.dtype,
+            self.function,
+        )
+        for result in rules:
+            if on_case is not None:
+                on_case(result)
+        return dict(zip(indices, rules, strict=True))
+
+    def result(
+        self,
+        judged: Mapping[int, CaseResult],
+        runner: Runner,
+        output: str,
+        said: CallFailure | None,
+        started: float,
+    ) -> SubmissionResult:
+        """The run's result from every case's result ``judged`` (by index), once ``runner`` is
+        closed: ``output`` and ``said`` (the load failure) as taken before any hidden input,
+        ``started`` the :func:`time.perf_counter` reading the run began at."""
         error = said.message if said is not None else ""
         if runner.cleanup_problem is not None:  # this student's own note; a batch goes on
             note = clean_text(CLEANUP_NOTE.format(problem=runner.cleanup_problem), 600)
@@ -237,11 +287,11 @@ class Session:
             spec_version=self.spec.version,
             spec_path=self.spec.shown_path,
             function=self.function or self.spec.function,
-            cases=tuple(judged[i] for i in everything),
+            cases=tuple(judged[i] for i in range(len(self.cases))),
             dtype=self.dtype,
             device=self.device,
             seed=self.seed,
-            duration_s=time.perf_counter() - start,
+            duration_s=time.perf_counter() - started,
             error=error,
             output=output,
             environment=dict(self.environment),

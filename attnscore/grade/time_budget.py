@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from attnscore.sandbox.limits import Limits
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec, default_time_budget
 
-__all__ = ["budget_problem", "call_and_budget", "grading_limits"]
+__all__ = ["assignment_limits", "budget_problem", "call_and_budget", "grading_limits"]
 
 
 def call_and_budget(spec: Spec, timeout: float | None = None, time_budget: float | None = None) -> tuple[float, float]:
@@ -70,3 +71,32 @@ def grading_limits(
     if problem is not None:
         raise ValueError(problem)
     return Limits(call_timeout_s=call, time_budget_s=budget, **limits)
+
+
+def assignment_limits(
+    assignment: Assignment, *, timeout: float | None = None, time_budget: float | None = None, **limits: Any
+) -> Limits:
+    """The sandbox's :class:`Limits` for the one worker that serves every question of ``assignment``:
+    each question keeps its own per-call limit and time budget (:func:`call_and_budget` of its spec,
+    ``timeout`` and ``time_budget`` overriding them for every question), which its calls carry
+    (:class:`attnscore.sandbox.bound_runner.BoundRunner`); the worker's ``call_timeout_s`` is the
+    longest of them, it has no budget of its own, and its total own time
+    (``total_timeout_s``) is at least the questions' budgets together. Any other :class:`Limits`
+    field in ``limits``.
+
+    Raises:
+        ValueError: a budget shorter than a question's per-call limit (:func:`budget_problem`'s line,
+            naming the question's spec).
+    """
+    calls = []
+    budgets = []
+    for question in assignment.questions:
+        call, budget = call_and_budget(question.spec, timeout, time_budget)
+        where = "--time-budget" if time_budget is not None else f"{question.spec.path}: time_budget_s"
+        problem = budget_problem(call, budget, where, "--timeout" if timeout is not None else "the spec's timeout_s")
+        if problem is not None:
+            raise ValueError(problem)
+        calls.append(call)
+        budgets.append(budget)
+    limits.setdefault("total_timeout_s", max(Limits().total_timeout_s, sum(budgets)))
+    return Limits(call_timeout_s=max(calls), time_budget_s=None, **limits)

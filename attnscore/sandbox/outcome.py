@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOAD_VERDICTS",
+    "call_timeout_text",
     "WORKER_VERDICTS",
     "call_outcome",
     "compile_timeout_text",
@@ -92,8 +93,7 @@ def call_outcome(
     if isinstance(reply, TimedOut) and runner.compiling_at_timeout:
         return CallFailure(Verdict.TIMEOUT, compile_timeout_text(limits.compile_s)), None
     if isinstance(reply, TimedOut):
-        why = f"the call took longer than {limits.call_timeout_s:g} s (an infinite loop, or far too slow)"
-        return CallFailure(Verdict.TIMEOUT, why), None
+        return CallFailure(Verdict.TIMEOUT, call_timeout_text(limits.call_timeout_s)), None
     if isinstance(reply, Ended):
         verdict, text = worker.exit_description()
         return CallFailure(verdict, f"the process running your code {text} during the call"), None
@@ -112,7 +112,19 @@ def call_outcome(
         return CallFailure(Verdict.CRASHED, why), None
     if isinstance(reply, wire.CallFailed) and reply.verdict in WORKER_VERDICTS:
         return reported_failure(reply, "call", runner), None
+    if isinstance(reply, wire.CallFailed) and reply.verdict is Verdict.FUNCTION_MISSING and runner.last_function:
+        # a call that names its function (an assignment's): the name resolved at its first call
+        return reported_failure(reply, "submission", runner), None
     return CallFailure(Verdict.CRASHED, "the process running your code sent an unexpected message"), None
+
+
+def call_timeout_text(limit_s: float) -> str:
+    """The timeout of a call that ran past its own limit of ``limit_s`` seconds.
+
+    >>> call_timeout_text(3.0)
+    'the call took longer than 3 s (an infinite loop, or far too slow)'
+    """
+    return f"the call took longer than {limit_s:g} s (an infinite loop, or far too slow)"
 
 
 def compile_unavailable_text(problem: str) -> str:

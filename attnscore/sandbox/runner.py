@@ -34,7 +34,7 @@ from attnscore.sandbox.clock import OwnTime
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.input_watch import InputWatch, input_bytes
 from attnscore.sandbox.limits import Limits
-from attnscore.sandbox.outcome import call_outcome, load_failure
+from attnscore.sandbox.outcome import call_outcome, call_timeout_text, load_failure
 from attnscore.sandbox.plan import resolve
 from attnscore.sandbox.processes import runtime_for, template_for
 from attnscore.sandbox.removal import remove_tree, run_prefix, tree_usage
@@ -106,6 +106,7 @@ class SandboxRunner:
         logsumexp: tuple[str, int | None] | None = None,
         factory: bool = False,
         traps: tuple[str, ...] = (),
+        functions: tuple[str, ...] = (),
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
@@ -115,15 +116,25 @@ class SandboxRunner:
         of each call by name under these names (``attn_mask=``), and ``options`` by name too
         (``scale=0.5``): ``f(*positional, **by_name, **options)``. ``logsumexp`` and ``factory``: a
         spec's ``function.logsumexp`` as ``(place, index)`` and ``function.factory``, sent with every
-        call (:class:`attnscore.boundary.wire.CallRequest`)."""
+        call (:class:`attnscore.boundary.wire.CallRequest`): together, the runner's own
+        :attr:`binding`.
+
+        Several functions in one worker (an assignment's questions, the submission imported once):
+        ``function`` ``""`` and ``functions`` their names (the worker's entry file is the one that
+        defines the most of them); each call then gives its own ``binding``
+        (:class:`attnscore.boundary.wire.Binding`) and may give its own limit and time budget
+        (:meth:`call`; :class:`attnscore.sandbox.bound_runner.BoundRunner` does)."""
         if not isinstance(submission, Submission):
             submission = Submission.from_file(Path(submission), source)
         self.submission = submission
         self.entry = submission.entry
         self.function = function
+        self.functions = tuple(functions)
         self.by_name = tuple(by_name)
         self.options = dict(options or {})
         self.logsumexp, self.factory = logsumexp, factory
+        self.binding = wire.Binding("", self.by_name, tuple(self.options.items()), logsumexp, factory)
+        self.last_function = ""  # the function the current call names ("": the one resolved at import)
         self.traps = tuple(traps)  # calls the worker watches for (a spec's rules), by dotted name
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
@@ -169,6 +180,7 @@ class SandboxRunner:
         self.setup_spent = 0.0
         self.spent = 0.0  # the submission's own time in imports and calls (the total limit's clock)
         self.calls_spent = 0.0  # its own time in calls alone (the time budget's clock, limits.time_budget_s)
+        self.last_spent = 0.0  # the last call's share of calls_spent (0 when it did not run)
         self.compile_spent = 0.0  # own time in torch.compile's compilations, taken from limits.compile_s
         self.compiling_at_timeout = False  # the last wait timed out during a compilation
 
@@ -370,6 +382,10 @@ class SandboxRunner:
         dtype: str,
         layouts: Mapping[str, str] | None = None,
         upstream: np.ndarray | None = None,
+        *,
+        binding: wire.Binding | None = None,
+        call_timeout_s: float | None = None,
+        budget: tuple[float | None, float] | None = None,
     ) -> Outcome:
         """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`; with ``upstream``
         also its backward pass, :mod:`attnscore.boundary.gradients`); never raises for anything the
@@ -382,8 +398,17 @@ class SandboxRunner:
         during the forward, the backward or after the call returned is ``mutated``; an input whose
         canaries, written into its memory once the call returned, show in the output's bytes is
         ``aliased``. The worker's word adds only what it alone can see (an input whose shape,
-        strides, storage or class the call changed in place), and only against the submission."""
+        strides, storage or class the call changed in place), and only against the submission.
+
+        ``binding``: the function this call names and how it is called (default: :attr:`binding`);
+        ``call_timeout_s``: its own time limit (default: the limits'); ``budget``: the time budget
+        it draws on as ``(time_budget_s, own seconds spent of it)`` (default: the limits' budget
+        and :attr:`calls_spent`). :attr:`last_spent` is then its share of the budget's clock."""
         self.calls += 1
+        self.last_spent = 0.0
+        binding = binding or self.binding
+        self.last_function = binding.function
+        call_limit = self.limits.call_timeout_s if call_timeout_s is None else call_timeout_s
         if self.load_failure is not None:
             return self.load_failure
         if self.spent > self.limits.total_timeout_s:
@@ -391,8 +416,9 @@ class SandboxRunner:
                 Verdict.TIMEOUT,
                 f"not run: the submission used up its total time limit of {self.limits.total_timeout_s:g} s",
             )
-        budget = self.limits.time_budget_s  # the call may take what is left of it, at most its own limit
-        limit = budgeted_limit(self.limits.call_timeout_s, budget, self.calls_spent)
+        # the call may take what is left of its budget, at most its own limit
+        budget_s, spent_s = (self.limits.time_budget_s, self.calls_spent) if budget is None else budget
+        limit = budgeted_limit(call_limit, budget_s, spent_s)
         if isinstance(limit, CallFailure):
             return limit
         if self.worker is None:
@@ -413,8 +439,8 @@ class SandboxRunner:
         layout = self._share_inputs(shared_args, dtype, layouts)
         if layout is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
-        by_name = tuple(n for n in self.by_name if n in args)
-        none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in self.by_name}
+        by_name = tuple(n for n in binding.by_name if n in args)
+        none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in binding.by_name}
         inputs, dO = (layout[:-1], layout[-1]) if upstream is not None else (layout, None)
         request = wire.CallRequest(
             self.calls,
@@ -423,19 +449,18 @@ class SandboxRunner:
             tuple(args),
             tuple({k: v for k, v in item.items() if k != "raw"} for item in inputs),
             by_name,
-            tuple({**self.options, **none_by_name}.items()),
+            tuple({**dict(binding.options), **none_by_name}.items()),
             None if dO is None else {k: v for k, v in dO.items() if k not in ("raw", "name")},
-            self.logsumexp,
-            self.factory,
-            sum(1 for n, how in absent.items() if how == PASS_NONE and n not in self.by_name),
+            binding.logsumexp,
+            binding.factory,
+            sum(1 for n, how in absent.items() if how == PASS_NONE and n not in binding.by_name),
+            binding.function,
         )
         reply: Heard = ENDED
         watch = InputWatch(layout)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
-            stretch = (
-                None if limit >= self.limits.call_timeout_s else own_time.STRETCH * self.limits.call_timeout_s / limit
-            )
+            stretch = None if limit >= call_limit else own_time.STRETCH * call_limit / limit
             clock = OwnTime(worker.proc.pid, limit, self._own_uid(), readings=worker.readings, stretch=stretch)
             compiled = self.compile_spent
             reply = self._receive(worker, clock, self.calls)
@@ -447,10 +472,13 @@ class SandboxRunner:
             own = clock.spent() if reply is TIMED_OUT else clock.settled()
             self.spent += own
             # torch.compile's compilations come out of their own allowance (limits.compile_s), not the budget
-            self.calls_spent += max(0.0, own - (self.compile_spent - compiled))
+            self.last_spent = max(0.0, own - (self.compile_spent - compiled))
+            self.calls_spent += self.last_spent
         outcome, reported = call_outcome(reply, self, worker)
-        if reply is TIMED_OUT and limit < self.limits.call_timeout_s and not self.compiling_at_timeout:
-            outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget or limit, self.limits.call_timeout_s))
+        if reply is TIMED_OUT and limit < call_limit and not self.compiling_at_timeout:
+            outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget_s or limit, call_limit))
+        elif reply is TIMED_OUT and call_limit != self.limits.call_timeout_s and not self.compiling_at_timeout:
+            outcome = CallFailure(Verdict.TIMEOUT, call_timeout_text(call_limit))
         if isinstance(reply, wire.CallResult) and reply.id == self.calls and not watch.canaried:
             # a result the worker's own code never sends before the grader has read the inputs and
             # written its canaries: the submission wrote it (what it says of its output is not read)

@@ -24,7 +24,9 @@ class WorkerHost(Protocol):
 
     Attributes:
         entry: the submission's entry file (relative), or None to let the worker choose.
-        function: the graded function's name.
+        function: the graded function's name (``""``: each call names its own, an assignment).
+        functions: an assignment's functions (for choosing the entry file), else empty.
+        last_function: the function the current call names (``""``: :attr:`function`).
         traps: the dotted names of the calls the worker watches for (a spec's rules).
         limits: the submission's limits.
         runtime: the interpreter the worker runs.
@@ -42,6 +44,8 @@ class WorkerHost(Protocol):
 
     entry: str | None
     function: str
+    functions: tuple[str, ...]
+    last_function: str
     traps: tuple[str, ...]
     limits: Limits
     runtime: WorkerRuntime

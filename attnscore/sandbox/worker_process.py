@@ -224,12 +224,15 @@ def _config(runner: WorkerHost) -> dict[str, object]:
 
 def _fresh_setup(runner: WorkerHost) -> dict[str, object]:
     """A fresh worker's setup line (:func:`attnscore.boundary.worker.read_setup`): its submission's
-    folder as the worker sees it, the entry file, the function and the calls to trap."""
+    folder as the worker sees it, the entry file, the function (``""`` for an assignment, whose
+    calls each name theirs: ``functions`` then lists them, for choosing the entry file) and the
+    calls to trap."""
     return {
         "folder": "/sandbox/submission" if runner.plan.bwrap else runner.private,
         "entry": runner.entry or "",
         "function": runner.function,
         "traps": list(runner.traps),
+        **({"functions": list(runner.functions)} if runner.functions else {}),
     }
 
 
