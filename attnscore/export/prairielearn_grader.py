@@ -39,12 +39,14 @@ from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.assignment_files import load_graded
 from attnscore.export.grader_paths import without_grader_path
+from attnscore.grade.assignment_grading import grade_assignment_many
 from attnscore.grade.environment import environment_problem
 from attnscore.grade.grading import grade_many
-from attnscore.grade.time_budget import grading_limits
+from attnscore.grade.time_budget import assignment_limits, grading_limits
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import preflight
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.located import SpecError
 from attnscore.submission.files import Submission, SubmissionError, find_submissions, printable_name
 
@@ -85,11 +87,20 @@ def grade_job(root: Path) -> dict[str, Any]:
     except SubmissionError as exc:
         reason = without_grader_path(str(exc), root / "student")
         return prairielearn_ungradable(f"Your submission could not be graded: {reason}")
-    limits = grading_limits(spec)
-    problem = preflight(limits) or environment_problem(spec, limits)
-    if problem is not None:
-        return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
-    (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits, cache_cases=True)
+    if isinstance(spec, Assignment):  # every question's function in one upload, one worker
+        limits = assignment_limits(spec)
+        problem = preflight(limits) or next(
+            filter(None, (environment_problem(q.spec, limits) for q in spec.questions)), None
+        )
+        if problem is not None:
+            return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
+        (result,) = grade_assignment_many([submission], spec, limits=limits, cache_cases=True)
+    else:
+        limits = grading_limits(spec)
+        problem = preflight(limits) or environment_problem(spec, limits)
+        if problem is not None:
+            return prairielearn_ungradable(f"The grader cannot run submissions on this machine: {problem}")
+        (result,) = grade_many([submission], spec, function=options.get("function"), limits=limits, cache_cases=True)
     problems = unparsed_files(submission) if _never_loaded(result) else []
     if problems:  # it does not parse: not gradable, not a graded 0 (PrairieLearn charges no attempt)
         return prairielearn_ungradable_files(problems)
