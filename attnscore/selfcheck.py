@@ -42,14 +42,24 @@ from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner, budge
 from attnscore.check.session import Session
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.time_budget import budget_problem, call_and_budget
-from attnscore.report.results import SubmissionResult, Verdict
+from attnscore.maths.display import counted
+from attnscore.report.results import CaseResult, SubmissionResult, Verdict, points_out
 from attnscore.sandbox.removal import remove_tree
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission, find_submissions
 from attnscore.submission.static_rules import rule_places
 
-__all__ = ["SelfCheck", "check", "check_function", "check_path", "visible_cases"]
+__all__ = [
+    "AssignmentSelfCheck",
+    "SelfCheck",
+    "check",
+    "check_assignment_path",
+    "check_function",
+    "check_path",
+    "visible_cases",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,3 +416,111 @@ def check(
         refused = RefusedRunner(CallFailure(Verdict.FUNCTION_MISSING, message, "submission"))
         return _judge(loaded, refused, name=name, function=name, dtype=dtype, seed=seed, shrink_steps=0)
     return check_function(found, loaded, name=name, dtype=dtype, seed=seed, shrink_steps=shrink_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class AssignmentSelfCheck:
+    """The outcome of a self-check of an assignment: its visible questions' visible cases.
+
+    Attributes:
+        result: one result for the visible questions (``questions`` lists them), each case with its
+            ``question``, points rescaled as the grader rescales them.
+        hidden: how many hidden cases of the visible questions the grader also runs (not run here).
+        skipped: the hidden questions' ids, not run here (the grader runs every case of them).
+    """
+
+    result: SubmissionResult
+    hidden: int
+    skipped: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        """Every visible case of every visible question passed."""
+        return self.result.all_passed
+
+    def footer(self) -> str:
+        """Lines: each visible question's points, the hidden cases and questions not run here."""
+        lines = []
+        for question in self.result.questions:
+            got, out_of = self.result.question_score(question.id)
+            lines.append(f"{question.id}  {points_out(got)}/{points_out(out_of)}  {question.error}".rstrip())
+        lines.append(f"Total on the visible cases: {points_out(self.result.score)}/{points_out(self.result.max_score)}")
+        if self.skipped:
+            lines.append(
+                f"Hidden question{'s' * (len(self.skipped) != 1)} not run here: {', '.join(self.skipped)} "
+                "(the grader runs every case of them when you submit)."
+            )
+        if self.hidden:
+            lines.append(f"Self-check: {counted(self.hidden, 'hidden case')} of the questions above not run here.")
+        return "\n".join(lines)
+
+
+def check_assignment_path(
+    path: str | Path,
+    assignment: Assignment,
+    *,
+    entry: str | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    shrink_steps: int = 50,
+    time_budget: float | None = None,
+) -> AssignmentSelfCheck:
+    """Self-check a submission on every visible question of ``assignment``: each question's
+    visible cases, as :func:`check_path` checks one spec (``function`` the question's), points
+    rescaled as the grader rescales them; hidden questions are not run.
+
+    Raises:
+        attnscore.submission.files.SubmissionError: ``path`` is missing or not a submission.
+        ValueError: ``time_budget`` is shorter than a question's per-call limit.
+    """
+    from attnscore.report.results import Question
+
+    cases: list[CaseResult] = []
+    questions: list[Question] = []
+    errors: list[str] = []
+    hidden = 0
+    first: SubmissionResult | None = None
+    for q in assignment.questions:
+        if q.visibility == "hidden":
+            continue
+        outcome = check_path(
+            path,
+            q.spec,
+            function=q.function,
+            entry=entry,
+            dtype=dtype,
+            seed=seed,
+            shrink_steps=shrink_steps,
+            time_budget=time_budget,
+        )
+        first = first or outcome.result
+        hidden += outcome.hidden
+        cases += [
+            dataclasses.replace(c, points=c.points * q.scale, max_points=c.max_points * q.scale, question=q.id)
+            for c in outcome.result.cases
+        ]
+        errors.append(outcome.result.error)
+        questions.append(Question(q.id, q.title, q.spec.id, q.spec.version, q.function, q.visibility))
+    shared = errors[0] if errors and errors[0] and len(set(errors)) == 1 and len(errors) > 1 else ""
+    questions = [
+        dataclasses.replace(question, error="" if shared else err)
+        for question, err in zip(questions, errors, strict=True)
+    ]
+    skipped = tuple(q.id for q in assignment.questions if q.visibility == "hidden")
+    result = SubmissionResult(
+        submission=first.submission if first is not None else Path(path).name,
+        spec_id=assignment.id,
+        spec_version=assignment.version,
+        spec_path=assignment.shown_path,
+        function="",
+        cases=tuple(cases),
+        dtype=dtype or "/".join(dict.fromkeys(q.spec.dtypes[0] for q in assignment.questions)),
+        device="cpu",
+        seed=seed if seed is not None else assignment.questions[0].spec.seed,
+        duration_s=0.0 if first is None else first.duration_s,
+        error=shared,
+        output=first.output if first is not None else "",
+        environment=dict(first.environment) if first is not None else {},
+        questions=tuple(questions),
+    )
+    return AssignmentSelfCheck(result, hidden, skipped)

@@ -27,7 +27,8 @@ def grade_batch(
     options: dict[str, Any],
     warm: Callable[[], object] | None = None,
 ) -> tuple[list[Any], Any]:
-    """Grade ``paths`` against ``spec``: here (``jobs`` processes), as a class run into ``out``, or on
+    """Grade ``paths`` against ``spec`` (a spec, or an assignment: every question): here (``jobs``
+    processes), as a class run into ``out``, or on
     the dask cluster at ``scheduler``; the progress bar and warnings go to the console ``err``.
     ``warm`` (starting the worker template) is called once a class run knows it has something to
     grade here; an unchanged rerun starts no template (no torch loaded, no core taken).
@@ -37,6 +38,7 @@ def grade_batch(
     (:class:`~attnscore.grade.cluster.ClusterError`) raise.
     """
     from attnscore.report.progress import grading_progress
+    from attnscore.spec.assignment import Assignment
 
     run = None
     with grading_progress(err) as bar:
@@ -67,6 +69,10 @@ def grade_batch(
                 on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
                 **{k: v for k, v in options.items() if k != "cache_cases"},  # each dask worker builds its own
             )
+        elif isinstance(spec, Assignment):
+            from attnscore.grade.assignment_grading import grade_assignment_many
+
+            results = grade_assignment_many(paths, spec, jobs=jobs, on_result=lambda _: bar.advance(task), **options)
         else:
             from attnscore.grade.grading import grade_many  # a class run imports it only with something to grade
 

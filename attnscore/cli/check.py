@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ __all__ = ["check_solution"]
 
 @click.command("check")
 @click.argument("solution", type=click.Path())
-@spec_option("The spec to check against.")
+@spec_option("The spec to check against, or an assignment file (its visible questions).")
 @function_option()
 @entry_option("Entry file of a folder solution.")
 @dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")
@@ -48,12 +49,19 @@ def check_solution(
     code runs in this process with a per-call time limit, without the grader's sandbox: use it
     on your own code.
 
+    With an assignment file, every visible question is checked this way (each its function, its
+    points rescaled as the grader does); hidden questions are skipped, and the report says so.
+
     Exit code 0 when every visible case passed, 1 when some failed, 2 for a usage error.
     """
     from attnscore.selfcheck import check_path
-    from attnscore.spec.load import load_spec
+    from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 
-    spec = load_spec(spec_path)
+    graded = load_spec_or_assignment(spec_path)
+    if isinstance(graded, Assignment):
+        _check_assignment(solution, graded, function, entry, dtype, shrink_steps, time_budget, fmt)
+        return
+    spec = graded
     check_spec_dtype(dtype, spec)
     lacking = spec.environment.missing()
     if lacking:  # said once; code that imports them fails here, not on the grader
@@ -73,6 +81,47 @@ def check_solution(
         from attnscore.report.json_report import submission_to_json
 
         data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
+    else:
+        from attnscore.report.text import submission_text
+
+        console = stdout_console()
+        console.print(submission_text(outcome.result))
+        console.print(outcome.footer())
+    finish(outcome.passed)
+
+
+def _check_assignment(
+    solution: str,
+    assignment: Any,
+    function: str | None,
+    entry: str | None,
+    dtype: str | None,
+    shrink_steps: int,
+    time_budget: float | None,
+    fmt: str,
+) -> None:
+    """``attnscore check SOLUTION --spec ASSIGNMENT``: every visible question's visible cases."""
+    from attnscore.selfcheck import check_assignment_path
+
+    if function is not None:
+        raise BadUsage("--function does not apply to an assignment: each question names its function")
+    for question in assignment.questions:
+        check_spec_dtype(dtype, question.spec)
+    try:
+        outcome = check_assignment_path(
+            solution, assignment, entry=entry, dtype=dtype, shrink_steps=shrink_steps, time_budget=time_budget
+        )
+    except ValueError as exc:
+        raise BadUsage(str(exc)) from None
+    if fmt == "json":
+        from attnscore.report.json_report import submission_to_json
+
+        data = {
+            **submission_to_json(outcome.result),
+            "hidden_cases_not_run": outcome.hidden,
+            "hidden_questions_not_run": list(outcome.skipped),
+        }
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
     else:
         from attnscore.report.text import submission_text

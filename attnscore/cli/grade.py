@@ -35,7 +35,7 @@ __all__ = ["grade"]
 
 @click.command("grade")
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
-@spec_option("The spec to grade against.")
+@spec_option("The spec to grade against, or an assignment file (several questions, each a spec).")
 @function_option()
 @format_option(
     "text",
@@ -166,7 +166,7 @@ def grade(
     from attnscore.report.results import Verdict
     from attnscore.sandbox.gpu import device_problem
     from attnscore.sandbox.launch import preflight, spec_exposure
-    from attnscore.spec.load import load_spec
+    from attnscore.spec.assignment import Assignment, load_spec_or_assignment
     from attnscore.submission.files import find_submissions
 
     if output:
@@ -189,20 +189,32 @@ def grade(
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
     if scheduler is None and device != "cpu" and not rerun:  # after the device check: torch loads beside the spec
         warm()
-    spec = load_spec(spec_path)
-    if spec.student_copy is not None:
-        raise BadUsage(f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec")
+    graded = load_spec_or_assignment(spec_path)
+    if isinstance(graded, Assignment):
+        if function is not None:
+            raise BadUsage("--function does not apply to an assignment: each question names its function")
+        if scheduler is not None:
+            raise BadUsage("--scheduler does not take an assignment yet: grade it on this machine (--jobs N)")
+    specs = [q.spec for q in graded.questions] if isinstance(graded, Assignment) else [graded]
+    for spec in specs:
+        if spec.student_copy is not None:
+            raise BadUsage(f"{spec.path} is a student copy (its hidden cases are left out): grade with the full spec")
     ours = [p for p in (out, output) if p is not None]  # never graded as a student on the next run
     paths = find_submissions(list(submissions), entry=entry, one=fmt == "gradescope", exclude=ours)
     if fmt == "gradescope" and len(paths) != 1:
         raise BadUsage(f"--format gradescope grades exactly one submission (a file, or one folder), found {len(paths)}")
-    check_spec_dtype(dtype, spec)
-    from attnscore.grade.time_budget import grading_limits
+    for spec in specs:
+        check_spec_dtype(dtype, spec)
+    from attnscore.grade.time_budget import assignment_limits, grading_limits
 
+    template = False if no_template else None
     try:
-        limits = grading_limits(
-            spec, timeout=timeout, time_budget=time_budget, template=False if no_template else None, device=device
-        )
+        if isinstance(graded, Assignment):
+            limits = assignment_limits(
+                graded, timeout=timeout, time_budget=time_budget, template=template, device=device
+            )
+        else:
+            limits = grading_limits(graded, timeout=timeout, time_budget=time_budget, template=template, device=device)
     except ValueError as exc:
         raise BadUsage(str(exc)) from None
     # SIGTERM (a cancelled job, `timeout`) unwinds like Ctrl-C: every sandbox is closed, its
@@ -211,12 +223,15 @@ def grade(
     problem = preflight(limits)
     if problem is not None:
         raise MachineFailure(f"the sandbox cannot run submissions on this machine: {problem} (nothing was graded)")
-    problem = environment_problem(spec, limits)
-    if problem is not None:
-        raise MachineFailure(f"{problem} (nothing was graded)")
-    exposed = spec_exposure(spec_path, limits)
-    if exposed is not None:
-        click.echo(f"Warning: {exposed}", err=True)
+    for spec in specs:
+        problem = environment_problem(spec, limits)
+        if problem is not None:
+            raise MachineFailure(f"{problem} (nothing was graded)")
+    shown = [str(f) for f in graded.files()] if isinstance(graded, Assignment) else [spec_path]
+    for name in shown:
+        exposed = spec_exposure(name, limits)
+        if exposed is not None:
+            click.echo(f"Warning: {exposed}", err=True)
     if scheduler is not None and not has_dask():
         raise BadUsage(
             "--scheduler needs dask.distributed, which is not installed; install it with "
@@ -224,7 +239,7 @@ def grade(
         )
     err = Console(stderr=True)
     options = {
-        "function": function,
+        **({} if isinstance(graded, Assignment) else {"function": function}),
         "dtype": dtype,
         "seed": seed,
         "limits": limits,
@@ -232,7 +247,7 @@ def grade(
         "cache_cases": True,  # a cold run reads the spec's built cases (attnscore.check.case_cache)
     }
     try:
-        results, run = grade_batch(paths, spec, out, scheduler, jobs, err, options, warm=None if scheduler else warm)
+        results, run = grade_batch(paths, graded, out, scheduler, jobs, err, options, warm=None if scheduler else warm)
     except (GradebookError, ClusterError) as exc:
         raise BadInput(str(exc)) from None
     if run is not None:

@@ -38,7 +38,8 @@ def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
 def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None:
     """Prove SPECS sound (default: all bundled specs): the reference passes, known mistakes are caught.
 
-    Each SPEC is a spec file or a bundled spec's id (e.g. score_matrix).
+    Each SPEC is a spec file or a bundled spec's id (e.g. score_matrix), or an assignment file:
+    then every question's spec is verified (each once).
 
     Runs the reference on every case of each spec in every dtype (the spec's own, then the other
     dtypes `attnscore test --dtype` accepts), then runs every catalogue mistake the spec targets in
@@ -50,9 +51,9 @@ def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None
     from rich.table import Table
 
     from attnscore.check.verify import verify_all
-    from attnscore.spec.load import load_specs
+    from attnscore.spec.assignment import load_assignment_specs
 
-    loaded = load_specs(_spec_paths(specs))
+    loaded = load_assignment_specs(_spec_paths(specs))
     found = verify_all(loaded, mutations=not no_mutations, jobs=jobs or _cores())
     table = Table(title="attnscore verify: reference against specs", header_style="bold")
     for column in ("spec", "dtype", "cases passed", "points", "failing cases"):

@@ -34,12 +34,13 @@ from rich.console import Console
 
 from attnscore.atomic import write_atomic
 from attnscore.grade.gradebook import Gradebook, spec_key, student_name, submission_key
-from attnscore.grade.time_budget import grading_limits
+from attnscore.grade.time_budget import assignment_limits, grading_limits
 from attnscore.report.redact import for_students
 from attnscore.report.results import SubmissionResult
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
 from attnscore.report.text import submission_text
 from attnscore.sandbox.launch import Limits
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission, SubmissionError
 
@@ -150,7 +151,7 @@ def feedback_text(result: SubmissionResult) -> str:
 
 def grade_class(
     submissions: Sequence[Submission],
-    spec: Spec,
+    spec: Spec | Assignment,
     out: Path | str,
     *,
     function: str | None = None,
@@ -178,6 +179,12 @@ def grade_class(
             run (its submissions are graded again elsewhere).
         function, dtype, seed, limits, shrink_steps, jobs, cache_cases: as for :func:`grade_many`.
 
+    ``spec`` may be an :class:`~attnscore.spec.assignment.Assignment`: every question graded with
+    one worker per submission (:func:`attnscore.grade.assignment_grading.grade_assignment_many`;
+    ``function`` does not apply, ``dtype`` and ``seed`` default to each question's spec's); its
+    gradebook key covers the assignment file and every spec file (:meth:`Assignment.files`).
+    ``scheduler`` does not take an assignment.
+
     Raises:
         SubmissionError: two submissions have the same name.
         attnscore.grade.gradebook.GradebookError: the gradebook is in use or not a gradebook.
@@ -193,16 +200,24 @@ def grade_class(
                 "names students by file or folder name: grade them into different --out folders"
             )
         names[name] = submission
-    dtype = dtype or spec.dtypes[0]
-    limits = limits or grading_limits(spec)
-    options = {
-        "function": function or spec.function,
-        "dtype": dtype,
-        "seed": spec.seed if seed is None else seed,
-        "limits": asdict(limits),
-        "shrink_steps": shrink_steps,
-    }
-    spec_k = spec_key(Path(spec.path).read_bytes(), spec.version, _attnscore_version(), options)
+    if isinstance(spec, Assignment):
+        if scheduler is not None:
+            raise ValueError("grading an assignment on a dask cluster is not supported: grade it here (--jobs)")
+        limits = limits or assignment_limits(spec)
+        options: dict[str, Any] = {"dtype": dtype, "seed": seed, "limits": asdict(limits), "shrink_steps": shrink_steps}
+        spec_bytes = b"".join(len(f.read_bytes()).to_bytes(8, "big") + f.read_bytes() for f in spec.files())
+    else:
+        dtype = dtype or spec.dtypes[0]
+        limits = limits or grading_limits(spec)
+        options = {
+            "function": function or spec.function,
+            "dtype": dtype,
+            "seed": spec.seed if seed is None else seed,
+            "limits": asdict(limits),
+            "shrink_steps": shrink_steps,
+        }
+        spec_bytes = Path(spec.path).read_bytes()
+    spec_k = spec_key(spec_bytes, spec.version, _attnscore_version(), options)
     sub_keys = {name: submission_key(s) for name, s in names.items()}
     problems: dict[str, str] = {}
 
@@ -242,7 +257,13 @@ def grade_class(
             "shrink_steps": shrink_steps,
             "on_result": commit,
         }
-        if batch and scheduler is not None:
+        if isinstance(spec, Assignment):
+            if batch:
+                from attnscore.grade.assignment_grading import grade_assignment_many
+
+                common.pop("function")
+                grade_assignment_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
+        elif batch and scheduler is not None:
             from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
             grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)

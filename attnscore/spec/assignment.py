@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -55,6 +56,8 @@ __all__ = [
     "graded_points",
     "is_assignment_file",
     "load_assignment",
+    "load_assignment_specs",
+    "load_spec_or_assignment",
 ]
 
 ASSIGNMENT_FORMAT = "attnscore-assignment/1"
@@ -378,3 +381,45 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
         path=name,
         questions=tuple(questions),
     )
+
+
+def load_spec_or_assignment(path: str | Path, *, allow_outside_reference: bool = False) -> Spec | Assignment:
+    """What a command's ``--spec FILE`` names: an :class:`Assignment` when the file says
+    ``format: attnscore-assignment/1`` (:func:`is_assignment_file`), else a spec
+    (:func:`attnscore.spec.load.load_spec`: a file, or a bundled spec's id).
+
+    Raises:
+        SpecError: as :func:`load_assignment` or :func:`attnscore.spec.load.load_spec` raise.
+
+    >>> load_spec_or_assignment("score_matrix").id
+    'score_matrix'
+    """
+    if is_assignment_file(path):
+        return load_assignment(path, allow_outside_reference=allow_outside_reference)
+    return _load_spec(Path(path), allow_outside_reference) if allow_outside_reference else load_spec(path)
+
+
+def load_assignment_specs(paths: Sequence[str | Path]) -> list[Spec]:
+    """The specs of ``paths`` (spec files, bundled ids or assignment files: an assignment stands for
+    its questions' specs), each spec file once, in order (what ``attnscore verify`` verifies).
+
+    Raises:
+        SpecError: one error with the problems of every path that does not load.
+    """
+    specs: list[Spec] = []
+    problems: list[SpecProblem] = []
+    seen: set[str] = set()
+    for path in paths:
+        try:
+            loaded = load_spec_or_assignment(path)
+        except SpecError as exc:
+            problems += exc.problems
+            continue
+        for spec in [q.spec for q in loaded.questions] if isinstance(loaded, Assignment) else [loaded]:
+            key = str(Path(spec.path).resolve())
+            if key not in seen:
+                seen.add(key)
+                specs.append(spec)
+    if problems:
+        raise SpecError(problems)
+    return specs
