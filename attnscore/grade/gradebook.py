@@ -7,11 +7,10 @@ again grades only what has no committed result yet: each submission ends graded 
 
 A stored result is reused while its *submission key* (SHA-256 of the submission's files, entry
 file and read problem) and its *spec key* (SHA-256 of the spec file's bytes, the spec's version,
-the attnscore version and the grading options that change results; for an assignment, of every
-file grading it needs, :func:`assignment_key`) are unchanged; anything else is graded again. A
-result holding a grader error is never reused (the grading machine failed, not the student).
-Only one run may use a gradebook at a time (an exclusive ``flock`` on ``gradebook.sqlite.lock``,
-released by the kernel even when the run is killed).
+the attnscore version and the grading options that change results) are unchanged; anything else
+is graded again. A result holding a grader error is never reused (the grading machine failed, not
+the student). Only one run may use a gradebook at a time (an exclusive ``flock`` on
+``gradebook.sqlite.lock``, released by the kernel even when the run is killed).
 """
 
 from __future__ import annotations
@@ -33,15 +32,7 @@ from attnscore.report.record import RecordError, result_from_record, result_to_r
 from attnscore.report.results import SubmissionResult, Verdict
 from attnscore.submission.files import Submission
 
-__all__ = [
-    "Gradebook",
-    "GradebookError",
-    "submission_key",
-    "spec_key",
-    "assignment_key",
-    "student_name",
-    "SCHEMA_VERSION",
-]
+__all__ = ["Gradebook", "GradebookError", "submission_key", "spec_key", "student_name", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 
@@ -104,29 +95,6 @@ def spec_key(spec_bytes: bytes, spec_version: int, attnscore_version: str, optio
     ``options`` (function, dtype, seed, limits, shrink steps: anything that changes a result)."""
     digest = hashlib.sha256(spec_bytes)
     digest.update(json.dumps([spec_version, attnscore_version, dict(options)], sort_keys=True, default=str).encode())
-    return digest.hexdigest()
-
-
-def assignment_key(
-    files: Iterable[tuple[str, bytes]], version: int, attnscore_version: str, options: Mapping[str, Any]
-) -> str:
-    """The spec key of an assignment: SHA-256 (hex) of every file grading it needs, each as its
-    name and bytes (``files``: the assignment file, each question's spec, each instructor reference
-    file, :meth:`attnscore.spec.assignment.Assignment.files`), the assignment's version, the
-    attnscore version and the grading ``options``. Editing any of those files, a question's spec or
-    reference included, grades the class again.
-
-    Example (one byte of a question's spec changed):
-        >>> a = assignment_key([("a1.yaml", b"q"), ("softmax.yaml", b"x")], 1, "1.0", {})
-        >>> a == assignment_key([("a1.yaml", b"q"), ("softmax.yaml", b"y")], 1, "1.0", {})
-        False
-    """
-    digest = hashlib.sha256(b"attnscore-assignment")
-    for name, content in files:
-        for part in (name.encode("utf-8", "surrogateescape"), content):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-    digest.update(json.dumps([version, attnscore_version, dict(options)], sort_keys=True, default=str).encode())
     return digest.hexdigest()
 
 

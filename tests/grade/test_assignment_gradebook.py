@@ -1,28 +1,27 @@
 """An assignment's results in the class-run gradebook: stored and read back exactly with their
-questions, keyed by every file the assignment needs, and written to the CSV with a column per question."""
+questions (rows written before questions existed too), and written to the CSV with a column per question."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import shutil
 import sqlite3
 from fractions import Fraction
 
 import pytest
 
-from attnscore.grade.gradebook import Gradebook, assignment_key, spec_key
+from attnscore.grade.gradebook import Gradebook, spec_key
 from attnscore.report.record import result_to_record
 from attnscore.report.spreadsheet import CSV_ENCODING, grades_csv
 from tests.assignmentdata import assignment_result
-
-FILES = [("a1.yaml", b"questions: ..."), ("softmax.yaml", b"spec"), ("softmax_reference.py", b"def softmax(x): ...")]
 
 
 def test_gradebook_keeps_an_assignments_result_exactly(tmp_path):
     """Stored and read back: the questions, each case's question, 10/3 points and 41/3 in all."""
     graded = assignment_result("bob.py", {("softmax", "example:b"): "softmax_wrong_dim"}, missing=("rope",))
-    key = assignment_key(FILES, 2, "1.0", {"seed": 11})
+    key = spec_key(b"a1.yaml and every spec", 2, "1.0", {"seed": 11})
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
         run = book.start_run("cs_a1", key, 1, 1)
         book.record(run, "bob.py", "sub", key, graded)
@@ -51,30 +50,6 @@ def test_gradebook_reads_a_row_written_before_questions_existed(tmp_path):
         back = book.current("old.py", "sub", "k")
     assert back is not None and back.questions == () and {c.question for c in back.cases} == {""}
     assert back.score == graded.score
-
-
-@pytest.mark.parametrize(
-    "changed",
-    [
-        pytest.param([FILES[0], ("softmax.yaml", b"spec2"), FILES[2]], id="a question's spec"),
-        pytest.param([*FILES[:2], ("softmax_reference.py", b"def softmax(x): return x")], id="a reference file"),
-        pytest.param([FILES[0], ("other.yaml", b"spec"), FILES[2]], id="a file renamed"),
-        pytest.param(FILES[:2], id="a file gone"),
-    ],
-)
-def test_assignment_key_changes_with_any_file(changed):
-    """Editing, renaming or dropping any file the assignment needs grades the class again."""
-    assert assignment_key(changed, 2, "1.0", {}) != assignment_key(FILES, 2, "1.0", {})
-
-
-def test_assignment_key_is_stable_and_covers_version_and_options():
-    """The same files, version, attnscore and options give the same key; each of those changes it;
-    it is never a single spec's key of the same bytes."""
-    key = assignment_key(FILES, 2, "1.0", {"seed": 1})
-    assert key == assignment_key(list(FILES), 2, "1.0", {"seed": 1})
-    assert len({key, assignment_key(FILES, 3, "1.0", {"seed": 1}), assignment_key(FILES, 2, "1.1", {"seed": 1}),
-                assignment_key(FILES, 2, "1.0", {"seed": 2})}) == 4  # fmt: skip
-    assert assignment_key([("a1.yaml", b"x")], 1, "1.0", {}) != spec_key(b"x", 1, "1.0", {})
 
 
 def test_class_csv_from_the_gradebook_has_a_column_per_question(tmp_path):
@@ -107,3 +82,39 @@ def test_class_csv_from_the_gradebook_has_a_column_per_question(tmp_path):
             "0",
         ],
     ]
+
+
+@pytest.mark.slow
+def test_class_run_of_an_assignment_writes_question_columns_and_page(tmp_path):
+    """grade_class on an assignment: grades.csv has each question's exact points, 0 for a missing
+    function's question, and report.html the question table; a rerun reuses both results."""
+    from attnscore.grade.class_run import grade_class
+    from attnscore.spec.assignment import load_assignment
+    from attnscore.submission.files import find_submissions
+    from tests.export.test_assignment_export import ASSIGNMENT, CORRECT, SPECS, WRONG
+
+    (tmp_path / "course").mkdir()
+    (tmp_path / "shared").mkdir()
+    shutil.copy(SPECS / "dot_product_scores.yaml", tmp_path / "course" / "dot_product_scores.yaml")
+    shutil.copy(SPECS / "score_matrix.yaml", tmp_path / "shared" / "score_matrix.yaml")
+    (tmp_path / "course" / "a1.yaml").write_text(ASSIGNMENT)
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "right.py").write_bytes(CORRECT)
+    (tmp_path / "class" / "wrong.py").write_bytes(WRONG)
+    assignment = load_assignment(tmp_path / "course" / "a1.yaml")
+    points = {q.id: q.points for q in assignment.questions}
+    submissions = find_submissions([str(tmp_path / "class")])
+    run = grade_class(submissions, assignment, tmp_path / "out")
+    assert sorted(run.graded) == ["right.py", "wrong.py"]
+    with open(tmp_path / "out" / "grades.csv", encoding=CSV_ENCODING, newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0][:7] == ["student", "score", "max", "error", "scores", "matrix", "scaled"]
+    total, scaled = str(int(assignment.max_points)), str(int(points["scaled"]))
+    rows = {row[0]: row[1:7] for row in table[1:]}
+    assert rows["right.py"] == [total, total, "", "10", str(int(points["matrix"])), scaled]
+    assert rows["wrong.py"][0:2] == [scaled, total] and rows["wrong.py"][3:] == ["0", "0", scaled]
+    assert rows["wrong.py"][2].startswith("matrix: ") and "score_matrix" in rows["wrong.py"][2]
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert '<table id="question-table">' in page and '<td class="id">scaled</td>' in page
+    again = grade_class(submissions, assignment, tmp_path / "out")
+    assert again.graded == () and sorted(again.reused) == ["right.py", "wrong.py"]
