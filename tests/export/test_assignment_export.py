@@ -386,3 +386,18 @@ def test_prairielearn_grader_grades_an_assignment_end_to_end(course, tmp_path):
     ]
     assert wrong["message"].splitlines()[2].startswith("matrix: 0/")
     assert {t["name"].split(": ")[0] for t in wrong["tests"]} == {"scores", "matrix", "scaled"}
+
+
+@pytest.mark.slow
+def test_student_copy_self_checks_a_correct_file(course, tmp_path):
+    """attnscore check on the student copy: both handed-out questions' visible cases pass (exit 0);
+    the hidden question is not in the copy at all."""
+    handout = tmp_path / "handout"
+    handout.mkdir()
+    write_student_assignment(course, handout / "a1.yaml")
+    (tmp_path / "solution.py").write_bytes(CORRECT)
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "solution.py"), "--spec", str(handout / "a1.yaml")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "scores  9/9" in lines and "Total on the visible cases: 63/63" in lines
+    assert not any(line.startswith("matrix") for line in lines) and "Hidden question" not in result.output
