@@ -304,3 +304,27 @@ def test_assignment_limits_keep_each_question_s_time(assignment):
     assert many.total_timeout_s == 600.0
     with pytest.raises(ValueError, match="--time-budget: expected at least the per-call limit of 5 s"):
         assignment_limits(assignment, time_budget=4.0)
+
+
+@pytest.mark.slow
+def test_a_fresh_grader_process_loads_the_assignment_from_its_file(assignment, tmp_path, monkeypatch):
+    """Where grader processes cannot fork, each loads the assignment from its file and builds the same
+    cases: the result is the same as in the parent (here, _grade_in_child with nothing built yet)."""
+    from attnscore.grade import assignment_grading
+
+    monkeypatch.setattr(assignment_grading, "_CHILD_ASSIGNMENTS", {})
+    path = tmp_path / "wrong.py"
+    path.write_text(WRONG, encoding="utf-8")
+    options = {
+        "dtype": None,
+        "seed": None,
+        "limits": None,
+        "timeout": None,
+        "time_budget": None,
+        "shrink_steps": 50,
+        "cache_cases": False,
+        "outside_reference": False,
+    }
+    result = assignment_grading._grade_in_child(assignment.path, Submission.from_file(path), options)
+    assert scores(result)["scores"] == (Fraction(0), Fraction(10)) and result.score == Fraction(62)
+    assert list(assignment_grading._CHILD_ASSIGNMENTS) == [(assignment.path, None, None)]
