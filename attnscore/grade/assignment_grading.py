@@ -228,7 +228,12 @@ def grade_assignment_many(
             max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
         ) as pool:
             futures = {
-                pool.submit(_grade_in_child, assignment.path, submission, {**options, "cache_cases": cache_cases}): n
+                pool.submit(
+                    _grade_in_child,
+                    assignment.path,
+                    submission,
+                    {**options, "cache_cases": cache_cases, "outside_reference": assignment.outside_reference},
+                ): n
                 for n, submission in enumerate(read)
             }
             finished: dict[int, SubmissionResult] = {}
@@ -253,8 +258,9 @@ def _grade_in_child(path: str, submission: Submission, options: dict[str, Any]) 
     """One submission in a grader child process; the assignment's cases are built once per process."""
     key = (path, options["dtype"], options["seed"])
     if key not in _CHILD_ASSIGNMENTS:
-        assignment = load_assignment(path)
+        assignment = load_assignment(path, allow_outside_reference=options["outside_reference"])
         cases = assignment_cases(assignment, options["dtype"], options["seed"], cache_cases=options["cache_cases"])
         _CHILD_ASSIGNMENTS[key] = (assignment, cases)
     assignment, cases = _CHILD_ASSIGNMENTS[key]
-    return grade_assignment(submission, assignment, cases, **{k: v for k, v in options.items() if k != "cache_cases"})
+    own = {k: v for k, v in options.items() if k not in ("cache_cases", "outside_reference")}
+    return grade_assignment(submission, assignment, cases, **own)

@@ -101,6 +101,8 @@ class Assignment:
         id, version, title, description: as the file says (``version`` 1 when it says none).
         path: the file it was loaded from.
         questions: the :class:`AssignmentQuestion` s, in file order.
+        outside_reference: whether it was loaded with ``allow_outside_reference`` (a grader process
+            that loads it again must be told so too).
     """
 
     id: str
@@ -109,6 +111,7 @@ class Assignment:
     description: str
     path: str
     questions: tuple[AssignmentQuestion, ...]
+    outside_reference: bool = False
 
     @property
     def max_points(self) -> Fraction:
@@ -380,6 +383,7 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
         description=data.get("description", "").strip(),
         path=name,
         questions=tuple(questions),
+        outside_reference=allow_outside_reference,
     )
 
 

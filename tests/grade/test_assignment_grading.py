@@ -304,3 +304,77 @@ def test_assignment_limits_keep_each_question_s_time(assignment):
     assert many.total_timeout_s == 600.0
     with pytest.raises(ValueError, match="--time-budget: expected at least the per-call limit of 5 s"):
         assignment_limits(assignment, time_budget=4.0)
+
+
+@pytest.mark.slow
+def test_a_fresh_grader_process_loads_the_assignment_from_its_file(assignment, tmp_path, monkeypatch):
+    """Where grader processes cannot fork, each loads the assignment from its file and builds the same
+    cases: the result is the same as in the parent (here, _grade_in_child with nothing built yet)."""
+    from attnscore.grade import assignment_grading
+
+    monkeypatch.setattr(assignment_grading, "_CHILD_ASSIGNMENTS", {})
+    path = tmp_path / "wrong.py"
+    path.write_text(WRONG, encoding="utf-8")
+    options = {
+        "dtype": None,
+        "seed": None,
+        "limits": None,
+        "timeout": None,
+        "time_budget": None,
+        "shrink_steps": 50,
+        "cache_cases": False,
+        "outside_reference": False,
+    }
+    result = assignment_grading._grade_in_child(assignment.path, Submission.from_file(path), options)
+    assert scores(result)["scores"] == (Fraction(0), Fraction(10)) and result.score == Fraction(62)
+    assert list(assignment_grading._CHILD_ASSIGNMENTS) == [(assignment.path, None, None)]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "submissions"
+
+
+@pytest.mark.slow
+def test_an_autograd_function_question_keeps_its_call_settings(tmp_path):
+    """A FlashAttention-2 question (a factory's Function, its logsumexp read from saved tensors, its
+    rules) beside score_matrix in one worker: full marks for the correct file; the dK mistake loses
+    only that question's cases, diagnosed, its points rescaled exactly (22 of 28 to 20 points: 110/7)."""
+    (tmp_path / "fa.yaml").write_text(
+        "format: attnscore-assignment/1\nid: fa\ntitle: FA\nquestions:\n"
+        "  - {id: scores, spec: score_matrix}\n  - {id: flash, spec: flash_attention_2, points: 20}\n",
+        encoding="utf-8",
+    )
+    scores_file = (EXAMPLES / "score_matrix" / "correct_transpose.py").read_text(encoding="utf-8")
+    paths = []
+    for name in ("correct_tiled", "backward_dk_unscaled"):
+        flash = (EXAMPLES / "flash_attention_2" / f"{name}.py").read_text(encoding="utf-8")
+        (tmp_path / f"{name}.py").write_text(scores_file + "\n" + flash, encoding="utf-8")
+        paths.append(tmp_path / f"{name}.py")
+    right, wrong = grade_assignment_many(paths, load_assignment(tmp_path / "fa.yaml"), jobs=2)
+    assert scores(right) == {"scores": (Fraction(13), Fraction(13)), "flash": (Fraction(20), Fraction(20))}
+    assert any(c.kind == "rule" and c.passed for c in right.question_cases("flash"))
+    assert scores(wrong) == {"scores": (Fraction(13), Fraction(13)), "flash": (Fraction(110, 7), Fraction(20))}
+    failed = [(c.id, c.diagnosis["id"]) for c in wrong.cases if not c.passed and c.diagnosis]
+    assert failed == [
+        ("example:scale_in_every_gradient", "backward_dk_unscaled"),
+        ("property:gradients_match_golden", "backward_dk_unscaled"),
+    ]
+
+
+HANGS = CORRECT.replace(
+    "def score_matrix(Q, K):\n    return Q @ K.transpose(-2, -1)",
+    "def score_matrix(Q, K):\n    while True:\n        pass",
+)
+
+
+@pytest.mark.slow
+def test_a_question_that_hangs_spends_only_its_own_time_budget(assignment, tmp_path):
+    """score_matrix loops forever: its question times out and then runs out of its own budget; the
+    other questions, judged after it with the same worker restarted, keep full marks."""
+    path = tmp_path / "hangs.py"
+    path.write_text(HANGS, encoding="utf-8")
+    result = grade_assignment(path, assignment, timeout=0.5, time_budget=1.0)
+    verdicts = {c.verdict for c in result.question_cases("scores")}
+    assert verdicts <= {Verdict.TIMEOUT, Verdict.BUDGET_SPENT} and Verdict.BUDGET_SPENT in verdicts
+    assert scores(result)["scores"] == (Fraction(0), Fraction(10))
+    assert scores(result)["weights"] == (Fraction(46), Fraction(46))
+    assert scores(result)["sdpa"] == (Fraction(16), Fraction(16))
