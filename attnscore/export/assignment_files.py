@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from attnscore.export.bundle import ExportError
-from attnscore.spec.assignment import Assignment, is_assignment_file, load_assignment
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.bundled import bundled_spec_ids, bundled_spec_path
 from attnscore.spec.environment import Environment
-from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "AssignmentLayout",
     "assignment_layout",
     "assignment_environment",
-    "load_graded",
     "spec_reference_layout",
 ]
 
@@ -52,17 +50,6 @@ class AssignmentLayout:
 
     entry: str
     files: tuple[tuple[str, Path], ...]
-
-
-def load_graded(path: str | Path, *, allow_outside_reference: bool = False) -> Spec | Assignment:
-    """The spec or the assignment at ``path`` (told apart by its ``format:``).
-
-    Raises:
-        attnscore.spec.located.SpecError: it does not load (every problem, located).
-    """
-    if is_assignment_file(path):
-        return load_assignment(path, allow_outside_reference=allow_outside_reference)
-    return load_spec(path)
 
 
 def _bundled_files() -> set[Path]:

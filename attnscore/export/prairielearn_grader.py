@@ -37,7 +37,6 @@ from typing import Any
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
-from attnscore.export.assignment_files import load_graded
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.grade.assignment_grading import grade_assignment_many
 from attnscore.grade.environment import environment_problem
@@ -46,7 +45,7 @@ from attnscore.grade.time_budget import assignment_limits, grading_limits
 from attnscore.report.prairielearn import prairielearn_json, prairielearn_results, prairielearn_ungradable
 from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import preflight
-from attnscore.spec.assignment import Assignment
+from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 from attnscore.spec.located import SpecError
 from attnscore.submission.files import Submission, SubmissionError, find_submissions, printable_name
 
@@ -81,7 +80,7 @@ def grade_job(root: Path) -> dict[str, Any]:
     if hasattr(os, "geteuid") and os.geteuid() == 0 and tests.is_dir():
         tests.chmod(0o700)  # the sandboxed worker (another uid) must not read the spec's hidden cases
     options = _options(tests)
-    spec = load_graded(tests / options.get("spec", "spec.yaml"))
+    spec = load_spec_or_assignment(tests / options.get("spec", "spec.yaml"))
     try:
         (submission,) = find_submissions([str(root / "student")], entry=options.get("entry"), one=True)
     except SubmissionError as exc:

@@ -22,7 +22,6 @@ from attnscore.cli import main
 from attnscore.export.assignment_files import (
     assignment_environment,
     assignment_layout,
-    load_graded,
     spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError
@@ -30,7 +29,7 @@ from attnscore.export.gradescope import SPEC_PATH, build_gradescope_bundle
 from attnscore.export.prairielearn import export_prairielearn
 from attnscore.export.student_assignment import write_student_assignment
 from attnscore.report.results import points_out
-from attnscore.spec.assignment import Assignment, load_assignment
+from attnscore.spec.assignment import load_assignment
 from attnscore.spec.environment import Environment
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
@@ -148,12 +147,6 @@ def test_environment_is_every_questions_together():
         ]
     )
     assert assignment_environment(stub) == Environment(("einops", "jaxtyping", "rich"), True)  # type: ignore[arg-type]
-
-
-def test_load_graded_tells_specs_and_assignments_apart(course):
-    """The same --spec takes either; its format says which."""
-    assert isinstance(load_graded(course), Assignment)
-    assert load_graded(SPECS / "score_matrix.yaml").id == "score_matrix"
 
 
 def test_gradescope_zip_of_an_assignment(course, tmp_path):
