@@ -92,7 +92,16 @@ def _info(key: str, title: str, tag: str, image: str, timeout_s: int) -> dict[st
 
 
 def _signature(question_function: str, spec: Spec) -> str:
-    return f"{question_function}({', '.join(p for p, _ in spec.contract.parameters)})"
+    """How the page shows what a question grades: ``softmax(x)``; for an ``nn.Module`` handed in
+    (a spec's ``function.module``), its constructor's arguments and what ``forward`` takes:
+    ``MultiHeadSelfAttention(d_model, num_heads).forward(x)`` (its weights are loaded by name)."""
+    names = [p for p, _ in spec.contract.parameters]
+    module = getattr(spec, "module", None)  # specs of a module handed in (function.module)
+    if module is None:
+        return f"{question_function}({', '.join(names)})"
+    weights = {parameter for parameter, _ in module.weights}
+    forward = list(module.forward) or [n for n in names if n not in weights]
+    return f"{question_function}({', '.join(k for k, _ in module.init)}).forward({', '.join(forward)})"
 
 
 def _assignment_question(

@@ -394,3 +394,15 @@ def test_student_copy_self_checks_a_correct_file(course, tmp_path):
     lines = result.output.splitlines()
     assert "scores  9/9" in lines and "Total on the visible cases: 63/63" in lines
     assert not any(line.startswith("matrix") for line in lines) and "Hidden question" not in result.output
+
+
+def test_page_shows_a_module_questions_constructor_and_forward():
+    """A question grading an nn.Module shows Class(init args).forward(inputs), its weights left out."""
+    from attnscore.export.prairielearn import _signature
+
+    contract = SimpleNamespace(parameters=[("x", None), ("W_q", None), ("W_o", None)])
+    weights = (("W_q", "q.weight"), ("W_o", "o.weight"))
+    module = SimpleNamespace(init=(("d_model", 1), ("num_heads", 2)), weights=weights, forward=())
+    spec = SimpleNamespace(contract=contract, module=module)
+    assert _signature("MHA", spec) == "MHA(d_model, num_heads).forward(x)"  # type: ignore[arg-type]
+    assert _signature("mha", SimpleNamespace(contract=contract, module=None)) == "mha(x, W_q, W_o)"  # type: ignore[arg-type]
