@@ -11,11 +11,13 @@ does not load the grading stack for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnscore.sandbox.limits import Limits
-from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec, default_time_budget
+
+if TYPE_CHECKING:
+    from attnscore.spec.assignment import Assignment
 
 __all__ = ["assignment_limits", "budget_problem", "call_and_budget", "grading_limits"]
 
