@@ -23,6 +23,7 @@ import numpy as np
 from attnscore.boundary import kernel_objects, wire
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.layouts import HANDOVERS, PASS_NONE, strided_form
+from attnscore.boundary.modules import ModuleConfig
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
@@ -106,6 +107,7 @@ class SandboxRunner:
         logsumexp: tuple[str, int | None] | None = None,
         factory: bool = False,
         traps: tuple[str, ...] = (),
+        module: ModuleConfig | None = None,
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
@@ -115,7 +117,9 @@ class SandboxRunner:
         of each call by name under these names (``attn_mask=``), and ``options`` by name too
         (``scale=0.5``): ``f(*positional, **by_name, **options)``. ``logsumexp`` and ``factory``: a
         spec's ``function.logsumexp`` as ``(place, index)`` and ``function.factory``, sent with every
-        call (:class:`attnscore.boundary.wire.CallRequest`)."""
+        call (:class:`attnscore.boundary.wire.CallRequest`). ``module``: a spec's ``function.module``,
+        sent with every call too: ``function`` names an ``nn.Module`` subclass
+        (:mod:`attnscore.boundary.modules`)."""
         if not isinstance(submission, Submission):
             submission = Submission.from_file(Path(submission), source)
         self.submission = submission
@@ -124,6 +128,7 @@ class SandboxRunner:
         self.by_name = tuple(by_name)
         self.options = dict(options or {})
         self.logsumexp, self.factory = logsumexp, factory
+        self.module = None if module is None else module.to_json()
         self.traps = tuple(traps)  # calls the worker watches for (a spec's rules), by dotted name
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
@@ -428,6 +433,7 @@ class SandboxRunner:
             self.logsumexp,
             self.factory,
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in self.by_name),
+            self.module,
         )
         reply: Heard = ENDED
         watch = InputWatch(layout)
