@@ -17,6 +17,8 @@ create its parameters with one forward call on copies of the inputs, compares it
 with the stated names and shapes (all missing, extra and mis-shaped ones together are one
 :attr:`Verdict.WRONG_PARAMETERS`, never a traceback), then calls
 ``functional_call(module, {name: weight}, forward_inputs, options)``. Buffers stay the module's own.
+The parameter check says whether the module has the interface the spec states; it is no security
+boundary (the values are judged by the grader, against its own golden values).
 
 Every failure of the module's own making is a :class:`ModuleFailure`: the runner's verdict, a
 bounded message and the name of the exception the submission raised, if any (what a hidden case may
@@ -28,9 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnscore.boundary.verdict import Verdict
+
+if TYPE_CHECKING:
+    import torch
+else:  # the worker's torch, bound before any submission runs (a replaced sys.modules["torch"] is not it)
+    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "InitValue",
@@ -197,8 +204,6 @@ def class_problem(obj: object, name: str) -> str | None:
     the spec grades a torch.nn.Module subclass named 'BilinearScore', found a builtin_function_or_method;
     define class BilinearScore(nn.Module) with __init__ and forward
     """
-    import torch
-
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         return None
     if isinstance(obj, torch.nn.Module):
@@ -314,9 +319,7 @@ def module_call(cls: object, config: ModuleConfig, names: Sequence[str], name: s
     weights_of, order, inputs = config.weight_names, tuple(config.forward), tuple(names)
 
     def call(*positional: object, **named: object) -> object:
-        import torch
-        from torch.func import functional_call
-
+        functional_call = torch.func.functional_call
         problem = class_problem(cls, label)
         if problem is not None:
             raise ModuleFailure(Verdict.FUNCTION_MISSING, problem)
@@ -362,8 +365,6 @@ def module_call(cls: object, config: ModuleConfig, names: Sequence[str], name: s
 
 def _built(cls: Any, kwargs: dict[str, Any], built: str) -> Any:
     """``cls(**kwargs)``; a :class:`ModuleFailure` when it raises or gives no ``nn.Module``."""
-    import torch
-
     module = _guarded(lambda: cls(**kwargs), f"the constructor {built}")
     if not isinstance(module, torch.nn.Module):
         raise ModuleFailure(
@@ -384,15 +385,12 @@ def _to(module: Any, like: Any) -> None:
 
 
 def _lazy(module: Any) -> bool:
-    import torch
-
     return any(torch.nn.parameter.is_lazy(p) for p in module.parameters())
 
 
 def _parameters(module: Any, built: str) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """The module's parameters, name -> shape (``named_parameters``), and those still lazy (no
     shape yet); a :class:`ModuleFailure` when the module cannot say."""
-    import torch
 
     def read() -> tuple[dict[str, tuple[int, ...]], list[str]]:
         shapes, lazy = {}, []
