@@ -8,7 +8,14 @@ import torch
 from torch import nn
 
 from attnscore.boundary.failure_texts import describe_failure, failure_verdict, raised_name
-from attnscore.boundary.modules import ModuleConfig, ModuleFailure, SizeOf, class_problem, module_call, parameter_problem
+from attnscore.boundary.modules import (
+    ModuleConfig,
+    ModuleFailure,
+    SizeOf,
+    class_problem,
+    module_call,
+    parameter_problem,
+)
 from attnscore.boundary.verdict import Verdict
 from attnscore.boundary.wire import CallRequest, decode_call, encode_message
 
@@ -121,7 +128,8 @@ def test_lazy_parameter_never_created_is_wrong_parameters():
     failure = _failure(NeverMaterialised)
     assert failure.verdict is Verdict.WRONG_PARAMETERS
     assert failure.message == (
-        "NeverMaterialised(d_q=3, d_k=2, bias=False) still has uninitialized lazy parameters after a forward call: weight"
+        "NeverMaterialised(d_q=3, d_k=2, bias=False) still has uninitialized lazy parameters after a forward "
+        "call: weight"
     )
 
 
@@ -225,8 +233,16 @@ def test_many_extra_parameters_are_named_boundedly():
     ("obj", "found"),
     [
         pytest.param(lambda Q, K, W: Q, "a function", id="a function"),
-        pytest.param(BilinearScore(3, 2), "an instance of BilinearScore (the spec builds the module itself: bind the class)", id="an instance"),
-        pytest.param(type("Plain", (), {}), "a class that is not a torch.nn.Module subclass (its bases: object)", id="a plain class"),
+        pytest.param(
+            BilinearScore(3, 2),
+            "an instance of BilinearScore (the spec builds the module itself: bind the class)",
+            id="an instance",
+        ),
+        pytest.param(
+            type("Plain", (), {}),
+            "a class that is not a torch.nn.Module subclass (its bases: object)",
+            id="a plain class",
+        ),
         pytest.param(3, "a int", id="a number"),
     ],
 )
@@ -308,10 +324,14 @@ def test_config_round_trips_through_the_wire():
     [
         pytest.param([], "expected a module config of init, weights and forward", id="not a mapping"),
         pytest.param({"init": {}, "extra": 1}, "expected a module config of init, weights and forward", id="extra key"),
-        pytest.param({"init": {"d": {"size": ["W", 0]}}}, "expected init d as a value or {size: [input, axis]}", id="axis 0"),
+        pytest.param(
+            {"init": {"d": {"size": ["W", 0]}}}, "expected init d as a value or {size: [input, axis]}", id="axis 0"
+        ),
         pytest.param({"init": {"d": {"size": ["W", True]}}}, "expected init d as a value or", id="bool axis"),
         pytest.param({"init": {"1x": 2}}, "expected an init keyword as an identifier", id="bad keyword"),
-        pytest.param({"weights": {"W": "a..b"}}, "expected a module parameter name such as q_proj.weight", id="bad name"),
+        pytest.param(
+            {"weights": {"W": "a..b"}}, "expected a module parameter name such as q_proj.weight", id="bad name"
+        ),
         pytest.param({"weights": {"W": 3}}, "expected weights as parameter -> module name", id="name not text"),
         pytest.param({"forward": "Q"}, "expected forward as a list of parameter names", id="forward text"),
     ],

@@ -79,7 +79,10 @@ def test_a_spec_without_module_grades_a_function(tmp_path):
 def test_plain_values_lists_and_default_forward(tmp_path):
     """Strings, numbers, null and lists pass as written (lists as tuples); forward may be left out."""
     spec = load_spec(
-        _write(tmp_path, "  module:\n    init: {name: bilinear, heads: [1, 2], scale: 0.5, extra: null}\n    weights: {W: w}")
+        _write(
+            tmp_path,
+            "  module:\n    init: {name: bilinear, heads: [1, 2], scale: 0.5, extra: null}\n    weights: {W: w}",
+        )
     )
     assert spec.module == ModuleConfig(
         (("name", "bilinear"), ("heads", (1, 2)), ("scale", 0.5), ("extra", None)), (("W", "w"),), ()
@@ -102,7 +105,8 @@ def test_the_example_spec_loads_with_its_module():
     [
         pytest.param(
             "  module:\n    weights: {X: weight}",
-            "tiny.yaml:9:15: function.module.weights.X: expected a parameter of function.parameters (Q, K, W), found 'X'",
+            "tiny.yaml:9:15: function.module.weights.X: expected a parameter of function.parameters (Q, K, W), "
+            "found 'X'",
             id="unknown weight parameter",
         ),
         pytest.param(
@@ -205,7 +209,7 @@ properties:
   - {name: gradients_match_golden, points: 1, examples: 5, statement: "Every weight gets its exact gradient."}
 """
 
-ADDITIVE_MODULE = '''
+ADDITIVE_MODULE = """
 import torch
 from torch import nn
 
@@ -221,7 +225,7 @@ class AdditiveScore(nn.Module):
     def forward(self, Q, K):
         hidden = torch.tanh(self.q_proj(Q).unsqueeze(-2) + self.k_proj(K).unsqueeze(-3))
         return hidden @ self.v
-'''
+"""
 
 
 def test_nested_parameter_names_and_two_weights_are_checked_in_process(tmp_path):
@@ -245,7 +249,9 @@ def test_nested_parameter_names_and_two_weights_are_checked_in_process(tmp_path)
         ("property:gradients_match_golden", "passed"),
     ]
     biased = tmp_path / "biased.py"
-    biased.write_text(ADDITIVE_MODULE.replace("self.k_proj = nn.Linear(d_k, d_a, bias=False)", "self.k_proj = nn.Linear(d_k, d_a)"))
+    biased.write_text(
+        ADDITIVE_MODULE.replace("self.k_proj = nn.Linear(d_k, d_a, bias=False)", "self.k_proj = nn.Linear(d_k, d_a)")
+    )
     result = check_path(biased, spec).result
     assert {c.verdict.value for c in result.cases} == {"wrong_parameters"} and result.score == 0
     first = result.cases[0].failure
@@ -280,7 +286,9 @@ def test_weights_cannot_be_a_mask(tmp_path):
 
 def test_duplicate_module_names_are_refused(tmp_path):
     """Two contract parameters under one module name: located at the second."""
-    text = ADDITIVE.replace("weights: {W_q: q_proj.weight, W_k: k_proj.weight, v: v}", "weights: {W_q: proj, W_k: proj, v: v}")
+    text = ADDITIVE.replace(
+        "weights: {W_q: q_proj.weight, W_k: k_proj.weight, v: v}", "weights: {W_q: proj, W_k: proj, v: v}"
+    )
     assert _problems(tmp_path, "", text) == [
         "tiny.yaml:10:31: function.module.weights.W_k: expected each module parameter name once, found 'proj' "
         "again (it already holds W_q)"
