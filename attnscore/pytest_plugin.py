@@ -194,6 +194,7 @@ class SpecCaseItem(pytest.Item):
                 "logsumexp": self.spec.logsumexp,
                 "factory": self.spec.factory,
                 "bind": self.spec.contract.binding,
+                "module": self.spec.module,
             }
             (result,) = session.run(
                 InProcessRunner(self.function, self.device, **how),

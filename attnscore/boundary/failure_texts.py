@@ -9,6 +9,7 @@ import os
 import traceback
 from typing import Any
 
+from attnscore.boundary.modules import ModuleFailure
 from attnscore.boundary.verdict import Verdict
 
 
@@ -22,12 +23,25 @@ def failure_verdict(exc: BaseException) -> Verdict:
     :attr:`Verdict.MEMORY_LIMIT` when it says memory ran out (host or GPU), else :attr:`Verdict.EXCEPTION`."""
     from attnscore.boundary.calls import exception_text, type_name
 
+    if type(exc) is ModuleFailure:  # a module handed in: its own verdict, or that of what it raised
+        return exc.verdict if exc.cause is None else failure_verdict(exc.cause)
     text = exception_text(exc) or ""
     if gpu_out_of_memory(type_name(exc), text):
         return Verdict.MEMORY_LIMIT
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
         return Verdict.MEMORY_LIMIT
     return Verdict.EXCEPTION
+
+
+def raised_name(exc: BaseException) -> str:
+    """The type name of what the submission raised: ``exc``'s own, or for a module's failure
+    (:class:`attnscore.boundary.modules.ModuleFailure`) that of the exception it stands for (``""``
+    when it stands for none: a parameter mismatch is no exception of the submission's)."""
+    from attnscore.boundary.calls import type_name
+
+    if type(exc) is ModuleFailure:
+        return exc.exception
+    return type_name(exc)
 
 
 def gpu_out_of_memory(type_name: str, text: str) -> bool:
@@ -42,9 +56,12 @@ def gpu_out_of_memory(type_name: str, text: str) -> bool:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """How a call's exception reads in feedback; GPU memory exhaustion says so first."""
+    """How a call's exception reads in feedback; GPU memory exhaustion says so first; a module's
+    failure (:class:`attnscore.boundary.modules.ModuleFailure`) is its own message."""
     from attnscore.boundary.calls import describe_exception, exception_text, type_name
 
+    if type(exc) is ModuleFailure:
+        return exc.message
     text = describe_exception(exc)
     if gpu_out_of_memory(type_name(exc), exception_text(exc) or ""):
         return f"ran out of GPU memory (it allocated more than the GPU holds): {text}"

@@ -13,6 +13,9 @@ class Verdict(str, enum.Enum):
     ``BUDGET_SPENT`` is the grader's own: a case not run (or not run to its end) because the
     submission had already used its whole time budget on earlier cases (``Limits.time_budget_s``);
     no worker may report it.
+
+    ``WRONG_PARAMETERS`` is a module handed in (a spec's ``function.module``) whose parameters are
+    not the ones the spec states: missing, extra or mis-shaped, all said in one message.
     """
 
     PASSED = "passed"
@@ -30,6 +33,8 @@ class Verdict(str, enum.Enum):
     BUDGET_SPENT = "budget_spent"
     # an assignment rule (a spec's rules: a forbidden call made, a required one missing), never a value
     RULE_BROKEN = "rule_broken"
+    # a module handed in whose parameters are not the spec's (names and shapes), never a value
+    WRONG_PARAMETERS = "wrong_parameters"
 
     @property
     def label(self) -> str:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attnscore.boundary.gradients import LOGSUMEXP_PLACES
+from attnscore.boundary.modules import ModuleConfig
 from attnscore.boundary.outputs import Received
 from attnscore.boundary.untrusted import cut
 from attnscore.boundary.verdict import Verdict
@@ -87,8 +88,8 @@ class Binding:
 
     ``function``: the name to call, resolved in the worker at its first call (a name the submission
     does not define is that call's ``function_missing``); ``""``: the function the worker resolved
-    when it imported the submission (one spec graded). ``by_name``, ``options``, ``logsumexp`` and
-    ``factory`` as :class:`CallRequest` has them.
+    when it imported the submission (one spec graded). ``by_name``, ``options``, ``logsumexp``,
+    ``factory`` and ``module`` as :class:`CallRequest` has them.
 
     >>> Binding("softmax", options=(("dim", -1),)).function
     'softmax'
@@ -99,6 +100,7 @@ class Binding:
     options: tuple[tuple[str, OptionValue], ...] = ()
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
+    module: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,11 @@ class CallRequest:
     ``torch.autograd.Function`` subclass to call (:func:`attnscore.boundary.gradients.resolve_factory`),
     resolved by the worker at its first call.
 
+    ``module``: a spec's ``function.module`` as JSON data
+    (:meth:`attnscore.boundary.modules.ModuleConfig.to_json`): the named object is an ``nn.Module``
+    subclass, built and called for this call as :func:`attnscore.boundary.modules.module_call` says;
+    None for a function.
+
     ``trailing_nones``: how many None arguments follow the positional inputs (optional masks the call
     passes as None, ``f(Q, K, V, None)``); one passed by name travels in ``options`` (``name=None``), and
     an argument the call leaves out is simply not among ``names``.
@@ -150,6 +157,7 @@ class CallRequest:
     logsumexp: tuple[str, int | None] | None = None
     factory: bool = False
     trailing_nones: int = 0
+    module: dict[str, Any] | None = None
     function: str = ""
 
 
@@ -326,6 +334,8 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
                 call["factory"] = True
             if message.trailing_nones:
                 call["trailing_nones"] = message.trailing_nones
+            if message.module is not None:
+                call["module"] = message.module
             if message.function:
                 call["function"] = message.function
             return call
@@ -368,7 +378,8 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
             inputs than the call has, ``options`` holds something other than a bool, a number,
             None or a list of numbers under an identifier, ``trailing_nones`` is not an integer
-            from 0 to :data:`MAX_TRAILING_NONES`, or ``function`` is not an identifier).
+            from 0 to :data:`MAX_TRAILING_NONES`, ``module`` is not a module config, or ``function`` is
+            not an identifier).
     """
     names = tuple(str(n) for n in obj.get("names", []))
     by_name = tuple(str(n) for n in obj.get("by_name", []))
@@ -395,6 +406,7 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
         _logsumexp(obj.get("logsumexp")),
         obj.get("factory") is True,
         nones,
+        None if obj.get("module") is None else ModuleConfig.from_json(obj["module"]).to_json(),
         function,
     )
 

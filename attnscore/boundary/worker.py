@@ -55,6 +55,7 @@ from attnscore.boundary.failure_texts import (
     gpu_out_of_memory,
     missing_entry_text,
     missing_function_text,
+    raised_name,
     verdict_of_backward,
 )
 from attnscore.boundary.failure_texts import environment_clues as _environment_clues
@@ -262,8 +263,9 @@ def serve(
     import importlib.util
 
     from attnscore.boundary import wire
-    from attnscore.boundary.calls import bound_python_ints, bound_trailing_nones, describe_exception, type_name
+    from attnscore.boundary.calls import bound_python_ints, bound_trailing_nones, describe_exception
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
+    from attnscore.boundary.modules import ModuleConfig, module_call
     from attnscore.boundary.outputs import BadReturn, Received, to_received
     from attnscore.boundary.standins import run_notebook
     from attnscore.boundary.traps import Traps
@@ -284,6 +286,7 @@ def serve(
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
     backward_verdict, callable_of, keyword_form = verdict_of_backward, as_callable, keyword_call
     made_by, split_output = resolve_factory, first_output
+    as_module, module_config, raised = module_call, ModuleConfig.from_json, raised_name
     factory_failure: Any = None  # (verdict, message) once a factory could not give a Function
     resolved = False
     attribute_of, namespace_of, is_callable = getattr, vars, callable
@@ -415,6 +418,9 @@ def serve(
         # f(*positional, **by_name, **options), as Contract.binding calls it in process
         by_name, options = listed(request.by_name), mapping(request.options)
         positional = count - size_of(by_name)
+        callee = target  # a module handed in: built, checked and called per call (boundary/modules.py)
+        if request.module is not None:
+            callee = as_module(target, module_config(request.module), names, request.function or function_name)
         try:
             args, pairs = device_inputs(shared, inputs, device)
             spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
@@ -432,7 +438,7 @@ def serve(
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
-            called = with_ints(target, *int_inputs(inputs, names, positional))
+            called = with_ints(callee, *int_inputs(inputs, names, positional))
             called = with_nones(called, request.trailing_nones)  # optional masks passed as None
             if upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called
@@ -455,7 +461,7 @@ def serve(
             about = clues(exc)
             why = describe_failure(exc)
             module_clue, file_clue, compiler_clue = about.get("module"), about.get("file"), about.get("compiler")
-            send(call_failed(call_id, verdict_of(exc), why, type_name(exc), module_clue, file_clue, compiler_clue))
+            send(call_failed(call_id, verdict_of(exc), why, raised(exc), module_clue, file_clue, compiler_clue))
             continue
         if isinstance(backward, NoBackward):
             send(call_failed(call_id, backward_verdict(backward), backward.message, backward.exception))

@@ -170,7 +170,12 @@ def run_impl(
         environment=environment(device),
     )
     with pinned_precision():
-        how: dict[str, Any] = {"logsumexp": spec.logsumexp, "factory": spec.factory, "bind": spec.contract.binding}
+        how: dict[str, Any] = {
+            "logsumexp": spec.logsumexp,
+            "factory": spec.factory,
+            "bind": spec.contract.binding,
+            "module": spec.module,
+        }
         return session.run(
             InProcessRunner(function, device, **how),
             make_runner=lambda: InProcessRunner(function, device, **how),

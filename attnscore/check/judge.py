@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from attnscore.boundary.gradients import WithGradients
+from attnscore.boundary.modules import ModuleConfig
 from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
 from attnscore.catalogue.families import flash_attention_2
@@ -196,14 +197,18 @@ def judge_case(
     return dataclasses.replace(result, failure=dataclasses.replace(failure, other_causes=causes))
 
 
-def _where(call: Call, keywords: dict[str, Any] | None, by_name: tuple[str, ...]) -> dict[str, object]:
+def _where(
+    call: Call, keywords: dict[str, Any] | None, by_name: tuple[str, ...], module: ModuleConfig | None = None
+) -> dict[str, object]:
     """How a failing call was made, for its reproduction: the inputs as JSON data, their memory
-    layouts, the keywords and the parameters passed by name (made only for the call that fails)."""
+    layouts, the keywords, the parameters passed by name and a module's config (made only for the
+    call that fails)."""
     return {
         "args": {n: json_array(a) for n, a in call.args.items()},
         "layouts": dict(call.layouts) if call.layouts else None,
         "keywords": keywords,
         "by_name": by_name,
+        "module": module.to_json() if module is not None else None,
     }
 
 
@@ -324,7 +329,7 @@ def _judge_once(
             verdict,
             function,
             dtype,
-            **_where(call, keywords, by_name),
+            **_where(call, keywords, by_name, spec.module),
             mismatch=mismatch,
             check=check_text,
             hint=hint,
@@ -361,7 +366,7 @@ def _judge_once(
                 observe.append((call, outcome))
             if diagnose_failures:  # a catalogue mistake that raises exactly here (a tile-size requirement)
                 call_fields["diagnosis"] = diagnose_raised(spec, call, outcome, dtype, runner)
-            where = _where(call, keywords, by_name)
+            where = _where(call, keywords, by_name, spec.module)
             return case.failed(_failure(spec, case, number, verdict, function, dtype, **where, **call_fields), number)
         returned = outcome
         if spec.set_aside:  # set-aside corners are taken as right; all else is judged

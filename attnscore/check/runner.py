@@ -29,6 +29,7 @@ from attnscore.boundary.calls import (
 )
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.layouts import HANDOVERS, OMIT
+from attnscore.boundary.modules import ModuleConfig, ModuleFailure, module_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.boundary.wire import UPSTREAM
 from attnscore.report.results import Verdict
@@ -189,6 +190,9 @@ class InProcessRunner:
     arguments (:func:`attnscore.boundary.gradients.resolve_factory`); when it cannot, every call
     fails with that reason (:attr:`load_failure`). ``bind`` (a contract's
     :meth:`~attnscore.maths.contract.Contract.binding`) wraps the function once it is resolved.
+    ``module`` (a spec's ``function.module``): ``function`` is an ``nn.Module`` subclass, built and
+    called per call (:func:`attnscore.boundary.modules.module_call`); what it does wrong before its
+    ``forward`` runs is that call's verdict (:class:`attnscore.boundary.modules.ModuleFailure`).
 
     >>> import numpy as np
     >>> runner = InProcessRunner(lambda q, k: k @ q)
@@ -211,8 +215,10 @@ class InProcessRunner:
         logsumexp: tuple[str, int | None] | None = None,
         factory: bool = False,
         bind: Callable[[Callable[..., object]], Callable[..., object]] | None = None,
+        module: ModuleConfig | None = None,
     ) -> None:
         self.logsumexp = logsumexp
+        self.module, self._module_class, self._bind = module, function, bind
         if factory:
             try:
                 function = resolve_factory(function)
@@ -256,13 +262,13 @@ class InProcessRunner:
         self.last_inspection = None
         if self.load_failure is not None:
             return self.load_failure
-        function = _handing_over(self.function, list(args), layouts)
+        function = _handing_over(self._callee(names), list(args), layouts)
         if upstream is not None:
             return self._backward(function, names, tensors, copies, before, to_torch(upstream, dtype, self.device))
         try:
             value = function(*[argument_value(t) for t in tensors])  # a 0-d int32 input as an int
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
-            return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
+            return _raised(exc)
         value, _ = first_output(value, self.logsumexp[0] if self.logsumexp else None)
         self.last_inspection = inspect_call(names, tensors, copies, value, before)
         received = to_received(value)
@@ -308,7 +314,7 @@ class InProcessRunner:
                 settled=lambda: look("backward"),
             )
         except Exception as exc:  # the implementation's own error is a verdict, not a crash
-            return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
+            return _raised(exc)
         if isinstance(got, BadReturn):
             return CallFailure(Verdict.BAD_RETURN_TYPE, got.message)
         if isinstance(got, NoBackward):
@@ -323,11 +329,28 @@ class InProcessRunner:
         }
         return got
 
+    def _callee(self, names: list[str]) -> Callable[..., object]:
+        """What a call with the inputs ``names`` calls: :attr:`function`, or for a module handed in
+        the class made a function for this call (then bound as the spec binds it)."""
+        if self.module is None:
+            return self.function
+        name = str(getattr(self._module_class, "__name__", "module"))
+        made = module_call(self._module_class, self.module, names, name)
+        return self._bind(made) if self._bind is not None else made
+
     def output_text(self) -> str:
         return ""
 
     def close(self) -> None:
         return None
+
+
+def _raised(exc: Exception) -> CallFailure:
+    """The failure of a call that raised ``exc``: an exception verdict, or a module's own failure's
+    verdict and message (:class:`attnscore.boundary.modules.ModuleFailure`)."""
+    if isinstance(exc, ModuleFailure):
+        return CallFailure(exc.verdict, exc.message, exception=exc.exception)
+    return CallFailure(Verdict.EXCEPTION, describe_exception(exc), exception=type_name(exc))
 
 
 def _handing_over(

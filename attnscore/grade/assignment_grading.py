@@ -84,7 +84,10 @@ def question_binding(question: AssignmentQuestion) -> wire.Binding:
     spec = question.spec
     contract = spec.contract
     by_name = tuple(n for n in contract.parameter_names if n in contract.keyword_parameters)
-    return wire.Binding(question.function, by_name, tuple(dict(contract.options).items()), spec.logsumexp, spec.factory)
+    module = None if spec.module is None else spec.module.to_json()
+    return wire.Binding(
+        question.function, by_name, tuple(dict(contract.options).items()), spec.logsumexp, spec.factory, module
+    )
 
 
 def _dtype_word(assignment: Assignment, dtype: str | None) -> str:

@@ -114,6 +114,7 @@ def grade_submission(
         logsumexp=spec.logsumexp,
         factory=spec.factory,
         traps=spec.ruled_calls,
+        module=spec.module,
     )
     # Visible cases and their shrinking first: nothing the submission says after it has seen a
     # hidden input (its output, a later exception, its import error) can reach the student.

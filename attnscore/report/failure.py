@@ -138,6 +138,9 @@ class Failure:
         keywords: keyword arguments fixed on the function (``attnscore test --keyword``, a spec's
             ``function.keywords``).
         by_name: the arguments (of ``args``) passed by name, not by position (``attn_mask=``).
+        module: for a module handed in (a spec's ``function.module``), its config as JSON data
+            (:meth:`attnscore.boundary.modules.ModuleConfig.to_json`): the reproduction builds the
+            module and passes the weights by name; None for a function.
         mismatch: the comparison's findings (:class:`Mismatch`; :class:`Withheld` once redacted), or None.
         check: a property check's own failure text (it may quote values), or "".
         detail: a failed call's text ("raised ValueError: ...", "exceeded the time limit ...") or "".
@@ -200,6 +203,7 @@ class Failure:
     corner_found: str = field(default="", metadata=ADDED)
     advice: bool = field(default=False, metadata=ADDED)
     for_students: bool = field(default=False, metadata=ADDED)
+    module: dict[str, Any] | None = field(default=None, metadata=ADDED)
 
     @property
     def size(self) -> int:

@@ -150,12 +150,14 @@ def reproduction(failure: Failure) -> str:
     if failure.args is None:
         return ""
     parts = []
+    texts: dict[str, str] = {}  # each argument's text, for a module's reproduction
     for name, value in failure.args.items():
         handover = (failure.layouts or {}).get(name)
         if handover == OMIT:
             continue
         if handover == PASS_NONE:
             parts.append(f"{name}=None" if name in failure.by_name else "None")
+            texts[name] = "None"
             continue
         full = array_of(value)
         arr = full
@@ -181,8 +183,35 @@ def reproduction(failure: Failure) -> str:
         elif layout == "sliced" and arr.ndim:
             text += ".repeat_interleave(2, dim=-1)[..., ::2]"
         parts.append(f"{name}={text}" if name in failure.by_name else text)
+        texts[name] = text
     parts.extend(f"{key}={value!r}" for key, value in (failure.keywords or {}).items())
+    if failure.module is not None:
+        return _module_reproduction(failure, texts)
     return f"{failure.function}({', '.join(parts)})"
+
+
+def _module_reproduction(failure: Failure, texts: dict[str, str]) -> str:
+    """A module handed in, built and called as the grader does (:mod:`attnscore.boundary.modules`):
+    ``torch.func.functional_call(Class(init...), {"weight": W}, (Q, K))``, the spec's keywords last."""
+    from attnscore.boundary.modules import ModuleConfig
+
+    config = ModuleConfig.from_json(failure.module)
+    shapes = {n: np.shape(array_of(v)) for n, v in (failure.args or {}).items()}
+    try:
+        init = config.init_kwargs(shapes)
+    except ValueError:
+        init = {}
+    built = f"{failure.function}({', '.join(f'{k}={v!r}' for k, v in init.items())})"
+    held = config.weight_names
+    weights = ", ".join(f"{module_name!r}: {texts[p]}" for p, module_name in config.weights if p in texts)
+    order = [n for n in (config.forward or tuple(texts)) if n in texts and n not in held]
+    order += [n for n in texts if n not in held and n not in order]
+    inputs = [texts[n] for n in order]
+    forward = f"({', '.join(inputs)}{',' if len(inputs) == 1 else ''})"
+    if failure.keywords:
+        shown = ", ".join(f"{k!r}: {v!r}" for k, v in failure.keywords.items())
+        return f"torch.func.functional_call({built}, {{{weights}}}, {forward}, {{{shown}}})"
+    return f"torch.func.functional_call({built}, {{{weights}}}, {forward})"
 
 
 def _reason(failure: Failure) -> str:

@@ -74,6 +74,7 @@ _CALL_TEXT = {
     Verdict.MEMORY_LIMIT: "ran out of memory",
     Verdict.FUNCTION_MISSING: "the graded function was not found",
     Verdict.GRADER_ERROR: "the grading machine failed on this case (not your code)",
+    Verdict.WRONG_PARAMETERS: "your module's parameters are not the ones the spec states (names and shapes)",
 }
 
 

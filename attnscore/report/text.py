@@ -127,6 +127,7 @@ _CODES = {
     Verdict.GRADER_ERROR: "ERR",
     Verdict.BUDGET_SPENT: "spent",
     Verdict.RULE_BROKEN: "rule",
+    Verdict.WRONG_PARAMETERS: "param",
 }
 
 

@@ -41,8 +41,17 @@ __all__ = [
     "reported_failure",
 ]
 
-# The only verdicts a worker may report itself; anything else it sends counts as a crash.
-WORKER_VERDICTS = frozenset({Verdict.EXCEPTION, Verdict.BAD_RETURN_TYPE, Verdict.MEMORY_LIMIT})
+# The only verdicts a worker may report itself; anything else it sends counts as a crash. A module
+# handed in (boundary/modules.py) may also be no module (function missing) or have the wrong parameters.
+WORKER_VERDICTS = frozenset(
+    {
+        Verdict.EXCEPTION,
+        Verdict.BAD_RETURN_TYPE,
+        Verdict.MEMORY_LIMIT,
+        Verdict.FUNCTION_MISSING,
+        Verdict.WRONG_PARAMETERS,
+    }
+)
 # The verdicts a load_error may carry, by protocol state: before the worker says "importing" (only
 # the worker has run: the machine's faults, or no file to import) and after it (the submission may
 # have written the message itself: only verdicts that are the submission's own).

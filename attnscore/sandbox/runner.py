@@ -23,6 +23,7 @@ import numpy as np
 from attnscore.boundary import kernel_objects, wire
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.layouts import HANDOVERS, PASS_NONE, strided_form
+from attnscore.boundary.modules import ModuleConfig
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
@@ -107,6 +108,7 @@ class SandboxRunner:
         factory: bool = False,
         traps: tuple[str, ...] = (),
         functions: tuple[str, ...] = (),
+        module: ModuleConfig | None = None,
     ) -> None:
         """``submission``: a :class:`Submission` (files already read), or the path of one ``.py``
         file whose bytes are ``source`` (default: read it now). ``runtime``: the interpreter the
@@ -116,8 +118,9 @@ class SandboxRunner:
         of each call by name under these names (``attn_mask=``), and ``options`` by name too
         (``scale=0.5``): ``f(*positional, **by_name, **options)``. ``logsumexp`` and ``factory``: a
         spec's ``function.logsumexp`` as ``(place, index)`` and ``function.factory``, sent with every
-        call (:class:`attnscore.boundary.wire.CallRequest`): together, the runner's own
-        :attr:`binding`.
+        call (:class:`attnscore.boundary.wire.CallRequest`), and ``module``, a spec's
+        ``function.module`` (``function`` names an ``nn.Module`` subclass:
+        :mod:`attnscore.boundary.modules`): together, the runner's own :attr:`binding`.
 
         Several functions in one worker (an assignment's questions, the submission imported once):
         ``function`` ``""`` and ``functions`` their names (the worker's entry file is the one that
@@ -133,7 +136,8 @@ class SandboxRunner:
         self.by_name = tuple(by_name)
         self.options = dict(options or {})
         self.logsumexp, self.factory = logsumexp, factory
-        self.binding = wire.Binding("", self.by_name, tuple(self.options.items()), logsumexp, factory)
+        module_json = None if module is None else module.to_json()
+        self.binding = wire.Binding("", self.by_name, tuple(self.options.items()), logsumexp, factory, module_json)
         self.last_function = ""  # the function the current call names ("": the one resolved at import)
         self.traps = tuple(traps)  # calls the worker watches for (a spec's rules), by dotted name
         self.limits = limits or Limits()
@@ -454,6 +458,7 @@ class SandboxRunner:
             binding.logsumexp,
             binding.factory,
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in binding.by_name),
+            binding.module,
             binding.function,
         )
         reply: Heard = ENDED

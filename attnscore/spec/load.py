@@ -46,6 +46,7 @@ from attnscore.spec.examples import legend_shape_text, shape_ties, worked_exampl
 from attnscore.spec.interface import read_interface
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
+from attnscore.spec.module import read_module
 from attnscore.spec.rules import read_rules
 from attnscore.spec.schema import control_problems, found_text, nonfinite_problems, schema_problems, spec_schema
 from attnscore.spec.tolerances import as_fraction, read_tolerance, tolerance_field_problems, tolerance_strength_problems
@@ -349,6 +350,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     logsumexp = _logsumexp_source(doc, fn, contract, examples, props, problems)
     environment = read_environment(doc, data.get("environment"), problems)
     rules = read_rules(doc, data.get("rules"), problems)
+    module = read_module(doc, fn, contract.bool_parameters | contract.int_parameters, problems)
     if problems:
         return None
     return Spec(
@@ -374,6 +376,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         not_asked=tuple(not_asked),
         logsumexp=logsumexp,
         factory=bool(fn.get("factory", False)),
+        module=module,
         environment=environment,
         rules=rules,
         student_copy=(

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from hypothesis.errors import HypothesisException
 
+from attnscore.boundary.modules import ModuleConfig
 from attnscore.catalogue.families import causal, scaled_dot_product, score_function
 from attnscore.catalogue.families import masked as masked_contract
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
@@ -163,6 +164,9 @@ class Spec:
             import and whether it may use ``torch.compile`` (:class:`attnscore.spec.environment.Environment`).
         rules: the assignment's rules (``rules``): calls a submission must not make or must make,
             each a case worth its points (:class:`attnscore.spec.rules.Rule`).
+        module: ``function.module``: :attr:`function` names a ``torch.nn.Module`` subclass, built
+            per call with these constructor arguments and called with the drawn weights under
+            these parameter names (:class:`attnscore.boundary.modules.ModuleConfig`); None: a function.
     """
 
     id: str
@@ -190,6 +194,7 @@ class Spec:
     environment: Environment = Environment()
     time_budget_s: float | None = None
     rules: tuple[Rule, ...] = ()
+    module: ModuleConfig | None = None
 
     @property
     def budget_s(self) -> float:

@@ -240,6 +240,7 @@ def test_fields_added_later_may_be_absent():
         "corner_found",
         "advice",
         "for_students",
+        "module",
     ]
     old = {k: v for k, v in data.items() if k not in added}
     assert decode(Failure, old, "f") == _failure()
