@@ -13,11 +13,12 @@ __all__ = ["schema", "list_specs"]
 
 
 @click.command("schema")
-def schema() -> None:
+@click.option("--assignment", is_flag=True, help="The assignment format's schema instead (assignment-v1.schema.json).")
+def schema(assignment: bool) -> None:
     """Print the JSON Schema of the spec format (for editors that complete and check specs)."""
-    from attnscore.spec.load import spec_schema
+    from attnscore.spec.schema import assignment_schema, spec_schema
 
-    click.echo(json.dumps(spec_schema(), indent=2, ensure_ascii=False))
+    click.echo(json.dumps(assignment_schema() if assignment else spec_schema(), indent=2, ensure_ascii=False))
 
 
 @click.command("specs")

@@ -161,3 +161,11 @@ def test_function_does_not_apply_to_an_assignment(course):
         )
         assert result.exit_code == 2, result.output
         assert "--function does not apply to an assignment: each question names its function" in result.output
+
+
+def test_schema_prints_the_assignment_schema():
+    """attnscore schema --assignment prints assignment-v1.schema.json; without it, the spec schema."""
+    from attnscore.spec.schema import assignment_schema, spec_schema
+
+    assert json.loads(run("schema", "--assignment").output) == assignment_schema()
+    assert json.loads(run("schema").output) == spec_schema()

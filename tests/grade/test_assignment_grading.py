@@ -171,6 +171,9 @@ def test_a_hidden_question_missing_its_function_names_nothing_the_submission_def
     assert scores(result)["scores"] == (Fraction(10), Fraction(10))
     assert result.questions[2].error == hidden_missing_text("scaled_dot_product_attention")
     assert "score_matrix" not in result.questions[2].error
+    assert {c.message for c in result.question_cases("sdpa")} == {
+        "the graded function was not found (details are not shown for a hidden case)"
+    }
 
 
 @pytest.mark.slow
