@@ -1,15 +1,21 @@
-"""The instructor's reference for the multi-head self-attention questions (CS336 assignment 1).
+"""The instructor's reference for the multi-head self-attention questions (CS336 assignment 1), its
+own property and the mistakes to name.
 
-Trusted instructor code: the grader imports it in its own process, never in the student's worker.
+Trusted instructor code: the grader imports it in its own process, never in a student's worker.
 Causal multi-head self-attention given its four projection weights, stored as nn.Linear stores them
-(d_out, d_in), so a projection is x @ W.T; the heads are the consecutive d_k-wide slices of the
-projected width (head h = columns h·d_k to (h+1)·d_k), d_k = d_v = d_model / num_heads; token i
-attends to tokens j <= i."""
+(d_out, d_in), so a projection is x @ W.T; head h is the h-th d_k-wide slice of a projection's
+output (columns h·d_k to (h+1)·d_k), d_k = d_v = d_model / num_heads; token i attends to the
+tokens j <= i. Question multihead_self_attention grades `multihead_self_attention` (d_model and
+num_heads passed by name); question multihead_self_attention_module grades the module against
+`two_head_self_attention` (its constructor, not its forward, takes them). The mistakes serve both:
+called without the keywords, they use two heads."""
 
 import math
 
 import torch
 from torch import Tensor
+
+from attnscore import instructor
 
 
 def _attention(
@@ -57,15 +63,83 @@ def multihead_self_attention(
     return _attention(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, num_heads)
 
 
-def causal_mask_ignored(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model, num_heads):
-    """Every token attends to every token, the future included."""
+def two_head_self_attention(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features):
+    """multihead_self_attention with two heads, d_model read from the input: the module question's
+    reference (MultiHeadSelfAttention(d_model, num_heads=2) built by the grader)."""
+    d_model = in_features.shape[-1]
+    return multihead_self_attention(
+        q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=d_model, num_heads=2
+    )
+
+
+def multihead_self_attention_loop(
+    q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=None, num_heads=2
+):
+    """The same attention written another way, one batch item, token and head at a time, straight
+    from the handout's equations: the specs' reference_check (attnscore verify compares the two)."""
+    d_model = in_features.shape[-1]
+    d_k = d_model // num_heads
+    batch, seq = in_features.shape[0], in_features.shape[1]
+    out = torch.zeros_like(in_features)
+    for b in range(batch):
+        x = in_features[b]
+        q, k, v = x @ q_proj_weight.T, x @ k_proj_weight.T, x @ v_proj_weight.T
+        for i in range(seq):
+            concatenated = []
+            for h in range(num_heads):
+                cols = slice(h * d_k, (h + 1) * d_k)
+                scores = torch.stack([q[i, cols] @ k[j, cols] for j in range(i + 1)]) / math.sqrt(d_k)
+                weights = torch.softmax(scores, dim=0)
+                concatenated.append(sum(weights[j] * v[j, cols] for j in range(i + 1)))
+            out[b, i] = torch.cat(concatenated) @ o_proj_weight.T
+    return out
+
+
+@instructor.property(
+    "future_tokens_ignored",
+    statement="Changing the last token leaves the outputs of every earlier token unchanged (causal).",
+    max_value=1.0,
+)
+def future_tokens_ignored(inputs, call):
+    x = inputs["in_features"]
+    if x.shape[-2] < 2:
+        return None  # one token: it has no future
+    changed = x.clone()
+    changed[..., -1, :] = changed[..., -1, :] + 1.0
+    weights = [inputs[name] for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight", "o_proj_weight")]
+    before, after = call(*weights, x), call(*weights, changed)
+    if not torch.allclose(before[..., :-1, :], after[..., :-1, :], rtol=1e-4, atol=1e-5):
+        return (
+            "changing only the last token changed the outputs of earlier tokens: token i must attend to the "
+            "tokens j <= i only (a causal mask, True on and below the diagonal)"
+        )
+    return None
+
+
+@instructor.mistake(
+    "causal_mask_ignored",
+    feedback=(
+        "your output matches attention without the causal mask: every token attends to the tokens after it "
+        "too. Mask the scores of keys j > i (torch.triu(..., diagonal=1)) before the softmax."
+    ),
+)
+def causal_mask_ignored(
+    q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=None, num_heads=2
+):
     return _attention(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, num_heads, causal=False)
 
 
+@instructor.mistake(
+    "heads_split_without_transpose",
+    feedback=(
+        "your heads are cut from the flat (seq, d_model) rows: view(batch, num_heads, seq, d_k) mixes tokens. "
+        "Split the last dim, (batch, seq, num_heads, d_k), then move the heads before seq (transpose(1, 2), or "
+        "rearrange '... seq (h d) -> ... h seq d'), and undo both before the output projection."
+    ),
+)
 def heads_split_without_transpose(
-    q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model, num_heads
+    q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=None, num_heads=2
 ):
-    """view(batch, heads, seq, d_k) straight from (batch, seq, d_model): heads cut across tokens."""
     return _attention(
         q_proj_weight,
         k_proj_weight,
@@ -77,17 +151,17 @@ def heads_split_without_transpose(
     )
 
 
-def scaled_by_sqrt_d_model(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model, num_heads):
-    """Scores divided by √d_model, the full width, instead of √d_k, one head's width."""
+@instructor.mistake(
+    "scale_uses_d_model",
+    feedback=(
+        "your scores are divided by √d_model, the full width; each head's scores are divided by √d_k, "
+        "d_k = d_model / num_heads, its own width."
+    ),
+)
+def scale_uses_d_model(
+    q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=None, num_heads=2
+):
+    width = in_features.shape[-1]
     return _attention(
-        q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, num_heads, scale_width=d_model
-    )
-
-
-def two_head_self_attention(q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features):
-    """multihead_self_attention with num_heads = 2 and d_model read from the input: the reference
-    of the module question, whose constructor (not its forward) takes d_model and num_heads."""
-    d_model = in_features.shape[-1]
-    return multihead_self_attention(
-        q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, d_model=d_model, num_heads=2
+        q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, in_features, num_heads, scale_width=width
     )
