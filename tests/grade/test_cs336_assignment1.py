@@ -8,9 +8,13 @@ end in the sandbox: the README's per-question scores, the mistake named, a class
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import math
+import re
+import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +22,10 @@ from typing import Any
 import pytest
 import torch
 import yaml
+
+from attnscore.grade.assignment_grading import grade_assignment_many
+from attnscore.report.results import Verdict
+from attnscore.spec.assignment import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = ROOT / "examples" / "courses" / "cs336_assignment1"
@@ -44,6 +52,17 @@ FAILED_EXAMPLES: dict[str, dict[str, set[str]]] = {
         "multihead_self_attention_module": {"two_tokens_two_heads_causal"},
     },
 }
+# Per submission, the mistake each question it loses is diagnosed as (cases worth points only).
+NAMED: dict[str, dict[str, str]] = {
+    "softmax_no_max_subtraction.py": {"softmax": "no_max_subtraction"},
+    "sdpa_mask_inverted.py": {"scaled_dot_product_attention": "mask_inverted"},
+    "heads_split_without_transpose.py": {"multihead_self_attention": "heads_split_without_transpose"},
+    "causal_mask_ignored.py": {
+        "multihead_self_attention": "causal_mask_ignored",
+        "multihead_self_attention_module": "causal_mask_ignored",
+    },
+}
+_ROW = re.compile(r"^\| `(?P<name>[a-z_0-9]+\.py)` \| (?P<scores>(?:\d+/\d+ \| )+)")
 COURSE_PACKAGES = ("einops", "jaxtyping")
 MISSING = [name for name in COURSE_PACKAGES if importlib.util.find_spec(name) is None]
 needs_course_packages = pytest.mark.skipif(
@@ -60,6 +79,17 @@ def load_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def readme_scores() -> dict[str, tuple[tuple[int, int], ...]]:
+    """The README's score table: submission -> (points, max) per question in order, then the total."""
+    scores: dict[str, tuple[tuple[int, int], ...]] = {}
+    for line in (COURSE / "README.md").read_text(encoding="utf-8").splitlines():
+        match = _ROW.match(line)
+        if match:
+            cells = [cell.strip() for cell in match["scores"].split("|") if cell.strip()]
+            scores[match["name"]] = tuple((int(a), int(b)) for a, b in (cell.split("/") for cell in cells))
+    return scores
 
 
 def spec_yaml(question: str) -> dict[str, Any]:
@@ -131,8 +161,21 @@ class ReferenceNamespace:
 
 
 def test_every_submission_is_listed():
-    """The table of expected failures names every submission file, and nothing else."""
-    assert set(FAILED_EXAMPLES) == {p.name for p in SUBMISSIONS.glob("*.py")}
+    """The tables of expected failures and README scores name every submission file, and nothing else."""
+    files = {p.name for p in SUBMISSIONS.glob("*.py")}
+    assert set(FAILED_EXAMPLES) == files
+    scores = readme_scores()
+    assert set(scores) == files
+    assert {len(v) for v in scores.values()} == {len(QUESTIONS) + 1}
+    for name, cells in scores.items():  # the total is the sum of the questions, out of 100
+        assert cells[-1] == (sum(p for p, _ in cells[:-1]), 100), name
+
+
+def test_readme_scores_follow_the_failed_examples():
+    """A submission loses points on exactly the questions whose worked examples it fails (README vs table)."""
+    for name, cells in readme_scores().items():
+        losing = {q for q, (points, most) in zip(QUESTIONS, cells, strict=False) if points < most}
+        assert losing == set(FAILED_EXAMPLES[name]), name
 
 
 @pytest.mark.parametrize("question", ["softmax", "multihead_self_attention"])
@@ -202,3 +245,85 @@ def test_softmax_mistakes_are_nan_or_wrong_where_the_reference_is_right():
     torch.testing.assert_close(reference.softmax(big, dim=-1)[1], row)
     batch = torch.tensor([[[0.0, 0.0]], [[1.0, 1.0]]])
     assert not torch.allclose(reference.normalised_over_first_axis(batch, dim=-1), reference.softmax(batch, dim=-1))
+
+
+def test_assignment_states_four_questions_two_references_one_module():
+    """The assignment: four questions in order, 100 points, two instructor references, one module."""
+    assignment = load_assignment(ASSIGNMENT)
+    assert [q.id for q in assignment.questions] == list(QUESTIONS)
+    assert [q.points for q in assignment.questions] == [10, 30, 30, 30]
+    assert [q.scale for q in assignment.questions] == [1, 2, 2, 2]
+    assert [q.function for q in assignment.questions] == [
+        "softmax",
+        "scaled_dot_product_attention",
+        "multihead_self_attention",
+        "MultiHeadSelfAttention",
+    ]
+    specs = {q.id: q.spec for q in assignment.questions}
+    assert specs["multihead_self_attention_module"].module is not None
+    assert [bool(q.spec.reference_files) for q in assignment.questions] == [True, False, True, True]
+    files = {Path(f).name for f in assignment.files()}
+    assert {"assignment.yaml", "softmax_reference.py", "multihead_self_attention_reference.py"} <= files
+    assert {Path(q.spec.path).name for q in assignment.questions} <= files
+
+
+def _question_scores(result: Any) -> tuple[tuple[int, int], ...]:
+    """Per question (in order) then the total, as whole (points, max): every score is whole here."""
+    cells = [result.question_score(q) for q in QUESTIONS] + [(result.score, result.max_score)]
+    assert all(Fraction(p).denominator == 1 and Fraction(m).denominator == 1 for p, m in cells), cells
+    return tuple((int(p), int(m)) for p, m in cells)
+
+
+@pytest.mark.slow
+@needs_course_packages
+def test_submissions_get_the_readme_scores_with_the_mistake_named():
+    """Sandboxed: full marks for the correct file; each wrong one loses its question(s), the mistake named."""
+    assignment = load_assignment(ASSIGNMENT)
+    paths = sorted(SUBMISSIONS.glob("*.py"))
+    results = {
+        Path(r.submission).name: r for r in grade_assignment_many(paths, assignment, timeout=30.0, shrink_steps=0)
+    }
+    assert {name: _question_scores(r) for name, r in results.items()} == readme_scores()
+    for name, result in results.items():
+        named: dict[str, set[str]] = {}
+        for c in result.cases:
+            if c.diagnosis and c.max_points:
+                named.setdefault(c.question, set()).add(c.diagnosis["id"])
+        assert named == {q: {m} for q, m in NAMED.get(name, {}).items()}, name
+    misnamed = [
+        c for c in results["module_misnamed_output_proj.py"].cases if c.question == "multihead_self_attention_module"
+    ]
+    assert {c.verdict for c in misnamed} == {Verdict.WRONG_PARAMETERS}
+    assert "output_proj.weight is missing" in misnamed[0].message
+    missing = results["missing_multihead_function.py"]
+    (question,) = [q for q in missing.questions if q.id == "multihead_self_attention"]
+    assert "defines: Linear, MultiHeadSelfAttention, scaled_dot_product_attention, softmax" in question.error
+    assert {c.verdict for c in missing.cases if c.question == question.id} == {Verdict.FUNCTION_MISSING}
+
+
+@pytest.mark.slow
+@needs_course_packages
+def test_a_class_of_fifty_gets_per_question_columns(tmp_path):
+    """A class of 50 copies (make_class.py), graded with --out: each student's per-question CSV cells
+    are the README's scores of the file it copies."""
+    make_class = load_file(COURSE / "make_class.py")
+    made = make_class.build_class(tmp_path / "class", 50)
+    assert len(made) == 50 and set(made.values()) == set(FAILED_EXAMPLES)
+    out = tmp_path / "grading"
+    run = subprocess.run(
+        [sys.executable, "-m", "attnscore", "grade", str(tmp_path / "class"), "--spec", str(ASSIGNMENT)]
+        + ["--out", str(out), "--shrink-steps", "0", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert run.returncode == 1, run.stderr  # some cases failed (the wrong files)
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    assert set(rows) == set(made)
+    scores = readme_scores()
+    for student, source in made.items():
+        want = scores[source]
+        got = tuple(Fraction(rows[student][q]) for q in QUESTIONS) + (Fraction(rows[student]["score"]),)
+        assert got == tuple(Fraction(p) for p, _ in want), (student, source)
+    assert (out / "report.html").stat().st_size > 0
