@@ -33,33 +33,31 @@ ASSIGNMENT = COURSE / "assignment.yaml"
 SUBMISSIONS = COURSE / "submissions"
 QUESTIONS = {  # question id -> its spec file
     "softmax": COURSE / "softmax.yaml",
-    "scaled_dot_product_attention": COURSE / "scaled_dot_product_attention.yaml",
-    "multihead_self_attention": COURSE / "multihead_self_attention.yaml",
-    "multihead_self_attention_module": COURSE / "multihead_self_attention_module.yaml",
+    "sdpa": COURSE / "scaled_dot_product_attention.yaml",
+    "mha": COURSE / "multihead_self_attention.yaml",
+    "mha_module": COURSE / "multihead_self_attention_module.yaml",
 }
 # Per submission, the worked examples each question loses (question id -> example ids), "*" = all.
 FAILED_EXAMPLES: dict[str, dict[str, set[str]]] = {
     "correct_einops.py": {},
     "softmax_no_max_subtraction.py": {"softmax": {"logits_around_1000", "logits_around_minus_1000"}},
-    "sdpa_mask_inverted.py": {
-        "scaled_dot_product_attention": {"mask_per_batch_item", "causal_mask", "scale_by_sqrt_d_k"}
-    },
-    "heads_split_without_transpose.py": {"multihead_self_attention": {"two_tokens_two_heads_causal"}},
-    "module_misnamed_output_proj.py": {"multihead_self_attention_module": {"*"}},
-    "missing_multihead_function.py": {"multihead_self_attention": {"*"}},
+    "sdpa_mask_inverted.py": {"sdpa": {"mask_per_batch_item", "causal_mask", "scale_by_sqrt_d_k"}},
+    "heads_split_without_transpose.py": {"mha": {"two_tokens_two_heads_causal"}},
+    "module_misnamed_output_proj.py": {"mha_module": {"*"}},
+    "missing_multihead_function.py": {"mha": {"*"}},
     "causal_mask_ignored.py": {
-        "multihead_self_attention": {"two_tokens_two_heads_causal"},
-        "multihead_self_attention_module": {"two_tokens_two_heads_causal"},
+        "mha": {"two_tokens_two_heads_causal"},
+        "mha_module": {"two_tokens_two_heads_causal"},
     },
 }
 # Per submission, the mistake each question it loses is diagnosed as (cases worth points only).
 NAMED: dict[str, dict[str, str]] = {
     "softmax_no_max_subtraction.py": {"softmax": "no_max_subtraction"},
-    "sdpa_mask_inverted.py": {"scaled_dot_product_attention": "mask_inverted"},
-    "heads_split_without_transpose.py": {"multihead_self_attention": "heads_split_without_transpose"},
+    "sdpa_mask_inverted.py": {"sdpa": "mask_inverted"},
+    "heads_split_without_transpose.py": {"mha": "heads_split_without_transpose"},
     "causal_mask_ignored.py": {
-        "multihead_self_attention": "causal_mask_ignored",
-        "multihead_self_attention_module": "causal_mask_ignored",
+        "mha": "causal_mask_ignored",
+        "mha_module": "causal_mask_ignored",
     },
 }
 _ROW = re.compile(r"^\| `(?P<name>[a-z_0-9]+\.py)` \| (?P<scores>(?:\d+/\d+ \| )+)")
@@ -178,7 +176,7 @@ def test_readme_scores_follow_the_failed_examples():
         assert losing == set(FAILED_EXAMPLES[name]), name
 
 
-@pytest.mark.parametrize("question", ["softmax", "multihead_self_attention"])
+@pytest.mark.parametrize("question", ["softmax", "mha"])
 def test_instructor_reference_gives_every_worked_example(question):
     """The instructor's reference, run in float64, gives each worked example's expected value."""
     assert failing_examples(question, ReferenceNamespace(question)) == set()
@@ -260,7 +258,7 @@ def test_assignment_states_four_questions_two_references_one_module():
         "MultiHeadSelfAttention",
     ]
     specs = {q.id: q.spec for q in assignment.questions}
-    assert specs["multihead_self_attention_module"].module is not None
+    assert specs["mha_module"].module is not None
     assert [bool(q.spec.reference_files) for q in assignment.questions] == [True, False, True, True]
     files = {Path(f).name for f in assignment.files()}
     assert {"assignment.yaml", "softmax_reference.py", "multihead_self_attention_reference.py"} <= files
@@ -290,13 +288,11 @@ def test_submissions_get_the_readme_scores_with_the_mistake_named():
             if c.diagnosis and c.max_points:
                 named.setdefault(c.question, set()).add(c.diagnosis["id"])
         assert named == {q: {m} for q, m in NAMED.get(name, {}).items()}, name
-    misnamed = [
-        c for c in results["module_misnamed_output_proj.py"].cases if c.question == "multihead_self_attention_module"
-    ]
+    misnamed = [c for c in results["module_misnamed_output_proj.py"].cases if c.question == "mha_module"]
     assert {c.verdict for c in misnamed} == {Verdict.WRONG_PARAMETERS}
     assert "output_proj.weight is missing" in misnamed[0].message
     missing = results["missing_multihead_function.py"]
-    (question,) = [q for q in missing.questions if q.id == "multihead_self_attention"]
+    (question,) = [q for q in missing.questions if q.id == "mha"]
     assert "defines: Linear, MultiHeadSelfAttention, scaled_dot_product_attention, softmax" in question.error
     assert {c.verdict for c in missing.cases if c.question == question.id} == {Verdict.FUNCTION_MISSING}
 

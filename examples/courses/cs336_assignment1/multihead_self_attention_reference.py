@@ -5,8 +5,8 @@ Trusted instructor code: the grader imports it in its own process, never in a st
 Causal multi-head self-attention given its four projection weights, stored as nn.Linear stores them
 (d_out, d_in), so a projection is x @ W.T; head h is the h-th d_k-wide slice of a projection's
 output (columns h·d_k to (h+1)·d_k), d_k = d_v = d_model / num_heads; token i attends to the
-tokens j <= i. Question multihead_self_attention grades `multihead_self_attention` (d_model and
-num_heads passed by name); question multihead_self_attention_module grades the module against
+tokens j <= i. Question mha grades `multihead_self_attention` (d_model and num_heads passed
+by name); question mha_module grades the module MultiHeadSelfAttention against
 `two_head_self_attention` (its constructor, not its forward, takes them). The mistakes serve both:
 called without the keywords, they use two heads."""
 
