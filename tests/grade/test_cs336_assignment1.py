@@ -314,7 +314,7 @@ def test_a_class_of_fifty_gets_per_question_columns(tmp_path):
         timeout=1200,
     )
     assert run.returncode == 1, run.stderr  # some cases failed (the wrong files)
-    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+    with open(out / "grades.csv", newline="", encoding="utf-8-sig") as f:  # the CSV starts with a BOM
         rows = {row["student"]: row for row in csv.DictReader(f)}
     assert set(rows) == set(made)
     scores = readme_scores()
