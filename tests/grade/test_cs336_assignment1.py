@@ -14,6 +14,7 @@ import math
 import re
 import subprocess
 import sys
+import zipfile
 from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
@@ -323,3 +324,47 @@ def test_a_class_of_fifty_gets_per_question_columns(tmp_path):
         got = tuple(Fraction(rows[student][q]) for q in QUESTIONS) + (Fraction(rows[student]["score"]),)
         assert got == tuple(Fraction(p) for p, _ in want), (student, source)
     assert (out / "report.html").stat().st_size > 0
+
+
+@pytest.mark.slow
+@needs_course_packages
+def test_gradescope_bundle_grades_the_example_as_gradescope_runs_it(tmp_path):
+    """The assignment's Gradescope zip carries both reference files; its run_autograder gives the
+    correct file 100 and the heads-split file 76, with a line per question."""
+    from attnscore.export.gradescope import build_gradescope_bundle
+    from tests.export.test_gradescope import autograder, check_format
+
+    bundle = tmp_path / "autograder.zip"
+    build_gradescope_bundle(ASSIGNMENT, bundle)
+    with zipfile.ZipFile(bundle) as archive:
+        names = {Path(n).name for n in archive.namelist()}
+        requirements = archive.read("course-requirements.txt").decode().split()
+    assert {"assignment.yaml", "softmax_reference.py", "multihead_self_attention_reference.py"} <= names
+    assert {"einops", "jaxtyping"} <= set(requirements)
+    right = autograder(tmp_path / "right", bundle, {"solution.py": (SUBMISSIONS / "correct_einops.py").read_bytes()})
+    check_format(right)
+    assert right["score"] == 100
+    wrong_file = (SUBMISSIONS / "heads_split_without_transpose.py").read_bytes()
+    wrong = autograder(tmp_path / "wrong", bundle, {"solution.py": wrong_file})
+    check_format(wrong)
+    assert wrong["score"] == 76
+    assert "mha: 6/30 points" in wrong["output"].splitlines()
+    assert {t["name"].split(": ")[0] for t in wrong["tests"]} == set(QUESTIONS)
+
+
+@pytest.mark.slow
+@needs_course_packages
+def test_prairielearn_grader_grades_the_example_as_prairielearn_runs_it(tmp_path):
+    """The PrairieLearn question's grader on /grade laid out as PrairieLearn does: 100 % for the
+    correct file, 70 % for the misnamed module weight, a message line per question."""
+    from attnscore.export.prairielearn import export_prairielearn
+    from tests.export.test_assignment_export import pl_grade
+
+    out = tmp_path / "pl"
+    export_prairielearn(ASSIGNMENT, out)
+    right = pl_grade(tmp_path / "right", out, {"solution.py": (SUBMISSIONS / "correct_einops.py").read_bytes()})
+    assert right["gradable"] is True and right["score"] == 1
+    misnamed = (SUBMISSIONS / "module_misnamed_output_proj.py").read_bytes()
+    wrong = pl_grade(tmp_path / "wrong", out, {"solution.py": misnamed})
+    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(0.7)
+    assert "mha_module: 0/30 points" in wrong["message"].splitlines()
