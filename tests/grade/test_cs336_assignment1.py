@@ -273,6 +273,25 @@ def _question_scores(result: Any) -> tuple[tuple[int, int], ...]:
     return tuple((int(p), int(m)) for p, m in cells)
 
 
+def test_make_class_writes_distinct_copies_and_refuses_an_empty_class(tmp_path, capsys):
+    """make_class.py: 50 files, all different bytes, each its source's code with the docstring left out;
+    a size below 1 is one error line and exit 2, writing nothing."""
+    make_class = load_file(COURSE / "make_class.py")
+    made = make_class.build_class(tmp_path / "class", 50)
+    texts = {name: (tmp_path / "class" / name).read_text(encoding="utf-8") for name in made}
+    assert sorted(texts) == [f"student_{i:03d}.py" for i in range(1, 51)]
+    assert len(set(texts.values())) == 50
+    for name, source in made.items():
+        original = (SUBMISSIONS / source).read_text(encoding="utf-8")
+        code = original[original.index('"""', 3) + 3 :].lstrip("\n")
+        assert code in texts[name] and texts[name].startswith('"""CS336 assignment 1'), name
+    assert make_class.main([str(tmp_path / "empty"), "--size", "0"]) == 2
+    assert capsys.readouterr().err == "Error: size: expected a class of at least 1 submission, found 0\n"
+    assert not (tmp_path / "empty").exists()
+    with pytest.raises(ValueError, match="at least 1 submission, found -3"):
+        make_class.build_class(tmp_path / "negative", -3)
+
+
 @pytest.mark.slow
 @needs_course_packages
 def test_submissions_get_the_readme_scores_with_the_mistake_named():
