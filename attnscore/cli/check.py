@@ -14,6 +14,7 @@ from attnscore.cli.options import (
     entry_option,
     format_option,
     function_option,
+    outside_reference_option,
     shrink_steps_option,
     spec_option,
     time_budget_option,
@@ -26,6 +27,7 @@ __all__ = ["check_solution"]
 @click.command("check")
 @click.argument("solution", type=click.Path())
 @spec_option("The spec to check against.")
+@outside_reference_option()
 @function_option()
 @entry_option("Entry file of a folder solution.")
 @dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")
@@ -35,6 +37,7 @@ __all__ = ["check_solution"]
 def check_solution(
     solution: str,
     spec_path: str,
+    allow_outside_reference: bool,
     function: str | None,
     entry: str | None,
     dtype: str | None,
@@ -53,7 +56,7 @@ def check_solution(
     from attnscore.selfcheck import check_path
     from attnscore.spec.load import load_spec
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, allow_outside_reference=allow_outside_reference)
     check_spec_dtype(dtype, spec)
     lacking = spec.environment.missing()
     if lacking:  # said once; code that imports them fails here, not on the grader

@@ -23,6 +23,7 @@ from attnscore.cli.options import (
     entry_option,
     format_option,
     function_option,
+    outside_reference_option,
     seconds_option,
     shrink_steps_option,
     spec_option,
@@ -36,6 +37,7 @@ __all__ = ["grade"]
 @click.command("grade")
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @spec_option("The spec to grade against.")
+@outside_reference_option()
 @function_option()
 @format_option("text", "json", "gradescope", help="text for people, json for tools, gradescope for results.json.")
 @click.option(
@@ -103,6 +105,7 @@ __all__ = ["grade"]
 def grade(
     submissions: tuple[str, ...],
     spec_path: str,
+    allow_outside_reference: bool,
     function: str | None,
     fmt: str,
     output: str | None,
@@ -182,7 +185,7 @@ def grade(
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
     if scheduler is None and device != "cpu" and not rerun:  # after the device check: torch loads beside the spec
         warm()
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, allow_outside_reference=allow_outside_reference)
     if spec.student_copy is not None:
         raise BadUsage(f"{spec_path} is a student copy (its hidden cases are left out): grade with the full spec")
     ours = [p for p in (out, output) if p is not None]  # never graded as a student on the next run
