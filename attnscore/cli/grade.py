@@ -210,7 +210,7 @@ def grade(
     problem = environment_problem(spec, limits)
     if problem is not None:
         raise MachineFailure(f"{problem} (nothing was graded)")
-    exposed = spec_exposure(spec_path, limits)
+    exposed = spec_exposure(spec_path, limits, spec.reference_files)
     if exposed is not None:
         click.echo(f"Warning: {exposed}", err=True)
     if scheduler is not None and not has_dask():
