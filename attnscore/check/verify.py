@@ -274,11 +274,7 @@ class SpecVerification:
     def ok(self) -> bool:
         """The reference passes everything, every targeted mistake is caught (and diagnosed), and a
         spec's second implementation (``function.reference_check``) agrees with its reference."""
-        return (
-            all(r.all_passed for r in self.references)
-            and all(m.ok for m in self.mutations)
-            and not self.cross_check
-        )
+        return all(r.all_passed for r in self.references) and all(m.ok for m in self.mutations) and not self.cross_check
 
 
 CROSS_CHECKS = 25

@@ -294,7 +294,7 @@ def _build(doc: Positioned, problems: list[SpecProblem], allow_outside_reference
     contract = contract.bounded(tuple(bounds))
     # a spec's own reference has no error bound of its own: close by default
     default_tol = read_tolerance(data.get("tolerance"), Tolerance("close") if own is not None else Tolerance())
-    known = {**PROPERTIES, **({p.name: p for p in own.properties} if own is not None else {})}
+    registered = {**PROPERTIES, **({p.name: p for p in own.properties} if own is not None else {})}
     examples = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data["worked_examples"]):
@@ -323,19 +323,19 @@ def _build(doc: Positioned, problems: list[SpecProblem], allow_outside_reference
     seen_props: dict[str, int] = {}
     for i, raw in enumerate(data.get("properties", [])):
         name = raw["name"]
-        if name not in known:
+        if name not in registered:
             problems.append(
                 doc.problem(
                     ("properties", i, "name"),
-                    f"expected a registered property ({', '.join(sorted(known))}), found {name!r}",
+                    f"expected a registered property ({', '.join(sorted(registered))}), found {name!r}",
                 )
             )
             continue
-        if not known[name].applies(contract):
+        if not registered[name].applies(contract):
             open_interface = dataclasses.replace(contract, leading=None, full_masks=frozenset(), omittable=frozenset())
             why = (
                 f" (its inputs need what function.parameters rules out: {_interface_text(contract)})"
-                if known[name].applies(open_interface)
+                if registered[name].applies(open_interface)
                 else ""
             )
             problems.append(
@@ -358,7 +358,7 @@ def _build(doc: Positioned, problems: list[SpecProblem], allow_outside_reference
                 statement=raw["statement"].strip(),
                 examples=raw.get("examples", DEFAULT_EXAMPLES),
                 visibility=raw.get("visibility", "visible"),
-                max_value=float(raw.get("max_value", known[name].default_max_value)),
+                max_value=float(raw.get("max_value", registered[name].default_max_value)),
                 line=doc.where(("properties", i))[0],
             )
         )

@@ -344,7 +344,7 @@ def read_reference(
     properties = _properties(doc, found, contract, problems)
     mistakes = _mistakes(doc, found, problems)
     check_function = None
-    files = (path,)
+    files: tuple[str, ...] = (path,)
     if checked is not None:
         check, check_path, _ = checked
         check_function = instructor_contract(

@@ -18,7 +18,7 @@ from attnscore.maths.family import ContractFamily
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
 
-REFERENCE = '''
+REFERENCE = """
 import torch
 from attnscore import instructor
 
@@ -46,7 +46,7 @@ def shift_invariant(inputs, call):
     if not torch.allclose(call(x), call(x + 3.0), rtol=2e-2, atol=1e-2):
         return "softmax(x + 3) differs from softmax(x)"
     return None
-'''
+"""
 
 SPEC = """
 format: attnscore-spec/1
@@ -210,11 +210,11 @@ def test_verify_proves_the_mistakes_caught_and_named(tmp_path: Path) -> None:
 def test_a_mistake_never_caught_fails_verify(tmp_path: Path) -> None:
     """A registered mistake that no case tells apart from the reference is MISSED."""
     harmless = REFERENCE + textwrap.dedent(
-        '''
+        """
         @instructor.mistake("plus_nothing", feedback="adds zero")
         def plus_nothing(x, dim):
             return softmax(x, dim) + 0.0
-        '''
+        """
     )
     spec = load_spec(write(tmp_path, reference=harmless))
     found = {m.mistake_id: m for m in mutation_test(spec)}
@@ -373,7 +373,7 @@ def test_neither_contract_nor_reference(tmp_path: Path) -> None:
     [
         pytest.param(
             'shape: ["...", n]}\n  returns',
-            "shape: [\"...\", 4]}\n  returns",
+            'shape: ["...", 4]}\n  returns',
             "function.parameters[0].shape[1]: expected '...' (first only) or a snake_case size symbol",
             id="a number in a shape",
         ),
@@ -417,7 +417,10 @@ def test_a_fixed_size_holds_in_every_drawn_case(tmp_path: Path) -> None:
     text = (
         SPEC.replace("name: softmax", "name: split_heads")
         .replace("keywords: {dim: -1}", "keywords: {n_heads: 2}\n  sizes: {d_model: 4}")
-        .replace('shape: ["...", n]}\n  returns: {shape: ["...", n]}', 'shape: ["...", d_model]}\n  returns: {shape: ["...", h]}')
+        .replace(
+            'shape: ["...", n]}\n  returns: {shape: ["...", n]}',
+            'shape: ["...", d_model]}\n  returns: {shape: ["...", h]}',
+        )
     )
     text = text[: text.index("worked_examples:")] + (
         "worked_examples:\n  - id: one\n    inputs: {x: [[1, 2, 3, 4]]}\n    expected: [[3, 7]]\n"
@@ -425,7 +428,9 @@ def test_a_fixed_size_holds_in_every_drawn_case(tmp_path: Path) -> None:
         "properties:\n  - {name: matches_reference, points: 1, examples: 10, statement: matches}\n"
     )
     problems = problems_of(write(tmp_path, reference=reference, spec_text=text))
-    assert problems == ["function.returns.shape[1]: expected a symbol of the parameters' shapes (..., d_model), found 'h'"]
+    assert problems == [
+        "function.returns.shape[1]: expected a symbol of the parameters' shapes (..., d_model), found 'h'"
+    ]
     spec = load_spec(write(tmp_path, reference=reference, spec_text=text.replace('["...", h]', '["...", d_model]')))
     from attnscore.check.cases import build_cases
 
