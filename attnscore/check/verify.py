@@ -30,7 +30,7 @@ import numpy as np
 
 from attnscore.boundary import lazy_torch
 from attnscore.boundary.dtypes import DTYPES
-from attnscore.catalogue.mistakes import MISTAKES, Mistake
+from attnscore.catalogue.mistakes import MISTAKES, Mistake, get_mistake
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.judge import judge_case
 from attnscore.check.rule_cases import judge_rules
@@ -152,7 +152,9 @@ def targeted_mistakes(spec: Spec) -> list[Mistake]:
     """The mistakes ``spec`` must catch and name: its ``mistakes`` list, else every one that applies
     but the null implementations (``scores_zero``; :func:`null_test` holds every spec to those)."""
     if spec.mistakes is not None:
-        return [spec.find_mistake(m) for m in spec.mistakes if not spec.find_mistake(m).scores_zero]
+        own = {m.id: m for m in spec.own_mistakes}  # a spec's own reference file's, else the catalogue's
+        listed = [own[m] if m in own else get_mistake(m) for m in spec.mistakes]
+        return [m for m in listed if not m.scores_zero]
     return [m for m in spec.known_mistakes() if not m.scores_zero]
 
 
