@@ -82,3 +82,40 @@ def test_a_child_that_loads_the_spec_is_told_to_trust_an_outside_reference(tmp_p
     with pytest.raises(Exception, match="outside it"):
         grading._grade_in_child(spec.path, good, {**options, "outside_reference": False})
     grading._CHILD_CASES.clear()
+
+
+def test_a_text_keyword_reaches_the_sandboxed_function(tmp_path: Path) -> None:
+    """function.keywords with text (reduction: "max") travel to the worker and the reference alike."""
+    (tmp_path / "pool_reference.py").write_text(
+        "def pool(x, reduction):\n    return x.amax(-1) if reduction == 'max' else x.mean(-1)\n", encoding="utf-8"
+    )
+    (tmp_path / "pool.yaml").write_text(
+        textwrap.dedent(
+            """
+            format: attnscore-spec/1
+            id: pool
+            version: 1
+            title: pooling by a named reduction
+            function:
+              name: pool
+              reference: pool_reference.py
+              keywords: {reduction: max}
+              parameters:
+                - {name: x, shape: ["...", n]}
+              returns: {shape: ["..."]}
+            worked_examples:
+              - {id: one, inputs: {x: [1, 3]}, expected: 3, explanation: the max, points: 1}
+            properties:
+              - {name: matches_reference, points: 1, examples: 5, statement: matches}
+            """
+        ),
+        encoding="utf-8",
+    )
+    spec = load_spec(tmp_path / "pool.yaml")
+    right = tmp_path / "right.py"
+    right.write_text("def pool(x, reduction):\n    return x.amax(-1) if reduction == 'max' else x.sum(-1)\n")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def pool(x, reduction='mean'):\n    return x.mean(-1)\n")
+    got_right, got_wrong = grade_many([right, wrong], spec, limits=LIMITS)
+    assert got_right.score == got_right.max_score == 2
+    assert got_wrong.score == 0
