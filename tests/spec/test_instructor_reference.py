@@ -436,3 +436,13 @@ def test_a_fixed_size_holds_in_every_drawn_case(tmp_path: Path) -> None:
 
     [case] = [c for c in build_cases(spec, "float32") if c.kind == "property"]
     assert {call.args["x"].shape[-1] for call in case.calls} == {4}
+
+
+def test_a_reference_without_a_backward(tmp_path: Path) -> None:
+    """A worked example with upstream on a reference that is not differentiable is located there."""
+    detached = "import torch\ndef softmax(x, dim):\n    return torch.softmax(x, dim=dim).detach()\n"
+    problems = problems_of(write(tmp_path, reference=detached))
+    assert problems[0] == (
+        "worked_examples[2].upstream: expected inputs the contract can differentiate, found: the reference softmax "
+        "(softmax_reference.py) returned no differentiable tensor for a backward call"
+    )
