@@ -446,3 +446,23 @@ def test_a_reference_without_a_backward(tmp_path: Path) -> None:
         "worked_examples[2].upstream: expected inputs the contract can differentiate, found: the reference softmax "
         "(softmax_reference.py) returned no differentiable tensor for a backward call"
     )
+
+
+def test_a_named_leading_dim_is_independent_too(tmp_path: Path) -> None:
+    """With shapes [batch, n] (no "..."), leading_dims_independent slices batch: a softmax over the
+    whole batch fails it, the reference passes."""
+    text = SPEC.replace(
+        'shape: ["...", n]}\n  returns: {shape: ["...", n]}', "shape: [batch, n]}\n  returns: {shape: [batch, n]}"
+    )
+    text = text.replace("  - id: backward\n", "  - id: backward_unused\n")
+    text = text[: text.index("  - id: backward_unused")] + text[text.index("properties:") :]
+    spec = load_spec(write(tmp_path, spec_text=text))
+
+    def whole_batch(x: torch.Tensor, dim: int) -> torch.Tensor:
+        e = torch.exp(x - x.max())
+        return e / e.sum()
+
+    assert all(r.all_passed for r in verify_spec(spec))
+    result = run_impl(spec, whole_batch, dtype="float32", shrink=False)
+    case = next(c for c in result.cases if c.id == "property:leading_dims_independent")
+    assert not case.passed
