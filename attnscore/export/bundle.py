@@ -45,6 +45,27 @@ class ExportError(ValueError):
     """An export cannot be built (attnscore not installed, an output path that cannot be written...)."""
 
 
+def reference_files(spec_path: str | Path, references: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """``(path beside the spec, content)`` of a spec's own reference file(s) (``function.reference``,
+    :attr:`attnscore.spec.model.Spec.reference_files`), which a bundle carries next to its spec file
+    so that the grader there finds them where the spec says.
+
+    Raises:
+        ExportError: a reference file outside the spec's folder (the bundle could not name it).
+    """
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(spec_path)))
+    out = []
+    for path in references:
+        relative = os.path.relpath(os.path.realpath(path), folder)
+        if relative.startswith(os.pardir):
+            raise ExportError(
+                f"cannot bundle the reference file {path}: it lies outside the spec's folder {folder}; copy it beside "
+                "the spec and name it relative to the spec"
+            )
+        out.append((Path(relative).as_posix(), Path(path).read_bytes()))
+    return out
+
+
 def graders_dir(platform: str) -> Path:
     """The folder of ``platform``'s grader files (``gradescope``, ``prairielearn``), shipped with the
     package (``attnscore/export/graders/<platform>``).

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
-from attnscore.export.bundle import ExportError, graders_dir, source_files
+from attnscore.export.bundle import ExportError, graders_dir, reference_files, source_files
 from attnscore.export.course_environment import (
     COURSE_REQUIREMENTS,
     SYSTEM_PACKAGES,
@@ -110,6 +110,8 @@ def build_gradescope_bundle(
         _add(archive, "setup.sh", (scripts / "setup.sh").read_bytes(), _EXECUTABLE)
         _add(archive, "run_autograder", (scripts / "run_autograder").read_bytes(), _EXECUTABLE)
         _add(archive, "spec.yaml", Path(spec_path).read_bytes())
+        for name, content in reference_files(spec_path, spec.reference_files):  # a spec's own reference, beside it
+            _add(archive, name, content)
         _add(archive, "requirements.txt", ("\n".join(target_requirements(platform)) + "\n").encode())
         _add(archive, "python-version.txt", f"{platform.python}\n".encode())
         _add(archive, "base-image.txt", f"{platform.image}\n".encode())

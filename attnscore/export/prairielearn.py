@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 
 from attnscore.atomic import write_atomic
-from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
+from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, reference_files, source_files
 from attnscore.export.course_environment import (
     COURSE_REQUIREMENTS,
     SYSTEM_PACKAGES,
@@ -148,6 +148,8 @@ def export_prairielearn(
         page = page.replace("{{" + key + "}}", html.escape(value.strip(), quote=True))
     put("question/question.html", page.encode("utf-8"))
     put("question/tests/spec.yaml", Path(spec_path).read_bytes())
+    for name, content in reference_files(spec_path, spec.reference_files):  # a spec's own reference, beside it
+        put(f"question/tests/{name}", content)
     options = {"function": name} | ({"entry": file_name} if file_name else {})
     put("question/tests/options.json", (json.dumps(options, indent=2) + "\n").encode())
     return written

@@ -1,0 +1,52 @@
+"""Export bundles of a spec with its own reference function carry the reference file beside the spec,
+so that the grader on the platform finds it; one outside the spec's folder cannot be bundled."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from attnscore.cli import main
+from attnscore.export.bundle import ExportError, reference_files
+from tests.export.test_gradescope import autograder, check_format
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "specs"
+SPEC = EXAMPLES / "softmax_own_reference.yaml"
+NO_MAX = b"import torch\ndef softmax(x, dim):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)\n"
+
+
+def test_the_reference_files_go_beside_the_spec(tmp_path: Path) -> None:
+    """The reference and the second implementation, by their paths relative to the spec."""
+    names = [name for name, _ in reference_files(SPEC, (str(EXAMPLES / "softmax_reference.py"),))]
+    assert names == ["softmax_reference.py"]
+    with pytest.raises(ExportError, match="lies outside the spec's folder"):
+        reference_files(tmp_path / "spec.yaml", (str(EXAMPLES / "softmax_reference.py"),))
+
+
+@pytest.mark.slow
+def test_a_gradescope_bundle_grades_against_the_reference(tmp_path: Path) -> None:
+    """The bundle holds both files, and run_autograder grades a wrong softmax with the instructor's
+    mistake named."""
+    bundle = tmp_path / "autograder.zip"
+    result = CliRunner().invoke(main, ["export", "gradescope", "--spec", str(SPEC), "-o", str(bundle)])
+    assert result.exit_code == 0, result.output
+    with zipfile.ZipFile(bundle) as archive:
+        assert {"spec.yaml", "softmax_reference.py", "softmax_check.py"} <= set(archive.namelist())
+    results = autograder(tmp_path, bundle, {"softmax.py": NO_MAX})
+    check_format(results)
+    assert 0 < results["score"] < 13
+    assert "no_max_subtraction" in json.dumps(results)
+
+
+def test_a_prairielearn_question_holds_the_reference_beside_its_spec(tmp_path: Path) -> None:
+    """question/tests/ holds spec.yaml and the reference files, where the grader loads the spec."""
+    out = tmp_path / "pl"
+    result = CliRunner().invoke(main, ["export", "prairielearn", "--spec", str(SPEC), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    tests = out / "question" / "tests"
+    assert (tests / "softmax_reference.py").read_bytes() == (EXAMPLES / "softmax_reference.py").read_bytes()
+    assert (tests / "softmax_check.py").is_file() and (tests / "spec.yaml").is_file()
