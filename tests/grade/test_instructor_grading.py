@@ -119,3 +119,23 @@ def test_a_text_keyword_reaches_the_sandboxed_function(tmp_path: Path) -> None:
     got_right, got_wrong = grade_many([right, wrong], spec, limits=LIMITS)
     assert got_right.score == got_right.max_score == 2
     assert got_wrong.score == 0
+
+
+def test_a_dask_task_gets_the_reference_beside_the_spec(tmp_path: Path) -> None:
+    """What a dask worker runs (cluster._grade_task): the spec and its reference file(s) are written
+    to its private folder and graded against; an edited reference is another spec there."""
+    from dataclasses import asdict
+
+    from attnscore.grade import cluster
+    from attnscore.report.record import result_from_record
+
+    spec = load_spec(EXAMPLES / "softmax_own_reference.yaml")
+    references = cluster._reference_files(spec)
+    assert [name for name, _ in references] == ["softmax_reference.py", "softmax_check.py"]
+    spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
+    options = {"function": None, "dtype": "float32", "seed": None, "limits": asdict(LIMITS), "shrink_steps": 0}
+    no_max = Submission.from_file(submissions(tmp_path / "class")[1])
+    record = cluster._grade_task(spec_file, cluster._submission_data(no_max), options, references)
+    result = result_from_record(record)
+    assert result.score == 11
+    assert next(c for c in result.cases if not c.passed).failure.diagnosis["id"] == "no_max_subtraction"
