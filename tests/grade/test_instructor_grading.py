@@ -139,3 +139,15 @@ def test_a_dask_task_gets_the_reference_beside_the_spec(tmp_path: Path) -> None:
     result = result_from_record(record)
     assert result.score == 11
     assert next(c for c in result.cases if not c.passed).failure.diagnosis["id"] == "no_max_subtraction"
+
+
+def test_a_class_in_spawned_grader_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where fork is missing, grader processes are fresh interpreters that load the spec (and import
+    its reference file) themselves: the same results."""
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    spec = load_spec(EXAMPLES / "softmax_own_reference.yaml")
+    good, no_max, _ = grade_many(submissions(tmp_path / "class"), spec, limits=LIMITS, jobs=2)
+    assert good.score == good.max_score == 13
+    assert no_max.score == 11
