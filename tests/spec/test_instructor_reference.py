@@ -466,3 +466,16 @@ def test_a_named_leading_dim_is_independent_too(tmp_path: Path) -> None:
     result = run_impl(spec, whole_batch, dtype="float32", shrink=False)
     case = next(c for c in result.cases if c.id == "property:leading_dims_independent")
     assert not case.passed
+
+
+def test_a_mistakes_list_names_the_files_own(tmp_path: Path) -> None:
+    """mistakes: may list the reference file's ids (verify then targets those only); a catalogue
+    mistake does not apply to an instructor's function."""
+    from attnscore.check.verify import targeted_mistakes
+
+    listed = SPEC.replace("properties:\n", "mistakes: [no_max_subtraction]\nproperties:\n", 1)
+    spec = load_spec(write(tmp_path, spec_text=listed))
+    assert [m.id for m in targeted_mistakes(spec)] == ["no_max_subtraction"]
+    wrong = SPEC.replace("properties:\n", "mistakes: [mask_ignored]\nproperties:\n", 1)
+    problems = problems_of(write(tmp_path, spec_text=wrong))
+    assert problems == ["mistakes[0]: expected a mistake that applies to contract softmax, found 'mask_ignored'"]
