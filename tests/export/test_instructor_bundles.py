@@ -50,3 +50,11 @@ def test_a_prairielearn_question_holds_the_reference_beside_its_spec(tmp_path: P
     tests = out / "question" / "tests"
     assert (tests / "softmax_reference.py").read_bytes() == (EXAMPLES / "softmax_reference.py").read_bytes()
     assert (tests / "softmax_check.py").is_file() and (tests / "spec.yaml").is_file()
+
+
+def test_no_student_copy_of_a_spec_with_its_own_reference() -> None:
+    """A student copy would carry the reference, the solution: refused with one line."""
+    from attnscore.export.student_spec import student_spec_text
+
+    with pytest.raises(ExportError, match=r"has its own reference function \(function.reference\)"):
+        student_spec_text(SPEC)
