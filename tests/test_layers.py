@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sandbox",),
     ("grade", "timing"),
     ("export", "practice"),
-    ("selfcheck", "pytest_plugin"),
+    ("selfcheck", "pytest_plugin", "instructor"),
     ("cli",),
     ("__init__", "__main__"),
 )

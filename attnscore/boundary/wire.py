@@ -76,8 +76,9 @@ __all__ = [
     "decode_reply",
 ]
 
-OptionValue = bool | int | float | None | tuple[bool | int | float, ...]
-"""A fixed keyword's value on the wire: a scalar, None, or a tuple of numbers (``window_size=(2, 1)``)."""
+OptionValue = bool | int | float | str | None | tuple[bool | int | float, ...]
+"""A fixed keyword's value on the wire: a scalar (text too: an instructor's own keyword), None, or a tuple of
+numbers (``window_size=(2, 1)``)."""
 
 
 @dataclass(frozen=True)
@@ -376,7 +377,7 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
 
     Raises:
         KeyError, TypeError, ValueError: ``obj`` is not a call request (``by_name`` names more
-            inputs than the call has, ``options`` holds something other than a bool, a number,
+            inputs than the call has, ``options`` holds something other than a bool, a number, text,
             None or a list of numbers under an identifier, ``trailing_nones`` is not an integer
             from 0 to :data:`MAX_TRAILING_NONES`, ``module`` is not a module config, or ``function`` is
             not an identifier).
@@ -428,15 +429,15 @@ def _logsumexp(raw: object) -> tuple[str, int | None] | None:
 def _option(key: object, value: object) -> OptionValue:
     """A fixed keyword's value as the function receives it: a JSON list (``window_size``) becomes a
     tuple, as a Python default like ``(-1, -1)`` is; ValueError for anything but an identifier
-    naming a bool, a number, None or a list of numbers."""
+    naming a bool, a number, text, None or a list of numbers."""
     scalar = (bool, int, float)
     if isinstance(key, str) and key.isidentifier():
-        if value is None or isinstance(value, scalar):
+        if value is None or isinstance(value, (*scalar, str)):
             return value
         if isinstance(value, list) and all(isinstance(v, scalar) for v in value):
             return tuple(value)
     raise ValueError(
-        f"expected options of identifiers -> bool, number, null or list of numbers, found {key!r}: {value!r}"
+        f"expected options of identifiers -> bool, number, text, null or list of numbers, found {key!r}: {value!r}"
     )
 
 

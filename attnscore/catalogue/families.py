@@ -52,6 +52,8 @@ __all__ = [
     "varlen",
     "key_padding",
     "general_attention_variant",
+    "own_reference",
+    "leading_symbol",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -250,3 +252,23 @@ def general_attention_variant(c: Contract) -> bool:
     its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`) and the keys it
     leaves out from its family's ``unused_keys``."""
     return c.family in KEYWORD_FAMILIES
+
+
+def own_reference(c: Contract) -> bool:
+    """An instructor's own reference function (``function.reference`` in a spec,
+    :mod:`attnscore.maths.families.instructor`): only the generic properties apply, and its own."""
+    return c.family is ContractFamily.INSTRUCTOR
+
+
+def leading_symbol(c: Contract) -> str | None:
+    """The dim that indexes independent items of an instructor's function, or None: ``"..."`` when
+    the result's shape starts with it, else the result's first symbol when some parameter's shape
+    starts with it too (``[batch, seq, d_model]``) and the spec does not fix its size to 1."""
+    if not own_reference(c) or not c.returns:
+        return None
+    first = c.returns[0]
+    if first != "..." and dict(c.fixed_sizes).get(first, 2) < 2:
+        return None
+    if any(legend[:1] == (first,) for _, legend in c.parameters):
+        return first
+    return None

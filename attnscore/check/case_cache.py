@@ -8,7 +8,9 @@ them from ``$XDG_CACHE_HOME/attnscore/cases`` (default ``~/.cache/attnscore/case
 few milliseconds, and stores what it had to build.
 
 An entry's key is a SHA-256 of everything the cases are made of: the spec file's bytes and path
-(cases carry ``file:line`` locations), the dtype, the seed, the identity (path, size, mtime) of
+(cases carry ``file:line`` locations), the path and bytes of a spec's own reference file(s)
+(``function.reference``, ``function.reference_check``: an edited reference gets a new key), the
+dtype, the seed, the identity (path, size, mtime) of
 every source file of the installed attnscore package, and the versions of Python, numpy,
 hypothesis and torch. Anything else changes nothing the cases hold, so a stale entry is never read:
 a changed spec or grader gets a new key, and the old entry ages out (the folder keeps the
@@ -84,6 +86,8 @@ def _key(spec: Spec, dtype: str, seed: int | None) -> str | None:
         return None
     try:
         spec_bytes = Path(path).read_bytes()
+        # a spec's own reference file(s): an edited reference must never reuse golden values
+        references = [[str(f), hashlib.sha256(Path(f).read_bytes()).hexdigest()] for f in _reference_files(spec)]
     except OSError:
         return None
     made_of = [
@@ -91,11 +95,17 @@ def _key(spec: Spec, dtype: str, seed: int | None) -> str | None:
         str(path),
         os.path.abspath(path),
         hashlib.sha256(spec_bytes).hexdigest(),
+        references,
         dtype,
         seed,
         _code_identity(),
     ]
     return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:40]
+
+
+def _reference_files(spec: Spec) -> tuple[str, ...]:
+    """A spec's own reference file(s) (``function.reference``), which its golden values come from."""
+    return tuple(getattr(spec, "reference_files", ()))
 
 
 @functools.cache

@@ -20,7 +20,6 @@ from hypothesis.errors import HypothesisException
 
 from attnscore.boundary import dtypes as dtype_table
 from attnscore.boundary.layouts import OMIT, PASS_NONE
-from attnscore.catalogue.properties import get_property
 from attnscore.maths.expectation import expect
 from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import Tolerance
@@ -210,7 +209,7 @@ def property_calls(
     A property with ``omits`` hands a spec's optional masks over in turn given, left out and as None
     (:data:`HANDOVER_TURNS`, by the example's position; the call's ``layouts`` say which).
     """
-    prop = get_property(use_name)
+    prop = spec.find_property(use_name)
     if prop.dtype is not None and prop.dtype != dtype:
         own = property_calls(spec, use_name, examples, prop.dtype, tolerance)
         return tuple(dataclasses.replace(c, dtype=prop.dtype) for c in own)
@@ -309,7 +308,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
             )
         )
     for index, use in enumerate(spec.properties):
-        prop = get_property(use.name)
+        prop = spec.find_property(use.name)
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
         try:
             examples = draw_examples(prop.examples(spec.contract, use.max_value), use.examples, prop_seed)

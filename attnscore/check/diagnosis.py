@@ -51,7 +51,7 @@ from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.verdict import Verdict
 from attnscore.catalogue.families import masked_scores
-from attnscore.catalogue.mistakes import Mistake, mistakes_for
+from attnscore.catalogue.mistakes import Mistake
 from attnscore.check.cases import Call
 from attnscore.check.diagnosis_backward import diagnose_backward, recompute_backward
 from attnscore.check.diagnosis_inputs import (
@@ -180,7 +180,7 @@ def diagnose(
         return None
     got = received.array.astype(np.float64)
     found: list[Candidate] = []
-    for mistake in mistakes_for(spec.contract):
+    for mistake in spec.known_mistakes():
         if not mistake.applies_in(dtype) or mistake.scores_zero:  # a null implementation is verify's guard
             continue
         found.extend(explains(mistake, spec, call, got, dtype))
@@ -225,7 +225,7 @@ def diagnose_raised(
     if runner is None or failure.verdict is not Verdict.EXCEPTION:
         return None
     found: list[tuple[Mistake, dict[str, float]]] = []
-    for mistake in mistakes_for(spec.contract):
+    for mistake in spec.known_mistakes():
         if mistake.raises is None or mistake.witnesses is None or not mistake.applies_in(dtype):
             continue
         try:

@@ -12,7 +12,7 @@ import numpy as np
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
 from attnscore.boundary.outputs import CallFailure
 from attnscore.catalogue.families import flash_attention_2
-from attnscore.catalogue.mistakes import Mistake, mistakes_for
+from attnscore.catalogue.mistakes import Mistake
 from attnscore.check.cases import Call
 from attnscore.check.diagnosis_inputs import backward_outputs
 from attnscore.check.diagnosis_match import MIN_EVIDENCE, differing, fitted, matches, tensors
@@ -103,7 +103,7 @@ def diagnose_backward(
     """The one backward mistake (``Mistake.backward``) whose output, gradients and ``L`` are the
     submission's on the failing call and on the confirmation inputs, with evidence; else None."""
     found: list[tuple[Mistake, dict[str, float], int]] = []
-    for mistake in mistakes_for(spec.contract):
+    for mistake in spec.known_mistakes():
         if not mistake.backward or not mistake.applies_in(dtype) or mistake.scores_zero:
             continue
         for params in fitted(mistake, spec, call, received.array.astype(np.float64)):

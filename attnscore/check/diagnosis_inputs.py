@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from attnscore.boundary.outputs import Outcome
-from attnscore.catalogue.mistakes import mistakes_for
 from attnscore.check.cases import Call, spec_call
 from attnscore.check.runner import Runner
 from attnscore.maths.contract import Contract
@@ -110,7 +109,7 @@ def _sized_args(spec: Spec, sizes: dict[str, Any], rng: np.random.Generator) -> 
     states (:func:`_leading_sizes`) and its contract's own integer parameters."""
     contract = spec.contract
     legend = {sym: 3 for _, symbols in contract.parameters for sym in symbols if sym != "..."}
-    sizes = {**sizes, "...": _leading_sizes(contract, tuple(sizes["..."]))}
+    sizes = {**sizes, "...": _leading_sizes(contract, tuple(sizes["..."])), **dict(contract.fixed_sizes)}
     sizes, integers = contract.integers(functools.partial(_pick, rng), {**legend, **sizes})
     args = {}
     for name, symbols in contract.parameters:
@@ -149,7 +148,7 @@ def mistake_sizes(spec: Spec, which: str) -> list[dict[str, int]]:
     """The further confirmation (``which="confirm_sizes"``) or probe (``"probe_sizes"``) sizes of the
     mistakes that apply to the spec's contract, each once, in catalogue order."""
     out: list[dict[str, int]] = []
-    for mistake in mistakes_for(spec.contract):
+    for mistake in spec.known_mistakes():
         for sizes in getattr(mistake, which):
             if sizes not in out:
                 out.append(dict(sizes))

@@ -20,7 +20,7 @@ from attnscore.boundary.outputs import CallFailure, Received
 from attnscore.catalogue.conventions import applicable_corners, corner_region, found_text, set_aside
 from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import MISTAKES, get_mistake
-from attnscore.catalogue.properties import CheckContext, get_property
+from attnscore.catalogue.properties import CheckContext
 from attnscore.catalogue.properties.gradients import first_gradient_failure
 from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
@@ -183,7 +183,7 @@ def judge_case(
     same = key is not None and cause_key(second) == key
     if not same and failure.diagnosis is not None and raw and failure.diagnosis["id"] in MISTAKES:
         # the first failure's mistake also gives the second one's output as returned (its corner included)
-        same = holds(get_mistake(failure.diagnosis["id"]), spec, *raw[-1], dtype)
+        same = holds(spec.find_mistake(failure.diagnosis["id"]), spec, *raw[-1], dtype)
     if same:
         # the same cause outside the corner too (mask_ignored is wrong everywhere): not a
         # convention, and not a second cause
@@ -318,7 +318,7 @@ def _judge_once(
             diagnosis = diagnose(spec, call, outcome, dtype, runner, output_right=output_right)
         hint = ""
         if case.property_name and verdict is Verdict.WRONG_VALUE:
-            hint = get_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
+            hint = spec.find_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
         if verdict is Verdict.NON_FINITE:
             hint = nonfinite_hint(spec, call, outcome) or ""
         corner = wrong_corner(spec, call, outcome) if diagnose_failures else ""
@@ -407,7 +407,7 @@ def _judge_once(
                 except Exception:  # noqa: BLE001 - a check that cannot read these values does not hold
                     property_held = False
             if check_text:
-                prop_diag = get_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
+                prop_diag = spec.find_property(case.property_name).diagnosis_for(ctx) if case.property_name else None
                 if prop_diag:
                     diagnosis = {"id": prop_diag, "message": get_mistake(prop_diag).message}
         if mismatch is None and not check_text and (call.check is not None or number - 1 not in grouped):

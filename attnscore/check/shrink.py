@@ -22,8 +22,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
-from attnscore.catalogue.mistakes import get_mistake
-from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
 from attnscore.check.judge import example_position, judge_case, wrong_corner
@@ -37,9 +35,9 @@ from attnscore.spec.model import Spec
 __all__ = ["shrink_case", "add_shrunk", "build_small"]
 
 
-def _property_diagnosis(case: Case) -> str | None:
+def _property_diagnosis(spec: Spec, case: Case) -> str | None:
     """The mistake a property names itself (a fixed id), which needs no value evidence."""
-    named = get_property(case.property_name).diagnosis if case.property_name else None
+    named = spec.find_property(case.property_name).diagnosis if case.property_name else None
     return named if isinstance(named, str) else None
 
 
@@ -92,9 +90,9 @@ def shrink_case(
         return None
 
     use = next(u for u in spec.properties if u.name == case.property_name)
-    named = get_mistake(mistake) if mistake is not None else None
+    named = spec.find_mistake(mistake) if mistake is not None else None
     deadline = None if budget_s is None else clock() + budget_s
-    prop = get_property(use.name)
+    prop = spec.find_property(use.name)
     last: list[CaseResult] = []
     steps = [0]
 
@@ -176,7 +174,7 @@ def smallest_drawn_failure(
     hypothesis shrink (:func:`shrink_case`). At most ``max_steps`` examples are tried (None: all
     smaller than the original's).
     """
-    named = get_mistake(mistake) if mistake is not None else None
+    named = spec.find_mistake(mistake) if mistake is not None else None
     sources = [case] if small is None else [case, small]
     sized = sorted(
         (size_of(source.calls[group[-1]].args), s, n, group)
@@ -284,7 +282,7 @@ def _shrunk(
     if original.size <= floor:
         return original  # already as small as any input the property draws (its simplest among them)
     mistake = None
-    if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(case):
+    if original.diagnosis and original.diagnosis["id"] != _property_diagnosis(spec, case):
         mistake = original.diagnosis["id"]  # named from the values: shrink within that mistake only
     drawn = None
     if drawn_first:

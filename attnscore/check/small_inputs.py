@@ -23,7 +23,6 @@ import dataclasses
 
 from hypothesis.errors import HypothesisException
 
-from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, property_calls
 from attnscore.maths.strategies import derive_seed, draw_examples, small_sizes
 from attnscore.spec.model import Spec
@@ -70,7 +69,7 @@ def _build(spec: Spec, case: Case, dtype: str, base: int) -> Case | None:
     use = next((u for u in spec.properties if u.name == case.property_name), None)
     if use is None:
         return None
-    prop = get_property(use.name)
+    prop = spec.find_property(use.name)
     stream = derive_seed(spec.id, spec.version, base, use.name, dtype, "small")
     try:
         with small_sizes():

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -25,9 +26,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from attnscore.boundary import lazy_torch
 from attnscore.boundary.dtypes import DTYPES
-from attnscore.catalogue.mistakes import MISTAKES, Mistake, get_mistake, mistakes_for
+from attnscore.catalogue.mistakes import MISTAKES, Mistake, get_mistake
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.judge import judge_case
 from attnscore.check.rule_cases import judge_rules
@@ -149,8 +152,10 @@ def targeted_mistakes(spec: Spec) -> list[Mistake]:
     """The mistakes ``spec`` must catch and name: its ``mistakes`` list, else every one that applies
     but the null implementations (``scores_zero``; :func:`null_test` holds every spec to those)."""
     if spec.mistakes is not None:
-        return [get_mistake(m) for m in spec.mistakes if not get_mistake(m).scores_zero]
-    return [m for m in mistakes_for(spec.contract) if not m.scores_zero]
+        own = {m.id: m for m in spec.own_mistakes}  # a spec's own reference file's, else the catalogue's
+        listed = [own[m] if m in own else get_mistake(m) for m in spec.mistakes]
+        return [m for m in listed if not m.scores_zero]
+    return [m for m in spec.known_mistakes() if not m.scores_zero]
 
 
 def null_test(spec: Spec, cases: list[Case] | None = None, dtype: str | None = None) -> list[MutationResult]:
@@ -265,11 +270,64 @@ class SpecVerification:
     spec_id: str
     references: tuple[SubmissionResult, ...]
     mutations: tuple[MutationResult, ...]
+    cross_check: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """The reference passes everything and every targeted mistake is caught (and diagnosed)."""
-        return all(r.all_passed for r in self.references) and all(m.ok for m in self.mutations)
+        """The reference passes everything, every targeted mistake is caught (and diagnosed), and a
+        spec's second implementation (``function.reference_check``) agrees with its reference."""
+        return all(r.all_passed for r in self.references) and all(m.ok for m in self.mutations) and not self.cross_check
+
+
+CROSS_CHECKS = 25
+"""Drawn inputs on which :func:`cross_check` compares a spec's reference with its second implementation."""
+
+
+def cross_check(spec: Spec, count: int = CROSS_CHECKS) -> tuple[str, ...]:
+    """Where a spec's own reference and its second, independent implementation
+    (``function.reference_check``) disagree, one line each (empty when they agree or there is none).
+
+    Both run in float64 on the CPU on the spec's worked examples and on ``count`` inputs drawn for
+    its contract (from the spec's seed), and are compared under float64's ``close`` tolerance
+    (NaN only where the other has NaN).
+    """
+    check = spec.reference_check
+    if check is None:
+        return ()
+    from attnscore.maths.families.instructor import float64_output
+    from attnscore.maths.strategies import derive_seed, draw_examples, random_args
+    from attnscore.maths.tolerance import Tolerance, allowed_error, entries_close
+
+    contract = spec.contract
+    inputs = [(f"worked example {ex.id}", ex.inputs) for ex in spec.worked_examples]
+    drawn = draw_examples(random_args(contract), count, derive_seed(spec.id, spec.version, spec.seed, "cross"))
+    inputs += [(f"drawn input {n}", args) for n, args in enumerate(drawn, 1)]
+    other = dataclasses.replace(contract, reference=check)
+    lines: list[str] = []
+    for where, args in inputs:
+        try:
+            want = contract.golden(args)
+            got = float64_output(other, args)
+        except ValueError as exc:
+            lines.append(f"{spec.id}: on {where}, {exc}")
+            continue
+        shapes = ", ".join(f"{n} {tuple(np.shape(a))}" for n, a in args.items())
+        if got.shape != want.shape:
+            lines.append(
+                f"{spec.id}: on {where} ({shapes}) the reference gives shape {want.shape} but reference_check "
+                f"{got.shape}"
+            )
+            continue
+        close = entries_close(got, want, allowed_error(Tolerance("close"), want, "float64", 1, np.zeros(())))
+        if not close.all():
+            index = tuple(int(i) for i in np.argwhere(~close)[0])
+            lines.append(
+                f"{spec.id}: on {where} ({shapes}) the reference gives out{list(index)} = {want[index]!r} but "
+                f"reference_check {got[index]!r}: one of the two is wrong"
+            )
+        if len(lines) >= 3:
+            break
+    return tuple(lines)
 
 
 def verify_one(spec: Spec, mutations: bool = True, dtypes: Sequence[str] | None = None) -> SpecVerification:
@@ -277,13 +335,15 @@ def verify_one(spec: Spec, mutations: bool = True, dtypes: Sequence[str] | None 
     mutation test and the null test (:func:`null_test`) in each, in that order."""
     references: list[SubmissionResult] = []
     found: list[MutationResult] = []
-    for dtype in dtypes or verify_dtypes(spec):
+    dtypes = tuple(dtypes or verify_dtypes(spec))
+    crossed = cross_check(spec) if verify_dtypes(spec)[0] in dtypes else ()  # once per spec, with its first dtype
+    for dtype in dtypes:
         cases = {dtype: build_cases(spec, dtype)}
         references.extend(verify_spec(spec, (dtype,), cases=cases))
         if mutations:
             found.extend(mutation_test(spec, cases[dtype], dtype))
             found.extend(null_test(spec, cases[dtype], dtype))
-    return SpecVerification(spec.id, tuple(references), tuple(found))
+    return SpecVerification(spec.id, tuple(references), tuple(found), crossed)
 
 
 def verify_all(specs: Sequence[Spec], mutations: bool = True, jobs: int = 1) -> list[SpecVerification]:
@@ -325,6 +385,7 @@ def verify_all(specs: Sequence[Spec], mutations: bool = True, jobs: int = 1) -> 
             spec.id,
             tuple(r for dtype in verify_dtypes(spec) for r in done[(i, dtype)].references),
             tuple(m for dtype in verify_dtypes(spec) for m in done[(i, dtype)].mutations),
+            tuple(line for dtype in verify_dtypes(spec) for line in done[(i, dtype)].cross_check),
         )
         for i, spec in enumerate(specs)
     ]

@@ -17,6 +17,7 @@ from attnscore.cli.options import (
     keyword_arguments,
     keyword_option,
     load_implementation,
+    outside_reference_option,
     pair,
     spec_option,
 )
@@ -28,6 +29,7 @@ __all__ = ["bench_impl"]
 @click.command("bench")
 @impl_option("The implementation to time.")
 @spec_option("The spec whose contract it has.")
+@outside_reference_option()
 @dtype_option("Dtype of the inputs (default: the spec's first).")
 @device_option("cpu (wall time) or cuda[:N] (CUDA events).")
 @click.option(
@@ -48,6 +50,7 @@ __all__ = ["bench_impl"]
 def bench_impl(
     impl: str,
     spec_path: str,
+    allow_outside_reference: bool,
     dtype: str | None,
     device: str,
     sizes: tuple[str, ...],
@@ -73,7 +76,7 @@ def bench_impl(
     except ValueError as exc:
         raise BadUsage(str(exc)) from None
     keyword_map = keyword_arguments(keywords)
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, allow_outside_reference=allow_outside_reference)
     result = bench(
         spec.contract,
         function,

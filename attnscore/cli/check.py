@@ -15,6 +15,7 @@ from attnscore.cli.options import (
     entry_option,
     format_option,
     function_option,
+    outside_reference_option,
     shrink_steps_option,
     spec_option,
     time_budget_option,
@@ -27,6 +28,7 @@ __all__ = ["check_solution"]
 @click.command("check")
 @click.argument("solution", type=click.Path())
 @spec_option("The spec to check against, or an assignment file (its visible questions).")
+@outside_reference_option()
 @function_option()
 @entry_option("Entry file of a folder solution.")
 @dtype_option("Dtype the inputs are cast to (default: the spec's first, as the grader).")
@@ -36,6 +38,7 @@ __all__ = ["check_solution"]
 def check_solution(
     solution: str,
     spec_path: str,
+    allow_outside_reference: bool,
     function: str | None,
     entry: str | None,
     dtype: str | None,
@@ -57,7 +60,7 @@ def check_solution(
     from attnscore.selfcheck import check_path
     from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 
-    graded = load_spec_or_assignment(spec_path)
+    graded = load_spec_or_assignment(spec_path, allow_outside_reference=allow_outside_reference)
     if isinstance(graded, Assignment):
         _check_assignment(solution, graded, function, entry, dtype, shrink_steps, time_budget, fmt)
         return

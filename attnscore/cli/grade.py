@@ -23,6 +23,7 @@ from attnscore.cli.options import (
     entry_option,
     format_option,
     function_option,
+    outside_reference_option,
     seconds_option,
     shrink_steps_option,
     spec_option,
@@ -36,6 +37,7 @@ __all__ = ["grade"]
 @click.command("grade")
 @click.argument("submissions", nargs=-1, required=True, type=click.Path())
 @spec_option("The spec to grade against, or an assignment file (several questions, each a spec).")
+@outside_reference_option()
 @function_option()
 @format_option(
     "text",
@@ -110,6 +112,7 @@ __all__ = ["grade"]
 def grade(
     submissions: tuple[str, ...],
     spec_path: str,
+    allow_outside_reference: bool,
     function: str | None,
     fmt: str,
     output: str | None,
@@ -189,7 +192,7 @@ def grade(
         raise BadUsage("--out (a class run) and --format gradescope (one student) cannot be combined")
     if scheduler is None and device != "cpu" and not rerun:  # after the device check: torch loads beside the spec
         warm()
-    graded = load_spec_or_assignment(spec_path)
+    graded = load_spec_or_assignment(spec_path, allow_outside_reference=allow_outside_reference)
     if isinstance(graded, Assignment):
         if function is not None:
             raise BadUsage("--function does not apply to an assignment: each question names its function")
@@ -227,9 +230,12 @@ def grade(
         problem = environment_problem(spec, limits)
         if problem is not None:
             raise MachineFailure(f"{problem} (nothing was graded)")
-    shown = [str(f) for f in graded.files()] if isinstance(graded, Assignment) else [spec_path]
-    for name in shown:
-        exposed = spec_exposure(name, limits)
+    # the files a submission must not read: the spec (its hidden expected values), the instructor's references
+    if isinstance(graded, Assignment):
+        exposures = [spec_exposure(str(f), limits) for f in graded.files()]
+    else:
+        exposures = [spec_exposure(spec_path, limits, graded.reference_files)]
+    for exposed in exposures:
         if exposed is not None:
             click.echo(f"Warning: {exposed}", err=True)
     if scheduler is not None and not has_dask():

@@ -117,6 +117,18 @@ def spec_option(help: str, *, exists: bool = False) -> Decorator[Any]:
     )
 
 
+def outside_reference_option() -> Decorator[Any]:
+    """``--allow-outside-reference`` (parameter ``allow_outside_reference``): trust a spec's own
+    reference file (``function.reference``) that lies outside the spec's folder."""
+    return click.option(
+        "--allow-outside-reference",
+        "allow_outside_reference",
+        is_flag=True,
+        help="Trust a spec's own reference file (function.reference) outside the spec's folder; without it such "
+        "a spec is refused, so that a spec file cannot make the grader run any file of the machine.",
+    )
+
+
 def function_option() -> Decorator[Any]:
     """``--function NAME``, the graded function's name (default: the spec's)."""
     return click.option(

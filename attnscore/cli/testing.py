@@ -21,6 +21,7 @@ from attnscore.cli.options import (
     impl_option,
     keyword_option,
     load_implementation,
+    outside_reference_option,
     usage_errors,
 )
 from attnscore.cli.output import finish, stdout_console
@@ -79,6 +80,7 @@ __all__ = ["test_impl"]
     "Pass a constant keyword argument to every call (e.g. is_causal=true for a causal flag; "
     "VALUE is a YAML scalar: true, 0.5, 3, text) (repeatable)."
 )
+@outside_reference_option()
 @format_option("text", "json")
 def test_impl(
     impl: str,
@@ -91,6 +93,7 @@ def test_impl(
     wheres: tuple[str, ...],
     allows: tuple[str, ...],
     keywords: tuple[str, ...],
+    allow_outside_reference: bool,
     fmt: str,
 ) -> None:
     """Run specs against an importable implementation, in this process (trusted code).
@@ -107,7 +110,7 @@ def test_impl(
         options = EngineerOptions.parse(ties=ties, wheres=wheres, allows=allows, ratio=ratio, keywords=keywords)
     function = options.bind(function)
     results = []
-    for spec in load_specs(list(spec_paths)):
+    for spec in load_specs(list(spec_paths), allow_outside_reference=allow_outside_reference):
         with usage_errors():
             spec, reshaped = options.reshape(spec)
         for line in reshaped.notes(spec.id):

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from attnscore.cli.errors import BadUsage
-from attnscore.cli.options import SpecParam
+from attnscore.cli.options import SpecParam, outside_reference_option
 from attnscore.cli.output import finish, stdout_console
 
 __all__ = ["verify"]
@@ -35,7 +35,8 @@ def _spec_paths(specs: tuple[str, ...]) -> list[Path]:
     default=None,
     help="Processes verifying specs in parallel (default: one per CPU core, at most one per spec).",
 )
-def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None:
+@outside_reference_option()
+def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None, allow_outside_reference: bool) -> None:
     """Prove SPECS sound (default: all bundled specs): the reference passes, known mistakes are caught.
 
     Each SPEC is a spec file or a bundled spec's id (e.g. score_matrix), or an assignment file:
@@ -53,7 +54,7 @@ def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None) -> None
     from attnscore.check.verify import verify_all
     from attnscore.spec.assignment import load_assignment_specs
 
-    loaded = load_assignment_specs(_spec_paths(specs))
+    loaded = load_assignment_specs(_spec_paths(specs), allow_outside_reference=allow_outside_reference)
     found = verify_all(loaded, mutations=not no_mutations, jobs=jobs or _cores())
     table = Table(title="attnscore verify: reference against specs", header_style="bold")
     for column in ("spec", "dtype", "cases passed", "points", "failing cases"):
@@ -99,6 +100,8 @@ def problems(found: list[Any]) -> list[str]:
     being verified, one line each, with what to do about it: the reference's failing cases (the
     spec's own worked example or tolerance is wrong), then each targeted mistake no case catches,
     then each one caught but diagnosed as something else in the spec's own dtypes."""
+    from attnscore.catalogue.mistakes import MISTAKES
+
     lines: list[str] = []
     for verification in found:
         spec_id = verification.spec_id
@@ -116,11 +119,16 @@ def problems(found: list[Any]) -> list[str]:
                 missed.setdefault(m.mistake_id, []).append(m.dtype)
             elif not m.ok:
                 undiagnosed.setdefault(m.mistake_id, []).append(m.dtype)
+        lines += list(verification.cross_check)
         for mistake, dtypes in missed.items():
             lines.append(
                 f"{spec_id}: mistake {mistake} is MISSED ({', '.join(dtypes)}): no case fails for it; add a worked "
                 "example or property that it gets wrong, or list the mistakes the spec targets without it "
                 "(the spec's mistakes: list; docs/catalogue.md lists them all)"
+                if mistake in MISTAKES
+                else f"{spec_id}: mistake {mistake} (registered by the spec's reference file) is MISSED "
+                f"({', '.join(dtypes)}): no case loses points for it; add a worked example or property that it gets "
+                "wrong, or remove it from the reference file"
             )
         for mistake, dtypes in undiagnosed.items():
             lines.append(
@@ -163,7 +171,8 @@ def mutation_tables(mutations: dict[str, dict[str, str]], width: int) -> list[An
         table.add_column("mistake", no_wrap=True)
         for spec_id in spec_ids:
             table.add_column(spec_id.replace("_", "_\n"), justify="center")
-        for mistake_id in MISTAKES:
+        own = [m for s in spec_ids for m in mutations[s] if m not in MISTAKES]  # a spec's own reference file's
+        for mistake_id in [*MISTAKES, *dict.fromkeys(own)]:
             if any(mistake_id in mutations[s] for s in spec_ids):
                 table.add_row(mistake_id, *[mutations[s].get(mistake_id, "·") for s in spec_ids])
         scores = [

@@ -87,10 +87,10 @@ def spec_reference_layout(spec: Spec, prefix: str = "") -> tuple[tuple[str, Path
             ``spec.yaml`` at its top, so nothing can lie above it: move the file beside the spec,
             or grade it as a question of an assignment, whose bundle keeps any layout), or is gone.
     """
-    folder = Path(os.path.abspath(Path(spec.path).parent))
+    folder = Path(os.path.realpath(Path(spec.path).parent))  # as the loader resolved the references
     placed = []
-    for reference in getattr(spec, "reference_files", ()):
-        where = Path(os.path.abspath(reference))
+    for reference in spec.reference_files:
+        where = Path(os.path.realpath(reference))
         if not where.is_relative_to(folder):
             raise ExportError(
                 f"cannot carry {reference} into the bundle: a spec's reference file must lie in the spec's folder "

@@ -96,7 +96,7 @@ def _signature(question_function: str, spec: Spec) -> str:
     (a spec's ``function.module``), its constructor's arguments and what ``forward`` takes:
     ``MultiHeadSelfAttention(d_model, num_heads).forward(x)`` (its weights are loaded by name)."""
     names = [p for p, _ in spec.contract.parameters]
-    module = getattr(spec, "module", None)  # specs of a module handed in (function.module)
+    module = spec.module  # specs of a module handed in (function.module)
     if module is None:
         return f"{question_function}({', '.join(names)})"
     weights = {parameter for parameter, _ in module.weights}

@@ -57,7 +57,7 @@ def left_out_reason(question: AssignmentQuestion) -> str:
     """Why ``question`` is left out of the student copy, or ``""`` when it is handed out."""
     if question.visibility == "hidden":
         return "a hidden question"
-    references = [Path(p).name for p in getattr(question.spec, "reference_files", ())]
+    references = [Path(p).name for p in question.spec.reference_files]
     if references:
         return (
             f"its spec grades against the instructor's reference file {', '.join(references)}, which is not handed out"

@@ -73,12 +73,18 @@ def student_spec_text(spec_path: str | Path) -> StudentCopyText:
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid (every problem, located).
-        ExportError: the spec is already a student copy, or every worked example is hidden (a
-            spec needs at least one worked example, so no valid copy exists).
+        ExportError: the spec is already a student copy, every worked example is hidden (a
+            spec needs at least one worked example, so no valid copy exists), or the spec has its
+            own reference function (``function.reference``: the reference is the solution).
     """
     spec = load_spec(spec_path)
     if spec.student_copy is not None:
         raise ExportError(f"{spec_path} is already a student copy; export the student copy from the full spec")
+    if spec.reference_files:
+        raise ExportError(
+            f"{spec_path} has its own reference function (function.reference), which a student copy would have to "
+            "carry, and it is the solution: students check their work on a grader (Gradescope, PrairieLearn) instead"
+        )
     text = Path(spec_path).read_text(encoding="utf-8")
     doc, problems = read_yaml(text, str(spec_path))
     if doc is None:  # load_spec read it a moment ago; only a file changed in between gets here

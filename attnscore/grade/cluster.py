@@ -158,6 +158,7 @@ def grade_on_cluster(
 
         started = time.time()
         spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
+        references = _reference_files(spec)
         options = {
             "function": function,
             "dtype": dtype or spec.dtypes[0],
@@ -168,7 +169,7 @@ def grade_on_cluster(
         data = [_submission_data(s) for s in submissions]
 
         def submit(i: int) -> Any:
-            return client.submit(_grade_task, spec_file, data[i], options, pure=False)
+            return client.submit(_grade_task, spec_file, data[i], options, references, pure=False)
 
         futures = {submit(i): (i, 1) for i in range(len(submissions))}
         pending = as_completed(list(futures))
@@ -274,13 +275,41 @@ def _submission_data(submission: Submission) -> dict[str, Any]:
 _WORKER_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
 
 
-def _grade_task(spec_file: tuple[str, bytes], data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
+    """A spec's own reference file(s) (``function.reference``) as ``(path relative to the spec's
+    folder, content)``, shipped with the spec file to each dask worker.
+
+    Raises:
+        ClusterError: a reference file outside the spec's folder (a worker could not place it).
+    """
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(spec.path)))
+    out = []
+    for path in spec.reference_files:
+        relative = os.path.relpath(os.path.realpath(path), folder)
+        if relative.startswith(os.pardir):
+            raise ClusterError(
+                f"cannot ship the reference file {path} to the cluster: it lies outside the spec's folder {folder}; "
+                "copy it beside the spec and name it relative to the spec"
+            )
+        out.append((Path(relative).as_posix(), Path(path).read_bytes()))
+    return tuple(out)
+
+
+def _grade_task(
+    spec_file: tuple[str, bytes],
+    data: dict[str, Any],
+    options: dict[str, Any],
+    references: tuple[tuple[str, bytes], ...] = (),
+) -> dict[str, Any]:
     """Runs on a dask worker: grade one submission there; returns a record (plain data)."""
     from attnscore.check.cases import build_cases  # a dask worker imports the grading stack here
     from attnscore.grade.grading import grade_submission
 
     name, spec_bytes = spec_file
-    key = (hashlib.sha256(spec_bytes).hexdigest(), options["dtype"], options["seed"])
+    digest = hashlib.sha256(spec_bytes)
+    for relative, content in references:  # a spec's own reference: an edited one is another spec
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
+    key = (digest.hexdigest(), options["dtype"], options["seed"])
     if key not in _WORKER_CASES:
         # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
         # a folder of mode 0700; the cases are kept in this process's memory.
@@ -288,6 +317,12 @@ def _grade_task(spec_file: tuple[str, bytes], data: dict[str, Any], options: dic
             path = os.path.join(folder, os.path.basename(name))
             with open(path, "wb") as fh:
                 fh.write(spec_bytes)
+            for relative, content in references:  # beside the spec, where it names them (imported while here)
+                if Path(relative).is_absolute() or os.pardir in Path(relative).parts:
+                    raise ValueError(f"expected a reference file inside the spec's folder, found {relative!r}")
+                target = Path(folder, relative)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
             spec = load_spec(path)
             _WORKER_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
     spec, cases = _WORKER_CASES[key]

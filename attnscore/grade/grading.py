@@ -197,7 +197,12 @@ def grade_many(
             max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
         ) as pool:
             futures = {
-                pool.submit(_grade_in_child, spec.path, submission, {**options, "cache_cases": cache_cases}): n
+                pool.submit(
+                    _grade_in_child,
+                    spec.path,
+                    submission,
+                    {**options, "cache_cases": cache_cases, "outside_reference": spec.outside_reference},
+                ): n
                 for n, submission in enumerate(read)
             }
             finished: dict[int, SubmissionResult] = {}
@@ -270,8 +275,10 @@ def _grade_in_child(spec_path: str, submission: Submission, options: dict[str, A
     """One submission in a grader child process; the spec's cases are built once per process."""
     key = (spec_path, options["dtype"], options["seed"])
     if key not in _CHILD_CASES:
-        spec = load_spec(spec_path)
+        # a spec's own reference file outside its folder was trusted by the parent: trusted here too
+        spec = load_spec(spec_path, allow_outside_reference=bool(options.get("outside_reference")))
         build = cached_cases if options.get("cache_cases") else build_cases
         _CHILD_CASES[key] = (spec, build(spec, options["dtype"], options["seed"]))
     spec, cases = _CHILD_CASES[key]
-    return grade_submission(submission, spec, cases, **{k: v for k, v in options.items() if k != "cache_cases"})
+    own = ("cache_cases", "outside_reference")
+    return grade_submission(submission, spec, cases, **{k: v for k, v in options.items() if k not in own})

@@ -134,6 +134,9 @@ class Contract:
         omittable: mask parameters a spec marks ``optional``: the implementation takes them with a
             default (``mask=None``), so calls sometimes leave them out and sometimes pass None;
             either means every key is kept (:meth:`absent_value`).
+        fixed_sizes: ``(symbol, size)`` pairs a spec fixes (``function.sizes``, an instructor's own
+            reference: ``d_model`` 4 so that it divides by the heads): every drawn input has that
+            size for that symbol (also a named leading dim's), whatever else is drawn.
         key_view_fn: ``args -> KeyView`` for contracts whose output is softmax weights over keys or
             made from them (weights, attention and its variants): which keys each output row keeps
             and which hold non-finite values (:mod:`attnscore.maths.key_view`), in the output's own
@@ -176,6 +179,7 @@ class Contract:
     leading: tuple[str, ...] | None = None
     full_masks: frozenset[str] = field(default_factory=frozenset)
     omittable: frozenset[str] = field(default_factory=frozenset)
+    fixed_sizes: tuple[tuple[str, int], ...] = ()
 
     def interfaced(
         self,

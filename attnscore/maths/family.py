@@ -42,6 +42,9 @@ class ContractFamily(str, Enum):
     """FlashAttention's packed batches (``flash_attn_varlen_func``)."""
     KEY_PADDING = "key_padding"
     """Attention over padded keys (valid key counts per batch item)."""
+    INSTRUCTOR = "instructor"
+    """An instructor's own reference function (``function.reference`` in a spec): its contract is
+    built from the spec, not bundled."""
 
     def __str__(self) -> str:
         return str(self.value)

@@ -85,7 +85,8 @@ def batch_dims(draw: Callable[..., Any], contract: Contract | None = None) -> tu
     small = _SMALL.get()
     leading = contract.leading if contract is not None else None
     if leading is not None:
-        return tuple(draw(st.integers(1, _upper(3))) for _ in leading)
+        fixed = dict(contract.fixed_sizes) if contract is not None else {}
+        return tuple(fixed[d] if d in fixed else draw(st.integers(1, _upper(3))) for d in leading)
     return tuple(draw(st.lists(st.integers(1, _upper(3)), max_size=1 if small else MAX_BATCH_DIMS)))
 
 
@@ -243,6 +244,7 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
     if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
         sizes["h_kv"] = draw(st.integers(1, _upper(3)))
         sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, _upper(3)))
+    sizes.update((sym, size) for sym, size in contract.fixed_sizes if sym in sizes)  # a spec's function.sizes
     return sizes
 
 

@@ -55,6 +55,7 @@ def property_table() -> str:
         applies = ", ".join(
             name for name, c in CONTRACTS.items() if any(prop.applies(s) for s in c.sample_configurations())
         )
+        applies = applies or "a spec's own reference function (`function.reference`)"  # no bundled contract
         relational = " (relational: several calls per example)" if prop.calls.__name__ != "<lambda>" else ""
         rows.append(f"| `{prop.name}` | {applies} | {cell(prop.summary)}{relational} |")
     return "\n".join(rows)

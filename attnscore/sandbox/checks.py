@@ -57,21 +57,24 @@ def preflight(limits: Limits | None = None) -> str | None:
     return None
 
 
-def spec_exposure(spec_path: str, limits: Limits | None = None) -> str | None:
-    """A warning when a submission could read the spec file (and so its hidden expected values):
-    neither bubblewrap nor Landlock confines the worker, and the worker's user may read the file."""
+def spec_exposure(spec_path: str, limits: Limits | None = None, references: tuple[str, ...] = ()) -> str | None:
+    """A warning when a submission could read the spec file (and so its hidden expected values) or
+    the spec's own reference file(s) ``references`` (``function.reference``): neither bubblewrap nor
+    Landlock confines the worker, and the worker's user may read the files."""
     plan = resolve(limits)
     limits = plan.limits
     if plan.bwrap or plan.landlock:
         return None
     try:
-        if plan.drops_uid and unreadable_by_workers((os.path.abspath(spec_path),), limits.uid):
+        files = (os.path.abspath(spec_path), *(os.path.abspath(f) for f in references))
+        if plan.drops_uid and len(unreadable_by_workers(files, limits.uid)) == len(files):
             return None
     except RuntimeError:  # no worker uid free to ask as: warn, as for a readable spec
         pass
     who = f"uid {limits.uid}" if plan.drops_uid else "the grader's own user"
     return (
-        f"submissions can read {spec_path} (no bubblewrap, no Landlock, and {who} may read it), "
+        f"submissions can read {spec_path}{' and its reference file' if references else ''} (no bubblewrap, no "
+        f"Landlock, and {who} may read it), "
         "so hidden cases are exposed: keep specs in a folder only the grader can read (chmod 700), "
         "or install bubblewrap"
     )

@@ -25,7 +25,6 @@ a question whose spec does not load adds that spec's own located problems.
 
 from __future__ import annotations
 
-import inspect
 import keyword
 import re
 from collections.abc import Sequence
@@ -143,7 +142,7 @@ class Assignment:
         found: list[Path] = [Path(self.path)]
         for q in self.questions:
             found.append(Path(q.spec.path))
-            found += [Path(p) for p in getattr(q.spec, "reference_files", ())]
+            found += [Path(p) for p in q.spec.reference_files]
         return tuple(dict.fromkeys(found))
 
 
@@ -207,14 +206,6 @@ def _spec_file(base: Path, text: str) -> Path | None:
     return None
 
 
-def _load_spec(path: Path, allow_outside_reference: bool) -> Spec:
-    """``load_spec`` of a question's spec, passing ``allow_outside_reference`` on where the spec
-    loader takes it (specs with an instructor's reference file)."""
-    if "allow_outside_reference" in inspect.signature(load_spec).parameters:
-        return load_spec(path, allow_outside_reference=allow_outside_reference)  # type: ignore[call-arg,unused-ignore]
-    return load_spec(path)
-
-
 def _question(
     doc: Positioned,
     i: int,
@@ -261,7 +252,7 @@ def _question(
         )
         return None
     try:
-        spec = _load_spec(path, allow_outside_reference)
+        spec = load_spec(path, allow_outside_reference=allow_outside_reference)
     except SpecError as exc:
         problems.append(
             doc.problem(
@@ -400,10 +391,10 @@ def load_spec_or_assignment(path: str | Path, *, allow_outside_reference: bool =
     """
     if is_assignment_file(path):
         return load_assignment(path, allow_outside_reference=allow_outside_reference)
-    return _load_spec(Path(path), allow_outside_reference) if allow_outside_reference else load_spec(path)
+    return load_spec(path, allow_outside_reference=allow_outside_reference)
 
 
-def load_assignment_specs(paths: Sequence[str | Path]) -> list[Spec]:
+def load_assignment_specs(paths: Sequence[str | Path], *, allow_outside_reference: bool = False) -> list[Spec]:
     """The specs of ``paths`` (spec files, bundled ids or assignment files: an assignment stands for
     its questions' specs), each spec file once, in order (what ``attnscore verify`` verifies).
 
@@ -415,7 +406,7 @@ def load_assignment_specs(paths: Sequence[str | Path]) -> list[Spec]:
     seen: set[str] = set()
     for path in paths:
         try:
-            loaded = load_spec_or_assignment(path)
+            loaded = load_spec_or_assignment(path, allow_outside_reference=allow_outside_reference)
         except SpecError as exc:
             problems += exc.problems
             continue

@@ -458,8 +458,14 @@ def _backward_parts(
             )
         )
         return None
-    with np.errstate(all="ignore"):
-        goldens = golden_gradients.contract_gradients(contract, inputs, upstream)
+    try:
+        with np.errstate(all="ignore"):
+            goldens = golden_gradients.contract_gradients(contract, inputs, upstream)
+    except ValueError as exc:  # a spec's own reference that raises in its backward
+        problems.append(
+            doc.problem(path + ("upstream",), f"expected inputs the contract can differentiate, found: {exc}")
+        )
+        return None
     grads: dict[str, np.ndarray] = {}
     for name, value in dict(raw.get("expected_gradients") or {}).items():
         where = path + ("expected_gradients", name)

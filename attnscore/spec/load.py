@@ -47,6 +47,7 @@ from attnscore.spec.interface import read_interface
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
 from attnscore.spec.module import read_module
+from attnscore.spec.reference import OwnReference, read_reference
 from attnscore.spec.rules import read_rules
 from attnscore.spec.schema import control_problems, found_text, nonfinite_problems, schema_problems, spec_schema
 from attnscore.spec.tolerances import as_fraction, read_tolerance, tolerance_field_problems, tolerance_strength_problems
@@ -172,9 +173,24 @@ def _logsumexp_source(
     return str(raw["in"]), raw.get("index")
 
 
-def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
-    data = doc.data
-    fn = data["function"]
+def _bundled_contract(doc: Positioned, fn: dict[str, Any], problems: list[SpecProblem]) -> Contract | None:
+    """The bundled contract ``function.contract`` names, configured and narrowed to the interface
+    the spec states (its keywords, shapes, ties); None with the problems added."""
+    for field in ("sizes", "reference_check"):
+        if field in fn:
+            problems.append(
+                doc.problem(("function", field), f"expected {field} only with function.reference, found it", key=True)
+            )
+    for i, raw in enumerate(fn["parameters"]):
+        if "dtype" in raw:
+            problems.append(
+                doc.problem(
+                    ("function", "parameters", i, "dtype"),
+                    "expected dtype only with function.reference (a bundled contract fixes its parameters' dtypes), "
+                    "found it",
+                    key=True,
+                )
+            )
     contract = CONTRACTS.get(fn["contract"])
     if contract is None:
         problems.append(
@@ -222,6 +238,51 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         )
     else:
         contract = contract.tied(ties)
+    return contract.interfaced(interface.leading, interface.full_masks, interface.omittable)
+
+
+def _instructor_tolerances(doc: Positioned, data: dict[str, Any], problems: list[SpecProblem]) -> None:
+    """``dot_bound`` (the spec's or a worked example's) is a located problem for a spec's own
+    reference: its error bound is the bundled contracts' own, which an instructor's function has not."""
+    places: list[tuple[Any, ...]] = [("tolerance",)]
+    places += [("worked_examples", i, "tolerance") for i in range(len(data["worked_examples"]))]
+    for path in places:
+        raw: Any = data
+        for part in path:
+            raw = raw.get(part) if isinstance(raw, dict) else raw[part]
+        if isinstance(raw, dict) and raw.get("mode") == "dot_bound":
+            problems.append(
+                doc.problem(
+                    path + ("mode",),
+                    "expected tolerance mode close, ratio or exact for a spec with function.reference (dot_bound "
+                    "needs a bundled contract's error bound), found dot_bound",
+                )
+            )
+
+
+def _build(doc: Positioned, problems: list[SpecProblem], allow_outside_reference: bool = False) -> Spec | None:
+    data = doc.data
+    fn = data["function"]
+    own: OwnReference | None = None
+    if ("contract" in fn) == ("reference" in fn):
+        found = "both" if "contract" in fn else "neither"
+        problems.append(
+            doc.problem(
+                ("function",), f"expected exactly one of function.contract and function.reference, found {found}"
+            )
+        )
+        return None
+    if "reference" in fn:
+        _instructor_tolerances(doc, data, problems)
+        own = read_reference(doc, fn, allow_outside_reference, problems)
+        if own is None or problems:
+            return None
+        contract = own.contract
+    else:
+        bundled = _bundled_contract(doc, fn, problems)
+        if bundled is None:
+            return None
+        contract = bundled
     bounds = []
     for j, text in enumerate(fn.get("where", [])):
         try:
@@ -231,8 +292,10 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             problems.append(doc.problem(("function", "where", j), str(exc)))
         else:
             bounds.append(bound)
-    contract = contract.bounded(tuple(bounds)).interfaced(interface.leading, interface.full_masks, interface.omittable)
-    default_tol = read_tolerance(data.get("tolerance"), Tolerance())
+    contract = contract.bounded(tuple(bounds))
+    # a spec's own reference has no error bound of its own: close by default
+    default_tol = read_tolerance(data.get("tolerance"), Tolerance("close") if own is not None else Tolerance())
+    registered = {**PROPERTIES, **({p.name: p for p in own.properties} if own is not None else {})}
     examples = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data["worked_examples"]):
@@ -261,19 +324,19 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
     seen_props: dict[str, int] = {}
     for i, raw in enumerate(data.get("properties", [])):
         name = raw["name"]
-        if name not in PROPERTIES:
+        if name not in registered:
             problems.append(
                 doc.problem(
                     ("properties", i, "name"),
-                    f"expected a registered property ({', '.join(sorted(PROPERTIES))}), found {name!r}",
+                    f"expected a registered property ({', '.join(sorted(registered))}), found {name!r}",
                 )
             )
             continue
-        if not PROPERTIES[name].applies(contract):
+        if not registered[name].applies(contract):
             open_interface = dataclasses.replace(contract, leading=None, full_masks=frozenset(), omittable=frozenset())
             why = (
                 f" (its inputs need what function.parameters rules out: {_interface_text(contract)})"
-                if PROPERTIES[name].applies(open_interface)
+                if registered[name].applies(open_interface)
                 else ""
             )
             problems.append(
@@ -296,7 +359,7 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
                 statement=raw["statement"].strip(),
                 examples=raw.get("examples", DEFAULT_EXAMPLES),
                 visibility=raw.get("visibility", "visible"),
-                max_value=float(raw.get("max_value", PROPERTIES[name].default_max_value)),
+                max_value=float(raw.get("max_value", registered[name].default_max_value)),
                 line=doc.where(("properties", i))[0],
             )
         )
@@ -305,8 +368,11 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
         from attnscore.catalogue.mistakes import MISTAKES, mistakes_for
 
         listed: list[str] = []
+        own_ids = {m.id for m in own.mistakes} if own is not None else set()
         for i, mid in enumerate(data["mistakes"]):
-            if mid not in MISTAKES:
+            if mid in own_ids:
+                listed.append(mid)
+            elif mid not in MISTAKES:
                 problems.append(
                     doc.problem(
                         ("mistakes", i),
@@ -384,6 +450,11 @@ def _build(doc: Positioned, problems: list[SpecProblem]) -> Spec | None:
             if "student_copy" in data
             else None
         ),
+        own_properties=own.properties if own is not None else (),
+        own_mistakes=own.mistakes if own is not None else (),
+        reference_files=own.files if own is not None else (),
+        reference_check=own.check_function if own is not None else None,
+        outside_reference=allow_outside_reference and own is not None,
     )
 
 
@@ -432,9 +503,13 @@ def _read_spec_file(name: str) -> bytes:
         os.close(fd)
 
 
-def load_spec(path: str | Path) -> Spec:
+def load_spec(path: str | Path, *, allow_outside_reference: bool = False) -> Spec:
     """Load and validate one spec file: ``path``, or the bundled spec whose id it is when no such
     file exists (``load_spec("score_matrix")``; :func:`attnscore.spec.bundled.resolve_spec`).
+
+    A spec with its own reference (``function.reference``, :mod:`attnscore.spec.reference`)
+    imports that trusted file here, in this process; a reference path that resolves outside the
+    spec's own folder is a problem unless ``allow_outside_reference``.
 
     Raises:
         SpecError: the file is missing (and no bundled spec has that id: the message lists
@@ -469,18 +544,18 @@ def load_spec(path: str | Path) -> Spec:
     if not structural:
         structural = tolerance_field_problems(doc)
     problems += structural
-    spec = None if structural else _build(doc, problems)
+    spec = None if structural else _build(doc, problems, allow_outside_reference)
     if problems or spec is None:
         raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)))
     return spec
 
 
-def load_specs(paths: Sequence[str | Path]) -> list[Spec]:
+def load_specs(paths: Sequence[str | Path], *, allow_outside_reference: bool = False) -> list[Spec]:
     """Load several spec files; raise one SpecError with the problems of all of them."""
     specs, problems = [], []
     for path in paths:
         try:
-            specs.append(load_spec(path))
+            specs.append(load_spec(path, allow_outside_reference=allow_outside_reference))
         except SpecError as exc:
             problems += exc.problems
     if problems:

@@ -7,9 +7,11 @@ validating it; everything downstream (cases, grading, verification) reads only t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis.errors import HypothesisException
@@ -17,6 +19,8 @@ from hypothesis.errors import HypothesisException
 from attnscore.boundary.modules import ModuleConfig
 from attnscore.catalogue.families import causal, scaled_dot_product, score_function
 from attnscore.catalogue.families import masked as masked_contract
+from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
+from attnscore.catalogue.properties import Property, get_property
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import Tolerance
@@ -167,6 +171,19 @@ class Spec:
         module: ``function.module``: :attr:`function` names a ``torch.nn.Module`` subclass, built
             per call with these constructor arguments and called with the drawn weights under
             these parameter names (:class:`attnscore.boundary.modules.ModuleConfig`); None: a function.
+        own_properties: the properties the spec's own reference file registered
+            (``function.reference``, :mod:`attnscore.catalogue.instructor`), listed by name in
+            ``properties`` as any registered property (:meth:`find_property` finds both).
+        own_mistakes: the known mistakes the spec's own reference file registered: diagnosed and
+            verified beside the catalogue's (:meth:`known_mistakes`).
+        reference_files: the resolved paths of the spec's own reference file(s) (``function.reference``,
+            ``function.reference_check``): part of what the spec is (the case cache keys on their
+            content; an export bundle carries them); empty for a bundled contract.
+        reference_check: ``function.reference_check``'s function (a second, independent
+            implementation, the spec's keywords added), which ``attnscore verify`` compares with the
+            reference on drawn inputs; None when the spec names none.
+        outside_reference: whether the spec was loaded with ``allow_outside_reference`` (a grader
+            process that loads it again must be told so too).
     """
 
     id: str
@@ -195,6 +212,38 @@ class Spec:
     time_budget_s: float | None = None
     rules: tuple[Rule, ...] = ()
     module: ModuleConfig | None = None
+    own_properties: tuple[Property, ...] = ()
+    own_mistakes: tuple[Mistake, ...] = ()
+    reference_files: tuple[str, ...] = ()
+    reference_check: Callable[..., Any] | None = None
+    outside_reference: bool = False
+
+    def find_property(self, name: str) -> Property:
+        """The property called ``name``: the spec's own (its reference file's), else the registered one.
+
+        Raises:
+            KeyError: neither has it (the message names the registered ones).
+        """
+        for prop in self.own_properties:
+            if prop.name == name:
+                return prop
+        return get_property(name)
+
+    def find_mistake(self, id: str) -> Mistake:
+        """The mistake called ``id``: the spec's own (its reference file's), else the catalogue's.
+
+        Raises:
+            KeyError: neither has it (the message names the catalogue's).
+        """
+        for mistake in self.own_mistakes:
+            if mistake.id == id:
+                return mistake
+        return get_mistake(id)
+
+    def known_mistakes(self) -> list[Mistake]:
+        """The mistakes a failing output of this spec is diagnosed against and that ``verify``
+        runs: the catalogue's that apply to its contract, then its own reference file's."""
+        return [*mistakes_for(self.contract), *self.own_mistakes]
 
     @property
     def budget_s(self) -> float:
@@ -311,11 +360,9 @@ class Spec:
                 kept_examples.append(ex)
         kept_properties = []
         for use in self.properties:
-            from attnscore.catalogue.properties import get_property
-
             seed = derive_seed(self.id, self.version, self.seed, use.name, "bounds")
             try:
-                drawn = draw_examples(get_property(use.name).examples(contract, use.max_value), 1, seed)
+                drawn = draw_examples(self.find_property(use.name).examples(contract, use.max_value), 1, seed)
             except HypothesisException:
                 drawn = []
             if drawn:

@@ -101,7 +101,8 @@ def test_each_module_is_a_family(member: ContractFamily) -> None:
     wanted = [n for n in dir(base.Family) if not n.startswith("_")]
     assert wanted and [n for n in wanted if not hasattr(module, n)] == []
     assert isinstance(module.SHARED_MASKS, bool)
-    assert module.CONTRACTS and {c.family for c in module.CONTRACTS} == {member}
+    built_per_spec = member is ContractFamily.INSTRUCTOR  # an instructor's contract comes from the spec
+    assert (module.CONTRACTS or built_per_spec) and {c.family for c in module.CONTRACTS} <= {member}
     for contract in module.CONTRACTS:
         assert CONTRACTS[contract.name] is contract
         assert isinstance(contract.options, Options) and not contract.options

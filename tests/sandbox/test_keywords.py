@@ -170,7 +170,7 @@ def test_call_request_carries_the_call_form():
         pytest.param({"by_name": ["not a name"]}, id="by_name not an identifier"),
         pytest.param({"options": {"scale": {"a": 1}}}, id="option value a mapping"),
         pytest.param({"options": {"window_size": [1, [2]]}}, id="option list not of numbers"),
-        pytest.param({"options": {"scale": "0.5"}}, id="option value a string"),
+        pytest.param({"options": {"window_size": ["0.5", 1]}}, id="option list of text"),
         pytest.param({"options": {"1x": 1}}, id="option name not an identifier"),
     ],
 )
@@ -179,3 +179,9 @@ def test_decode_call_refuses_a_bad_call_form(changed):
     obj = {"type": "call", "id": 1, "dtype": "float32", "names": ["q", "k"], "inputs": [], **changed}
     with pytest.raises(ValueError, match="expected"):
         wire.decode_call(obj)
+
+
+def test_decode_call_takes_a_text_option():
+    """An instructor's own keyword may be text (reduction: "max"): it reaches the function as it is."""
+    obj = {"type": "call", "id": 1, "dtype": "float32", "names": ["x"], "inputs": [], "options": {"reduction": "max"}}
+    assert wire.decode_call(obj).options == (("reduction", "max"),)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.layouts import LAYOUTS, describe_layout, expand_values
+from attnscore.catalogue.families import leading_symbol
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough, entries_close
@@ -223,5 +224,63 @@ register(
         call_layouts=_view_layouts,
         golden=False,  # judges only its own property: views and contiguous tensors agree
         check=_same_for_views,
+    )
+)
+
+
+@st.composite
+def _items_example(draw: Any, contract: Any, max_value: float) -> tuple[dict[str, np.ndarray], int]:
+    """Arguments with at least two items along the leading dim (:func:`leading_symbol`), and which
+    item to call alone."""
+    symbol = leading_symbol(contract)
+    sizes = draw(legend_sizes(contract))
+    count = draw(st.integers(2, 3))
+    if symbol == "...":
+        sizes["..."] = (count, *tuple(sizes["..."])[1:])
+    elif symbol not in dict(contract.fixed_sizes):
+        sizes[symbol] = count
+    args = draw(random_args(contract, max_value, sizes))
+    first = next(a for n, a in args.items() if dict(contract.parameters)[n][:1] == (symbol,))
+    return args, draw(st.integers(0, int(np.shape(first)[0]) - 1))
+
+
+def _items_calls(contract: Any, example: tuple[dict[str, np.ndarray], int]) -> list[dict[str, np.ndarray]]:
+    """The call on every item, and item ``i`` alone as a batch of one (``x[i:i+1]`` on every
+    parameter whose shape starts with the leading dim; the others as they are)."""
+    args, i = example
+    symbol = leading_symbol(contract)
+    legends = dict(contract.parameters)
+    alone = {n: a[i : i + 1] if legends[n][:1] == (symbol,) else a for n, a in args.items()}
+    return [args, {n: np.ascontiguousarray(a) for n, a in alone.items()}]
+
+
+def _items_check(ctx: CheckContext) -> str | None:
+    """Item ``i`` of the call on every item equals the call on item ``i`` alone."""
+    whole, alone = ctx.values(0), ctx.values(1)
+    i = ctx.example[1]
+    if whole.ndim < 1 or whole.shape[0] <= i or whole[i : i + 1].shape != alone.shape:
+        return None  # a wrong shape is the value comparison's verdict
+    allowed = np.asarray(ctx.allowed[0], dtype=np.float64)
+    allowed_item = allowed[i : i + 1] if allowed.shape == whole.shape else allowed
+    if close_enough(whole[i : i + 1], alone, allowed_item + np.asarray(ctx.allowed[1], dtype=np.float64)):
+        return None
+    return (
+        f"item {i} of a call on several items differs from calling item {i} alone: items along the leading "
+        "dim must not mix (reduce and normalise over the other dims only)"
+    )
+
+
+register(
+    Property(
+        name="leading_dims_independent",
+        summary=(
+            "Items along the leading dim (a batch) are computed on their own: f(x)[i] = f(x[i:i+1])[0] "
+            "(an instructor's own reference function whose result starts with that dim)."
+        ),
+        strategy=_items_example,
+        applies=lambda c: leading_symbol(c) is not None,
+        calls=_items_calls,
+        check=_items_check,
+        default_max_value=5.0,
     )
 )

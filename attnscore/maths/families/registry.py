@@ -14,6 +14,7 @@ from attnscore.maths.families import (
     flash,
     flash_attention_2,
     flash_varlen,
+    instructor,
     kernel_attention,
     key_padding,
     mask,
@@ -38,6 +39,7 @@ _MODULES: tuple[Family, ...] = (
     flash_attention_2,
     flash_varlen,
     key_padding,
+    instructor,
 )
 
 FAMILIES: dict[ContractFamily, Family] = {family.MEMBER: family for family in _MODULES}
