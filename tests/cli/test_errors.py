@@ -111,6 +111,7 @@ def test_an_unexpected_exception_in_any_command_exits_3_with_one_line(command, m
     """The group handles errors once for every command: a surprise anywhere is exit 3, one line, no traceback."""
     import attnscore.check.verify
     import attnscore.spec.load
+    import attnscore.spec.schema
 
     def boom(*args, **kwargs):
         raise OSError("the disk is gone")
@@ -118,6 +119,7 @@ def test_an_unexpected_exception_in_any_command_exits_3_with_one_line(command, m
     monkeypatch.setattr(cli_package, "write_error_log", lambda exc: None)
     monkeypatch.setattr(attnscore.check.verify, "bundled_spec_paths", boom)
     monkeypatch.setattr(attnscore.spec.load, "spec_schema", boom)
+    monkeypatch.setattr(attnscore.spec.schema, "spec_schema", boom)
     result = CliRunner().invoke(main, [command])
     assert result.exit_code == 3
     assert result.output.splitlines() == [

@@ -123,7 +123,7 @@ def test_a_single_specs_reference_files_go_beside_spec_yaml(tmp_path):
         "question/tests/softmax_reference.py",
         "question/tests/refs/check.py",
     ]
-    assert spec_reference_layout(SimpleNamespace(path=str(tmp_path / "softmax.yaml"))) == ()  # type: ignore[arg-type]
+    assert spec_reference_layout(SimpleNamespace(path=str(tmp_path / "softmax.yaml"), reference_files=())) == ()  # type: ignore[arg-type]
 
 
 def test_a_reference_file_above_the_spec_cannot_travel_with_it(tmp_path):
