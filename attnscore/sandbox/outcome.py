@@ -119,11 +119,11 @@ def call_outcome(
         # cannot be told from a forged one, so it is never taken as the machine's fault.
         why = "the process running your code reported a failure of the grader, which is not trusted"
         return CallFailure(Verdict.CRASHED, why), None
-    if isinstance(reply, wire.CallFailed) and reply.verdict in WORKER_VERDICTS:
-        return reported_failure(reply, "call", runner), None
     if isinstance(reply, wire.CallFailed) and reply.verdict is Verdict.FUNCTION_MISSING and runner.last_function:
         # a call that names its function (an assignment's): the name resolved at its first call
         return reported_failure(reply, "submission", runner), None
+    if isinstance(reply, wire.CallFailed) and reply.verdict in WORKER_VERDICTS:
+        return reported_failure(reply, "call", runner), None
     return CallFailure(Verdict.CRASHED, "the process running your code sent an unexpected message"), None
 
 
