@@ -112,7 +112,8 @@ def command_error(exc: Exception, write_log: Any = None) -> CommandError:
     """The :class:`CommandError` an exception raised by a command's work stands for.
 
     A :class:`~attnscore.spec.located.SpecError` is an :class:`InvalidSpec`, a
-    :class:`~attnscore.submission.files.SubmissionError` a :class:`BadInput`; anything else is an
+    :class:`~attnscore.submission.files.SubmissionError` and an instructor's reference that fails on
+    a drawn input (``ReferenceFailed``) a :class:`BadInput`; anything else is an
     :class:`InternalError` whose traceback ``write_log`` (default :func:`write_error_log`) keeps.
     A :class:`CommandError` is returned as it is.
     """
@@ -125,7 +126,20 @@ def command_error(exc: Exception, write_log: Any = None) -> CommandError:
         return InvalidSpec(exc.problems)
     if isinstance(exc, SubmissionError):
         return BadInput(str(exc))
+    if _reference_failed(exc):  # the instructor's reference file, on inputs no worked example has
+        return BadInput(
+            f"the spec's reference failed on a drawn input (fix the reference file; attnscore verify "
+            f"SPEC runs it on every case): {_one_line(exc)}"
+        )
     return InternalError(exc, (write_log or write_error_log)(exc))
+
+
+def _reference_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is an instructor's reference failing
+    (:class:`attnscore.maths.families.instructor.ReferenceFailed`); no spec with a reference was
+    loaded, and torch is not imported, when that module is not."""
+    module = sys.modules.get("attnscore.maths.families.instructor")
+    return module is not None and isinstance(exc, module.ReferenceFailed)
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:

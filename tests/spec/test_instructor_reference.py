@@ -318,7 +318,7 @@ def test_a_reference_that_raises_on_a_worked_example(tmp_path: Path) -> None:
     problems = problems_of(write(tmp_path, reference=raising))
     assert problems[0] == (
         "worked_examples[1].inputs: expected inputs the contract can score, found: the reference softmax "
-        "(softmax_reference.py) raised ValueError: too big"
+        "(softmax_reference.py) raised ValueError: too big (on inputs x (1, 3))"
     )
     assert problems[1].startswith("properties[2].name: expected a registered property")  # the file has none
 
@@ -411,7 +411,7 @@ def test_a_fixed_size_holds_in_every_drawn_case(tmp_path: Path) -> None:
         import torch
         def split_heads(x, n_heads):
             *lead, d = x.shape
-            return x.reshape(*lead, n_heads, d // n_heads).sum(-1)
+            return x.reshape(*lead, n_heads, d // n_heads).flip(-1).reshape(*lead, d)
         """
     )
     text = (
@@ -423,8 +423,8 @@ def test_a_fixed_size_holds_in_every_drawn_case(tmp_path: Path) -> None:
         )
     )
     text = text[: text.index("worked_examples:")] + (
-        "worked_examples:\n  - id: one\n    inputs: {x: [[1, 2, 3, 4]]}\n    expected: [[3, 7]]\n"
-        "    explanation: sums per head\n    points: 1\n"
+        "worked_examples:\n  - id: one\n    inputs: {x: [[1, 2, 3, 4]]}\n    expected: [[2, 1, 4, 3]]\n"
+        "    explanation: each head reversed\n    points: 1\n"
         "properties:\n  - {name: matches_reference, points: 1, examples: 10, statement: matches}\n"
     )
     problems = problems_of(write(tmp_path, reference=reference, spec_text=text))

@@ -51,6 +51,7 @@ __all__ = [
     "gradient_scales",
     "gradients",
     "instructor_contract",
+    "returns_shape",
     "unused_keys",
 ]
 
@@ -148,8 +149,66 @@ def float64_output(contract: Contract, args: Args) -> np.ndarray:
         with torch.no_grad():
             out = reference(*tensors)
     except Exception as exc:  # noqa: BLE001 - the instructor's code: any exception is one clear message
-        raise ReferenceFailed(f"the reference {label} raised {type(exc).__name__}: {exc}") from None
-    return _as_array(out, label)
+        raise ReferenceFailed(
+            f"the reference {label} raised {type(exc).__name__}: {exc} (on inputs {_shapes_text(contract, args)})"
+        ) from None
+    array = _as_array(out, label)
+    wanted = returns_shape(contract, args)
+    if wanted is not None and array.shape != wanted:
+        raise ReferenceFailed(
+            f"the reference {label} returned shape {_shape_text(array.shape)}, where the spec's returns "
+            f"[{', '.join(contract.returns)}] gives {_shape_text(wanted)} (on inputs {_shapes_text(contract, args)})"
+        )
+    return array
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _shapes_text(contract: Contract, args: Args) -> str:
+    """``scores (2, 4), keep (2, 4)``: the shapes of a call's arguments, for a message."""
+    return ", ".join(f"{name} {_shape_text(np.shape(args[name]))}" for name in contract.parameter_names)
+
+
+def returns_shape(contract: Contract, args: Args) -> tuple[int, ...] | None:
+    """The result's shape the spec's ``returns`` gives for ``args``: its size symbols read off the
+    parameters' shapes, ``...`` the parameters' leading dims broadcast together; None when the
+    arguments do not say (a rank below the legend's, leading dims that do not broadcast).
+
+    Example:
+        >>> c = instructor_contract("f", lambda x, y: x, (("x", ("...", "n")), ("y", ("...", "m", "n"))),
+        ...                         ("...", "m", "n"))
+        >>> returns_shape(c, {"x": np.zeros((2, 3)), "y": np.zeros((1, 4, 3))})
+        (2, 4, 3)
+    """
+    sizes: dict[str, int] = {}
+    leads: list[tuple[int, ...]] = []
+    for name, legend in contract.parameters:
+        shape = tuple(np.shape(args[name]))
+        named = [symbol for symbol in legend if symbol != "..."]
+        if legend[:1] == ("...",):
+            if len(shape) < len(named):
+                return None
+            leads.append(shape[: len(shape) - len(named)])
+            shape = shape[len(shape) - len(named) :]
+        elif len(shape) != len(named):
+            return None
+        for symbol, size in zip(named, shape, strict=True):
+            sizes.setdefault(symbol, size)
+    try:
+        lead = tuple(np.broadcast_shapes(*leads)) if leads else ()
+    except ValueError:
+        return None
+    wanted: list[int] = []
+    for symbol in contract.returns:
+        if symbol == "...":
+            wanted.extend(lead)
+        elif symbol in sizes:
+            wanted.append(sizes[symbol])
+        else:
+            return None
+    return tuple(wanted)
 
 
 def instructor_contract(
