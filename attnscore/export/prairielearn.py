@@ -92,16 +92,19 @@ def _info(key: str, title: str, tag: str, image: str, timeout_s: int) -> dict[st
 
 
 def _signature(question_function: str, spec: Spec) -> str:
-    """How the page shows what a question grades: ``softmax(x)``; for an ``nn.Module`` handed in
-    (a spec's ``function.module``), its constructor's arguments and what ``forward`` takes:
+    """How the page shows what a question grades: ``softmax(x)``, the spec's fixed keywords
+    (``function.keywords``, a contract's options) by name after the tensors (``softmax(x, dim=-1)``);
+    for an ``nn.Module`` handed in (a spec's ``function.module``), its constructor's arguments and
+    what ``forward`` takes:
     ``MultiHeadSelfAttention(d_model, num_heads).forward(x)`` (its weights are loaded by name)."""
     names = [p for p, _ in spec.contract.parameters]
+    keywords = [f"{k}={v!r}" for k, v in dict(spec.contract.options).items()]  # passed by name on every call
     module = spec.module  # specs of a module handed in (function.module)
     if module is None:
-        return f"{question_function}({', '.join(names)})"
+        return f"{question_function}({', '.join([*names, *keywords])})"
     weights = {parameter for parameter, _ in module.weights}
     forward = list(module.forward) or [n for n in names if n not in weights]
-    return f"{question_function}({', '.join(k for k, _ in module.init)}).forward({', '.join(forward)})"
+    return f"{question_function}({', '.join(k for k, _ in module.init)}).forward({', '.join([*forward, *keywords])})"
 
 
 def _assignment_question(
@@ -228,7 +231,8 @@ def export_prairielearn(
         return written
     spec = graded
     name = function or spec.function
-    signature = f"{name}({', '.join(p for p, _ in spec.contract.parameters)})"
+    keywords = [f"{k}={v!r}" for k, v in dict(spec.contract.options).items()]  # passed by name on every call
+    signature = f"{name}({', '.join([*(p for p, _ in spec.contract.parameters), *keywords])})"
     info = _info(f"{spec.id}:{spec.version}", spec.title, spec.id, image, timeout_s)
     put("question/info.json", (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode())
     page = (templates / "question.html").read_text(encoding="utf-8")

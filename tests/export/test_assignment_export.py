@@ -400,9 +400,18 @@ def test_page_shows_a_module_questions_constructor_and_forward():
     """A question grading an nn.Module shows Class(init args).forward(inputs), its weights left out."""
     from attnscore.export.prairielearn import _signature
 
-    contract = SimpleNamespace(parameters=[("x", None), ("W_q", None), ("W_o", None)])
+    contract = SimpleNamespace(parameters=[("x", None), ("W_q", None), ("W_o", None)], options={})
     weights = (("W_q", "q.weight"), ("W_o", "o.weight"))
     module = SimpleNamespace(init=(("d_model", 1), ("num_heads", 2)), weights=weights, forward=())
     spec = SimpleNamespace(contract=contract, module=module)
     assert _signature("MHA", spec) == "MHA(d_model, num_heads).forward(x)"  # type: ignore[arg-type]
     assert _signature("mha", SimpleNamespace(contract=contract, module=None)) == "mha(x, W_q, W_o)"  # type: ignore[arg-type]
+
+
+def test_page_shows_the_keywords_every_call_passes():
+    """A spec's fixed keywords are on the page, by name after the tensors: a student who writes the
+    signature shown is called as the grader calls it (CS336's softmax(in_features, dim=-1))."""
+    from attnscore.export.prairielearn import _signature
+
+    contract = SimpleNamespace(parameters=[("x", None)], options={"dim": -1, "causal": True})
+    assert _signature("softmax", SimpleNamespace(contract=contract, module=None)) == "softmax(x, dim=-1, causal=True)"  # type: ignore[arg-type]
