@@ -17,15 +17,14 @@ own time limit is at least the questions' budgets together.
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from attnscore.boundary import lazy_torch, wire
+from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
 from attnscore.check.assignment_session import AssignmentSession, QuestionPart
@@ -33,12 +32,12 @@ from attnscore.check.case_cache import cached_cases
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import RefusedRunner
 from attnscore.check.session import NO_SHRINK, Session
-from attnscore.grade.grading import _environment, _one_thread_while_grading, _one_torch_thread
+from attnscore.grade.grading import _environment, grade_batch
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.time_budget import assignment_limits, call_and_budget
 from attnscore.report.results import CaseResult, Question, SubmissionResult, Verdict
 from attnscore.sandbox.bound_runner import BoundRunner
-from attnscore.sandbox.launch import Limits, SandboxRunner, warm_template
+from attnscore.sandbox.launch import Limits, SandboxRunner
 from attnscore.spec.assignment import Assignment, AssignmentQuestion, load_assignment
 from attnscore.submission.files import Submission
 from attnscore.submission.static_rules import rule_places
@@ -218,46 +217,26 @@ def grade_assignment_many(
         "shrink_steps": shrink_steps,
     }
     cases = assignment_cases(assignment, dtype, seed, cache_cases=cache_cases)  # here first: fails once, located
-    parallel = jobs > 1 and len(read) > 1
-    fork = "fork" in multiprocessing.get_all_start_methods()
-    if len(read) > 1 and (fork or not parallel) and limits.device == "cpu":
-        lazy_torch.bind()  # as grade_many: loaded here while the template loads it, shared by forks
-    warm_template(limits)
-    if parallel:
-        context = multiprocessing.get_context("fork" if fork else "spawn")
-        if fork:
-            _CHILD_ASSIGNMENTS[(assignment.path, dtype, seed)] = (assignment, cases)
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
-        ) as pool:
-            futures = {
-                pool.submit(
-                    _grade_in_child,
-                    assignment.path,
-                    submission,
-                    {**options, "cache_cases": cache_cases, "outside_reference": assignment.outside_reference},
-                ): n
-                for n, submission in enumerate(read)
-            }
-            finished: dict[int, SubmissionResult] = {}
-            for future in as_completed(futures):
-                finished[futures[future]] = future.result()
-                if on_result is not None:
-                    on_result(finished[futures[future]])
-        return [finished[n] for n in range(len(read))]
-    results: list[SubmissionResult] = []
-    with _one_thread_while_grading():
-        for submission in read:
-            results.append(grade_assignment(submission, assignment, cases, **options))
-            if on_result is not None:
-                on_result(results[-1])
-    return results
+
+    def remember() -> None:  # forked grader processes start with the questions' cases built here
+        _CHILD_ASSIGNMENTS[(assignment.path, dtype, seed)] = (assignment, cases)
+
+    child_options = {**options, "cache_cases": cache_cases, "outside_reference": assignment.outside_reference}
+    return grade_batch(
+        read,
+        lambda submission: grade_assignment(submission, assignment, cases, **options),
+        functools.partial(_grade_in_child, assignment.path, options=child_options),
+        remember,
+        limits=limits,
+        jobs=jobs,
+        on_result=on_result,
+    )
 
 
 _CHILD_ASSIGNMENTS: dict[tuple[str, str | None, int | None], tuple[Assignment, QuestionCases]] = {}
 
 
-def _grade_in_child(path: str, submission: Submission, options: dict[str, Any]) -> SubmissionResult:
+def _grade_in_child(path: str, submission: Submission, *, options: dict[str, Any]) -> SubmissionResult:
     """One submission in a grader child process; the assignment's cases are built once per process."""
     key = (path, options["dtype"], options["seed"])
     if key not in _CHILD_ASSIGNMENTS:

@@ -8,6 +8,7 @@ result is complete: every case has a verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import time
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["grade_submission", "grade_many"]
+__all__ = ["grade_submission", "grade_many", "grade_batch"]
 
 
 def grade_submission(
@@ -176,9 +177,46 @@ def grade_many(
         "limits": limits,
         "shrink_steps": shrink_steps,
     }
-    results: list[SubmissionResult] = []
     # here first: a spec whose cases cannot be built fails once, located
     cases = cached_cases(spec, dtype, seed) if cache_cases else build_cases(spec, dtype, seed)
+
+    def remember() -> None:  # forked grader processes start with the spec's cases built here
+        _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
+
+    child_options = {**options, "cache_cases": cache_cases, "outside_reference": spec.outside_reference}
+    in_child = functools.partial(_grade_in_child, spec.path, options=child_options)
+    return grade_batch(
+        read,
+        lambda submission: grade_submission(submission, spec, cases, **options),
+        in_child,
+        remember,
+        limits=limits,
+        jobs=jobs,
+        on_result=on_result,
+    )
+
+
+def grade_batch(
+    read: Sequence[Submission],
+    grade_one: Callable[[Submission], SubmissionResult],
+    in_child: Callable[[Submission], SubmissionResult],
+    remember: Callable[[], None],
+    *,
+    limits: Limits | None,
+    jobs: int,
+    on_result: Callable[[SubmissionResult], None] | None,
+) -> list[SubmissionResult]:
+    """Grade the submissions ``read`` (every file already read), in order, one way for a spec
+    (:func:`grade_many`) and an assignment
+    (:func:`attnscore.grade.assignment_grading.grade_assignment_many`): ``grade_one`` in this
+    process, or, with ``jobs`` > 1, ``in_child`` (picklable: a module-level function with its
+    arguments bound) in that many grader processes, forked after ``remember`` stored the built cases
+    where a forked child finds them (fresh interpreters, where fork is missing, build the same
+    derandomised cases from the file). Each submission still gets its own sandboxed worker, forked
+    from one worker template shared by the batch unless ``limits`` say otherwise. ``on_result`` is
+    called in this process with each result as it is ready: in order with one job, in finishing
+    order with several. Results come back in the order of ``read``.
+    """
     parallel = jobs > 1 and len(read) > 1
     fork = "fork" in multiprocessing.get_all_start_methods()
     if len(read) > 1 and (fork or not parallel) and (limits is None or limits.device == "cpu"):
@@ -188,23 +226,13 @@ def grade_many(
         lazy_torch.bind()
     warm_template(limits)  # once, before any grader process forks: they all share it
     if parallel:
-        # Forked grader processes start with the spec's cases built here (no import, no rebuild);
-        # elsewhere, fresh interpreters build the same derandomised cases from the spec file.
         context = multiprocessing.get_context("fork" if fork else "spawn")
         if fork:
-            _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
+            remember()
         with ProcessPoolExecutor(
             max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
         ) as pool:
-            futures = {
-                pool.submit(
-                    _grade_in_child,
-                    spec.path,
-                    submission,
-                    {**options, "cache_cases": cache_cases, "outside_reference": spec.outside_reference},
-                ): n
-                for n, submission in enumerate(read)
-            }
+            futures = {pool.submit(in_child, submission): n for n, submission in enumerate(read)}
             finished: dict[int, SubmissionResult] = {}
             # each result is handed on as it finishes (a class run commits it at once), so a slow
             # or hanging submission never holds back the commits and progress of those after it
@@ -213,9 +241,10 @@ def grade_many(
                 if on_result is not None:
                     on_result(finished[futures[future]])
         return [finished[n] for n in range(len(read))]
+    results: list[SubmissionResult] = []
     with _one_thread_while_grading():
         for submission in read:
-            results.append(grade_submission(submission, spec, cases, **options))
+            results.append(grade_one(submission))
             if on_result is not None:
                 on_result(results[-1])
     return results
@@ -271,7 +300,7 @@ def _one_torch_thread() -> None:
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
 
 
-def _grade_in_child(spec_path: str, submission: Submission, options: dict[str, Any]) -> SubmissionResult:
+def _grade_in_child(spec_path: str, submission: Submission, *, options: dict[str, Any]) -> SubmissionResult:
     """One submission in a grader child process; the spec's cases are built once per process."""
     key = (spec_path, options["dtype"], options["seed"])
     if key not in _CHILD_CASES:

@@ -328,7 +328,7 @@ def test_a_fresh_grader_process_loads_the_assignment_from_its_file(assignment, t
         "cache_cases": False,
         "outside_reference": False,
     }
-    result = assignment_grading._grade_in_child(assignment.path, Submission.from_file(path), options)
+    result = assignment_grading._grade_in_child(assignment.path, Submission.from_file(path), options=options)
     assert scores(result)["scores"] == (Fraction(0), Fraction(10)) and result.score == Fraction(62)
     assert list(assignment_grading._CHILD_ASSIGNMENTS) == [(assignment.path, None, None)]
 

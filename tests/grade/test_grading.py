@@ -350,7 +350,7 @@ def test_parallel_grading_gives_the_same_results():
 _SIGNAL = Path("/nonexistent")
 
 
-def _slow_first(spec_path, submission, options):
+def _slow_first(spec_path, submission, *, options):
     """A grader child's work that stands in for grading: correct_matmul.py waits for _SIGNAL."""
     if submission.name.endswith("correct_matmul.py"):
         for _ in range(600):

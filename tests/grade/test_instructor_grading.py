@@ -76,11 +76,11 @@ def test_a_child_that_loads_the_spec_is_told_to_trust_an_outside_reference(tmp_p
     good = Submission.from_file(submissions(tmp_path / "class")[0])
     grading._CHILD_CASES.clear()
     options = {"function": None, "dtype": "float32", "seed": None, "limits": LIMITS, "shrink_steps": 0}
-    result = grading._grade_in_child(spec.path, good, {**options, "outside_reference": True})
+    result = grading._grade_in_child(spec.path, good, options={**options, "outside_reference": True})
     assert result.score == result.max_score
     grading._CHILD_CASES.clear()
     with pytest.raises(Exception, match="outside it"):
-        grading._grade_in_child(spec.path, good, {**options, "outside_reference": False})
+        grading._grade_in_child(spec.path, good, options={**options, "outside_reference": False})
     grading._CHILD_CASES.clear()
 
 
