@@ -254,6 +254,9 @@ def parameter_problem(
     >>> print(parameter_problem({"weight": (3, 2)}, found, stated={"weight": "W"}))  # doctest: +NORMALIZE_WHITESPACE
     expected the parameters weight (3, 2) (the spec's W), found weight (2, 3), bias (2,): weight has shape (2, 3),
     not (3, 2); bias is not one of the spec's (remove it, or make it a buffer)
+    >>> print(parameter_problem({"out.weight": (2, 2)}, {"o.weight": (2, 2)}))  # doctest: +NORMALIZE_WHITESPACE
+    expected the parameters out.weight (2, 2), found o.weight (2, 2): out.weight is missing; o.weight is not
+    one of the spec's: name it out.weight (the name the spec states)
     """
     stated = stated or {}
     wrong: list[str] = []
@@ -262,10 +265,18 @@ def parameter_problem(
     for name in expected:
         if name in found and tuple(found[name]) != tuple(expected[name]):
             wrong.append(f"{name} has shape {_shape_text(found[name])}, not {_shape_text(expected[name])}")
+    # one missing and one extra of the same shape: most likely a weight named differently
+    renamed = (
+        (missing[0], extra[0])
+        if len(missing) == 1 and len(extra) == 1 and tuple(found[extra[0]]) == tuple(expected[missing[0]])
+        else None
+    )
     for name in missing:
         why = " (it is a buffer: register it as an nn.Parameter)" if name in buffers else ""
         wrong.append(f"{name} is missing{why}")
-    if extra:
+    if renamed is not None:
+        wrong.append(f"{renamed[1][:120]} is not one of the spec's: name it {renamed[0]} (the name the spec states)")
+    elif extra:
         from attnscore.boundary.untrusted import shown_list
 
         names = shown_list([n[:120] for n in extra], most=_MOST_SHOWN)

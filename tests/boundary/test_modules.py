@@ -188,7 +188,7 @@ def test_buffers_stay_the_modules_own_and_follow_the_dtype():
         pytest.param(
             "self.W = nn.Parameter(torch.empty(d_q, d_k))",
             "expected the parameters weight (3, 2) (the spec's W), found W (3, 2): weight is missing; W is not one "
-            "of the spec's (remove it, or make it a buffer)",
+            "of the spec's: name it weight (the name the spec states)",
             id="misnamed",
         ),
         pytest.param(
@@ -200,7 +200,7 @@ def test_buffers_stay_the_modules_own_and_follow_the_dtype():
         pytest.param(
             "self.proj = nn.Linear(d_k, d_q, bias=False)",
             "expected the parameters weight (3, 2) (the spec's W), found proj.weight (3, 2): weight is missing; "
-            "proj.weight is not one of the spec's (remove it, or make it a buffer)",
+            "proj.weight is not one of the spec's: name it weight (the name the spec states)",
             id="nested name",
         ),
     ],

@@ -75,7 +75,7 @@ def test_example_submissions_graded_end_to_end():
     misnamed = results["misnamed_parameter.py"].cases[0].failure
     assert misnamed is not None and misnamed.detail == (
         "BilinearScore(d_q=2, d_k=2, bias=False): expected the parameters weight (2, 2) (the spec's W), found "
-        "W (2, 2): weight is missing; W is not one of the spec's (remove it, or make it a buffer)"
+        "W (2, 2): weight is missing; W is not one of the spec's: name it weight (the name the spec states)"
     )
     no_gradient = results["weight_data_no_gradient.py"]
     assert {c.id for c in no_gradient.cases if not c.passed} == {
@@ -132,7 +132,8 @@ UNHAPPY = {
         "        return Q @ self.proj(K).transpose(-2, -1)\n",
         Verdict.WRONG_PARAMETERS,
         "BilinearScore(d_q=2, d_k=2, bias=False): expected the parameters weight (2, 2) (the spec's W), found "
-        "proj.weight (2, 2): weight is missing; proj.weight is not one of the spec's (remove it, or make it a buffer)",
+        "proj.weight (2, 2): weight is missing; proj.weight is not one of the spec's: name it weight (the name the "
+        "spec states)",
     ),
 }
 
