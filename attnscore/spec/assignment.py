@@ -35,6 +35,7 @@ from typing import Any
 
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.spec.bundled import bundled_spec_ids, bundled_spec_path
+from attnscore.spec.formats import ASSIGNMENT_FORMAT, format_problem
 from attnscore.spec.load import _read_spec_file, load_spec
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import Spec
@@ -59,8 +60,6 @@ __all__ = [
     "load_spec_or_assignment",
 ]
 
-ASSIGNMENT_FORMAT = "attnscore-assignment/1"
-"""The ``format:`` of an assignment file (a spec's is ``attnscore-spec/1``)."""
 
 VISIBILITIES = ("visible", "hidden")
 
@@ -178,10 +177,11 @@ def _read_text(name: str) -> str:
         ) from None
 
 
-def is_assignment_file(path: str | Path) -> bool:
+def is_assignment_file(path: str | Path, *, any_version: bool = False) -> bool:
     """Whether ``path`` is a regular file (of at most the spec size limit) whose YAML says
-    ``format: attnscore-assignment/1``; False for anything else (a spec, a bundled spec id, a
-    missing or unreadable file, text that is not YAML). Never raises.
+    ``format: attnscore-assignment/1`` (with ``any_version``: ``attnscore-assignment/`` and any
+    version, which :func:`load_assignment` then reports as unknown); False for anything else (a
+    spec, a bundled spec id, a missing or unreadable file, text that is not YAML). Never raises.
 
     >>> is_assignment_file("score_matrix")
     False
@@ -191,7 +191,12 @@ def is_assignment_file(path: str | Path) -> bool:
     except (SpecError, OSError):
         return False
     doc, _ = read_yaml(text, str(path))
-    return doc is not None and isinstance(doc.data, dict) and doc.data.get("format") == ASSIGNMENT_FORMAT
+    if doc is None or not isinstance(doc.data, dict):
+        return False
+    found = doc.data.get("format")
+    if any_version:
+        return isinstance(found, str) and found.startswith(ASSIGNMENT_FORMAT.rsplit("/", 1)[0] + "/")
+    return found == ASSIGNMENT_FORMAT
 
 
 def _spec_file(base: Path, text: str) -> Path | None:
@@ -248,6 +253,16 @@ def _question(
                 (*where, "spec"),
                 f"expected a spec file (relative to {doc.file}) or a bundled spec id ({ids}), "
                 f"found {found_text(raw['spec'])}, which is neither",
+            )
+        )
+        return None
+    if is_assignment_file(path):
+        itself = " (this assignment itself)" if path.resolve() == Path(doc.file).resolve() else ""
+        problems.append(
+            doc.problem(
+                (*where, "spec"),
+                f"expected a spec file or a bundled spec id, found {path}, an assignment file{itself}: assignments "
+                "do not nest; name each question's spec here",
             )
         )
         return None
@@ -325,16 +340,9 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
         raise SpecError(problems)
     if not isinstance(doc.data, dict):
         raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {found_text(doc.data)}")])
-    if doc.data.get("format") == "attnscore-spec/1":
-        raise SpecError(
-            [
-                doc.problem(
-                    ("format",),
-                    f"expected {ASSIGNMENT_FORMAT!r}, found 'attnscore-spec/1' "
-                    "(a spec file: grade it with --spec directly)",
-                )
-            ]
-        )
+    wrong_format = format_problem(doc, ASSIGNMENT_FORMAT)
+    if wrong_format is not None:  # another kind or version: its fields are not this one's
+        raise SpecError([wrong_format])
     structural = schema_problems(doc, assignment_schema()) + nonfinite_problems(doc) + control_problems(doc)
     problems += structural
     # a question with a problem of form (or a YAML trap) is not read further; the others still are
@@ -389,7 +397,7 @@ def load_spec_or_assignment(path: str | Path, *, allow_outside_reference: bool =
     >>> load_spec_or_assignment("score_matrix").id
     'score_matrix'
     """
-    if is_assignment_file(path):
+    if is_assignment_file(path, any_version=True):
         return load_assignment(path, allow_outside_reference=allow_outside_reference)
     return load_spec(path, allow_outside_reference=allow_outside_reference)
 
