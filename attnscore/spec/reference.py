@@ -49,6 +49,9 @@ from attnscore.spec.schema import found_text
 
 __all__ = ["OwnReference", "read_reference", "SYMBOL"]
 
+OUTSIDE_REFERENCE_HINT = "trust it with --allow-outside-reference, or load_spec(..., allow_outside_reference=True)"
+"""What a reference outside its spec's folder is told to do where the loader can be told to trust it."""
+
 SYMBOL = re.compile(r"^[a-z_][a-z0-9_]*$")
 """A size symbol of an instructor's shapes: snake_case (``n``, ``d_model``, ``n_heads``)."""
 
@@ -127,8 +130,7 @@ def _resolved(doc: Positioned, field: str, text: str, allow_outside: bool, probl
             doc.problem(
                 where,
                 f"expected a reference file inside the spec's folder {folder}, found {text!r} resolving to {path} "
-                "outside it (trust it with --allow-outside-reference, or load_spec(..., "
-                "allow_outside_reference=True))",
+                f"outside it ({OUTSIDE_REFERENCE_HINT})",
             )
         )
         return None
