@@ -50,6 +50,7 @@ from attnscore.spec.tolerances import as_fraction
 
 __all__ = [
     "ASSIGNMENT_FORMAT",
+    "MAX_QUESTION_POINTS",
     "Assignment",
     "AssignmentQuestion",
     "assignment_schema",
@@ -62,6 +63,10 @@ __all__ = [
 
 
 VISIBILITIES = ("visible", "hidden")
+
+MAX_QUESTION_POINTS = 10**6
+"""The most points one question may total (its ``points``, or its spec's points times ``weight``);
+``weight`` is at most this too. A bound keeps totals and reports readable: 1e308 is a typo."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +294,16 @@ def _question(
         scale = wanted / own
     else:
         scale = as_fraction(raw["weight"]) if "weight" in raw else Fraction(1)
+        if own * scale > MAX_QUESTION_POINTS:
+            given = f"weight {raw['weight']} times" if "weight" in raw else "(no points or weight)"
+            problems.append(
+                doc.problem(
+                    (*where, "weight" if "weight" in raw else "spec"),
+                    f"expected a question total of at most {MAX_QUESTION_POINTS} points, found {given} the "
+                    f"{own} points of {spec.id}: {float(own * scale):.6g} points (give points: instead)",
+                )
+            )
+            return None
     if not ok:
         return None
     return AssignmentQuestion(
