@@ -358,7 +358,10 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     wrong_format = format_problem(doc, ASSIGNMENT_FORMAT)
     if wrong_format is not None:  # another kind or version: its fields are not this one's
         raise SpecError([wrong_format])
-    structural = schema_problems(doc, assignment_schema()) + nonfinite_problems(doc) + control_problems(doc)
+    nonfinite = nonfinite_problems(doc)
+    infinite = {p.field for p in nonfinite}  # `.inf` is said once, as not finite (not also as over the bound)
+    structural = [p for p in schema_problems(doc, assignment_schema()) if p.field not in infinite]
+    structural += nonfinite + control_problems(doc)
     problems += structural
     # a question with a problem of form (or a YAML trap) is not read further; the others still are
     broken = {_question_index(p.field) for p in problems}
