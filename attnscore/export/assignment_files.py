@@ -134,7 +134,8 @@ def load_graded(spec_path: str | Path) -> Spec | Assignment:
             [
                 dataclasses.replace(p, message=p.message.replace(OUTSIDE_REFERENCE_HINT, EXPORT_OUTSIDE_HINT))
                 for p in exc.problems
-            ]
+            ],
+            kind=exc.kind,
         ) from None
 
 

@@ -170,7 +170,10 @@ def graded_points(spec: Spec) -> Fraction:
 
 def _read_text(name: str) -> str:
     """The assignment file's text (a regular UTF-8 file of at most MAX_SPEC_BYTES), else a located SpecError."""
-    raw = _read_spec_file(name)
+    try:
+        raw = _read_spec_file(name)
+    except SpecError as exc:
+        raise SpecError(exc.problems, kind="assignment") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -178,7 +181,8 @@ def _read_text(name: str) -> str:
         col = len(raw[raw.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", errors="replace")) + 1
         bad = raw[exc.start : exc.start + 1].hex()
         raise SpecError(
-            [SpecProblem(name, line, col, "(file)", f"expected UTF-8 text, found the byte 0x{bad} (not UTF-8)")]
+            [SpecProblem(name, line, col, "(file)", f"expected UTF-8 text, found the byte 0x{bad} (not UTF-8)")],
+            kind="assignment",
         ) from None
 
 
@@ -352,12 +356,13 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     text = _read_text(name)
     doc, problems = read_yaml(text, name)
     if doc is None:
-        raise SpecError(problems)
+        raise SpecError(problems, kind="assignment")
     if not isinstance(doc.data, dict):
-        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {found_text(doc.data)}")])
+        found = found_text(doc.data)
+        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {found}")], kind="assignment")
     wrong_format = format_problem(doc, ASSIGNMENT_FORMAT)
     if wrong_format is not None:  # another kind or version: its fields are not this one's
-        raise SpecError([wrong_format])
+        raise SpecError([wrong_format], kind="assignment")
     nonfinite = nonfinite_problems(doc)
     infinite = {p.field for p in nonfinite}  # `.inf` is said once, as not finite (not also as over the bound)
     structural = [p for p in schema_problems(doc, assignment_schema()) if p.field not in infinite]
@@ -366,7 +371,7 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     # a question with a problem of form (or a YAML trap) is not read further; the others still are
     broken = {_question_index(p.field) for p in problems}
     if None in broken:
-        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)))
+        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)), kind="assignment")
     data = doc.data
     base = Path(name).parent
     questions: list[AssignmentQuestion] = []
@@ -392,7 +397,7 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
             questions.append(question)
     problems += own
     if problems or spec_problems:
-        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)) + spec_problems)
+        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)) + spec_problems, kind="assignment")
     return Assignment(
         id=data["id"],
         version=data.get("version", 1),
@@ -429,12 +434,14 @@ def load_assignment_specs(paths: Sequence[str | Path], *, allow_outside_referenc
     """
     specs: list[Spec] = []
     problems: list[SpecProblem] = []
+    kinds: set[str] = set()
     seen: set[str] = set()
     for path in paths:
         try:
             loaded = load_spec_or_assignment(path, allow_outside_reference=allow_outside_reference)
         except SpecError as exc:
             problems += exc.problems
+            kinds.add(exc.kind)
             continue
         for spec in [q.spec for q in loaded.questions] if isinstance(loaded, Assignment) else [loaded]:
             key = str(Path(spec.path).resolve())
@@ -442,5 +449,5 @@ def load_assignment_specs(paths: Sequence[str | Path], *, allow_outside_referenc
                 seen.add(key)
                 specs.append(spec)
     if problems:
-        raise SpecError(problems)
+        raise SpecError(problems, kind=kinds.pop() if len(kinds) == 1 else "spec")
     return specs
