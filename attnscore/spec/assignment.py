@@ -358,8 +358,8 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     if doc is None:
         raise SpecError(problems, kind="assignment")
     if not isinstance(doc.data, dict):
-        found = found_text(doc.data)
-        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {found}")], kind="assignment")
+        shown = found_text(doc.data)
+        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {shown}")], kind="assignment")
     wrong_format = format_problem(doc, ASSIGNMENT_FORMAT)
     if wrong_format is not None:  # another kind or version: its fields are not this one's
         raise SpecError([wrong_format], kind="assignment")
