@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import io
+import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -323,6 +325,27 @@ def _load(folder: Path, entry: str | None, function: str, timeout_s: float) -> C
     return value
 
 
+_NOT_YOURS = re.compile(r"and no file of yours is named ([A-Za-z_][A-Za-z0-9_]*)\.py")
+
+
+def _beside(failure: CallFailure, path: Path) -> CallFailure:
+    """A single file's import of a module that is not installed but lies beside it (``from helpers
+    import x`` with ``helpers.py`` in the same folder): that file was not checked, so the failure
+    says so and how to check the whole folder, instead of claiming no file of the student's has that
+    name."""
+    match = _NOT_YOURS.search(failure.message)
+    if match is None or not path.is_file():
+        return failure
+    module, folder = match.group(1), path.parent
+    if not ((folder / f"{module}.py").is_file() or (folder / module).is_dir()):
+        return failure
+    said = (
+        f"and {module}{'.py' if (folder / f'{module}.py').is_file() else '/'} lies beside {path.name} but only "
+        f"{path.name} was checked: check the whole folder (attnscore check {shlex.quote(str(folder))})"
+    )
+    return dataclasses.replace(failure, message=failure.message.replace(match.group(0), said))
+
+
 def check_path(
     path: str | Path,
     spec: Spec | str | Path,
@@ -368,6 +391,7 @@ def check_path(
         try:
             loaded_function = _load(folder, submission.entry, name, loaded.timeout_s)
             if isinstance(loaded_function, CallFailure):
+                loaded_function = _beside(loaded_function, Path(path))
                 return _judge(loaded, RefusedRunner(loaded_function), **options)  # type: ignore[arg-type]
             runner = _TimedRunner(loaded_function, loaded.timeout_s, loaded, budget)
             return _judge(loaded, runner, **options)  # type: ignore[arg-type]

@@ -228,12 +228,28 @@ class _RecordedCalls:
             return torch.as_tensor(float64_output(contract, values))
 
         try:
-            self.own.check(_inputs(contract, example), call)
+            message = self.own.check(_inputs(contract, example), call)
         except Exception as exc:  # noqa: BLE001 - the instructor's code: one clear message
             raise ValueError(
                 f"property {self.own.name}: the check raised {type(exc).__name__} on the reference's own outputs: {exc}"
             ) from None
+        if not _is_message(message):
+            returned = _not_a_message(message, " on the reference's own outputs")
+            raise ValueError(f"property {self.own.name}: {returned}")
         return made or [dict(example)]
+
+
+def _is_message(message: object) -> bool:
+    return message is None or isinstance(message, str)
+
+
+def _not_a_message(message: object, where: str = "") -> str:
+    shown = repr(message)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return (
+        f"the check returned {shown} ({type(message).__name__}){where}; a check returns a failure message (str), "
+        "or None when the output passes"
+    )
 
 
 class _ReplayedCheck:
@@ -263,7 +279,9 @@ class _ReplayedCheck:
             return f"property {self.own.name} could not be judged: {exc}"
         except Exception as exc:  # noqa: BLE001 - a check that cannot read this output: the property fails
             return f"your output could not be checked ({type(exc).__name__}: {exc})"
-        return str(message) if message else None
+        if not _is_message(message):
+            return f"property {self.own.name} could not be judged: {_not_a_message(message)}"
+        return message or None
 
 
 def as_property(own: OwnProperty) -> Property:

@@ -72,7 +72,8 @@ class BadInput(CommandError):
 
 
 class InvalidSpec(CommandError):
-    """A spec that does not load: one located line per problem, then a count (exit 2).
+    """A spec (or, with ``kind="assignment"``, an assignment) that does not load: one located line
+    per problem, then a count, "invalid assignment (2 problems)" (exit 2).
 
     ``problems`` are :class:`attnscore.spec.located.SpecProblem` (any object whose ``str`` is the
     located line ``FILE:LINE:COL: PATH: expected ..., found ...``).
@@ -80,10 +81,10 @@ class InvalidSpec(CommandError):
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, problems: list[Any]) -> None:
+    def __init__(self, problems: list[Any], kind: str = "spec") -> None:
         self.problems = list(problems)
         count = len(self.problems)
-        super().__init__(f"invalid spec ({count} problem{'s' * (count != 1)})")
+        super().__init__(f"invalid {kind} ({count} problem{'s' * (count != 1)})")
 
     def lines(self) -> list[str]:
         return [*map(str, self.problems), f"Error: {self.format_message()}"]
@@ -123,7 +124,7 @@ def command_error(exc: Exception, write_log: Any = None) -> CommandError:
     if isinstance(exc, CommandError):
         return exc
     if isinstance(exc, SpecError):
-        return InvalidSpec(exc.problems)
+        return InvalidSpec(exc.problems, exc.kind)
     if isinstance(exc, SubmissionError):
         return BadInput(str(exc))
     if _reference_failed(exc):  # the instructor's reference file, on inputs no worked example has

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,27 @@ def verify(specs: tuple[str, ...], no_mutations: bool, jobs: int | None, allow_o
     finish(ok)
 
 
+def _failure_words(failure: Any) -> str:
+    """A failing case of the reference in one line: which entry, what value, what was allowed (the
+    comparison's own text, :func:`attnscore.report.feedback.mismatch_text`), else the property's
+    check text or the call's detail."""
+    from attnscore.report.feedback import mismatch_text
+
+    parts = []
+    mismatch = failure.mismatch
+    if mismatch is not None:  # the worst entry only: the count says how many more
+        entries = getattr(mismatch, "entries", ())
+        parts.append(mismatch_text(dataclasses.replace(mismatch, entries=entries[:1]) if entries else mismatch))
+    if failure.check:
+        parts.append(failure.check)
+    if failure.detail:
+        parts.append(failure.detail)
+    text = "; ".join(parts) or failure.verdict.label
+    where = f" (example {failure.example} of {failure.examples})" if failure.kind == "property" else ""
+    head, *rest = [line.strip() for line in text.splitlines()]
+    return " ".join([head, "; ".join(rest)]).strip() + where
+
+
 def problems(found: list[Any]) -> list[str]:
     """What keeps each spec of ``found`` (:class:`attnscore.check.verify.SpecVerification`) from
     being verified, one line each, with what to do about it: the reference's failing cases (the
@@ -112,6 +134,11 @@ def problems(found: list[Any]) -> list[str]:
                     f"{spec_id} ({result.dtype}): the reference fails {', '.join(failing)}: check the expected "
                     "values and the tolerance of those cases"
                 )
+                lines += [
+                    f"{spec_id} ({result.dtype}) {c.id}: {_failure_words(c.failure)}"
+                    for c in result.cases
+                    if c.id in failing and c.failure is not None
+                ]
         missed: dict[str, list[str]] = {}
         undiagnosed: dict[str, list[str]] = {}
         for m in verification.mutations:

@@ -16,15 +16,18 @@ the spec (:func:`spec_reference_layout`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from attnscore.export.bundle import ExportError
-from attnscore.spec.assignment import Assignment
+from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 from attnscore.spec.bundled import bundled_spec_ids, bundled_spec_path
 from attnscore.spec.environment import Environment
+from attnscore.spec.located import SpecError
 from attnscore.spec.model import Spec
+from attnscore.spec.reference import OUTSIDE_REFERENCE_HINT
 
 __all__ = [
     "ASSIGNMENT_FOLDER",
@@ -32,6 +35,8 @@ __all__ = [
     "assignment_layout",
     "assignment_environment",
     "spec_reference_layout",
+    "load_graded",
+    "EXPORT_OUTSIDE_HINT",
 ]
 
 ASSIGNMENT_FOLDER = "assignment"
@@ -103,6 +108,35 @@ def spec_reference_layout(spec: Spec, prefix: str = "") -> tuple[tuple[str, Path
             )
         placed.append((str(PurePosixPath(prefix, *where.relative_to(folder).parts)), Path(reference)))
     return tuple(placed)
+
+
+EXPORT_OUTSIDE_HINT = (
+    "an exported grader loads only the files the bundle carries, under the spec's folder: move the reference "
+    "into the spec's folder (or below it); export takes no --allow-outside-reference"
+)
+"""Said instead of :data:`attnscore.spec.reference.OUTSIDE_REFERENCE_HINT` when exporting."""
+
+
+def load_graded(spec_path: str | Path) -> Spec | Assignment:
+    """The spec or assignment an export bundles (:func:`attnscore.spec.assignment.load_spec_or_assignment`).
+
+    A reference file outside its spec's folder is refused, and the problem says to move it: the
+    platform's grader loads the spec from the bundle without trusting outside files, and a single
+    spec's bundle keeps ``spec.yaml`` at its top, so nothing above it can travel.
+
+    Raises:
+        attnscore.spec.located.SpecError: the spec or assignment is invalid.
+    """
+    try:
+        return load_spec_or_assignment(spec_path)
+    except SpecError as exc:
+        raise SpecError(
+            [
+                dataclasses.replace(p, message=p.message.replace(OUTSIDE_REFERENCE_HINT, EXPORT_OUTSIDE_HINT))
+                for p in exc.problems
+            ],
+            kind=exc.kind,
+        ) from None
 
 
 def assignment_environment(assignment: Assignment) -> Environment:

@@ -27,6 +27,7 @@ __all__ = [
     "source_pyproject",
     "TORCH_CPU_INDEX",
     "COPY_BUILD_REQUIRES",
+    "check_output_folder",
 ]
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -209,3 +210,20 @@ def source_files() -> list[tuple[str, bytes]]:
     if license_text is not None:
         head.append(("LICENSE", license_text))
     return head + found
+
+
+def check_output_folder(target: Path) -> None:
+    """Check that the folder of output file ``target`` exists or can be made: it, or the folder
+    above it (the exporter then creates the one missing folder, as ``export prairielearn -o DIR``
+    creates DIR; a longer missing path is more likely a typo than a wish).
+
+    Raises:
+        ExportError: neither the folder nor its parent exists, or the folder is a file.
+    """
+    folder = target.parent
+    if folder.is_dir():
+        return
+    if folder.exists():
+        raise ExportError(f"cannot write {target}: {folder} is not a folder")
+    if not folder.parent.is_dir():
+        raise ExportError(f"cannot write {target}: its folder {folder} does not exist, nor does {folder.parent}")

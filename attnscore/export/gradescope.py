@@ -40,6 +40,7 @@ from attnscore.boundary.untrusted import clean_text
 from attnscore.export.assignment_files import (
     assignment_environment,
     assignment_layout,
+    load_graded,
     spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError, graders_dir, source_files
@@ -106,10 +107,9 @@ def build_gradescope_bundle(
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
     from attnscore.export.student_spec import refuse_student_copy
-    from attnscore.spec.assignment import load_spec_or_assignment
     from attnscore.spec.model import Spec
 
-    graded = load_spec_or_assignment(spec_path)  # invalid specs and assignments stop here, located
+    graded = load_graded(spec_path)  # invalid specs and assignments stop here, located
     if isinstance(graded, Spec):
         refuse_student_copy(graded, "a Gradescope autograder")
         environment = graded.environment

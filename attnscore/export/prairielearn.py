@@ -44,6 +44,7 @@ from attnscore.export.assignment_files import (
     ASSIGNMENT_FOLDER,
     assignment_environment,
     assignment_layout,
+    load_graded,
     spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
@@ -54,7 +55,7 @@ from attnscore.export.course_environment import (
     system_packages,
 )
 from attnscore.export.student_spec import refuse_student_copy
-from attnscore.spec.assignment import Assignment, load_spec_or_assignment
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec
 
 __all__ = ["export_prairielearn", "ENTRYPOINT", "DEFAULT_IMAGE"]
@@ -180,7 +181,7 @@ def export_prairielearn(
             student copy, ``output``'s parent is missing, ``function`` is given with an assignment,
             or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
-    graded = load_spec_or_assignment(spec_path)
+    graded = load_graded(spec_path)
     if isinstance(graded, Spec):
         refuse_student_copy(graded, "a PrairieLearn grader")
         environment = graded.environment

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from attnscore.atomic import write_atomic
-from attnscore.export.bundle import ExportError
+from attnscore.export.bundle import ExportError, check_output_folder
 from attnscore.export.student_spec import write_student_spec
 from attnscore.spec.assignment import ASSIGNMENT_FORMAT, Assignment, AssignmentQuestion, load_assignment
 
@@ -79,15 +79,15 @@ def write_student_assignment(assignment_path: str | Path, output: str | Path) ->
 
     Raises:
         attnscore.spec.located.SpecError: the assignment (or a question's spec) is invalid.
-        ExportError: ``output``'s folder does not exist; a file to write is a file of the full
+        ExportError: ``output``'s folder is missing and so is the folder above it (a missing
+            folder is created); a file to write is a file of the full
             assignment; every question is left out; a question's spec has no student copy (every
             worked example hidden, or it is a student copy already).
         OSError: a file cannot be written.
     """
     assignment = load_assignment(assignment_path)
     target = Path(output)
-    if not target.parent.is_dir():
-        raise ExportError(f"cannot write {output}: its folder {target.parent} does not exist")
+    check_output_folder(target)
     folder = target.parent / f"{target.stem}_specs"
     full = {Path(p).resolve() for p in assignment.files()}
     handed = [q for q in assignment.questions if not left_out_reason(q)]
@@ -101,6 +101,7 @@ def write_student_assignment(assignment_path: str | Path, output: str | Path) ->
             raise ExportError(
                 f"cannot write the student copy over {path}, a file of the full assignment; choose another -o"
             )
+    target.parent.mkdir(exist_ok=True)  # once the copy can be made: a refused one leaves no folder
     folder.mkdir(exist_ok=True)
     specs: list[tuple[str, Path]] = []
     questions: list[dict[str, Any]] = []

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from attnscore.atomic import write_atomic
-from attnscore.export.bundle import ExportError
+from attnscore.export.bundle import ExportError, check_output_folder
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError, read_yaml
 from attnscore.spec.model import Spec
@@ -137,16 +137,17 @@ def write_student_spec(spec_path: str | Path, output: str | Path) -> StudentCopy
 
     Raises:
         attnscore.spec.located.SpecError: the spec is invalid.
-        ExportError: ``output``'s folder does not exist, ``output`` is the spec itself, or no
+        ExportError: ``output``'s folder is missing and so is the folder above it (a missing
+            folder is created, as ``export prairielearn -o`` creates its own), ``output`` is the spec itself, or no
             student copy can be made (see :func:`student_spec_text`).
         OSError: the file cannot be written.
     """
     target = Path(output)
-    if not target.parent.is_dir():
-        raise ExportError(f"cannot write {output}: its folder {target.parent} does not exist")
+    check_output_folder(target)
     if target.exists() and target.resolve() == Path(spec_path).resolve():
         raise ExportError(f"cannot write the student copy over the spec itself ({spec_path}); choose another -o")
     text = student_spec_text(spec_path)
+    target.parent.mkdir(exist_ok=True)  # once the copy can be made: a refused one leaves no folder
     check = target.parent / f".{target.name}.check.yaml"
     try:
         write_atomic(check, text.encode("utf-8"))

@@ -19,6 +19,7 @@ file cannot be written, the run goes on, and the problem is recorded for that st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -227,6 +228,8 @@ def grade_class(
         except Exception as exc:  # noqa: BLE001 - one student's output never stops the class
             problems.setdefault(student, f"feedback file not written: {_reason(exc)}")
 
+    made = _missing_folders(out)  # removed again, with a new gradebook, when the run stops before grading anything
+    new_book = not (out / GRADEBOOK).exists()
     with Gradebook(out / GRADEBOOK) as book:
         for folder in (out, out / FEEDBACK):  # this run holds the gradebook: no other run writes here
             sweep_partial_writes(folder)
@@ -236,9 +239,11 @@ def grade_class(
             on_plan(len(names), len(todo))
         run_id = book.start_run(spec.id, spec_k, len(names), len(todo))
         by_submission = {names[name].name: name for name in todo}
+        committed: list[str] = []
 
         def commit(result: SubmissionResult) -> None:
             student = by_submission[result.submission]
+            committed.append(student)
             try:
                 book.record(run_id, student, sub_keys[student], spec_k, result)
             except (sqlite3.Error, ValueError) as exc:  # the result is kept for this run's CSV and report
@@ -257,20 +262,30 @@ def grade_class(
             "shrink_steps": shrink_steps,
             "on_result": commit,
         }
-        if isinstance(spec, Assignment):
-            if batch:
-                from attnscore.grade.assignment_grading import grade_assignment_many
+        try:
+            if isinstance(spec, Assignment):
+                if batch:
+                    from attnscore.grade.assignment_grading import grade_assignment_many
 
-                common.pop("function")
-                grade_assignment_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
-        elif batch and scheduler is not None:
-            from attnscore.grade.cluster import grade_on_cluster  # dask is optional
+                    common.pop("function")
+                    grade_assignment_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
+            elif batch and scheduler is not None:
+                from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
-            grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)
-        elif batch:
-            from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
+                grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)
+            elif batch:
+                from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
 
-            grade_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
+                grade_many(batch, spec, jobs=jobs, cache_cases=cache_cases, **common)
+        except BaseException:
+            if not committed:  # nothing half-written remains: the gradebook as it was, or none
+                if new_book:
+                    book.discard()
+                    _remove_empty(made)
+                else:
+                    with contextlib.suppress(sqlite3.Error):
+                        book.forget_run(run_id)
+            raise
         book.finish_run(run_id)
         for name, result in done.items():  # a run killed between commit and feedback file: write it now
             if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():
@@ -290,6 +305,24 @@ def grade_class(
                 book.set_outputs_key(_outputs_key(spec_k, {name: sub_keys[name] for name, _ in rows}))
     reused = tuple(name for name in names if name not in todo)
     return ClassRun(rows, tuple(todo), reused, out, tuple(problems.items()))
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while each is empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _outputs_key(spec: str, submissions: dict[str, str]) -> str:

@@ -212,6 +212,16 @@ class Gradebook:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
 
+    def discard(self) -> None:
+        """Close the gradebook and remove its file, SQLite's journal files and the lock file, the lock
+        still held while they go (for a gradebook this run created and recorded nothing in)."""
+        with contextlib.suppress(AttributeError, sqlite3.Error):
+            self._db.close()
+        for suffix in ("", *_COMPANIONS, ".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+        self.close()
+
     def __enter__(self) -> Gradebook:
         return self
 
@@ -237,6 +247,18 @@ class Gradebook:
             self._db.execute("DELETE FROM meta WHERE key = 'outputs'")
         else:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('outputs', ?)", (key,))
+
+    def forget_run(self, run_id: int) -> bool:
+        """Remove run ``run_id``'s row when nothing was recorded under it (a run that stopped on an
+        error before grading anything leaves the gradebook as it found it); returns whether it went."""
+        recorded = self._db.execute(
+            "SELECT (SELECT COUNT(*) FROM grades WHERE run_id = ?) + (SELECT COUNT(*) FROM events WHERE run_id = ?)",
+            (run_id, run_id),
+        ).fetchone()[0]
+        if recorded:
+            return False
+        self._db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        return True
 
     def finish_run(self, run_id: int) -> None:
         """Record that run ``run_id`` finished (a killed run keeps ``finished_at`` empty)."""

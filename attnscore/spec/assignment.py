@@ -35,6 +35,7 @@ from typing import Any
 
 from attnscore.catalogue.properties import PROPERTIES
 from attnscore.spec.bundled import bundled_spec_ids, bundled_spec_path
+from attnscore.spec.formats import ASSIGNMENT_FORMAT, format_problem
 from attnscore.spec.load import _read_spec_file, load_spec
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import Spec
@@ -49,6 +50,7 @@ from attnscore.spec.tolerances import as_fraction
 
 __all__ = [
     "ASSIGNMENT_FORMAT",
+    "MAX_QUESTION_POINTS",
     "Assignment",
     "AssignmentQuestion",
     "assignment_schema",
@@ -59,10 +61,12 @@ __all__ = [
     "load_spec_or_assignment",
 ]
 
-ASSIGNMENT_FORMAT = "attnscore-assignment/1"
-"""The ``format:`` of an assignment file (a spec's is ``attnscore-spec/1``)."""
 
 VISIBILITIES = ("visible", "hidden")
+
+MAX_QUESTION_POINTS = 10**6
+"""The most points one question may total (its ``points``, or its spec's points times ``weight``);
+``weight`` is at most this too. A bound keeps totals and reports readable: 1e308 is a typo."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,10 @@ def graded_points(spec: Spec) -> Fraction:
 
 def _read_text(name: str) -> str:
     """The assignment file's text (a regular UTF-8 file of at most MAX_SPEC_BYTES), else a located SpecError."""
-    raw = _read_spec_file(name)
+    try:
+        raw = _read_spec_file(name)
+    except SpecError as exc:
+        raise SpecError(exc.problems, kind="assignment") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -174,14 +181,16 @@ def _read_text(name: str) -> str:
         col = len(raw[raw.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", errors="replace")) + 1
         bad = raw[exc.start : exc.start + 1].hex()
         raise SpecError(
-            [SpecProblem(name, line, col, "(file)", f"expected UTF-8 text, found the byte 0x{bad} (not UTF-8)")]
+            [SpecProblem(name, line, col, "(file)", f"expected UTF-8 text, found the byte 0x{bad} (not UTF-8)")],
+            kind="assignment",
         ) from None
 
 
-def is_assignment_file(path: str | Path) -> bool:
+def is_assignment_file(path: str | Path, *, any_version: bool = False) -> bool:
     """Whether ``path`` is a regular file (of at most the spec size limit) whose YAML says
-    ``format: attnscore-assignment/1``; False for anything else (a spec, a bundled spec id, a
-    missing or unreadable file, text that is not YAML). Never raises.
+    ``format: attnscore-assignment/1`` (with ``any_version``: ``attnscore-assignment/`` and any
+    version, which :func:`load_assignment` then reports as unknown); False for anything else (a
+    spec, a bundled spec id, a missing or unreadable file, text that is not YAML). Never raises.
 
     >>> is_assignment_file("score_matrix")
     False
@@ -191,7 +200,12 @@ def is_assignment_file(path: str | Path) -> bool:
     except (SpecError, OSError):
         return False
     doc, _ = read_yaml(text, str(path))
-    return doc is not None and isinstance(doc.data, dict) and doc.data.get("format") == ASSIGNMENT_FORMAT
+    if doc is None or not isinstance(doc.data, dict):
+        return False
+    found = doc.data.get("format")
+    if any_version:
+        return isinstance(found, str) and found.startswith(ASSIGNMENT_FORMAT.rsplit("/", 1)[0] + "/")
+    return found == ASSIGNMENT_FORMAT
 
 
 def _spec_file(base: Path, text: str) -> Path | None:
@@ -251,6 +265,16 @@ def _question(
             )
         )
         return None
+    if is_assignment_file(path):
+        itself = " (this assignment itself)" if path.resolve() == Path(doc.file).resolve() else ""
+        problems.append(
+            doc.problem(
+                (*where, "spec"),
+                f"expected a spec file or a bundled spec id, found {path}, an assignment file{itself}: assignments "
+                "do not nest; name each question's spec here",
+            )
+        )
+        return None
     try:
         spec = load_spec(path, allow_outside_reference=allow_outside_reference)
     except SpecError as exc:
@@ -274,6 +298,16 @@ def _question(
         scale = wanted / own
     else:
         scale = as_fraction(raw["weight"]) if "weight" in raw else Fraction(1)
+        if own * scale > MAX_QUESTION_POINTS:
+            given = f"weight {raw['weight']} times" if "weight" in raw else "(no points or weight)"
+            problems.append(
+                doc.problem(
+                    (*where, "weight" if "weight" in raw else "spec"),
+                    f"expected a question total of at most {MAX_QUESTION_POINTS} points, found {given} the "
+                    f"{own} points of {spec.id}: {float(own * scale):.6g} points (give points: instead)",
+                )
+            )
+            return None
     if not ok:
         return None
     return AssignmentQuestion(
@@ -322,25 +356,22 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     text = _read_text(name)
     doc, problems = read_yaml(text, name)
     if doc is None:
-        raise SpecError(problems)
+        raise SpecError(problems, kind="assignment")
     if not isinstance(doc.data, dict):
-        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {found_text(doc.data)}")])
-    if doc.data.get("format") == "attnscore-spec/1":
-        raise SpecError(
-            [
-                doc.problem(
-                    ("format",),
-                    f"expected {ASSIGNMENT_FORMAT!r}, found 'attnscore-spec/1' "
-                    "(a spec file: grade it with --spec directly)",
-                )
-            ]
-        )
-    structural = schema_problems(doc, assignment_schema()) + nonfinite_problems(doc) + control_problems(doc)
+        shown = found_text(doc.data)
+        raise SpecError([doc.problem((), f"expected a mapping of assignment fields, found {shown}")], kind="assignment")
+    wrong_format = format_problem(doc, ASSIGNMENT_FORMAT)
+    if wrong_format is not None:  # another kind or version: its fields are not this one's
+        raise SpecError([wrong_format], kind="assignment")
+    nonfinite = nonfinite_problems(doc)
+    infinite = {p.field for p in nonfinite}  # `.inf` is said once, as not finite (not also as over the bound)
+    structural = [p for p in schema_problems(doc, assignment_schema()) if p.field not in infinite]
+    structural += nonfinite + control_problems(doc)
     problems += structural
     # a question with a problem of form (or a YAML trap) is not read further; the others still are
     broken = {_question_index(p.field) for p in problems}
     if None in broken:
-        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)))
+        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)), kind="assignment")
     data = doc.data
     base = Path(name).parent
     questions: list[AssignmentQuestion] = []
@@ -366,7 +397,7 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
             questions.append(question)
     problems += own
     if problems or spec_problems:
-        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)) + spec_problems)
+        raise SpecError(sorted(problems, key=lambda p: (p.line, p.col)) + spec_problems, kind="assignment")
     return Assignment(
         id=data["id"],
         version=data.get("version", 1),
@@ -389,7 +420,7 @@ def load_spec_or_assignment(path: str | Path, *, allow_outside_reference: bool =
     >>> load_spec_or_assignment("score_matrix").id
     'score_matrix'
     """
-    if is_assignment_file(path):
+    if is_assignment_file(path, any_version=True):
         return load_assignment(path, allow_outside_reference=allow_outside_reference)
     return load_spec(path, allow_outside_reference=allow_outside_reference)
 
@@ -403,12 +434,14 @@ def load_assignment_specs(paths: Sequence[str | Path], *, allow_outside_referenc
     """
     specs: list[Spec] = []
     problems: list[SpecProblem] = []
+    kinds: set[str] = set()
     seen: set[str] = set()
     for path in paths:
         try:
             loaded = load_spec_or_assignment(path, allow_outside_reference=allow_outside_reference)
         except SpecError as exc:
             problems += exc.problems
+            kinds.add(exc.kind)
             continue
         for spec in [q.spec for q in loaded.questions] if isinstance(loaded, Assignment) else [loaded]:
             key = str(Path(spec.path).resolve())
@@ -416,5 +449,5 @@ def load_assignment_specs(paths: Sequence[str | Path], *, allow_outside_referenc
                 seen.add(key)
                 specs.append(spec)
     if problems:
-        raise SpecError(problems)
+        raise SpecError(problems, kind=kinds.pop() if len(kinds) == 1 else "spec")
     return specs

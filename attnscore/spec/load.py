@@ -43,6 +43,7 @@ from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.bundled import SpecNotFound, bundled_spec_ids, resolve_spec
 from attnscore.spec.environment import read_environment
 from attnscore.spec.examples import legend_shape_text, shape_ties, worked_example
+from attnscore.spec.formats import SPEC_FORMAT, format_problem
 from attnscore.spec.interface import read_interface
 from attnscore.spec.located import Positioned, SpecError, SpecProblem, read_yaml
 from attnscore.spec.model import PropertyUse, Spec, StudentCopy, WorkedExample
@@ -540,6 +541,9 @@ def load_spec(path: str | Path, *, allow_outside_reference: bool = False) -> Spe
         raise SpecError(problems)
     if not isinstance(doc.data, dict):
         raise SpecError([doc.problem((), f"expected a mapping of spec fields, found {found_text(doc.data)}")])
+    wrong_format = format_problem(doc, SPEC_FORMAT)
+    if wrong_format is not None:  # another kind or version: its fields are not a spec's
+        raise SpecError([wrong_format])
     structural = schema_problems(doc) + nonfinite_problems(doc) + control_problems(doc)
     if not structural:
         structural = tolerance_field_problems(doc)

@@ -36,10 +36,13 @@ class SpecProblem:
 
 
 class SpecError(ValueError):
-    """A spec file is invalid. ``problems`` lists every problem found, each located."""
+    """A spec file is invalid. ``problems`` lists every problem found, each located; ``kind`` is
+    what the file given was read as: ``"spec"``, or ``"assignment"`` (its questions' specs' problems
+    included), for the count line a command ends with."""
 
-    def __init__(self, problems: list[SpecProblem]) -> None:
+    def __init__(self, problems: list[SpecProblem], *, kind: str = "spec") -> None:
         self.problems = list(problems)
+        self.kind = kind
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -26,6 +26,7 @@ What the file registers with :mod:`attnscore.instructor` (its properties and kno
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -49,11 +50,17 @@ from attnscore.spec.schema import found_text
 
 __all__ = ["OwnReference", "read_reference", "SYMBOL"]
 
+OUTSIDE_REFERENCE_HINT = "trust it with --allow-outside-reference, or load_spec(..., allow_outside_reference=True)"
+"""What a reference outside its spec's folder is told to do where the loader can be told to trust it."""
+
 SYMBOL = re.compile(r"^[a-z_][a-z0-9_]*$")
 """A size symbol of an instructor's shapes: snake_case (``n``, ``d_model``, ``n_heads``)."""
 
 _LOADED: dict[str, tuple[ModuleType, Registered]] = {}
 """Reference files imported in this process, by module name (path and content digest)."""
+
+_HELPERS: dict[str, tuple[str, ...]] = {}
+"""The helper modules (files beside it, or below) each reference file imported when it loaded, by path."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,8 @@ class OwnReference:
         properties: the properties the file registered, as catalogue properties.
         mistakes: the known mistakes the file registered, as catalogue mistakes.
         check_function: ``function.reference_check``'s function (the spec's keywords added), or None.
-        files: the resolved paths of the reference file (and the check's, when another file).
+        files: the resolved paths of the reference file (and the check's, when another file), then
+            the helper modules each imported from its folder (or below) while it loaded.
     """
 
     contract: Contract
@@ -102,19 +110,40 @@ def _import(path: str) -> tuple[ModuleType, Registered]:
         raise ImportError(f"expected a Python file, found {os.path.basename(path)} that Python cannot import")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look a module up by name
+    folder = os.path.dirname(path)
+    already = set(sys.modules)
+    sys.path.insert(0, folder)  # the file's own helper modules beside it, while it loads
     try:
         with collecting() as found:
             spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from the file are its failure too
         sys.modules.pop(name, None)
+        _HELPERS[path] = _forget_helpers(folder, already)
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise ImportError(
             f"expected a reference file that imports, found that it raised {type(exc).__name__}: "
             f"{str(exc)[:300]}{_error_line(exc, path)}"
         ) from None
+    _HELPERS[path] = _forget_helpers(folder, already)
     _LOADED[name] = (module, found)
     return module, found
+
+
+def _forget_helpers(folder: str, already: set[str]) -> tuple[str, ...]:
+    """Take ``folder`` off the import path again and forget the modules imported from it since
+    ``already`` (the reference keeps them through its globals): another spec's reference with a
+    helper of the same name imports its own. Returns the helper files, sorted."""
+    with contextlib.suppress(ValueError):
+        sys.path.remove(folder)
+    inside = os.path.realpath(folder) + os.sep
+    helpers = []
+    for module_name in set(sys.modules) - already:
+        file = getattr(sys.modules[module_name], "__file__", None)
+        if isinstance(file, str) and os.path.realpath(file).startswith(inside):
+            del sys.modules[module_name]
+            helpers.append(os.path.realpath(file))
+    return tuple(sorted(helpers))
 
 
 def _resolved(doc: Positioned, field: str, text: str, allow_outside: bool, problems: list[SpecProblem]) -> str | None:
@@ -127,8 +156,7 @@ def _resolved(doc: Positioned, field: str, text: str, allow_outside: bool, probl
             doc.problem(
                 where,
                 f"expected a reference file inside the spec's folder {folder}, found {text!r} resolving to {path} "
-                "outside it (trust it with --allow-outside-reference, or load_spec(..., "
-                "allow_outside_reference=True))",
+                f"outside it ({OUTSIDE_REFERENCE_HINT})",
             )
         )
         return None
@@ -344,13 +372,13 @@ def read_reference(
     properties = _properties(doc, found, contract, problems)
     mistakes = _mistakes(doc, found, problems)
     check_function = None
-    files: tuple[str, ...] = (path,)
+    files: tuple[str, ...] = (path, *_HELPERS.get(path, ()))
     if checked is not None:
         check, check_path, _ = checked
         check_function = instructor_contract(
             fn["name"], check, tuple(parameters), returns, keywords=keywords, bool_parameters=frozenset(bools)
         ).reference
-        files += (check_path,) if check_path != path else ()
+        files += tuple(f for f in (check_path, *_HELPERS.get(check_path, ())) if f not in files)
     if len(problems) > before:
         return None
     return OwnReference(contract, properties, mistakes, check_function, files)

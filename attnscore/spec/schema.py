@@ -69,6 +69,8 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
         return f"expected only known fields, found unknown field {extra[0] if extra else '?'!r}{hint}"
     if v == "enum":
         msg = f"expected one of {', '.join(map(str, error.validator_value))}, found {found_text(inst)}"
+        if isinstance(inst, bool) and any(isinstance(choice, str) for choice in error.validator_value):
+            msg += " (YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
         return msg
     if v == "const":
         return f"expected {error.validator_value!r}, found {found_text(inst)}"

@@ -148,7 +148,7 @@ def test_a_bad_assignment_exits_2_with_located_lines(tmp_path, command):
         f"{bad}:6:10: questions[1].id: expected a unique question id, found 'scores' again (first at questions[0])",
         f"{bad}:6:24: questions[1].spec: expected a spec file (relative to {bad}) or a bundled spec id "
         f"({', '.join(bundled_spec_ids())}), found string 'score_matrx', which is neither",
-        "Error: invalid spec (3 problems)",
+        "Error: invalid assignment (3 problems)",
     ]
     assert "Traceback" not in result.output
 

@@ -171,7 +171,9 @@ def test_check_cli_on_a_copy_says_hidden_cases_were_not_run(tmp_path):
 
 def test_export_errors_exit_2(tmp_path):
     runner = CliRunner()
-    missing = runner.invoke(main, ["export", "student-spec", "--spec", str(DOT), "-o", str(tmp_path / "no" / "s.yaml")])
+    missing = runner.invoke(
+        main, ["export", "student-spec", "--spec", str(DOT), "-o", str(tmp_path / "no" / "deeper" / "s.yaml")]
+    )
     assert missing.exit_code == 2 and "folder" in missing.output and "does not exist" in missing.output
     assert not (tmp_path / "no").exists()
     bad = tmp_path / "bad.yaml"

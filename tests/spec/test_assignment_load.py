@@ -242,7 +242,10 @@ def test_is_assignment_file(tmp_path):
         ),
         pytest.param(
             "questions:\n  - {id: q1, spec: score_matrix, visibility: no}\n",
-            ["a1.yaml:5:46: questions[0].visibility: expected one of visible, hidden, found boolean False"],
+            [
+                "a1.yaml:5:46: questions[0].visibility: expected one of visible, hidden, found boolean False "
+                "(YAML 1.1 reads yes/no/on/off as booleans: quote the text)"
+            ],
             id="yaml 1.1 boolean",
         ),
     ],

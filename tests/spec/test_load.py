@@ -128,7 +128,7 @@ def test_bundled_specs_load(name):
         pytest.param(
             "format: attnscore-spec/1\n",
             "format: attnscore-spec/2\n",
-            "spec.yaml:1:9: format: expected 'attnscore-spec/1', found string 'attnscore-spec/2'",
+            "spec.yaml:1:9: format: expected a known format, found 'attnscore-spec/2', an unknown format version",
             id="wrong format",
         ),
         pytest.param(
