@@ -25,7 +25,7 @@ import io
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -206,7 +206,7 @@ def grade_class(
             raise ValueError("grading an assignment on a dask cluster is not supported: grade it here (--jobs)")
         limits = limits or assignment_limits(spec)
         options: dict[str, Any] = {"dtype": dtype, "seed": seed, "limits": asdict(limits), "shrink_steps": shrink_steps}
-        spec_bytes = b"".join(len(f.read_bytes()).to_bytes(8, "big") + f.read_bytes() for f in spec.files())
+        spec_bytes = _files_bytes(spec.files())
     else:
         dtype = dtype or spec.dtypes[0]
         limits = limits or grading_limits(spec)
@@ -217,7 +217,8 @@ def grade_class(
             "limits": asdict(limits),
             "shrink_steps": shrink_steps,
         }
-        spec_bytes = Path(spec.path).read_bytes()
+        # the spec and the instructor's reference files it grades with: an edited reference regrades
+        spec_bytes = Path(spec.path).read_bytes() + _files_bytes(Path(f) for f in spec.reference_files)
     spec_k = spec_key(spec_bytes, spec.version, _attnscore_version(), options)
     sub_keys = {name: submission_key(s) for name, s in names.items()}
     problems: dict[str, str] = {}
@@ -323,6 +324,12 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def _files_bytes(files: Iterable[Path]) -> bytes:
+    """The files' contents, each after its length (so that no two lists of files give the same
+    bytes): what a class run's spec key hashes beside the spec's own options."""
+    return b"".join(len(data).to_bytes(8, "big") + data for data in (f.read_bytes() for f in files))
 
 
 def _outputs_key(spec: str, submissions: dict[str, str]) -> str:
