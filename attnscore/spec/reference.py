@@ -133,16 +133,26 @@ def _import(path: str) -> tuple[ModuleType, Registered]:
 def _forget_helpers(folder: str, already: set[str]) -> tuple[str, ...]:
     """Take ``folder`` off the import path again and forget the modules imported from it since
     ``already`` (the reference keeps them through its globals): another spec's reference with a
-    helper of the same name imports its own. Returns the helper files, sorted."""
+    helper of the same name imports its own. Returns the helper files, sorted.
+
+    A helper is a module found through ``folder`` itself: ``folder/<name>.py``, or a module of the
+    package ``folder/<name>/``. Anything else the reference imported for the first time stays
+    imported, also where its files lie below ``folder`` (torch in a virtual environment kept in the
+    course's folder: forgetting it would make the next ``import torch`` run torch's initialisation
+    a second time, which crashes)."""
     with contextlib.suppress(ValueError):
         sys.path.remove(folder)
-    inside = os.path.realpath(folder) + os.sep
+    root = os.path.realpath(folder)
     helpers = []
     for module_name in set(sys.modules) - already:
         file = getattr(sys.modules[module_name], "__file__", None)
-        if isinstance(file, str) and os.path.realpath(file).startswith(inside):
+        if not isinstance(file, str):
+            continue
+        top = module_name.partition(".")[0]
+        where = os.path.realpath(file)
+        if where == os.path.join(root, f"{top}.py") or where.startswith(os.path.join(root, top) + os.sep):
             del sys.modules[module_name]
-            helpers.append(os.path.realpath(file))
+            helpers.append(where)
     return tuple(sorted(helpers))
 
 

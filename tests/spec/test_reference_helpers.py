@@ -68,3 +68,30 @@ def test_a_missing_helper_is_one_located_problem(tmp_path: Path) -> None:
         "expected a reference file that imports, found that it raised ModuleNotFoundError: No module named "
         "'nowhere_helpers' (softmax_reference.py line 1)"
     )
+
+
+def test_a_package_below_the_folder_on_its_own_path_stays_imported(tmp_path: Path, monkeypatch) -> None:
+    """A virtual environment kept in the course's folder: a package the reference imports first from
+    there (reached through the environment's own import path, not the reference's folder) is not a
+    helper and stays imported, so that the next import finds the same module (for torch, importing it
+    a second time crashes); a helper beside the reference is still forgotten."""
+    site = tmp_path / "course" / ".venv" / "lib" / "site-packages"
+    (site / "venv_package_below").mkdir(parents=True)
+    (site / "venv_package_below" / "__init__.py").write_text("VALUE = 7\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    spec_path = _course(tmp_path / "course" / "specs", "course_helpers_venv")
+    reference = spec_path.parent / "softmax_reference.py"
+    reference.write_text(
+        "import venv_package_below  # noqa: F401\n" + reference.read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    shutil.move(str(spec_path.parent), str(tmp_path / "course" / "specs_moved"))  # the folder holds the venv
+    for name in ("softmax_own_reference.yaml", "softmax_reference.py", "softmax_check.py", "course_helpers_venv.py"):
+        shutil.move(str(tmp_path / "course" / "specs_moved" / name), str(tmp_path / "course" / name))
+    try:
+        spec = load_spec(tmp_path / "course" / "softmax_own_reference.yaml")
+        assert "venv_package_below" in sys.modules  # kept: found through its own path entry
+        assert "course_helpers_venv" not in sys.modules  # the helper beside the reference: forgotten
+        assert str((tmp_path / "course" / "course_helpers_venv.py").resolve()) in spec.reference_files
+        assert not any("venv_package_below" in f for f in spec.reference_files)
+    finally:
+        sys.modules.pop("venv_package_below", None)
