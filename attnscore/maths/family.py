@@ -42,6 +42,11 @@ class ContractFamily(str, Enum):
     """FlashAttention's packed batches (``flash_attn_varlen_func``)."""
     KEY_PADDING = "key_padding"
     """Attention over padded keys (valid key counts per batch item)."""
+    ROPE = "rope"
+    """Rotary position embeddings (RoPE) of queries or keys at explicit token positions."""
+    MULTIHEAD = "multihead"
+    """Multi-head attention with its projection weights (``W_q, W_k, W_v, W_o`` or a packed
+    ``c_attn``), optionally causal, optionally with RoPE on queries and keys."""
     INSTRUCTOR = "instructor"
     """An instructor's own reference function (``function.reference`` in a spec): its contract is
     built from the spec, not bundled."""

@@ -10,7 +10,9 @@ A family declares its options as a frozen dataclass whose fields are made by :fu
         softcap: float | None = keyword("positive_or_null", None, "cap > 0: cap · tanh(s / cap)")
 
 The value remembers which keywords the spec fixed (:attr:`Options.given`): only those are passed by
-name to the implementation under test, and iterating it gives them as ``(name, value)`` pairs.
+name to the implementation under test, and iterating it gives them as ``(name, value)`` pairs. A
+*convention* (:func:`convention`, e.g. RoPE's pairing of coordinates) is fixed by a spec the same
+way but never passed: the reference follows it, the implementation under test is written for it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "Keyword",
     "Options",
     "causal_keyword",
+    "convention",
     "dropout_keyword",
     "keyword",
     "scale_keyword",
@@ -39,16 +42,22 @@ class Keyword:
     Attributes:
         name: the keyword's name, as the implementation takes it (``is_causal``, ``scale``).
         kind: ``"bool"``, ``"number"`` (an int or float), ``"positive_or_null"`` (a number > 0 or
-            null for the default), ``"zero"`` (the number 0, e.g. ``dropout_p``) or ``"window"`` (two
-            integers ``[left, right]``, each >= 0 or -1 for unbounded: FlashAttention's ``window_size``).
+            null for the default), ``"zero"`` (the number 0, e.g. ``dropout_p``), ``"window"`` (two
+            integers ``[left, right]``, each >= 0 or -1 for unbounded: FlashAttention's ``window_size``)
+            or ``"choice"`` (one of the texts :attr:`choices`).
         default: the value the implementation's default means (what the reference uses unset).
         description: one line for the docs and error messages.
+        passed: whether the implementation under test takes it by name (a keyword); False for a
+            convention the spec states and only the reference follows (:func:`convention`).
+        choices: the values a ``"choice"`` keyword takes.
     """
 
     name: str
     kind: str
     default: Any
     description: str
+    passed: bool = True
+    choices: tuple[str, ...] = ()
 
     def expected(self) -> str:
         """What a value must be, in words (for located errors)."""
@@ -58,6 +67,7 @@ class Keyword:
             "positive_or_null": "a number > 0, or null for the default",
             "zero": "0 (the reference is deterministic)",
             "window": "[left, right], two integers each >= 0 or -1 (unbounded)",
+            "choice": "one of " + ", ".join(repr(c) for c in self.choices),
         }[self.kind]
 
     def accepts(self, value: Any) -> bool:
@@ -75,6 +85,8 @@ class Keyword:
                 and len(value) == 2
                 and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in value)
             )
+        if self.kind == "choice":
+            return isinstance(value, str) and value in self.choices
         return bool(is_number) and value == 0
 
     def normalised(self, value: Any) -> Any:
@@ -85,6 +97,20 @@ class Keyword:
 def keyword(kind: str, default: Any, description: str) -> Any:
     """A field of an :class:`Options` subclass that is a keyword of kind ``kind`` (see :class:`Keyword`)."""
     return field(default=default, metadata={"kind": kind, "description": description})
+
+
+def convention(default: Any, description: str, choices: tuple[str, ...] = (), kind: str = "choice") -> Any:
+    """A field of an :class:`Options` subclass that is a convention: fixed by a spec's
+    ``function.keywords`` like a keyword and followed by the reference, but never passed to the
+    implementation under test (:attr:`Keyword.passed` False), e.g. RoPE's pairing of coordinates.
+
+    Raises:
+        ValueError: a ``"choice"`` convention without choices, or a default that is not one of them.
+    """
+    if kind == "choice" and default not in choices:
+        raise ValueError(f"expected a default among {choices!r}, found {default!r}")
+    metadata = {"kind": kind, "description": description, "passed": False, "choices": tuple(choices)}
+    return field(default=default, metadata=metadata)
 
 
 # The keywords several families take, each declared once: the same name in two families may differ
@@ -150,7 +176,14 @@ class Options:
     def keywords(cls) -> tuple[Keyword, ...]:
         """The keywords these options hold, in declaration order (every field made by :func:`keyword`)."""
         return tuple(
-            Keyword(f.name, f.metadata["kind"], f.default, f.metadata["description"])
+            Keyword(
+                f.name,
+                f.metadata["kind"],
+                f.default,
+                f.metadata["description"],
+                f.metadata.get("passed", True),
+                f.metadata.get("choices", ()),
+            )
             for f in fields(cls)
             if "kind" in f.metadata
         )
@@ -171,8 +204,14 @@ class Options:
         return cls(given=tuple(sorted(fixed)), **fixed)
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
-        """The fixed keywords as ``(name, value)`` pairs, sorted by name (``dict(options)``)."""
-        return iter([(name, getattr(self, name)) for name in self.given])
+        """The fixed keywords passed to the implementation as ``(name, value)`` pairs, sorted by
+        name (``dict(options)``); conventions (:func:`convention`) are not among them."""
+        unpassed = {k.name for k in self.keywords() if not k.passed}
+        return iter([(name, getattr(self, name)) for name in self.given if name not in unpassed])
+
+    def stated(self) -> dict[str, Any]:
+        """Every value the spec fixed, conventions included, by name (for reports and digests)."""
+        return {name: getattr(self, name) for name in self.given}
 
     def __bool__(self) -> bool:
         """Whether the spec fixed any keyword."""
