@@ -5,9 +5,9 @@ A spec's ``function.module`` (read by :mod:`attnscore.spec.module`) grades a ``t
 subclass instead of a function. The contract still takes every tensor as an input (bilinear
 scores ``Q, K, W``); the spec says which of them are the module's weights and under which
 parameter names (``W: weight``, ``W_q: q_proj.weight``), the constructor's keyword arguments
-(plain values, or the size of a legend symbol in the call's inputs), and in which order the other
-inputs go to ``forward``. :class:`ModuleConfig` is that, as the grader sends it with every call
-(``CallRequest.module``); :func:`module_call` turns the class into a function of the contract's
+(plain values, the size of a legend symbol in the call's inputs, or the value of a scalar integer
+input such as ``num_heads``), and in which order the other inputs go to ``forward``.
+:class:`ModuleConfig` is that, as the grader sends it with every call (``CallRequest.module``); :func:`module_call` turns the class into a function of the contract's
 inputs, so the worker and the in-process runner call it, inspect it and run its backward pass as
 they do any function: gradients reach the weights as they reach any input.
 
@@ -44,6 +44,7 @@ __all__ = [
     "ModuleConfig",
     "ModuleFailure",
     "SizeOf",
+    "ValueOf",
     "class_problem",
     "module_call",
     "parameter_problem",
@@ -70,12 +71,20 @@ class SizeOf:
 
 
 @dataclass(frozen=True)
+class ValueOf:
+    """A constructor argument that is the value of a scalar integer input of the call
+    (``{value: num_heads}`` in the spec): that input then goes to the constructor, not to ``forward``."""
+
+    parameter: str
+
+
+@dataclass(frozen=True)
 class ModuleConfig:
     """How a module handed in is built and called (a spec's ``function.module``).
 
     Attributes:
         init: the constructor's keyword arguments, in the spec's order: name -> an
-            :data:`InitValue` or a :class:`SizeOf` resolved per call.
+            :data:`InitValue`, or a :class:`SizeOf` or :class:`ValueOf` resolved per call.
         weights: contract parameter -> the module's parameter name (its ``state_dict`` key,
             ``q_proj.weight``), in the spec's order.
         forward: the order in which the other parameters go to ``forward``; empty: the call's own
@@ -90,7 +99,7 @@ class ModuleConfig:
         True
     """
 
-    init: tuple[tuple[str, InitValue | SizeOf], ...] = ()
+    init: tuple[tuple[str, InitValue | SizeOf | ValueOf], ...] = ()
     weights: tuple[tuple[str, str], ...] = ()
     forward: tuple[str, ...] = ()
 
@@ -99,15 +108,26 @@ class ModuleConfig:
         """Contract parameter -> the module's parameter name."""
         return dict(self.weights)
 
-    def init_kwargs(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
-        """The constructor's keyword arguments for a call whose inputs have ``shapes`` (name -> shape).
+    @property
+    def init_inputs(self) -> frozenset[str]:
+        """The inputs the constructor takes by value (:class:`ValueOf`): not passed to ``forward``."""
+        return frozenset(v.parameter for _, v in self.init if isinstance(v, ValueOf))
+
+    def init_kwargs(
+        self, shapes: Mapping[str, tuple[int, ...]], values: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The constructor's keyword arguments for a call whose inputs have ``shapes`` (name -> shape)
+        and ``values`` (name -> the input: a :class:`ValueOf` takes it as a Python int).
 
         Raises:
-            ValueError: a size is asked of an input the call lacks, or of an axis it does not have.
+            ValueError: a size is asked of an input the call lacks, or of an axis it does not have; a
+                value of an input the call lacks or that is no whole number.
         """
         kwargs: dict[str, Any] = {}
         for name, value in self.init:
-            if isinstance(value, SizeOf):
+            if isinstance(value, ValueOf):
+                kwargs[name] = _whole(name, value.parameter, (values or {}).get(value.parameter))
+            elif isinstance(value, SizeOf):
                 shape = shapes.get(value.parameter)
                 if shape is None or not -len(shape) <= value.axis < 0:
                     raise ValueError(
@@ -125,6 +145,8 @@ class ModuleConfig:
         for name, value in self.init:
             if isinstance(value, SizeOf):
                 init[name] = {"size": [value.parameter, value.axis]}
+            elif isinstance(value, ValueOf):
+                init[name] = {"value": value.parameter}
             else:
                 init[name] = list(value) if isinstance(value, tuple) else value
         return {"init": init, "weights": dict(self.weights), "forward": list(self.forward)}
@@ -164,7 +186,20 @@ def _dotted(name: str) -> str:
     raise ValueError(f"expected a module parameter name such as q_proj.weight, found {name[:80]!r}")
 
 
-def _init_value(name: str, value: object) -> InitValue | SizeOf:
+def _whole(name: str, parameter: str, value: object) -> int:
+    """``value`` (a Python int, or a 0-d integer tensor) as an int, for constructor argument ``name``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and not value.dtype.is_floating_point and value.dtype != torch.bool:
+            return int(value.item())
+    elif getattr(value, "shape", None) == () and getattr(getattr(value, "dtype", None), "kind", "") in ("i", "u"):
+        return int(value.item())  # type: ignore[attr-defined]  # a numpy integer (a reproduction's argument)
+    found = "no such input" if value is None else type(value).__name__
+    raise ValueError(f"expected input {parameter} as a whole number for {name}, found {found}")
+
+
+def _init_value(name: str, value: object) -> InitValue | SizeOf | ValueOf:
     scalar = (bool, int, float, str)
     if value is None or isinstance(value, scalar):
         return value
@@ -182,7 +217,11 @@ def _init_value(name: str, value: object) -> InitValue | SizeOf:
             and -64 <= size[1] < 0
         ):
             return SizeOf(size[0], size[1])
-    raise ValueError(f"expected init {name} as a value or {{size: [input, axis]}}, found {str(value)[:80]}")
+    if isinstance(value, dict) and set(value) == {"value"} and isinstance(value["value"], str):
+        return ValueOf(_identifier(value["value"], "an init input"))
+    raise ValueError(
+        f"expected init {name} as a value, {{size: [input, axis]}} or {{value: input}}, found {str(value)[:80]}"
+    )
 
 
 class ModuleFailure(Exception):
@@ -328,6 +367,7 @@ def module_call(cls: object, config: ModuleConfig, names: Sequence[str], name: s
     """
     label = name or str(getattr(cls, "__name__", "module"))[:100]
     weights_of, order, inputs = config.weight_names, tuple(config.forward), tuple(names)
+    to_init = config.init_inputs
 
     def call(*positional: object, **named: object) -> object:
         functional_call = torch.func.functional_call
@@ -340,14 +380,15 @@ def module_call(cls: object, config: ModuleConfig, names: Sequence[str], name: s
         values.update({k: v for k, v in named.items() if k in inputs})
         shapes = {k: tuple(v.shape) for k, v in values.items() if isinstance(v, torch.Tensor)}
         try:
-            kwargs = config.init_kwargs(shapes)
+            kwargs = config.init_kwargs(shapes, values)
         except ValueError as exc:
             raise ModuleFailure(Verdict.GRADER_ERROR, f"the spec's module could not be built: {exc}") from None
         weights: dict[str, torch.Tensor] = {}
         for p, m in weights_of.items():
             if isinstance(values.get(p), torch.Tensor):
                 weights[m] = values[p]  # type: ignore[assignment]
-        forward = [values[p] for p in (order or inputs) if p in values and p not in weights_of] + rest
+        forward = [values[p] for p in (order or inputs) if p in values and p not in weights_of and p not in to_init]
+        forward += rest
         built = f"{label}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
         module = _built(cls, kwargs, built)
         first = next(iter(weights.values()), None)

@@ -196,13 +196,13 @@ def _module_reproduction(failure: Failure, texts: dict[str, str]) -> str:
     from attnscore.boundary.modules import ModuleConfig
 
     config = ModuleConfig.from_json(failure.module)
-    shapes = {n: np.shape(array_of(v)) for n, v in (failure.args or {}).items()}
+    values = {n: array_of(v) for n, v in (failure.args or {}).items()}
     try:
-        init = config.init_kwargs(shapes)
+        init = config.init_kwargs({n: np.shape(v) for n, v in values.items()}, values)
     except ValueError:
         init = {}
     built = f"{failure.function}({', '.join(f'{k}={v!r}' for k, v in init.items())})"
-    held = config.weight_names
+    held = {**config.weight_names, **{n: "" for n in config.init_inputs}}  # neither goes to forward
     weights = ", ".join(f"{module_name!r}: {texts[p]}" for p, module_name in config.weights if p in texts)
     order = [n for n in (config.forward or tuple(texts)) if n in texts and n not in held]
     order += [n for n in texts if n not in held and n not in order]

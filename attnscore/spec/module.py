@@ -8,6 +8,7 @@ instead of a function::
       contract: bilinear_scores
       module:
         init: {d_q: {size: d_q}, d_k: {size: d_k}, bias: false}   # constructor keyword arguments
+                                      # ({value: num_heads}: a scalar integer parameter's value)
         weights: {W: weight}          # contract parameter -> the module's parameter name
         forward: [Q, K]               # optional: forward's order of the other parameters
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnscore.boundary.modules import InitValue, ModuleConfig, SizeOf
+from attnscore.boundary.modules import InitValue, ModuleConfig, SizeOf, ValueOf
 from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.schema import found_text
 
@@ -49,7 +50,9 @@ def read_module(
 
     Rules: each ``weights`` key is one of ``function.parameters``, a float tensor without leading
     dims (a module's parameter has one shape), and each module name is stated once; ``forward``
-    lists exactly the parameters that are not weights; a ``{size: SYMBOL}`` names a shape symbol of
+    lists exactly the parameters that are neither weights nor taken by the constructor; a
+    ``{value: PARAMETER}`` names a parameter of shape ``[]`` (a whole number such as ``num_heads``),
+    which then goes to the constructor only; a ``{size: SYMBOL}`` names a shape symbol of
     ``function.parameters``; ``function.factory`` is not set too.
     """
     raw = fn.get("module")
@@ -107,7 +110,10 @@ def read_module(
             holder[module_name] = parameter
             weights.append((parameter, module_name))
     weight_params = {p for p, _ in (raw.get("weights") or {}).items()}
-    others = [n for n in names if n not in weight_params]
+    init_params = {
+        v["value"] for v in (raw.get("init") or {}).values() if isinstance(v, dict) and isinstance(v.get("value"), str)
+    }
+    others = [n for n in names if n not in weight_params and n not in init_params]
     forward = list(raw.get("forward", []))
     if "forward" in raw:
         for i, name in enumerate(forward):
@@ -135,9 +141,23 @@ def read_module(
                 )
             )
     symbols = _symbols(parameters)
-    init: list[tuple[str, InitValue | SizeOf]] = []
+    init: list[tuple[str, InitValue | SizeOf | ValueOf]] = []
     for name, value in (raw.get("init") or {}).items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and "value" in value:
+            parameter = value["value"]
+            if parameter not in shapes or shapes[parameter] != []:
+                scalars = ", ".join(n for n in names if shapes[n] == []) or "none"
+                problems.append(
+                    doc.problem(
+                        (*where, "init", name, "value"),
+                        f"expected a parameter of function.parameters with shape [] (a whole number; here: {scalars}), "
+                        f"found {parameter!r}"
+                        + (f" with shape [{', '.join(map(str, shapes[parameter]))}]" if parameter in shapes else ""),
+                    )
+                )
+                continue
+            init.append((name, ValueOf(parameter)))
+        elif isinstance(value, dict):
             symbol = value["size"]
             if symbol not in symbols:
                 problems.append(
