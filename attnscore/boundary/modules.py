@@ -7,9 +7,10 @@ scores ``Q, K, W``); the spec says which of them are the module's weights and un
 parameter names (``W: weight``, ``W_q: q_proj.weight``), the constructor's keyword arguments
 (plain values, the size of a legend symbol in the call's inputs, or the value of a scalar integer
 input such as ``num_heads``), and in which order the other inputs go to ``forward``.
-:class:`ModuleConfig` is that, as the grader sends it with every call (``CallRequest.module``); :func:`module_call` turns the class into a function of the contract's
-inputs, so the worker and the in-process runner call it, inspect it and run its backward pass as
-they do any function: gradients reach the weights as they reach any input.
+:class:`ModuleConfig` is that, as the grader sends it with every call (``CallRequest.module``);
+:func:`module_call` turns the class into a function of the contract's inputs, so the worker and
+the in-process runner call it, inspect it and run its backward pass as they do any function:
+gradients reach the weights as they reach any input.
 
 Each call builds the module anew with the call's constructor arguments, moves it to the inputs'
 device and dtype (``module.to``: floating buffers too), lets a lazy module (``nn.LazyLinear``)
