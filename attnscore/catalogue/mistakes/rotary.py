@@ -160,7 +160,8 @@ add(
 
 
 _FIT_GRID = np.exp(np.linspace(np.log(1.5), np.log(2.0e6), 1201))
-"""The frequency bases a stale theta is first looked for at (log-spaced), before the nearest whole one."""
+"""The frequency bases a stale theta is first looked for at (log-spaced, 1.2% apart), before a
+golden-section search between the best one's neighbours and the nearest whole numbers."""
 
 
 def _fit_stale_theta(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> list[dict[str, float]] | None:
@@ -178,7 +179,13 @@ def _fit_stale_theta(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarra
     def error(t: float) -> float:
         return float(((rotate(x64, positions, t, pairing) - target) ** 2).sum())
 
-    best = min(_FIT_GRID, key=error)
+    k = int(np.argmin([error(t) for t in _FIT_GRID]))
+    lo, hi = np.log(_FIT_GRID[max(k - 1, 0)]), np.log(_FIT_GRID[min(k + 1, len(_FIT_GRID) - 1)])
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(40):  # golden-section search on log theta between the best point's neighbours
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        lo, hi = (lo, b) if error(float(np.exp(a))) <= error(float(np.exp(b))) else (a, hi)
+    best = float(np.exp((lo + hi) / 2.0))
     near = sorted({max(2, int(np.floor(best))), int(np.ceil(best))} | set(THETAS), key=error)
     return [{"stale": float(t)} for t in near if t != given][:4] or None
 

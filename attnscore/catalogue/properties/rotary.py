@@ -57,6 +57,7 @@ register(
         strategy=random_args,
         applies=rotary,
         check=_norm_check,
+        golden=False,  # the check first, then the values (points only for computing)
     )
 )
 
@@ -151,5 +152,6 @@ register(
         applies=rotary,
         calls=_offset_calls,
         check=_offset_check,
+        golden=False,  # the check first, then the values (points only for computing)
     )
 )
