@@ -157,3 +157,36 @@ def test_students_in_the_sandbox_a_class_cache_across_thetas_fails() -> None:
         fresh(x, torch.tensor([10], dtype=torch.int32), 10000), torch.tensor([[0, 0, 0.9950, 0.0998]]), atol=1e-4
     )
     assert {c.diagnosis["id"] for c in half.cases if c.diagnosis} == {"rope_pairing_swapped"}
+
+
+def _rotate_half_spec(tmp_path: Path):
+    """specs/rope.yaml with pairing rotate_half and its one worked example turned to rotate-half pairs."""
+    text = Path(SPEC).read_text(encoding="utf-8")
+    head = text[: text.index("worked_examples:")].replace("{pairing: interleaved}", "{pairing: rotate_half}")
+    properties = text[text.index("properties:") : text.index("mistakes:")]
+    example = (
+        "worked_examples:\n"
+        "  - id: halves_pair_up\n"
+        "    inputs: {x: [[1, 0, 0, 0]], token_positions: [1], theta: 100}\n"
+        "    expected: [[0.5403023058681398, 0, 0.8414709848078965, 0]]\n"
+        "    explanation: pair 0 is (x[0], x[2]), turning 1 radian at position 1.\n"
+        "    points: 2\n"
+    )
+    path = tmp_path / "rope_half.yaml"
+    path.write_text(head + example + properties, encoding="utf-8")
+    return load_spec(path)
+
+
+def test_a_rotate_half_spec_verifies_and_names_the_interleaved_pairing(tmp_path: Path) -> None:
+    """pairing: rotate_half: the reference passes in float32, every RoPE mistake is caught and named
+    (the swapped pairing is now the interleaved one)."""
+    from attnscore.check.verify import verify_spec
+
+    spec = _rotate_half_spec(tmp_path)
+    assert spec.contract.option("pairing") == "rotate_half"
+    (reference,) = verify_spec(spec, ["float32"])
+    assert reference.score == reference.max_score
+    results = {r.mistake_id: r for r in mutation_test(spec, dtype="float32")}
+    assert [i for i in ROPE_IDS if not results[i].ok] == []
+    interleaved = run_impl(spec, _load("correct_interleaved"), dtype="float32", shrink=False)
+    assert {c.diagnosis["id"] for c in interleaved.cases if c.diagnosis} == {"rope_pairing_swapped"}
