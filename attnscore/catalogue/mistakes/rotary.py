@@ -37,7 +37,9 @@ __all__ = [
     "rotate_stale_theta",
 ]
 
-Rotation = Callable[[torch.Tensor, torch.Tensor, Any, str], torch.Tensor]
+Rotation = Callable[["torch.Tensor", "torch.Tensor", Any, str], "torch.Tensor"]
+"""``(x, positions, theta, pairing) -> rotated x``: one way of rotating (a string-typed alias, so that
+importing the catalogue leaves torch unloaded)."""
 
 
 def other_pairing(pairing: str) -> str:
