@@ -274,6 +274,8 @@ def leading_symbol(c: Contract) -> str | None:
     if not (own_reference(c) or rotary(c)) or not c.returns:
         return None
     first = c.returns[0]
+    if first == "..." and c.leading == ():  # a spec that states no leading dims: no items to split
+        return None
     if first != "..." and dict(c.fixed_sizes).get(first, 2) < 2:
         return None
     if any(legend[:1] == (first,) for _, legend in c.parameters):

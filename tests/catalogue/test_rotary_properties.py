@@ -25,6 +25,8 @@ def test_rotary_selects_only_the_rope_contract() -> None:
     assert [name for name, c in CONTRACTS.items() if rotary(c)] == ["rope"]
     assert rotary(CONTRACT.configured({"pairing": "rotate_half"}))
     assert leading_symbol(CONTRACT) == "..."
+    assert leading_symbol(CONTRACT.interfaced(("batch",))) == "..."
+    assert leading_symbol(CONTRACT.interfaced(())) is None  # a stated rank without batch dims: nothing to split
 
 
 def test_the_properties_that_apply_to_rope() -> None:
