@@ -51,6 +51,7 @@ __all__ = [
     "flash",
     "varlen",
     "key_padding",
+    "rotary",
     "general_attention_variant",
     "own_reference",
     "leading_symbol",
@@ -246,6 +247,12 @@ def key_padding(c: Contract) -> bool:
     return c.family is ContractFamily.KEY_PADDING
 
 
+def rotary(c: Contract) -> bool:
+    """Rotary position embeddings (RoPE) of a vector at explicit token positions (``rope``): the
+    pairing convention the spec states is the contract's ``pairing`` option."""
+    return c.family is ContractFamily.ROPE
+
+
 def general_attention_variant(c: Contract) -> bool:
     """A variant of general attention with keywords (SDPA, the kernel variants, FlashAttention's
     layout, key padding: :data:`attnscore.maths.family.KEYWORD_FAMILIES`), whose gradients follow from
@@ -261,12 +268,14 @@ def own_reference(c: Contract) -> bool:
 
 
 def leading_symbol(c: Contract) -> str | None:
-    """The dim that indexes independent items of an instructor's function, or None: ``"..."`` when
-    the result's shape starts with it, else the result's first symbol when some parameter's shape
-    starts with it too (``[batch, seq, d_model]``) and the spec does not fix its size to 1."""
-    if not own_reference(c) or not c.returns:
+    """The dim that indexes independent items of an instructor's function or of RoPE (:func:`rotary`),
+    or None: ``"..."`` when the result's shape starts with it, else the result's first symbol when some
+    parameter's shape starts with it too (``[batch, seq, d_model]``) and the spec does not fix its size to 1."""
+    if not (own_reference(c) or rotary(c)) or not c.returns:
         return None
     first = c.returns[0]
+    if first == "..." and c.leading == ():  # a spec that states no leading dims: no items to split
+        return None
     if first != "..." and dict(c.fixed_sizes).get(first, 2) < 2:
         return None
     if any(legend[:1] == (first,) for _, legend in c.parameters):

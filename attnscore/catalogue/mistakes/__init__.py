@@ -18,6 +18,7 @@ from attnscore.catalogue.mistakes import (
     flash_attention,
     masks,
     packed,
+    rotary,
     scaling,
     score_functions,
     sequences,
@@ -27,7 +28,19 @@ from attnscore.catalogue.mistakes import (
 )
 from attnscore.catalogue.mistakes.registry import MISTAKES, Mistake, get_mistake, mistakes_for
 
-SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, packed, flash_attention, shortcuts)
+SECTIONS = (
+    scaling,
+    shapes,
+    score_functions,
+    masks,
+    causal,
+    variants,
+    sequences,
+    packed,
+    rotary,
+    flash_attention,
+    shortcuts,
+)
 """The catalogue's sections, in the catalogue's order (each registers its mistakes when imported)."""
 
 _ORDER = {section.__name__: number for number, section in enumerate(SECTIONS)}

@@ -125,11 +125,17 @@ class Mistake:
         return (not self.dtypes or dtype in self.dtypes) and dtype not in self.not_dtypes
 
     def describe(self, params: dict[str, float] | None = None) -> str:
-        """The message with its ``{name}`` fields filled (numbers to 3 significant digits)."""
+        """The message with its ``{name}`` fields filled (numbers to 3 significant digits, whole numbers
+        below 10^9 in full: a fitted theta of 10000, not 1e+04)."""
         values = {**dict(self.defaults), **(params or {})}
         if not values:
             return self.message
-        return self.message.format(**{k: f"{float(v):.3g}" for k, v in values.items()})
+        return self.message.format(**{k: _shown(float(v)) for k, v in values.items()})
+
+
+def _shown(v: float) -> str:
+    """A fitted parameter as a message shows it: ``10000``, ``16``, ``0.5``, ``0.333``."""
+    return str(int(v)) if v.is_integer() and abs(v) < 1e9 else f"{v:.3g}"
 
 
 def _with_absent(contract: Contract, args: list[Any]) -> list[Any]:

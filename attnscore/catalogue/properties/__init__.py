@@ -19,7 +19,8 @@ contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every c
 :mod:`~attnscore.catalogue.properties.scores` (the Q Kᵀ views) and :mod:`~attnscore.catalogue.properties.weights`
 (masks, weights, attention), :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag)
 and :mod:`~attnscore.catalogue.properties.gradients` (the backward pass of every differentiable contract),
-:mod:`~attnscore.catalogue.properties.gradcheck` (the backward against finite differences of the forward).
+:mod:`~attnscore.catalogue.properties.gradcheck` (the backward against finite differences of the forward),
+:mod:`~attnscore.catalogue.properties.rotary` (rotary position embeddings: norms, scores by offset).
 """
 
 from attnscore.catalogue.properties import general, scores, weights  # noqa: F401  (registers the properties, in this order)
@@ -29,6 +30,9 @@ from attnscore.catalogue.properties import causal, sequences, variants  # noqa: 
 
 # isort: split
 from attnscore.catalogue.properties import packed  # noqa: F401  (packed varlen batches and key padding)
+
+# isort: split
+from attnscore.catalogue.properties import rotary  # noqa: F401  (rotary position embeddings: norms, offsets)
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)

@@ -251,7 +251,8 @@ def _items_calls(contract: Any, example: tuple[dict[str, np.ndarray], int]) -> l
     symbol = leading_symbol(contract)
     legends = dict(contract.parameters)
     alone = {n: a[i : i + 1] if legends[n][:1] == (symbol,) else a for n, a in args.items()}
-    return [args, {n: np.ascontiguousarray(a) for n, a in alone.items()}]
+    # (np.ascontiguousarray makes a 0-d integer parameter, theta or max_seqlen, 1-d: those stay as they are)
+    return [args, {n: np.ascontiguousarray(a) if np.ndim(a) else a for n, a in alone.items()}]
 
 
 def _items_check(ctx: CheckContext) -> str | None:
@@ -275,7 +276,7 @@ register(
         name="leading_dims_independent",
         summary=(
             "Items along the leading dim (a batch) are computed on their own: f(x)[i] = f(x[i:i+1])[0] "
-            "(an instructor's own reference function whose result starts with that dim)."
+            "(an instructor's own reference function whose result starts with that dim, RoPE)."
         ),
         strategy=_items_example,
         applies=lambda c: leading_symbol(c) is not None,

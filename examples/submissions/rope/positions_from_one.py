@@ -1,0 +1,12 @@
+"""RoPE with positions counted from 1 (m + 1)."""
+
+import torch
+
+
+def rope(x, token_positions, theta):
+    d_k = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, device=x.device, dtype=torch.float32) / d_k))
+    angle = (token_positions.to(torch.float32)[:, None] + 1) * inv_freq
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
