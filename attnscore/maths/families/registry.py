@@ -18,6 +18,7 @@ from attnscore.maths.families import (
     kernel_attention,
     key_padding,
     mask,
+    multihead,
     scores,
     sdpa,
     weights,
@@ -39,6 +40,7 @@ _MODULES: tuple[Family, ...] = (
     flash_attention_2,
     flash_varlen,
     key_padding,
+    multihead,
     instructor,
 )
 
