@@ -16,6 +16,7 @@ Mistakes are plain functions ``fn(contract, spec, *args)``; ``spec`` is only use
 from attnscore.catalogue.mistakes import (
     causal,
     flash_attention,
+    heads,
     masks,
     packed,
     scaling,
@@ -27,7 +28,19 @@ from attnscore.catalogue.mistakes import (
 )
 from attnscore.catalogue.mistakes.registry import MISTAKES, Mistake, get_mistake, mistakes_for
 
-SECTIONS = (scaling, shapes, score_functions, masks, causal, variants, sequences, packed, flash_attention, shortcuts)
+SECTIONS = (
+    scaling,
+    shapes,
+    score_functions,
+    masks,
+    causal,
+    heads,
+    variants,
+    sequences,
+    packed,
+    flash_attention,
+    shortcuts,
+)
 """The catalogue's sections, in the catalogue's order (each registers its mistakes when imported)."""
 
 _ORDER = {section.__name__: number for number, section in enumerate(SECTIONS)}

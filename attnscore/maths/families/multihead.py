@@ -73,6 +73,7 @@ __all__ = [
     "attend_golden",
     "attention_options",
     "causal_keep",
+    "conventions",
     "error_budget",
     "gradient_parts",
     "gradient_scales",
@@ -274,13 +275,15 @@ def rotation_of(parts: Parts, pairing: str, device: Any = None) -> Rotation | No
     return lambda t: rotate(t, positions, theta, pairing)
 
 
-def _options(contract: Contract) -> tuple[bool, str]:
+def conventions(contract: Contract) -> tuple[bool, str]:
+    """``(causal, pairing)`` a (configured) multi-head contract's spec fixed (``"interleaved"`` for a
+    form without RoPE)."""
     options = contract.options
     return bool(getattr(options, "causal", False)), str(getattr(options, "pairing", "interleaved"))
 
 
 def _reference_of(contract: Contract) -> Callable[..., torch.Tensor]:
-    causal, pairing = _options(contract)
+    causal, pairing = conventions(contract)
     rotary = "theta" in contract.parameter_names
 
     def ref(*args: Any) -> torch.Tensor:
@@ -338,7 +341,7 @@ def attend_golden(p: Parts, causal: bool, pairing: str = "interleaved") -> np.nd
 
 
 def _golden_of(contract: Contract) -> Callable[[Args], np.ndarray]:
-    causal, pairing = _options(contract)
+    causal, pairing = conventions(contract)
     return lambda a: attend_golden(_golden_parts(contract, a), causal, pairing)
 
 
@@ -451,7 +454,7 @@ def error_budget(p: Parts, causal: bool, pairing: str, dtype: str | None, factor
 
 
 def _error_of(contract: Contract) -> Callable[[Args], tuple[int, np.ndarray]]:
-    causal, pairing = _options(contract)
+    causal, pairing = conventions(contract)
 
     def error(a: Args) -> tuple[int, np.ndarray]:
         with np.errstate(all="ignore"):
@@ -462,7 +465,7 @@ def _error_of(contract: Contract) -> Callable[[Args], tuple[int, np.ndarray]]:
 
 
 def _low_error_of(contract: Contract) -> Callable[[Args, str, float], ErrorTerms]:
-    causal, pairing = _options(contract)
+    causal, pairing = conventions(contract)
 
     def low(a: Args, dtype: str, factor: float) -> ErrorTerms:
         with np.errstate(all="ignore"):
@@ -644,7 +647,7 @@ def gradient_parts(contract: Contract, args: Mapping[str, np.ndarray], d_out: An
     With ``absolute``, the same chain on absolute values with every difference made a sum (the
     error scales, :func:`gradient_scales`): attention's part from
     :func:`~attnscore.maths.families.attention.attention_scales`, RoPE's as the sum over each pair."""
-    causal, pairing = _options(contract)
+    causal, pairing = conventions(contract)
     p = _golden_parts(contract, args)
     Q, K, V, O_h = _signed_heads(p, causal, pairing)
     C = _merged(O_h)  # (..., n_q, d_model)
