@@ -206,7 +206,7 @@ def _linear(t: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     return t @ W.T  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
 
 
-Rotation = Callable[[torch.Tensor], torch.Tensor]
+Rotation = Callable[["torch.Tensor"], "torch.Tensor"]
 
 
 def attend(
