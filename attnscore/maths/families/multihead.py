@@ -247,7 +247,15 @@ def attend(
             (:func:`split_heads`) and merge (:func:`merge_heads`).
 
     Returns:
-        ``(..., n_q, d_model)`` in ``x``'s dtype and on its device.
+        ``(..., n_q, d_model)`` in ``x``'s dtype and on its device. The arguments are not checked
+        here; the contracts' references raise :class:`~attnscore.maths.reference.ScoreInputError`
+        for a head count that does not divide ``d_model``, a weight of another shape or an odd RoPE
+        width.
+
+    Example (one token sees only itself: the output is its value, ``x @ W_v.T``, through ``W_o``):
+        >>> x, eye = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.eye(4)
+        >>> attend(x, x, eye, eye, eye.roll(1, dims=1), eye, 2, causal=True).tolist()
+        [[2.0, 3.0, 4.0, 1.0]]
     """
     q, k, v = project(x, W_q), project(context, W_k), project(context, W_v)  # (..., n, d_model) each
     if model_rotation is not None:
