@@ -281,3 +281,22 @@ def test_causal_is_a_convention_never_passed() -> None:
     assert dict(c.options) == {}
     assert c.options.stated() == {"causal": True, "pairing": "rotate_half"}
     assert c.binding(lambda *a, **k: sorted(k))(*range(8)) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_golden_heads_independent_and_causal(data: st.DataObject) -> None:
+    """On the float64 twin: with W_o the identity, changing head 0's weight rows changes only its own
+    columns; under causal, changing the last token leaves the earlier tokens' outputs."""
+    c = get_contract("multihead_self_attention_rope").configured({"causal": True})
+    a = data.draw(random_args(c, max_value=3.0))
+    d, h = a["x"].shape[-1], int(a["num_heads"])
+    a = a | {"W_o": np.eye(d)}
+    changed = {n: np.array(a[n]) for n in ("W_q", "W_k", "W_v")}
+    for W in changed.values():
+        W[: d // h] += 1.0
+    before, after = c.golden(a), c.golden(a | changed)
+    np.testing.assert_allclose(after[..., d // h :], before[..., d // h :], rtol=1e-12, atol=1e-12)
+    later = np.array(a["x"])
+    later[..., -1, :] += 1.0
+    np.testing.assert_allclose(c.golden(a | {"x": later})[..., :-1, :], before[..., :-1, :], rtol=1e-12, atol=1e-12)
