@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "examples" / "submissions" / "scores"
 IDS = (
     "additive_scores, alibi, attention, attention_weights, bilinear_scores, causal_attention, dot_product_scores, "
-    "flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, rope, "
-    "scaled_score_matrix, score_matrix, sdpa, sdpa_causal, sdpa_float_mask, sliding_window, softcap, varlen"
+    "flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, multihead_self_attention, "
+    "multihead_self_attention_module, multihead_self_attention_rope, rope, scaled_score_matrix, "
+    "score_matrix, sdpa, sdpa_causal, sdpa_float_mask, sliding_window, softcap, varlen"
 )
 UNKNOWN = f"no such file 'scaled_scores', and no bundled spec has that id: expected a spec file or one of {IDS}"
 

@@ -19,6 +19,7 @@ from attnscore.maths.families import (
     key_padding,
     mask,
     rope,
+    multihead,
     scores,
     sdpa,
     weights,
@@ -41,6 +42,7 @@ _MODULES: tuple[Family, ...] = (
     flash_varlen,
     key_padding,
     rope,
+    multihead,
     instructor,
 )
 

@@ -1,0 +1,19 @@
+"""Wrong: every projection is x @ W, as if the weights were stored (d_in, d_out)."""
+
+import math
+
+import torch
+
+
+def multihead_self_attention(x, W_q, W_k, W_v, W_o, num_heads):
+    *batch, seq, d_model = x.shape
+    d_head = d_model // num_heads
+
+    def heads(t):
+        return t.view(*batch, seq, num_heads, d_head).transpose(-3, -2)
+
+    q, k, v = heads(x @ W_q), heads(x @ W_k), heads(x @ W_v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)
+    future = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(diagonal=1)
+    out = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+    return out.transpose(-3, -2).reshape(*batch, seq, d_model) @ W_o
