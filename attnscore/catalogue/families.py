@@ -55,6 +55,11 @@ __all__ = [
     "general_attention_variant",
     "own_reference",
     "leading_symbol",
+    "multihead",
+    "multihead_causal",
+    "multihead_separate_weights",
+    "multihead_rotary",
+    "per_head_scaled",
 ]
 
 Applies = Callable[[Contract], bool]
@@ -259,6 +264,34 @@ def general_attention_variant(c: Contract) -> bool:
     its options (:func:`attnscore.maths.golden_gradients.keyword_attention_options`) and the keys it
     leaves out from its family's ``unused_keys``."""
     return c.family in KEYWORD_FAMILIES
+
+
+def multihead(c: Contract) -> bool:
+    """Multi-head attention with its four projections (:mod:`attnscore.maths.families.multihead`):
+    the self-attention, cross-attention, packed ``c_attn`` and RoPE forms."""
+    return c.family is ContractFamily.MULTIHEAD
+
+
+def multihead_causal(c: Contract) -> bool:
+    """Multi-head attention whose spec fixes ``causal: true`` (query i keeps keys j <= i)."""
+    return multihead(c) and bool(c.option("causal"))
+
+
+def multihead_separate_weights(c: Contract) -> bool:
+    """Multi-head attention given ``W_q``, ``W_k``, ``W_v`` as three ``(d_model, d_model)`` matrices
+    (not one packed ``c_attn``)."""
+    return multihead(c) and _has(c, "W_q")
+
+
+def multihead_rotary(c: Contract) -> bool:
+    """Multi-head attention with RoPE on each head's queries and keys (``theta``, ``token_positions``)."""
+    return multihead(c) and _has(c, "theta")
+
+
+def per_head_scaled(c: Contract) -> bool:
+    """A contract whose scores are divided by a per-head width: scaled ``Q Kᵀ`` and attention
+    (``√d_k``), multi-head attention (``√d_head``, not ``√d_model``)."""
+    return scaled(c) or multihead(c)
 
 
 def own_reference(c: Contract) -> bool:

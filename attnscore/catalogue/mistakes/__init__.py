@@ -16,6 +16,7 @@ Mistakes are plain functions ``fn(contract, spec, *args)``; ``spec`` is only use
 from attnscore.catalogue.mistakes import (
     causal,
     flash_attention,
+    heads,
     masks,
     packed,
     rotary,
@@ -34,6 +35,7 @@ SECTIONS = (
     score_functions,
     masks,
     causal,
+    heads,
     variants,
     sequences,
     packed,

@@ -7,11 +7,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnscore.catalogue.families import attention, raw_dot_product, scaled, scaled_dot_product
+from attnscore.catalogue.families import (
+    attention,
+    multihead,
+    per_head_scaled,
+    raw_dot_product,
+    scaled,
+    scaled_dot_product,
+)
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import attention_with, qk_pair, qkvm, scale_factor, softmax_weights, to_output
 from attnscore.maths import reference
 from attnscore.maths.contract import Contract
+from attnscore.maths.families.multihead import attend, conventions, parts_of, rotation_of
 
 if TYPE_CHECKING:
     import torch
@@ -73,12 +81,27 @@ add(
 )(_scaled_by(lambda Q: 0.5 / Q.shape[-1]))
 
 
+def _by_sqrt_d_model(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """Scores divided by √d_model: the heads' own width times their count (every head of a Q with a
+    heads axis; multi-head attention's ``d_model``)."""
+    if multihead(c):
+        p = parts_of(c, *args)
+        causal, pairing = conventions(c)
+        d_model = p.x.shape[-1]
+        return attend(
+            p.x, p.context, p.W_q, p.W_k, p.W_v, p.W_o, p.num_heads, causal=causal,
+            rotation=rotation_of(p, pairing, p.x.device), scale=1.0 / float(np.sqrt(d_model)),
+        )  # fmt: skip
+    return _with_scale(c, args, lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1))))
+
+
 add(
     "scaled_by_sqrt_d_model",
     "divided by √d_model instead of √d_k",
-    scaled,
-    "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k",
-)(_scaled_by(lambda Q: 1.0 / float(np.sqrt(Q.shape[-1] * (Q.shape[-3] if Q.ndim >= 3 else 1)))))
+    per_head_scaled,
+    "your scores are divided by √(heads·d_k) = √d_model: with heads, scale by the per-head width √d_k "
+    "(d_k = d_head = d_model / num_heads)",
+)(_by_sqrt_d_model)
 
 
 _FIT_ENTRIES = 2_000_000  # score entries evaluated at once while fitting a scale ratio

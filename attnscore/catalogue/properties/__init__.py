@@ -17,7 +17,8 @@ other runner they check values only.
 The registry is :mod:`attnscore.catalogue.properties.registry`; the properties themselves are grouped by the
 contracts they apply to: :mod:`~attnscore.catalogue.properties.general` (every contract),
 :mod:`~attnscore.catalogue.properties.scores` (the Q Kᵀ views) and :mod:`~attnscore.catalogue.properties.weights`
-(masks, weights, attention), :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag)
+(masks, weights, attention), :mod:`~attnscore.catalogue.properties.causal` (attention with a causal flag),
+:mod:`~attnscore.catalogue.properties.heads` (multi-head attention with its projections)
 and :mod:`~attnscore.catalogue.properties.gradients` (the backward pass of every differentiable contract),
 :mod:`~attnscore.catalogue.properties.gradcheck` (the backward against finite differences of the forward),
 :mod:`~attnscore.catalogue.properties.rotary` (rotary position embeddings: norms, scores by offset).
@@ -33,6 +34,9 @@ from attnscore.catalogue.properties import packed  # noqa: F401  (packed varlen 
 
 # isort: split
 from attnscore.catalogue.properties import rotary  # noqa: F401  (rotary position embeddings: norms, offsets)
+
+# isort: split
+from attnscore.catalogue.properties import heads  # noqa: F401  (multi-head attention: heads independent, causal tokens)
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)

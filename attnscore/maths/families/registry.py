@@ -18,6 +18,7 @@ from attnscore.maths.families import (
     kernel_attention,
     key_padding,
     mask,
+    multihead,
     rope,
     scores,
     sdpa,
@@ -41,6 +42,7 @@ _MODULES: tuple[Family, ...] = (
     flash_varlen,
     key_padding,
     rope,
+    multihead,
     instructor,
 )
 
