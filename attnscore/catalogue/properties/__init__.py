@@ -33,8 +33,10 @@ from attnscore.catalogue.properties import causal, sequences, variants  # noqa: 
 from attnscore.catalogue.properties import packed  # noqa: F401  (packed varlen batches and key padding)
 
 # isort: split
-from attnscore.catalogue.properties import rotary  # noqa: F401  (rotary position embeddings: norms, offsets)
-from attnscore.catalogue.properties import heads  # noqa: F401  (multi-head attention: heads independent, causal tokens)
+from attnscore.catalogue.properties import (
+    heads,  # noqa: F401  (multi-head attention: heads independent, causal tokens)
+    rotary,  # noqa: F401  (rotary position embeddings: norms, offsets)
+)
 
 # isort: split
 from attnscore.catalogue.properties import gradients  # noqa: F401  (the backward pass, registered last)
