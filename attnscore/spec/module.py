@@ -136,7 +136,7 @@ def read_module(
             problems.append(
                 doc.problem(
                     (*where, "forward"),
-                    f"expected every parameter that is not a weight once, in forward's order ({', '.join(others)} in "
+                    f"expected every parameter that is not a weight{' or a constructor value' if init_params else ''} once, in forward's order ({', '.join(others)} in "
                     f"some order), found [{', '.join(forward)}]",
                 )
             )
