@@ -133,10 +133,11 @@ def read_module(
                     )
                 )
         if sorted(forward) != sorted(others) and len(problems) == before:
+            what = "a weight or a constructor value" if init_params else "a weight"
             problems.append(
                 doc.problem(
                     (*where, "forward"),
-                    f"expected every parameter that is not a weight{' or a constructor value' if init_params else ''} once, in forward's order ({', '.join(others)} in "
+                    f"expected every parameter that is not {what} once, in forward's order ({', '.join(others)} in "
                     f"some order), found [{', '.join(forward)}]",
                 )
             )

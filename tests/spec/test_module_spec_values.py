@@ -23,8 +23,10 @@ def test_a_value_of_a_parameter_with_axes_is_a_located_problem(tmp_path: Path) -
     problems = [str(p).removeprefix(f"{tmp_path}/") for p in raised.value.problems]
     assert len(problems) == 2, problems
     assert "function.module.init.d_q.value" in problems[0]
-    assert "expected a parameter of function.parameters with shape [] (a whole number; here: none), found 'W' " \
+    assert (
+        "expected a parameter of function.parameters with shape [] (a whole number; here: none), found 'W' "
         "with shape [d_q, d_k]" in problems[0]
+    )
     assert "function.module.init.n.value" in problems[1] and "found 'heads'" in problems[1]
 
 
@@ -45,4 +47,7 @@ def test_forward_listing_a_value_parameter_is_a_located_problem(tmp_path: Path) 
         load_spec(path)
     (problem,) = raised.value.problems
     assert "function.module.forward" in str(problem)
-    assert "expected every parameter that is not a weight or a constructor value once, in forward's order (x in some order)" in str(problem)
+    assert (
+        "expected every parameter that is not a weight or a constructor value once, in forward's order "
+        "(x in some order)"
+    ) in str(problem)
