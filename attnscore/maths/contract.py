@@ -134,6 +134,9 @@ class Contract:
         omittable: mask parameters a spec marks ``optional``: the implementation takes them with a
             default (``mask=None``), so calls sometimes leave them out and sometimes pass None;
             either means every key is kept (:meth:`absent_value`).
+        unit_dims: ``(parameter, count)`` pairs a spec states (``token_positions: [1, seq]``): a
+            parameter whose legend has no ``...`` passed with ``count`` leading dims of size 1, in
+            every drawn input (:meth:`interfaced`); references and golden twins broadcast them.
         fixed_sizes: ``(symbol, size)`` pairs a spec fixes (``function.sizes``, an instructor's own
             reference: ``d_model`` 4 so that it divides by the heads): every drawn input has that
             size for that symbol (also a named leading dim's), whatever else is drawn.
@@ -180,18 +183,22 @@ class Contract:
     full_masks: frozenset[str] = field(default_factory=frozenset)
     omittable: frozenset[str] = field(default_factory=frozenset)
     fixed_sizes: tuple[tuple[str, int], ...] = ()
+    unit_dims: tuple[tuple[str, int], ...] = ()
 
     def interfaced(
         self,
         leading: tuple[str, ...] | None = None,
         full_masks: frozenset[str] = frozenset(),
         omittable: frozenset[str] = frozenset(),
+        unit_dims: tuple[tuple[str, int], ...] = (),
     ) -> Contract:
         """This contract with the interface a spec states (see :attr:`leading`, :attr:`full_masks`,
-        :attr:`omittable`): named leading dims, masks given in full shape, optional masks.
+        :attr:`omittable`, :attr:`unit_dims`): named leading dims, masks given in full shape,
+        optional masks, leading dims of size 1 on a parameter without ``...``.
 
         Raises:
-            ValueError: a full-shape or optional parameter that is not one of the contract's masks.
+            ValueError: a full-shape or optional parameter that is not one of the contract's masks;
+                unit dims on a parameter the contract lacks or whose legend has ``...``.
 
         Example:
             >>> from attnscore.maths.contracts import get_contract
@@ -206,7 +213,13 @@ class Contract:
                     f"expected a mask parameter of contract {self.name} ({', '.join(sorted(masks)) or 'none'}), "
                     f"found {name!r}"
                 )
-        if leading is None and not full_masks and not omittable:
+        legends = dict(self.parameters)
+        for name, count in unit_dims:
+            if name not in legends or legends[name][:1] == ("...",) or count < 1:
+                raise ValueError(
+                    f"expected leading dims of size 1 only on a parameter without '...', found {name!r} x {count}"
+                )
+        if leading is None and not full_masks and not omittable and not unit_dims:
             return self
         reference = self.reference
         if omittable:  # the truth of a call without its mask: the reference with every key kept
@@ -216,6 +229,7 @@ class Contract:
             leading=leading,
             full_masks=frozenset(full_masks),
             omittable=frozenset(omittable),
+            unit_dims=tuple(unit_dims),
             reference=reference,
         )
 
@@ -228,6 +242,9 @@ class Contract:
         """Parameter ``name``'s legend as the spec states it: ``"..."`` replaced by the named leading
         dims (:attr:`leading`) when there are some; ``"returns"`` for the result's."""
         legend = self.returns if name == "returns" else dict(self.parameters)[name]
+        unit = dict(self.unit_dims).get(name, 0)
+        if unit:
+            return ("1",) * unit + legend
         if self.leading is None or legend[:1] != ("...",):
             return legend
         return self.leading + legend[1:]
@@ -279,7 +296,11 @@ class Contract:
         if self.integer_fn is None:
             return sizes, {}
         sizes, ints = self.integer_fn(pick, dict(sizes))
-        return sizes, {name: np.array(a, dtype=np.int32, order="C") for name, a in ints.items()}
+        units = dict(self.unit_dims)
+        return sizes, {
+            name: np.array(a, dtype=np.int32, order="C").reshape((1,) * units.get(name, 0) + np.shape(a))
+            for name, a in ints.items()
+        }
 
     def integer_problems(self, args: Args) -> list[tuple[str, str]]:
         """What is wrong with the integer parameters of ``args`` (:attr:`integer_check`), as

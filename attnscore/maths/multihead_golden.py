@@ -17,7 +17,7 @@ import numpy as np
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.maths import golden
 from attnscore.maths.error_scales import attention_error, attention_low_terms
-from attnscore.maths.rotary import pair_indices, rotate_golden
+from attnscore.maths.rotary import pair_indices, rotate_golden, seq_positions
 from attnscore.maths.tolerance import ErrorTerms
 
 __all__ = [
@@ -123,7 +123,7 @@ def _rotated(t: np.ndarray, e: _Err, p: Parts, pairing: str) -> tuple[np.ndarray
     """RoPE of ``t (..., h, n, d_head)`` and its error: the pair's errors (a rotation mixes the
     two), the cosines' and sines' rounding and the products (``6·(|t_a| + |t_b|)``), and the angle
     ``m·θ_i`` computed in the accumulating precision (``2(|m θ_i| + 1)·(|t_a| + |t_b|)``)."""
-    positions = np.asarray(p.token_positions, dtype=np.float64)
+    positions = seq_positions(np.asarray(p.token_positions, dtype=np.float64))  # (seq,)
     assert p.theta is not None  # only called for the RoPE form
     y = rotate_golden(t, positions, p.theta, pairing)
     d = t.shape[-1]

@@ -17,15 +17,16 @@ the coordinates in one of two ways (:data:`PAIRINGS`):
   and most models in Hugging Face ``transformers``, whose ``rotate_half`` gives it its name).
 
 Shapes: ``x (..., seq, d)`` with ``d`` even; ``positions (seq,)`` or any shape that broadcasts
-against ``x``'s ``(..., seq)``, whole numbers (any int or float dtype). The torch reference
-:func:`rotate` keeps ``x``'s dtype and device: it computes the angles, cosines and sines in float32
-(float64 for a float64 ``x``) and rounds them to ``x``'s dtype before the products, as Hugging
-Face's ``apply_rotary_pos_emb`` does.
+against ``x``'s ``(..., seq)``, whole numbers (any int or float dtype); leading dims of size 1
+(``(1, seq)``, as CS336 passes them to multi-head attention) are dropped first
+(:func:`seq_positions`). The torch reference :func:`rotate` keeps ``x``'s dtype and device: it
+computes the angles, cosines and sines in float32 (float64 for a float64 ``x``) and rounds them to
+``x``'s dtype before the products, as Hugging Face's ``apply_rotary_pos_emb`` does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["PAIRINGS", "frequencies", "pair_indices", "rotate", "rotate_golden"]
+__all__ = ["PAIRINGS", "frequencies", "pair_indices", "rotate", "rotate_golden", "seq_positions"]
 
 PAIRINGS = ("interleaved", "rotate_half")
 """The two ways real code pairs a vector's coordinates for RoPE (see the module's text)."""
@@ -45,6 +46,18 @@ def _check(d: int, pairing: str) -> None:
         raise ValueError(f"expected a RoPE pairing among {PAIRINGS!r}, found {pairing!r}")
     if d % 2:
         raise ValueError(f"expected an even RoPE width d, found d = {d}")
+
+
+def seq_positions(positions: Any) -> Any:
+    """``positions`` (a numpy array or torch tensor) without its leading dims of size 1:
+    ``(1, seq)`` -> ``(seq,)``; any other shape as it is.
+
+    >>> seq_positions(np.array([[0, 3, 7]])).tolist()
+    [0, 3, 7]
+    """
+    while len(positions.shape) > 1 and positions.shape[0] == 1:
+        positions = positions[0]
+    return positions
 
 
 def pair_indices(d: int, pairing: str) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +95,7 @@ def rotate_golden(x: np.ndarray, positions: np.ndarray, theta: float, pairing: s
     """
     x = np.asarray(x, dtype=np.float64)
     a, b = pair_indices(x.shape[-1], pairing)
-    angle = np.asarray(positions, dtype=np.float64)[..., None] * frequencies(x.shape[-1], theta)  # (..., seq, d/2)
+    angle = seq_positions(np.asarray(positions, dtype=np.float64))[..., None] * frequencies(x.shape[-1], theta)
     cos, sin = np.cos(angle), np.sin(angle)
     y = np.empty(np.broadcast_shapes(x.shape, angle.shape[:-1] + (x.shape[-1],)), dtype=np.float64)
     y[..., a] = x[..., a] * cos - x[..., b] * sin
@@ -102,7 +115,7 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float, pairing: str)
     a, b = (torch.as_tensor(i, device=x.device) for i in pair_indices(d, pairing))
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     freqs = torch.as_tensor(frequencies(d, theta), dtype=work, device=x.device)
-    angle = torch.as_tensor(positions, device=x.device).to(work).unsqueeze(-1) * freqs  # (..., seq, d/2)
+    angle = seq_positions(torch.as_tensor(positions, device=x.device)).to(work).unsqueeze(-1) * freqs  # (.., seq, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     xa, xb = x[..., a], x[..., b]
     ya, yb = xa * cos - xb * sin, xa * sin + xb * cos

@@ -321,6 +321,7 @@ def random_args(
         if is_bool and legend[:1] == ("...",):
             shape = _mask_shape(draw, contract, legend, sizes, name)
         else:
+            shape = (1,) * dict(contract.unit_dims).get(name, 0)
             for sym in legend:
                 shape += sizes["..."] if sym == "..." else (sizes[sym],)
         if name in contract.additive_parameters:

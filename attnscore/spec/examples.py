@@ -103,6 +103,14 @@ def _rank_problem(contract: Contract, name: str, legend: tuple[str, ...], arr: n
     fixed = [s for s in legend if s != "..."]
     batched = "..." in legend
     declared = contract.declared_shape(name)
+    unit = dict(contract.unit_dims).get(name, 0)
+    if unit:  # [1, seq]: exactly that rank, the leading dims of size 1
+        if arr.ndim != len(declared) or any(n != 1 for n in arr.shape[:unit]):
+            return (
+                f"expected shape {legend_shape_text(declared)} ({len(declared)}-D, as function.parameters states), "
+                f"found shape {legend_shape_text(arr.shape)}"
+            )
+        return None
     if batched and contract.leading is not None:
         shared_mask = name in contract.mask_parameters and name not in contract.full_masks and arr.ndim == len(fixed)
         if arr.ndim != len(declared) and not shared_mask:

@@ -13,7 +13,10 @@ exactly, passes its masks in the scores' full shape, and makes the mask optional
   shared by the batch;
 - **optional masks**: ``optional: true``: calls sometimes leave the mask out and sometimes pass
   None; either means every key is kept. Only a mask that no required positional parameter
-  follows (a call can leave out trailing arguments only).
+  follows (a call can leave out trailing arguments only);
+- **unit leading dims**: ``shape: [1, seq]`` for a parameter whose legend has no ``...``
+  (``token_positions (seq,)``): the course passes it with leading dims of size 1 (CS336 passes
+  RoPE's positions as ``(1, seq)`` to multi-head attention), so every drawn input has them too.
 
 :func:`read_interface` reads these, reports each problem located, and gives the declared shapes
 with ``...`` back in place of the names (for :func:`attnscore.spec.examples.shape_ties`) and the
@@ -42,11 +45,24 @@ class Interface:
         leading: the named leading dims (``("batch",)``), or None for the open ``...``.
         full_masks: the masks that come in the scores' full shape.
         omittable: the masks the course makes optional.
+        unit_dims: ``(parameter, count)``: parameters passed with ``count`` leading dims of size 1.
     """
 
     leading: tuple[str, ...] | None = None
     full_masks: frozenset[str] = field(default_factory=frozenset)
     omittable: frozenset[str] = field(default_factory=frozenset)
+    unit_dims: tuple[tuple[str, int], ...] = ()
+
+
+def _unit_lead(legend: tuple[str, ...], declared: list[Any]) -> int:
+    """How many leading ``1``s ``declared`` has before a legend without ``...`` (0: none, or not
+    that form)."""
+    if legend[:1] == ("...",) or len(declared) <= len(legend):
+        return 0
+    count = len(declared) - len(legend)
+    lead, rest = declared[:count], declared[count:]
+    ok = all(n == 1 and not isinstance(n, bool) for n in lead) and list(rest) == list(legend)
+    return count if ok else 0
 
 
 def _is_name(value: Any) -> bool:
@@ -105,6 +121,7 @@ def read_interface(
     masks = contract.mask_parameters
     full: set[str] = set()
     omittable: set[str] = set()
+    units: list[tuple[str, int]] = []
     for i, raw in enumerate(fn["parameters"]):
         name, shape = raw["name"], list(raw["shape"])
         path: tuple[Any, ...] = ("function", "parameters", i)
@@ -112,6 +129,10 @@ def read_interface(
         if legend is None:  # not the contract's parameter: the shape check says so
             declared.append((name, tuple(shape)))
             continue
+        unit = _unit_lead(legend, shape)
+        if unit:
+            units.append((name, unit))
+            shape = shape[unit:]
         before = len(problems)
         lead, normal = _split(doc, path + ("shape",), legend, shape, symbols, problems)
         declared.append((name, normal))
@@ -151,7 +172,7 @@ def read_interface(
         if is_mask and lead is not None and lead == leading:
             full.add(name)  # a mask with the named dims has the scores' full shape
     _check_optional_order(doc, contract, fn, omittable, problems)
-    return declared, returns, Interface(leading, frozenset(full), frozenset(omittable))
+    return declared, returns, Interface(leading, frozenset(full), frozenset(omittable), tuple(units))
 
 
 def _common_leading(

@@ -239,7 +239,7 @@ def _bundled_contract(doc: Positioned, fn: dict[str, Any], problems: list[SpecPr
         )
     else:
         contract = contract.tied(ties)
-    return contract.interfaced(interface.leading, interface.full_masks, interface.omittable)
+    return contract.interfaced(interface.leading, interface.full_masks, interface.omittable, interface.unit_dims)
 
 
 def _instructor_tolerances(doc: Positioned, data: dict[str, Any], problems: list[SpecProblem]) -> None:

@@ -389,7 +389,7 @@ def _integer_check(a: Args) -> list[tuple[str, str]]:
             problems.append(("theta", f"expected one int >= 1, found {theta.tolist()}"))
         positions = np.asarray(a["token_positions"])
         seq = x.shape[-2] if x.ndim >= 2 else 0
-        if positions.shape != (seq,):
+        if not positions.shape or positions.shape[-1] != seq or any(n != 1 for n in positions.shape[:-1]):
             problems.append(("token_positions", f"expected shape (seq,) = ({seq},), found {positions.shape}"))
         elif np.any(positions < 0):
             problems.append(("token_positions", f"expected positions >= 0, found {positions.tolist()}"))

@@ -35,7 +35,7 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.options import Options, convention
 from attnscore.maths.reference import ScoreInputError
-from attnscore.maths.rotary import PAIRINGS, frequencies, pair_indices, rotate, rotate_golden
+from attnscore.maths.rotary import PAIRINGS, frequencies, pair_indices, rotate, rotate_golden, seq_positions
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def _parts(a: Args, pairing: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     theta = theta_value(np.asarray(a["theta"]))
     d = int(x.shape[-1])
     ia, ib = pair_indices(d, pairing)
-    angle = np.abs(np.asarray(a["token_positions"], dtype=np.float64)[..., None] * frequencies(d, theta))
+    angle = np.abs(seq_positions(np.asarray(a["token_positions"], dtype=np.float64))[..., None] * frequencies(d, theta))
     pair = np.abs(x[..., ia]) + np.abs(x[..., ib])
     return ia, ib, pair, angle, theta
 
@@ -143,7 +143,7 @@ def low_terms(a: Args, pairing: str) -> ErrorTerms:
 def _positions_problem(positions: Any, x_shape: tuple[int, ...]) -> str | None:
     shape = tuple(np.shape(positions))
     seq = x_shape[-2] if len(x_shape) >= 2 else None
-    if len(shape) != 1 or shape[0] != seq:
+    if not shape or shape[-1] != seq or any(n != 1 for n in shape[:-1]):
         return f"expected token positions of shape (seq,) = ({seq},) as x (..., seq, d_k) has, found shape {shape}"
     return None
 
