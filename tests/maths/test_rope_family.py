@@ -121,11 +121,11 @@ def test_integer_check_names_each_bad_worked_example_input(changes: dict, proble
         ),
         pytest.param(
             torch.zeros(2, 4),
-            torch.tensor([[0, 1]]),
+            torch.tensor([[0, 1], [2, 3]]),
             100,
             "token_positions: expected token positions of shape (seq,) = (2,) as x (..., seq, d_k) has, "
-            "found shape (1, 2)",
-            id="positions (1, seq)",
+            "found shape (2, 2)",
+            id="positions (batch, seq)",
         ),
         pytest.param(
             torch.zeros(2, 4), torch.tensor([0, 1]), 0, "theta: expected a frequency base > 0, found 0", id="theta 0"
