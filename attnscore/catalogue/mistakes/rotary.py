@@ -167,7 +167,8 @@ add(
     "rope_frequencies_per_coordinate",
     "RoPE frequencies theta^(−i/d_k) instead of theta^(−2i/d_k)",
     rotary_anywhere,
-    "pair i turns at the frequency theta^(−2i/d_k), i = 0 .. d_k/2 − 1 (the exponents 0, 2/d_k, 4/d_k, ...); your "
+    "pair i turns at the frequency theta^(−2i/d_k), i = 0 .. d_k/2 − 1 (the exponents 0, 2/d_k, 4/d_k, ...; d_k "
+    "is the rotated width, each head's d_head in multi-head attention); your "
     "frequencies are theta^(−i/d_k) (arange(d_k // 2) / d_k where arange(0, d_k, 2) / d_k was meant), so every "
     "pair after the first turns too fast",
 )(_on_contract(rotate_frequencies_per_coordinate))
