@@ -1,10 +1,13 @@
 """RoPE's catalogued mistakes inside multi-head attention with RoPE (attnscore/catalogue/mistakes/rotary.py
 applied per head through heads.attend_with_hooks): which apply, each on a hand-checkable input, the
-stale theta's fit through attention, and each caught and named by specs/multihead_self_attention_rope.yaml."""
+stale theta's fit through attention, each caught and named by specs/multihead_self_attention_rope.yaml,
+and student files (rotate-half pairs, arange positions) named in process and in the sandbox."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,3 +134,42 @@ def test_each_is_caught_and_named_by_the_spec(mistake: str) -> None:
     result = run_impl(spec, get_mistake(mistake).bind(spec.contract), dtype="float32", shrink=False)
     assert result.score < result.max_score
     assert {c.diagnosis["id"] for c in result.cases if c.diagnosis} == {mistake}
+
+
+STUDENTS = Path("examples/submissions/multihead_self_attention_rope")
+NAMED = {"rope_rotate_half": "rope_pairing_swapped", "rope_positions_ignored": "rope_positions_ignored"}
+
+
+def _student(name: str):
+    module_spec = importlib.util.spec_from_file_location(f"mha_rope_{name}", STUDENTS / f"{name}.py")
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.multihead_self_attention_rope
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_student_files_are_named_in_process(name: str, dtype: str) -> None:
+    """A Hugging Face style rotate-half file and one that rotates at arange(seq) lose points and are
+    diagnosed as their mistake only."""
+    result = run_impl(load_spec(SPEC), _student(name), dtype=dtype, shrink=False)
+    assert result.score < result.max_score
+    assert {c.diagnosis["id"] for c in result.cases if c.diagnosis} == {NAMED[name]}
+
+
+@pytest.mark.slow
+def test_student_files_in_the_sandbox() -> None:
+    """attnscore grade, one worker per file: the correct file gets full marks, each wrong one its name."""
+    from attnscore.grade.grading import grade_many
+    from attnscore.sandbox.launch import Limits
+
+    names = ["correct", *sorted(NAMED)]
+    right, *wrong = grade_many(
+        [STUDENTS / f"{n}.py" for n in names], load_spec(SPEC), limits=Limits(call_timeout_s=30.0), shrink_steps=0
+    )
+    assert right.score == right.max_score
+    for name, result in zip(sorted(NAMED), wrong, strict=True):
+        assert result.score < result.max_score
+        assert {c.diagnosis["id"] for c in result.cases if c.diagnosis} == {NAMED[name]}
