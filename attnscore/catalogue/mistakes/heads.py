@@ -22,8 +22,15 @@ else:
     from attnscore.boundary.lazy_torch import torch
 
 
-def _attend(c: Contract, args: tuple[torch.Tensor, ...], **hooks: Any) -> torch.Tensor:
-    """The contract's multi-head attention on ``args`` with ``hooks`` (``attend``'s keywords) turned."""
+__all__ = ["attend_with_hooks"]
+
+
+def attend_with_hooks(c: Contract, args: tuple[torch.Tensor, ...], **hooks: Any) -> torch.Tensor:
+    """The multi-head contract ``c``'s attention on ``args`` (in its parameter order) with ``hooks``
+    (:func:`~attnscore.maths.families.multihead.attend`'s keywords) turned: ``(..., n_q, d_model)`` in
+    ``x``'s dtype. Without hooks it is the reference (the spec's causal convention, and RoPE at the
+    call's positions and theta for the RoPE form); ``rotation=`` replaces the per-head rotation of the
+    queries and keys (the RoPE mistakes of :mod:`attnscore.catalogue.mistakes.rotary`)."""
     p = parts_of(c, *args)
     causal, pairing = conventions(c)
     given: dict[str, Any] = {"causal": causal, "rotation": rotation_of(p, pairing, p.x.device)}
@@ -51,7 +58,7 @@ def _reshaped_back(t: torch.Tensor) -> torch.Tensor:
     "(transpose(1, 2)), and undo both (transpose, then reshape) before the output projection",
 )
 def _heads_reshaped(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, split=_reshaped, merge=_reshaped_back)
+    return attend_with_hooks(c, args, split=_reshaped, merge=_reshaped_back)
 
 
 @add(
@@ -62,7 +69,7 @@ def _heads_reshaped(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor
     "projection is x @ W.T (what nn.functional.linear(x, W) computes)",
 )
 def _x_times_w(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, project=lambda t, W: t @ W)
+    return attend_with_hooks(c, args, project=lambda t, W: t @ W)
 
 
 @add(
@@ -89,7 +96,7 @@ def _output_projection_omitted(c: Contract, spec: Any, *args: torch.Tensor) -> t
     "scores of keys j > i (torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)) with -inf before the softmax",
 )
 def _causal_mask_missing(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, causal=False)
+    return attend_with_hooks(c, args, causal=False)
 
 
 def _shifted_keep(args: tuple[torch.Tensor, ...], c: Contract, offset: int) -> torch.Tensor:
@@ -99,7 +106,7 @@ def _shifted_keep(args: tuple[torch.Tensor, ...], c: Contract, offset: int) -> t
 
 def _diagonal_masked_nan(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     """The same mask with torch's softmax over a fully masked first row: NaN there."""
-    out = _attend(c, args, keep=_shifted_keep(args, c, -1))
+    out = attend_with_hooks(c, args, keep=_shifted_keep(args, c, -1))
     out = out.clone()
     out[..., 0, :] = float("nan")
     return out
@@ -114,7 +121,7 @@ def _diagonal_masked_nan(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
     forms=(_diagonal_masked_nan,),
 )
 def _diagonal_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, keep=_shifted_keep(args, c, -1))
+    return attend_with_hooks(c, args, keep=_shifted_keep(args, c, -1))
 
 
 @add(
@@ -125,7 +132,7 @@ def _diagonal_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tenso
     "attends only to tokens j <= i; mask every j > i (torch.triu(..., diagonal=1))",
 )
 def _one_future_key(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, keep=_shifted_keep(args, c, 1))
+    return attend_with_hooks(c, args, keep=_shifted_keep(args, c, 1))
 
 
 @add(
@@ -136,7 +143,7 @@ def _one_future_key(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor
     "the offset of their positions); the values enter the weighted sum as projected",
 )
 def _rope_on_values(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-    return _attend(c, args, rotate_values=True)
+    return attend_with_hooks(c, args, rotate_values=True)
 
 
 @add(
@@ -156,4 +163,4 @@ def _rope_before_split(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Ten
     def whole(t: torch.Tensor) -> torch.Tensor:
         return rotate(t, positions, float(theta or 0), pairing)
 
-    return _attend(c, args, rotation=None, model_rotation=whole)
+    return attend_with_hooks(c, args, rotation=None, model_rotation=whole)
