@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.catalogue.families import own_reference
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
-from attnscore.maths.family import ContractFamily
 
 if TYPE_CHECKING:
     import torch
@@ -189,7 +189,7 @@ def mistakes_for(contract: str | Contract) -> list[Mistake]:
     function name, which may be a bundled contract's (``multihead_self_attention``) although its
     parameters, their order and its conventions are the instructor's; its own mistakes are its
     reference file's."""
-    if isinstance(contract, Contract) and contract.family is ContractFamily.INSTRUCTOR:
+    if isinstance(contract, Contract) and own_reference(contract):
         return []
     if isinstance(contract, Contract) and contract.keywords:
         return [m for m in MISTAKES.values() if m.applies(contract)]
