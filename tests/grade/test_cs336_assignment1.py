@@ -27,6 +27,7 @@ import yaml
 from attnscore.grade.assignment_grading import grade_assignment_many
 from attnscore.report.results import Verdict
 from attnscore.spec.assignment import load_assignment
+from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = ROOT / "examples" / "courses" / "cs336_assignment1"
@@ -37,18 +38,30 @@ QUESTIONS = {  # question id -> its spec file
     "sdpa": COURSE / "scaled_dot_product_attention.yaml",
     "mha": COURSE / "multihead_self_attention.yaml",
     "mha_module": COURSE / "multihead_self_attention_module.yaml",
+    "rope": COURSE / "rope.yaml",
+    "mha_rope": COURSE / "multihead_self_attention_rope.yaml",
 }
 # Per submission, the worked examples each question loses (question id -> example ids), "*" = all.
 FAILED_EXAMPLES: dict[str, dict[str, set[str]]] = {
     "correct_einops.py": {},
+    "correct_complex_rope.py": {},
     "softmax_no_max_subtraction.py": {"softmax": {"logits_around_1000", "logits_around_minus_1000"}},
     "sdpa_mask_inverted.py": {"sdpa": {"mask_per_batch_item", "causal_mask", "scale_by_sqrt_d_k"}},
     "heads_split_without_transpose.py": {"mha": {"two_tokens_two_heads_causal"}},
-    "module_misnamed_output_proj.py": {"mha_module": {"*"}},
+    "module_misnamed_output_proj.py": {"mha_module": {"*"}, "mha_rope": {"*"}},
     "missing_multihead_function.py": {"mha": {"*"}},
     "causal_mask_ignored.py": {
         "mha": {"two_tokens_two_heads_causal"},
         "mha_module": {"two_tokens_two_heads_causal"},
+        "mha_rope": {"*"},  # every worked example has two tokens or more
+    },
+    "rope_rotate_half.py": {
+        "rope": {"position_zero_is_the_identity", "frequency_of_pair_one"},
+        "mha_rope": {"pairs_are_adjacent"},
+    },
+    "rope_positions_ignored.py": {
+        "rope": {"frequency_of_pair_one", "positions_not_indices"},
+        "mha_rope": {"positions_not_indices", "each_head_rotated_at_its_own_width", "pairs_are_adjacent"},
     },
 }
 # Per submission, the mistake each question it loses is diagnosed as (cases worth points only).
@@ -59,8 +72,15 @@ NAMED: dict[str, dict[str, str]] = {
     "causal_mask_ignored.py": {
         "mha": "causal_mask_ignored",
         "mha_module": "causal_mask_ignored",
+        "mha_rope": "causal_mask_missing",
     },
+    # inside multi-head attention the catalogue names neither RoPE mistake: caught, not named there
+    "rope_rotate_half.py": {"rope": "rope_pairing_swapped"},
+    "rope_positions_ignored.py": {"rope": "rope_positions_ignored"},
 }
+# The RoPE questions in float64 hold a float32 cosine table built in the constructor (the course's
+# constructor takes no dtype), correct to float32 rounding: compared at 1e-6, every other at 1e-12.
+FLOAT32_TABLES = {"rope": 1e-6, "mha_rope": 1e-6}
 _ROW = re.compile(r"^\| `(?P<name>[a-z_0-9]+\.py)` \| (?P<scores>(?:\d+/\d+ \| )+)")
 COURSE_PACKAGES = ("einops", "jaxtyping")
 MISSING = [name for name in COURSE_PACKAGES if importlib.util.find_spec(name) is None]
@@ -96,7 +116,9 @@ def spec_yaml(question: str) -> dict[str, Any]:
 
 
 def example_inputs(spec: dict[str, Any], example: dict[str, Any]) -> dict[str, Any]:
-    """A worked example's inputs as float64 tensors (bool masks bool), in parameter order."""
+    """A worked example's inputs as float64 tensors (bool masks bool), in parameter order; as the
+    grader passes them, a whole number of shape [] (num_heads, theta) is a Python int and RoPE's
+    token_positions an int32 tensor."""
     out: dict[str, Any] = {}
     for parameter in spec["function"]["parameters"]:
         name = parameter["name"]
@@ -106,6 +128,12 @@ def example_inputs(spec: dict[str, Any], example: dict[str, Any]) -> dict[str, A
         if value is None:
             out[name] = None
             continue
+        if parameter["shape"] == []:
+            out[name] = int(value)
+            continue
+        if name == "token_positions":
+            out[name] = torch.tensor(value, dtype=torch.int32)
+            continue
         is_mask = torch.tensor(value).dtype == torch.bool
         out[name] = torch.tensor(value, dtype=torch.bool if is_mask else torch.float64)
     return out
@@ -113,8 +141,9 @@ def example_inputs(spec: dict[str, Any], example: dict[str, Any]) -> dict[str, A
 
 def call(spec: dict[str, Any], namespace: Any, inputs: dict[str, Any]) -> torch.Tensor:
     """Call the spec's function (or build and call its module) the way the grader does: the
-    parameters in order, the keywords by name; a module built from `module.init` with the drawn
-    weights loaded under `module.weights`, forward called on `module.forward`."""
+    parameters in order, the keywords by name; a module built from `module.init` (`{size: SYMBOL}`
+    a size of the inputs, `{value: PARAMETER}` a whole-number input) with the drawn weights loaded
+    under `module.weights`, forward called on `module.forward`."""
     function = spec["function"]
     target = getattr(namespace, function["name"])
     module = function.get("module")
@@ -122,12 +151,22 @@ def call(spec: dict[str, Any], namespace: Any, inputs: dict[str, Any]) -> torch.
         return target(*inputs.values(), **function.get("keywords", {}))
     sizes = {}
     for parameter in function["parameters"]:
-        for symbol, size in zip(parameter["shape"], inputs[parameter["name"]].shape, strict=True):
-            sizes[symbol] = size
-    init = {k: sizes[v["size"]] if isinstance(v, dict) else v for k, v in module["init"].items()}
+        if parameter["shape"]:
+            for symbol, size in zip(parameter["shape"], inputs[parameter["name"]].shape, strict=True):
+                sizes[symbol] = size
+
+    def init_value(v: Any) -> Any:
+        if isinstance(v, dict):
+            return sizes[v["size"]] if "size" in v else inputs[v["value"]]
+        return v
+
+    init = {k: init_value(v) for k, v in module["init"].items()}
     instance = target(**init).to(torch.float64)
     weights = {module["weights"][p]: inputs[p] for p in module["weights"]}
-    return torch.func.functional_call(instance, weights, tuple(inputs[p] for p in module["forward"]), strict=True)
+    found = {name for name, _ in instance.named_parameters()}
+    if found != set(weights):  # the grader's check: exactly the stated parameters; buffers are the module's own
+        raise ValueError(f"expected the parameters {sorted(weights)}, found {sorted(found)}")
+    return torch.func.functional_call(instance, weights, tuple(inputs[p] for p in module["forward"]))
 
 
 def failing_examples(question: str, namespace: Any) -> set[str]:
@@ -144,7 +183,8 @@ def failing_examples(question: str, namespace: Any) -> set[str]:
             failed.add(example["id"])
             continue
         expected = torch.tensor(example["expected"], dtype=torch.float64)
-        if got.shape != expected.shape or not torch.allclose(got.to(torch.float64), expected, rtol=1e-12, atol=1e-12):
+        tol = FLOAT32_TABLES.get(question, 1e-12)
+        if got.shape != expected.shape or not torch.allclose(got.to(torch.float64), expected, rtol=tol, atol=tol):
             failed.add(example["id"])
     return failed
 
@@ -166,8 +206,8 @@ def test_every_submission_is_listed():
     scores = readme_scores()
     assert set(scores) == files
     assert {len(v) for v in scores.values()} == {len(QUESTIONS) + 1}
-    for name, cells in scores.items():  # the total is the sum of the questions, out of 100
-        assert cells[-1] == (sum(p for p, _ in cells[:-1]), 100), name
+    for name, cells in scores.items():  # the total is the sum of the questions, out of 160
+        assert cells[-1] == (sum(p for p, _ in cells[:-1]), 160), name
 
 
 def test_readme_scores_follow_the_failed_examples():
@@ -181,6 +221,20 @@ def test_readme_scores_follow_the_failed_examples():
 def test_instructor_reference_gives_every_worked_example(question):
     """The instructor's reference, run in float64, gives each worked example's expected value."""
     assert failing_examples(question, ReferenceNamespace(question)) == set()
+
+
+@pytest.mark.parametrize("question", ["rope", "mha_rope"])
+def test_bundled_reference_gives_every_worked_example_of_the_rope_questions(question):
+    """The RoPE questions are graded against bundled contracts (rope, multihead_self_attention_rope):
+    their reference, called in float64 with the contract's parameters in order, gives each worked
+    example's expected value."""
+    spec = spec_yaml(question)
+    contract = load_spec(QUESTIONS[question]).contract
+    assert contract.name == spec["function"]["contract"]
+    for example in spec["worked_examples"]:
+        got = contract.reference(*example_inputs(spec, example).values())
+        expected = torch.tensor(example["expected"], dtype=torch.float64)
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12, msg=example["id"])
 
 
 def test_reference_matches_torch_multihead_attention():
@@ -246,21 +300,28 @@ def test_softmax_mistakes_are_nan_or_wrong_where_the_reference_is_right():
     assert not torch.allclose(reference.normalised_over_first_axis(batch, dim=-1), reference.softmax(batch, dim=-1))
 
 
-def test_assignment_states_four_questions_two_references_one_module():
-    """The assignment: four questions in order, 100 points, two instructor references, one module."""
+def test_assignment_states_six_questions_two_references_three_modules():
+    """The assignment: six questions in order, 160 points, two instructor references, three modules
+    (the RoPE module built per case with the case's theta, the multi-head class with RoPE)."""
     assignment = load_assignment(ASSIGNMENT)
     assert [q.id for q in assignment.questions] == list(QUESTIONS)
-    assert [q.points for q in assignment.questions] == [10, 30, 30, 30]
-    assert [q.scale for q in assignment.questions] == [1, 2, 2, 2]
+    assert [q.points for q in assignment.questions] == [10, 30, 30, 30, 30, 30]
+    assert [q.scale for q in assignment.questions] == [1, 2, 2, 2, 2, 2]
     assert [q.function for q in assignment.questions] == [
         "softmax",
         "scaled_dot_product_attention",
         "multihead_self_attention",
         "MultiHeadSelfAttention",
+        "RotaryPositionalEmbedding",
+        "MultiHeadSelfAttention",
     ]
     specs = {q.id: q.spec for q in assignment.questions}
-    assert specs["mha_module"].module is not None
-    assert [bool(q.spec.reference_files) for q in assignment.questions] == [True, False, True, True]
+    assert [q for q, s in specs.items() if s.module is not None] == ["mha_module", "rope", "mha_rope"]
+    assert [s.contract.name for q, s in specs.items() if q in ("rope", "mha_rope")] == [
+        "rope",
+        "multihead_self_attention_rope",
+    ]
+    assert [bool(q.spec.reference_files) for q in assignment.questions] == [True, False, True, True, False, False]
     files = {Path(f).name for f in assignment.files()}
     assert {"assignment.yaml", "softmax_reference.py", "multihead_self_attention_reference.py"} <= files
     assert {Path(q.spec.path).name for q in assignment.questions} <= files
@@ -313,7 +374,10 @@ def test_submissions_get_the_readme_scores_with_the_mistake_named():
     assert "output_proj.weight is missing" in misnamed[0].message
     missing = results["missing_multihead_function.py"]
     (question,) = [q for q in missing.questions if q.id == "mha"]
-    assert "defines: Linear, MultiHeadSelfAttention, scaled_dot_product_attention, softmax" in question.error
+    assert (
+        "defines: Linear, MultiHeadSelfAttention, RotaryPositionalEmbedding, scaled_dot_product_attention, softmax"
+        in (question.error)
+    )
     assert {c.verdict for c in missing.cases if c.question == question.id} == {Verdict.FUNCTION_MISSING}
 
 
@@ -349,7 +413,7 @@ def test_a_class_of_fifty_gets_per_question_columns(tmp_path):
 @needs_course_packages
 def test_gradescope_bundle_grades_the_example_as_gradescope_runs_it(tmp_path):
     """The assignment's Gradescope zip carries both reference files; its run_autograder gives the
-    correct file 100 and the heads-split file 76, with a line per question."""
+    correct file 160 and the heads-split file 136, with a line per question."""
     from attnscore.export.gradescope import build_gradescope_bundle
     from tests.export.test_gradescope import autograder, check_format
 
@@ -362,11 +426,11 @@ def test_gradescope_bundle_grades_the_example_as_gradescope_runs_it(tmp_path):
     assert {"einops", "jaxtyping"} <= set(requirements)
     right = autograder(tmp_path / "right", bundle, {"solution.py": (SUBMISSIONS / "correct_einops.py").read_bytes()})
     check_format(right)
-    assert right["score"] == 100
+    assert right["score"] == 160
     wrong_file = (SUBMISSIONS / "heads_split_without_transpose.py").read_bytes()
     wrong = autograder(tmp_path / "wrong", bundle, {"solution.py": wrong_file})
     check_format(wrong)
-    assert wrong["score"] == 76
+    assert wrong["score"] == 136
     assert "mha: 6/30 points" in wrong["output"].splitlines()
     assert {t["name"].split(": ")[0] for t in wrong["tests"]} == set(QUESTIONS)
 
@@ -375,7 +439,7 @@ def test_gradescope_bundle_grades_the_example_as_gradescope_runs_it(tmp_path):
 @needs_course_packages
 def test_prairielearn_grader_grades_the_example_as_prairielearn_runs_it(tmp_path):
     """The PrairieLearn question's grader on /grade laid out as PrairieLearn does: 100 % for the
-    correct file, 70 % for the misnamed module weight, a message line per question."""
+    correct file, 62.5 % (100/160) for the misnamed module weight, a message line per question."""
     from attnscore.export.prairielearn import export_prairielearn
     from tests.export.test_assignment_export import pl_grade
 
@@ -385,5 +449,5 @@ def test_prairielearn_grader_grades_the_example_as_prairielearn_runs_it(tmp_path
     assert right["gradable"] is True and right["score"] == 1
     misnamed = (SUBMISSIONS / "module_misnamed_output_proj.py").read_bytes()
     wrong = pl_grade(tmp_path / "wrong", out, {"solution.py": misnamed})
-    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(0.7)
+    assert wrong["gradable"] is True and wrong["score"] == pytest.approx(100 / 160)
     assert "mha_module: 0/30 points" in wrong["message"].splitlines()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscore.catalogue.families import own_reference
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
 
@@ -183,7 +184,13 @@ def mistakes_for(contract: str | Contract) -> list[Mistake]:
     """The catalogue's mistakes that apply to ``contract`` (a bundled contract's name, or a contract),
     in catalogue order. A contract that takes keywords (``sdpa`` with ``scale: 0.5``,
     :meth:`attnscore.maths.contract.Contract.configured`) is judged by its own features, since which
-    mistakes can happen depends on its keywords; a name stands for every sample configuration."""
+    mistakes can happen depends on its keywords; a name stands for every sample configuration. An
+    instructor's own reference (``function.reference``) gets none: its contract takes the spec's
+    function name, which may be a bundled contract's (``multihead_self_attention``) although its
+    parameters, their order and its conventions are the instructor's; its own mistakes are its
+    reference file's."""
+    if isinstance(contract, Contract) and own_reference(contract):
+        return []
     if isinstance(contract, Contract) and contract.keywords:
         return [m for m in MISTAKES.values() if m.applies(contract)]
     name = contract if isinstance(contract, str) else contract.name

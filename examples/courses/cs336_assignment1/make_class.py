@@ -7,7 +7,8 @@ Usage (from the repository root):
     attnscore grade CLASS_DIR --spec examples/courses/cs336_assignment1/assignment.yaml --out grading/
 
 The class is deterministic: student ``i`` (``student_001.py``, ...) is a copy of one submission,
-chosen in turn from :data:`MIX` (two correct files in five, then each wrong file in turn), with a
+chosen in turn from :data:`MIX` (two correct files in five, the two correct files in turn, then
+each wrong file in turn), with a
 header naming the student, the source's docstring left out, and one of :data:`VARIATIONS`
 (a helper that is never called, an unused import, extra blank lines): the copies differ byte for
 byte (a gradebook grades each once) and compute exactly what their source computes.
@@ -22,7 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SUBMISSIONS = HERE / "submissions"
 
-# The order students are drawn in: "correct_einops" twice in every five, the wrong files in turn.
+# The order students are drawn in: a correct file twice in every five (the einops file, then the one
+# with complex-number RoPE), the wrong files in turn.
 WRONG = (
     "softmax_no_max_subtraction",
     "sdpa_mask_inverted",
@@ -30,8 +32,10 @@ WRONG = (
     "module_misnamed_output_proj",
     "missing_multihead_function",
     "causal_mask_ignored",
+    "rope_rotate_half",
+    "rope_positions_ignored",
 )
-MIX = tuple(name for wrong in WRONG for name in ("correct_einops", wrong, "correct_einops", wrong, wrong))
+MIX = tuple(name for wrong in WRONG for name in ("correct_einops", wrong, "correct_complex_rope", wrong, wrong))
 
 VARIATIONS = (
     "\n\ndef _scratch(x):  # tried while debugging; never called\n    return x.sum()\n",

@@ -8,7 +8,7 @@ import math
 
 import torch
 from einops import einsum, rearrange
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 
@@ -41,6 +41,21 @@ class Linear(nn.Module):
         return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")
 
 
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, device=device, dtype=torch.float32) / d_k)  # (d_k/2,)
+        angles = torch.outer(torch.arange(max_seq_len, device=device, dtype=torch.float32), inv_freq)
+        self.register_buffer("cos", angles.cos(), persistent=False)  # (max_seq_len, d_k/2)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Float[Tensor, " ... seq d_k"], token_positions: Int[Tensor, " ... seq"]) -> Float[Tensor, " ... seq d_k"]:
+        cos, sin = self.cos[token_positions], self.sin[token_positions]  # (..., seq, d_k/2)
+        x_even, x_odd = x[..., 0::2], x[..., 1::2]
+        rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
+        return rearrange(rotated, "... seq half two -> ... seq (half two)")
+
+
 def _causal_self_attention(
     x: Float[Tensor, " ... seq d_model"],
     q_proj_weight: Float[Tensor, " d_model d_model"],
@@ -48,6 +63,8 @@ def _causal_self_attention(
     v_proj_weight: Float[Tensor, " d_model d_model"],
     o_proj_weight: Float[Tensor, " d_model d_model"],
     num_heads: int,
+    rope: RotaryPositionalEmbedding | None = None,
+    token_positions: Int[Tensor, " seq"] | None = None,
 ) -> Float[Tensor, " ... seq d_model"]:
     def heads(w: Tensor) -> Tensor:
         projected = einsum(x, w, "... seq d_in, d_out d_in -> ... seq d_out")
@@ -55,22 +72,26 @@ def _causal_self_attention(
 
     seq = x.shape[-2]
     causal = torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))  # query i sees keys j <= i
-    out = scaled_dot_product_attention(heads(q_proj_weight), heads(k_proj_weight), heads(v_proj_weight), causal)
+    q, k = heads(q_proj_weight), heads(k_proj_weight)
+    if rope is not None:  # each head's queries and keys, never the values
+        q, k = rope(q, token_positions), rope(k, token_positions)
+    out = scaled_dot_product_attention(q, k, heads(v_proj_weight), causal)
     out = rearrange(out, "... heads seq d_v -> ... seq (heads d_v)")
     return einsum(out, o_proj_weight, "... seq d_v, d_model d_v -> ... seq d_model")
 
 
 class MultiHeadSelfAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, device=None, dtype=None):
+    def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None, theta: float | None = None, device=None, dtype=None):
         super().__init__()
         assert d_model % num_heads == 0
         self.num_heads = num_heads
+        self.rope = None if theta is None else RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
         self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
 
-    def forward(self, x: Float[Tensor, " ... seq d_model"]) -> Float[Tensor, " ... seq d_model"]:
+    def forward(self, x: Float[Tensor, " ... seq d_model"], token_positions: Int[Tensor, " seq"] | None = None) -> Float[Tensor, " ... seq d_model"]:
         return _causal_self_attention(
             x,
             self.q_proj.weight,
@@ -78,6 +99,8 @@ class MultiHeadSelfAttention(nn.Module):
             self.v_proj.weight,
             self.output_proj.weight,
             self.num_heads,
+            self.rope,
+            token_positions,
         )
 
 

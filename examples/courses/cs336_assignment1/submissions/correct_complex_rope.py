@@ -1,0 +1,115 @@
+"""Correct, with RoPE written as Meta's LLaMA code writes it: each pair (x[2i], x[2i+1]) is the complex
+number x[2i] + i·x[2i+1], multiplied by e^(i·m·θ_i) (torch.polar, view_as_complex). No tables are kept:
+the angles are computed in every call, in x's dtype, from token_positions. Everything else is the
+einops file's."""
+
+import math
+
+import torch
+from einops import einsum, rearrange
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+
+
+def softmax(in_features: Float[Tensor, " ..."], dim: int) -> Float[Tensor, " ..."]:
+    shifted = in_features - in_features.amax(dim=dim, keepdim=True)  # the largest entry becomes 0
+    exps = torch.exp(shifted)
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def scaled_dot_product_attention(
+    Q: Float[Tensor, " ... queries d_k"],
+    K: Float[Tensor, " ... keys d_k"],
+    V: Float[Tensor, " ... keys d_v"],
+    mask: Bool[Tensor, " ... queries keys"] | None = None,
+) -> Float[Tensor, " ... queries d_v"]:
+    d_k = Q.shape[-1]
+    scores = einsum(Q, K, "... queries d_k, ... keys d_k -> ... queries keys") / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return einsum(softmax(scores, dim=-1), V, "... queries keys, ... keys d_v -> ... queries d_v")
+
+
+class Linear(nn.Module):
+    def __init__(self, in_features: int, out_features: int, device=None, dtype=None):
+        super().__init__()
+        std = math.sqrt(2 / (in_features + out_features))
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
+
+    def forward(self, x: Float[Tensor, " ... d_in"]) -> Float[Tensor, " ... d_out"]:
+        return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None):
+        super().__init__()
+        self.theta, self.d_k, self.max_seq_len = theta, d_k, max_seq_len
+
+    def forward(self, x: Float[Tensor, " ... seq d_k"], token_positions: Int[Tensor, " ... seq"]) -> Float[Tensor, " ... seq d_k"]:
+        exponents = torch.arange(0, self.d_k, 2, device=x.device, dtype=x.dtype) / self.d_k
+        angles = token_positions.to(x.dtype)[..., None] * self.theta**-exponents  # (..., seq, d_k/2)
+        pairs = torch.view_as_complex(rearrange(x, "... (half two) -> ... half two", two=2).contiguous())
+        rotated = pairs * torch.polar(torch.ones_like(angles), angles)  # turn pair i by angle i
+        return rearrange(torch.view_as_real(rotated), "... half two -> ... (half two)")
+
+
+def _causal_self_attention(
+    x: Float[Tensor, " ... seq d_model"],
+    q_proj_weight: Float[Tensor, " d_model d_model"],
+    k_proj_weight: Float[Tensor, " d_model d_model"],
+    v_proj_weight: Float[Tensor, " d_model d_model"],
+    o_proj_weight: Float[Tensor, " d_model d_model"],
+    num_heads: int,
+    rope: RotaryPositionalEmbedding | None = None,
+    token_positions: Int[Tensor, " seq"] | None = None,
+) -> Float[Tensor, " ... seq d_model"]:
+    def heads(w: Tensor) -> Tensor:
+        projected = einsum(x, w, "... seq d_in, d_out d_in -> ... seq d_out")
+        return rearrange(projected, "... seq (heads d_k) -> ... heads seq d_k", heads=num_heads)
+
+    seq = x.shape[-2]
+    causal = torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=x.device))  # query i sees keys j <= i
+    q, k = heads(q_proj_weight), heads(k_proj_weight)
+    if rope is not None:  # each head's queries and keys, never the values
+        q, k = rope(q, token_positions), rope(k, token_positions)
+    out = scaled_dot_product_attention(q, k, heads(v_proj_weight), causal)
+    out = rearrange(out, "... heads seq d_v -> ... seq (heads d_v)")
+    return einsum(out, o_proj_weight, "... seq d_v, d_model d_v -> ... seq d_model")
+
+
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None, theta: float | None = None, device=None, dtype=None):
+        super().__init__()
+        assert d_model % num_heads == 0
+        self.num_heads = num_heads
+        self.rope = None if theta is None else RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+
+    def forward(self, x: Float[Tensor, " ... seq d_model"], token_positions: Int[Tensor, " seq"] | None = None) -> Float[Tensor, " ... seq d_model"]:
+        return _causal_self_attention(
+            x,
+            self.q_proj.weight,
+            self.k_proj.weight,
+            self.v_proj.weight,
+            self.output_proj.weight,
+            self.num_heads,
+            self.rope,
+            token_positions,
+        )
+
+
+def multihead_self_attention(
+    q_proj_weight: Float[Tensor, " d_model d_model"],
+    k_proj_weight: Float[Tensor, " d_model d_model"],
+    v_proj_weight: Float[Tensor, " d_model d_model"],
+    o_proj_weight: Float[Tensor, " d_model d_model"],
+    in_features: Float[Tensor, " ... seq d_model"],
+    d_model: int,
+    num_heads: int,
+) -> Float[Tensor, " ... seq d_model"]:
+    assert q_proj_weight.shape == (d_model, d_model)
+    return _causal_self_attention(in_features, q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight, num_heads)
