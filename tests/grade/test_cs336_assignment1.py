@@ -74,9 +74,9 @@ NAMED: dict[str, dict[str, str]] = {
         "mha_module": "causal_mask_ignored",
         "mha_rope": "causal_mask_missing",
     },
-    # inside multi-head attention the catalogue names neither RoPE mistake: caught, not named there
-    "rope_rotate_half.py": {"rope": "rope_pairing_swapped"},
-    "rope_positions_ignored.py": {"rope": "rope_positions_ignored"},
+    # the catalogue's RoPE mistakes apply inside multi-head attention with RoPE too, per head
+    "rope_rotate_half.py": {"rope": "rope_pairing_swapped", "mha_rope": "rope_pairing_swapped"},
+    "rope_positions_ignored.py": {"rope": "rope_positions_ignored", "mha_rope": "rope_positions_ignored"},
 }
 # The RoPE questions in float64 hold a float32 cosine table built in the constructor (the course's
 # constructor takes no dtype), correct to float32 rounding: compared at 1e-6, every other at 1e-12.
