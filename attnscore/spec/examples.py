@@ -192,12 +192,12 @@ def _check_example_shapes(
                 )
                 ok = False
             elif symbol in sizes and sizes[symbol][0] != size:
-                problems.append(
-                    doc.problem(
-                        path + ("inputs", name),
-                        f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}",
-                    )
+                problem = doc.problem(
+                    path + ("inputs", name),
+                    f"expected {symbol}={sizes[symbol][0]} as in {sizes[symbol][1]}, found {symbol}={size}",
                 )
+                if problem not in problems:  # a square weight (d_model, d_model) says it once
+                    problems.append(problem)
                 ok = False
             else:
                 sizes.setdefault(symbol, (size, name))
