@@ -325,7 +325,9 @@ def test_config_round_trips_through_the_wire():
         pytest.param([], "expected a module config of init, weights and forward", id="not a mapping"),
         pytest.param({"init": {}, "extra": 1}, "expected a module config of init, weights and forward", id="extra key"),
         pytest.param(
-            {"init": {"d": {"size": ["W", 0]}}}, "expected init d as a value, {size: [input, axis]} or {value: input}", id="axis 0"
+            {"init": {"d": {"size": ["W", 0]}}},
+            "expected init d as a value, {size: [input, axis]} or {value: input}",
+            id="axis 0",
         ),
         pytest.param({"init": {"d": {"size": ["W", True]}}}, "expected init d as a value, {size:", id="bool axis"),
         pytest.param({"init": {"1x": 2}}, "expected an init keyword as an identifier", id="bad keyword"),
