@@ -40,7 +40,8 @@ How the course's adapters map onto attnscore's contracts (graded functions are c
 - ``run_multihead_self_attention_with_rope(d_model, num_heads, max_seq_len, theta, q_proj_weight,
   ..., in_features, token_positions)`` -> ``multihead_self_attention_rope(x, W_q, W_k, W_v, W_o,
   num_heads, theta, token_positions)``, causal, pairing ``interleaved``. The course passes the
-  positions as ``(1, seq)``; the contract takes ``(seq,)``, shared by the batch.
+  positions as ``(1, seq)``; the contract's legend is ``(seq,)``, shared by the batch (a spec
+  states the course's shape as ``token_positions: [1, seq]``), and this script passes ``(seq,)``.
 
 For each test it runs the contract's torch reference on the course's float32 inputs and on the same
 inputs in float64, and the contract's float64 numpy twin (``golden``), and prints how many output

@@ -24,7 +24,7 @@ from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.multihead import parts_of
 from attnscore.maths.families.rope import THETAS, theta_value
-from attnscore.maths.rotary import PAIRINGS, pair_indices, rotate
+from attnscore.maths.rotary import PAIRINGS, pair_indices, rotate, seq_positions
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +66,7 @@ def rotate_at_frequencies(x: torch.Tensor, positions: torch.Tensor, freqs: np.nd
     d = x.shape[-1]
     a, b = (torch.as_tensor(i, device=x.device) for i in pair_indices(d, pairing))
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    angle = torch.as_tensor(positions, device=x.device).to(work).unsqueeze(-1) * torch.as_tensor(
+    angle = seq_positions(torch.as_tensor(positions, device=x.device)).to(work).unsqueeze(-1) * torch.as_tensor(
         freqs, dtype=work, device=x.device
     )  # (seq, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
