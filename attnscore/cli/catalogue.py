@@ -41,7 +41,8 @@ def list_specs(markdown: bool) -> None:
         console.print(
             f"[bold]{spec.path}[/]  {spec.id} v{spec.version}: {spec.title} "
             f"({counted(len(spec.worked_examples), 'worked example')}, "
-            f"{counted(len(spec.properties), 'property', 'properties')}, {counted(spec.max_points, 'point')})"
+            f"{counted(len(spec.properties), 'property', 'properties')}, {counted(spec.max_points, 'point')})",
+            soft_wrap=True,  # one line per spec, its path never broken (a pipe reads it whole)
         )
     console.print("\n[bold]Registered properties[/]")
     for prop in PROPERTIES.values():
