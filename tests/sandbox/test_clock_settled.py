@@ -88,5 +88,6 @@ def test_a_loaded_cpu_does_not_spend_the_budget_sooner(tmp_path):
             wall = time.monotonic() - began
         own = runner.calls_spent - before
     assert not isinstance(outcome, CallFailure), outcome
-    assert wall > 0.6, wall  # the worker waited for its CPU
+    # the worker waited for its CPU (how long depends on the scheduler's groups: measured 0.6 to 1.2 s)
+    assert wall > own + 0.1, (own, wall)
     assert 0.35 <= own < 0.8 * wall, (own, wall)
