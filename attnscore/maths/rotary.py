@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["PAIRINGS", "frequencies", "pair_indices", "rotate", "rotate_golden", "seq_positions"]
+__all__ = ["PAIRINGS", "frequencies", "pair_indices", "rotate", "rotate_at", "rotate_golden", "seq_positions"]
 
 PAIRINGS = ("interleaved", "rotate_half")
 """The two ways real code pairs a vector's coordinates for RoPE (see the module's text)."""
@@ -111,11 +111,22 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float, pairing: str)
     Raises:
         ValueError: an odd last dim or an unknown pairing.
     """
+    return rotate_at(x, positions, frequencies(x.shape[-1], theta), pairing)
+
+
+def rotate_at(x: torch.Tensor, positions: torch.Tensor, freqs: np.ndarray, pairing: str) -> torch.Tensor:
+    """:func:`rotate` with pair ``i`` turning at ``freqs[..., i]`` instead of ``theta^(−2i/d)``
+    (``freqs`` float64, its last dim ``d/2``, broadcasting against the angles ``(..., seq, d/2)``):
+    what the catalogue's wrong frequencies and fitted bases are made of.
+
+    Raises:
+        ValueError: an odd last dim or an unknown pairing.
+    """
     d = x.shape[-1]
     a, b = (torch.as_tensor(i, device=x.device) for i in pair_indices(d, pairing))
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    freqs = torch.as_tensor(frequencies(d, theta), dtype=work, device=x.device)
-    angle = seq_positions(torch.as_tensor(positions, device=x.device)).to(work).unsqueeze(-1) * freqs  # (.., seq, d/2)
+    rates = torch.as_tensor(freqs, dtype=work, device=x.device)
+    angle = seq_positions(torch.as_tensor(positions, device=x.device)).to(work).unsqueeze(-1) * rates  # (.., seq, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     xa, xb = x[..., a], x[..., b]
     ya, yb = xa * cos - xb * sin, xa * sin + xb * cos

@@ -24,7 +24,7 @@ from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.multihead import parts_of
 from attnscore.maths.families.rope import THETAS, theta_value
-from attnscore.maths.rotary import PAIRINGS, pair_indices, rotate, seq_positions
+from attnscore.maths.rotary import PAIRINGS, rotate, rotate_at
 
 if TYPE_CHECKING:
     import torch
@@ -62,19 +62,8 @@ def other_pairing(pairing: str) -> str:
 
 def rotate_at_frequencies(x: torch.Tensor, positions: torch.Tensor, freqs: np.ndarray, pairing: str) -> torch.Tensor:
     """``x (..., seq, d)`` with pair ``i`` (as ``pairing`` forms them) turned by ``positions · freqs[i]``,
-    computed in ``x``'s dtype (float64 angles for float64, float32 otherwise)."""
-    d = x.shape[-1]
-    a, b = (torch.as_tensor(i, device=x.device) for i in pair_indices(d, pairing))
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    angle = seq_positions(torch.as_tensor(positions, device=x.device)).to(work).unsqueeze(-1) * torch.as_tensor(
-        freqs, dtype=work, device=x.device
-    )  # (seq, d/2)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    xa, xb = x[..., a], x[..., b]
-    out = torch.empty(torch.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)), dtype=x.dtype, device=x.device)
-    out[..., a] = xa * cos - xb * sin
-    out[..., b] = xa * sin + xb * cos
-    return out
+    computed as the reference computes (:func:`attnscore.maths.rotary.rotate_at`)."""
+    return rotate_at(x, positions, freqs, pairing)
 
 
 def rotate_other_pairing(x: torch.Tensor, positions: torch.Tensor, theta: Any, pairing: str) -> torch.Tensor:
