@@ -23,12 +23,18 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["flash", "flash_windowed", "flash_two_sided_window", "flash_cache"]
+__all__ = ["flash", "flash_windowed", "flash_sliding", "flash_two_sided_window", "flash_cache"]
 
 
 def flash_windowed(c: Contract) -> bool:
     """``flash_attn_func`` with a sliding window (``window_size`` not ``(-1, -1)``), not causal."""
     return flash(c) and tuple(c.option("window_size")) != (-1, -1) and not c.option("causal")
+
+
+def flash_sliding(c: Contract) -> bool:
+    """A sliding window, two-sided or causal: :func:`flash_windowed`, or ``causal`` with a bounded left
+    side (``causal=True, window_size=(w - 1, 0)``, Hugging Face's ``sliding_window = w``)."""
+    return flash_windowed(c) or (flash(c) and bool(c.option("causal")) and flash_window(c)[0] != -1)
 
 
 def flash_two_sided_window(c: Contract) -> bool:
@@ -88,7 +94,7 @@ def _window_form(narrower: bool, both_sides: bool) -> Callable[..., torch.Tensor
 add(
     "window_off_by_one",
     "sliding window off by one",
-    flash_windowed,
+    flash_sliding,
     "window_size=(left, right) keeps keys j with i - left <= j <= i + right (both ends included, "
     "left + right + 1 keys): your window is one key narrower or wider (< for <=, or left + 1 keys back)",
     forms=(_window_form(False, True), _window_form(True, False), _window_form(False, False)),
@@ -131,12 +137,21 @@ def _cache_offset(shift: int) -> Rule:
     return lambda window, n_q, n_k: flash_keep(window, n_q, n_k, offset=n_k - n_q + shift)
 
 
-add(
+@add(
     "window_ignored",
     "sliding window ignored",
-    flash_windowed,
-    "every query attends to every key: with window_size=(left, right) query i keeps only keys i - left .. i + right",
-)(_keeping(_every_key))
+    flash_sliding,
+    "with window_size=(left, right) query i keeps only keys i - left .. i + right (right = 0 with causal); "
+    "your queries attended to every key (with causal: to every earlier key), as if there were no window",
+)
+def _window_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """Every key (a two-sided window), or the causal mask alone (a causal window: the window left out)."""
+    rule = (
+        (lambda n_q, n_k: flash_keep((-1, 0), n_q, n_k))
+        if c.option("causal")
+        else (lambda n_q, n_k: _every_key((-1, -1), n_q, n_k))
+    )
+    return _attend(c, args, rule)
 
 
 add(
