@@ -54,6 +54,12 @@ def kernel_alibi(c: Contract) -> bool:
     return kernel(c) and "alibi_slopes" in c.parameter_names
 
 
+def kernel_alibi_unmasked(c: Contract) -> bool:
+    """A kernel with ALiBi and no causal mask: the keys after the query take part too (under ``is_causal``
+    the signed distance ``j - i - (n_k - n_q)`` is ``-|i + n_k - n_q - j|`` on every kept key)."""
+    return kernel_alibi(c) and not c.option("is_causal")
+
+
 def _call(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
     """The contract's own attention on its arguments with its configured keywords, some ``changed``."""
     if sdpa(c):
@@ -334,7 +340,7 @@ add(
 add(
     "alibi_signed_distance",
     "ALiBi distance signed (j - i), not absolute",
-    kernel_alibi,
+    kernel_alibi_unmasked,
     "the ALiBi distance is absolute in FlashAttention, -slope · |i + n_k - n_q - j|; the causal paper's "
     "slope · (j - i) rewards keys after the query when nothing masks them",
 )(_changed(_manual, distance="signed"))
