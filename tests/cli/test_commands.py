@@ -102,12 +102,12 @@ def test_grade_several_submissions_prints_a_table():
         pytest.param(["grade", "nope.py", "--spec", SPEC], "Error: nope.py: no such file", id="missing submission"),
         pytest.param(
             ["grade", str(SUBS / "correct_matmul.py"), "--spec", "nope.yaml"],
-            "Error: Invalid value for '--spec': no such file 'nope.yaml', and no bundled spec has that id: "
-            "expected a spec file or one of additive_scores, alibi, attention, attention_weights, bilinear_scores, "
+            "Error: Invalid value for '--spec': no such file 'nope.yaml', and no bundled spec has that id: expected a "
+            "spec file or one of additive_scores, alibi, alibi_causal, attention, attention_weights, bilinear_scores, "
             "causal_attention, dot_product_scores, flash_attention_2, flash_attention_2_causal, gqa, key_padding, "
             "kv_cache, masked_scores, multihead_self_attention, multihead_self_attention_module, "
             "multihead_self_attention_rope, rope, scaled_score_matrix, score_matrix, sdpa, sdpa_causal, "
-            "sdpa_float_mask, sliding_window, softcap, varlen",
+            "sdpa_float_mask, sliding_window, sliding_window_causal, softcap, softcap_gqa, varlen",
             id="missing spec",
         ),
         pytest.param(

@@ -175,7 +175,11 @@ def check_point(seed: int, causal, window, softcap, alibi, heads, seqlens, d) ->
     want = attention_ref(q, k, v, causal=causal, window=window, softcap=softcap, alibi_slopes=slopes)
     config = {"causal": causal, "window": window, "softcap": softcap, "slopes": slopes}
     torch_out, numpy_out = ours(q, k, v, **config)
-    found = {"general_attention": torch_out, "golden general_attention": numpy_out, **contract_outputs(q, k, v, **config)}
+    found = {
+        "general_attention": torch_out,
+        "golden general_attention": numpy_out,
+        **contract_outputs(q, k, v, **config),
+    }
     point = f"causal={causal} window={window} softcap={softcap} alibi={alibi} heads={heads} seqlens={seqlens} d={d}"
     for name, got in found.items():
         assert got.shape == want.shape, (name, point)
@@ -193,7 +197,9 @@ def test_oracle_by_hand():
     assert attention_ref(zeros, four, v, window=(1, 0)).ravel().tolist() == [3.0, 6.0]
     # causal with ALiBi slope ln 2: weights 2^-distance on the kept keys; query 0 (at key 2) keeps 0..2
     out = attention_ref(zeros, four, v, causal=True, alibi_slopes=np.array([[math.log(2.0)]]))
-    assert out.ravel() == pytest.approx([(1 / 4 + 2 / 2 + 4) / (1 / 4 + 1 / 2 + 1), (1 / 8 + 2 / 4 + 4 / 2 + 8) / 1.875])
+    assert out.ravel() == pytest.approx(
+        [(1 / 4 + 2 / 2 + 4) / (1 / 4 + 1 / 2 + 1), (1 / 8 + 2 / 4 + 4 / 2 + 8) / 1.875]
+    )
     # softcap before the mask: a masked key stays masked however low the capped scores are
     q = np.array([-40.0, 0.0]).reshape(1, 2, 1, 1)
     k = np.array([1.0, 0.0]).reshape(1, 2, 1, 1)
@@ -292,7 +298,9 @@ def test_padded_batches_agree_with_the_oracle(seqlens, q_lengths, k_lengths, cau
         torch.from_numpy(cu_k),
         **{**options, "alibi_slopes": None if slopes is None else torch.from_numpy(slopes)},
     )
-    packed_g = golden_variants.varlen_attention(q[q_real], k[k_real], v[k_real], cu_q, cu_k, AttentionOptions(**options))
+    packed_g = golden_variants.varlen_attention(
+        q[q_real], k[k_real], v[k_real], cu_q, cu_k, AttentionOptions(**options)
+    )
     for got in (packed_t.numpy(), packed_g):
         assert np.abs(got - want[q_real]).max(initial=0.0) <= ATOL
 

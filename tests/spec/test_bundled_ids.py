@@ -16,10 +16,11 @@ from attnscore.spec.located import SpecError
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "examples" / "submissions" / "scores"
 IDS = (
-    "additive_scores, alibi, attention, attention_weights, bilinear_scores, causal_attention, dot_product_scores, "
-    "flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, multihead_self_attention, "
-    "multihead_self_attention_module, multihead_self_attention_rope, rope, scaled_score_matrix, "
-    "score_matrix, sdpa, sdpa_causal, sdpa_float_mask, sliding_window, softcap, varlen"
+    "additive_scores, alibi, alibi_causal, attention, attention_weights, bilinear_scores, causal_attention, "
+    "dot_product_scores, flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, "
+    "multihead_self_attention, multihead_self_attention_module, multihead_self_attention_rope, rope, "
+    "scaled_score_matrix, score_matrix, sdpa, sdpa_causal, sdpa_float_mask, sliding_window, sliding_window_causal, "
+    "softcap, softcap_gqa, varlen"
 )
 UNKNOWN = f"no such file 'scaled_scores', and no bundled spec has that id: expected a spec file or one of {IDS}"
 
