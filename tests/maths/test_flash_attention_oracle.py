@@ -21,7 +21,8 @@ semantics written again here, in float64 numpy, from its documented conventions 
 
 The grid is FlashAttention's ``test_flash_attn_output`` one made small: causal × local window ×
 softcap × ALiBi × query heads per KV head (1, 2, 4) × ``(seqlen_q, seqlen_k)`` pairs with
-``seqlen_q > seqlen_k`` and ``<`` × head dims. Each point is compared in float64, to 1e-12, with
+``seqlen_q > seqlen_k`` and ``<``, the head dim turning through 1, 5 and 8. Each point is compared
+in float64, to 1e-12, with
 :func:`attnscore.maths.variants.general_attention` (torch), its numpy twin
 :func:`attnscore.maths.golden_variants.general_attention`, and the references and golden twins of
 the contracts that state the configuration (``flash_attn``: causal and window; ``kernel_attention``:
@@ -158,14 +159,15 @@ def contract_outputs(q, k, v, *, causal, window, softcap, slopes) -> dict[str, n
 
 
 def grid_points(heads_and_shapes: bool) -> list[tuple]:
-    """(causal, window, softcap, alibi) points, each with every head ratio, shape and head dim
-    (``heads_and_shapes``) or with one of each, turning through them (the fast run)."""
+    """(causal, window, softcap, alibi) points, each with every head ratio and shape (``heads_and_shapes``)
+    or with one of them, turning through them (the fast run); the head dim turns through its values."""
     options = list(itertools.product(CAUSAL, WINDOWS, SOFTCAPS, ALIBI))
-    if heads_and_shapes:
-        rest = list(itertools.product(HEADS, SEQLENS, HEAD_DIMS))
-        return [(*o, *r) for o in options for r in rest]
     shapes = list(itertools.product(HEADS, SEQLENS))
-    return [(*o, *shapes[n % len(shapes)], HEAD_DIMS[n % len(HEAD_DIMS)]) for n, o in enumerate(options)]
+    if heads_and_shapes:
+        points = [(*o, *r) for o in options for r in shapes]
+    else:
+        points = [(*o, *shapes[n % len(shapes)]) for n, o in enumerate(options)]
+    return [(*p, HEAD_DIMS[n % len(HEAD_DIMS)]) for n, p in enumerate(points)]
 
 
 def check_point(seed: int, causal, window, softcap, alibi, heads, seqlens, d) -> int:
@@ -236,9 +238,11 @@ def test_fast_grid_agrees_with_the_oracle():
 
 @pytest.mark.slow
 def test_whole_grid_agrees_with_the_oracle():
-    """The whole grid: causal × 7 windows × softcap × ALiBi × 3 head ratios × 8 (seqlen_q, seqlen_k) × 3 head dims."""
+    """The whole grid: causal × 7 windows × softcap × ALiBi × 3 head ratios × 8 (seqlen_q, seqlen_k), the head
+    dim turning through 1, 5, 8."""
     points = grid_points(True)
-    assert len(points) == 2 * 7 * 2 * 2 * 3 * 8 * 3
+    assert len(points) == 2 * 7 * 2 * 2 * 3 * 8
+    assert {p[-1] for p in points} == set(HEAD_DIMS)
     for n, point in enumerate(points):
         check_point(n, *point)
 
