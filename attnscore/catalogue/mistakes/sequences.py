@@ -14,7 +14,9 @@ import numpy as np
 
 from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
+from attnscore.catalogue.mistakes.shared import changing
 from attnscore.maths import variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.flash import flash_keep, flash_window
 
@@ -23,12 +25,18 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["flash", "flash_windowed", "flash_two_sided_window", "flash_cache"]
+__all__ = ["flash", "flash_windowed", "flash_bounded_window", "flash_two_sided_window", "flash_cache"]
+
+
+def flash_bounded_window(c: Contract) -> bool:
+    """``flash_attn_func`` with a sliding window (``window_size`` not ``(-1, -1)``), causal or not
+    (a causal ``(w, 0)`` window: Mistral's, Hugging Face's ``sliding_window = w + 1``)."""
+    return flash(c) and tuple(c.option("window_size")) != (-1, -1)
 
 
 def flash_windowed(c: Contract) -> bool:
     """``flash_attn_func`` with a sliding window (``window_size`` not ``(-1, -1)``), not causal."""
-    return flash(c) and tuple(c.option("window_size")) != (-1, -1) and not c.option("causal")
+    return flash_bounded_window(c) and not c.option("causal")
 
 
 def flash_two_sided_window(c: Contract) -> bool:
@@ -88,7 +96,7 @@ def _window_form(narrower: bool, both_sides: bool) -> Callable[..., torch.Tensor
 add(
     "window_off_by_one",
     "sliding window off by one",
-    flash_windowed,
+    flash_bounded_window,
     "window_size=(left, right) keeps keys j with i - left <= j <= i + right (both ends included, "
     "left + right + 1 keys): your window is one key narrower or wider (< for <=, or left + 1 keys back)",
     forms=(_window_form(False, True), _window_form(True, False), _window_form(False, False)),
@@ -182,7 +190,9 @@ add(
     "causal mask left out with a KV cache",
     flash_cache,
     "one decoded query may see the whole cache, but a chunk of n_q > 1 new queries must not see each "
-    "other's future: query i keeps keys j <= i + n_k - n_q",
+    "other's future: query i keeps keys j <= i + n_k - n_q (also when a cache is present, n_k > n_q: "
+    "the causal mask is not only for the prefill)",
+    forms=(changing(AttentionChange(causal_only_without_cache=True), __name__),),
 )(_keeping(_every_key))
 
 
