@@ -20,6 +20,7 @@ from attnscore.check.verify import mutation_test
 from attnscore.maths import variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contracts import get_contract
+from attnscore.maths.families.base import not_general_attention
 from attnscore.maths.families.registry import FAMILIES
 from attnscore.spec.load import load_spec
 
@@ -35,6 +36,10 @@ VARIANT_SPECS = (
     "alibi",
     "gqa",
 )
+
+
+GROUPED = {"sdpa", "kv_cache", "sliding_window", "key_padding", "varlen", "gqa"}
+"""The specs whose query heads share fewer key/value heads (``h_kv``; SDPA with ``enable_gqa``)."""
 
 
 def _applies_to(mistake: str) -> set[str]:
@@ -53,8 +58,8 @@ def _applies_to(mistake: str) -> set[str]:
         ("nan_fully_masked", {"sdpa", "sliding_window", "key_padding", "varlen", "softcap"}),
         ("masked_with_large_negative", {"sdpa", "sliding_window", "key_padding", "varlen", "softcap"}),
         ("mask_ignored", {"sdpa"}),  # the float mask's is sdpa_float_mask_ignored
-        ("kv_heads_tiled", {"sdpa", "sdpa_float_mask", "kv_cache", "sliding_window", "key_padding", "varlen", "gqa"}),
-        ("kv_head_zero_for_all", {"sdpa", "sdpa_float_mask", "kv_cache", "sliding_window", "key_padding", "varlen", "gqa"}),
+        ("kv_heads_tiled", GROUPED),
+        ("kv_head_zero_for_all", GROUPED),
         ("kv_cache_causal_ignored", {"kv_cache"}),
         ("window_off_by_one", {"sliding_window"}),
     ],
@@ -65,8 +70,8 @@ def test_each_mistake_applies_to_the_specs_whose_family_can_show_it(mistake: str
 
 def test_variants_are_selected_by_what_their_family_maps_not_by_name() -> None:
     """Every family that maps its calls onto general attention is selected; a renamed copy too."""
-    mapped = {m.value for m, f in FAMILIES.items() if f.attention_changed(get_contract("attention"), (), AttentionChange()) is not None}
-    assert mapped == set()  # the plain attention contract is not a variant: no module maps it
+    mapped = {m.value for m, f in FAMILIES.items() if f.attention_changed is not not_general_attention}
+    assert mapped == {"sdpa", "kernel_attention", "flash", "flash_varlen", "key_padding"}
     through = {c for c in ("sdpa", "sdpa_float_mask", "kernel_attention", "flash_attn", "flash_attn_varlen",
                            "key_padding_attention") if families.through_general_attention(get_contract(c))}  # fmt: skip
     assert len(through) == 6
@@ -211,7 +216,9 @@ def test_causal_dropped_only_with_a_cache() -> None:
     cap=st.sampled_from([None, 1.5]),
     alignment=st.sampled_from(["top_left", "bottom_right"]),
 )
-def test_no_change_is_the_reference(n_q: int, n_k: int, causal: bool, left: int, cap: float | None, alignment: str) -> None:
+def test_no_change_is_the_reference(
+    n_q: int, n_k: int, causal: bool, left: int, cap: float | None, alignment: str
+) -> None:
     q, k, v = _rand(2, 4, n_q, 3, seed=n_q), _rand(2, 2, n_k, 3, seed=n_k + 10), _rand(2, 2, n_k, 2, seed=n_k + 20)
     options = {"is_causal": causal, "window": (left, -1), "softcap": cap, "alignment": alignment}
     right = variants.general_attention_parts(q, k, v, **options)
