@@ -17,7 +17,7 @@ from attnscore.catalogue import families
 from attnscore.catalogue.mistakes import get_mistake
 from attnscore.catalogue.mistakes.shared import changed_attention
 from attnscore.check.verify import mutation_test
-from attnscore.maths import variants
+from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contracts import get_contract
 from attnscore.maths.families.base import not_general_attention
@@ -225,6 +225,8 @@ def test_no_change_is_the_reference(
     same = variants.general_attention_parts(q, k, v, change=AttentionChange(), **options)
     for field in ("scores", "capped", "biased", "weights", "output", "lse"):
         torch.testing.assert_close(getattr(same, field), getattr(right, field), equal_nan=True)
+    twin = golden_variants.general_attention(q.numpy(), k.numpy(), v.numpy(), **options)  # independent float64
+    torch.testing.assert_close(same.output, torch.as_tensor(twin))
 
 
 def test_scale_one_is_the_unscaled_scores() -> None:

@@ -191,6 +191,17 @@ def _max_seqlen(x: Any, name: str, cu: Any) -> int:
     return int(x)
 
 
+def _sequence_options(options: VarlenOptions) -> AttentionOptions:
+    """General attention's options in each sequence: ``causal`` and ``window_size`` aligned
+    bottom-right (per sequence), ``softmax_scale``."""
+    return AttentionOptions(
+        is_causal=bool(options.causal),
+        alignment="bottom_right",
+        window=(int(options.window_size[0]), int(options.window_size[1])),
+        scale=options.softmax_scale,
+    )
+
+
 def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn_varlen`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
     configured = dataclasses.replace(base, options=options)
@@ -232,7 +243,7 @@ def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) ->
             as_float64(a, "v"),
             a["cu_seqlens_q"],
             a["cu_seqlens_k"],
-            AttentionOptions(is_causal=causal, alignment="bottom_right", window=window, scale=scale),
+            _sequence_options(options),
         )
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:
@@ -355,14 +366,8 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     ``causal`` and ``window_size`` aligned bottom-right per sequence, ``softmax_scale``;
     ``(total_q, h_q, d_v)``."""
     q, k, v, cu_q, cu_k = args[:5]
-    options = options_of(contract, VarlenOptions)
-    per_sequence = AttentionOptions(
-        is_causal=bool(options.causal),
-        alignment="bottom_right",
-        window=(int(options.window_size[0]), int(options.window_size[1])),
-        scale=options.softmax_scale,
-    )
-    return variants.varlen_attention(q, k, v, cu_q, cu_k, per_sequence, change=change)
+    options = _sequence_options(options_of(contract, VarlenOptions))
+    return variants.varlen_attention(q, k, v, cu_q, cu_k, options, change=change)
 
 
 # per-sequence causal and windows in the packed layout are not asked about here
