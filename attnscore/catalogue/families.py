@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from attnscore.maths.bounds import Bound
 from attnscore.maths.contract import Contract
+from attnscore.maths.families.base import not_general_attention
+from attnscore.maths.families.registry import family_of
 from attnscore.maths.family import KEYWORD_FAMILIES, ContractFamily
 
 __all__ = [
@@ -26,6 +29,12 @@ __all__ = [
     "masked",
     "weights",
     "rows_can_be_fully_masked",
+    "keys_masked_by_own_rule",
+    "queries_can_outnumber_keys",
+    "bottom_right_band",
+    "through_general_attention",
+    "kv_heads_grouped",
+    "kv_heads_own",
     "gives_weights",
     "softmax_over_keys",
     "weighs_values",
@@ -115,9 +124,67 @@ def weights(c: Contract) -> bool:
 
 
 def rows_can_be_fully_masked(c: Contract) -> bool:
-    """A contract where a query can keep no key: a mask argument, or causal attention aligned
-    bottom-right (with more queries than keys, the first queries keep none)."""
-    return masked(c) or (causal(c) and c.name.endswith("bottom_right"))
+    """A contract where a query can keep no key: a mask argument (bool, or SDPA's float ``attn_mask``
+    with a row of ``-inf``), valid key lengths (a batch item with none), or keys kept by their
+    position relative to a query aligned bottom-right (:func:`bottom_right_band`) where queries can
+    outnumber keys (the first queries keep none)."""
+    return (
+        masked(c)
+        or (sdpa(c) and "attn_mask" in c.parameter_names)
+        or key_padding(c)
+        or (bottom_right_band(c) and queries_can_outnumber_keys(c))
+    )
+
+
+def keys_masked_by_own_rule(c: Contract) -> bool:
+    """A contract where a query can keep no key by a rule the implementation applies itself (a bool
+    mask, causal or a window, valid lengths): :func:`rows_can_be_fully_masked` but SDPA's float
+    ``attn_mask``, whose ``-inf`` entries come with the call and are added as they are."""
+    return rows_can_be_fully_masked(c) and not sdpa_float_mask(c)
+
+
+def queries_can_outnumber_keys(c: Contract) -> bool:
+    """No shape bound of the contract keeps ``n_q <= n_k`` (``where: ["n_q <= n_k"]``, a KV cache)."""
+    keeping = {Bound("n_q", "<=", "n_k"), Bound("n_q", "<", "n_k"), Bound("n_k", ">=", "n_q"), Bound("n_k", ">", "n_q")}
+    return not keeping & set(c.bounds)
+
+
+def bottom_right_band(c: Contract) -> bool:
+    """Keys kept by their position relative to a query aligned bottom-right (query ``i`` at key
+    ``i + n_k - n_q``): causal attention aligned bottom-right (the flag form, a kernel's
+    ``is_causal``, FlashAttention's ``causal``) or a sliding window (``window_size``, per sequence
+    in a packed batch)."""
+    if causal(c):
+        return c.name.endswith("bottom_right")
+    if kernel(c):
+        return bool(c.option("is_causal"))
+    if flash(c) or varlen(c):
+        return bool(c.option("causal")) or tuple(c.option("window_size")) != (-1, -1)
+    return False
+
+
+def through_general_attention(c: Contract) -> bool:
+    """A variant of general attention in its own layout and keywords (SDPA, the kernel variants,
+    FlashAttention's layout, packed batches, key padding): its family maps a call onto general
+    attention (the family module's ``attention_changed``), so every mistake built as a change of
+    general attention (:class:`attnscore.maths.attention_changes.AttentionChange`) applies to it,
+    and to a family added later that maps its calls so too."""
+    return family_of(c).attention_changed is not not_general_attention
+
+
+def kv_heads_own(c: Contract) -> bool:
+    """The key and value have heads of their own symbol, ``h_kv`` (not tied to ``h_q``)."""
+    return any("h_kv" in legend for _, legend in c.parameters)
+
+
+def kv_heads_grouped(c: Contract) -> bool:
+    """Grouped-query heads: a variant of general attention (:func:`through_general_attention`) whose
+    ``h_q`` query heads share ``h_kv`` key/value heads (query head ``h`` uses KV head
+    ``h // (h_q / h_kv)``): SDPA with ``enable_gqa``, a kernel, FlashAttention's layouts and key
+    padding with their own ``h_kv``."""
+    if sdpa(c) and not sdpa_grouped_heads(c):
+        return False
+    return through_general_attention(c) and kv_heads_own(c)
 
 
 def gives_weights(c: Contract) -> bool:

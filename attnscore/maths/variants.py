@@ -57,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
 from attnscore.maths.variant_arguments import (
@@ -118,7 +119,13 @@ class AttentionParts:
 
 
 def general_attention_parts(
-    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
+    query: Any,
+    key: Any,
+    value: Any,
+    options: AttentionOptions | None = None,
+    *,
+    change: AttentionChange | None = None,
+    **keywords: Any,
 ) -> AttentionParts:
     """Attention with every variant option, returning every stage (:class:`AttentionParts`).
 
@@ -157,6 +164,8 @@ def general_attention_parts(
         key_lengths: optional integers of the batch shape ``...`` (``(B,)`` for 4-D inputs), each in
             ``[0, n_k]``: keys ``j >= key_lengths[b]`` are masked for batch item ``b`` (key padding).
             Needs at least one batch dim (query of rank 4 or more).
+        change: optional :class:`~attnscore.maths.attention_changes.AttentionChange`, one step done
+            another way (a known mistake, :mod:`attnscore.catalogue.mistakes`); None is the reference.
 
     Returns:
         :class:`AttentionParts`; dtypes as documented there (float16/bfloat16 computed in float32,
@@ -179,7 +188,8 @@ def general_attention_parts(
         >>> p.output.tolist(), p.weights.tolist()
         ([[2.0], [3.0]], [[1.0, 0.0], [0.5, 0.5]])
     """
-    o = AttentionOptions.of(options, keywords, "general_attention_parts")
+    change = change or AttentionChange()
+    o = change.applied(AttentionOptions.of(options, keywords, "general_attention_parts"))
     q, k, v = checked_qkv(query, key, value)
     two_d = q.ndim == 2
     batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])  # the dims `...` (checked)
@@ -201,6 +211,7 @@ def general_attention_parts(
         softcap=checked_softcap(o.softcap),
         slopes=slopes,
         lengths=lengths,
+        change=change,
     )
     if not two_d:
         return parts
@@ -208,7 +219,13 @@ def general_attention_parts(
 
 
 def general_attention(
-    query: Any, key: Any, value: Any, options: AttentionOptions | None = None, **keywords: Any
+    query: Any,
+    key: Any,
+    value: Any,
+    options: AttentionOptions | None = None,
+    *,
+    change: AttentionChange | None = None,
+    **keywords: Any,
 ) -> torch.Tensor:
     """Attention with every variant option: ``general_attention_parts(...).output``.
 
@@ -217,6 +234,7 @@ def general_attention(
         options, **keywords: the options of :func:`general_attention_parts`, whole or by name
             (``attn_mask``, ``is_causal``, ``alignment``, ``window``, ``scale``, ``softcap``,
             ``alibi_slopes``, ``key_lengths``); an unknown keyword raises ``TypeError``.
+        change: as :func:`general_attention_parts` (None: the reference).
 
     Returns:
         ``(..., H_q, n_q, d_v)`` (``(n_q, d_v)`` for 2-D inputs), the input dtype and device; a fully
@@ -231,7 +249,7 @@ def general_attention(
         >>> general_attention([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [3.0]], scale=0.0).tolist()
         [[2.0]]
     """
-    return general_attention_parts(query, key, value, options, **keywords).output
+    return general_attention_parts(query, key, value, options, change=change, **keywords).output
 
 
 def varlen_attention(
@@ -241,6 +259,8 @@ def varlen_attention(
     cu_seqlens_q: Any,
     cu_seqlens_k: Any,
     options: AttentionOptions | None = None,
+    *,
+    change: AttentionChange | None = None,
     **keywords: Any,
 ) -> torch.Tensor:
     """Attention over a packed batch of variable-length sequences (``flash_attn_varlen_func``).
@@ -266,6 +286,7 @@ def varlen_attention(
         alignment: ``"top_left"``, ``"bottom_right"`` (per sequence: ``n_k_b - n_q_b``), an int (the
             same offset for every sequence) or ``B`` integers (one offset per sequence).
         alibi_slopes: optional ``(H_q,)`` or ``(B, H_q)``.
+        change: as :func:`general_attention_parts`, in each sequence (None: the reference).
 
     Returns:
         ``(total_q, H_q, d_v)``, the input dtype and device; a query of a sequence without keys (or
@@ -284,7 +305,8 @@ def varlen_attention(
         >>> varlen_attention(q, k, v, cu, cu).flatten().tolist()
         [3.0, 3.0, 6.0]
     """
-    o = AttentionOptions.of(options, keywords, "varlen_attention")
+    change = change or AttentionChange()
+    o = change.applied(AttentionOptions.of(options, keywords, "varlen_attention"))
     if o.key_lengths is not None:
         raise TypeError("varlen_attention() got an unexpected keyword argument 'key_lengths'")
     q, k, v = (_as_tensor(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
@@ -326,6 +348,7 @@ def varlen_attention(
             softcap=cap,
             slopes=seq_slopes,
             lengths=None,
+            change=change,
         )
         out[q0:q1] = parts.output.transpose(0, 1)  # (H_q, n_q_b, d_v) -> (n_q_b, H_q, d_v)
     return out
@@ -347,14 +370,15 @@ def _attention_parts(
     softcap: float | None,
     slopes: torch.Tensor | None,
     lengths: torch.Tensor | None,
+    change: AttentionChange,
 ) -> AttentionParts:
-    """The maths on checked inputs: q (..., H_q, n_q, d_k), k (..., H_kv, n_k, d_k), v (..., H_kv, n_k, d_v)."""
+    """The maths on checked inputs: q (..., H_q, n_q, d_k), k (..., H_kv, n_k, d_k), v (..., H_kv, n_k, d_v);
+    ``change`` does one step another way (the reference: ``AttentionChange()``)."""
     dtype = q.dtype
     compute = torch.float32 if str(dtype) in _HALF else dtype  # half inputs: float32 throughout, rounded once
     n_q, n_k = q.shape[-2], k.shape[-2]
-    group = q.shape[-3] // k.shape[-3]  # query heads per KV head
-    k_heads = k.to(compute).repeat_interleave(group, dim=-3)  # (..., H_q, n_k, d_k): h0 h0 h1 h1, not h0 h1 h0 h1
-    v_heads = v.to(compute).repeat_interleave(group, dim=-3)  # (..., H_kv, n_k, d_v) -> (..., H_q, n_k, d_v)
+    k_heads = change.heads(k.to(compute), q.shape[-3])  # (..., H_q, n_k, d_k): h0 h0 h1 h1, not h0 h1 h0 h1
+    v_heads = change.heads(v.to(compute), q.shape[-3])  # (..., H_kv, n_k, d_v) -> (..., H_q, n_k, d_v)
     scores = (q.to(compute) @ k_heads.transpose(-2, -1)) * scale  # (..., H_q, n_q, d_k) @ (..., H_q, d_k, n_k)
     capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
 
@@ -373,7 +397,7 @@ def _attention_parts(
 
     keep = torch.ones(rel.shape, dtype=torch.bool, device=q.device)  # like rel, True = takes part
     left, right = window
-    if is_causal:
+    if change.causal_kept(is_causal, n_q, n_k):
         right = 0  # FlashAttention: causal means window_size[1] = 0
     if left != -1:
         keep &= rel >= -left
@@ -391,11 +415,12 @@ def _attention_parts(
         keep = keep & attn_mask  # broadcasts to at most the scores' shape
     if lengths is not None:
         keep = keep & (j.squeeze(0) < lengths[..., None, None, None])  # (*batch, 1, 1, n_k): key padding
-    biased = biased.masked_fill(~keep, float("-inf"))  # (..., H_q, n_q, n_k)
+    biased = change.masked_scores(biased, keep)  # (..., H_q, n_q, n_k): masked-out entries -inf
 
     masked = torch.isneginf(biased)  # masked out by a bool mask, causal, window, padding or a -inf float entry
-    weights = torch.softmax(biased, dim=-1)  # a fully masked row is NaN here
-    weights = torch.where(masked, torch.zeros((), dtype=compute, device=q.device), weights)  # masked -> exactly 0
+    weights = torch.softmax(biased, dim=change.softmax_axis)  # a fully masked row is NaN here
+    if change.zero_masked:
+        weights = torch.where(masked, torch.zeros((), dtype=compute, device=q.device), weights)  # masked -> exactly 0
     output = weights @ v_heads  # (..., H_q, n_q, n_k) @ (..., H_q, n_k, d_v) -> (..., H_q, n_q, d_v)
     lse = torch.logsumexp(biased, dim=-1)  # (..., H_q, n_q); -inf for a fully masked row
     return AttentionParts(

@@ -30,7 +30,15 @@ def _names(predicate: families.Applies) -> set[str]:
         (families.causal, _CAUSAL),
         (
             families.rows_can_be_fully_masked,
-            {"masked_scores", "attention_weights", "attention", "causal_attention_bottom_right"},
+            {
+                "masked_scores",
+                "attention_weights",
+                "attention",
+                "causal_attention_bottom_right",
+                "sdpa",
+                "sdpa_float_mask",
+                "key_padding_attention",
+            },
         ),
         (
             families.scaled,

@@ -7,10 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnscore.catalogue.families import attention, gives_weights, masked, rows_can_be_fully_masked, weights
+from attnscore.catalogue.families import (
+    attention,
+    gives_weights,
+    keys_masked_by_own_rule,
+    masked,
+    rows_can_be_fully_masked,
+    sdpa_bool_mask,
+    sdpa_float_mask,
+    through_general_attention,
+    weights,
+)
 from attnscore.catalogue.mistakes.registry import add
-from attnscore.catalogue.mistakes.shared import attention_with, qkvm
+from attnscore.catalogue.mistakes.shared import attention_with, changed_attention, or_changed, qkvm
 from attnscore.maths import reference
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 
 if TYPE_CHECKING:
@@ -63,14 +74,16 @@ def _unstable(c: Contract, spec: Any, S: torch.Tensor, mask: torch.Tensor) -> to
     return torch.where(mask, e / total, torch.zeros((), dtype=S.dtype))
 
 
-@add(
-    "mask_ignored",
-    "mask ignored",
-    masked,
-    "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax",
-)
 def _mask_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(c, args, lambda S, m: S.clone())
+
+
+add(
+    "mask_ignored",
+    "mask ignored",
+    lambda c: masked(c) or sdpa_bool_mask(c),
+    "masked keys still count: your result equals the unmasked one; set masked scores to -inf before softmax",
+)(or_changed(_mask_ignored, AttentionChange(options=(("attn_mask", None),))))
 
 
 @add(
@@ -127,6 +140,8 @@ def _fit_fill(c: Contract, args: tuple[torch.Tensor, ...], got: np.ndarray) -> d
 
 
 def _fill_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float = -1e9) -> torch.Tensor:
+    if through_general_attention(c):
+        return changed_attention(c, args, AttentionChange(fill=fill))
     return _masked_variant(c, args, lambda S, m: S.masked_fill(~m, fill))
 
 
@@ -134,13 +149,15 @@ def _add_large_negative(c: Contract, spec: Any, *args: torch.Tensor, fill: float
     def rule(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         return S + torch.where(m, torch.zeros((), dtype=S.dtype), torch.full((), fill, dtype=S.dtype))
 
+    if through_general_attention(c):
+        return changed_attention(c, args, AttentionChange(fill=fill, fill_added=True))
     return _masked_variant(c, args, rule)
 
 
 @add(
     "masked_with_large_negative",
     "a large negative number instead of -inf for masked scores",
-    rows_can_be_fully_masked,
+    keys_masked_by_own_rule,
     "you set masked scores to a large finite negative number (-1e9, -1e4, torch.finfo(dtype).min, or such a "
     "number added to the scores) instead of -inf: a masked score must be exactly -inf, and a query whose keys "
     "are all masked then gets weights from the masked scores (equal weights 1/n_k: the mean of the values) "
@@ -202,13 +219,6 @@ add(
 )(_weighing(_exp_times_mask))
 
 
-@add(
-    "nan_fully_masked",
-    "NaN for fully masked rows",
-    lambda c: gives_weights(c) and rows_can_be_fully_masked(c),
-    "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
-    "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
-)
 def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _masked_variant(
         c,
@@ -216,6 +226,22 @@ def _nan_fully_masked(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tens
         lambda S, m: S.masked_fill(~m, float("-inf")),
         lambda S, m: torch.softmax(S.masked_fill(~m, float("-inf")), dim=-1),
     )
+
+
+def _nan_rows_can_show(c: Contract) -> bool:
+    """A query can keep no key and the output is made of softmax weights: the weights, attention and
+    every variant of general attention, but SDPA's float mask (a row of ``-inf`` entries), where the
+    same mistake is ``sdpa_float_mask_nan_rows`` in SDPA's words."""
+    return (gives_weights(c) or through_general_attention(c)) and rows_can_be_fully_masked(c) and not sdpa_float_mask(c)
+
+
+add(
+    "nan_fully_masked",
+    "NaN for fully masked rows",
+    _nan_rows_can_show,
+    "a query whose keys are all masked gets NaN (softmax of all -inf); the convention here is all-zero "
+    "weights: replace the NaN rows (e.g. torch.where(mask, weights, 0))",
+)(or_changed(_nan_fully_masked, AttentionChange(zero_masked=False)))
 
 
 def _softmax_over_queries_zeroed(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -231,11 +257,11 @@ def _softmax_over_queries(S: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 add(
     "softmax_wrong_axis",
     "softmax over the queries axis",
-    gives_weights,
+    lambda c: gives_weights(c) or through_general_attention(c),
     "your softmax runs over the queries (dim=-2, or dim=1 of a (batch, n_q, n_k) tensor): each query's weights "
     "over the keys must sum to 1, so use dim=-1",
-    forms=(_weighing(_softmax_over_queries_zeroed),),
-)(_weighing(_softmax_over_queries))
+    forms=(or_changed(_weighing(_softmax_over_queries_zeroed), AttentionChange(softmax_axis=-2)),),
+)(or_changed(_weighing(_softmax_over_queries), AttentionChange(softmax_axis=-2, zero_masked=False)))
 
 
 @add(

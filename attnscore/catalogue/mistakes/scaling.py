@@ -14,10 +14,20 @@ from attnscore.catalogue.families import (
     raw_dot_product,
     scaled,
     scaled_dot_product,
+    through_general_attention,
 )
 from attnscore.catalogue.mistakes.registry import add
-from attnscore.catalogue.mistakes.shared import attention_with, qk_pair, qkvm, scale_factor, softmax_weights, to_output
+from attnscore.catalogue.mistakes.shared import (
+    attention_with,
+    or_changed,
+    qk_pair,
+    qkvm,
+    scale_factor,
+    softmax_weights,
+    to_output,
+)
 from attnscore.maths import reference
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.multihead import attend, conventions, parts_of, rotation_of
 
@@ -50,9 +60,10 @@ def _scaled_by(scale: Callable[[torch.Tensor], float]) -> Callable[..., torch.Te
 add(
     "not_scaled",
     "scores not divided by √d_k",
-    scaled,
-    "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width)",
-)(_scaled_by(lambda Q: 1.0))
+    lambda c: scaled(c) or through_general_attention(c),
+    "your scores equal Q Kᵀ without the 1/√d_k factor: divide the scores by √d_k (d_k = the key width), or "
+    "multiply them by the scale you are given",
+)(or_changed(_scaled_by(lambda Q: 1.0), AttentionChange(options=(("scale", 1.0),))))
 
 
 add(

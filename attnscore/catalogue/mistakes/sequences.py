@@ -14,7 +14,9 @@ import numpy as np
 
 from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
+from attnscore.catalogue.mistakes.shared import changing
 from attnscore.maths import variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.flash import flash_keep, flash_window
 
@@ -197,7 +199,9 @@ add(
     "causal mask left out with a KV cache",
     flash_cache,
     "one decoded query may see the whole cache, but a chunk of n_q > 1 new queries must not see each "
-    "other's future: query i keeps keys j <= i + n_k - n_q",
+    "other's future: query i keeps keys j <= i + n_k - n_q (also when a cache is present, n_k > n_q: "
+    "the causal mask is not only for the prefill)",
+    forms=(changing(AttentionChange(causal_only_without_cache=True), __name__),),
 )(_keeping(_every_key))
 
 

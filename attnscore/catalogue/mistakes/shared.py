@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnscore.catalogue.families import causal, scaled
+from attnscore.catalogue.families import causal, scaled, through_general_attention
 from attnscore.maths import reference
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
+from attnscore.maths.families.registry import family_of
 
 if TYPE_CHECKING:
     import torch
@@ -71,3 +73,43 @@ def attention_with(
 
 def softmax_weights(S: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return reference.attention_weights(S, mask)
+
+
+def changed_attention(c: Contract, args: tuple[torch.Tensor, ...], change: AttentionChange) -> torch.Tensor:
+    """A variant of general attention's call on ``args`` (its own layout and keywords) with one step of
+    general attention done another way (``change``): its family maps the call
+    (:meth:`attnscore.maths.families.base.Family.attention_changed`), so a mistake built as a change
+    applies to every family that can show it (:func:`attnscore.catalogue.families.through_general_attention`).
+
+    Raises:
+        ValueError: ``c`` is not a variant of general attention.
+    """
+    out = family_of(c).attention_changed(c, tuple(args), change)
+    if out is None:
+        raise ValueError(f"contract {c.name!r}: expected a variant of general attention, found another family")
+    return out
+
+
+def changing(change: AttentionChange, section: str) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn`` (or form) for variants of general attention only: :func:`changed_attention`;
+    ``section`` is the catalogue module that registers it (``__name__``: the catalogue's order)."""
+
+    def wrong(c: Contract, spec: object, *args: torch.Tensor) -> torch.Tensor:
+        return changed_attention(c, args, change)
+
+    wrong.__module__ = section
+    return wrong
+
+
+def or_changed(plain: Callable[..., torch.Tensor], change: AttentionChange) -> Callable[..., torch.Tensor]:
+    """A mistake's ``fn`` (or form): ``plain(c, spec, *args)`` on the plain contracts (scores, masks,
+    weights, attention), and on a variant of general attention the same mistake as ``change``
+    (:func:`changed_attention`), in the variant's own layout and keywords."""
+
+    def wrong(c: Contract, spec: object, *args: torch.Tensor) -> torch.Tensor:
+        if through_general_attention(c):
+            return changed_attention(c, args, change)
+        return plain(c, spec, *args)
+
+    wrong.__doc__, wrong.__module__ = plain.__doc__, plain.__module__  # the catalogue orders by section
+    return wrong

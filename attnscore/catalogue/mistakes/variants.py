@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnscore.catalogue.families import (
     kernel,
-    sdpa,
+    kv_heads_grouped,
     sdpa_bool_mask,
     sdpa_causal,
     sdpa_float_mask,
@@ -17,7 +17,9 @@ from attnscore.catalogue.families import (
     sdpa_scale_given,
 )
 from attnscore.catalogue.mistakes.registry import add
+from attnscore.catalogue.mistakes.shared import changing
 from attnscore.maths import variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 
 if TYPE_CHECKING:
@@ -35,7 +37,9 @@ def kernel_grouped_heads(c: Contract) -> bool:
 
 
 def grouped_heads(c: Contract) -> bool:
-    """Grouped-query heads: SDPA with ``enable_gqa``, or a kernel with its own ``h_kv``."""
+    """Grouped-query heads in SDPA's layout: SDPA with ``enable_gqa``, or a kernel with its own ``h_kv``
+    (the property ``gqa_equals_repeated_kv``'s contracts; the KV-head mistakes below apply to every
+    variant with grouped heads, :func:`attnscore.catalogue.families.kv_heads_grouped`)."""
     return sdpa_grouped_heads(c) or kernel_grouped_heads(c)
 
 
@@ -58,13 +62,6 @@ def kernel_alibi_unmasked(c: Contract) -> bool:
     """A kernel with ALiBi and no causal mask: the keys after the query take part too (under ``is_causal``
     the signed distance ``j - i - (n_k - n_q)`` is ``-|i + n_k - n_q - j|`` on every kept key)."""
     return kernel_alibi(c) and not c.option("is_causal")
-
-
-def _call(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
-    """The contract's own attention on its arguments with its configured keywords, some ``changed``."""
-    if sdpa(c):
-        return _sdpa_with(c, args, **changed)
-    return _kernel_with(c, args, **changed)
 
 
 def _kernel_with(c: Contract, args: tuple[torch.Tensor, ...], **changed: Any) -> torch.Tensor:
@@ -154,29 +151,6 @@ def _sdpa_mask(mask: Callable[[Contract, dict[str, torch.Tensor]], torch.Tensor]
 
     def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
         return _sdpa_with(c, args, attn_mask=mask(c, dict(zip(c.parameter_names, args, strict=True))))
-
-    return wrong
-
-
-def _tiled(Q: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """K or V with its KV heads tiled for the query heads (``h0 h1 h0 h1``, ``repeat``)."""
-    lead = (1,) * (X.ndim - 3)
-    return X.repeat(*lead, Q.shape[-3] // X.shape[-3], 1, 1)  # (..., H_kv, n_k, d) -> (..., H_q, n_k, d)
-
-
-def _head_zero(Q: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """K or V with only its KV head 0 (``(..., 1, n_k, d)``: broadcast to every query head)."""
-    return X[..., :1, :, :]
-
-
-def _kv_heads(heads: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """A mistake's ``fn``: the contract's attention with K and V given to the query heads by
-    ``heads(Q, K or V)`` (:func:`_tiled`, :func:`_head_zero`) instead of :func:`_grouped`."""
-
-    def wrong(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
-        named = dict(zip(c.parameter_names, args, strict=True))
-        Q = named["query"]
-        return _call(c, (Q, heads(Q, named["key"]), heads(Q, named["value"]), *args[3:]))
 
     return wrong
 
@@ -273,19 +247,19 @@ def _float_mask_nan_rows(c: Contract, spec: Any, *args: torch.Tensor) -> torch.T
 add(
     "kv_heads_tiled",
     "KV heads tiled (h0 h1 h0 h1) instead of grouped",
-    grouped_heads,
+    kv_heads_grouped,
     "query head h uses key/value head h // (H_q / H_kv) (h0 h0 h1 h1, repeat_interleave), "
     "not h % H_kv (h0 h1 h0 h1, repeat or tile)",
-)(_kv_heads(_tiled))
+)(changing(AttentionChange(kv_heads="tiled"), __name__))
 
 
 add(
     "kv_head_zero_for_all",
     "every query head uses KV head 0 (multi-query code on grouped heads)",
-    grouped_heads,
+    kv_heads_grouped,
     "query head h uses key/value head h // (H_q / H_kv); you used key/value head 0 for every query head, "
     "as multi-query attention (H_kv = 1) would: repeat each KV head for its group (repeat_interleave)",
-)(_kv_heads(_head_zero))
+)(changing(AttentionChange(kv_heads="first"), __name__))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
-from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys
+from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys, not_general_attention
 from attnscore.maths.families.weights import kept
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import attention, cleaned, f64, keep_mask, unbroadcast, weights_rounding
@@ -25,6 +25,7 @@ __all__ = [
     "CONTRACTS",
     "MEMBER",
     "SHARED_MASKS",
+    "attention_changed",
     "attention_options",
     "attention_scales",
     "gradient_scales",
@@ -106,3 +107,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords; a mask argument is the catalogue's own question (masked)
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Contract
 from attnscore.maths.family import ContractFamily
@@ -29,6 +30,7 @@ __all__ = [
     "Scales",
     "absolute_args",
     "no_unused_keys",
+    "not_general_attention",
     "options_of",
     "UnusedKeys",
 ]
@@ -99,6 +101,14 @@ class Family(Protocol):
         that is not a variant of that general attention."""
         ...
 
+    def attention_changed(self, contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> Any:
+        """``contract``'s call on ``args`` (torch tensors in its parameter order, its own layout)
+        computed by general attention with one step done another way (``change``, a known mistake:
+        :func:`attnscore.maths.variants.general_attention` with ``change=``), the result in the
+        contract's layout; None for a family that is not a variant of general attention
+        (:func:`not_general_attention`)."""
+        ...
+
     def unused_keys(self, contract: Contract) -> UnusedKeys | None:
         """How ``contract``'s keywords (and a keyword mask such as SDPA's bool ``attn_mask``) leave a
         key out of every query, so that its key and value get no gradient: a function of a call's
@@ -122,6 +132,11 @@ def absolute_args(
         for n in contract.parameter_names
     }
     return a, np.abs(cleaned(d_out))
+
+
+def not_general_attention(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> None:
+    """:meth:`Family.attention_changed` of a family that is not a variant of general attention: None."""
+    return None
 
 
 def no_unused_keys(contract: Contract) -> None:

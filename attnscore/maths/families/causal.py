@@ -16,7 +16,7 @@ from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import attention_error, attention_low_terms
 from attnscore.maths.families.attention import attention_scales
-from attnscore.maths.families.base import Gradients, Scales, absolute_args, no_unused_keys
+from attnscore.maths.families.base import Gradients, Scales, absolute_args, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import causal_attention, f64
 from attnscore.maths.key_view import key_view
@@ -29,6 +29,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "alignment",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -90,3 +91,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords: the causal flag is the contract itself, not a keyword
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

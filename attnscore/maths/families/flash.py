@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
@@ -58,6 +59,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "FlashOptions",
+    "attention_changed",
     "attention_options",
     "flash_attn_contract",
     "flash_keep",
@@ -263,6 +265,14 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
         window=options.window_size,
         scale=options.softmax_scale,
     )
+
+
+def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
+    """The call on ``args`` (``q, k, v`` tensors, ``(b, n, h, d)``) by general attention with ``change``
+    under :func:`attention_options`, on the inputs heads first: ``(b, n_q, h_q, d_v)``."""
+    q, k, v = (_to_heads_first(x, n) for x, n in zip(args, contract.parameter_names, strict=True))
+    out = variants.general_attention(q, k, v, attention_options(contract, {}), change=change)
+    return out.transpose(1, 2)  # (b, h_q, n_q, d_v) -> (b, n_q, h_q, d_v)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

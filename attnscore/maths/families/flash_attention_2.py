@@ -28,7 +28,7 @@ from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
 from attnscore.maths.families import attention
-from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.options import Options, causal_keyword
@@ -44,6 +44,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "FlashAttention2Options",
+    "attention_changed",
     "attention_options",
     "flash_attention_2_contract",
     "gradient_scales",
@@ -231,3 +232,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # its is_causal is not asked about here: the check covers variants of general attention
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
-from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, options_of
 from attnscore.maths.families.flash import (
     FlashOptions,
     flash_keep,
@@ -63,6 +64,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "VarlenOptions",
+    "attention_changed",
     "attention_options",
     "flash_attn_varlen_contract",
     "gradient_scales",
@@ -189,6 +191,17 @@ def _max_seqlen(x: Any, name: str, cu: Any) -> int:
     return int(x)
 
 
+def _sequence_options(options: VarlenOptions) -> AttentionOptions:
+    """General attention's options in each sequence: ``causal`` and ``window_size`` aligned
+    bottom-right (per sequence), ``softmax_scale``."""
+    return AttentionOptions(
+        is_causal=bool(options.causal),
+        alignment="bottom_right",
+        window=(int(options.window_size[0]), int(options.window_size[1])),
+        scale=options.softmax_scale,
+    )
+
+
 def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn_varlen`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
     configured = dataclasses.replace(base, options=options)
@@ -230,7 +243,7 @@ def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) ->
             as_float64(a, "v"),
             a["cu_seqlens_q"],
             a["cu_seqlens_k"],
-            AttentionOptions(is_causal=causal, alignment="bottom_right", window=window, scale=scale),
+            _sequence_options(options),
         )
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:
@@ -345,6 +358,16 @@ def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: A
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> None:
     """None: a packed call is graded sequence by sequence as ``flash_attn`` calls."""
     return None
+
+
+def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
+    """The packed call on ``args`` (``q, k, v, cu_seqlens_q, cu_seqlens_k, ...`` tensors) by general
+    attention with ``change`` in each sequence (:func:`attnscore.maths.variants.varlen_attention`):
+    ``causal`` and ``window_size`` aligned bottom-right per sequence, ``softmax_scale``;
+    ``(total_q, h_q, d_v)``."""
+    q, k, v, cu_q, cu_k = args[:5]
+    options = _sequence_options(options_of(contract, VarlenOptions))
+    return variants.varlen_attention(q, k, v, cu_q, cu_k, options, change=change)
 
 
 # per-sequence causal and windows in the packed layout are not asked about here

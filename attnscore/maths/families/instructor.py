@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths.contract import Args, Contract
-from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.options import Options
 
@@ -46,6 +46,7 @@ __all__ = [
     "InstructorOptions",
     "OwnReference",
     "ReferenceFailed",
+    "attention_changed",
     "attention_options",
     "float64_output",
     "gradient_scales",
@@ -308,3 +309,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
@@ -39,6 +40,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "KernelOptions",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -227,15 +229,28 @@ CONTRACTS = (kernel_attention_contract(),)
 
 def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
     """``is_causal`` aligned bottom-right, ``scale``, ``softcap``, ``alibi_slopes`` from ``args``."""
-    options = options_of(contract, KernelOptions)
     slopes = args.get("alibi_slopes")
+    return _options(contract, None if slopes is None else f64(slopes))
+
+
+def _options(contract: Contract, slopes: Any) -> AttentionOptions:
+    """The options of a call with ``alibi_slopes`` ``slopes`` (None: none)."""
+    options = options_of(contract, KernelOptions)
     return AttentionOptions(
         is_causal=bool(options.is_causal),
         alignment="bottom_right",
         scale=options.scale,
         softcap=options.softcap,
-        alibi_slopes=None if slopes is None else f64(slopes),
+        alibi_slopes=slopes,
     )
+
+
+def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
+    """The call on ``args`` (``query, key, value[, alibi_slopes]`` tensors) by general attention with
+    ``change``, under :func:`attention_options`: ``(..., h_q, n_q, d_v)``."""
+    named = dict(zip(contract.parameter_names, args, strict=True))
+    options = _options(contract, named.get("alibi_slopes"))
+    return variants.general_attention(named["query"], named["key"], named["value"], options, change=change)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden_variants, variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
@@ -44,6 +45,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "KeyPaddingOptions",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -165,6 +167,15 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
     """``key_lengths`` from ``args`` (int64), ``scale``."""
     scale = options_of(contract, KeyPaddingOptions).scale
     return AttentionOptions(key_lengths=np.asarray(args["key_lengths"], dtype=np.int64), scale=scale)
+
+
+def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
+    """The call on ``args`` (``query, key, value, key_lengths`` tensors) by general attention with
+    ``change``, the valid lengths as ``key_lengths`` and the spec's ``scale``: ``(b, h_q, n_q, d_v)``."""
+    query, key, value, key_lengths = args
+    scale = options_of(contract, KeyPaddingOptions).scale
+    options = AttentionOptions(key_lengths=key_lengths, scale=scale)
+    return variants.general_attention(query, key, value, options, change=change)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

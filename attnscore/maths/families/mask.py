@@ -11,11 +11,20 @@ import numpy as np
 
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Contract
-from attnscore.maths.families.base import MASK, Gradients, Scales, no_unused_keys
+from attnscore.maths.families.base import MASK, Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, masked
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients", "unused_keys"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_changed",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.MASK
 SHARED_MASKS = False
@@ -52,3 +61,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords; a mask argument is the catalogue's own question (masked)
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

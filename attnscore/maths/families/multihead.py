@@ -46,7 +46,7 @@ from attnscore.maths import reference
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.families.attention import attention_scales
-from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import attention as attention_gradients
 from attnscore.maths.gradient_formulas import cleaned, f64
@@ -83,6 +83,7 @@ __all__ = [
     "RotaryMultiheadOptions",
     "attend",
     "attend_golden",
+    "attention_changed",
     "attention_options",
     "causal_keep",
     "conventions",
@@ -545,3 +546,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
 # ``causal`` never leaves a key out of every query (query n − 1 keeps them all), and the keys are
 # projections of x: the catalogue's masked_entries_get_no_gradient does not apply
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

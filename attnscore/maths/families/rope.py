@@ -30,7 +30,14 @@ import numpy as np
 
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
-from attnscore.maths.families.base import Gradients, Scales, absolute_args, no_unused_keys, options_of
+from attnscore.maths.families.base import (
+    Gradients,
+    Scales,
+    absolute_args,
+    no_unused_keys,
+    not_general_attention,
+    options_of,
+)
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.options import Options, convention
@@ -49,6 +56,7 @@ __all__ = [
     "SHARED_MASKS",
     "THETAS",
     "RopeOptions",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -267,3 +275,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords that leave a key out: RoPE has no keys
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

@@ -20,7 +20,7 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract, QKView
 from attnscore.maths.error_scales import as_float64
-from attnscore.maths.families.base import Gradients, Scales, no_unused_keys
+from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import (
     additive,
@@ -34,7 +34,16 @@ from attnscore.maths.gradient_formulas import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CONTRACTS", "MEMBER", "SHARED_MASKS", "attention_options", "gradient_scales", "gradients", "unused_keys"]
+__all__ = [
+    "CONTRACTS",
+    "MEMBER",
+    "SHARED_MASKS",
+    "attention_changed",
+    "attention_options",
+    "gradient_scales",
+    "gradients",
+    "unused_keys",
+]
 
 MEMBER = ContractFamily.SCORES
 SHARED_MASKS = False
@@ -216,3 +225,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords
 unused_keys = no_unused_keys
+attention_changed = not_general_attention

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscore.maths import golden, golden_variants, variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import (
@@ -47,6 +48,7 @@ __all__ = [
     "MEMBER",
     "SHARED_MASKS",
     "SDPAOptions",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -211,12 +213,20 @@ def sdpa_contract(float_mask: bool = False) -> Contract:
 CONTRACTS = (sdpa_contract(), sdpa_contract(float_mask=True))
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
-    """``attn_mask`` from ``args``, ``is_causal`` aligned top-left, ``scale``."""
+def attention_options(contract: Contract, args: Mapping[str, Any]) -> AttentionOptions:
+    """``attn_mask`` from ``args`` (arrays or tensors), ``is_causal`` aligned top-left, ``scale``."""
     options = options_of(contract, SDPAOptions)
     return AttentionOptions(
         attn_mask=args.get("attn_mask"), is_causal=bool(options.is_causal), alignment="top_left", scale=options.scale
     )
+
+
+def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
+    """The call on ``args`` (``query, key, value[, attn_mask]`` tensors) by general attention with
+    ``change``, under :func:`attention_options`: ``(..., h_q, n_q, d_v)``."""
+    named = dict(zip(contract.parameter_names, args, strict=True))
+    options = attention_options(contract, named)
+    return variants.general_attention(named["query"], named["key"], named["value"], options, change=change)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:

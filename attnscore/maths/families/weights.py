@@ -12,7 +12,7 @@ import numpy as np
 from attnscore.maths import golden, reference
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import weights_error, weights_low_terms
-from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys
+from attnscore.maths.families.base import MASK, Gradients, Scales, absolute_args, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, keep_mask, softmax_weights, unbroadcast, weights_rounding
 from attnscore.maths.key_view import weights_key_view
@@ -21,6 +21,7 @@ __all__ = [
     "CONTRACTS",
     "MEMBER",
     "SHARED_MASKS",
+    "attention_changed",
     "attention_options",
     "gradient_scales",
     "gradients",
@@ -76,3 +77,4 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Non
 
 # no keywords; a mask argument is the catalogue's own question (masked)
 unused_keys = no_unused_keys
+attention_changed = not_general_attention
