@@ -6,8 +6,11 @@ larger than needed (a property that wants a negative score and rows that do not 
 nothing under 12 entries, where one query against one key shows it), and running hypothesis's
 shrinker per submission costs a few hundred calls. So each property case also gets a fixed set of
 :data:`SMALL_COUNT` inputs drawn from the same strategy with every size at most
-:data:`attnscore.maths.strategies.SMALL_SIZE` (:func:`attnscore.maths.strategies.small_sizes`):
-tried smallest first, each costs one call.
+:data:`attnscore.maths.strategies.SMALL_SIZE` (:func:`attnscore.maths.strategies.small_sizes`),
+and :data:`WIDE_COUNT` more at each shape the cap leaves out that the contract has
+(:func:`attnscore.maths.strategies.wide_shapes`): ``n_q = n_k + 2`` (a bug that needs two fully
+masked first queries under bottom-right causal) and grouped-query heads ``h_q = 4`` over
+``h_kv = 2``. Tried smallest first, each costs one call.
 
 They are never graded: a small input is only ever shown in place of a failing one, and only when
 it fails the same way (same verdict, same diagnosed mistake, same convention corner). They depend
@@ -24,13 +27,15 @@ import dataclasses
 from hypothesis.errors import HypothesisException
 
 from attnscore.check.cases import Case, property_calls
-from attnscore.maths.strategies import derive_seed, draw_examples, small_sizes
+from attnscore.maths.strategies import derive_seed, draw_examples, small_sizes, wide_shapes
 from attnscore.spec.model import Spec
 
-__all__ = ["SMALL_COUNT", "small_case"]
+__all__ = ["SMALL_COUNT", "WIDE_COUNT", "small_case"]
 
 SMALL_COUNT = 12
-"""Small inputs drawn per property case."""
+"""Small inputs drawn per property case, every size capped."""
+WIDE_COUNT = 4
+"""Small inputs drawn per property case at each wide shape (``n_q = n_k + 2``, grouped heads)."""
 
 _BUILT: dict[tuple[int, str, int], tuple[Case, Case | None]] = {}
 _BUILT_MAX = 1024
@@ -70,12 +75,15 @@ def _build(spec: Spec, case: Case, dtype: str, base: int) -> Case | None:
     if use is None:
         return None
     prop = spec.find_property(use.name)
-    stream = derive_seed(spec.id, spec.version, base, use.name, dtype, "small")
-    try:
-        with small_sizes():
-            examples = draw_examples(prop.examples(spec.contract, use.max_value), SMALL_COUNT, stream)
-    except HypothesisException:  # no input this small satisfies the property's strategy
-        return None
+    examples: list[object] = []
+    groups = [("", SMALL_COUNT), *((wide, WIDE_COUNT) for wide in wide_shapes(spec.contract))]
+    for wide, count in groups:
+        stream = derive_seed(spec.id, spec.version, base, use.name, dtype, f"small-{wide}" if wide else "small")
+        try:
+            with small_sizes(wide=wide):
+                examples += draw_examples(prop.examples(spec.contract, use.max_value), count, stream)
+        except HypothesisException:  # no input this small (or this wide) satisfies the property's strategy
+            continue
     if not examples:
         return None
     return dataclasses.replace(case, calls=property_calls(spec, use.name, examples, dtype, case.tolerance))

@@ -36,7 +36,10 @@ __all__ = [
     "legend_sizes",
     "random_args",
     "small_sizes",
+    "readable_values",
+    "TINY",
     "drawing_small",
+    "wide_shapes",
     "batch_dims",
 ]
 
@@ -48,23 +51,79 @@ MAX_BATCH_DIMS = 2
 SMALL_SIZE = 2
 """The largest size :func:`small_sizes` lets :func:`qk_shapes` and :func:`legend_sizes` draw."""
 
+WIDE_EXTRA_QUERIES = 2
+"""How many more queries than keys the wide shape ``"queries"`` draws (``n_q = n_k + 2``)."""
+WIDE_HEADS = (4, 2)
+"""``(h_q, h_kv)`` that the wide shape ``"heads"`` draws for grouped-query heads."""
+WIDE_SHAPES = ("queries", "heads")
+"""The wide shapes :func:`small_sizes` can draw (:func:`wide_shapes`)."""
+
 _SMALL: contextvars.ContextVar[bool] = contextvars.ContextVar("attnscore_small_sizes", default=False)
+_WIDE: contextvars.ContextVar[str] = contextvars.ContextVar("attnscore_wide_shape", default="")
 
 
 @contextlib.contextmanager
-def small_sizes() -> Iterator[None]:
+def small_sizes(wide: str = "") -> Iterator[None]:
     """Within it, :func:`qk_shapes` and :func:`legend_sizes` draw every size (``n_q``, ``n_k``,
     ``d_k``, each legend symbol; grouped-query heads ``h_kv`` at most :data:`SMALL_SIZE` and
     ``h_q`` at most that many per KV head) at most :data:`SMALL_SIZE` (never below a strategy's
     own minimum) and at most one batch dim of at most that size: the same strategies, drawing the
     smallest inputs they can make. Sizes a strategy draws itself (a window, a cache length) are
     its own. Shrinking in grading draws such inputs
-    (:mod:`attnscore.check.small_inputs`); graded cases never do."""
+    (:mod:`attnscore.check.small_inputs`); graded cases never do.
+
+    ``wide`` (one of :data:`WIDE_SHAPES`) reaches a shape bugs hide in that the cap leaves out:
+    ``"queries"`` draws ``n_q = n_k + 2`` (:data:`WIDE_EXTRA_QUERIES`: bottom-right causal with its
+    first two queries fully masked), ``"heads"`` grouped-query heads ``h_q = 4`` over ``h_kv = 2``
+    (:data:`WIDE_HEADS`: grouping tells ``h0 h0 h1 h1`` from ``h0 h1 h0 h1``); every other size as
+    capped. :func:`wide_shapes` says which a contract has.
+
+    Raises:
+        ValueError: ``wide`` is not ``""`` or one of :data:`WIDE_SHAPES`.
+    """
+    if wide and wide not in WIDE_SHAPES:
+        raise ValueError(f"wide: expected one of {', '.join(WIDE_SHAPES)} (or empty), found {wide!r}")
     token = _SMALL.set(True)
+    wide_token = _WIDE.set(wide)
     try:
         yield
     finally:
+        _WIDE.reset(wide_token)
         _SMALL.reset(token)
+
+
+def wide_shapes(contract: Contract) -> tuple[str, ...]:
+    """The wide shapes of :data:`WIDE_SHAPES` that draw something the plain cap does not for
+    ``contract``: ``"queries"`` when ``n_q`` and ``n_k`` are its legend's, drawn apart (not one query
+    or one key, not tied) and no bound of it forbids ``n_q > n_k``; ``"heads"`` when ``h_q`` and
+    ``h_kv`` are its legend's and not tied."""
+    symbols = {sym for _, legend in contract.parameters for sym in legend}
+    tied = {frozenset(pair) for pair in contract.ties}
+    one = {"n_q": 1, "n_k": 1}
+    queries = {"n_q", "n_k"} <= symbols and _widened(contract, one, wide="queries") != one
+    heads = {"h_q", "h_kv"} <= symbols and frozenset({"h_q", "h_kv"}) not in tied
+    return tuple(name for name, has in zip(WIDE_SHAPES, (queries, heads), strict=True) if has)
+
+
+def _widened(
+    contract: Contract, sizes: dict[str, Any], min_size: int = 1, max_size: int | None = None, wide: str | None = None
+) -> dict[str, Any]:
+    """``sizes`` as the wide shape ``wide`` (default: the one :func:`small_sizes` draws now) has them:
+    ``n_q = n_k + 2`` (``n_k`` lowered where ``max_size`` would be passed; unchanged where a bound of
+    the contract, ``n_q <= n_k``, or a tie forbids it), or grouped heads ``h_q = 4``, ``h_kv = 2``."""
+    wide = _WIDE.get() if wide is None else wide
+    tied = {frozenset(pair) for pair in contract.ties}
+    sizes = dict(sizes)
+    if wide == "queries" and "n_q" in sizes and "n_k" in sizes and frozenset({"n_q", "n_k"}) not in tied:
+        if contract.single_query or contract.single_key:
+            return sizes
+        top = sizes["n_k"] if max_size is None else min(sizes["n_k"], max_size - WIDE_EXTRA_QUERIES)
+        widened = {**sizes, "n_k": top, "n_q": top + WIDE_EXTRA_QUERIES}
+        if top >= min_size and all(bound.holds(widened) for bound in contract.bounds):
+            sizes = widened
+    if wide == "heads" and "h_q" in sizes and "h_kv" in sizes and frozenset({"h_q", "h_kv"}) not in tied:
+        sizes["h_q"], sizes["h_kv"] = WIDE_HEADS
+    return sizes
 
 
 def _upper(bound: int, low: int = 1) -> int:
@@ -99,6 +158,7 @@ def qk_shapes(
     n_q = 1 if contract.single_query else draw(st.integers(1, _upper(5)))
     n_k = 1 if contract.single_key else draw(st.integers(1, _upper(6)))
     d_k = draw(st.integers(min_d_k, _upper(max_d_k, min_d_k)))
+    n_q, n_k = (_widened(contract, {"n_q": n_q, "n_k": n_k})[s] for s in ("n_q", "n_k"))  # wide: n_q = n_k + 2
     if contract.ties:  # a spec's tied symbols (e.g. n_k = n_q for a square kernel) take one size
         sizes = {"n_q": n_q, "n_k": n_k, "d_k": d_k}
         for symbol, same_as in contract.ties:
@@ -115,6 +175,25 @@ def _values(max_value: float) -> st.SearchStrategy[float]:
         bound = np.nextafter(bound, np.float32(0))
     m = float(bound)
     return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
+
+
+TINY = 2.0**-10
+"""Drawn values below ``min(TINY, TINY · max_value)`` in magnitude are drawn as 0 (:func:`readable_values`)."""
+
+
+def readable_values(values: Any, max_value: float) -> np.ndarray:
+    """``values`` (drawn by :func:`_values`) as a float64 array, magnitudes below
+    ``min(TINY, TINY · max_value)`` set to 0 (zeros keep their sign).
+
+    Hypothesis likes the smallest normal float32 (``1.1754944e-38``) and its neighbours: subnormal or
+    zero once cast to float16, unreadable in a counterexample, and no value-checking property is about
+    them (a property about underflow draws its own inputs). Applied after drawing, so the draws
+    themselves (and every other value) stay as they were.
+    """
+    arr = np.array(values, dtype=np.float64)
+    tiny = min(TINY, TINY * float(max_value))
+    arr[(np.abs(arr) < tiny) & (arr != 0)] = 0.0
+    return arr
 
 
 @st.composite
@@ -135,8 +214,8 @@ def random_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 1
             max_size=int(np.prod(batch, dtype=int)) * n_k * d_k,
         )
     )
-    Q = np.array(q_vals, dtype=np.float64).reshape(*batch, n_q, d_k)
-    K = np.array(k_vals, dtype=np.float64).reshape(*batch, n_k, d_k)
+    Q = readable_values(q_vals, max_value).reshape(*batch, n_q, d_k)
+    K = readable_values(k_vals, max_value).reshape(*batch, n_k, d_k)
     return Q, K
 
 
@@ -244,6 +323,7 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
     if "h_q" in sizes and "h_kv" in sizes:  # grouped-query heads: h_q is a multiple of h_kv
         sizes["h_kv"] = draw(st.integers(1, _upper(3)))
         sizes["h_q"] = sizes["h_kv"] * draw(st.integers(1, _upper(3)))
+    sizes = _widened(contract, sizes, min_size, max_size)
     sizes.update((sym, size) for sym, size in contract.fixed_sizes if sym in sizes)  # a spec's function.sizes
     return sizes
 
@@ -251,7 +331,7 @@ def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6
 def _array(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float, is_bool: bool) -> np.ndarray:
     if is_bool:
         return draw(hnp.arrays(np.bool_, shape, elements=st.booleans()))
-    return draw(hnp.arrays(np.float64, shape, elements=_values(max_value)))
+    return readable_values(draw(hnp.arrays(np.float64, shape, elements=_values(max_value))), max_value)
 
 
 def _additive_mask(draw: Callable[..., Any], shape: tuple[int, ...], max_value: float) -> np.ndarray:
@@ -260,7 +340,7 @@ def _additive_mask(draw: Callable[..., Any], shape: tuple[int, ...], max_value: 
     in four ``-inf`` (the key is masked out), and about one row in five all ``-inf`` (a query with no
     key left, whose output is the zero vector as PyTorch 2.5+ gives)."""
     entry = st.one_of(_values(max_value), _values(max_value), _values(max_value), st.just(-np.inf))
-    mask = np.array(draw(hnp.arrays(np.float64, shape, elements=entry)), dtype=np.float64)
+    mask = readable_values(draw(hnp.arrays(np.float64, shape, elements=entry)), max_value)
     if mask.ndim >= 1 and mask.size:
         rows = mask.reshape(-1, shape[-1])
         blank = draw(st.lists(st.integers(0, 4), min_size=rows.shape[0], max_size=rows.shape[0]))

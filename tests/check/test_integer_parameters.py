@@ -4,6 +4,7 @@ sandboxed worker and to in-process runs (shape () as a Python int), and shown in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -104,13 +105,14 @@ def _line_of(text: str, needle: str) -> int:
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_drawn_offsets_fit_the_drawn_inputs(data):
-    """cu_seqlens start at 0, rise and end at q's and k's first dims; max_seqlen is the longest; int32."""
+    """cu_seqlens start at 0, rise (a sequence may have no key, never no query) and end at q's and k's
+    first dims, some sequence having a key; max_seqlen is the longest; int32."""
     c = get_contract("flash_attn_varlen")
     a = data.draw(random_args(c))
     for side in ("q", "k"):
         cu = a[f"cu_seqlens_{side}"]
         assert cu.dtype == np.int32 and cu.ndim == 1 and cu[0] == 0 and cu[-1] == a[side].shape[0]
-        assert np.all(np.diff(cu) >= 1)
+        assert np.all(np.diff(cu) >= (1 if side == "q" else 0)) and cu[-1] >= 1
         assert a[f"max_seqlen_{side}"].shape == () and int(a[f"max_seqlen_{side}"]) == int(np.diff(cu).max())
     assert a["cu_seqlens_q"].shape == a["cu_seqlens_k"].shape
     assert c.integer_problems(a) == []
@@ -119,12 +121,46 @@ def test_drawn_offsets_fit_the_drawn_inputs(data):
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_drawn_key_lengths_lie_in_range(data):
-    """key_lengths has one int32 entry per batch item, each in [1, n_k]."""
+    """key_lengths has one int32 entry per batch item, each in [0, n_k], not all 0."""
     c = get_contract("key_padding_attention")
     a = data.draw(random_args(c))
     lengths, n_k = a["key_lengths"], a["key"].shape[-2]
     assert lengths.dtype == np.int32 and lengths.shape == (a["query"].shape[0],)
-    assert lengths.min() >= 1 and lengths.max() <= n_k
+    assert lengths.min() >= 0 and 1 <= lengths.max() <= n_k
+
+
+def _empty_key_rows(spec_id: str, args: dict) -> np.ndarray:
+    """Bool mask over the output's query rows (key_padding: ``(b, n_q)``; varlen: ``(total_q,)``) of
+    the queries that keep no key: a batch item of valid length 0, a sequence without keys."""
+    if spec_id == "key_padding":
+        return np.repeat((args["key_lengths"] == 0)[:, None], args["query"].shape[-2], axis=1)
+    cu_q, cu_k = args["cu_seqlens_q"], args["cu_seqlens_k"]
+    rows = np.zeros(args["q"].shape[0], dtype=bool)
+    for s in range(len(cu_q) - 1):
+        rows[cu_q[s] : cu_q[s + 1]] = cu_k[s + 1] == cu_k[s]
+    return rows
+
+
+@pytest.mark.parametrize("spec_path", [PADDING, VARLEN], ids=["key_padding", "varlen"])
+def test_drawn_cases_include_queries_with_no_key_and_reference_and_golden_agree_there(spec_path):
+    """matches_reference draws calls where a query keeps no key (key length 0, a sequence with no
+    key), but never a call without any key; there the golden value is the zero vector, and the
+    reference (torch) gives it too (and the golden value elsewhere)."""
+    spec = load_spec(spec_path)
+    spec = dataclasses.replace(spec, properties=tuple(u for u in spec.properties if u.name == "matches_reference"))
+    calls = [call for case in build_cases(spec, "float64") if case.kind == "property" for call in case.calls]
+    empty = [(call, _empty_key_rows(spec.id, call.args)) for call in calls]
+    empty = [(call, rows) for call, rows in empty if rows.any()]
+    assert 1 <= len(empty) < len(calls) / 2
+    for call, rows in empty:
+        assert not rows.all()
+        golden = call.golden if spec.id == "varlen" else call.golden.transpose(0, 2, 1, 3)  # (b, n_q, h, d_v)
+        assert np.array_equal(golden[rows], np.zeros_like(golden[rows]))
+        names = spec.contract.parameter_names
+        got = np.asarray(spec.contract.reference(*(argument_value(torch.as_tensor(call.args[n])) for n in names)))
+        got = got if spec.id == "varlen" else got.transpose(0, 2, 1, 3)
+        assert np.array_equal(got[rows], golden[rows])
+        assert np.allclose(got, golden, rtol=1e-12, atol=1e-12)
 
 
 def test_confirmation_inputs_follow_the_integer_rules():

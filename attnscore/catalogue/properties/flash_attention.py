@@ -24,7 +24,7 @@ from attnscore.catalogue.properties.registry import Args, CheckContext, Property
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.families.flash_attention_2 import logsumexp_allowed, logsumexp_golden
-from attnscore.maths.strategies import drawing_small
+from attnscore.maths.strategies import drawing_small, readable_values
 from attnscore.maths.tolerance import entries_close
 
 __all__ = ["backward_check", "logsumexp_failure", "LOGSUMEXP_FACTOR"]
@@ -58,10 +58,10 @@ def _flash_example(
         n_q -= 1
     d = draw(st.integers(1, 8))
     elements = _floats(float(np.float32(max_value * 0.999)))
-    Q = draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements))
-    K = draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements))
-    V = draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements))
-    dO = draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements))
+    Q = readable_values(draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements)), max_value)
+    K = readable_values(draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements)), max_value)
+    V = readable_values(draw(hnp.arrays(np.float64, (*batch, n_keys, d), elements=elements)), max_value)
+    dO = readable_values(draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements)), max_value)
     return {"Q": Q, "K": K, "V": V}, dO
 
 
@@ -166,9 +166,9 @@ def _tile_edge_example(draw: Callable[..., Any], c: Contract, max_value: float) 
     d = draw(st.integers(1, 2 if small else 8))
     elements = _floats(float(np.float32(max_value * 0.999)))
     return {
-        "Q": draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements)),
-        "K": draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)),
-        "V": draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)),
+        "Q": readable_values(draw(hnp.arrays(np.float64, (*batch, n_q, d), elements=elements)), max_value),
+        "K": readable_values(draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)), max_value),
+        "V": readable_values(draw(hnp.arrays(np.float64, (*batch, n_k, d), elements=elements)), max_value),
     }
 
 

@@ -24,7 +24,7 @@ from attnscore.catalogue.properties.registry import Args, CheckContext, Property
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.families.registry import family_of
-from attnscore.maths.strategies import legend_sizes, random_args
+from attnscore.maths.strategies import legend_sizes, random_args, readable_values
 from attnscore.maths.tolerance import entries_close
 
 __all__ = ["backward_pass_property", "gradient_arrival_failure", "gradient_failure", "first_gradient_failure"]
@@ -61,7 +61,7 @@ def _args_and_upstream(
         args = {**args, "mask": mask}
     with np.errstate(all="ignore"):
         shape = np.shape(c.golden(args))
-    d_out = draw(hnp.arrays(np.float64, shape, elements=_floats(max_value)))
+    d_out = readable_values(draw(hnp.arrays(np.float64, shape, elements=_floats(max_value))), max_value)
     return args, d_out
 
 

@@ -61,10 +61,17 @@ def _one_sequence(a: Args, rows: slice, cols: slice) -> Args:
     }
 
 
-def _one_by_one_calls(contract: Any, a: Args) -> list[Args]:
-    """Each sequence alone (a batch of one), then the packed batch."""
+def _with_keys(a: Args) -> list[tuple[int, slice, slice]]:
+    """``(s, query rows, key rows)`` of each sequence of ``a`` that has a key: one without keys is not
+    run alone (a call with no key at all); its queries keep no key in the packed batch either, and get
+    the zero vector there (a fully masked corner, judged by the cases about it)."""
     pairs = zip(sequence_slices(a["cu_seqlens_q"]), sequence_slices(a["cu_seqlens_k"]), strict=True)
-    return [*(_one_sequence(a, r, c) for r, c in pairs), a]
+    return [(s, r, c) for s, (r, c) in enumerate(pairs) if c.stop > c.start]
+
+
+def _one_by_one_calls(contract: Any, a: Args) -> list[Args]:
+    """Each sequence with a key alone (a batch of one), then the packed batch."""
+    return [*(_one_sequence(a, r, c) for _, r, c in _with_keys(a)), a]
 
 
 def _one_by_one(ctx: CheckContext) -> str | None:
@@ -75,9 +82,9 @@ def _one_by_one(ctx: CheckContext) -> str | None:
     last = len(ctx.outputs) - 1
     packed = ctx.values(last)
     packed_limit = _limit(ctx, last, packed.shape)
-    for s, rows in enumerate(sequence_slices(a["cu_seqlens_q"])):
-        alone = ctx.values(s)
-        allowed = np.maximum(_limit(ctx, s, alone.shape), packed_limit[rows])
+    for call, (s, rows, _) in enumerate(_with_keys(a)):
+        alone = ctx.values(call)
+        allowed = np.maximum(_limit(ctx, call, alone.shape), packed_limit[rows])
         with np.errstate(invalid="ignore"):
             off = ~(np.abs(packed[rows] - alone) <= 2 * allowed) & ~(np.isnan(packed[rows]) & np.isnan(alone))
         if off.any():

@@ -160,11 +160,15 @@ def _varlen_check(a: Args) -> list[tuple[str, str]]:
 
 
 def _varlen_integers(pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``b`` in 1..3 sequences of 1..4 queries and 1..5 keys each (drawn independently, so a
-    sequence may have more queries than keys); ``total_q``, ``total_k`` and ``b+1`` follow."""
+    """``b`` in 1..3 sequences of 1..4 queries and 0..5 keys each (drawn independently, so a
+    sequence may have more queries than keys, or no key at all: its queries keep none and get the
+    zero vector, a fully masked corner); at least one sequence has a key (``total_k >= 1``);
+    ``total_q``, ``total_k`` and ``b+1`` follow."""
     b = pick(1, 3)
     lens_q = [pick(1, 4) for _ in range(b)]
-    lens_k = [pick(1, 5) for _ in range(b)]
+    lens_k = [pick(0, 5) for _ in range(b)]
+    if not any(lens_k):
+        lens_k[-1] = pick(1, 5)
     cu_q, cu_k = np.cumsum([0, *lens_q]), np.cumsum([0, *lens_k])
     sizes = {**sizes, "total_q": int(cu_q[-1]), "total_k": int(cu_k[-1]), "b+1": b + 1}
     ints = {

@@ -81,9 +81,15 @@ def _padding_check(a: Args) -> list[tuple[str, str]]:
 
 
 def _padding_integers(pick: Callable[[int, int], int], sizes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One valid length in ``[1, n_k]`` per batch item (a length of 0, every key padding, is a corner
-    the worked examples show)."""
-    return sizes, {"key_lengths": np.asarray([pick(1, int(sizes["n_k"])) for _ in range(int(sizes["b"]))])}
+    """One valid length in ``[0, n_k]`` per batch item. A length of 0 (every key padding: each query of
+    the item keeps no key and gets the zero vector, a fully masked corner that property cases set
+    aside and its own worked example judges) is drawn for some items (one choice in eight), never for every
+    item of a call (a call with no key at all would leave its cases nothing to judge)."""
+    n_k = int(sizes["n_k"])
+    lengths = [0 if pick(0, 7) == 0 else pick(1, n_k) for _ in range(int(sizes["b"]))]
+    if not any(lengths):
+        lengths[-1] = pick(1, n_k)
+    return sizes, {"key_lengths": np.asarray(lengths)}
 
 
 def _configure(base: Contract, options: KeyPaddingOptions, kept: tuple[str, ...]) -> Contract:
