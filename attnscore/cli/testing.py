@@ -155,8 +155,9 @@ def test_impl(
             console.print(f"[bold]{r.spec_id}[/] ({r.spec_path}) in {r.dtype} on {r.device}{at_text}")
             console.print(submission_text(r))
         if options.sweeps:
-            for line in sweep_summary(runs):
-                console.print(line, markup=False, highlight=False)
+            console.file.flush()
+            for line in sweep_summary(runs):  # whole lines, never wrapped: a reproduction is pasted back
+                click.echo(line)
     finish(all(r.all_passed for r in results))
 
 
