@@ -154,7 +154,7 @@ def _padding_integers(pick: Callable[[int, int], int], sizes: dict[str, Any]) ->
 def _configure(base: Contract, options: KeyPaddingOptions, kept: tuple[str, ...]) -> Contract:
     """The ``key_padding_attention`` contract for fixed keywords (``scale``, ``is_causal``,
     ``window_size``) and alignment."""
-    scale, causal, window = options.scale, bool(options.is_causal), tuple(options.window_size)
+    scale, causal, window = options.scale, bool(options.is_causal), options.window_size
 
     def ref(
         query: Any,
@@ -269,7 +269,7 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
         key_lengths=lengths,
         scale=options.scale,
         is_causal=bool(options.is_causal),
-        window=tuple(options.window_size),
+        window=options.window_size,
         alignment=offsets(options, lengths, n_q, n_k),
     )
 
