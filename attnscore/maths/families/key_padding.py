@@ -264,6 +264,8 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
     alignment's offsets (one per batch item, :func:`offsets`)."""
     options = options_of(contract, KeyPaddingOptions)
     lengths = np.asarray(args["key_lengths"], dtype=np.int64)
+    if not options.is_causal and tuple(options.window_size) == (-1, -1):  # nothing to align
+        return AttentionOptions(key_lengths=lengths, scale=options.scale)
     n_q, n_k = np.shape(args["query"])[-2], np.shape(args["key"])[-2]
     return AttentionOptions(
         key_lengths=lengths,
