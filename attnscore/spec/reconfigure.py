@@ -130,7 +130,8 @@ def reconfigured(spec: Spec, values: Mapping[str, Any]) -> Reconfigured:
     """``spec`` with its contract's keywords ``values`` (name -> a value its :class:`Keyword` accepts)
     merged over the spec's own ``function.keywords``; the worked examples that no longer hold
     (:func:`example_holds`) and the properties, mistakes and convention corners that no longer apply
-    are left out. Values equal to the spec's change nothing.
+    are left out. Values equal to the spec's change nothing (one equal to the default of a keyword
+    the spec left unset is passed to the implementation from then on, as the spec's keywords are).
 
     Raises:
         ValueError: a keyword the spec's contract does not take, or a value of the wrong kind
@@ -150,9 +151,13 @@ def reconfigured(spec: Spec, values: Mapping[str, Any]) -> Reconfigured:
             raise ValueError(f"keyword {name}: expected {kw.expected()}, found {value!r}")
     normalised = {n: contract.keyword(n).normalised(v) for n, v in values.items()}
     changed = {n: v for n, v in normalised.items() if contract.option(n) != v}
-    if not changed:
+    # a value equal to the default the spec left unset changes nothing but is passed from now on
+    to_set = {n: v for n, v in normalised.items() if n in changed or n not in contract.options.given}
+    if not to_set:
         return Reconfigured(spec)
-    fresh = _again(contract, changed)
+    fresh = _again(contract, to_set)
+    if not changed:
+        return Reconfigured(dataclasses.replace(spec, contract=fresh))
     kept = tuple(ex for ex in spec.worked_examples if example_holds(fresh, ex))
     properties = tuple(use for use in spec.properties if spec.find_property(use.name).applies(fresh))
     mistakes = spec.mistakes

@@ -39,6 +39,9 @@ def test_examples_that_no_longer_hold_are_listed_and_the_rest_kept():
     the one example whose queries have no key more than one ahead (its value still holds)."""
     same = reconfigured(SLIDING, {"window_size": [2, 1]})
     assert same.spec is SLIDING and same.unheld == () and same.chosen == ""
+    default = reconfigured(SLIDING, {"softmax_scale": None})  # unset before: now passed, nothing else changes
+    assert dict(default.spec.contract.options) == {"softmax_scale": None, "window_size": (2, 1)}
+    assert default.spec.worked_examples == SLIDING.worked_examples and default.chosen == ""
     done = reconfigured(SLIDING, {"window_size": (2, 4)})
     assert done.assumed == "window_size=(2, 1)" and done.chosen == "window_size=(2, 4)"
     kept = [ex.id for ex in done.spec.worked_examples]
