@@ -3,12 +3,16 @@
     pytest --attnscore-impl=pkg.mod:function --attnscore-spec=specs/attention.yaml \
            [--attnscore-dtype=float32 ...] [--attnscore-device=cuda] [--attnscore-xfail=FILE]
            [--attnscore-where='n_q<=n_k' ...] [--attnscore-allow=CORNER ...] [--attnscore-tie=d_v=d_k ...]
-           [--attnscore-ratio=K] [--attnscore-keyword=NAME=VALUE ...]
+           [--attnscore-ratio=K] [--attnscore-keyword=NAME=VALUE ...] [--attnscore-sweep=NAME=V1;V2 ...]
 
 ``--attnscore-spec`` takes a spec file or a bundled spec's id (``--attnscore-spec=attention``). The
 shape and tolerance options are parsed and applied by :mod:`attnscore.check.engineer_options`, as
 for ``attnscore test``; every spec is loaded and reshaped once when pytest is configured, so an
-invalid spec or option is one usage error before anything is collected.
+invalid spec or option is one usage error before anything is collected. A keyword of the spec's
+contract (``--attnscore-keyword=window_size=3,0``) configures the reference too; a worked example
+whose expected value no longer holds is a skipped item saying why. ``--attnscore-sweep`` runs every
+case at every point of a grid of keyword values (or ``where`` bounds), the point in the item's
+parameter: ``property:matches_reference[float32-causal=true-window_size=3,0]``.
 
 The spec files are collected like test files, so items have ordinary node ids,
 ``<spec file>::<spec id>::<case id>[<dtype>]`` (the dtype is the parameter, as in a parametrized
@@ -156,7 +160,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME=VALUE",
         action="append",
         default=[],
-        help="pass a constant keyword argument to every call, e.g. is_causal=true (VALUE a YAML scalar; repeatable)",
+        help="pass a constant keyword argument to every call, e.g. is_causal=true (repeatable); a keyword of the "
+        "spec's contract (window_size=3,0, causal=true, softcap=30) configures the reference too",
+    )
+    group.addoption(
+        "--attnscore-sweep",
+        metavar="NAME=V1;V2;...",
+        action="append",
+        default=[],
+        help="run every case at every point of a grid (repeatable; the grid is the product): NAME a keyword of "
+        "the spec's contract, e.g. 'causal=true;false', or where with shape bounds, e.g. 'where=h_q==h_kv;h_q>h_kv'",
     )
     group.addoption(
         "--attnscore-where",
@@ -175,9 +188,12 @@ class AttnscoreCaseFailure(AssertionError):
 class SpecCaseItem(pytest.Item):
     """One case of one spec in one dtype."""
 
-    def __init__(self, *, spec: Any, case: Any, dtype: str, function: Any, device: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, spec: Any, case: Any, dtype: str, function: Any, device: str, point: str = "", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.spec, self.case, self.dtype, self.function, self.device = spec, case, dtype, function, device
+        self.point = point  # the --attnscore-sweep grid point, "causal=true-window_size=3,0", or ""
 
     def runtest(self) -> None:
         from attnscore.check.implementation import pinned_precision
@@ -209,7 +225,8 @@ class SpecCaseItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return Path(self.spec.path), max(self.case.line - 1, 0), f"{self.spec.id}[{self.dtype}]::{self.case.id}"
+        parameter = "-".join(p for p in (self.dtype, self.point) if p)
+        return Path(self.spec.path), max(self.case.line - 1, 0), f"{self.spec.id}[{parameter}]::{self.case.id}"
 
 
 class SpecNode(pytest.Collector):
@@ -223,34 +240,37 @@ class SpecNode(pytest.Collector):
         from attnscore.check.cases import build_cases
 
         config = self.config
-        function = config._attnscore_function  # type: ignore[attr-defined]
         device = config.getoption("attnscore_device")
         items: list[pytest.Item] = []
-        spec, reshaped = config._attnscore_loaded[Path(self.spec.path).resolve()][1:]  # type: ignore[attr-defined]
-        reasons = reshaped.left_out()
+        points = config._attnscore_loaded[Path(self.spec.path).resolve()][1]  # type: ignore[attr-defined]
         for dtype in config.getoption("attnscore_dtype") or self.spec.dtypes:
-            cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
-            if reasons:  # left out by a tie or a bound: listed as skipped items, in the spec's order
-                kept = {c.id: c for c in cases}
-                cases = [kept.get(c.id, c) for c in build_cases(self.spec, dtype, config.getoption("attnscore_seed"))]
-            for case in cases:
-                if case.kind == "rule":  # an assignment rule is about a student's calls over a whole graded run
-                    continue
-                item = SpecCaseItem.from_parent(
-                    self,
-                    name=f"{case.id}[{dtype}]",  # like a parametrized test: the dtype is the parameter
-                    # given as a string, so pytest parses "[dtype]" as the parameter, as in the
-                    # ids it stores for --lf and reads back from the command line
-                    nodeid=f"{self.nodeid}::{case.id}[{dtype}]",
-                    spec=spec,
-                    case=case,
-                    dtype=dtype,
-                    function=function,
-                    device=device,
-                )
-                if case.id in reasons:
-                    item.add_marker(pytest.mark.skip(reason=reasons[case.id]))
-                items.append(item)
+            for label, spec, reshaped, function in points:
+                reasons = reshaped.left_out()
+                cases = build_cases(spec, dtype, config.getoption("attnscore_seed"))
+                if reasons:  # left out by a tie, a keyword or a bound: skipped items, in the spec's order
+                    kept = {c.id: c for c in cases}
+                    original = build_cases(self.spec, dtype, config.getoption("attnscore_seed"))
+                    cases = [kept.get(c.id, c) for c in original if c.id in kept or c.id in reasons]
+                parameter = "-".join([dtype, *label])
+                for case in cases:
+                    if case.kind == "rule":  # an assignment rule is about a student's calls over a whole graded run
+                        continue
+                    item = SpecCaseItem.from_parent(
+                        self,
+                        name=f"{case.id}[{parameter}]",  # like a parametrized test: the dtype is the parameter
+                        # given as a string, so pytest parses "[dtype]" as the parameter, as in the
+                        # ids it stores for --lf and reads back from the command line
+                        nodeid=f"{self.nodeid}::{case.id}[{parameter}]",
+                        spec=spec,
+                        case=case,
+                        dtype=dtype,
+                        function=function,
+                        device=device,
+                        point="-".join(label),
+                    )
+                    if case.id in reasons:
+                        item.add_marker(pytest.mark.skip(reason=reasons[case.id]))
+                    items.append(item)
         return items
 
 
@@ -312,6 +332,7 @@ def pytest_configure(config: pytest.Config) -> None:
             allows=config.getoption("attnscore_allow"),
             ratio=config.getoption("attnscore_ratio"),
             keywords=config.getoption("attnscore_keyword"),
+            sweeps=config.getoption("attnscore_sweep"),
             prefix="--attnscore-",
         )
     except OptionError as exc:
@@ -323,17 +344,24 @@ def pytest_configure(config: pytest.Config) -> None:
     from attnscore.spec.located import SpecError
 
     loaded = {}
+    function = config._attnscore_function  # type: ignore[attr-defined]
     for path in paths:
         try:
             spec = load_spec(path)
         except SpecError as exc:
             raise pytest.UsageError(f"--attnscore-spec {path}: invalid spec\n{exc}") from None
-        try:
-            loaded[path] = (spec, *options.reshape(spec))
+        try:  # per grid point (one without --attnscore-sweep): its label, spec, what changed, function
+            options.check_sweeps(spec)
+            points = []
+            for point in options.grid():
+                at = options.at(point)
+                points.append(
+                    ([f"{n}={v}".replace(" ", "") for n, v in point], *at.reshape(spec), at.bind(function, spec))
+                )
         except OptionError as exc:
             raise pytest.UsageError(f"{exc} (spec {spec.id})") from None
+        loaded[path] = (spec, points)
     config._attnscore_loaded = loaded  # type: ignore[attr-defined]
-    config._attnscore_function = options.bind(config._attnscore_function)  # type: ignore[attr-defined]
     xfail = config.getoption("attnscore_xfail")
     config._attnscore_xfail = read_xfail_file(xfail) if xfail else []  # type: ignore[attr-defined]
     # The spec files are collected like test files: pytest counts, selects (-k, --lf) and reruns

@@ -255,7 +255,8 @@ register(
             "same output (FlashAttention takes both forms)."
         ),
         strategy=_batched_example,
-        applies=lambda c: kernel_alibi(c) and batch_items(c),  # per batch item: inputs with a batch dim
+        # per batch item: inputs with a batch dim; slopes drawn (h,) (the alibi_layout heads), not (batch, h)
+        applies=lambda c: kernel_alibi(c) and batch_items(c) and c.option("alibi_layout") == "heads",
         calls=_per_batch_calls,
         check=_calls_agree(_per_batch_differs),
     )

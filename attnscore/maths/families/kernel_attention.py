@@ -1,8 +1,11 @@
 """An attention kernel with FlashAttention's options in SDPA's layout
 (:attr:`ContractFamily.KERNEL_ATTENTION`), its keywords fixed per spec (:class:`KernelOptions`):
 ``f(query, key, value, alibi_slopes=None, *, scale=None, is_causal=False, softcap=None)``;
-grouped-query heads, ``softcap``, ``alibi_slopes`` and causal aligned bottom-right. Its error bound
-is :func:`kernel_attention_error`, in float16/bfloat16 :func:`kernel_attention_low_terms`.
+grouped-query heads, ``softcap``, ``alibi_slopes`` and causal aligned bottom-right. The
+``alibi_layout`` convention says the slopes' shape, as FlashAttention takes either: ``heads``
+(``(h_q,)``, one slope per head, the default) or ``batch_heads`` (``(..., h_q)``, one per batch
+item and head). Its error bound is :func:`kernel_attention_error`, in float16/bfloat16
+:func:`kernel_attention_low_terms`.
 
 Reference :func:`attnscore.maths.variants.general_attention`, golden
 :func:`attnscore.maths.golden_variants.general_attention`, gradients
@@ -29,7 +32,7 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
-from attnscore.maths.options import Options, causal_keyword, keyword, scale_keyword
+from attnscore.maths.options import Options, causal_keyword, convention, keyword, scale_keyword
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ __all__ = [
     "CONTRACTS",
     "MEMBER",
     "SHARED_MASKS",
+    "ALIBI_LAYOUTS",
     "KernelOptions",
     "attention_changed",
     "attention_options",
@@ -54,9 +58,14 @@ MEMBER = ContractFamily.KERNEL_ATTENTION
 SHARED_MASKS = False
 
 
+ALIBI_LAYOUTS = {"heads": ("h_q",), "batch_heads": ("...", "h_q")}
+"""The shapes ``alibi_slopes`` may have, by the ``alibi_layout`` convention's value (FlashAttention's
+``alibi_slopes``: ``(nheads,)`` or ``(batch_size, nheads)``)."""
+
+
 @dataclass(frozen=True)
 class KernelOptions(Options):
-    """The kernel's keywords, as a spec fixes them."""
+    """The kernel's keywords, as a spec fixes them, and the ALiBi slopes' layout."""
 
     scale: float | None = scale_keyword()
     is_causal: bool = causal_keyword("bottom_right", "bottom-right, FlashAttention's causal")
@@ -65,6 +74,12 @@ class KernelOptions(Options):
         None,
         "cap > 0: cap · tanh(s / cap) on the scaled scores, before the causal mask and the ALiBi bias "
         "(FlashAttention, Gemma 2); null means no cap",
+    )
+    alibi_layout: str = convention(
+        "heads",
+        "the shape of alibi_slopes: heads, (h_q,), one slope per head; batch_heads, (..., h_q), one per batch "
+        "item and head (FlashAttention takes either)",
+        tuple(ALIBI_LAYOUTS),
     )
 
 
@@ -162,9 +177,11 @@ def _configure(base: Contract, options: KernelOptions, kept: tuple[str, ...]) ->
             alibi_slopes=a["alibi_slopes"] if has_alibi else None,
         )
 
+    layout = ALIBI_LAYOUTS[options.alibi_layout]
+    parameters = tuple((n, layout if n == "alibi_slopes" else legend) for n, legend in base.parameters if n in kept)
     return dataclasses.replace(
         base,
-        parameters=tuple(p for p in base.parameters if p[0] in kept),
+        parameters=parameters,
         keyword_parameters=base.keyword_parameters & frozenset(kept),
         reference=ref,
         golden_fn=gold,
@@ -188,7 +205,8 @@ def _as_attention(a: Args, is_causal: bool) -> dict[str, np.ndarray]:
 def kernel_attention_contract() -> Contract:
     """An attention kernel with FlashAttention's options in SDPA's layout:
     ``f(query (..., h_q, n_q, d_k), key (..., h_kv, n_k, d_k), value (..., h_kv, n_k, d_v),
-    alibi_slopes (h_q,) = None, *, scale=None, is_causal=False, softcap=None) -> (..., h_q, n_q, d_v)``.
+    alibi_slopes (h_q,) = None, *, scale=None, is_causal=False, softcap=None) -> (..., h_q, n_q, d_v)``;
+    ``alibi_slopes`` ``(..., h_q)`` with the ``alibi_layout`` convention ``batch_heads``.
 
     Query head ``h`` uses key/value head ``h // (h_q / h_kv)`` (grouped-query attention); the scores
     ``scale · Q Kᵀ`` (``scale`` default ``1/√d_k``) are capped as ``cap · tanh(s / cap)`` when
@@ -218,6 +236,7 @@ def kernel_attention_contract() -> Contract:
         samples=(
             ((("is_causal", True), ("softcap", 2.0)), ("query", "key", "value")),
             ((), tuple(n for n, _ in parameters)),
+            ((("alibi_layout", "batch_heads"),), tuple(n for n, _ in parameters)),
         ),
         bound_text="u·(error of capped, biased scores and weights propagated through V)",
     )
