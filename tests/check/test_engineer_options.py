@@ -90,9 +90,9 @@ def test_a_contract_keyword_configures_and_any_other_name_is_only_passed():
     assert reshaped.notes("sliding_window") == [
         "sliding_window: the reference follows causal=true, window_size=(3, 0) (the spec fixes causal=false, "
         "window_size=(2, 1))",
-        "sliding_window: left out 5 worked examples whose expected values assume causal=false, window_size=(2, 1), "
+        "sliding_window: left out 6 worked examples whose expected values assume causal=false, window_size=(2, 1), "
         "not causal=true, window_size=(3, 0): window_two_back_one_ahead, window_aligned_bottom_right, "
-        "far_key_with_huge_score, scores_inside_the_window, window_before_every_key",
+        "grouped_kv_heads, far_key_with_huge_score, scores_inside_the_window, window_before_every_key",
         "sliding_window: trace passed to the implementation only (the reference does not follow it; the "
         "contract's keywords: dropout_p, softmax_scale, causal, window_size)",
     ]
@@ -112,9 +112,9 @@ def test_one_changed_keyword_says_its_old_and_new_value():
     """The line for one changed keyword reads 'assume window_size=(2, 1), not (3, 0)'."""
     _, reshaped = EngineerOptions.parse(keywords=("window_size=3,0",)).reshape(SLIDING)
     assert reshaped.notes("sliding_window")[1] == (
-        "sliding_window: left out 5 worked examples whose expected values assume window_size=(2, 1), not (3, 0): "
-        "window_two_back_one_ahead, window_aligned_bottom_right, far_key_with_huge_score, scores_inside_the_window, "
-        "window_before_every_key"
+        "sliding_window: left out 6 worked examples whose expected values assume window_size=(2, 1), not (3, 0): "
+        "window_two_back_one_ahead, window_aligned_bottom_right, grouped_kv_heads, far_key_with_huge_score, "
+        "scores_inside_the_window, window_before_every_key"
     )
 
 

@@ -14,8 +14,8 @@ from attnscore.cli import main
 KERNELS = "tests.cli.window_kernels"
 MISTRAL = ["--keyword", "causal=true", "--keyword", "window_size=3,0"]  # HF sliding_window = 4
 LEFT_OUT = (
-    "window_two_back_one_ahead, window_aligned_bottom_right, far_key_with_huge_score, scores_inside_the_window, "
-    "window_before_every_key"
+    "window_two_back_one_ahead, window_aligned_bottom_right, grouped_kv_heads, far_key_with_huge_score, "
+    "scores_inside_the_window, window_before_every_key"
 )
 
 
@@ -32,10 +32,12 @@ def test_a_mistral_window_runs_without_a_spec_of_its_own():
     assert result.stderr.splitlines() == [
         "sliding_window: the reference follows causal=true, window_size=(3, 0) (the spec fixes causal=false, "
         "window_size=(2, 1))",
-        "sliding_window: left out 5 worked examples whose expected values assume causal=false, window_size=(2, 1), "
+        "sliding_window: left out 6 worked examples whose expected values assume causal=false, window_size=(2, 1), "
         f"not causal=true, window_size=(3, 0): {LEFT_OUT}",
     ]
-    assert "Score: 9/9" in result.stdout and "example:" not in result.stdout
+    assert "Score: 10/10" in result.stdout
+    examples = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("example:")]
+    assert examples == ["example:scaled_scores_on_grouped_heads"]  # its one query keeps both keys either way
 
 
 @pytest.mark.slow
