@@ -14,8 +14,11 @@ in (the evidence rule):
 1. **Agreement on other inputs.** With a runner (always, when grading or testing), the
    implementation is also called on :data:`CONFIRMATIONS` fixed random inputs of the contract
    (random non-zero values; every size >= 2; ``d_k`` differs between them, and on each of them
-   √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads;
-   every query keeps a key and masks one; the same for every submission), and on the further
+   √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads, and
+   grouped query and key/value heads where the contract names both (H_q = 2·H_kv or 3·H_kv); every
+   query keeps a key and masks one, and a float (additive) mask has a ``-inf`` entry in every other
+   row only, so a name that depends on them is confirmed on rows with and without; the same for
+   every submission), and on the further
    confirmation inputs of the mistakes that apply (``Mistake.confirm_sizes``: n = 17 for the
    tile-edge mistakes). A candidate survives only if, on each of them, the implementation's output
    matches the mistake recomputed there, with the parameters fitted on the failing call and the
@@ -27,7 +30,8 @@ in (the evidence rule):
 3. **One name.** When several candidates survive, or one lacks evidence, the implementation is
    called on probe inputs where they disagree or where the short one is not golden (the spec's
    worked examples, and corners of the first confirmation input: a query with every key masked,
-   a masked key holding +inf, NaN or a huge score, more queries than keys, and the mistakes' own
+   a masked key holding +inf, NaN or a huge score, more queries than keys (n_q = n_k + 2 wherever
+   the contract has both), and the mistakes' own
    ``probe_sizes``); a candidate that does not match there is dropped, one that does gains its
    evidence. Exactly one must remain, with enough evidence; otherwise the diagnosis is None and
    the feedback says nothing more: a wrong name is worse than none.
