@@ -14,8 +14,11 @@ in (the evidence rule):
 1. **Agreement on other inputs.** With a runner (always, when grading or testing), the
    implementation is also called on :data:`CONFIRMATIONS` fixed random inputs of the contract
    (random non-zero values; every size >= 2; ``d_k`` differs between them, and on each of them
-   √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads;
-   every query keeps a key and masks one; the same for every submission), and on the further
+   √d_k, d_k/2, 2·d_k, √d_v and √(heads·d_k) all differ; ``d_v != d_k``; at least two heads, and
+   grouped query and key/value heads where the contract names both (H_q = 2·H_kv or 3·H_kv); every
+   query keeps a key and masks one, and a float (additive) mask has a ``-inf`` entry in every other
+   row only, so a name that depends on them is confirmed on rows with and without; the same for
+   every submission), and on the further
    confirmation inputs of the mistakes that apply (``Mistake.confirm_sizes``: n = 17 for the
    tile-edge mistakes). A candidate survives only if, on each of them, the implementation's output
    matches the mistake recomputed there, with the parameters fitted on the failing call and the
@@ -27,7 +30,8 @@ in (the evidence rule):
 3. **One name.** When several candidates survive, or one lacks evidence, the implementation is
    called on probe inputs where they disagree or where the short one is not golden (the spec's
    worked examples, and corners of the first confirmation input: a query with every key masked,
-   a masked key holding +inf, NaN or a huge score, more queries than keys, and the mistakes' own
+   a masked key holding +inf, NaN or a huge score, more queries than keys (n_q = n_k + 2 wherever
+   the contract has both), and the mistakes' own
    ``probe_sizes``); a candidate that does not match there is dropped, one that does gains its
    evidence. Exactly one must remain, with enough evidence; otherwise the diagnosis is None and
    the feedback says nothing more: a wrong name is worse than none.
@@ -50,7 +54,6 @@ import numpy as np
 from attnscore.boundary.gradients import WithGradients
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.verdict import Verdict
-from attnscore.catalogue.families import masked_scores
 from attnscore.catalogue.mistakes import Mistake
 from attnscore.check.cases import Call
 from attnscore.check.diagnosis_backward import diagnose_backward, recompute_backward
@@ -73,6 +76,7 @@ from attnscore.check.diagnosis_match import (
     recompute,
     tensors,
 )
+from attnscore.check.row_hints import nonfinite_hint
 from attnscore.check.runner import Runner
 from attnscore.spec.model import Spec
 
@@ -265,62 +269,3 @@ def _witnessed(mistake: Mistake, params: dict[str, float], spec: Spec, runner: R
         ):
             return -1
     return evidence
-
-
-def _keep(spec: Spec, args: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The keep mask (True = kept) of a call, ``(..., n_q, n_k)``: the mask argument, or the causal
-    mask of a flag form; None for contracts without one."""
-    contract = spec.contract
-    values = dict(zip(contract.parameter_names, args.values(), strict=True))
-    if "mask" in values:
-        return np.asarray(values["mask"], dtype=bool)
-    if contract.name.startswith("causal_attention") and {"Q", "K"} <= set(values):
-        n_q, n_k = np.shape(values["Q"])[-2], np.shape(values["K"])[-2]
-        i, j = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
-        return j <= i + (0 if contract.name.endswith("top_left") else n_k - n_q)
-    return None
-
-
-def nonfinite_hint(spec: Spec, call: Call, received: Received) -> str | None:
-    """A masking-specific cause for non-finite output entries that sit in a masked row, else None.
-
-    The first unexpected non-finite entry's row (query) is looked up in the keep mask: a query
-    with no kept key, or one whose masked keys hold +inf, NaN or a huge score, gets a sentence
-    about that (softmax of all -inf is 0/0; inf + (-inf) is NaN), instead of the generic "look for
-    a division by zero" hint.
-    """
-    keep = _keep(spec, call.args)
-    got = received.array.astype(np.float64)
-    golden = np.asarray(call.golden, dtype=np.float64)
-    if keep is None or got.shape != golden.shape or got.ndim < 1:
-        return None
-    bad = ~np.isfinite(got) & np.isfinite(golden)
-    if not bad.any():
-        return None
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
-    row_shape = got.shape[:-1]  # (..., n_q): one row per query for weights, scores and outputs
-    try:
-        rows = np.broadcast_to(keep, (*row_shape, keep.shape[-1])) if keep.ndim else None
-    except ValueError:
-        return None
-    if rows is None:
-        return None
-    kept = rows[index[:-1]]
-    if masked_scores(spec.contract):
-        return (
-            "a masked entry became non-finite: adding -inf to a masked score of +inf or NaN gives NaN; "
-            "replace masked entries instead, scores.masked_fill(~mask, float('-inf'))"
-        )
-    if not kept.any():
-        return (
-            "this query keeps no key: softmax over scores that are all -inf is 0/0 = NaN; give a query "
-            "with no kept key zero weights (e.g. torch.where(mask, torch.softmax(masked, dim=-1), 0))"
-        )
-    if not kept.all():
-        return (
-            "this query has masked keys: a masked score that is +inf or NaN (or a huge score taken into "
-            "the row max) must not reach the softmax; replace masked scores with "
-            "scores.masked_fill(~mask, float('-inf')) before the max and exp, instead of adding -inf "
-            "(inf + (-inf) = NaN) or multiplying exp by the mask afterwards"
-        )
-    return None

@@ -39,12 +39,19 @@ CONFIRMATIONS = 3
 # per-d_k scale rule (√d_k, d_k/2, 2·d_k, √(heads·d_k)) is a constant factor of the right one over
 # all three, and on each of them those scales and √d_v all differ (d_k = 4, where d_k/2 = √d_k, is
 # avoided); d_v != d_k; two to four heads; n_q <= n_k, so no query lacks a key under either
-# causal alignment; d_a = d_k once (for the additive projection mistake that needs it).
+# causal alignment; d_a = d_k once (for the additive projection mistake that needs it). Where a
+# contract names its query and key/value heads (h_q, h_kv), they are grouped: H_q = 2·H_kv, 3·H_kv
+# and 2·H_kv, so that a group of query heads shares a KV head on every input (h0 h0 h1 h1 and
+# h0 h1 h0 h1 differ) and a contract with only h_q has several heads.
 _CONFIRMATION_SIZES: tuple[dict[str, Any], ...] = (
-    {"...": (2,), "n_q": 3, "n_k": 5, "d_k": 3, "d_v": 5, "d_q": 4, "d_a": 2},
-    {"...": (3,), "n_q": 4, "n_k": 4, "d_k": 6, "d_v": 4, "d_q": 3, "d_a": 5},
-    {"...": (2, 4), "n_q": 2, "n_k": 6, "d_k": 10, "d_v": 7, "d_q": 5, "d_a": 10},
+    {"...": (2,), "n_q": 3, "n_k": 5, "d_k": 3, "d_v": 5, "d_q": 4, "d_a": 2, "h_q": 4, "h_kv": 2},
+    {"...": (3,), "n_q": 4, "n_k": 4, "d_k": 6, "d_v": 4, "d_q": 3, "d_a": 5, "h_q": 3, "h_kv": 1},
+    {"...": (2, 4), "n_q": 2, "n_k": 6, "d_k": 10, "d_v": 7, "d_q": 5, "d_a": 10, "h_q": 2, "h_kv": 1},
 )
+
+# The probe input with more queries than keys (n_q = n_k + 2: a query past the last key under
+# every alignment), beside the confirmation inputs' n_q <= n_k.
+_MORE_QUERIES = {"n_q": 5, "n_k": 3}
 
 
 # The confirmation and probe inputs per (spec, dtype), and each runner's outputs on them.
@@ -54,19 +61,25 @@ _OUTPUTS: weakref.WeakKeyDictionary[Runner, dict[tuple[str, ...], list[Outcome]]
 
 def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """A float mask added to the scores: biases in ±[0.25, 2], about one entry in five exactly 0 and
-    one in four ``-inf``; every row keeps a finite entry and (with two or more keys) has a ``-inf`` one
-    and a non-zero finite one where it can (so reading it as bool, ignoring it or subtracting it all differ)."""
+    one in four ``-inf`` in every other row. Every row keeps a finite, non-zero entry; with two or
+    more keys the even rows (counted over all leading dims) have a ``-inf`` entry and the odd ones
+    none, so that reading it as bool, ignoring it or subtracting it all differ, and subtracting it
+    (``-(-inf) = +inf``) leaves the odd rows finite: the confirmation of a mistake that depends on
+    the ``-inf`` entries sees rows with and without them."""
     mask = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.25, 2.0, size=shape)
     draw = rng.random(shape)
     mask[draw < 0.2] = 0.0
     mask[draw > 0.75] = -np.inf
     if len(shape) >= 1 and shape[-1] >= 1:
         rows = mask.reshape(-1, shape[-1])
-        for row in rows:
+        for number, row in enumerate(rows):
             j = rng.integers(shape[-1])
-            if not np.isfinite(row[j]):
+            if shape[-1] >= 2 and number % 2 == 1:  # an odd row: no -inf
+                blank = ~np.isfinite(row)
+                row[blank] = rng.choice([-1.0, 1.0], size=int(blank.sum())) * rng.uniform(0.25, 2.0, int(blank.sum()))
+            if not np.isfinite(row[j]) or row[j] == 0.0:
                 row[j] = rng.uniform(0.25, 2.0)
-            if shape[-1] >= 2 and np.isfinite(row).all():
+            if shape[-1] >= 2 and number % 2 == 0 and np.isfinite(row).all():
                 row[(j + 1 + rng.integers(shape[-1] - 1)) % shape[-1]] = -np.inf
         mask = rows.reshape(shape)
     return mask
@@ -194,8 +207,9 @@ def _corners(spec: Spec, base: dict[str, np.ndarray]) -> list[dict[str, np.ndarr
 
 def diagnosis_calls(spec: Spec, dtype: str, which: str) -> list[Call]:
     """The confirmation calls (``which="confirm"``: :func:`confirmation_args` and the mistakes' own
-    ``confirm_sizes``) or the probe calls (``"probe"``: the worked examples, the corners and the
-    mistakes' ``probe_sizes``), made once per spec and dtype."""
+    ``confirm_sizes``) or the probe calls (``"probe"``: the worked examples, the corners, more
+    queries than keys where the contract has both, and the mistakes' ``probe_sizes``), made once
+    per spec and dtype."""
     key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, which)
     if key not in _INPUTS:
         confirm = confirmation_args(spec)
@@ -210,7 +224,9 @@ def diagnosis_calls(spec: Spec, dtype: str, which: str) -> list[Call]:
                 except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
                     continue
             calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
-            sized = [resized_args(spec, sizes) for sizes in mistake_sizes(spec, "probe_sizes")]
+            legend = {sym for _, symbols in spec.contract.parameters for sym in symbols}
+            more = [_MORE_QUERIES] if {"n_q", "n_k"} <= legend else []
+            sized = [resized_args(spec, sizes) for sizes in more + mistake_sizes(spec, "probe_sizes")]
             calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in sized)
             _INPUTS[key] = calls
     return _INPUTS[key]

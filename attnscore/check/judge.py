@@ -24,7 +24,8 @@ from attnscore.catalogue.properties import CheckContext
 from attnscore.catalogue.properties.gradients import first_gradient_failure
 from attnscore.check.cases import Call, Case, advice_only
 from attnscore.check.compare import compare
-from attnscore.check.diagnosis import diagnose, diagnose_raised, holds, nonfinite_hint
+from attnscore.check.diagnosis import diagnose, diagnose_raised, holds
+from attnscore.check.row_hints import empty_rows_wrong, nonfinite_hint, unwritten_rows_hint
 from attnscore.check.runner import Runner
 from attnscore.maths.tolerance import entries_close
 from attnscore.report.failure import Failure, Mismatch, json_array
@@ -117,6 +118,22 @@ def _found_in_corner(spec: Spec, call: Call, outcome: Received, name: str) -> st
     if region is None:
         return ""
     return found_text(outcome.array.astype(np.float64)[region], call.golden[region])
+
+
+def _empty_rows_hint(spec: Spec, call: Call, outcome: Received, runner: Runner, dtype: str) -> str:
+    """The note for an output wrong only in rows of queries that keep no key
+    (:func:`attnscore.check.row_hints.empty_rows_wrong`), else ``""``. The implementation is called
+    once more on the same inputs: rows that change between the two calls are memory it never writes."""
+    wrong = empty_rows_wrong(spec, call, outcome, call.allowed)
+    if wrong is None:
+        return ""
+    changed = False
+    if call.upstream is None:
+        again = runner.call(call.args, dtype, call.layouts) if call.layouts else runner.call(call.args, dtype)
+        if isinstance(again, Received) and again.shape == outcome.shape:
+            first, second = outcome.array.astype(np.float64)[wrong], again.array.astype(np.float64)[wrong]
+            changed = not np.array_equal(first, second, equal_nan=True)
+    return unwritten_rows_hint(spec, call, wrong, changed)
 
 
 def for_case(spec: Spec, case: Case) -> Spec:
@@ -321,6 +338,8 @@ def _judge_once(
             hint = spec.find_property(case.property_name).hint(outcome.array.astype(np.float64), call.golden) or ""
         if verdict is Verdict.NON_FINITE:
             hint = nonfinite_hint(spec, call, outcome) or ""
+        if verdict is Verdict.WRONG_VALUE and not hint and diagnosis is None and diagnose_failures:
+            hint = _empty_rows_hint(spec, call, outcome, runner, dtype)
         corner = wrong_corner(spec, call, outcome) if diagnose_failures else ""
         failure = _failure(
             spec,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -564,7 +565,9 @@ def test_nonfinite_values_in_a_masked_row_get_a_masking_hint():
     NaN in a row with a masked +inf says to replace masked scores; other NaN keep the generic hint."""
     _, result = _named("attention_weights.yaml", _bias_weights)
     case = next(c for c in result.cases if c.id == "example:fully_masked_row")
-    assert "this query keeps no key: softmax over scores that are all -inf is 0/0 = NaN" in case.message
+    assert "this query keeps no key (the mask masks every key): softmax over scores that are all -inf is 0/0" in (
+        case.message
+    )
     assert "look for a division by zero" not in case.message
     _, result = _named("attention.yaml", xformers_style)
     case = next(c for c in result.cases if c.id == "example:nonfinite_masked_key")
@@ -596,3 +599,74 @@ def test_property_held_survives_the_record():
     assert decode(Failure, data, "f").property_held is True
     data.pop("property_held")
     assert decode(Failure, data, "f").property_held is False
+
+
+# The inputs that confirm a name vary what the name depends on.
+
+
+def _submission(name, function="scaled_dot_product_attention"):
+    """The function of the example submission ``examples/submissions/<name>``, imported in process."""
+    import importlib.util
+
+    module_spec = importlib.util.spec_from_file_location(f"example_{Path(name).stem}", f"examples/submissions/{name}")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return getattr(module, function)
+
+
+def test_confirmation_float_masks_have_rows_with_and_without_neg_inf():
+    """Every confirmation input of a float attn_mask has rows with a -inf entry and rows without
+    one, each with a finite non-zero entry: a name that depends on the -inf entries is confirmed
+    on both."""
+    from attnscore.check.diagnosis import confirmation_args
+
+    for args in confirmation_args(load_spec("specs/sdpa_float_mask.yaml")):
+        rows = args["attn_mask"].reshape(-1, args["attn_mask"].shape[-1])
+        with_inf = np.isneginf(rows).any(axis=-1)
+        assert with_inf.any() and (~with_inf).any()
+        assert ((rows != 0) & np.isfinite(rows)).any(axis=-1).all()
+
+
+@pytest.mark.parametrize("spec_file", ["gqa.yaml", "sdpa.yaml", "kv_cache.yaml", "key_padding.yaml", "varlen.yaml"])
+def test_confirmation_heads_are_grouped(spec_file):
+    """Where a contract has query and key/value heads, every confirmation input has more query heads
+    than KV heads (a group shares a KV head: tiled and grouped heads differ)."""
+    from attnscore.check.diagnosis import confirmation_args
+
+    spec = load_spec(f"specs/{spec_file}")
+    names = dict(spec.contract.parameters)
+    q_name, k_name = spec.contract.parameter_names[:2]
+    h_q = names[q_name].index("h_q") - len(names[q_name])  # from the end: "..." may stand for several dims
+    h_kv = names[k_name].index("h_kv") - len(names[k_name])
+    for args in confirmation_args(spec):
+        q, k = args[q_name], args[k_name]
+        assert q.shape[h_q] > k.shape[h_kv] >= 1 and q.shape[h_q] % k.shape[h_kv] == 0
+
+
+def test_probes_include_more_queries_than_keys():
+    """The probe inputs of a contract with n_q and n_k include one with n_q = n_k + 2."""
+    from attnscore.check.diagnosis_inputs import diagnosis_calls
+
+    spec = load_spec("specs/sdpa_float_mask.yaml")
+    shapes = [(c.args["query"].shape[-2], c.args["key"].shape[-2]) for c in diagnosis_calls(spec, "float32", "probe")]
+    assert (5, 3) in shapes
+
+
+@pytest.mark.slow
+def test_a_subtracted_float_mask_is_named_not_all_zeros():
+    """scores - attn_mask with NaN rows zeroed (nan_to_num) gives zeros on every row with a -inf
+    entry; the confirmation inputs' rows without one show the subtraction: it is named
+    sdpa_float_mask_subtracted, never all_zeros."""
+    named, result = _named("sdpa_float_mask.yaml", _submission("sdpa_float_mask/mask_subtracted.py"))
+    assert not result.all_passed
+    assert set(named.values()) == {"sdpa_float_mask_subtracted"}, named
+    assert {"example:minus_inf_masks_a_huge_score", "property:matches_reference"} <= set(named)
+
+
+@pytest.mark.slow
+def test_bottom_right_causal_is_named_on_the_property_as_on_the_example():
+    """SDPA's is_causal aligned bottom-right with masked_fill(-inf): NaN for queries with no key when
+    n_q > n_k. The property's draws with more queries than keys are named as the worked example is."""
+    named, _ = _named("sdpa_causal.yaml", _submission("sdpa_causal/bottom_right_masked_fill.py"))
+    assert set(named.values()) == {"sdpa_causal_bottom_right"}, named
+    assert {"example:more_keys_than_queries", "property:matches_reference"} <= set(named)

@@ -210,12 +210,26 @@ add(
 )(_sdpa_mask(lambda c, a: a["attn_mask"] != 0))
 
 
+def _subtracted_nan_zeroed(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """The float mask subtracted, written step by step with the NaN weights set to 0 (``nan_to_num``,
+    code that gives a query with no kept key zeros): every row with a ``-inf`` entry (``+inf`` after
+    the subtraction) gives the zero vector."""
+    named = dict(zip(c.parameter_names, args, strict=True))
+    Q = named["query"]
+    K, V = named["key"], named["value"]
+    if c.option("enable_gqa"):
+        K, V = _grouped(Q, K), _grouped(Q, V)
+    s = Q @ K.transpose(-2, -1) * _scale(c, Q) - named["attn_mask"]  # (..., n_q, n_k)
+    return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ V
+
+
 add(
     "sdpa_float_mask_subtracted",
     "float attn_mask subtracted from the scores",
     sdpa_float_mask,
     "add the float attn_mask to the scaled scores (scores + attn_mask); you subtracted it, so a negative "
     "bias raised the score and a -inf entry became +inf (a NaN row after softmax)",
+    forms=(_subtracted_nan_zeroed,),
 )(_sdpa_mask(lambda c, a: -a["attn_mask"]))
 
 
@@ -361,12 +375,23 @@ def _kernel_causal_top_left(c: Contract, spec: Any, *args: torch.Tensor) -> torc
     return _manual(c, args, scores_fn=capped, causal_offset="top_left")
 
 
+def _bottom_right_nan(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
+    """SDPA's causal mask aligned bottom-right, written with ``masked_fill(-inf)`` and a plain softmax:
+    with more queries than keys, the first ``n_q - n_k`` queries keep no key and give NaN (0/0)."""
+    named = dict(zip(c.parameter_names, args, strict=True))
+    out = _sdpa_with(c, args, alignment="bottom_right")  # (..., n_q, d_v)
+    n_q, n_k = named["query"].shape[-2], named["key"].shape[-2]
+    empty = (torch.arange(n_q) < n_q - n_k).unsqueeze(-1)  # (n_q, 1): rows with no key j <= i + n_k - n_q
+    return torch.where(empty, torch.full((), float("nan"), dtype=out.dtype), out)
+
+
 add(
     "sdpa_causal_bottom_right",
     "is_causal aligned bottom-right",
     sdpa_causal,
     "is_causal in SDPA is top-left (torch.ones(n_q, n_k).tril(): query i keeps keys j <= i); you aligned "
     "the last query with the last key (j <= i + n_k - n_q), FlashAttention's KV-cache convention",
+    forms=(_bottom_right_nan,),
 )(_changed(_sdpa_with, alignment="bottom_right"))
 
 
