@@ -97,14 +97,16 @@ def keyword_arguments(keywords: Sequence[str], option: str = "--keyword") -> dic
     """``NAME=VALUE`` texts as keyword arguments, each value a YAML scalar.
 
     Raises:
-        OptionError: a text is not ``NAME=VALUE``, a name is not a Python identifier, or a
-            value is not a scalar.
+        OptionError: a text is not ``NAME=VALUE``, a name is not a Python identifier or is given
+            twice, or a value is not a scalar.
     """
     found: dict[str, object] = {}
     for text in keywords:
         name, value = pair(text, option)
         if not name.isidentifier():
             raise OptionError(f"{option}: expected a keyword argument name, found {name!r} in {text!r}")
+        if name in found:  # never the last one silently
+            raise OptionError(f"{option} {name}: expected each name once, found it again in {text!r}")
         found[name] = yaml_scalar(value, name, option)
     return found
 
@@ -170,6 +172,8 @@ class Reshaped:
         unheld: ids of the worked examples left out because their expected values assume the
             spec's own keyword values (:attr:`assumed`), not the chosen ones (:attr:`chosen`).
         unapplied: names of the properties left out because they do not apply under :attr:`chosen`.
+        recomputed: ids of the worked examples testing a convention corner, kept with their expected
+            values recomputed under :attr:`chosen` (:func:`attnscore.spec.reconfigure.recomputed_example`).
         assumed: the spec's values of the keywords ``--keyword`` changed, ``"window_size=(2, 1)"``.
         chosen: their chosen values, ``"window_size=(3, 0)"``; empty when no keyword changed.
         passed_only: ``--keyword`` names that are not keywords of the spec's contract, which takes some
@@ -188,6 +192,7 @@ class Reshaped:
     chosen: str = ""
     passed_only: tuple[str, ...] = ()
     takes: str = ""
+    recomputed: tuple[str, ...] = ()
 
     def notes(self, spec_id: str) -> list[str]:
         """One line per change, for a person: what was configured, adapted, left out, skipped."""
@@ -199,9 +204,16 @@ class Reshaped:
                 f"{spec_id}: left out {counted(len(self.unheld), 'worked example')} whose expected values assume "
                 f"{self.assumed}, not {self._chosen_values()}: {', '.join(self.unheld)}"
             )
+        if self.recomputed:
+            lines.append(
+                f"{spec_id}: recomputed {counted(len(self.recomputed), 'worked example')} testing a convention "
+                f"corner under {self.chosen} (expected values from the float64 reference): "
+                f"{', '.join(self.recomputed)}"
+            )
         if self.unapplied:
             lines.append(
-                f"{spec_id}: left out {counted(len(self.unapplied), 'property', 'properties')} that do not apply "
+                f"{spec_id}: left out {counted(len(self.unapplied), 'property', 'properties')} that "
+                f"{'does' if len(self.unapplied) == 1 else 'do'} not apply "
                 f"with {self.chosen}: {', '.join(self.unapplied)}"
             )
         if self.passed_only:
@@ -209,6 +221,7 @@ class Reshaped:
             lines.append(
                 f"{spec_id}: {names} passed to the implementation only (the reference does not follow "
                 f"{'it' if len(self.passed_only) == 1 else 'them'}; the contract's keywords: {self.takes})"
+                + self._did_you_mean()
             )
         if self.adapted:
             lines.append(
@@ -223,6 +236,14 @@ class Reshaped:
         if self.skipped:
             lines.append(f"{spec_id}: skipped by constraint {self.bound_text}: {'; '.join(self.skipped)}")
         return lines
+
+    def _did_you_mean(self) -> str:
+        """``"; did you mean window_size?"`` for each passed-only name close to a keyword of the contract."""
+        import difflib
+
+        takes = [t.strip() for t in self.takes.split(",") if t.strip()]
+        guesses = [g for name in self.passed_only for g in difflib.get_close_matches(name, takes, n=1, cutoff=0.75)]
+        return "".join(f"; did you mean {g}?" for g in guesses)
 
     def _chosen_values(self) -> str:
         """:attr:`chosen`, each value alone when one keyword changed (``(3, 0)``)."""
@@ -302,6 +323,10 @@ class EngineerOptions:
             name, value = pair(text, f"{prefix}keyword")
             if not name.isidentifier():
                 raise OptionError(f"{prefix}keyword: expected a keyword argument name, found {name!r} in {text!r}")
+            if name in texts:  # never the last one silently
+                raise OptionError(
+                    f"{prefix}keyword {name}: expected each name once, found {name}={texts[name]} and {text.strip()}"
+                )
             texts[name] = value
         grid: list[tuple[str, tuple[str, ...]]] = []
         for text in sweeps:
@@ -359,15 +384,19 @@ class EngineerOptions:
 
     def check_sweeps(self, spec: Spec) -> None:
         """Whether every ``--sweep`` name is a keyword of ``spec``'s contract (or ``where``) and every
-        value one of its values.
+        value one of its values (a ``where`` value a bound on the contract's own symbols).
 
         Raises:
-            OptionError: a name the contract does not take (the keywords it takes are named), or a
-                value of the wrong kind.
+            OptionError: a name the contract does not take (the keywords it takes are named), a
+                value of the wrong kind, or a bound on a symbol the contract does not have.
         """
         contract = spec.contract
         for name, values in self.sweeps:
             if name == "where":
+                try:  # a symbol the contract lacks is this option's fault, not --where's
+                    spec.bounded(_bounds(values, f"{self.prefix}sweep where"))
+                except ValueError as exc:
+                    raise OptionError(f"{self.prefix}sweep where: {exc}") from None
                 continue
             try:
                 kw = contract.keyword(name)
@@ -446,6 +475,7 @@ class EngineerOptions:
             tie_text=", ".join(f"{a}={b}" for a, b in self.ties.items()),
             bound_text=", ".join(map(str, self.bounds)),
             unheld=done.unheld if done else (),
+            recomputed=done.recomputed if done else (),
             unapplied=done.unapplied if done else (),
             assumed=done.assumed if done else "",
             chosen=done.chosen if done else "",

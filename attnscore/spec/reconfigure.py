@@ -10,6 +10,12 @@ when its written values still hold: its expected value (and its expected gradien
 when written) equal the float64 golden values under the new options with the loader's comparison
 (:data:`HOLDS_RTOL`, :data:`HOLDS_ATOL`), and a convention corner it tests still occurs.
 
+A worked example that tests a convention corner (``convention: fully_masked_row``) is the only case
+judged there: every property sets the corner aside. When its written value no longer holds but the
+corner still applies and still occurs in its inputs, it is not left out (a kernel wrong only there
+would pass) but *recomputed*: its expected value becomes the float64 golden value under the new
+options, and its title and explanation say so (:func:`recomputed_example`).
+
 Example:
     >>> from attnscore.spec.load import load_spec
     >>> from attnscore.check.verify import bundled_spec_path
@@ -30,7 +36,15 @@ import numpy as np
 from attnscore.maths.contract import Contract
 from attnscore.spec.model import Spec, WorkedExample
 
-__all__ = ["HOLDS_ATOL", "HOLDS_RTOL", "Reconfigured", "example_holds", "reconfigured", "shown_value"]
+__all__ = [
+    "HOLDS_ATOL",
+    "HOLDS_RTOL",
+    "Reconfigured",
+    "example_holds",
+    "reconfigured",
+    "recomputed_example",
+    "shown_value",
+]
 
 HOLDS_RTOL = 1e-9
 HOLDS_ATOL = 1e-9
@@ -45,6 +59,8 @@ class Reconfigured:
         spec: the spec under the new options (its contract configured again; the examples that
             hold and the properties that apply kept).
         unheld: ids of the worked examples left out: their expected values assume the spec's options.
+        recomputed: ids of the worked examples testing a convention corner whose expected values were
+            recomputed under the new options (:func:`recomputed_example`), in :attr:`spec`.
         unapplied: names of the properties left out: they do not apply under the new options.
         assumed: the spec's values of the changed keywords, ``"causal=false, window_size=(2, 1)"``.
         chosen: their new values, ``"causal=true, window_size=(3, 0)"``.
@@ -55,6 +71,7 @@ class Reconfigured:
     unapplied: tuple[str, ...] = ()
     assumed: str = ""
     chosen: str = ""
+    recomputed: tuple[str, ...] = ()
 
 
 def shown_value(value: Any) -> str:
@@ -108,6 +125,46 @@ def example_holds(contract: Contract, ex: WorkedExample) -> bool:
     return True
 
 
+def recomputed_example(contract: Contract, ex: WorkedExample, chosen: str) -> WorkedExample | None:
+    """``ex``, a worked example testing a convention corner, with its expected value recomputed from
+    the float64 golden path of ``contract`` (configured under ``chosen``, ``"causal=true"``), when the
+    corner still applies to ``contract`` and occurs in the example's inputs; None otherwise (and for
+    an example with written gradients or logsumexp, which are not recomputed).
+
+    Example:
+        >>> from attnscore.spec.load import load_spec
+        >>> from attnscore.check.verify import bundled_spec_path
+        >>> spec = load_spec(bundled_spec_path("sliding_window"))
+        >>> fresh = reconfigured(spec, {"causal": True, "window_size": (3, 0)}).spec
+        >>> ex = next(e for e in spec.worked_examples if e.id == "window_before_every_key")
+        >>> recomputed_example(fresh.contract, ex, "causal=true").expected[0, :, 0, 0].tolist()
+        [0.0, 0.0, 0.0, 5.0]
+    """
+    from attnscore.catalogue.conventions import applicable_corners, corner_region
+
+    if not ex.convention or ex.expected_gradients or ex.expected_logsumexp is not None:
+        return None
+    if ex.convention not in applicable_corners(contract):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            golden = np.asarray(contract.golden(ex.inputs), dtype=np.float64)
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+    if corner_region(ex.convention, contract, ex.inputs, golden.shape) is None:
+        return None
+    note = (
+        f"Recomputed for {chosen}: the expected value is the float64 reference's under these options; "
+        "the explanation above assumes the spec's own."
+    )
+    return dataclasses.replace(
+        ex,
+        expected=golden,
+        title=f"{ex.title} (recomputed for {chosen})",
+        explanation=f"{ex.explanation.rstrip()} {note}".strip(),
+    )
+
+
 def _again(contract: Contract, values: Mapping[str, Any]) -> Contract:
     """``contract`` (a loaded spec's) configured again with ``values`` merged over its own options,
     then given the interface the spec stated (ties, leading dims, masks, unit dims, bounds, sizes).
@@ -158,7 +215,18 @@ def reconfigured(spec: Spec, values: Mapping[str, Any]) -> Reconfigured:
     fresh = _again(contract, to_set)
     if not changed:
         return Reconfigured(dataclasses.replace(spec, contract=fresh))
-    kept = tuple(ex for ex in spec.worked_examples if example_holds(fresh, ex))
+    names = sorted(changed)
+    chosen = ", ".join(f"{n}={shown_value(changed[n])}" for n in names)
+    kept_list: list[WorkedExample] = []
+    recomputed: list[str] = []
+    for ex in spec.worked_examples:
+        if example_holds(fresh, ex):
+            kept_list.append(ex)
+        elif (again := recomputed_example(fresh, ex, chosen)) is not None:
+            kept_list.append(again)
+            recomputed.append(ex.id)
+    kept = tuple(kept_list)
+    kept_ids = {ex.id for ex in kept}
     properties = tuple(use for use in spec.properties if spec.find_property(use.name).applies(fresh))
     mistakes = spec.mistakes
     if mistakes is not None:
@@ -174,11 +242,11 @@ def reconfigured(spec: Spec, values: Mapping[str, Any]) -> Reconfigured:
         set_aside=tuple(c for c in spec.set_aside if c in corners),
         not_asked=tuple(c for c in spec.not_asked if c in corners),
     )
-    names = sorted(changed)
     return Reconfigured(
         spec=new,
-        unheld=tuple(ex.id for ex in spec.worked_examples if ex not in kept),
+        unheld=tuple(ex.id for ex in spec.worked_examples if ex.id not in kept_ids),
         unapplied=tuple(use.name for use in spec.properties if use not in properties),
         assumed=", ".join(f"{n}={shown_value(contract.option(n))}" for n in names),
-        chosen=", ".join(f"{n}={shown_value(changed[n])}" for n in names),
+        chosen=chosen,
+        recomputed=tuple(recomputed),
     )

@@ -7,7 +7,13 @@ import functools
 
 import pytest
 
-from attnscore.check.engineer_options import EngineerOptions, OptionError, Reshaped, keyword_value
+from attnscore.check.engineer_options import (
+    EngineerOptions,
+    OptionError,
+    Reshaped,
+    keyword_arguments,
+    keyword_value,
+)
 from attnscore.check.verify import bundled_spec_path
 from attnscore.maths.contracts import get_contract
 from attnscore.spec.load import load_spec
@@ -90,15 +96,20 @@ def test_a_contract_keyword_configures_and_any_other_name_is_only_passed():
     assert reshaped.notes("sliding_window") == [
         "sliding_window: the reference follows causal=true, window_size=(3, 0) (the spec fixes causal=false, "
         "window_size=(2, 1))",
-        "sliding_window: left out 6 worked examples whose expected values assume causal=false, window_size=(2, 1), "
+        "sliding_window: left out 5 worked examples whose expected values assume causal=false, window_size=(2, 1), "
         "not causal=true, window_size=(3, 0): window_two_back_one_ahead, window_aligned_bottom_right, "
-        "grouped_kv_heads, far_key_with_huge_score, scores_inside_the_window, window_before_every_key",
+        "grouped_kv_heads, far_key_with_huge_score, scores_inside_the_window",
+        "sliding_window: recomputed 1 worked example testing a convention corner under causal=true, "
+        "window_size=(3, 0) (expected values from the float64 reference): window_before_every_key",
         "sliding_window: trace passed to the implementation only (the reference does not follow it; the "
         "contract's keywords: dropout_p, softmax_scale, causal, window_size)",
     ]
-    assert reshaped.left_out()["example:window_before_every_key"] == (
+    assert reshaped.left_out()["example:scores_inside_the_window"] == (
         "left out: its expected value assumes causal=false, window_size=(2, 1)"
     )
+    assert "example:window_before_every_key" not in reshaped.left_out()
+    recomputed = next(ex for ex in spec.worked_examples if ex.id == "window_before_every_key")
+    assert recomputed.expected[0, :, 0, 0].tolist() == [0.0, 0.0, 0.0, 5.0]  # queries 0..2 keep no key
 
     def impl(q, k, v, **kw):
         return kw
@@ -112,9 +123,9 @@ def test_one_changed_keyword_says_its_old_and_new_value():
     """The line for one changed keyword reads 'assume window_size=(2, 1), not (3, 0)'."""
     _, reshaped = EngineerOptions.parse(keywords=("window_size=3,0",)).reshape(SLIDING)
     assert reshaped.notes("sliding_window")[1] == (
-        "sliding_window: left out 6 worked examples whose expected values assume window_size=(2, 1), not (3, 0): "
+        "sliding_window: left out 5 worked examples whose expected values assume window_size=(2, 1), not (3, 0): "
         "window_two_back_one_ahead, window_aligned_bottom_right, grouped_kv_heads, far_key_with_huge_score, "
-        "scores_inside_the_window, window_before_every_key"
+        "scores_inside_the_window"
     )
 
 
@@ -188,3 +199,28 @@ def test_a_sweep_must_name_a_keyword_of_the_contract_with_its_values():
     with pytest.raises(OptionError, match=r"^--sweep causal: expected true or false, found 'no way'$"):
         EngineerOptions.parse(sweeps=("causal=true;no way",)).check_sweeps(SLIDING)
     EngineerOptions.parse(sweeps=("causal=true;false", "where=n_q<=n_k")).check_sweeps(SLIDING)
+
+
+def test_a_keyword_given_twice_is_refused_never_the_last_one_silently():
+    """Both spellings of the options refuse a second value for one name, saying both."""
+    with pytest.raises(OptionError) as info:
+        EngineerOptions.parse(keywords=("causal=true", "causal=false"), prefix="--attnscore-")
+    assert str(info.value) == (
+        "--attnscore-keyword causal: expected each name once, found causal=true and causal=false"
+    )
+    with pytest.raises(OptionError) as info:
+        keyword_arguments(["scale=0.5", "scale=0.25"])
+    assert str(info.value) == "--keyword scale: expected each name once, found it again in 'scale=0.25'"
+
+
+def test_a_mistyped_keyword_is_passed_only_and_the_note_guesses_the_keyword_meant():
+    """windowsize is not flash_attn's keyword: it is passed as before, and the note says which
+    keyword it is close to; a name close to none gets no guess."""
+    _, reshaped = EngineerOptions.parse(keywords=("windowsize=3,0", "trace=1")).reshape(SLIDING)
+    assert reshaped.passed_only == ("windowsize", "trace")
+    assert reshaped.notes("sliding_window") == [
+        "sliding_window: windowsize, trace passed to the implementation only (the reference does not follow "
+        "them; the contract's keywords: dropout_p, softmax_scale, causal, window_size); did you mean window_size?"
+    ]
+    _, plain = EngineerOptions.parse(keywords=("trace=1",)).reshape(SLIDING)
+    assert "did you mean" not in plain.notes("sliding_window")[0]

@@ -15,7 +15,7 @@ KERNELS = "tests.cli.window_kernels"
 MISTRAL = ["--keyword", "causal=true", "--keyword", "window_size=3,0"]  # HF sliding_window = 4
 LEFT_OUT = (
     "window_two_back_one_ahead, window_aligned_bottom_right, grouped_kv_heads, far_key_with_huge_score, "
-    "scores_inside_the_window, window_before_every_key"
+    "scores_inside_the_window"
 )
 
 
@@ -32,12 +32,27 @@ def test_a_mistral_window_runs_without_a_spec_of_its_own():
     assert result.stderr.splitlines() == [
         "sliding_window: the reference follows causal=true, window_size=(3, 0) (the spec fixes causal=false, "
         "window_size=(2, 1))",
-        "sliding_window: left out 6 worked examples whose expected values assume causal=false, window_size=(2, 1), "
+        "sliding_window: left out 5 worked examples whose expected values assume causal=false, window_size=(2, 1), "
         f"not causal=true, window_size=(3, 0): {LEFT_OUT}",
+        "sliding_window: recomputed 1 worked example testing a convention corner under causal=true, "
+        "window_size=(3, 0) (expected values from the float64 reference): window_before_every_key",
     ]
-    assert "Score: 10/10" in result.stdout
+    assert "Score: 11/11" in result.stdout
     examples = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("example:")]
-    assert examples == ["example:scaled_scores_on_grouped_heads"]  # its one query keeps both keys either way
+    # its one query keeps both keys either way; the other tests the fully masked row, recomputed
+    assert examples == ["example:window_before_every_key", "example:scaled_scores_on_grouped_heads"]
+
+
+@pytest.mark.slow
+def test_a_kernel_wrong_only_in_the_fully_masked_rows_fails_under_the_new_options():
+    """NaN where a query's window holds no key: every property sets that corner aside, so only the
+    worked example that tests it can fail the kernel; under the new options it is recomputed, not
+    left out, and the kernel loses its point."""
+    result = run("--impl", f"{KERNELS}:nan_rows", *MISTRAL)
+    assert result.exit_code == 1, result.output
+    failed = [line.split()[:2] for line in result.stdout.splitlines() if line.startswith(("example:", "property:"))]
+    assert {case for case, verdict in failed if verdict != "passed"} == {"example:window_before_every_key"}
+    assert "Score: 10/11" in result.stdout
 
 
 @pytest.mark.slow
@@ -70,12 +85,9 @@ def test_the_sweep_names_exactly_the_failing_point_and_a_small_counterexample():
     assert k[1] >= 5 and int(np.prod(q)) <= 4 and int(np.prod(k)) <= 16, (q, k)
     assert "sliding_window (sliding_window.yaml) in float64 on cpu at causal=false" in result.stdout
     assert "sliding_window (sliding_window.yaml) in float64 on cpu at causal=true" in result.stdout
-    assert [line.rsplit(" [at ", 1)[1] for line in result.stderr.splitlines()] == [
-        "causal=false]",
-        "causal=false]",
-        "causal=true]",
-        "causal=true]",
-    ]
+    assert [line.rsplit(" [at ", 1)[1] for line in result.stderr.splitlines()] == ["causal=false]"] * 3 + [
+        "causal=true]"
+    ] * 3
 
 
 @pytest.mark.parametrize(
@@ -97,6 +109,17 @@ def test_the_sweep_names_exactly_the_failing_point_and_a_small_counterexample():
             "Error: --keyword window_size: expected [left, right], two integers each >= 0 or -1 (unbounded), "
             "e.g. window_size=3,0, found '3'",
             id="one number for a window",
+        ),
+        pytest.param(
+            ["--sweep", "where=n_q<=n_z"],
+            "Error: --sweep where: n_q <= n_z: expected a shape symbol of contract flash_attn "
+            "(b, d_k, d_v, h_kv, h_q, n_k, n_q), found 'n_z'",
+            id="sweep bound on a symbol the contract lacks",
+        ),
+        pytest.param(
+            ["--keyword", "causal=true", "--keyword", "causal=false"],
+            "Error: --keyword causal: expected each name once, found causal=true and causal=false",
+            id="one keyword given twice",
         ),
         pytest.param(
             ["--sweep", "causal=true;;false"],

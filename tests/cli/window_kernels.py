@@ -1,5 +1,6 @@
 """Sliding-window kernels in flash_attn_func's form for the --keyword and --sweep tests: one right,
-one that ignores the window whenever causal is set (wrong only at those grid points)."""
+one that ignores the window whenever causal is set (wrong only at those grid points), one that gives
+NaN for a query whose window holds no key (wrong only in that convention corner)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ def window_dropped_when_causal(q, k, v, dropout_p=0.0, softmax_scale=None, causa
     return _attention(q, k, v, softmax_scale, causal, window_size, window_when_causal=False)
 
 
-def _attention(q, k, v, softmax_scale, causal, window_size, window_when_causal):
+def nan_rows(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1)):
+    """As :func:`flash_attn_func`, but a query whose window holds no key gets NaN, not zeros."""
+    return _attention(q, k, v, softmax_scale, causal, window_size, window_when_causal=True, zero_empty=False)
+
+
+def _attention(q, k, v, softmax_scale, causal, window_size, window_when_causal, zero_empty=True):
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (b, h, n, d)
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
@@ -35,5 +41,7 @@ def _attention(q, k, v, softmax_scale, causal, window_size, window_when_causal):
         keep &= j >= i - left
     if right != -1:
         keep &= j <= i + right
-    w = torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1).nan_to_num(0.0)
+    w = torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1)
+    if zero_empty:
+        w = w.nan_to_num(0.0)
     return (w @ v).transpose(1, 2)
