@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnscore.catalogue.families import causal
+from attnscore.catalogue.families import causal, key_padding
 from attnscore.catalogue.mistakes.registry import add
-from attnscore.catalogue.mistakes.shared import causal_keep
+from attnscore.catalogue.mistakes.shared import causal_keep, or_changed
 from attnscore.maths import reference
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 
 if TYPE_CHECKING:
@@ -59,12 +60,19 @@ def _causal_wrong_alignment(c: Contract, spec: Any, *args: torch.Tensor) -> torc
     return _causal_with(c, args, _other_alignment(c))
 
 
-@add(
-    "causal_flag_ignored",
-    "no causal mask at all",
-    causal,
-    "every query sees every key: the causal flag means query i must not attend to keys after its own "
-    "position; mask them (-inf before softmax) with the causal mask",
-)
 def _causal_flag_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _causal_with(c, args, None)
+
+
+def causal_key_padding(c: Contract) -> bool:
+    """Key padding with ``is_causal`` set (:mod:`attnscore.maths.families.key_padding`)."""
+    return key_padding(c) and bool(c.option("is_causal"))
+
+
+add(
+    "causal_flag_ignored",
+    "no causal mask at all",
+    lambda c: causal(c) or causal_key_padding(c),
+    "every query sees every key: the causal flag means query i must not attend to keys after its own "
+    "position; mask them (-inf before softmax) with the causal mask",
+)(or_changed(_causal_flag_ignored, AttentionChange(options=(("is_causal", False),))))

@@ -14,7 +14,9 @@ import numpy as np
 
 from attnscore.catalogue.families import key_padding, varlen
 from attnscore.catalogue.mistakes.registry import add
+from attnscore.catalogue.mistakes.shared import changing
 from attnscore.maths import variants
+from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.flash import flash_keep
 from attnscore.maths.families.flash_varlen import sequence_slices, varlen_window
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 else:
     from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["varlen", "varlen_bounded", "key_padding"]
+__all__ = ["varlen", "varlen_bounded", "key_padding", "key_padding_aligned_per_item"]
 
 
 def varlen_bounded(c: Contract) -> bool:
@@ -208,3 +210,32 @@ add(
 )
 def _padding_ignored(c: Contract, spec: Any, *args: torch.Tensor) -> torch.Tensor:
     return _padded(c, args, lambda n, n_q, n_k: np.ones((n_q, n_k), dtype=bool))
+
+
+def key_padding_aligned_per_item(c: Contract) -> bool:
+    """Key padding with a causal mask or a bounded window aligned at each item's valid key length
+    (``alignment: valid_length``, FlashAttention's and ONNX's): where aligning elsewhere shows."""
+    if not key_padding(c) or c.option("alignment") != "valid_length":
+        return False
+    return bool(c.option("is_causal")) or tuple(c.option("window_size")) != (-1, -1)
+
+
+add(
+    "key_padding_aligned_at_padded_end",
+    "causal mask or window aligned at the padded key length",
+    key_padding_aligned_per_item,
+    "align the causal mask and the window at each batch item's valid key length: query i of item b sits at "
+    "key i + key_lengths[b] - n_q (the last query on the last valid key, as FlashAttention and ONNX do); you "
+    "aligned at the padded length n_k (i + n_k - n_q), so a shorter item's queries keep padding positions and "
+    "lose their own keys",
+)(changing(AttentionChange(options=(("alignment", "bottom_right"),)), __name__))
+
+
+add(
+    "key_padding_aligned_top_left",
+    "causal mask or window aligned top-left (j <= i) under key padding",
+    key_padding_aligned_per_item,
+    "align the causal mask and the window at each batch item's valid key length: query i of item b sits at "
+    "key i + key_lengths[b] - n_q; you aligned query i with key i (torch.ones(n_q, n_k).tril(), SDPA's "
+    "is_causal), which differs whenever n_q != key_lengths[b]",
+)(changing(AttentionChange(options=(("alignment", "top_left"),)), __name__))

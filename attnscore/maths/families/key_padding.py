@@ -286,11 +286,20 @@ def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> Att
 
 def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:
     """The call on ``args`` (``query, key, value, key_lengths`` tensors) by general attention with
-    ``change``, the valid lengths as ``key_lengths`` and the spec's ``scale``: ``(b, h_q, n_q, d_v)``."""
+    ``change``, the valid lengths as ``key_lengths``, the spec's ``scale``, ``is_causal`` and
+    ``window_size`` at the alignment's offsets (as the reference): ``(b, h_q, n_q, d_v)``."""
     query, key, value, key_lengths = args
-    scale = options_of(contract, KeyPaddingOptions).scale
-    options = AttentionOptions(key_lengths=key_lengths, scale=scale)
-    return variants.general_attention(query, key, value, options, change=change)
+    options = options_of(contract, KeyPaddingOptions)
+    lengths = key_lengths if isinstance(key_lengths, torch.Tensor) else torch.as_tensor(np.asarray(key_lengths))
+    aligned = offsets(options, lengths.cpu().numpy(), query.shape[-2], key.shape[-2])
+    call = AttentionOptions(
+        key_lengths=key_lengths,
+        scale=options.scale,
+        is_causal=bool(options.is_causal),
+        window=tuple(options.window_size),
+        alignment=torch.as_tensor(aligned, device=lengths.device),
+    )
+    return variants.general_attention(query, key, value, call, change=change)
 
 
 def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
