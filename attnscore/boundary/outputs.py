@@ -134,6 +134,15 @@ def _item_shape(item: object) -> tuple[int, ...] | None:
     return None
 
 
+def _shown(item: object, shape: tuple[int, ...] | None) -> str:
+    """One item of a returned tuple or list, in a few words: its shape, ``None``, or its type."""
+    if shape is not None:
+        return str(shape)
+    if item is None:
+        return "None"
+    return "a number" if isinstance(item, int | float | complex) and not isinstance(item, bool) else type(item).__name__
+
+
 def _several_results(value: list | tuple) -> BadReturn | None:
     """Explain a tuple of arrays (``return out, weights``) or a list of arrays of different shapes.
 
@@ -145,7 +154,8 @@ def _several_results(value: list | tuple) -> BadReturn | None:
     if not arrays:
         return None
     kind = type(value).__name__
-    listed = " and ".join("a number" if s is None else str(s) for s in shapes[:3]) + (" ..." if len(value) > 3 else "")
+    listed = " and ".join(_shown(item, s) for item, s in zip(value[:3], shapes[:3], strict=False))
+    listed += " ..." if len(value) > 3 else ""
     if kind == "tuple":
         return BadReturn(
             f"returned a tuple of {len(value)} values (shapes {listed}); return only the output, "

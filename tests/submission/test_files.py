@@ -216,6 +216,18 @@ def test_files_of_a_folder_are_read_before_any_submission_runs(tmp_path, spec):
             id="tuple of two tensors",
         ),
         pytest.param(
+            "    s = keys @ q\n    return s, None\n",
+            "returned a tuple of 2 values (shapes (3,) and None); return only the output, one tensor "
+            "(e.g. `return out`, not `return out, weights`)",
+            id="tuple of a tensor and None",
+        ),
+        pytest.param(
+            "    s = keys @ q\n    return s, 0.5\n",
+            "returned a tuple of 2 values (shapes (3,) and a number); return only the output, one tensor "
+            "(e.g. `return out`, not `return out, weights`)",
+            id="tuple of a tensor and a number",
+        ),
+        pytest.param(
             "    s = keys @ q\n    return [s, s[:1]]\n",
             "returned a list of 2 values with different shapes ((3,) and (1,)); return only the output, one tensor",
             id="list of two shapes",
