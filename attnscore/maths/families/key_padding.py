@@ -296,7 +296,7 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
         key_lengths=key_lengths,
         scale=options.scale,
         is_causal=bool(options.is_causal),
-        window=tuple(options.window_size),
+        window=options.window_size,
         alignment=torch.as_tensor(aligned, device=lengths.device),
     )
     return variants.general_attention(query, key, value, call, change=change)
