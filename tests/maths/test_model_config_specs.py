@@ -169,7 +169,7 @@ def cap_after_mask(query, key, value, *, scale=None, is_causal=False, softcap=No
 @pytest.mark.parametrize(
     ("spec_id", "impl", "total"),
     [
-        ("sliding_window_causal", "examples.impl.flash_attn_func:flash_attn_func", 25),
+        ("sliding_window_causal", "examples.impl.flash_attn_func:flash_attn_func", 26),
         ("alibi_causal", "examples.impl.kernel_attention:kernel_attention", 20),
         ("softcap_gqa", "examples.impl.kernel_attention:kernel_attention", 19),
     ],

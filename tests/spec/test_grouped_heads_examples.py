@@ -154,7 +154,8 @@ def attention(query, key, value, key_lengths):
 @pytest.mark.parametrize("spec_id", ["kv_cache", "sliding_window", "key_padding", "varlen"])
 def test_a_student_file_with_tiled_kv_heads_loses_the_grouped_example_in_the_sandbox(spec_id, tmp_path):
     """Graded through the sandbox, a student file whose query head h uses KV head h mod h_kv passes
-    every one-head worked example and fails ``grouped_kv_heads`` (no points), so it is not full marks."""
+    every one-head worked example and fails ``grouped_kv_heads`` (and ``scaled_scores_on_grouped_heads``
+    where the spec has it: no points), so it is not full marks."""
     spec = load_spec(f"specs/{spec_id}.yaml")
     path = tmp_path / "submission.py"
     path.write_text(_FLASH_TILED)
@@ -162,6 +163,9 @@ def test_a_student_file_with_tiled_kv_heads_loses_the_grouped_example_in_the_san
     by_id = {c.id: c for c in result.cases}
     grouped = by_id["example:grouped_kv_heads"]
     assert grouped.verdict == Verdict.WRONG_VALUE and grouped.points == 0
-    others = [c for c in result.cases if c.kind == "example" and c.id != grouped.id]
+    scaled = by_id.get("example:scaled_scores_on_grouped_heads")  # the scale and the grouping both show there
+    if scaled is not None:
+        assert scaled.verdict == Verdict.WRONG_VALUE and scaled.points == 0
+    others = [c for c in result.cases if c.kind == "example" and c not in (grouped, scaled)]
     assert others and all(c.verdict == Verdict.PASSED for c in others), [(c.id, c.verdict) for c in others]
     assert sum(c.points for c in result.cases) < sum(c.max_points for c in result.cases)
