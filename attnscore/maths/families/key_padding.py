@@ -174,19 +174,9 @@ def _configure(base: Contract, options: KeyPaddingOptions, kept: tuple[str, ...]
         is_causal: bool = causal,
         window_size: tuple[int, int] = window,
     ) -> torch.Tensor:
-        lengths = key_lengths if isinstance(key_lengths, torch.Tensor) else torch.as_tensor(np.asarray(key_lengths))
-        n_q, n_k = query.shape[-2], key.shape[-2]
-        aligned = offsets(options, lengths.cpu().numpy(), n_q, n_k)
-        return variants.general_attention(
-            query,
-            key,
-            value,
-            key_lengths=key_lengths,
-            scale=scale,
-            is_causal=is_causal,
-            window=tuple(window_size),
-            alignment=torch.as_tensor(aligned, device=lengths.device),
-        )
+        left, right = window_size
+        called = dataclasses.replace(options, scale=scale, is_causal=is_causal, window_size=(left, right))
+        return _torch_call(called, query, key, value, key_lengths)
 
     def gold(a: Args) -> np.ndarray:
         Q, K = as_float64(a, "query"), as_float64(a, "key")
@@ -289,7 +279,20 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     ``change``, the valid lengths as ``key_lengths``, the spec's ``scale``, ``is_causal`` and
     ``window_size`` at the alignment's offsets (as the reference): ``(b, h_q, n_q, d_v)``."""
     query, key, value, key_lengths = args
-    options = options_of(contract, KeyPaddingOptions)
+    return _torch_call(options_of(contract, KeyPaddingOptions), query, key, value, key_lengths, change)
+
+
+def _torch_call(
+    options: KeyPaddingOptions,
+    query: Any,
+    key: Any,
+    value: Any,
+    key_lengths: Any,
+    change: AttentionChange | None = None,
+) -> torch.Tensor:
+    """General attention (torch) on one call under ``options``: the valid lengths as ``key_lengths``,
+    ``scale``, ``is_causal`` and ``window_size`` at the alignment's offsets, with ``change`` made to one step
+    (None: the reference)."""
     lengths = key_lengths if isinstance(key_lengths, torch.Tensor) else torch.as_tensor(np.asarray(key_lengths))
     aligned = offsets(options, lengths.cpu().numpy(), query.shape[-2], key.shape[-2])
     call = AttentionOptions(
