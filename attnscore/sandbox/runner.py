@@ -334,10 +334,13 @@ class SandboxRunner:
         return max(0.0, self.limits.compile_s - self.compile_spent)
 
     def _disk_failure(self) -> CallFailure | None:
-        """The working folder holds more than ``disk_bytes`` (where no tmpfs bounds it, the worker
-        writes the grader's own disk): the worker is killed, its files removed, and this and every
-        later call fail with a memory-limit verdict that says so; else None."""
+        """The working folder holds more than ``disk_bytes``: the worker is killed, its files removed,
+        and this and every later call fail with a memory-limit verdict that says so; else None.
+        Measured only where no tmpfs bounds the folder (the plan's ``disk`` is ``"checked"``: there
+        the worker writes the grader's own disk); a tmpfs's size is the kernel's to hold."""
         limit = self.limits.disk_bytes
+        if self.plan.disk == "tmpfs":  # the kernel bounds the folder: nothing of it reaches this disk
+            return None
         if tree_usage(self.workdir, stop_above=limit) <= limit:
             return None
         self._kill_worker()
@@ -360,8 +363,9 @@ class SandboxRunner:
         """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
 
         An input with a memory layout is written as its view's storage, with the strides and
-        storage offset the worker rebuilds the view with (``as_strided``)."""
-        layout, offset = [], 0
+        storage offset the worker rebuilds the view with (``as_strided``). Written in one system
+        call: the items back to back, each at a 64-byte boundary, the gaps between them zero."""
+        layout, offset, span = [], 0, bytearray()
         for name, array in args.items():
             kind = "bool" if array.dtype == np.bool_ else "int32" if array.dtype == np.int32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
@@ -374,10 +378,13 @@ class SandboxRunner:
             offset = -(-offset // 64) * 64
             if offset + len(raw) > SHARED_BYTES:
                 return None
-            os.pwrite(self.shared, raw, offset)
+            span += bytes(offset - len(span))
+            span += raw
             item.update(offset=offset, raw=raw)
             layout.append(item)
             offset += len(raw)
+        if span:
+            os.pwrite(self.shared, span, 0)
         return layout
 
     def call(

@@ -46,6 +46,11 @@ class Malformed:
 
 
 TIMED_OUT, ENDED = TimedOut(), Ended()
+
+_PIPE_BYTES = 1 << 16
+"""How much one read of the reply pipe asks for: a pipe's whole buffer (64 KiB on Linux), so a
+read never takes less than is there, and its buffer stays on the heap (a request of 1 MiB made
+every read map and unmap fresh memory: three system calls per reply, for at most 64 KiB)."""
 Heard = wire.Reply | TimedOut | Ended | Malformed
 """What :meth:`WorkerProcess.receive` returns: a reply of the protocol, or what came instead."""
 
@@ -144,7 +149,7 @@ class WorkerProcess:
                 self.drain_output()
             if self.resp_r not in ready:
                 continue
-            chunk = os.read(self.resp_r, 1 << 20)
+            chunk = os.read(self.resp_r, _PIPE_BYTES)
             if not chunk:
                 return ENDED
             self.buffer += chunk
