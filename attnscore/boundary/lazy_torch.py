@@ -21,13 +21,15 @@ that needs torch at import time (a subclass of a torch class) imports it normall
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["torch", "bind", "loaded", "on_bind"]
+__all__ = ["torch", "bind", "loaded", "on_bind", "one_thread", "one_thread_in_this_process"]
 
 _on_bind: Callable[[types.ModuleType], None] | None = None
 
@@ -65,7 +67,55 @@ def loaded() -> bool:
 
 def on_bind(hook: Callable[[types.ModuleType], None] | None) -> None:
     """Call ``hook(torch)`` once, when the proxy is bound (the first use of torch through it), before
-    that use; None removes the hook set before. One hook at a time: the grader's thread rule
-    (:mod:`attnscore.grade.grading`) is its one user."""
+    that use; None removes the hook set before. One hook at a time: the thread rule
+    (:func:`one_thread`) is its one user."""
     global _on_bind
     _on_bind = hook
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """One torch thread in this process while the block runs (grading a submission or a class,
+    verifying specs), then the count it had.
+
+    The grader's own tensors are small (golden values, references, diagnosis, shrinking), and
+    torch's idle OpenMP threads spin for a while after each parallel region, on cores that a
+    worker, a neighbouring process or the other threads' next region need: on a busy machine one
+    small op then waits for a descheduled thread. Measured on 2 cores: a class lost a sixth of the
+    machine's CPU time to that spin; a cold grade of one wrong FlashAttention-2 file took 6.35 s of
+    CPU with the default threads and 5.22 s with one on a quiet machine, 11.1 s and 5.3 s beside
+    another process's work; ``attnscore verify --jobs 1 specs/kv_cache.yaml`` took 24.9 s of CPU
+    with the default threads and 7.6 s with one at load 6 (``benchmarks/bench_cold.py``).
+    Where torch is first used inside the block (a cold grade loads it only for a diagnosis), it
+    is set to one thread as the proxy is bound, and gets its own count back afterwards.
+    """
+    if loaded():
+        real = sys.modules["torch"]
+        before = [real.get_num_threads()]
+        real.set_num_threads(1)
+    else:
+        before = []
+
+        def first_use(real: Any) -> None:
+            before.append(real.get_num_threads())
+            real.set_num_threads(1)
+
+        on_bind(first_use)
+    try:
+        yield
+    finally:
+        on_bind(None)
+        if before:
+            sys.modules["torch"].set_num_threads(before[0])
+
+
+def one_thread_in_this_process() -> None:
+    """One torch thread for the rest of this process (a forked grader or verifier process). A
+    forked process must never enter the OpenMP thread pool its parent may have started (GNU OpenMP
+    waits forever for threads that were not forked), and N such processes want one thread each
+    anyway. A process that has not imported torch does not import it for this (1.5–3 s): torch
+    takes its thread count from ``OMP_NUM_THREADS`` when it is first imported."""
+    if loaded():
+        sys.modules["torch"].set_num_threads(1)
+    else:
+        os.environ["OMP_NUM_THREADS"] = "1"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -363,7 +362,8 @@ def verify_all(specs: Sequence[Spec], mutations: bool = True, jobs: int = 1) -> 
     units = [(i, dtype) for i, spec in enumerate(specs) for dtype in verify_dtypes(spec)]
     fork = "fork" in multiprocessing.get_all_start_methods()
     if jobs == 1 or len(units) < 2 or not fork or lazy_torch.loaded():
-        return [verify_one(spec, mutations) for spec in specs]
+        with lazy_torch.one_thread():  # tiny tensors: torch's other threads would only spin
+            return [verify_one(spec, mutations) for spec in specs]
     # Forked before this process loads torch (loading specs does not), so no child inherits an
     # OpenMP pool. Specs hold functions that do not pickle: the children inherit them and are sent
     # an index.
@@ -371,7 +371,7 @@ def verify_all(specs: Sequence[Spec], mutations: bool = True, jobs: int = 1) -> 
     _FORKED[:] = specs
     try:
         with ProcessPoolExecutor(
-            max_workers=min(jobs, len(units)), mp_context=context, initializer=_one_thread
+            max_workers=min(jobs, len(units)), mp_context=context, initializer=lazy_torch.one_thread_in_this_process
         ) as pool:
             futures = {
                 unit: pool.submit(_verify_forked, *unit, mutations)
@@ -404,7 +404,3 @@ def _work(spec: Spec) -> int:
     examples times its mistakes."""
     drawn = sum(p.examples for p in spec.properties) + len(spec.worked_examples)
     return drawn * (1 + len(targeted_mistakes(spec)))
-
-
-def _one_thread() -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"

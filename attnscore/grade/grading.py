@@ -7,16 +7,14 @@ result is complete: every case has a verdict.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attnscore.boundary import lazy_torch
 from attnscore.boundary.outputs import CallFailure
@@ -34,11 +32,6 @@ from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
 from attnscore.submission.static_rules import rule_places
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["grade_submission", "grade_many", "grade_batch"]
 
@@ -230,7 +223,7 @@ def grade_batch(
         if fork:
             remember()
         with ProcessPoolExecutor(
-            max_workers=min(jobs, len(read)), mp_context=context, initializer=_one_torch_thread
+            max_workers=min(jobs, len(read)), mp_context=context, initializer=lazy_torch.one_thread_in_this_process
         ) as pool:
             futures = {pool.submit(in_child, submission): n for n, submission in enumerate(read)}
             finished: dict[int, SubmissionResult] = {}
@@ -242,59 +235,12 @@ def grade_batch(
                     on_result(finished[futures[future]])
         return [finished[n] for n in range(len(read))]
     results: list[SubmissionResult] = []
-    with _one_thread_while_grading():
+    with lazy_torch.one_thread():  # the grader's small tensors: one thread (lazy_torch.one_thread)
         for submission in read:
             results.append(grade_one(submission))
             if on_result is not None:
                 on_result(results[-1])
     return results
-
-
-@contextlib.contextmanager
-def _one_thread_while_grading() -> Iterator[None]:
-    """One torch thread in this process while it grades (one submission or a class), then the
-    count it had.
-
-    The grader's own tensor work is small (golden values, diagnosis, shrinking), while each
-    submission runs in a worker of its own on another core; torch's idle OpenMP threads spin for a
-    while after each parallel region, on the core the worker needs. Measured on 2 cores: a class
-    lost a sixth of the machine's CPU time to that spin; a cold grade of one wrong FlashAttention-2
-    file took 6.35 s of CPU with the default threads and 5.22 s with one on a quiet machine, 11.1 s
-    and 5.3 s beside another process's work (``benchmarks/bench_cold.py``).
-    Where torch is first used during grading (a cold grade loads it only for a diagnosis:
-    :mod:`attnscore.boundary.lazy_torch`), it is set to one thread as it is bound, and gets its
-    own count back afterwards.
-    """
-    if lazy_torch.loaded():
-        before = [torch.get_num_threads()]
-        torch.set_num_threads(1)
-    else:
-        before = []
-
-        def one_thread(real: Any) -> None:
-            before.append(real.get_num_threads())
-            real.set_num_threads(1)
-
-        lazy_torch.on_bind(one_thread)
-    try:
-        yield
-    finally:
-        lazy_torch.on_bind(None)
-        if before:
-            torch.set_num_threads(before[0])
-
-
-def _one_torch_thread() -> None:
-    """In each grader process: one torch thread. A forked process must never enter the OpenMP
-    thread pool its parent may have started (GNU OpenMP waits forever for threads that were not
-    forked), and N grader processes want one thread each anyway. A grader process that has not
-    imported torch does not import it for this (1.5–3 s, and most grading needs no tensor in the
-    grader: :mod:`attnscore.boundary.lazy_torch`): torch takes its thread count from
-    ``OMP_NUM_THREADS`` when it is first imported."""
-    if lazy_torch.loaded():
-        torch.set_num_threads(1)
-    else:
-        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 _CHILD_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}

@@ -100,3 +100,21 @@ def test_cli_verify_jobs_option():
     assert one.output == two.output and "all specs verified" in two.output
     bad = CliRunner().invoke(main, ["verify", "masked_scores", "--jobs", "0"])
     assert bad.exit_code == 2 and "Invalid value for '--jobs'" in bad.output
+
+
+def test_verifying_in_this_process_computes_with_one_torch_thread(monkeypatch):
+    """``verify --jobs 1`` (and a caller that already loaded torch) verifies here: torch's other
+    threads would only spin beside the tiny reference tensors (lazy_torch.one_thread)."""
+    import torch
+
+    seen: list[int] = []
+    monkeypatch.setattr(verify_module, "verify_one", lambda spec, mutations=True: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spec = load_spec(bundled_spec_path("dot_product_scores"))
+        verify_all([spec, spec], jobs=1)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, 1] and after == 2
