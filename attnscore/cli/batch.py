@@ -26,6 +26,7 @@ def grade_batch(
     err: Any,
     options: dict[str, Any],
     warm: Callable[[], object] | None = None,
+    whole: bool = True,
 ) -> tuple[list[Any], Any]:
     """Grade ``paths`` against ``spec`` (a spec, or an assignment: every question): here (``jobs``
     processes), as a class run into ``out``, or on
@@ -33,7 +34,9 @@ def grade_batch(
     ``warm`` (starting the worker template) is called once a class run knows it has something to
     grade here; an unchanged rerun starts no template (no torch loaded, no core taken).
 
-    Returns the submission results in the order of ``paths`` and the class run (None unless ``out``).
+    Returns the submission results in the order of ``paths`` and the class run (None unless ``out``);
+    a class run without ``whole`` returns each result's summary (:meth:`SubmissionResult.summary`:
+    what a table of the class shows), so that its memory stays flat over a large class.
     Raises what the class run (:class:`~attnscore.grade.gradebook.GradebookError`) or the cluster
     (:class:`~attnscore.grade.cluster.ClusterError`) raise.
     """
@@ -55,6 +58,7 @@ def grade_batch(
                 on_plan=lambda _, todo: _planned(bar, task, todo, None if scheduler is not None else warm),
                 on_result=lambda *_: bar.advance(task),
                 on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
+                whole_results=whole,
                 **options,
             )
             results = [result for _, result in run.rows]

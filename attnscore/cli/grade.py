@@ -253,7 +253,11 @@ def grade(
         "cache_cases": True,  # a cold run reads the spec's built cases (attnscore.check.case_cache)
     }
     try:
-        results, run = grade_batch(paths, graded, out, scheduler, jobs, err, options, warm=None if scheduler else warm)
+        # a class's text table reads each result's summary; one student's text and the other formats show all of it
+        whole = fmt != "text" or len(paths) == 1
+        results, run = grade_batch(
+            paths, graded, out, scheduler, jobs, err, options, warm=None if scheduler else warm, whole=whole
+        )
     except (GradebookError, ClusterError) as exc:
         raise BadInput(str(exc)) from None
     if run is not None:

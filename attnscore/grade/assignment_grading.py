@@ -199,9 +199,11 @@ def grade_assignment_many(
     shrink_steps: int = 50,
     jobs: int = 1,
     cache_cases: bool = False,
+    keep: bool = True,
 ) -> list[SubmissionResult]:
     """Grade every submission against ``assignment`` (:func:`grade_assignment`); results come back
-    in the same order, as :func:`attnscore.grade.grading.grade_many` does for one spec: every file
+    in the same order (none without ``keep``: only ``on_result`` sees them), as
+    :func:`attnscore.grade.grading.grade_many` does for one spec: every file
     read before the first submission runs, the questions' cases built once, ``on_result`` called
     with each result as it is ready, and with ``jobs`` > 1 that many grader processes (forked with
     the cases built, else fresh interpreters building the same cases from the assignment file),
@@ -230,6 +232,7 @@ def grade_assignment_many(
         limits=limits,
         jobs=jobs,
         on_result=on_result,
+        keep=keep,
     )
 
 

@@ -86,7 +86,10 @@ class ClassRun:
     """What a class run did.
 
     Attributes:
-        rows: ``(student, result)`` for every submission of this run, in submission order.
+        rows: ``(student, result)`` for every submission of this run, in submission order: each
+            result's :meth:`~attnscore.report.results.SubmissionResult.summary` (scores, verdicts,
+            diagnoses), or the whole result when the run was asked for them (``whole_results``);
+            the gradebook and the feedback files hold every result whole.
         graded: students graded in this run (new or changed).
         reused: students whose stored result was current.
         out: the output folder.
@@ -166,8 +169,15 @@ def grade_class(
     on_result: Callable[[str, SubmissionResult], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
     cache_cases: bool = False,
+    whole_results: bool = False,
 ) -> ClassRun:
     """Grade what needs grading into ``out`` and write the feedback, CSV and report.
+
+    Each result is stored in the gradebook and its feedback written as soon as it is ready; from
+    then on the run keeps only its :meth:`~attnscore.report.results.SubmissionResult.summary`
+    (what the CSV, report and table read), so that its memory stays about the same for a class
+    of 2,000 as for 200. ``whole_results`` keeps every result whole in :attr:`ClassRun.rows`
+    instead (a caller that reports every counterexample, such as ``--format json``).
 
     Args:
         submissions: from :func:`attnscore.submission.files.find_submissions`; each is named by
@@ -179,6 +189,7 @@ def grade_class(
         on_notice: with ``scheduler``, called with a line naming each dask worker lost during the
             run (its submissions are graded again elsewhere).
         function, dtype, seed, limits, shrink_steps, jobs, cache_cases: as for :func:`grade_many`.
+        whole_results: keep each result whole, not its summary (see above).
 
     ``spec`` may be an :class:`~attnscore.spec.assignment.Assignment`: every question graded with
     one worker per submission (:func:`attnscore.grade.assignment_grading.grade_assignment_many`;
@@ -229,6 +240,9 @@ def grade_class(
         except Exception as exc:  # noqa: BLE001 - one student's output never stops the class
             problems.setdefault(student, f"feedback file not written: {_reason(exc)}")
 
+    def kept(result: SubmissionResult) -> SubmissionResult:
+        return result if whole_results else result.summary()
+
     made = _missing_folders(out)  # removed again, with a new gradebook, when the run stops before grading anything
     new_book = not (out / GRADEBOOK).exists()
     with Gradebook(out / GRADEBOOK) as book:
@@ -236,6 +250,12 @@ def grade_class(
             sweep_partial_writes(folder)
         done = {name: _named(book.current(name, sub_keys[name], spec_k), name) for name in names}
         todo = [name for name, result in done.items() if result is None]
+        # a stored result whose feedback file is missing (a run killed between commit and feedback):
+        # written again from the whole result, before only its summary is kept
+        for name, result in done.items():
+            if result is not None and not (out / FEEDBACK / feedback_name(name)).exists():
+                write_feedback(name, result)
+            done[name] = None if result is None else kept(result)
         if on_plan is not None:
             on_plan(len(names), len(todo))
         run_id = book.start_run(spec.id, spec_k, len(names), len(todo))
@@ -249,8 +269,8 @@ def grade_class(
                 book.record(run_id, student, sub_keys[student], spec_k, result)
             except (sqlite3.Error, ValueError) as exc:  # the result is kept for this run's CSV and report
                 problems.setdefault(student, f"result not stored in the gradebook (graded again next run): {exc}")
-            done[student] = result
             write_feedback(student, result)
+            done[student] = kept(result)
             if on_result is not None:
                 on_result(student, result)
 
@@ -262,6 +282,7 @@ def grade_class(
             "limits": limits,
             "shrink_steps": shrink_steps,
             "on_result": commit,
+            "keep": False,  # each result is committed as it comes: none is held by the grading loop
         }
         try:
             if isinstance(spec, Assignment):
@@ -288,9 +309,6 @@ def grade_class(
                         book.forget_run(run_id)
             raise
         book.finish_run(run_id)
-        for name, result in done.items():  # a run killed between commit and feedback file: write it now
-            if result is not None and name not in problems and not (out / FEEDBACK / feedback_name(name)).exists():
-                write_feedback(name, result)
         rows = tuple((name, result) for name, result in done.items() if result is not None)
         # The CSV and report of an unchanged class (every result reused, the same students) are the
         # ones already there: a rerun rewrites them only when something they show changed.

@@ -128,9 +128,11 @@ def grade_on_cluster(
     on_result: Callable[[SubmissionResult], None] | None = None,
     connect_timeout_s: float | None = None,
     on_notice: Callable[[str], None] | None = None,
+    keep: bool = True,
 ) -> list[SubmissionResult]:
     """Grade ``submissions`` on the cluster whose scheduler is ``scheduler``; results come back in
     ``submissions`` order, and ``on_result`` sees each as soon as it arrives (in finishing order).
+    Without ``keep``, only ``on_result`` sees them and the list returned is empty.
 
     Args:
         scheduler: the scheduler's address (``tcp://host:8786``, checked by
@@ -193,7 +195,8 @@ def grade_on_cluster(
                 raise ClusterError(f"grading {submissions[i].name} on the cluster failed: {exc}") from None
             else:
                 result = result_from_record(record)
-            results[i] = result
+            if keep:
+                results[i] = result
             if on_result is not None:
                 on_result(result)
         for worker in _lost_workers(client, started, lost):

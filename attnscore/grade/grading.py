@@ -144,11 +144,14 @@ def grade_many(
     shrink_steps: int = 50,
     jobs: int = 1,
     cache_cases: bool = False,
+    keep: bool = True,
 ) -> list[SubmissionResult]:
     """Grade every submission against ``spec``; results come back in the same order.
 
     ``on_result`` is called in this process with each result as it is ready: in order with one
-    job, in finishing order with ``jobs`` > 1.
+    job, in finishing order with ``jobs`` > 1. Without ``keep``, each result is only handed to
+    ``on_result`` and the list returned is empty: a class run that stores each result as it comes
+    (:mod:`attnscore.grade.class_run`) holds none of them here, whatever the size of the class.
 
     Every file is read before the first submission runs: a submission that rewrites files on disk
     cannot change what the others are graded on. With ``jobs`` > 1, that many grader processes
@@ -186,6 +189,7 @@ def grade_many(
         limits=limits,
         jobs=jobs,
         on_result=on_result,
+        keep=keep,
     )
 
 
@@ -198,6 +202,7 @@ def grade_batch(
     limits: Limits | None,
     jobs: int,
     on_result: Callable[[SubmissionResult], None] | None,
+    keep: bool = True,
 ) -> list[SubmissionResult]:
     """Grade the submissions ``read`` (every file already read), in order, one way for a spec
     (:func:`grade_many`) and an assignment
@@ -208,7 +213,8 @@ def grade_batch(
     derandomised cases from the file). Each submission still gets its own sandboxed worker, forked
     from one worker template shared by the batch unless ``limits`` say otherwise. ``on_result`` is
     called in this process with each result as it is ready: in order with one job, in finishing
-    order with several. Results come back in the order of ``read``.
+    order with several. Results come back in the order of ``read``; without ``keep`` none is held
+    here once ``on_result`` has it (the list returned is empty).
     """
     parallel = jobs > 1 and len(read) > 1
     fork = "fork" in multiprocessing.get_all_start_methods()
@@ -228,18 +234,23 @@ def grade_batch(
             futures = {pool.submit(in_child, submission): n for n, submission in enumerate(read)}
             finished: dict[int, SubmissionResult] = {}
             # each result is handed on as it finishes (a class run commits it at once), so a slow
-            # or hanging submission never holds back the commits and progress of those after it
+            # or hanging submission never holds back the commits and progress of those after it;
+            # a finished future is let go of (it holds its result)
             for future in as_completed(futures):
-                finished[futures[future]] = future.result()
+                n, result = futures.pop(future), future.result()
+                if keep:
+                    finished[n] = result
                 if on_result is not None:
-                    on_result(finished[futures[future]])
-        return [finished[n] for n in range(len(read))]
+                    on_result(result)
+        return [finished[n] for n in range(len(read))] if keep else []
     results: list[SubmissionResult] = []
     with lazy_torch.one_thread():  # the grader's small tensors: one thread (lazy_torch.one_thread)
         for submission in read:
-            results.append(grade_one(submission))
+            result = grade_one(submission)
+            if keep:
+                results.append(result)
             if on_result is not None:
-                on_result(results[-1])
+                on_result(result)
     return results
 
 

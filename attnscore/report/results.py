@@ -7,7 +7,7 @@ round only then (see :func:`points_out`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -149,6 +149,23 @@ class SubmissionResult:
     def score(self) -> Fraction:
         return sum((c.points for c in self.cases), Fraction(0))
 
+    def summary(self) -> SubmissionResult:
+        """This result as a class keeps it in memory once its feedback and gradebook row are
+        written: every score, verdict, diagnosis and failure detail the class's CSV, report and
+        table read (:mod:`attnscore.report.spreadsheet`, :mod:`attnscore.report.class_html`,
+        :func:`attnscore.report.text.batch_table`), without what only the student's own feedback
+        shows (the failing call's arguments, the comparison's findings, a property's check text and
+        hint, an explanation, other causes, the submission's output). A class of thousands then
+        holds a few kilobytes per student instead of every counterexample.
+
+        Example:
+            >>> r = SubmissionResult("s.py", "x", 1, "x.yaml", "f", (), "float32", "cpu", 0, 0.1, output="hi")
+            >>> r.summary().output, r.summary().score == r.score
+            ('', True)
+        """
+        cases = tuple(c if c.failure is None else replace(c, failure=_summary(c.failure)) for c in self.cases)
+        return replace(self, cases=cases, output="")
+
     @property
     def max_score(self) -> Fraction:
         return sum((c.max_points for c in self.cases), Fraction(0))
@@ -195,3 +212,21 @@ def points_out(points: Fraction, digits: int = 4) -> float | int:
     if points.denominator == 1:
         return int(points)
     return round(float(points), digits)
+
+
+def _summary(failure: Failure) -> Failure:
+    """A failure as :meth:`SubmissionResult.summary` keeps it: its verdict, case, detail, scope and
+    diagnosis; no arguments, findings, check text, hint, explanation or other causes."""
+    return replace(
+        failure,
+        args=None,
+        layouts=None,
+        keywords=None,
+        module=None,
+        mismatch=None,
+        check="",
+        hint="",
+        explanation="",
+        shrunk_from=None,
+        other_causes=(),
+    )
