@@ -1,7 +1,7 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
-Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200] [--baseline PATH/attnscore] [--jobs 1,2]
-[--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
+Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200[,2000]] [--baseline PATH/attnscore]
+[--jobs 1,2] [--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -11,8 +11,10 @@ sum-normalised, key sums, softmax applied, cosine similarity, absolute value, no
 in a comment), as a real class's do.
 
 Each ``attnscore`` given (this checkout's, and ``--baseline``, e.g. ``/work/main/.venv/bin/attnscore``)
-grades the class with ``--jobs 1`` and ``--jobs 2`` into fresh ``--out`` folders, then once more
-unchanged; the figures are printed side by side, each with the machine's load
+grades the class with ``--jobs 1`` and ``--jobs 2`` into fresh ``--out`` folders, as an instructor
+runs it (its table on stdout; the figures are read afterwards from the gradebook it wrote), then
+once more unchanged; several ``--size`` values grade one class of each size in turn (the peak
+memory of 200 beside 2,000, say). The figures are printed side by side, each with the machine's load
 (``/proc/loadavg``) at its start: submissions/s, per-submission grading time p50/p95 for right and
 wrong submissions, the time outside grading (wall time less the grading time of the submissions,
 divided by the jobs), the mean counterexample size (entries of the failing call's arguments, over
@@ -41,6 +43,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -143,23 +146,21 @@ def grade(
 ) -> dict[str, object]:
     """One class run of ``exe`` (with the options ``extra``); its figures."""
     at_load = load()
-    report = out.parent / f"{out.name}.json"
     start = time.perf_counter()
     command = [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
+    # the instructor's own command: its table on stdout; the figures come from the gradebook it wrote
     with (
         tempfile.TemporaryFile("w+") as err,
-        subprocess.Popen(
-            [*command, "--format", "json", "--output", str(report)], stdout=subprocess.DEVNULL, stderr=err, text=True
-        ) as proc,
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True) as proc,
     ):
         peak = _peak_rss_mib(proc)
         proc.wait()
         err.seek(0)
         stderr = err.read()
     wall = time.perf_counter() - start
-    if not report.exists():
+    subs = _stored_results(out / "gradebook.sqlite")
+    if proc.returncode not in (0, 1) or not subs:
         raise SystemExit(f"{exe} failed (exit {proc.returncode}): {stderr[-2000:]}")
-    subs = json.loads(report.read_text())["submissions"]
     times: dict[str, list[float]] = {"right": [], "wrong": [], "broken": []}
     sizes = []
     for sub in subs:
@@ -192,6 +193,15 @@ def grade(
         "unrun": unrun,
         "peak_mib": peak,
     }
+
+
+def _stored_results(gradebook: Path) -> list[dict[str, object]]:
+    """Every result a class run stored (its JSON records, as ``--format json`` shows them), read
+    from its gradebook after the run."""
+    if not gradebook.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{gradebook}?mode=ro", uri=True)) as db:
+        return [json.loads(row[0]) for row in db.execute("SELECT result FROM grades ORDER BY student")]
 
 
 def _status_kib(pid: int, field: bytes) -> int:
@@ -301,7 +311,9 @@ def compile_ahead(exe: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=200, help="submissions in the class (default 200)")
+    parser.add_argument(
+        "--size", default="200", help="submissions in the class; several (200,2000) run one class each (default 200)"
+    )
     parser.add_argument("--baseline", default=None, help="another attnscore executable to run side by side")
     parser.add_argument("--jobs", default="1,2", help="job counts to run (default 1,2)")
     parser.add_argument(
@@ -329,10 +341,26 @@ def main() -> None:
     for _, exe in exes:
         compile_ahead(exe)
     print("bytecode: compiled ahead for every attnscore measured (as an installed package has it)")
+    sizes = [int(n) for n in args.size.split(",")]
+    for number, size in enumerate(sizes):
+        _one_class(args, size, runs, exes, jobs, last=number == len(sizes) - 1)
+
+
+def _one_class(
+    args: argparse.Namespace,
+    size: int,
+    runs: list[tuple[str, str, tuple[str, ...]]],
+    exes: list[tuple[str, str]],
+    jobs: list[int],
+    *,
+    last: bool,
+) -> None:
+    """Every run of one class of ``size`` submissions; the unchanged rerun and the cold figures only
+    after the last class."""
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
         klass = Path(tmp) / "class"
         klass.mkdir()
-        kinds = make_class(klass, args.size)
+        kinds = make_class(klass, size)
         counts = {k: list(kinds.values()).count(k) for k in ("right", "wrong", "broken")}
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
         header = (
@@ -362,11 +390,11 @@ def main() -> None:
                     f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
                     flush=True,
                 )
-        if not args.skip_rerun:
+        if not args.skip_rerun and last:
             for n, (label, exe, extra) in enumerate(runs):
                 at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)
                 print(f"unchanged rerun, {label}: {seconds:.2f} s (load {at_load})", flush=True)
-        if not args.skip_cold:
+        if not args.skip_cold and last:
             for label, exe in exes:
                 at_load, seconds, check_s, torch_s = cold(exe)
                 print(
@@ -374,7 +402,8 @@ def main() -> None:
                     f"(load {at_load})",
                     flush=True,
                 )
-        print(otter(klass))
+        if last:
+            print(otter(klass))
         print(f"load at the end: {load()}")
         shutil.rmtree(klass)
 

@@ -304,7 +304,13 @@ def _grade_task(
     options: dict[str, Any],
     references: tuple[tuple[str, bytes], ...] = (),
 ) -> dict[str, Any]:
-    """Runs on a dask worker: grade one submission there; returns a record (plain data)."""
+    """Runs on a dask worker: grade one submission there; returns a record (plain data). The first
+    task of a worker process starts its worker template before anything else, so that the
+    template loads torch while this process imports the grading stack and builds the cases."""
+    from attnscore.sandbox.launch import warm_template
+
+    limits = Limits(**options["limits"])
+    warm_template(limits, wait=False)  # once per process: later calls find it started
     from attnscore.check.cases import build_cases  # a dask worker imports the grading stack here
     from attnscore.grade.grading import grade_submission
 
@@ -343,7 +349,7 @@ def _grade_task(
         function=options["function"],
         dtype=options["dtype"],
         seed=options["seed"],
-        limits=Limits(**options["limits"]),
+        limits=limits,
         shrink_steps=options["shrink_steps"],
     )
     return result_to_record(result)
