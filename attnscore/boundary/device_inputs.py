@@ -19,16 +19,6 @@ def map_inputs(config: dict[str, Any]) -> Any:
     return mmap.mmap(fd, size)
 
 
-def _input_dtype(name: str) -> Any:
-    """The torch dtype of an input the grader names: a tested float dtype, ``bool`` (a mask) or
-    ``int32`` (an integer parameter: offsets, lengths)."""
-    import torch
-
-    from attnscore.boundary.calls import TORCH_DTYPES
-
-    return {"bool": torch.bool, "int32": torch.int32}.get(name) or TORCH_DTYPES[name]
-
-
 def python_int_inputs(
     items: list[dict[str, Any]], names: list[str], positional: int
 ) -> tuple[frozenset[int], frozenset[str]]:
@@ -39,45 +29,66 @@ def python_int_inputs(
     return frozenset(i for i in scalar if i < positional), frozenset(names[i] for i in scalar if i >= positional)
 
 
-def _from_shared(shared: Any, item: dict[str, Any]) -> Any:
-    """A tensor *backed by* the shared memory at ``item``'s offset: the grader sees in-place changes."""
+def bound_inputs_on_device() -> Any:
+    """``inputs_on_device(shared, items, device) -> (args, pairs)``, built before the submission is
+    imported (torch's functions and the dtype table held in its closure: a submission that patches
+    ``torch`` or replaces ``sys.modules["torch"]`` cannot change how its inputs are built, and
+    nothing is looked up again per call).
+
+    ``args``: the call's inputs on ``device``; ``pairs``: ``(shared tensor, device tensor)`` to copy
+    back after the call, so that the grader still sees in-place changes in the shared memory. On
+    the CPU each input is a tensor *backed by* the shared memory at its item's offset. A strided
+    input keeps its layout on the device (its whole storage is copied, then viewed the same way).
+    """
     import math
 
     import torch
 
-    dtype = _input_dtype(item["dtype"])
-    shape = [int(n) for n in item["shape"]]
-    count = math.prod(shape)
-    if count == 0:
-        return torch.empty(shape, dtype=dtype)
-    if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.boundary.layouts)
-        storage = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
-        return storage.as_strided(shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
-    return torch.frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])).view(shape)
+    from attnscore.boundary.calls import TORCH_DTYPES
 
+    dtypes = {**TORCH_DTYPES, "bool": torch.bool, "int32": torch.int32}
+    frombuffer, empty, prod = torch.frombuffer, torch.empty, math.prod
+    base_type = torch._C.TensorBase
+    view, as_strided, to, shape_of, strides_of = (
+        base_type.view,
+        base_type.as_strided,
+        base_type.to,
+        base_type.size,
+        base_type.stride,
+    )
 
-def inputs_on_device(shared: Any, items: list[dict[str, Any]], device: str) -> tuple[list[Any], list[tuple[Any, Any]]]:
-    """The call's inputs on ``device``, and ``(shared tensor, device tensor)`` pairs to copy back
-    after the call, so that the grader still sees in-place changes in the shared memory. A strided
-    input keeps its layout on the device (its whole storage is copied, then viewed the same way)."""
-    import torch
+    def from_shared(shared: Any, item: dict[str, Any]) -> Any:
+        dtype = dtypes[item["dtype"]]
+        shape = [int(n) for n in item["shape"]]
+        count = prod(shape)
+        if count == 0:
+            return empty(shape, dtype=dtype)
+        if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.boundary.layouts)
+            storage = frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
+            return as_strided(storage, shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
+        return view(frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])), shape)
 
-    args, pairs = [], []
-    for item in items:
-        host = _from_shared(shared, item)
-        if device == "cpu":
-            args.append(host)
-        elif "strides" in item:
-            dtype = _input_dtype(item["dtype"])
-            base = torch.frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
-            on_device = base.to(device)
-            args.append(on_device.as_strided(host.shape, host.stride(), int(item["storage_offset"])))
-            pairs.append((base, on_device))
-        else:
-            on_device = host.to(device)
-            args.append(on_device)
-            pairs.append((host, on_device))
-    return args, pairs
+    def inputs_on_device(
+        shared: Any, items: list[dict[str, Any]], device: str
+    ) -> tuple[list[Any], list[tuple[Any, Any]]]:
+        args, pairs = [], []
+        for item in items:
+            host = from_shared(shared, item)
+            if device == "cpu":
+                args.append(host)
+            elif "strides" in item:
+                dtype = dtypes[item["dtype"]]
+                base = frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
+                on_device = to(base, device)
+                args.append(as_strided(on_device, shape_of(host), strides_of(host), int(item["storage_offset"])))
+                pairs.append((base, on_device))
+            else:
+                on_device = to(host, device)
+                args.append(on_device)
+                pairs.append((host, on_device))
+        return args, pairs
+
+    return inputs_on_device
 
 
 def same_bytes(a: Any, b: Any) -> bool:

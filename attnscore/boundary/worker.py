@@ -43,9 +43,15 @@ from attnscore.boundary.confinement import confine as _confine
 from attnscore.boundary.confinement import forget_project as _forget_project
 from attnscore.boundary.confinement import header_folders
 from attnscore.boundary.confinement import use_mirrors as _use_mirrors
-from attnscore.boundary.device_inputs import bound_copy_back, bound_copy_in, cuda_problem, map_inputs, python_int_inputs
+from attnscore.boundary.device_inputs import (
+    bound_copy_back,
+    bound_copy_in,
+    bound_inputs_on_device,
+    cuda_problem,
+    map_inputs,
+    python_int_inputs,
+)
 from attnscore.boundary.device_inputs import input_span as _span
-from attnscore.boundary.device_inputs import inputs_on_device as _device_inputs
 from attnscore.boundary.device_inputs import same_bytes as _same_bytes
 from attnscore.boundary.entry_file import choose_entry, is_notebook
 from attnscore.boundary.failure_texts import describe_failure as _describe_failure
@@ -275,7 +281,12 @@ def serve(
     watch_compiles = bound_compile_watch(send)
     trapped = Traps(traps)  # installed just before the import: everything above is bound first
     backward_pass = bound_backward(inspected, backward_call, trapped.during)
-    device_inputs, copy_back, loads, decode_call = _device_inputs, bound_copy_back(), wire.loads, wire.decode_call
+    device_inputs, copy_back, loads, decode_call = (
+        bound_inputs_on_device(),
+        bound_copy_back(),
+        wire.loads,
+        wire.decode_call,
+    )
     settle = bound_settle(send, requests, copy_back, bound_copy_in())
     during, calls_seen, upstream_name = trapped.during, trapped.report, wire.UPSTREAM
     forget_calls = trapped.clear

@@ -54,6 +54,9 @@ EXPECTATIONS: dict[str, tuple[int, frozenset[str], str | None]] = {
     "nan_output": (0, frozenset({NAN, P}), NAN),
     # Right answers, then its inputs overwritten in place: every case's call mutates, so every case is lost.
     "mutates_inputs": (0, frozenset({VALUE}), VALUE),
+    # The same, with torch.frombuffer patched at import to hand out copies: the worker's own input
+    # builder is bound before the import, so its inputs are still the shared memory.
+    "mutates_inputs_behind_copies": (0, frozenset({VALUE}), VALUE),
     "reads_spec_files": (0, frozenset({VALUE, P}), VALUE),
     "reads_case_cache": (0, frozenset({VALUE, P}), VALUE),
     "reads_environment": (0, frozenset({VALUE, P}), VALUE),

@@ -237,10 +237,11 @@ def test_device_inputs_keep_their_layout_and_copy_back():
     torch.frombuffer(shared, dtype=torch.float32, count=6)[:] = torch.arange(6.0)
     strided = {"dtype": "float32", "shape": [2, 3], "strides": [1, 2], "storage_offset": 0, "count": 6, "offset": 0}
     plain = {"dtype": "float32", "shape": [3], "offset": 64}
-    args, pairs = worker._device_inputs(shared, [strided, plain], "meta")  # "meta": a device with no data
+    inputs_on_device = worker.bound_inputs_on_device()
+    args, pairs = inputs_on_device(shared, [strided, plain], "meta")  # "meta": a device with no data
     assert args[0].device.type == "meta" and args[0].stride() == (1, 2) and tuple(args[0].shape) == (2, 3)
     assert len(pairs) == 2
-    args, pairs = worker._device_inputs(shared, [strided, plain], "cpu")
+    args, pairs = inputs_on_device(shared, [strided, plain], "cpu")
     assert pairs == [] and args[0].tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
     host = torch.frombuffer(shared, dtype=torch.float32, count=3, offset=64)
     changed = host.clone().fill_(7.0)  # the device copy the submission changed in place
