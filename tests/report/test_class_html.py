@@ -160,3 +160,24 @@ def test_chromium_check_catches_console_errors(tmp_path):
     console, _ = _render(page, tmp_path / "shot.png", tmp_path / "profile")
     assert any("boom" in line for line in console)
     assert any("missing is not defined" in line for line in console)
+
+
+def test_heatmap_cells_are_the_fraction_of_points_in_its_colours(monkeypatch):
+    """Each cell of the heatmap is coloured here, before matplotlib scales the image (RGBA bytes):
+    a student's passed case is the colour map's top colour, a failed one its bottom colour."""
+    from matplotlib import colormaps
+
+    from attnscore.report import class_html
+
+    drawn = []
+    monkeypatch.setattr(class_html, "_png", lambda figure: drawn.append(figure) or "")
+    rows = class_rows()
+    case_ids = [c.id for c in rows[0][1].cases]
+    class_html._heatmap(rows, case_ids)
+    cells = drawn[0].axes[0].images[0].get_array()
+    top, bottom = (tuple(colormaps["RdYlGn"](v, bytes=True)) for v in (1.0, 0.0))
+    assert cells.shape == (6, len(case_ids), 4) and str(cells.dtype) == "uint8"
+    alice, bob = cells[0], cells[1]  # alice passed everything; bob failed both examples
+    assert {tuple(c) for c in alice} == {top}
+    assert [tuple(bob[case_ids.index(i)]) for i in ("example:aligned", "example:anti_aligned")] == [bottom, bottom]
+    assert len(drawn[0].axes) == 2  # the image and its colour bar
