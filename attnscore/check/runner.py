@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,15 +29,11 @@ from attnscore.boundary.calls import (
 )
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.layouts import HANDOVERS, OMIT
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.modules import ModuleConfig, ModuleFailure, module_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.boundary.wire import UPSTREAM
 from attnscore.report.results import Verdict
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "Inspection",

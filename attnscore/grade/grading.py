@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attnscore.boundary import lazy_torch
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
 from attnscore.check.case_cache import cached_cases
@@ -34,11 +35,6 @@ from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
 from attnscore.submission.files import Submission
 from attnscore.submission.static_rules import rule_places
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["grade_submission", "grade_many", "grade_batch"]
 

@@ -55,8 +55,9 @@ what was found.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
@@ -73,11 +74,6 @@ from attnscore.maths.variant_arguments import (
     checked_softcap,
     checked_window,
 )
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "AttentionParts",

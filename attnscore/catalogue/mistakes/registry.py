@@ -5,18 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import own_reference
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
 

@@ -7,6 +7,11 @@ torch reference and the float64 twin bound to those options, error bounds, the k
 closed-form gradients and their error scales. Generic code asks
 :func:`attnscore.maths.families.registry.family_of` for the family and calls it; it never branches
 on a family's member (``tests/maths/test_family_modules.py`` fails on one named outside its module).
+
+A family module has no ``__all__``: its public names are those without a leading underscore, the
+protocol's and its own. (mypy checks each module against :class:`Family` in
+:mod:`~attnscore.maths.families.registry` by its public names, and reads an ``__all__`` only as a
+list of literal strings, so one would have to repeat the protocol's eight names in every module.)
 """
 
 from __future__ import annotations

@@ -32,10 +32,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
@@ -48,28 +49,6 @@ from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_g
 from attnscore.maths.options import Options, causal_keyword, dropout_keyword, scale_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "FlashOptions",
-    "attention_changed",
-    "attention_options",
-    "flash_attn_contract",
-    "flash_keep",
-    "flash_window",
-    "gradient_scales",
-    "gradients",
-    "rescaled_and_grouped",
-    "through_attention",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.FLASH
 SHARED_MASKS = False

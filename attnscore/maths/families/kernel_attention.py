@@ -38,22 +38,6 @@ from attnscore.maths.tolerance import ErrorTerms
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "ALIBI_LAYOUTS",
-    "KernelOptions",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "kernel_attention_contract",
-    "kernel_attention_error",
-    "kernel_attention_low_terms",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.KERNEL_ATTENTION
 SHARED_MASKS = False
 

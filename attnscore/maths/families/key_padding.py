@@ -32,10 +32,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
@@ -46,27 +47,6 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, convention, keyword, scale_keyword
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "ALIGNMENTS",
-    "KeyPaddingOptions",
-    "attention_changed",
-    "attention_options",
-    "offsets",
-    "gradient_scales",
-    "gradients",
-    "key_keep",
-    "key_padding_contract",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.KEY_PADDING
 SHARED_MASKS = False

@@ -43,19 +43,6 @@ from attnscore.maths.options import Options, causal_keyword, dropout_keyword, ke
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "SDPAOptions",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "sdpa_contract",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.SDPA
 SHARED_MASKS = False
 
