@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 from attnscore.boundary.outputs import Received
 from attnscore.maths.contract import Contract
 
-__all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register", "applicable_properties"]
+__all__ = [
+    "Property",
+    "CheckContext",
+    "PROPERTIES",
+    "first_index",
+    "first_moved",
+    "get_property",
+    "register",
+    "applicable_properties",
+]
 
 Args = dict[str, np.ndarray]
 
@@ -53,6 +62,23 @@ class CheckContext:
 
 def no_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
     return None
+
+
+def first_index(flags: np.ndarray) -> tuple[int, ...] | None:
+    """The first index (C order) where the bool array ``flags`` is True, or None where none is."""
+    found = np.argwhere(flags)
+    return tuple(int(i) for i in found[0]) if len(found) else None
+
+
+def first_moved(
+    before: np.ndarray, after: np.ndarray, allowed: np.ndarray, among: np.ndarray | bool = True
+) -> tuple[int, ...] | None:
+    """The first index where ``after`` differs from ``before`` by more than twice ``allowed``, among
+    the entries ``among`` selects (a bool array that broadcasts to them; True: all of them), or None
+    where none does; a NaN on either side is no move (the properties that change some inputs and
+    watch the outputs they must not change)."""
+    with np.errstate(invalid="ignore"):
+        return first_index((np.abs(after - before) > 2 * allowed) & among)
 
 
 @dataclass(frozen=True)
