@@ -80,18 +80,7 @@ def check_solution(
     outcome = check_path(
         solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps, time_budget=time_budget
     )
-    if fmt == "json":
-        from attnscore.report.json_report import submission_to_json
-
-        data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
-        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
-    else:
-        from attnscore.report.text import submission_text
-
-        console = stdout_console()
-        console.print(submission_text(outcome.result))
-        console.print(outcome.footer())
-    finish(outcome.passed)
+    _show(outcome, fmt, {"hidden_cases_not_run": outcome.hidden})
 
 
 def _check_assignment(
@@ -117,14 +106,16 @@ def _check_assignment(
         )
     except ValueError as exc:
         raise BadUsage(str(exc)) from None
+    _show(outcome, fmt, {"hidden_cases_not_run": outcome.hidden, "hidden_questions_not_run": list(outcome.skipped)})
+
+
+def _show(outcome: Any, fmt: str, not_run: dict[str, Any]) -> None:
+    """Print a self-check's ``outcome`` (its result and footer) as text, or as JSON with ``not_run``
+    (the hidden cases and questions it did not run) added, and exit with its status."""
     if fmt == "json":
         from attnscore.report.json_report import submission_to_json
 
-        data = {
-            **submission_to_json(outcome.result),
-            "hidden_cases_not_run": outcome.hidden,
-            "hidden_questions_not_run": list(outcome.skipped),
-        }
+        data = {**submission_to_json(outcome.result), **not_run}
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
     else:
         from attnscore.report.text import submission_text

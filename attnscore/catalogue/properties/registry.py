@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.outputs import Received
+from attnscore.catalogue.tables import add_new, named
 from attnscore.maths.contract import Contract
 
 __all__ = [
@@ -167,18 +168,13 @@ PROPERTIES: dict[str, Property] = {}
 
 def register(prop: Property) -> Property:
     """Add ``prop`` to the registry; its name must be new."""
-    if prop.name in PROPERTIES:
-        raise ValueError(f"property {prop.name!r} is already registered")
-    PROPERTIES[prop.name] = prop
+    add_new(PROPERTIES, prop.name, prop, "property")
     return prop
 
 
 def get_property(name: str) -> Property:
     """Return the property called ``name``; raise KeyError naming the known ones."""
-    try:
-        return PROPERTIES[name]
-    except KeyError:
-        raise KeyError(f"unknown property {name!r}; known: {', '.join(sorted(PROPERTIES))}") from None
+    return named(PROPERTIES, name, "property")
 
 
 def applicable_properties(contract: Contract) -> list[str]:
