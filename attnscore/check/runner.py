@@ -123,6 +123,27 @@ class Runner(Protocol):
         ...
 
 
+class RunnerBase:
+    """:meth:`Runner.call` for the package's runners (in process, refused, sandboxed, bound to one
+    question): the optional ``layouts`` defaulted to none, the call itself :meth:`_outcome`."""
+
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
+        """One call (:meth:`Runner.call`)."""
+        return self._outcome(args, dtype, layouts or {}, upstream)
+
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
+    ) -> Outcome:
+        """The runner's own call (:meth:`Runner.call`, ``layouts`` given)."""
+        raise NotImplementedError
+
+
 def budget_spent_text(budget_s: float) -> str:
     """The sentence of a case not run because its submission's time budget was spent.
 
@@ -170,7 +191,7 @@ def budget_cut_text(budget_s: float, call_limit_s: float) -> str:
     )
 
 
-class InProcessRunner:
+class InProcessRunner(RunnerBase):
     """Calls a trusted function in this process, with torch tensors on ``device`` (a
     ``torch.autograd.Function`` subclass is called through its ``.apply``).
 
@@ -234,14 +255,10 @@ class InProcessRunner:
         """The keywords of a :func:`functools.partial` (``attnscore test --keyword``), else empty."""
         return dict(self.function.keywords) if isinstance(self.function, functools.partial) else {}
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
-        return self._limited(lambda: self._call(args, dtype, layouts or {}, upstream))
+        return self._limited(lambda: self._call(args, dtype, layouts, upstream))
 
     def _limited(self, call: Callable[[], Outcome]) -> Outcome:
         """Make one whole call (``call``); a runner that limits its calls (a time limit, a time
@@ -369,7 +386,7 @@ def _handing_over(
     return call
 
 
-class RefusedRunner:
+class RefusedRunner(RunnerBase):
     """A runner for an implementation that could not be taken in (a submission without its file,
     an import error found before the run, a task the cluster lost): every call fails with
     ``failure``, which is also its :attr:`load_failure`, so a session reports it as the run's
@@ -397,12 +414,8 @@ class RefusedRunner:
     def load_failure(self) -> CallFailure:
         return self.failure
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
         return self.failure
 
