@@ -8,16 +8,12 @@ references or golden values.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary import dtypes
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import torch
 
 
 def __getattr__(name: str) -> Any:

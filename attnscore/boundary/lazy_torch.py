@@ -7,16 +7,15 @@ a grading run that needs no tensor in the grader process (its cases read from th
 
 Usage, in a module that uses torch only inside functions::
 
-    if TYPE_CHECKING:
-        import torch
-    else:
-        from attnscore.boundary.lazy_torch import torch
+    from attnscore.boundary.lazy_torch import torch
 
-Attribute access goes to the real module (``torch.float64``, ``torch.Tensor``, ``torch.nn``); the
-first one imports it, and the proxy keeps that module object for good. The sandboxed worker binds
-the proxy (:func:`bind`) while it loads its runtime, before any submission code runs, so that a
-submission replacing ``sys.modules["torch"]`` later can never become the worker's torch. A module
-that needs torch at import time (a subclass of a torch class) imports it normally.
+Type checkers see the real module under that name (annotations such as ``torch.Tensor`` check as
+with ``import torch``); at run time it is the proxy. Attribute access goes to the real module
+(``torch.float64``, ``torch.Tensor``, ``torch.nn``); the first one imports it, and the proxy keeps
+that module object for good. The sandboxed worker binds the proxy (:func:`bind`) while it loads its
+runtime, before any submission code runs, so that a submission replacing ``sys.modules["torch"]``
+later can never become the worker's torch. A module that needs torch at import time (a subclass of
+a torch class) imports it normally.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["torch", "bind", "loaded", "on_bind", "one_thread", "one_thread_in_this_process"]
 
@@ -52,12 +51,17 @@ class _LazyTorch(types.ModuleType):
         return real
 
 
-torch = _LazyTorch("torch", "torch, imported on first use (attnscore.boundary.lazy_torch)")
+_proxy = _LazyTorch("torch", "torch, imported on first use (attnscore.boundary.lazy_torch)")
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = _proxy
 
 
 def bind() -> types.ModuleType:
     """Import torch now and bind the proxy to it (the worker calls this before any submission runs)."""
-    return torch._bound()
+    return _proxy._bound()
 
 
 def loaded() -> bool:

@@ -31,14 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# the worker's torch, bound before any submission runs (a replaced sys.modules["torch"] is not it)
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.verdict import Verdict
-
-if TYPE_CHECKING:
-    import torch
-else:  # the worker's torch, bound before any submission runs (a replaced sys.modules["torch"] is not it)
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "InitValue",

@@ -33,21 +33,17 @@ import contextvars
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import own_reference
 from attnscore.catalogue.mistakes.registry import Mistake
 from attnscore.catalogue.properties.registry import CheckContext, Property
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.instructor import float64_output
 from attnscore.maths.strategies import random_args
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "OwnMistake",

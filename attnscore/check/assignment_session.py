@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from attnscore.boundary.outputs import CallFailure
-from attnscore.boundary.untrusted import clean_text
 from attnscore.check.runner import Runner
-from attnscore.check.session import CLEANUP_NOTE, NO_SHRINK, Session
+from attnscore.check.session import NO_SHRINK, Session, run_result
 from attnscore.report.results import CaseResult, Question, SubmissionResult
 from attnscore.spec.assignment import Assignment
 
@@ -114,26 +113,7 @@ class AssignmentSession:
             qid = part.question.id
             cases += [dataclasses.replace(done[i], question=qid) for i in range(len(part.session.cases))]
             questions.append(dataclasses.replace(part.question, error=_question_error(part, shared, own)))
-        error = said.message if said is not None else ""
-        if shared.cleanup_problem is not None:
-            note = clean_text(CLEANUP_NOTE.format(problem=shared.cleanup_problem), 600)
-            error = f"{error}\n{note}" if error else note
-        return SubmissionResult(
-            submission=self.submission,
-            spec_id=self.assignment.id,
-            spec_version=self.assignment.version,
-            spec_path=self.assignment.shown_path,
-            function="",
-            cases=tuple(cases),
-            dtype=self.dtype,
-            device=self.device,
-            seed=self.seed,
-            duration_s=time.perf_counter() - start,
-            error=error,
-            output=output,
-            environment=dict(self.environment),
-            questions=tuple(questions),
-        )
+        return run_result(self, self.assignment, "", tuple(cases), shared, output, said, start, tuple(questions))
 
 
 def _tell(on_case: Callable[[CaseResult], None] | None, part: QuestionPart) -> Callable[[CaseResult], None] | None:

@@ -13,13 +13,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from hypothesis.errors import HypothesisException
 
 from attnscore.boundary import dtypes as dtype_table
 from attnscore.boundary.layouts import OMIT, PASS_NONE
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.expectation import expect
 from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import Tolerance
@@ -27,11 +28,6 @@ from attnscore.report.failure import Failure
 from attnscore.report.results import CaseResult, Verdict
 from attnscore.spec.located import SpecError, SpecProblem
 from attnscore.spec.model import Spec
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Call", "Case", "advice_only", "build_cases", "cast", "integers", "property_calls", "spec_call"]
 

@@ -5,11 +5,11 @@ failing call and on the diagnosis's confirmation inputs (:mod:`attnscore.check.d
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.outputs import CallFailure
 from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import Mistake
@@ -18,11 +18,6 @@ from attnscore.check.diagnosis_inputs import backward_outputs
 from attnscore.check.diagnosis_match import MIN_EVIDENCE, differing, fitted, matches, tensors
 from attnscore.check.runner import Runner
 from attnscore.spec.model import Spec
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["diagnose_backward", "recompute_backward"]
 

@@ -8,22 +8,18 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.outputs import CallFailure, Received, to_received
 from attnscore.catalogue.conventions import corner_region
 from attnscore.catalogue.mistakes import Mistake
 from attnscore.check.cases import Call
 from attnscore.maths.tolerance import CLOSE_DEFAULTS, close_enough, entries_close
 from attnscore.spec.model import Spec
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Candidate", "MIN_EVIDENCE", "fitted", "holds", "matches", "recompute"]
 

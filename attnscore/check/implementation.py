@@ -22,22 +22,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hypothesis
 import numpy as np
 
 from attnscore.boundary import lazy_torch
+from attnscore.boundary.lazy_torch import torch
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Budget, Session
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["ImplError", "load_impl", "run_impl", "check_device", "pinned_precision", "environment"]
 

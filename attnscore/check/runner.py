@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,15 +29,11 @@ from attnscore.boundary.calls import (
 )
 from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
 from attnscore.boundary.layouts import HANDOVERS, OMIT
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.modules import ModuleConfig, ModuleFailure, module_call
 from attnscore.boundary.outputs import BadReturn, CallFailure, Outcome, to_received
 from attnscore.boundary.wire import UPSTREAM
 from attnscore.report.results import Verdict
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "Inspection",
@@ -127,6 +123,27 @@ class Runner(Protocol):
         ...
 
 
+class RunnerBase:
+    """:meth:`Runner.call` for the package's runners (in process, refused, sandboxed, bound to one
+    question): the optional ``layouts`` defaulted to none, the call itself :meth:`_outcome`."""
+
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
+        """One call (:meth:`Runner.call`)."""
+        return self._outcome(args, dtype, layouts or {}, upstream)
+
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
+    ) -> Outcome:
+        """The runner's own call (:meth:`Runner.call`, ``layouts`` given)."""
+        raise NotImplementedError
+
+
 def budget_spent_text(budget_s: float) -> str:
     """The sentence of a case not run because its submission's time budget was spent.
 
@@ -174,7 +191,7 @@ def budget_cut_text(budget_s: float, call_limit_s: float) -> str:
     )
 
 
-class InProcessRunner:
+class InProcessRunner(RunnerBase):
     """Calls a trusted function in this process, with torch tensors on ``device`` (a
     ``torch.autograd.Function`` subclass is called through its ``.apply``).
 
@@ -238,14 +255,10 @@ class InProcessRunner:
         """The keywords of a :func:`functools.partial` (``attnscore test --keyword``), else empty."""
         return dict(self.function.keywords) if isinstance(self.function, functools.partial) else {}
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
-        return self._limited(lambda: self._call(args, dtype, layouts or {}, upstream))
+        return self._limited(lambda: self._call(args, dtype, layouts, upstream))
 
     def _limited(self, call: Callable[[], Outcome]) -> Outcome:
         """Make one whole call (``call``); a runner that limits its calls (a time limit, a time
@@ -373,7 +386,7 @@ def _handing_over(
     return call
 
 
-class RefusedRunner:
+class RefusedRunner(RunnerBase):
     """A runner for an implementation that could not be taken in (a submission without its file,
     an import error found before the run, a task the cluster lost): every call fails with
     ``failure``, which is also its :attr:`load_failure`, so a session reports it as the run's
@@ -401,12 +414,8 @@ class RefusedRunner:
     def load_failure(self) -> CallFailure:
         return self.failure
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
         return self.failure
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -38,7 +39,8 @@ from attnscore.check.rule_cases import judge_rules
 from attnscore.check.runner import Runner
 from attnscore.check.shrink import add_shrunk, build_small
 from attnscore.report.feedback import cause_key
-from attnscore.report.results import CaseResult, SubmissionResult
+from attnscore.report.results import CaseResult, Question, SubmissionResult
+from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec
 
 __all__ = ["Budget", "NO_SHRINK", "Session", "case_cost", "judge_cases", "work_clock"]
@@ -119,6 +121,64 @@ def case_cost(case: Case) -> int:
 
 CLEANUP_NOTE = "the grader could not remove what your code left in its folders: {problem}"
 """The run's note when its runner could not remove everything (:attr:`Runner.cleanup_problem`)."""
+
+
+class Recorded(Protocol):
+    """What a run records in its result besides its cases (:class:`Session`,
+    :class:`attnscore.check.assignment_session.AssignmentSession`)."""
+
+    @property
+    def submission(self) -> str: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def environment(self) -> Mapping[str, str]: ...
+
+
+def run_result(
+    run: Recorded,
+    graded: Spec | Assignment,
+    function: str,
+    cases: tuple[CaseResult, ...],
+    runner: Runner,
+    output: str,
+    said: CallFailure | None,
+    started: float,
+    questions: tuple[Question, ...] = (),
+) -> SubmissionResult:
+    """The result of ``run`` on ``graded`` (the spec or assignment naming it) once ``runner`` is
+    closed: ``cases`` in order, ``output`` and ``said`` (the load failure, its message the result's
+    ``error``) as taken before any hidden input, then :data:`CLEANUP_NOTE` when the runner could not
+    remove everything (this student's own note; a batch goes on); ``started`` the
+    :func:`time.perf_counter` reading the run began at."""
+    error = said.message if said is not None else ""
+    if runner.cleanup_problem is not None:
+        note = clean_text(CLEANUP_NOTE.format(problem=runner.cleanup_problem), 600)
+        error = f"{error}\n{note}" if error else note
+    return SubmissionResult(
+        submission=run.submission,
+        spec_id=graded.id,
+        spec_version=graded.version,
+        spec_path=graded.shown_path,
+        function=function,
+        cases=cases,
+        dtype=run.dtype,
+        device=run.device,
+        seed=run.seed,
+        duration_s=time.perf_counter() - started,
+        error=error,
+        output=output,
+        environment=dict(run.environment),
+        questions=questions,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,25 +337,8 @@ class Session:
         """The run's result from every case's result ``judged`` (by index), once ``runner`` is
         closed: ``output`` and ``said`` (the load failure) as taken before any hidden input,
         ``started`` the :func:`time.perf_counter` reading the run began at."""
-        error = said.message if said is not None else ""
-        if runner.cleanup_problem is not None:  # this student's own note; a batch goes on
-            note = clean_text(CLEANUP_NOTE.format(problem=runner.cleanup_problem), 600)
-            error = f"{error}\n{note}" if error else note
-        return SubmissionResult(
-            submission=self.submission,
-            spec_id=self.spec.id,
-            spec_version=self.spec.version,
-            spec_path=self.spec.shown_path,
-            function=self.function or self.spec.function,
-            cases=tuple(judged[i] for i in range(len(self.cases))),
-            dtype=self.dtype,
-            device=self.device,
-            seed=self.seed,
-            duration_s=time.perf_counter() - started,
-            error=error,
-            output=output,
-            environment=dict(self.environment),
-        )
+        cases = tuple(judged[i] for i in range(len(self.cases)))
+        return run_result(self, self.spec, self.function or self.spec.function, cases, runner, output, said, started)
 
     def _judge(
         self,

@@ -61,8 +61,10 @@ def check_solution(
     from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 
     graded = load_spec_or_assignment(spec_path, allow_outside_reference=allow_outside_reference)
+    run: dict[str, Any] = {"entry": entry, "dtype": dtype, "shrink_steps": shrink_steps, "time_budget": time_budget}
     if isinstance(graded, Assignment):
-        _check_assignment(solution, graded, function, entry, dtype, shrink_steps, time_budget, fmt)
+        done = _check_assignment(solution, graded, function, run)
+        _show(done, fmt, {"hidden_cases_not_run": done.hidden, "hidden_questions_not_run": list(done.skipped)})
         return
     spec = graded
     check_spec_dtype(dtype, spec)
@@ -77,54 +79,32 @@ def check_solution(
         problem = budget_problem(spec.timeout_s, time_budget)
         if problem is not None:
             raise BadUsage(problem)
-    outcome = check_path(
-        solution, spec, function=function, entry=entry, dtype=dtype, shrink_steps=shrink_steps, time_budget=time_budget
-    )
-    if fmt == "json":
-        from attnscore.report.json_report import submission_to_json
-
-        data = {**submission_to_json(outcome.result), "hidden_cases_not_run": outcome.hidden}
-        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
-    else:
-        from attnscore.report.text import submission_text
-
-        console = stdout_console()
-        console.print(submission_text(outcome.result))
-        console.print(outcome.footer())
-    finish(outcome.passed)
+    outcome = check_path(solution, spec, function=function, **run)
+    _show(outcome, fmt, {"hidden_cases_not_run": outcome.hidden})
 
 
-def _check_assignment(
-    solution: str,
-    assignment: Any,
-    function: str | None,
-    entry: str | None,
-    dtype: str | None,
-    shrink_steps: int,
-    time_budget: float | None,
-    fmt: str,
-) -> None:
-    """``attnscore check SOLUTION --spec ASSIGNMENT``: every visible question's visible cases."""
+def _check_assignment(solution: str, assignment: Any, function: str | None, run: dict[str, Any]) -> Any:
+    """``attnscore check SOLUTION --spec ASSIGNMENT``: every visible question's visible cases, with
+    the command's ``run`` settings (entry, dtype, shrink steps, time budget)."""
     from attnscore.selfcheck import check_assignment_path
 
     if function is not None:
         raise BadUsage("--function does not apply to an assignment: each question names its function")
     for question in assignment.questions:
-        check_spec_dtype(dtype, question.spec)
+        check_spec_dtype(run["dtype"], question.spec)
     try:
-        outcome = check_assignment_path(
-            solution, assignment, entry=entry, dtype=dtype, shrink_steps=shrink_steps, time_budget=time_budget
-        )
+        return check_assignment_path(solution, assignment, **run)
     except ValueError as exc:
         raise BadUsage(str(exc)) from None
+
+
+def _show(outcome: Any, fmt: str, not_run: dict[str, Any]) -> None:
+    """Print a self-check's ``outcome`` (its result and footer) as text, or as JSON with ``not_run``
+    (the hidden cases and questions it did not run) added, and exit with its status."""
     if fmt == "json":
         from attnscore.report.json_report import submission_to_json
 
-        data = {
-            **submission_to_json(outcome.result),
-            "hidden_cases_not_run": outcome.hidden,
-            "hidden_questions_not_run": list(outcome.skipped),
-        }
+        data = {**submission_to_json(outcome.result), **not_run}
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
     else:
         from attnscore.report.text import submission_text

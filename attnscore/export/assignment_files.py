@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from attnscore.export.bundle import ExportError
+from attnscore.export.student_spec import refuse_student_copy
 from attnscore.spec.assignment import Assignment, load_spec_or_assignment
 from attnscore.spec.bundled import bundled_spec_ids, bundled_spec_path
 from attnscore.spec.environment import Environment
@@ -36,6 +37,7 @@ __all__ = [
     "assignment_environment",
     "spec_reference_layout",
     "load_graded",
+    "graded_environment",
     "EXPORT_OUTSIDE_HINT",
 ]
 
@@ -137,6 +139,31 @@ def load_graded(spec_path: str | Path) -> Spec | Assignment:
             ],
             kind=exc.kind,
         ) from None
+
+
+def graded_environment(
+    graded: Spec | Assignment, spec_path: str | Path, function: str | None, grader: str
+) -> Environment:
+    """The environment a ``grader`` (``"a Gradescope autograder"``) for ``graded`` (from
+    ``spec_path``) installs: the spec's own, or every question's together
+    (:func:`assignment_environment`).
+
+    Raises:
+        ExportError: the spec or a question's is a student copy
+            (:func:`attnscore.export.student_spec.refuse_student_copy`), or ``function`` is given
+            with an assignment (each question names its own function).
+    """
+    if isinstance(graded, Spec):
+        refuse_student_copy(graded, grader)
+        return graded.environment
+    for question in graded.questions:
+        refuse_student_copy(question.spec, f"{grader} (question {question.id})")
+    if function:
+        raise ExportError(
+            f"--function {function}: an assignment names each question's function itself "
+            f"(questions[].function in {spec_path}); leave --function out"
+        )
+    return assignment_environment(graded)
 
 
 def assignment_environment(assignment: Assignment) -> Environment:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from attnscore.spec.environment import Environment
 
-__all__ = ["COURSE_REQUIREMENTS", "SYSTEM_PACKAGES", "course_requirements", "system_packages"]
+__all__ = ["COURSE_REQUIREMENTS", "SYSTEM_PACKAGES", "course_files", "course_requirements", "system_packages"]
 
 COURSE_REQUIREMENTS = "course-requirements.txt"
 SYSTEM_PACKAGES = "system-packages.txt"
@@ -44,3 +44,17 @@ def system_packages(environment: Environment, platform: str) -> bytes:
         return b""
     names = ["g++", "python3-dev"] if platform == "gradescope" else ["g++"]
     return "".join(f"{n}\n" for n in names).encode()
+
+
+def course_files(environment: Environment, platform: str) -> tuple[tuple[str, bytes], ...]:
+    """``(file name, content)`` of both files for ``platform``: what an exporter writes beside its
+    grader's own pins.
+
+    Example:
+        >>> [name for name, _ in course_files(Environment(), "prairielearn")]
+        ['course-requirements.txt', 'system-packages.txt']
+    """
+    return (
+        (COURSE_REQUIREMENTS, course_requirements(environment)),
+        (SYSTEM_PACKAGES, system_packages(environment, platform)),
+    )

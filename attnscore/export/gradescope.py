@@ -38,18 +38,13 @@ from pathlib import Path
 from attnscore.atomic import write_atomic
 from attnscore.boundary.untrusted import clean_text
 from attnscore.export.assignment_files import (
-    assignment_environment,
     assignment_layout,
+    graded_environment,
     load_graded,
     spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError, graders_dir, source_files
-from attnscore.export.course_environment import (
-    COURSE_REQUIREMENTS,
-    SYSTEM_PACKAGES,
-    course_requirements,
-    system_packages,
-)
+from attnscore.export.course_environment import COURSE_REQUIREMENTS, SYSTEM_PACKAGES, course_files
 from attnscore.export.grader_paths import without_grader_path
 from attnscore.export.targets import check_target, choose_target, target_requirements
 from attnscore.report.gradescope import DEFAULT_HIDDEN_CASES, HIDDEN_CASES
@@ -106,28 +101,17 @@ def build_gradescope_bundle(
     """
     if hidden_cases not in HIDDEN_CASES:
         raise ExportError(f"expected --hidden-cases to be one of {', '.join(HIDDEN_CASES)}, found {hidden_cases!r}")
-    from attnscore.export.student_spec import refuse_student_copy
     from attnscore.spec.model import Spec
 
     graded = load_graded(spec_path)  # invalid specs and assignments stop here, located
+    environment = graded_environment(graded, spec_path, function, "a Gradescope autograder")
     if isinstance(graded, Spec):
-        refuse_student_copy(graded, "a Gradescope autograder")
-        environment = graded.environment
         references = spec_reference_layout(graded)
         ours = {"setup.sh", "run_autograder", "spec.yaml", "requirements.txt", "python-version.txt", "base-image.txt",
                 "grade-options.txt", COURSE_REQUIREMENTS, SYSTEM_PACKAGES, SPEC_PATH}  # fmt: skip
         for name, _ in references:
             if name in ours or name.startswith("python/"):
                 raise ExportError(f"cannot carry the spec's reference file {name}: the bundle has a file of that name")
-    else:
-        for question in graded.questions:
-            refuse_student_copy(question.spec, f"a Gradescope autograder (question {question.id})")
-        if function:
-            raise ExportError(
-                f"--function {function}: an assignment names each question's function itself "
-                f"(questions[].function in {spec_path}); leave --function out"
-            )
-        environment = assignment_environment(graded)
     platform = choose_target(python=python, image=image)
     check_target(platform)
     target = Path(output)
@@ -156,8 +140,8 @@ def build_gradescope_bundle(
         _add(archive, "python-version.txt", f"{platform.python}\n".encode())
         _add(archive, "base-image.txt", f"{platform.image}\n".encode())
         _add(archive, "grade-options.txt", "".join(f"{o}\n" for o in options).encode())
-        _add(archive, COURSE_REQUIREMENTS, course_requirements(environment))
-        _add(archive, SYSTEM_PACKAGES, system_packages(environment, "gradescope"))
+        for name, content in course_files(environment, "gradescope"):
+            _add(archive, name, content)
         for name, content in source_files():
             _add(archive, f"python/{name}", content)
         names = archive.namelist()

@@ -42,19 +42,13 @@ from pathlib import Path
 from attnscore.atomic import write_atomic
 from attnscore.export.assignment_files import (
     ASSIGNMENT_FOLDER,
-    assignment_environment,
     assignment_layout,
+    graded_environment,
     load_graded,
     spec_reference_layout,
 )
 from attnscore.export.bundle import ExportError, graders_dir, pinned_requirements, source_files
-from attnscore.export.course_environment import (
-    COURSE_REQUIREMENTS,
-    SYSTEM_PACKAGES,
-    course_requirements,
-    system_packages,
-)
-from attnscore.export.student_spec import refuse_student_copy
+from attnscore.export.course_environment import course_files
 from attnscore.spec.assignment import Assignment
 from attnscore.spec.model import Spec
 
@@ -182,18 +176,7 @@ def export_prairielearn(
             or ``file_name`` is not a plain ``.py``/``.ipynb`` file name.
     """
     graded = load_graded(spec_path)
-    if isinstance(graded, Spec):
-        refuse_student_copy(graded, "a PrairieLearn grader")
-        environment = graded.environment
-    else:
-        for question in graded.questions:
-            refuse_student_copy(question.spec, f"a PrairieLearn grader (question {question.id})")
-        if function:
-            raise ExportError(
-                f"--function {function}: an assignment names each question's function itself "
-                f"(questions[].function in {spec_path}); leave --function out"
-            )
-        environment = assignment_environment(graded)
+    environment = graded_environment(graded, spec_path, function, "a PrairieLearn grader")
     out = Path(output)
     if not out.parent.is_dir():
         raise ExportError(f"cannot write {out}: the directory {out.parent} does not exist")
@@ -210,8 +193,8 @@ def export_prairielearn(
     put("image/Dockerfile", (templates / "Dockerfile").read_bytes())
     put("image/grade.py", (templates / "grade.py").read_bytes(), executable=True)
     put("image/requirements.txt", ("\n".join(pinned_requirements()) + "\n").encode())
-    put(f"image/{COURSE_REQUIREMENTS}", course_requirements(environment))
-    put(f"image/{SYSTEM_PACKAGES}", system_packages(environment, "prairielearn"))
+    for name, content in course_files(environment, "prairielearn"):
+        put(f"image/{name}", content)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     build = (
         "#!/usr/bin/env bash\n# Build the grader image (the pins in requirements.txt were taken with Python "

@@ -30,9 +30,8 @@ from typing import Any
 
 import yaml
 
-from attnscore.atomic import write_atomic
 from attnscore.export.bundle import ExportError, check_output_folder
-from attnscore.export.student_spec import write_student_spec
+from attnscore.export.student_spec import write_loadable, write_student_spec
 from attnscore.spec.assignment import ASSIGNMENT_FORMAT, Assignment, AssignmentQuestion, load_assignment
 
 __all__ = ["StudentAssignment", "write_student_assignment", "left_out_reason"]
@@ -133,13 +132,7 @@ def write_student_assignment(assignment_path: str | Path, output: str | Path) ->
     text = _header(assignment, left_out, scaled) + yaml.safe_dump(
         data, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False
     )
-    check = target.parent / f".{target.name}.check.yaml"
-    try:
-        write_atomic(check, text.encode("utf-8"))
-        load_assignment(check)  # a copy that does not load is a bug here, never a file handed out
-    finally:
-        check.unlink(missing_ok=True)
-    write_atomic(target, text.encode("utf-8"))
+    write_loadable(target, text, load_assignment)
     return StudentAssignment(target, tuple(specs), left_out)
 
 

@@ -20,6 +20,7 @@ for input and bit for bit. Graders refuse a student copy (:func:`refuse_student_
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError, read_yaml
 from attnscore.spec.model import Spec
 
-__all__ = ["StudentCopyText", "refuse_student_copy", "student_spec_text", "write_student_spec"]
+__all__ = ["StudentCopyText", "refuse_student_copy", "student_spec_text", "write_loadable", "write_student_spec"]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -148,14 +149,26 @@ def write_student_spec(spec_path: str | Path, output: str | Path) -> StudentCopy
         raise ExportError(f"cannot write the student copy over the spec itself ({spec_path}); choose another -o")
     text = student_spec_text(spec_path)
     target.parent.mkdir(exist_ok=True)  # once the copy can be made: a refused one leaves no folder
+    write_loadable(target, text, load_spec)
+    return text
+
+
+def write_loadable(target: Path, text: str, load: Callable[[Path], object]) -> None:
+    """Write ``text`` to ``target`` (atomically) once ``load`` (:func:`attnscore.spec.load.load_spec`,
+    :func:`attnscore.spec.assignment.load_assignment`) took it from a file beside ``target``: a
+    student copy that does not load is a bug here, never a file handed out.
+
+    Raises:
+        attnscore.spec.located.SpecError: the copy does not load (nothing is written then).
+        OSError: a file cannot be written.
+    """
     check = target.parent / f".{target.name}.check.yaml"
     try:
         write_atomic(check, text.encode("utf-8"))
-        load_spec(check)  # a copy that does not load is a bug here, never a file handed out
+        load(check)
     finally:
         check.unlink(missing_ok=True)
     write_atomic(target, text.encode("utf-8"))
-    return text
 
 
 def refuse_student_copy(spec: Spec, what: str) -> None:

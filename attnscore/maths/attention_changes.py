@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.attention_options import AttentionOptions
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["AttentionChange", "KV_HEADS"]
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["AttentionOptions"]
+__all__ = ["AttentionOptions", "within_window"]
+
+_Keep = TypeVar("_Keep")
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,22 @@ class AttentionOptions:
                 f"{function}(): expected the options whole or by name, found both (options and {sorted(keywords)[0]!r})"
             )
         return options
+
+
+def within_window(keep: _Keep, rel: Any, window: tuple[int, int]) -> _Keep:
+    """``keep`` (a bool numpy array or torch tensor), narrowed in place to the keys within ``window =
+    (left, right)`` and returned: key ``j`` stays where ``-left <= rel <= right``, ``rel = j - (i +
+    offset)`` its position relative to query ``i``'s own (same shape or broadcasting), ``-1``
+    unbounded on that side (FlashAttention's ``window_size``; with ``causal`` the right side is 0).
+
+    Example:
+        >>> import numpy as np
+        >>> within_window(np.ones(5, dtype=bool), np.arange(-2, 3), (1, 0)).tolist()
+        [False, True, True, False, False]
+    """
+    left, right = window
+    if left != -1:
+        keep &= rel >= -left
+    if right != -1:
+        keep &= rel <= right
+    return keep

@@ -10,21 +10,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.calls import OMITTED
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.bounds import Bound, check_symbols, legend_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import KeyView
 from attnscore.maths.options import Keyword, Options
 from attnscore.maths.tolerance import ErrorTerms
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Args", "Contract", "IntegerFn", "Keyword", "Options", "QKView"]
 

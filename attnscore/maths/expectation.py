@@ -18,20 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.dtypes import LOW_PRECISION
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_gradients
 from attnscore.maths.contract import Contract
 from attnscore.maths.tolerance import ErrorTerms, Tolerance, allowed_error, ratio_floor
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Expectation", "OwnError", "expect"]
 

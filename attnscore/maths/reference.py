@@ -20,14 +20,11 @@ Input rule shared by every function here:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import torch
 
 _HALF = ("torch.float16", "torch.bfloat16")  # by name: comparing names needs no torch at import
 

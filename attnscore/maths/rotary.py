@@ -26,14 +26,11 @@ computes the angles, cosines and sines in float32 (float64 for a float64 ``x``) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["PAIRINGS", "frequencies", "pair_indices", "rotate", "rotate_at", "rotate_golden", "seq_positions"]
 

@@ -5,16 +5,12 @@ found; a good one comes back as the tensor or value the computation uses."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.reference import ScoreInputError, _as_tensor
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "VARIANT_ALIGNMENTS",

@@ -55,10 +55,11 @@ what was found.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.attention_changes import AttentionChange
-from attnscore.maths.attention_options import AttentionOptions
+from attnscore.maths.attention_options import AttentionOptions, within_window
 from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
 from attnscore.maths.variant_arguments import (
     VARIANT_ALIGNMENTS,
@@ -73,11 +74,6 @@ from attnscore.maths.variant_arguments import (
     checked_softcap,
     checked_window,
 )
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "AttentionParts",
@@ -399,10 +395,7 @@ def _attention_parts(
     left, right = window
     if change.causal_kept(is_causal, n_q, n_k):
         right = 0  # FlashAttention: causal means window_size[1] = 0
-    if left != -1:
-        keep &= rel >= -left
-    if right != -1:
-        keep &= rel <= right
+    keep = within_window(keep, rel, (left, right))
 
     biased = capped
     if attn_mask is not None and attn_mask.dtype != torch.bool:

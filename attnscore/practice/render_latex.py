@@ -208,28 +208,30 @@ _KEEP_TOGETHER = (
 )
 
 
+def _past(source: str, i: int, depth: int) -> tuple[int, int]:
+    """The position after the character at ``i`` of LaTeX ``source`` and the brace depth there
+    (``depth`` before it): an escaped pair (``\\{``, ``\\}``, ``\\q``) is passed whole."""
+    c = source[i]
+    if c == "\\":
+        return i + 2, depth
+    return i + 1, depth + (c == "{") - (c == "}")
+
+
 def _split_top_level(content: str, separator: str) -> list[str]:
-    """``content`` split at each ``separator`` outside braces and environments."""
+    """``content`` split at each ``separator`` (a command such as ``\\qquad``) outside braces and
+    environments."""
     parts, depth, start, i = [], 0, 0, 0
     while i < len(content):
         if content.startswith("\\begin{", i):
             depth += 1
         elif content.startswith("\\end{", i):
             depth -= 1
-        c = content[i]
-        if c == "\\" and not content.startswith(separator, i):
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        elif depth == 0 and content.startswith(separator, i):
+        if depth == 0 and content.startswith(separator, i):
             parts.append(content[start:i])
             i += len(separator)
             start = i
             continue
-        i += 1
+        i, depth = _past(content, i, depth)
     parts.append(content[start:])
     return [p.strip() for p in parts]
 
@@ -319,18 +321,9 @@ def render_key_latex(problems: Sequence[Problem], sheet: Worksheet) -> str:
 
 def braces_balanced(source: str) -> bool:
     """Whether every unescaped ``{`` in LaTeX ``source`` has its ``}`` (``\\{`` and ``\\}`` are skipped)."""
-    depth = 0
-    i = 0
+    depth, i = 0, 0
     while i < len(source):
-        c = source[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth < 0:
-                return False
-        i += 1
+        i, depth = _past(source, i, depth)
+        if depth < 0:
+            return False
     return depth == 0

@@ -16,13 +16,13 @@ import numpy as np
 from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure, Outcome
 from attnscore.boundary.verdict import Verdict
-from attnscore.check.runner import Inspection
+from attnscore.check.runner import Inspection, RunnerBase
 from attnscore.sandbox.runner import SandboxRunner
 
 __all__ = ["BoundRunner"]
 
 
-class BoundRunner:
+class BoundRunner(RunnerBase):
     """The calls of one ``binding`` (function and call settings) through the ``shared`` runner,
     each with the per-call limit ``call_timeout_s`` and drawing on the time budget
     ``time_budget_s`` (own seconds; None: no budget) of this binding alone.
@@ -78,25 +78,14 @@ class BoundRunner:
     def calls_seen(self) -> frozenset[str] | None:
         return self._calls_seen
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
-        """One call of this binding's function (see :meth:`SandboxRunner.call`)."""
+        """One call of this binding's function (see :meth:`SandboxRunner.call_with`)."""
         if self.missing is not None:
             return self.missing
-        outcome = self.shared.call(
-            args,
-            dtype,
-            layouts,
-            upstream,
-            binding=self.binding,
-            call_timeout_s=self.call_timeout_s,
-            budget=(self.time_budget_s, self.calls_spent),
-        )
+        budget = (self.time_budget_s, self.calls_spent)
+        outcome = self.shared.call_with(args, dtype, layouts, upstream, self.binding, self.call_timeout_s, budget)
         self.calls_spent += self.shared.last_spent
         if (
             isinstance(outcome, CallFailure)

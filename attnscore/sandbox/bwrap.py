@@ -50,32 +50,30 @@ def executable() -> str | None:
     return os.path.abspath(found) if found else None
 
 
+def _probe(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """``bwrap`` run here with ``args`` (its output captured, 20 s at most), or None where there is
+    no ``bwrap`` or it cannot be run."""
+    exe = executable()
+    if exe is None:
+        return None
+    try:
+        return subprocess.run([exe, *args], capture_output=True, text=True, errors="replace", timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 @functools.cache
 def bwrap_available() -> bool:
     """Whether ``bwrap`` is installed and can create the namespaces the sandbox uses."""
-    exe = executable()
-    if exe is None:
-        return False
-    try:
-        done = subprocess.run(
-            [exe, *UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    done = _probe(*UNSHARE, "--die-with-parent", "--ro-bind", "/", "/", "true")
+    return done is not None and done.returncode == 0
 
 
 @functools.cache
 def sizes_tmpfs() -> bool:
     """Whether this ``bwrap`` knows ``--size`` (0.5 on; before it, a tmpfs cannot be bounded)."""
-    exe = executable()
-    if exe is None:
-        return False
-    try:
-        done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--size" in done.stdout + done.stderr
+    done = _probe("--help")
+    return done is not None and "--size" in done.stdout + done.stderr
 
 
 def denied(runtime_mirrors: list[list[str]]) -> list[str]:

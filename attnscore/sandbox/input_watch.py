@@ -5,17 +5,13 @@ the watch that reads them back after a call (inputs changed in place) and writes
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary import wire
 from attnscore.boundary.calls import to_torch
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["CANARY_FLOATS", "InputWatch", "canary_value", "input_bytes"]
 

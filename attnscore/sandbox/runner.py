@@ -27,7 +27,7 @@ from attnscore.boundary.modules import ModuleConfig
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.untrusted import clean_text
 from attnscore.boundary.verdict import Verdict
-from attnscore.check.runner import budget_cut_text, budgeted_limit
+from attnscore.check.runner import RunnerBase, budget_cut_text, budgeted_limit
 from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox import clock as own_time
@@ -81,7 +81,7 @@ def _asked_gradients(outcome: Outcome, names: list[str], backward: bool) -> Outc
     )
 
 
-class SandboxRunner:
+class SandboxRunner(RunnerBase):
     """Runs calls of ``function`` from the file ``submission`` in a sandboxed worker.
 
     Use as a context manager; on exit it kills the worker and anything it started, and removes
@@ -126,7 +126,7 @@ class SandboxRunner:
         ``function`` ``""`` and ``functions`` their names (the worker's entry file is the one that
         defines the most of them); each call then gives its own ``binding``
         (:class:`attnscore.boundary.wire.Binding`) and may give its own limit and time budget
-        (:meth:`call`; :class:`attnscore.sandbox.bound_runner.BoundRunner` does)."""
+        (:meth:`call_with`; :class:`attnscore.sandbox.bound_runner.BoundRunner` does)."""
         if not isinstance(submission, Submission):
             submission = Submission.from_file(Path(submission), source)
         self.submission = submission
@@ -387,22 +387,27 @@ class SandboxRunner:
             os.pwrite(self.shared, span, 0)
         return layout
 
-    def call(
+    def _outcome(
+        self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
+    ) -> Outcome:
+        return self.call_with(args, dtype, layouts, upstream)
+
+    def call_with(
         self,
         args: Mapping[str, np.ndarray],
         dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
-        *,
+        layouts: Mapping[str, str],
+        upstream: np.ndarray | None,
         binding: wire.Binding | None = None,
         call_timeout_s: float | None = None,
         budget: tuple[float | None, float] | None = None,
     ) -> Outcome:
-        """Make one call (inputs in ``layouts``, see :mod:`attnscore.boundary.layouts`; with ``upstream``
-        also its backward pass, :mod:`attnscore.boundary.gradients`); never raises for anything the
-        submission does. An optional mask handed over as ``"omitted"`` is not sent at all (the
-        function's default applies); as ``"none"``, the worker passes None in its place (after the
-        positional inputs, or by name).
+        """Make one call (:meth:`call` comes here; inputs in ``layouts``, see
+        :mod:`attnscore.boundary.layouts`; with ``upstream`` also its backward pass,
+        :mod:`attnscore.boundary.gradients`); never raises for anything the submission does. An
+        optional mask handed over as ``"omitted"`` is not sent at all (the function's default
+        applies); as ``"none"``, the worker passes None in its place (after the positional inputs,
+        or by name).
 
         What the call did to its inputs is this runner's own finding (:attr:`last_inspection`),
         read from the shared memory (:meth:`_settle`): an input (or ``dO``) whose bytes changed
@@ -440,7 +445,6 @@ class SandboxRunner:
         if worker is None:  # pragma: no cover - _start set it
             return CallFailure(Verdict.GRADER_ERROR, "the worker could not be started")
         self.last_inspection = None
-        layouts = layouts or {}
         absent = {n: layouts[n] for n in args if layouts.get(n) in HANDOVERS}  # optional masks: no tensor
         args = {n: a for n, a in args.items() if n not in absent}
         self.last_names = list(args)

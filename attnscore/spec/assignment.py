@@ -381,14 +381,8 @@ def load_assignment(path: str | Path, *, allow_outside_reference: bool = False) 
     for i, raw in enumerate(data["questions"]):
         if i in broken:
             continue
-        if raw["id"] in seen:
-            own.append(
-                doc.problem(
-                    ("questions", i, "id"),
-                    f"expected a unique question id, found {raw['id']!r} again (first at questions[{seen[raw['id']]}])",
-                )
-            )
-        seen.setdefault(raw["id"], i)
+        if (repeated := doc.repeated_id(seen, "questions", i, "question id")) is not None:
+            own.append(repeated)
         found: list[SpecProblem] = []
         question = _question(doc, i, raw, base, allow_outside_reference, found)
         own += [p for p in found if p.file == name]

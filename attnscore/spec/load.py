@@ -300,14 +300,8 @@ def _build(doc: Positioned, problems: list[SpecProblem], allow_outside_reference
     examples = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(data["worked_examples"]):
-        if raw["id"] in seen:
-            problems.append(
-                doc.problem(
-                    ("worked_examples", i, "id"),
-                    f"expected a unique id, found {raw['id']!r} again (first at worked_examples[{seen[raw['id']]}])",
-                )
-            )
-        seen.setdefault(raw["id"], i)
+        if (repeated := doc.repeated_id(seen, "worked_examples", i)) is not None:
+            problems.append(repeated)
         ex = worked_example(doc, i, raw, contract, default_tol, problems)
         if ex is not None and (broken := broken_bounds(contract, ex.inputs)):
             problems.append(

@@ -107,6 +107,18 @@ class Positioned:
         line, col = self.where(path, key=key)
         return SpecProblem(self.file, line, col, field_path(path), message)
 
+    def repeated_id(self, seen: dict[str, int], entries: str, i: int, what: str = "id") -> SpecProblem | None:
+        """The problem of entry ``i`` of the list ``entries`` (``"questions"``) when an earlier entry
+        had its ``id`` (``seen``: each id's first index, which this adds to), else None; ``what``
+        names the id in the message (``"question id"``)."""
+        found = self.data[entries][i]["id"]
+        first = seen.setdefault(found, i)
+        if first == i:
+            return None
+        return self.problem(
+            (entries, i, "id"), f"expected a unique {what}, found {found!r} again (first at {entries}[{first}])"
+        )
+
 
 MAX_DEPTH = 64
 """Deepest nesting of mappings and sequences a spec may have."""

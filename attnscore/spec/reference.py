@@ -33,11 +33,11 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from attnscore.catalogue.instructor import OwnProperty, Registered, as_mistake, as_property, collecting
 from attnscore.catalogue.mistakes import MISTAKES, Mistake
@@ -49,6 +49,8 @@ from attnscore.spec.located import Positioned, SpecProblem
 from attnscore.spec.schema import found_text
 
 __all__ = ["OwnReference", "read_reference", "SYMBOL"]
+
+_T = TypeVar("_T")
 
 OUTSIDE_REFERENCE_HINT = "trust it with --allow-outside-reference, or load_spec(..., allow_outside_reference=True)"
 """What a reference outside its spec's folder is told to do where the loader can be told to trust it."""
@@ -240,18 +242,7 @@ def _properties(
     """The file's properties as catalogue properties; a name registered twice or already a
     catalogue property's, or a check that raises on the reference's own outputs, is a problem."""
     out: list[Property] = []
-    names: set[str] = set()
-    for own in found.properties:
-        if own.name in PROPERTIES or own.name in names:
-            where = "a catalogue property's" if own.name in PROPERTIES else "registered twice"
-            problems.append(
-                doc.problem(
-                    ("function", "reference"),
-                    f"expected a property name of the reference file's own, found {own.name!r} ({where})",
-                )
-            )
-            continue
-        names.add(own.name)
+    for own in _own(doc, found.properties, [p.name for p in found.properties], PROPERTIES, "property name", problems):
         prop = as_property(own)
         if _tried(doc, prop, own, contract, problems):
             out.append(prop)
@@ -272,21 +263,37 @@ def _tried(doc: Positioned, prop: Property, own: OwnProperty, contract: Contract
 
 def _mistakes(doc: Positioned, found: Registered, problems: list[SpecProblem]) -> tuple[Mistake, ...]:
     """The file's mistakes as catalogue mistakes; an id registered twice or a catalogue mistake's is a problem."""
-    out: list[Mistake] = []
-    ids: set[str] = set()
-    for own in found.mistakes:
-        if own.id in MISTAKES or own.id in ids:
-            where = "a catalogue mistake's" if own.id in MISTAKES else "registered twice"
+    own = _own(doc, found.mistakes, [m.id for m in found.mistakes], MISTAKES, "mistake id", problems)
+    return tuple(as_mistake(m) for m in own)
+
+
+def _own(
+    doc: Positioned,
+    items: Sequence[_T],
+    names: Sequence[str],
+    catalogue: Mapping[str, object],
+    what: str,
+    problems: list[SpecProblem],
+) -> list[_T]:
+    """The ``items`` (a file's properties or mistakes, called ``names``) that are the file's own: one
+    whose name is already a ``catalogue`` entry's or was registered before is a problem (``what``:
+    ``"property name"``, ``"mistake id"``) and is left out."""
+    kind = what.split()[0]
+    kept: list[_T] = []
+    seen: set[str] = set()
+    for item, name in zip(items, names, strict=True):
+        if name in catalogue or name in seen:
+            where = f"a catalogue {kind}'s" if name in catalogue else "registered twice"
             problems.append(
                 doc.problem(
                     ("function", "reference"),
-                    f"expected a mistake id of the reference file's own, found {own.id!r} ({where})",
+                    f"expected a {what} of the reference file's own, found {name!r} ({where})",
                 )
             )
             continue
-        ids.add(own.id)
-        out.append(as_mistake(own))
-    return tuple(out)
+        seen.add(name)
+        kept.append(item)
+    return kept
 
 
 def _keywords(doc: Positioned, fn: dict[str, Any], names: set[str], problems: list[SpecProblem]) -> dict[str, Any]:

@@ -21,19 +21,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.dtypes import TORCH_DTYPES, UNIT_ROUNDOFF
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden
 from attnscore.maths.contract import Contract
 from attnscore.timing.kernel_timer import FLUSH_BYTES, Timing, time_calls
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "DEFAULT_SIZES",

@@ -17,12 +17,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["FLUSH_BYTES", "Timing", "time_calls"]
 

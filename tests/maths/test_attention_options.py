@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnscore.maths import golden_variants, gradient_formulas, variants
-from attnscore.maths.attention_options import AttentionOptions
+from attnscore.maths.attention_options import AttentionOptions, within_window
 
 _Q = np.array([[[1.0, 0.5], [0.0, 1.0], [2.0, -1.0]]])  # (H=1, n_q=3, d=2)
 _K = np.array([[[1.0, 0.0], [0.5, 0.5], [-1.0, 2.0]]])
@@ -61,3 +63,19 @@ def test_varlen_refuses_key_lengths_in_either_form() -> None:
         variants.varlen_attention(*(torch.tensor(x) for x in (q, q, q, cu, cu)), AttentionOptions(key_lengths=[2]))
     with pytest.raises(ValueError, match="key_lengths"):
         golden_variants.varlen_attention(q, q, q, cu, cu, AttentionOptions(key_lengths=[2]))
+
+
+@given(
+    rel=st.lists(st.integers(-6, 6), min_size=1, max_size=12),
+    left=st.integers(-1, 4),
+    right=st.integers(-1, 4),
+)
+def test_within_window_keeps_the_keys_of_the_window_on_numpy_and_torch(rel: list[int], left: int, right: int) -> None:
+    """Key ``j`` stays where ``-left <= rel <= right`` (``-1``: that side unbounded), the same on a numpy
+    array and a torch tensor, and a key already left out stays out."""
+    expected = [(left == -1 or r >= -left) and (right == -1 or r <= right) for r in rel]
+    as_numpy = within_window(np.ones(len(rel), dtype=bool), np.array(rel), (left, right))
+    as_torch = within_window(torch.ones(len(rel), dtype=torch.bool), torch.tensor(rel), (left, right))
+    assert as_numpy.tolist() == expected and as_torch.tolist() == expected
+    none_kept = within_window(np.zeros(len(rel), dtype=bool), np.array(rel), (left, right))
+    assert not none_kept.any()

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import causal, key_padding
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import causal_keep, or_changed
 from attnscore.maths import reference
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # causal attention (the flag form)

@@ -17,19 +17,15 @@ from __future__ import annotations
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import flash_attention_2, flash_attention_2_causal
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.unbroadcast import sum_to_shape
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash_function", "TILES"]
 

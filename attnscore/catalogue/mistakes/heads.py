@@ -8,19 +8,14 @@ hooks turned, so the mistakes apply to every form that has the feature (self, cr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import multihead, multihead_causal, multihead_rotary, multihead_separate_weights
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.multihead import attend, causal_keep, conventions, parts_of, rotation_of
 from attnscore.maths.rotary import rotate
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
 
 __all__ = ["attend_with_hooks"]
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import (
     attention,
     gives_weights,
@@ -23,11 +24,6 @@ from attnscore.catalogue.mistakes.shared import attention_with, changed_attentio
 from attnscore.maths import reference
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # masks and softmax

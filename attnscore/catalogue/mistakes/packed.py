@@ -8,10 +8,11 @@ sequence's queries are aligned with its keys, or which keys (or queries) the val
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import key_padding, varlen
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import changing
@@ -20,11 +21,6 @@ from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.flash import flash_keep
 from attnscore.maths.families.flash_varlen import sequence_slices, varlen_window
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["varlen", "varlen_bounded", "key_padding", "key_padding_aligned_per_item"]
 

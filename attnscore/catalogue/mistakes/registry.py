@@ -5,18 +5,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import own_reference
+from attnscore.catalogue.tables import add_new, named
 from attnscore.maths.contract import Contract
 from attnscore.maths.contracts import CONTRACTS
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["Mistake", "MISTAKES", "get_mistake", "mistakes_for", "add"]
 
@@ -164,9 +161,7 @@ def add(
     id: str, title: str, applies: Callable[[Contract], bool], message: str, **extra: Any
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if id in MISTAKES:
-            raise ValueError(f"mistake {id!r} is already registered")
-        MISTAKES[id] = Mistake(id, title, applies, fn, message, **extra)
+        add_new(MISTAKES, id, Mistake(id, title, applies, fn, message, **extra), "mistake")
         return fn
 
     return deco
@@ -174,10 +169,7 @@ def add(
 
 def get_mistake(id: str) -> Mistake:
     """The mistake called ``id``; KeyError naming the known ones otherwise."""
-    try:
-        return MISTAKES[id]
-    except KeyError:
-        raise KeyError(f"unknown mistake {id!r}; known: {', '.join(sorted(MISTAKES))}") from None
+    return named(MISTAKES, id, "mistake")
 
 
 def mistakes_for(contract: str | Contract) -> list[Mistake]:

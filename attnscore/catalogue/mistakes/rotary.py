@@ -14,10 +14,11 @@ which leaves each score, a function of the offset ``m − n`` alone, and so the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import multihead_rotary, rotary
 from attnscore.catalogue.mistakes.heads import attend_with_hooks
 from attnscore.catalogue.mistakes.registry import add
@@ -25,11 +26,6 @@ from attnscore.maths.contract import Contract
 from attnscore.maths.families.multihead import parts_of
 from attnscore.maths.families.rope import THETAS, theta_value
 from attnscore.maths.rotary import PAIRINGS, rotate, rotate_at
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = [
     "WRONG_ROTATIONS",

@@ -8,10 +8,11 @@ Each wrong implementation is the reference with one rule changed: which keys a q
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import flash
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import changing
@@ -19,11 +20,6 @@ from attnscore.maths import variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.flash import flash_keep, flash_window
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 __all__ = ["flash", "flash_windowed", "flash_sliding", "flash_two_sided_window", "flash_cache"]
 

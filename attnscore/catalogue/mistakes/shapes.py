@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import bilinear, dot_product, many_keys, many_queries, score_function
 from attnscore.catalogue.mistakes.registry import add
 from attnscore.catalogue.mistakes.shared import correct_result, qk_pair, scale_factor
 from attnscore.maths.contract import Contract
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # shapes and axes

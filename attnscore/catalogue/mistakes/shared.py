@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import causal, scaled, through_general_attention
 from attnscore.maths import reference
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
 from attnscore.maths.families.registry import family_of
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # helpers: every Q Kᵀ view as (Q, K) and back

@@ -5,8 +5,9 @@ causal alignment; a kernel's grouped-query heads, softcap, ALiBi bias and causal
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.catalogue.families import (
     kernel,
     kv_heads_grouped,
@@ -21,11 +22,6 @@ from attnscore.catalogue.mistakes.shared import changing
 from attnscore.maths import variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Contract
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
 
 # ---------------------------------------------------------------------------------------------
 # which contracts (by features; the kernel ones are this section's own)

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.families import causal
-from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths import golden
 from attnscore.maths.strategies import legend_sizes, random_args
 
@@ -51,11 +51,9 @@ def _future_ignored(ctx: CheckContext) -> str | None:
     if any(a.shape != before.shape for a in limits):  # a wrong-shaped output: its largest allowed error
         limits = [np.full(before.shape, np.max(a, initial=0.0)) for a in limits]
     allowed = np.maximum(limits[0], limits[1])
-    with np.errstate(invalid="ignore"):
-        moved = (np.abs(after - before) > 2 * allowed) & blind[:, None]
-    if not moved.any():
+    index = first_moved(before, after, allowed, blind[:, None])
+    if index is None:
         return None
-    index = tuple(int(i) for i in np.argwhere(moved)[0])
     return (
         f"changing keys and values {t}..{n_k - 1} (the future of query {index[-2]}) changed out"
         f"[{', '.join(map(str, index))}] from {before[index]:.6g} to {after[index]:.6g}: a query must not see "

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.families import multihead, multihead_causal
-from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths.strategies import legend_sizes, random_args
 
 
@@ -35,6 +35,16 @@ def _shapes_problem(ctx: CheckContext) -> str | None:
             f"expected outputs of shape {want}, found {before.shape} and {after.shape}: the heads cannot be told apart"
         )
     return None
+
+
+def _first_change(ctx: CheckContext, among: np.ndarray) -> tuple[int, ...] | str | None:
+    """The outputs' shape problem, else the first index the change moved among the entries ``among``
+    selects (:func:`~attnscore.catalogue.properties.registry.first_moved`), None where none moved."""
+    problem = _shapes_problem(ctx)
+    if problem is not None:
+        return problem
+    before, after = ctx.values(0), ctx.values(1)
+    return first_moved(before, after, _limits(ctx, before.shape), among)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,20 +89,14 @@ def _head_changed(contract: Any, example: Any) -> list[dict[str, np.ndarray]]:
 
 
 def _heads_independent(ctx: CheckContext) -> str | None:
-    problem = _shapes_problem(ctx)
-    if problem is not None:
-        return problem
     args, h, _ = ctx.example
-    before, after = ctx.values(0), ctx.values(1)
-    others = np.ones(before.shape[-1], dtype=bool)
-    others[_rows(args, h)] = False  # the other heads' columns of the concatenated heads
-    allowed = _limits(ctx, before.shape)
-    with np.errstate(invalid="ignore"):
-        moved = (np.abs(after - before) > 2 * allowed) & others
-    if not moved.any():
-        return None
-    index = tuple(int(i) for i in np.argwhere(moved)[0])
     cols = _rows(args, h)
+    others = np.ones(np.shape(ctx.goldens[0])[-1], dtype=bool)
+    others[cols] = False  # the other heads' columns of the concatenated heads
+    index = _first_change(ctx, others)
+    if not isinstance(index, tuple):
+        return index  # the outputs' shape problem, or None: no other head's column moved
+    before, after = ctx.values(0), ctx.values(1)
     return (
         f"with W_o the identity, changing only head {h}'s rows {cols.start}..{cols.stop - 1} of W_q, W_k and W_v "
         f"changed out[{', '.join(map(str, index))}] from {before[index]:.6g} to {after[index]:.6g}, outside head "
@@ -143,19 +147,13 @@ def _later_changed(contract: Any, example: Any) -> list[dict[str, np.ndarray]]:
 
 
 def _later_unseen(ctx: CheckContext) -> str | None:
-    problem = _shapes_problem(ctx)
-    if problem is not None:
-        return problem
     _, t, _ = ctx.example
-    before, after = ctx.values(0), ctx.values(1)
-    allowed = _limits(ctx, before.shape)
-    earlier = np.zeros(before.shape[-2], dtype=bool)
+    earlier = np.zeros(np.shape(ctx.goldens[0])[-2], dtype=bool)
     earlier[:t] = True
-    with np.errstate(invalid="ignore"):
-        moved = (np.abs(after - before) > 2 * allowed) & earlier[:, None]
-    if not moved.any():
-        return None
-    index = tuple(int(i) for i in np.argwhere(moved)[0])
+    index = _first_change(ctx, earlier[:, None])
+    if not isinstance(index, tuple):
+        return index  # the outputs' shape problem, or None: no earlier token's output moved
+    before, after = ctx.values(0), ctx.values(1)
     return (
         f"changing tokens {t}.. changed out[{', '.join(map(str, index))}] (token {index[-2]}) from "
         f"{before[index]:.6g} to {after[index]:.6g}: under the causal mask token i attends only to tokens j <= i"

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.packed import key_padding, varlen
-from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths.families.flash_varlen import sequence_slices
 from attnscore.maths.families.key_padding import key_keep
 from attnscore.maths.strategies import random_args
@@ -145,11 +145,9 @@ def _others_ignored(ctx: CheckContext) -> str | None:
     before, after = ctx.values(0), ctx.values(1)
     rows = sequence_slices(a["cu_seqlens_q"])[s]
     allowed = np.maximum(_limit(ctx, 0, before.shape), _limit(ctx, 1, after.shape))[rows]
-    with np.errstate(invalid="ignore"):
-        moved = np.abs(after[rows] - before[rows]) > 2 * allowed
-    if not moved.any():
+    i = first_moved(before[rows], after[rows], allowed)
+    if i is None:
         return None
-    i = tuple(int(x) for x in np.argwhere(moved)[0])
     at = (i[0] + rows.start, *i[1:])
     return (
         f"changing the keys and values of the other sequences changed out[{_index(at)}] (sequence {s}) from "
@@ -204,11 +202,9 @@ def _padding_ignored(ctx: CheckContext) -> str | None:
         return problem
     before, after = ctx.values(0), ctx.values(1)
     allowed = np.maximum(_limit(ctx, 0, before.shape), _limit(ctx, 1, after.shape))
-    with np.errstate(invalid="ignore"):
-        moved = np.abs(after - before) > 2 * allowed
-    if not moved.any():
+    i = first_moved(before, after, allowed)
+    if i is None:
         return None
-    i = tuple(int(x) for x in np.argwhere(moved)[0])
     length = int(np.asarray(a["key_lengths"]).reshape(-1)[i[0]])
     return (
         f"changing the padding keys and values (j >= key_lengths[{i[0]}] = {length}) changed out[{_index(i)}] "

@@ -10,9 +10,19 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.boundary.outputs import Received
+from attnscore.catalogue.tables import add_new, named
 from attnscore.maths.contract import Contract
 
-__all__ = ["Property", "CheckContext", "PROPERTIES", "get_property", "register", "applicable_properties"]
+__all__ = [
+    "Property",
+    "CheckContext",
+    "PROPERTIES",
+    "first_index",
+    "first_moved",
+    "get_property",
+    "register",
+    "applicable_properties",
+]
 
 Args = dict[str, np.ndarray]
 
@@ -53,6 +63,23 @@ class CheckContext:
 
 def no_hint(got: np.ndarray, golden: np.ndarray) -> str | None:
     return None
+
+
+def first_index(flags: np.ndarray) -> tuple[int, ...] | None:
+    """The first index (C order) where the bool array ``flags`` is True, or None where none is."""
+    found = np.argwhere(flags)
+    return tuple(int(i) for i in found[0]) if len(found) else None
+
+
+def first_moved(
+    before: np.ndarray, after: np.ndarray, allowed: np.ndarray, among: np.ndarray | bool = True
+) -> tuple[int, ...] | None:
+    """The first index where ``after`` differs from ``before`` by more than twice ``allowed``, among
+    the entries ``among`` selects (a bool array that broadcasts to them; True: all of them), or None
+    where none does; a NaN on either side is no move (the properties that change some inputs and
+    watch the outputs they must not change)."""
+    with np.errstate(invalid="ignore"):
+        return first_index((np.abs(after - before) > 2 * allowed) & among)
 
 
 @dataclass(frozen=True)
@@ -141,18 +168,13 @@ PROPERTIES: dict[str, Property] = {}
 
 def register(prop: Property) -> Property:
     """Add ``prop`` to the registry; its name must be new."""
-    if prop.name in PROPERTIES:
-        raise ValueError(f"property {prop.name!r} is already registered")
-    PROPERTIES[prop.name] = prop
+    add_new(PROPERTIES, prop.name, prop, "property")
     return prop
 
 
 def get_property(name: str) -> Property:
     """Return the property called ``name``; raise KeyError naming the known ones."""
-    try:
-        return PROPERTIES[name]
-    except KeyError:
-        raise KeyError(f"unknown property {name!r}; known: {', '.join(sorted(PROPERTIES))}") from None
+    return named(PROPERTIES, name, "property")
 
 
 def applicable_properties(contract: Contract) -> list[str]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.catalogue.families import rotary
-from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
+from attnscore.catalogue.properties.registry import Args, CheckContext, Property, first_index, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index
 from attnscore.maths.strategies import legend_sizes, random_args
@@ -33,10 +33,9 @@ def norm_failure(x: np.ndarray, y: np.ndarray, allowed: np.ndarray) -> str | Non
     with np.errstate(invalid="ignore", over="ignore"):
         before, after = np.linalg.norm(x, axis=-1), np.linalg.norm(y, axis=-1)
         slack = np.linalg.norm(np.broadcast_to(allowed, y.shape), axis=-1) + 4 * UNIT_ROUNDOFF["float64"] * before
-        bad = ~(np.abs(after - before) <= slack)
-    if not bad.any():
+        index = first_index(~(np.abs(after - before) <= slack))
+    if index is None:
         return None
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
     where = format_index("x", index)
     return (
         f"the rotated vector {where} has norm {float(after[index]):.6g}, but {where} has norm "
@@ -120,10 +119,9 @@ def offset_failure(
         carried = carried + 2 * qa.shape[-1] * UNIT_ROUNDOFF["float64"] * (
             _scores(np.abs(qa), np.abs(ka)) + _scores(np.abs(qb), np.abs(kb))
         )
-        bad = ~(np.abs(after - before) <= carried)
-    if not bad.any():
+        index = first_index(~(np.abs(after - before) <= carried))
+    if index is None:
         return None
-    index = tuple(int(i) for i in np.argwhere(bad)[0])
     m, n = index[-2], index[-1]
     batch = ", ".join(str(i) for i in index[:-2])
     return (

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.sequences import flash, flash_cache
-from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths.families.flash import flash_keep, flash_window
 from attnscore.maths.strategies import legend_sizes, random_args
 
@@ -97,11 +97,9 @@ def _outside_ignored(ctx: CheckContext) -> str | None:
     blind = np.asarray(~keep[:, hidden].any(axis=-1))  # (n_q,): queries that keep none of the changed keys
     limits = _limits(ctx, before.shape)
     allowed = np.maximum(limits[0], limits[1])
-    with np.errstate(invalid="ignore"):
-        moved = (np.abs(after - before) > 2 * allowed) & blind[None, :, None, None]  # (b, n_q, h_q, d_v)
-    if not moved.any():
+    index = first_moved(before, after, allowed, blind[None, :, None, None])  # (b, n_q, h_q, d_v)
+    if index is None:
         return None
-    index = tuple(int(i) for i in np.argwhere(moved)[0])
     keys = ", ".join(str(int(j)) for j in np.flatnonzero(hidden))
     left, right = flash_window(ctx.contract)
     return (

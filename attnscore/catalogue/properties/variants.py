@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from attnscore.catalogue.families import batch_items, sdpa_float_mask
 from attnscore.catalogue.mistakes.variants import grouped_heads, kernel, kernel_alibi, kernel_softcap
-from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.catalogue.properties.registry import CheckContext, Property, first_index, register
 from attnscore.maths.strategies import legend_sizes, random_args
 
 Args = dict[str, np.ndarray]
@@ -27,9 +27,7 @@ def _first_moved(ctx: CheckContext, a: np.ndarray, b: np.ndarray, allowed: np.nd
     """The first index where ``a`` and ``b`` differ by more than twice ``allowed``, else None."""
     with np.errstate(invalid="ignore"):
         moved = ~(np.abs(a - b) <= 2 * allowed) & ~(np.isnan(a) & np.isnan(b))
-    if not moved.any():
-        return None
-    return tuple(int(i) for i in np.argwhere(moved)[0])
+    return first_index(moved)
 
 
 def _shapes_differ(ctx: CheckContext, *pairs: tuple[np.ndarray, tuple[int, ...]]) -> str | None:
@@ -139,10 +137,9 @@ def _weights_bounded(ctx: CheckContext) -> str | None:
     floor = np.exp(-2.0 * cap) / n_k
     allowed = np.asarray(ctx.allowed[0])
     with np.errstate(invalid="ignore"):
-        low = keep & ~(weights >= floor - 2 * allowed)
-    if not low.any():
+        index = first_index(keep & ~(weights >= floor - 2 * allowed))
+    if index is None:
         return None
-    index = tuple(int(i) for i in np.argwhere(low)[0])
     return (
         f"with the queries scaled by 1000 and V the identity (the output rows are the weights), key {index[-1]} "
         f"of query {index[-2]} got weight {weights[index]:.6g}, below e^(-2·{cap:g}) / n_k = {floor:.6g}: the "

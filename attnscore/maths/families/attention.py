@@ -21,18 +21,6 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import attention, cleaned, f64, keep_mask, unbroadcast, weights_rounding
 from attnscore.maths.key_view import KeyView, key_view
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "attention_changed",
-    "attention_options",
-    "attention_scales",
-    "gradient_scales",
-    "gradients",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.ATTENTION
 SHARED_MASKS = True
 

@@ -7,11 +7,17 @@ torch reference and the float64 twin bound to those options, error bounds, the k
 closed-form gradients and their error scales. Generic code asks
 :func:`attnscore.maths.families.registry.family_of` for the family and calls it; it never branches
 on a family's member (``tests/maths/test_family_modules.py`` fails on one named outside its module).
+
+A family module has no ``__all__``: its public names are those without a leading underscore, the
+protocol's and its own. (mypy checks each module against :class:`Family` in
+:mod:`~attnscore.maths.families.registry` by its public names, and reads an ``__all__`` only as a
+list of literal strings, so one would have to repeat the protocol's eight names in every module.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -21,12 +27,14 @@ from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Contract
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import cleaned
+from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options
 
 __all__ = [
     "MASK",
     "Family",
     "Gradients",
+    "GeneralGradients",
     "Scales",
     "absolute_args",
     "no_unused_keys",
@@ -143,3 +151,32 @@ def no_unused_keys(contract: Contract) -> None:
     """:meth:`Family.unused_keys` of a family whose keywords leave no key out (or that the check does
     not cover): None."""
     return None
+
+
+@dataclass(frozen=True)
+class GeneralGradients:
+    """A keyword family's gradients, their error scales and the keys no query keeps, all general
+    attention's (:func:`~attnscore.maths.keyword_gradients.keyword_gradients`,
+    :func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales`,
+    :func:`~attnscore.maths.keyword_gradients.keyword_unused_keys`) under the family's
+    ``attention_options`` of a call, in its own layout (``heads_last``: FlashAttention's
+    ``(b, n, h, d)``); ``attn_mask``, ``alibi_slopes`` and ``key_lengths`` get no gradient. A family
+    module binds its :meth:`Family.gradients` and :meth:`Family.gradient_scales` to one."""
+
+    attention_options: Callable[[Contract, Mapping[str, np.ndarray]], AttentionOptions]
+    heads_last: bool = False
+
+    def gradients(self, contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
+        options = self.attention_options(contract, args)
+        return keyword_gradients(contract.parameter_names, args, d_out, options, heads_last=self.heads_last)
+
+    def gradient_scales(self, contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
+        options = self.attention_options(contract, args)
+        return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=self.heads_last)
+
+    def unused_keys(self, contract: Contract) -> UnusedKeys:
+        """:meth:`Family.unused_keys` of a contract whose keywords can leave a key out."""
+        names = contract.parameter_names
+        return lambda args: keyword_unused_keys(
+            names, args, self.attention_options(contract, args), heads_last=self.heads_last
+        )

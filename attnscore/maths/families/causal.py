@@ -24,18 +24,6 @@ from attnscore.maths.key_view import key_view
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "alignment",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.CAUSAL
 SHARED_MASKS = False
 

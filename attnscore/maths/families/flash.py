@@ -32,44 +32,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
-from attnscore.maths.attention_options import AttentionOptions
+from attnscore.maths.attention_options import AttentionOptions, within_window
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
+from attnscore.maths.families.base import GeneralGradients, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import heads_after_rows, key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, dropout_keyword, scale_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.tolerance import ErrorTerms
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "FlashOptions",
-    "attention_changed",
-    "attention_options",
-    "flash_attn_contract",
-    "flash_keep",
-    "flash_window",
-    "gradient_scales",
-    "gradients",
-    "rescaled_and_grouped",
-    "through_attention",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.FLASH
 SHARED_MASKS = False
@@ -100,13 +78,7 @@ def flash_keep(window: tuple[int, int], n_q: int, n_k: int, offset: int | None =
     query ``i`` sitting at key position ``i + offset`` (default ``n_k - n_q``, bottom-right)."""
     offset = n_k - n_q if offset is None else offset
     rel = np.arange(n_k)[None, :] - (np.arange(n_q)[:, None] + offset)  # (n_q, n_k): j - (i + offset)
-    left, right = window
-    keep = np.ones((n_q, n_k), dtype=bool)
-    if left != -1:
-        keep &= rel >= -left
-    if right != -1:
-        keep &= rel <= right
-    return keep
+    return within_window(np.ones((n_q, n_k), dtype=bool), rel, window)
 
 
 def _to_heads_first(x: Any, name: str) -> torch.Tensor:
@@ -275,16 +247,9 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     return out.transpose(1, 2)  # (b, h_q, n_q, d_v) -> (b, n_q, h_q, d_v)
 
 
-def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
-    """General attention's gradients with :func:`attention_options`, in the ``(b, n, h, d)`` layout."""
-    options = attention_options(contract, args)
-    return keyword_gradients(contract.parameter_names, args, d_out, options, heads_last=True)
-
-
-def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
-    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` in the ``(b, n, h, d)`` layout."""
-    options = attention_options(contract, args)
-    return keyword_gradient_scales(contract.parameter_names, args, d_out, options, heads_last=True)
+_GENERAL = GeneralGradients(attention_options, heads_last=True)
+gradients = _GENERAL.gradients
+gradient_scales = _GENERAL.gradient_scales
 
 
 def unused_keys(contract: Contract) -> UnusedKeys | None:
@@ -293,5 +258,4 @@ def unused_keys(contract: Contract) -> UnusedKeys | None:
     options = options_of(contract, FlashOptions)
     if not options.causal and tuple(options.window_size) == (-1, -1):
         return None
-    names = contract.parameter_names
-    return lambda args: keyword_unused_keys(names, args, attention_options(contract, args), heads_last=True)
+    return _GENERAL.unused_keys(contract)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.dtypes import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
@@ -32,30 +33,6 @@ from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
 from attnscore.maths.options import Options, causal_keyword
-from attnscore.maths.unbroadcast import sum_to_shape
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "FlashAttention2Options",
-    "attention_changed",
-    "attention_options",
-    "flash_attention_2_contract",
-    "gradient_scales",
-    "gradients",
-    "keep_of",
-    "logsumexp_golden",
-    "logsumexp_allowed",
-    "returning_logsumexp",
-    "sum_to_shape",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.FLASH_ATTENTION_2
 SHARED_MASKS = False

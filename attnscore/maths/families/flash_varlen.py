@@ -30,10 +30,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
@@ -53,28 +54,6 @@ from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import packed_rows
 from attnscore.maths.options import causal_keyword, window_keyword
 from attnscore.maths.reference import ScoreInputError
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "VarlenOptions",
-    "attention_changed",
-    "attention_options",
-    "flash_attn_varlen_contract",
-    "gradient_scales",
-    "gradients",
-    "offsets_problem",
-    "packed_keep",
-    "sequence_slices",
-    "unused_keys",
-    "varlen_window",
-]
 
 MEMBER = ContractFamily.FLASH_VARLEN
 SHARED_MASKS = False

@@ -25,36 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.options import Options
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "InstructorOptions",
-    "OwnReference",
-    "ReferenceFailed",
-    "attention_changed",
-    "attention_options",
-    "float64_output",
-    "gradient_scales",
-    "gradients",
-    "instructor_contract",
-    "returns_shape",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.INSTRUCTOR
 SHARED_MASKS = False

@@ -27,32 +27,15 @@ from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_low_terms, general_attention_error, kv_grouped
-from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
+from attnscore.maths.families.base import GeneralGradients, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, convention, keyword, scale_keyword
 from attnscore.maths.tolerance import ErrorTerms
 
 if TYPE_CHECKING:
     import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "ALIBI_LAYOUTS",
-    "KernelOptions",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "kernel_attention_contract",
-    "kernel_attention_error",
-    "kernel_attention_low_terms",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.KERNEL_ATTENTION
 SHARED_MASKS = False
@@ -272,14 +255,9 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     return variants.general_attention(named["query"], named["key"], named["value"], options, change=change)
 
 
-def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
-    """General attention's gradients with :func:`attention_options`; ``alibi_slopes`` gets none."""
-    return keyword_gradients(contract.parameter_names, args, d_out, attention_options(contract, args))
-
-
-def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
-    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
-    return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+_GENERAL = GeneralGradients(attention_options)
+gradients = _GENERAL.gradients
+gradient_scales = _GENERAL.gradient_scales
 
 
 def unused_keys(contract: Contract) -> UnusedKeys | None:
@@ -287,4 +265,4 @@ def unused_keys(contract: Contract) -> UnusedKeys | None:
     does): which, under :func:`attention_options`, heads first."""
     if not options_of(contract, KernelOptions).is_causal:
         return None
-    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))
+    return _GENERAL.unused_keys(contract)

@@ -32,41 +32,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
-from attnscore.maths.attention_options import AttentionOptions
+from attnscore.maths.attention_options import AttentionOptions, within_window
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64, attention_error, attention_low_terms
-from attnscore.maths.families.base import Gradients, Scales, UnusedKeys, options_of
+from attnscore.maths.families.base import GeneralGradients, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, convention, keyword, scale_keyword
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "ALIGNMENTS",
-    "KeyPaddingOptions",
-    "attention_changed",
-    "attention_options",
-    "offsets",
-    "gradient_scales",
-    "gradients",
-    "key_keep",
-    "key_padding_contract",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.KEY_PADDING
 SHARED_MASKS = False
@@ -125,11 +104,7 @@ def _keep(options: KeyPaddingOptions, key_lengths: Any, n_q: int, n_k: int) -> n
     if options.is_causal:
         right = 0  # FlashAttention: causal means window_size[1] = 0
     keep = np.broadcast_to(key_keep(lengths, n_k)[:, None, :], rel.shape).copy()
-    if left != -1:
-        keep &= rel >= -left
-    if right != -1:
-        keep &= rel <= right
-    return keep
+    return within_window(keep, rel, (left, right))
 
 
 def key_keep(key_lengths: Any, n_k: int) -> np.ndarray:
@@ -305,14 +280,9 @@ def _torch_call(
     return variants.general_attention(query, key, value, call, change=change)
 
 
-def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
-    """General attention's gradients with :func:`attention_options`; ``key_lengths`` gets none."""
-    return keyword_gradients(contract.parameter_names, args, d_out, attention_options(contract, args))
-
-
-def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
-    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
-    return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+_GENERAL = GeneralGradients(attention_options)
+gradients = _GENERAL.gradients
+gradient_scales = _GENERAL.gradient_scales
 
 
 def unused_keys(contract: Contract) -> UnusedKeys | None:
@@ -321,4 +291,4 @@ def unused_keys(contract: Contract) -> UnusedKeys | None:
     options = options_of(contract, KeyPaddingOptions)
     if not options.is_causal and tuple(options.window_size) == (-1, -1):
         return None
-    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))
+    return _GENERAL.unused_keys(contract)

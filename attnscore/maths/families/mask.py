@@ -15,17 +15,6 @@ from attnscore.maths.families.base import MASK, Gradients, Scales, no_unused_key
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, masked
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.MASK
 SHARED_MASKS = False
 

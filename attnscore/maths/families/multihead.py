@@ -38,10 +38,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import reference
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
@@ -67,36 +68,6 @@ from attnscore.maths.options import Options, convention
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.rotary import PAIRINGS, rotate, rotate_golden
 from attnscore.maths.tolerance import ErrorTerms
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "THETAS",
-    "MultiheadOptions",
-    "Parts",
-    "RotaryMultiheadOptions",
-    "attend",
-    "attend_golden",
-    "attention_changed",
-    "attention_options",
-    "causal_keep",
-    "conventions",
-    "error_budget",
-    "gradient_parts",
-    "gradient_scales",
-    "gradients",
-    "merge_heads",
-    "parts_of",
-    "rotation_of",
-    "split_heads",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.MULTIHEAD
 SHARED_MASKS = False

@@ -24,10 +24,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families.base import (
@@ -44,28 +45,6 @@ from attnscore.maths.options import Options, convention
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.rotary import PAIRINGS, frequencies, pair_indices, rotate, rotate_golden, seq_positions
 from attnscore.maths.tolerance import ErrorTerms
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from attnscore.boundary.lazy_torch import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "THETAS",
-    "RopeOptions",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "low_terms",
-    "rope_contract",
-    "rope_error",
-    "theta_value",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.ROPE
 SHARED_MASKS = False

@@ -34,17 +34,6 @@ from attnscore.maths.gradient_formulas import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.SCORES
 SHARED_MASKS = False
 

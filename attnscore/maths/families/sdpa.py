@@ -34,27 +34,13 @@ from attnscore.maths.error_scales import (
     general_attention_error,
     kv_grouped,
 )
-from attnscore.maths.families.base import MASK, Gradients, Scales, UnusedKeys, options_of
+from attnscore.maths.families.base import MASK, GeneralGradients, UnusedKeys, options_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import key_view
-from attnscore.maths.keyword_gradients import keyword_gradient_scales, keyword_gradients, keyword_unused_keys
 from attnscore.maths.options import Options, causal_keyword, dropout_keyword, keyword, scale_keyword
 
 if TYPE_CHECKING:
     import torch
-
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "SDPAOptions",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "sdpa_contract",
-    "unused_keys",
-]
 
 MEMBER = ContractFamily.SDPA
 SHARED_MASKS = False
@@ -229,14 +215,9 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     return variants.general_attention(named["query"], named["key"], named["value"], options, change=change)
 
 
-def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Gradients:
-    """General attention's gradients with :func:`attention_options`; ``attn_mask`` gets none."""
-    return keyword_gradients(contract.parameter_names, args, d_out, attention_options(contract, args))
-
-
-def gradient_scales(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) -> Scales:
-    """:func:`~attnscore.maths.keyword_gradients.keyword_gradient_scales` with :func:`attention_options`."""
-    return keyword_gradient_scales(contract.parameter_names, args, d_out, attention_options(contract, args))
+_GENERAL = GeneralGradients(attention_options)
+gradients = _GENERAL.gradients
+gradient_scales = _GENERAL.gradient_scales
 
 
 def unused_keys(contract: Contract) -> UnusedKeys | None:
@@ -244,4 +225,4 @@ def unused_keys(contract: Contract) -> UnusedKeys | None:
     :func:`attention_options`, heads first."""
     if "attn_mask" not in contract.bool_parameters and not options_of(contract, SDPAOptions).is_causal:
         return None
-    return lambda args: keyword_unused_keys(contract.parameter_names, args, attention_options(contract, args))
+    return _GENERAL.unused_keys(contract)

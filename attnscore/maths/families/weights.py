@@ -17,18 +17,6 @@ from attnscore.maths.family import ContractFamily
 from attnscore.maths.gradient_formulas import f64, keep_mask, softmax_weights, unbroadcast, weights_rounding
 from attnscore.maths.key_view import weights_key_view
 
-__all__ = [
-    "CONTRACTS",
-    "MEMBER",
-    "SHARED_MASKS",
-    "attention_changed",
-    "attention_options",
-    "gradient_scales",
-    "gradients",
-    "kept",
-    "unused_keys",
-]
-
 MEMBER = ContractFamily.WEIGHTS
 SHARED_MASKS = False
 

@@ -42,6 +42,7 @@ __all__ = [
     "claims_of",
     "holding",
     "check_pair_width",
+    "expect",
 ]
 
 #: The exact numbers of one problem, in its kind's layout (see :mod:`attnscore.practice.generators`).
@@ -121,12 +122,17 @@ def holding(claims: Sequence[tuple[Any, ...]], test: Any) -> set[int]:
     return {i for i, c in enumerate(claims) if test(c)}
 
 
+def expect(c: Checker, ok: bool, path: tuple[Any, ...], expected: str, found: str) -> bool:
+    """``ok``, a featured given's check; where it fails, reported first (``expected``, ``found`` at ``path``)."""
+    if not ok:
+        c.fail(path, expected, found)
+    return ok
+
+
 def check_pair_width(c: Checker, path: tuple[Any, ...], given: Mapping[str, Any]) -> bool:
     """A featured ``q``/``k`` pair has one width; False after reporting."""
-    if len(given["q"]) != len(given["k"]):
-        c.fail(path + ("k",), f"{len(given['q'])} entries (the width of q)", f"{len(given['k'])}")
-        return False
-    return True
+    q, k = len(given["q"]), len(given["k"])
+    return expect(c, q == k, path + ("k",), f"{q} entries (the width of q)", f"{k}")
 
 
 class Kind(ABC):

@@ -21,6 +21,7 @@ from attnscore.practice.kinds.base import (
     Parts,
     Vector,
     check_pair_width,
+    expect,
 )
 from attnscore.practice.problem import Problem, Question
 from attnscore.practice.richtext import display, math, text
@@ -50,14 +51,9 @@ class ScaledScore(Kind):
     def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
         if not (self.has_required(given, mode) and check_pair_width(c, path, given)):
             return False
-        if len(given["q"]) not in SCALED_WIDTHS:
-            c.fail(
-                path + ("q",),
-                f"d_k in {list(SCALED_WIDTHS)} (so that sqrt(d_k) is an integer)",
-                f"d_k={len(given['q'])}",
-            )
-            return False
-        return True
+        d = len(given["q"])
+        why = f"d_k in {list(SCALED_WIDTHS)} (so that sqrt(d_k) is an integer)"
+        return expect(c, d in SCALED_WIDTHS, path + ("q",), why, f"d_k={d}")
 
     def setup(self, fam: Family, rng: random.Random) -> dict[str, Any]:
         return {"d": rng.choice(fam.d_k)}

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from attnscore.practice.drawing import vector, vector_count
-from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, Kind, Parts
+from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, Kind, Parts, expect
 from attnscore.practice.problem import Problem, Question
 from attnscore.practice.richtext import display, math, text
 from attnscore.practice.worked import RAW_NOT_WEIGHT, dot, dot_steps, mat, numeric
@@ -32,14 +32,8 @@ class ScoreMatrix(Kind):
     def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
         if not self.has_required(given, mode):
             return False
-        if len(given["Q"][0]) != len(given["K"][0]):
-            c.fail(
-                path + ("K",),
-                f"rows of width d_k={len(given['Q'][0])} (the width of Q)",
-                f"width {len(given['K'][0])}",
-            )
-            return False
-        return True
+        q, k = len(given["Q"][0]), len(given["K"][0])
+        return expect(c, q == k, path + ("K",), f"rows of width d_k={q} (the width of Q)", f"width {k}")
 
     def setup(self, fam: Family, rng: random.Random) -> dict[str, Any]:
         return {"shape": rng.choice(fam.shapes)}

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from attnscore.practice.claims import claim_holds
 from attnscore.practice.drawing import distinct_keys, vector, vector_count
-from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, Kind, Parts, Vector, claims_of, holding
+from attnscore.practice.kinds.base import (
+    Checker,
+    Float64,
+    Givens,
+    Independent,
+    Kind,
+    Parts,
+    Vector,
+    claims_of,
+    expect,
+    holding,
+)
 from attnscore.practice.problem import Problem, Question, which_key
 from attnscore.practice.richtext import display, math, text
 from attnscore.practice.worked import (
@@ -46,12 +57,8 @@ class ScoreVector(Kind):
     def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
         if not self.has_required(given, mode):
             return False
-        if len(given["keys"][0]) != len(given["q"]):
-            c.fail(
-                path + ("keys",), f"keys of width {len(given['q'])} (the width of q)", f"width {len(given['keys'][0])}"
-            )
-            return False
-        return True
+        q, k = len(given["q"]), len(given["keys"][0])
+        return expect(c, k == q, path + ("keys",), f"keys of width {q} (the width of q)", f"width {k}")
 
     def setup(self, fam: Family, rng: random.Random) -> dict[str, Any]:
         return {"d": rng.choice(fam.d_k), "n": rng.choice(fam.n_k)}
