@@ -136,14 +136,16 @@ def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
     node = "attention_weights.yaml::attention_weights::example:masked_key_gets_zero[float32]"
     again = run_pytest(tmp_path, node, *base)
     assert again.returncode == 1 and "1 failed in" in again.stdout
+    # one whole run writes the JUnit file and (the cache provider on) the failures --lf reruns
     junit = tmp_path / "junit.xml"
-    run_pytest(tmp_path, f"--junitxml={junit}", *base)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "pytest", "-q", f"--rootdir={tmp_path}", *base]
+    subprocess.run(
+        [*command, f"--junitxml={junit}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     xml = junit.read_text(encoding="utf-8")
     assert 'classname="attention_weights.yaml.attention_weights" name="example:equal_scores[float32]"' in xml
     assert not re.search(r'name="[^"]*\]\]"', xml)  # no stray "]" after the parameter
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "pytest", "-q", f"--rootdir={tmp_path}", *base]
-    subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     last = subprocess.run(
         [*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
     )

@@ -6,17 +6,19 @@ Cases are built once; submissions are graded two at a time, each in its own sand
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 from attnscore.check.case_cache import cached_cases
-from attnscore.check.cases import build_cases
+from attnscore.check.cases import Case, build_cases
 from attnscore.grade.grading import grade_submission
 from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
+from attnscore.spec.model import Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "specs" / "dot_product_scores.yaml"
@@ -56,14 +58,22 @@ def grade_attacks(
 MUTATIONS = Path(__file__).resolve().parent / "mutation"
 
 
+@functools.cache
+def _built(file: str) -> tuple[Spec, tuple[Case, ...]]:
+    """``specs/<file>`` and its cases, built once per process (plain data: every sandbox shape
+    grades the same cases)."""
+    spec = load_spec(str(ROOT / "specs" / file))
+    return spec, tuple(build_cases(spec))
+
+
 def grade_mutation_attacks(
     specs: dict[str, str], workers: int = 2, limits: Limits = LIMITS
 ) -> dict[str, SubmissionResult | BaseException]:
     """Grade each ``tests/hostile/mutation/<name>.py`` against ``specs/<specs[name]>``;
     ``{name: result or the grader's exception}``."""
-    loaded = {file: load_spec(str(ROOT / "specs" / file)) for file in set(specs.values())}
+    loaded = {file: _built(file)[0] for file in set(specs.values())}
     roomy = replace(limits, total_timeout_s=120)  # these specs have 20 to 30 cases, not 7
-    cases = {file: build_cases(spec) for file, spec in loaded.items()}
+    cases = {file: list(_built(file)[1]) for file in loaded}
 
     def one(name: str) -> SubmissionResult | BaseException:
         file = specs[name]

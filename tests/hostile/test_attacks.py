@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -243,7 +244,10 @@ def test_grader_not_importable_in_worker(graded):
         assert f"patched {name}" not in output, output
 
 
-def _hidden_texts() -> list[str]:
+@functools.cache
+def _hidden_texts() -> tuple[str, ...]:
+    """The hidden cases' golden values and inputs in the texts a report could show them as (built
+    once: plain data, the same for every mode and format)."""
     from attnscore.check.cases import build_cases
     from attnscore.spec.load import load_spec
     from tests.hostile.harness import SPEC_PATH
@@ -258,7 +262,7 @@ def _hidden_texts() -> list[str]:
                 for a in call.args.values():  # the encodings leaks_hidden_inputs uses
                     token = "_".join(f"{float(x):g}" for x in a.flatten().tolist())
                     texts += [token, token.replace("-", "m").replace(".", "p")]
-    return texts
+    return tuple(texts)
 
 
 @pytest.mark.parametrize("fmt", [pytest.param(f, id=f) for f in ("text", "batch_text", "json", "gradescope")])

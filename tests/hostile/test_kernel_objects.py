@@ -1,7 +1,13 @@
 """Kernel objects that outlive a worker (System V IPC, POSIX queues, keyrings) carry nothing to the
 next submission: graded twice in one batch, and in two grader runs one after the other, in every
 sandbox shape this machine runs, with seccomp and without it (then the IPC namespace of each
-worker and the sweep of its uid must hold alone)."""
+worker and the sweep of its uid must hold alone).
+
+Each of the two grader runs grades the submission twice in every shape, one shape after the
+other (:func:`graded`): two grader processes in all instead of two per shape (each starts torch
+and attnscore and builds the cases). A copy in one shape may so meet what a copy in any shape
+before it left, not only its own shape's: the same uids, the same checks, more to find.
+"""
 
 from __future__ import annotations
 
@@ -42,13 +48,16 @@ from attnscore.grade.grading import grade_submission
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 from tests.hostile.harness import SPEC_PATH
-limits = Limits(**json.loads(sys.argv[2]))
+shapes = json.loads(sys.argv[2])  # {shape id: Limits fields}, graded one shape after the other
 spec = load_spec(str(SPEC_PATH))
 cases = build_cases(spec)
-out = []
-for path in sys.argv[3:]:  # one at a time: each copy gets the uid the one before it had
-    result = grade_submission(path, spec, cases, limits=limits, shrink_steps=0)
-    out.append([path, str(result.score), result.output, result.environment["sandbox"]])
+out = {}
+for shape, fields in shapes.items():
+    limits = Limits(**fields)
+    out[shape] = []
+    for path in sys.argv[3:]:  # one at a time: each copy gets the uid the one before it had
+        result = grade_submission(path, spec, cases, limits=limits, shrink_steps=0)
+        out[shape].append([path, str(result.score), result.output, result.environment["sandbox"]])
 print(json.dumps(out))
 """
 
@@ -91,14 +100,16 @@ def _combined(folder) -> str:
     return str(path)
 
 
-def _grader_run(limits, path: str) -> list[list[str]]:
-    """One grader process grading ``path`` twice in a row; ``[path, score, output, sandbox]`` each."""
+def _grader_run(shapes: dict, path: str) -> dict[str, list[list[str]]]:
+    """One grader process grading ``path`` twice in a row in each shape (``{id: limits}``, in
+    order); ``{id: [[path, score, output, sandbox], ...]}``."""
+    fields = {shape: asdict(limits) for shape, limits in shapes.items()}
     done = subprocess.run(
-        [sys.executable, "-c", _GRADER, str(ROOT), json.dumps(asdict(limits)), path, path],
+        [sys.executable, "-c", _GRADER, str(ROOT), json.dumps(fields), path, path],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=900,
+        timeout=900 * len(shapes),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -133,17 +144,35 @@ def _left_behind() -> list[str]:
     return objects + keys
 
 
+def _skip_reason(limits) -> str | None:
+    if os.geteuid() != 0:
+        return "worker uids of their own (and so the uid sweep) need a root grader"
+    if limits.seccomp is False and not kernel_objects.ipc_namespaces_available():
+        return "no IPC namespaces here: seccomp is the layer that keeps POSIX queues apart"
+    return None
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> tuple[dict[str, list[dict[str, list[list[str]]]]], list[str]]:
+    """Two grader runs, one after the other, each grading the combined attack twice in every shape
+    that is not skipped here; ``({shape id: [run 1, run 2]}, the objects and keys left behind)``."""
+    shapes = {p.id: p.values[0] for p in _shapes() if _skip_reason(p.values[0]) is None}
+    if not shapes:
+        return {}, []
+    path = _combined(tmp_path_factory.mktemp("kernel_objects"))
+    runs = [_grader_run(shapes, path), _grader_run(shapes, path)]
+    return {shape: [run[shape] for run in runs] for shape in shapes}, _left_behind()
+
+
 @pytest.mark.parametrize("limits", _shapes())
-def test_kernel_objects_carry_nothing_to_the_next_submission(limits, tmp_path):
+def test_kernel_objects_carry_nothing_to_the_next_submission(limits, graded, request):
     """Every attack, graded twice in each of two grader runs, never finds what an earlier copy left;
     with seccomp every attempt is refused; afterwards no object or key of a worker uid remains."""
-    if os.geteuid() != 0:
-        pytest.skip("worker uids of their own (and so the uid sweep) need a root grader")
-    if limits.seccomp is False and not kernel_objects.ipc_namespaces_available():
-        pytest.skip("no IPC namespaces here: seccomp is the layer that keeps POSIX queues apart")
-    path = _combined(tmp_path)
-    runs = [_grader_run(limits, path), _grader_run(limits, path)]
-    assert _left_behind() == []
+    if _skip_reason(limits) is not None:
+        pytest.skip(_skip_reason(limits))
+    by_shape, left = graded
+    runs = by_shape[request.node.callspec.id]
+    assert left == []
     for run in runs:
         for _, score, output, sandbox in run:
             assert score == "11", output
