@@ -12,6 +12,7 @@ sandboxed runner for untrusted submissions is :class:`attnscore.sandbox.launch.S
 
 from __future__ import annotations
 
+import abc
 import functools
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
@@ -123,7 +124,7 @@ class Runner(Protocol):
         ...
 
 
-class RunnerBase:
+class RunnerBase(abc.ABC):
     """:meth:`Runner.call` for the package's runners (in process, refused, sandboxed, bound to one
     question): the optional ``layouts`` defaulted to none, the call itself :meth:`_outcome`."""
 
@@ -137,11 +138,11 @@ class RunnerBase:
         """One call (:meth:`Runner.call`)."""
         return self._outcome(args, dtype, layouts or {}, upstream)
 
+    @abc.abstractmethod
     def _outcome(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
         """The runner's own call (:meth:`Runner.call`, ``layouts`` given)."""
-        raise NotImplementedError
 
 
 def budget_spent_text(budget_s: float) -> str:
