@@ -4,12 +4,18 @@ Drawn once per spec (from its seed) and dtype, and the implementation's outputs 
 per runner (:mod:`attnscore.check.diagnosis` reads both): :data:`CONFIRMATIONS` fixed random inputs
 of the contract, the mistakes' own further sizes (``confirm_sizes``, ``probe_sizes``), the corners
 where conventions part, and for a backward pass an upstream gradient each.
+
+"Once per spec" means once per everything the calls are drawn and judged from (:func:`_drawn_from`):
+two configurations of one spec (``--sweep is_causal=true,false``, ``--keyword``, ``--where``) share
+its id and version but not its contract or examples, and each gets its own calls and goldens.
 """
 
 from __future__ import annotations
 
 import functools
 import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -54,9 +60,57 @@ _CONFIRMATION_SIZES: tuple[dict[str, Any], ...] = (
 _MORE_QUERIES = {"n_q": 5, "n_k": 3}
 
 
-# The confirmation and probe inputs per (spec, dtype), and each runner's outputs on them.
-_INPUTS: dict[tuple[str, ...], list[Call]] = {}
-_OUTPUTS: weakref.WeakKeyDictionary[Runner, dict[tuple[str, ...], list[Outcome]]] = weakref.WeakKeyDictionary()
+# The confirmation and probe inputs of the last _KEPT (spec, dtype, kind)s, each with the spec's
+# parts its key names by identity (kept alive, so that no other object takes their id), and each
+# runner's outputs on them.
+_KEPT = 64
+_INPUTS: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], list[Call]]] = OrderedDict()
+_OUTPUTS: weakref.WeakKeyDictionary[Runner, dict[tuple[object, ...], list[Outcome]]] = weakref.WeakKeyDictionary()
+
+
+def _drawn_from(spec: Spec, dtype: str, which: str) -> tuple[object, ...]:
+    """The key of a spec's diagnosis calls: everything they are drawn and judged from. Its id and
+    version (the seed), file, contract (its keywords included), tolerance and parameter names by
+    value; its worked examples (the probes) and own mistakes (their sizes) by identity. Not what
+    only judging reads (``set_aside``): every case of one spec shares the calls."""
+    return (
+        spec.id,
+        spec.version,
+        str(getattr(spec, "path", "")),
+        spec.contract,
+        spec.tolerance,
+        tuple(spec.parameter_names),
+        id(spec.worked_examples),
+        id(spec.own_mistakes),
+        dtype,
+        which,
+    )
+
+
+def _calls(spec: Spec, dtype: str, which: str, draw: Callable[[], list[Call]]) -> list[Call]:
+    """The calls ``draw`` makes for ``spec``, ``dtype`` and ``which``, drawn once (see :func:`_drawn_from`)."""
+    key = _drawn_from(spec, dtype, which)
+    kept = _INPUTS.get(key)
+    if kept is None:
+        kept = ((spec.worked_examples, spec.own_mistakes), draw())
+        _INPUTS[key] = kept
+        if len(_INPUTS) > _KEPT:
+            _INPUTS.popitem(last=False)
+    else:
+        _INPUTS.move_to_end(key)
+    return kept[1]
+
+
+def _outcomes(runner: Runner, spec: Spec, dtype: str, which: str, make: Callable[[], list[Outcome]]) -> list[Outcome]:
+    """The runner's outcomes on the calls of ``which`` (made by ``make``), made once per runner."""
+    try:
+        made = _OUTPUTS.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        made = {}
+    key = _drawn_from(spec, dtype, which)
+    if key not in made:
+        made[key] = make()
+    return made[key]
 
 
 def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -210,65 +264,55 @@ def diagnosis_calls(spec: Spec, dtype: str, which: str) -> list[Call]:
     ``confirm_sizes``) or the probe calls (``"probe"``: the worked examples, the corners, more
     queries than keys where the contract has both, and the mistakes' ``probe_sizes``), made once
     per spec and dtype."""
-    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, which)
-    if key not in _INPUTS:
+
+    def draw() -> list[Call]:
         confirm = confirmation_args(spec)
         if which == "confirm":
             confirm += [resized_args(spec, sizes) for sizes in mistake_sizes(spec, "confirm_sizes")]
-            _INPUTS[key] = [spec_call(spec, args, dtype, spec.tolerance) for args in confirm]
-        else:
-            calls = []
-            for ex in getattr(spec, "worked_examples", ()):
-                try:
-                    calls.append(spec_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
-                except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
-                    continue
-            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
-            legend = {sym for _, symbols in spec.contract.parameters for sym in symbols}
-            more = [_MORE_QUERIES] if {"n_q", "n_k"} <= legend else []
-            sized = [resized_args(spec, sizes) for sizes in more + mistake_sizes(spec, "probe_sizes")]
-            calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in sized)
-            _INPUTS[key] = calls
-    return _INPUTS[key]
+            return [spec_call(spec, args, dtype, spec.tolerance) for args in confirm]
+        calls = []
+        for ex in getattr(spec, "worked_examples", ()):
+            try:
+                calls.append(spec_call(spec, ex.inputs, dtype, ex.tolerance or spec.tolerance))
+            except Exception:  # noqa: BLE001 - an example that cannot be cast here is no probe
+                continue
+        calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in _corners(spec, confirm[0]))
+        legend = {sym for _, symbols in spec.contract.parameters for sym in symbols}
+        more = [_MORE_QUERIES] if {"n_q", "n_k"} <= legend else []
+        sized = [resized_args(spec, sizes) for sizes in more + mistake_sizes(spec, "probe_sizes")]
+        calls.extend(spec_call(spec, args, dtype, spec.tolerance) for args in sized)
+        return calls
+
+    return _calls(spec, dtype, which, draw)
 
 
 def runner_outputs(spec: Spec, runner: Runner, dtype: str, which: str) -> list[tuple[Call, Outcome]]:
     """The runner's outputs on :func:`diagnosis_calls`, made once per runner, spec, dtype and kind."""
     calls = diagnosis_calls(spec, dtype, which)
-    try:
-        cache = _OUTPUTS.setdefault(runner, {})
-    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
-        cache = {}
-    key = (spec.id, str(spec.version), dtype, which)
-    if key not in cache:
-        cache[key] = [runner.call(c.args, dtype) for c in calls]
-    return list(zip(calls, cache[key], strict=True))
+    made = _outcomes(runner, spec, dtype, which, lambda: [runner.call(c.args, dtype) for c in calls])
+    return list(zip(calls, made, strict=True))
+
+
+def _sized(sizes: dict[str, int]) -> str:
+    return f"sized {sorted(sizes.items())}"
 
 
 def sized_call(spec: Spec, dtype: str, sizes: dict[str, int]) -> Call:
     """The call of :func:`resized_args` for ``sizes``, built once per spec and dtype."""
-    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "sized", str(sorted(sizes.items())))
-    if key not in _INPUTS:
-        _INPUTS[key] = [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
-    return _INPUTS[key][0]
+    return _calls(
+        spec, dtype, _sized(sizes), lambda: [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
+    )[0]
 
 
 def sized_output(spec: Spec, runner: Runner, dtype: str, sizes: dict[str, int], call: Call) -> Outcome:
-    """The runner's outcome on the sized call, made once per runner."""
-    try:
-        cache = _OUTPUTS.setdefault(runner, {})
-    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
-        cache = {}
-    key = (spec.id, str(spec.version), dtype, "sized", str(sorted(sizes.items())))
-    if key not in cache:
-        cache[key] = [runner.call(call.args, dtype)]
-    return cache[key][0]
+    """The runner's outcome on the sized call (:func:`sized_call`), made once per runner."""
+    return _outcomes(runner, spec, dtype, _sized(sizes), lambda: [runner.call(call.args, dtype)])[0]
 
 
 def backward_calls(spec: Spec, dtype: str) -> list[Call]:
     """The confirmation inputs with an upstream gradient each (drawn once per spec and dtype)."""
-    key = (spec.id, str(spec.version), str(getattr(spec, "path", "")), dtype, "backward")
-    if key not in _INPUTS:
+
+    def draw() -> list[Call]:
         calls = []
         inputs = confirmation_args(spec) + [resized_args(spec, z) for z in mistake_sizes(spec, "confirm_sizes")]
         for number, args in enumerate(inputs):
@@ -277,17 +321,15 @@ def backward_calls(spec: Spec, dtype: str) -> list[Call]:
                 shape = np.shape(spec.contract.golden(args))
             upstream = random_array(rng, shape, False)
             calls.append(spec_call(spec, args, dtype, spec.tolerance, upstream=upstream))
-        _INPUTS[key] = calls
-    return _INPUTS[key]
+        return calls
+
+    return _calls(spec, dtype, "backward", draw)
 
 
 def backward_outputs(spec: Spec, runner: Runner, dtype: str) -> list[tuple[Call, Outcome]]:
+    """The runner's outcomes (with gradients) on :func:`backward_calls`, made once per runner."""
     calls = backward_calls(spec, dtype)
-    try:
-        cache = _OUTPUTS.setdefault(runner, {})
-    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
-        cache = {}
-    key = (spec.id, str(spec.version), dtype, "backward")
-    if key not in cache:
-        cache[key] = [runner.call(c.args, dtype, upstream=c.upstream) for c in calls]
-    return list(zip(calls, cache[key], strict=True))
+    made = _outcomes(
+        runner, spec, dtype, "backward", lambda: [runner.call(c.args, dtype, upstream=c.upstream) for c in calls]
+    )
+    return list(zip(calls, made, strict=True))
