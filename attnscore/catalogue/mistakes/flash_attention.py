@@ -15,6 +15,7 @@ is exact for one key, a base-2 ``L`` is visible only in ``L`` itself).
 from __future__ import annotations
 
 # ruff: noqa: E741  (O and L: the paper's names for the output and the logsumexp)
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,7 @@ from attnscore.catalogue.mistakes.registry import add
 from attnscore.maths.contract import Contract
 from attnscore.maths.unbroadcast import sum_to_shape
 
-__all__ = ["flash_function", "TILES"]
+__all__ = ["flash_function", "online_softmax", "TILES"]
 
 TILES = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 """The key-tile sizes a tile-dependent mistake is fitted over (powers of two and 3)."""
@@ -51,6 +52,63 @@ def _visible(n_q: int, n_k: int, is_causal: bool, tile: int, skip: int, device: 
     return j <= i
 
 
+def online_softmax(
+    S: torch.Tensor, V: torch.Tensor, tile: int, rescale: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FlashAttention-2's online softmax over key tiles of ``tile`` scaled scores ``S``
+    ``(..., n_q, n_k)`` (masked entries ``-inf``) and values ``V`` ``(..., n_k, d_v)``: the final
+    running max ``m`` and sum ``l`` ``(..., n_q)`` and the unnormalised output ``acc``
+    ``(..., n_q, d_v)``, so that ``O = acc / l`` and ``L = m + log l``.
+
+    ``rescale`` as :func:`flash_function`'s: 0 the running sum and the output are rescaled by
+    ``exp(m_old − m_new)`` when the running max grows (Dao 2023, Algorithm 1), 1 neither, 2 only the
+    output, 3 only the sum. Computed for all tiles at once: after tile ``t`` the running max is
+    ``m_t = max(m_{t−1}, rowmax(S_t))``, each tile's terms are ``exp(S_t − m_t)``, and the rescales
+    that follow multiply them by ``exp(m_t − m)``. Over one or two tiles (cheaper so), and where a
+    score is NaN or ``+inf``, the tiles are walked one by one (:func:`_online_softmax_loop`), as the
+    code itself does."""
+    n_k = S.shape[-1]
+    tiles = -(-n_k // tile)
+    if tiles <= 2 or not bool(((S < float("inf")) & ~torch.isnan(S)).all()):
+        return _online_softmax_loop(S, V, tile, rescale)
+    pad = tiles * tile - n_k
+    S_t = torch.nn.functional.pad(S, (0, pad), value=float("-inf")).unflatten(-1, (tiles, tile))
+    V_t = torch.nn.functional.pad(V, (0, 0, 0, pad)).unflatten(-2, (tiles, tile))  # (..., tiles, tile, d_v)
+    m_t = torch.cummax(S_t.amax(dim=-1), dim=-1).values  # (..., n_q, tiles): the running max after each tile
+    base = torch.where(torch.isfinite(m_t), m_t, torch.zeros_like(m_t))
+    p = torch.exp(S_t - base[..., None])  # (..., n_q, tiles, tile)
+    sums = p.sum(dim=-1)  # (..., n_q, tiles)
+    outs = (p.movedim(-2, -3) @ V_t).movedim(-3, -2)  # (..., n_q, tiles, d_v): each tile times its values
+    m = m_t[..., -1]
+    last = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    carried = torch.exp(m_t - last[..., None])  # the rescales after tile t: exp(m_t − m); 0 before any key
+    total = (sums if rescale in (1, 2) else sums * carried).sum(dim=-1)
+    acc = (outs if rescale in (1, 3) else outs * carried[..., None]).sum(dim=-2)
+    return m, total, acc
+
+
+def _online_softmax_loop(
+    S: torch.Tensor, V: torch.Tensor, tile: int, rescale: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`online_softmax` tile by tile, as a student's loop runs it (NaN and ``+inf`` scores
+    propagate through the running max as they do there)."""
+    rows = S.shape[:-1]
+    m = torch.full(rows, float("-inf"), dtype=S.dtype, device=S.device)
+    total = torch.zeros(rows, dtype=S.dtype, device=S.device)
+    acc = torch.zeros((*rows, V.shape[-1]), dtype=S.dtype, device=S.device)
+    for start in range(0, S.shape[-1], tile):
+        block = S[..., start : start + tile]
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        base = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        p = torch.exp(block - base[..., None])
+        alpha = torch.exp(m - base)  # 0 on the first tile (m = -inf)
+        total = (total if rescale in (1, 2) else alpha * total) + p.sum(dim=-1)
+        acc = (acc if rescale in (1, 3) else alpha[..., None] * acc) + p @ V[..., start : start + tile, :]
+        m = m_new
+    return m, total, acc
+
+
+@functools.cache
 def flash_function(
     *,
     is_causal: bool = False,
@@ -87,7 +145,8 @@ def flash_function(
             ``O`` and ``L`` come out short (and ``torch.cat`` of no tile raises).
 
     Returns:
-        The class; ``forward(ctx, Q, K, V, is_causal)`` saves ``(Q, K, V, O, L)``.
+        The class; ``forward(ctx, Q, K, V, is_causal)`` saves ``(Q, K, V, O, L)``. One class per
+        set of switches, made once (a fit tries each tile size on every failing call).
     """
 
     def forward_tiles(
@@ -96,21 +155,10 @@ def flash_function(
         scale = Q.shape[-1] ** -0.5
         n_q, n_k = Q.shape[-2], K.shape[-2]
         keep = _visible(n_q, n_k, causal, tile, skip, Q.device)
-        rows = torch.broadcast_shapes(Q.shape[:-1], K.shape[:-2] + (1,))  # (..., n_q)
-        m = torch.full(rows, float("-inf"), dtype=Q.dtype, device=Q.device)
-        total = torch.zeros(rows, dtype=Q.dtype, device=Q.device)
-        acc = torch.zeros((*rows, V.shape[-1]), dtype=Q.dtype, device=Q.device)
         read_k = (n_k // tile) * tile if drop_last in (1, 2) else n_k  # the keys the key loop reaches
-        for start in range(0, read_k, tile):
-            S = (Q @ K[..., start : start + tile, :].transpose(-2, -1)) * scale  # (..., n_q, tile)
-            S = S.masked_fill(~keep[:, start : start + tile], float("-inf"))
-            m_new = torch.maximum(m, S.amax(dim=-1))
-            base = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
-            p = torch.exp(S - base[..., None])
-            alpha = torch.exp(m - base)  # 0 on the first tile (m = -inf)
-            total = (total if rescale in (1, 2) else alpha * total) + p.sum(dim=-1)
-            acc = (acc if rescale in (1, 3) else alpha[..., None] * acc) + p @ V[..., start : start + tile, :]
-            m = m_new
+        S = (Q @ K[..., :read_k, :].transpose(-2, -1)) * scale  # (..., n_q, read_k)
+        S = S.masked_fill(~keep[:, :read_k], float("-inf"))
+        m, total, acc = online_softmax(S, V[..., :read_k, :], tile, rescale)
         O = acc / total[..., None]
         L = m + torch.log(total)
         if lse == "max":
