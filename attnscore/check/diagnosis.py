@@ -47,28 +47,33 @@ A mistake that cannot happen in the tested dtype (``computed_in_float16`` for fl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import warnings
+import weakref
 
 import numpy as np
 
-from attnscore.boundary.gradients import WithGradients
+from attnscore.boundary.gradients import NoBackward, WithGradients, backward_call
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.outputs import CallFailure, Outcome, Received
 from attnscore.boundary.verdict import Verdict
+from attnscore.catalogue.families import flash_attention_2
 from attnscore.catalogue.mistakes import Mistake
 from attnscore.check.cases import Call
-from attnscore.check.diagnosis_backward import diagnose_backward, recompute_backward
 from attnscore.check.diagnosis_inputs import (
     CONFIRMATIONS,
+    backward_calls,
     confirmation_args,
     diagnosis_calls,
-    runner_outputs,
+    drawn_from,
     sized_call,
-    sized_output,
+    sized_kind,
 )
 from attnscore.check.diagnosis_match import (
     MIN_EVIDENCE,
     Candidate,
+    differing,
     explains,
+    fitted,
     holds,
     holds_on,
     is_right,
@@ -80,13 +85,9 @@ from attnscore.check.row_hints import nonfinite_hint
 from attnscore.check.runner import Runner
 from attnscore.spec.model import Spec
 
-if TYPE_CHECKING:
-    pass
-else:
-    pass
-
 __all__ = [
     "diagnose",
+    "outcomes_on",
     "diagnose_raised",
     "recompute_backward",
     "recompute",
@@ -97,6 +98,28 @@ __all__ = [
     "CONFIRMATIONS",
     "MIN_EVIDENCE",
 ]
+
+
+# Each runner's outcomes on the diagnosis's own calls, by :func:`drawn_from`'s key.
+_OUTCOMES: weakref.WeakKeyDictionary[Runner, dict[tuple[object, ...], list[Outcome]]] = weakref.WeakKeyDictionary()
+
+
+def outcomes_on(spec: Spec, runner: Runner, dtype: str, which: str, calls: list[Call]) -> list[tuple[Call, Outcome]]:
+    """The implementation's outcome on each of the diagnosis's ``calls`` of kind ``which``
+    (:func:`attnscore.check.diagnosis_inputs.diagnosis_calls`' ``"confirm"`` or ``"probe"``,
+    ``"backward"``, or a :func:`attnscore.check.diagnosis_inputs.sized_kind`), with its call; made
+    once per runner, whatever case asks (a call with an upstream gradient runs the backward pass)."""
+    try:
+        made = _OUTCOMES.setdefault(runner, {})
+    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
+        made = {}
+    key = drawn_from(spec, dtype, which)
+    if key not in made:
+        made[key] = [
+            runner.call(c.args, dtype, upstream=c.upstream) if c.upstream is not None else runner.call(c.args, dtype)
+            for c in calls
+        ]
+    return list(zip(calls, made[key], strict=True))
 
 
 def _values(outcome: Outcome) -> np.ndarray | None:
@@ -154,7 +177,7 @@ def _probe(cands: list[Candidate], spec: Spec, runner: Runner, dtype: str) -> li
         )
         if not useful:
             continue
-        outcome = runner_outputs(spec, runner, dtype, "probe")[number][1]
+        outcome = outcomes_on(spec, runner, dtype, "probe", diagnosis_calls(spec, dtype, "probe"))[number][1]
         cands = [c for c in cands if _confirm(c, spec, [(call, outcome)], dtype)]
     return cands
 
@@ -191,7 +214,7 @@ def diagnose(
     if not found:
         return None
     if runner is not None:
-        observed = runner_outputs(spec, runner, dtype, "confirm")
+        observed = outcomes_on(spec, runner, dtype, "confirm", diagnosis_calls(spec, dtype, "confirm"))
         found = [c for c in found if _confirm(c, spec, observed, dtype)]
     if runner is not None and (len(found) > 1 or any(c.evidence < MIN_EVIDENCE for c in found)):
         found = _probe(found, spec, runner, dtype)
@@ -256,7 +279,7 @@ def _witnessed(mistake: Mistake, params: dict[str, float], spec: Spec, runner: R
     for sizes in mistake.witnesses(params):
         call = sized_call(spec, dtype, sizes)
         want = recompute(mistake, spec, call.args, 0, params)
-        outcome = sized_output(spec, runner, dtype, sizes, call)
+        outcome = outcomes_on(spec, runner, dtype, sized_kind(sizes), [call])[0][1]
         if isinstance(outcome, CallFailure) and outcome.verdict is not Verdict.EXCEPTION:
             return -1  # a timeout or a crash is not the mistake's exception
         got = _values(outcome)
@@ -269,3 +292,117 @@ def _witnessed(mistake: Mistake, params: dict[str, float], spec: Spec, runner: R
         ):
             return -1
     return evidence
+
+
+# ---------------------------------------------------------------------------------------------
+# backward mistakes: the output, every gradient and the saved logsumexp matched together, on the
+# failing call and on the confirmation inputs with an upstream gradient each
+
+
+def recompute_backward(
+    mistake: Mistake, spec: Spec, call: Call, params: dict[str, float] | None = None
+) -> WithGradients | None:
+    """The mistake's forward and backward on ``call``'s inputs and upstream in float64 (its ``L``
+    read as the spec reads a submission's), or None when it cannot run there."""
+    names = list(call.args)
+    inputs: list[object] = list(tensors(call.args))
+    place = getattr(spec, "logsumexp", None) or ("saved_tensors", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, got = backward_call(
+                mistake.bind(spec.contract, spec, 0, **(params or {})),
+                names,
+                inputs,
+                torch.tensor(np.asarray(call.upstream), dtype=torch.float64),
+                logsumexp=place,
+            )
+    except Exception:  # noqa: BLE001 - a mistake that cannot run on these inputs does not match
+        return None
+    return got if isinstance(got, WithGradients) and not isinstance(got, NoBackward) else None
+
+
+def _parts(call: Call, spec: Spec, dtype: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``(part, golden, allowed)`` of a backward call: the output, each gradient, and ``L``."""
+    parts = [("O", np.asarray(call.golden, dtype=np.float64), np.asarray(call.allowed, dtype=np.float64))]
+    for name, golden in (call.gradient_goldens or {}).items():
+        parts.append((name, golden, (call.gradient_allowed or {})[name]))
+    if flash_attention_2(spec.contract):
+        from attnscore.maths.families.flash_attention_2 import logsumexp_allowed, logsumexp_golden
+
+        values = list(call.args.values())
+        causal = bool(spec.contract.option("is_causal"))
+        parts.append(
+            (
+                "L",
+                logsumexp_golden(values[0], values[1], causal),
+                logsumexp_allowed(values[0], values[1], causal, dtype, 4.0),
+            )
+        )
+    return parts
+
+
+def _part_of(value: WithGradients, part: str) -> np.ndarray | None:
+    if part == "O":
+        return value.array.astype(np.float64)
+    if part == "L":
+        return value.logsumexp
+    grad = value.gradients.get(part)
+    return None if grad is None else grad.astype(np.float64)
+
+
+def _backward_agrees(got: WithGradients, want: WithGradients, call: Call, spec: Spec, dtype: str) -> tuple[bool, int]:
+    """Whether ``got`` is ``want`` in every part both have, and how many entries ``want`` gets wrong."""
+    evidence = 0
+    for part, golden, allowed in _parts(call, spec, dtype):
+        mine, theirs = _part_of(got, part), _part_of(want, part)
+        if theirs is None:
+            continue
+        if mine is None:
+            if part == "L":
+                continue  # the submission's L could not be read: judge the rest
+            return False, 0
+        tol = allowed if np.shape(theirs) == np.shape(golden) else 0.0
+        if not matches(mine, theirs, tol, dtype):
+            return False, 0
+        evidence += differing(theirs, golden, np.asarray(allowed), dtype)
+    return True, evidence
+
+
+def diagnose_backward(
+    spec: Spec, call: Call, received: WithGradients, dtype: str, runner: Runner | None
+) -> dict[str, str] | None:
+    """The one backward mistake (``Mistake.backward``) whose output, gradients and ``L`` are the
+    submission's on the failing call and on the confirmation inputs, with evidence; else None."""
+    found: list[tuple[Mistake, dict[str, float], int]] = []
+    for mistake in spec.known_mistakes():
+        if not mistake.backward or not mistake.applies_in(dtype) or mistake.scores_zero:
+            continue
+        for params in fitted(mistake, spec, call, received.array.astype(np.float64)):
+            want = recompute_backward(mistake, spec, call, params)
+            if want is None:
+                continue
+            agrees, evidence = _backward_agrees(received, want, call, spec, dtype)
+            if agrees and evidence > 0:
+                found.append((mistake, params, evidence))
+                break
+    if runner is not None and found:
+        kept = []
+        observed = outcomes_on(spec, runner, dtype, "backward", backward_calls(spec, dtype))
+        for mistake, params, evidence in found:
+            for other, outcome in observed:
+                want = recompute_backward(mistake, spec, other, params)
+                if isinstance(outcome, CallFailure) or not isinstance(outcome, WithGradients) or want is None:
+                    break
+                agrees, more = _backward_agrees(outcome, want, other, spec, dtype)
+                if not agrees:
+                    break
+                evidence += more
+            else:
+                kept.append((mistake, params, evidence))
+        found = kept
+    found = [f for f in found if f[2] >= MIN_EVIDENCE]
+    if len(found) != 1:
+        return None
+    mistake, params, _ = found[0]
+    return {"id": mistake.id, "message": mistake.describe(params)}

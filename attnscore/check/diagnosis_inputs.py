@@ -1,11 +1,11 @@
 """The diagnosis's own inputs: the confirmation and probe calls it makes beside a failing call.
 
-Drawn once per spec (from its seed) and dtype, and the implementation's outputs on them kept once
-per runner (:mod:`attnscore.check.diagnosis` reads both): :data:`CONFIRMATIONS` fixed random inputs
+Drawn once per spec (from its seed) and dtype, as plain data (:mod:`attnscore.check.diagnosis`
+makes the implementation's calls on them, once per runner): :data:`CONFIRMATIONS` fixed random inputs
 of the contract, the mistakes' own further sizes (``confirm_sizes``, ``probe_sizes``), the corners
 where conventions part, and for a backward pass an upstream gradient each.
 
-"Once per spec" means once per everything the calls are drawn and judged from (:func:`_drawn_from`):
+"Once per spec" means once per everything the calls are drawn and judged from (:func:`drawn_from`):
 two configurations of one spec (``--sweep is_causal=true,false``, ``--keyword``, ``--where``) share
 its id and version but not its contract or examples, and each gets its own calls and goldens.
 """
@@ -13,30 +13,26 @@ its id and version but not its contract or examples, and each gets its own calls
 from __future__ import annotations
 
 import functools
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.outputs import Outcome
 from attnscore.check.cases import Call, spec_call
-from attnscore.check.runner import Runner
 from attnscore.maths.contract import Contract
 from attnscore.maths.strategies import derive_seed
 from attnscore.spec.model import Spec
 
 __all__ = [
     "CONFIRMATIONS",
-    "backward_outputs",
     "confirmation_args",
     "diagnosis_calls",
+    "drawn_from",
     "random_array",
     "resized_args",
-    "runner_outputs",
     "sized_call",
-    "sized_output",
+    "sized_kind",
 ]
 
 CONFIRMATIONS = 3
@@ -61,14 +57,12 @@ _MORE_QUERIES = {"n_q": 5, "n_k": 3}
 
 
 # The confirmation and probe inputs of the last _KEPT (spec, dtype, kind)s, each with the spec's
-# parts its key names by identity (kept alive, so that no other object takes their id), and each
-# runner's outputs on them.
+# parts its key names by identity (kept alive, so that no other object takes their id).
 _KEPT = 64
 _INPUTS: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], list[Call]]] = OrderedDict()
-_OUTPUTS: weakref.WeakKeyDictionary[Runner, dict[tuple[object, ...], list[Outcome]]] = weakref.WeakKeyDictionary()
 
 
-def _drawn_from(spec: Spec, dtype: str, which: str) -> tuple[object, ...]:
+def drawn_from(spec: Spec, dtype: str, which: str) -> tuple[object, ...]:
     """The key of a spec's diagnosis calls: everything they are drawn and judged from. Its id and
     version (the seed), file, contract (its keywords included), tolerance and parameter names by
     value; its worked examples (the probes) and own mistakes (their sizes) by identity. Not what
@@ -88,8 +82,8 @@ def _drawn_from(spec: Spec, dtype: str, which: str) -> tuple[object, ...]:
 
 
 def _calls(spec: Spec, dtype: str, which: str, draw: Callable[[], list[Call]]) -> list[Call]:
-    """The calls ``draw`` makes for ``spec``, ``dtype`` and ``which``, drawn once (see :func:`_drawn_from`)."""
-    key = _drawn_from(spec, dtype, which)
+    """The calls ``draw`` makes for ``spec``, ``dtype`` and ``which``, drawn once (see :func:`drawn_from`)."""
+    key = drawn_from(spec, dtype, which)
     kept = _INPUTS.get(key)
     if kept is None:
         kept = ((spec.worked_examples, spec.own_mistakes), draw())
@@ -99,18 +93,6 @@ def _calls(spec: Spec, dtype: str, which: str, draw: Callable[[], list[Call]]) -
     else:
         _INPUTS.move_to_end(key)
     return kept[1]
-
-
-def _outcomes(runner: Runner, spec: Spec, dtype: str, which: str, make: Callable[[], list[Outcome]]) -> list[Outcome]:
-    """The runner's outcomes on the calls of ``which`` (made by ``make``), made once per runner."""
-    try:
-        made = _OUTPUTS.setdefault(runner, {})
-    except TypeError:  # pragma: no cover - a runner that cannot be weakly referenced
-        made = {}
-    key = _drawn_from(spec, dtype, which)
-    if key not in made:
-        made[key] = make()
-    return made[key]
 
 
 def _additive_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -286,27 +268,16 @@ def diagnosis_calls(spec: Spec, dtype: str, which: str) -> list[Call]:
     return _calls(spec, dtype, which, draw)
 
 
-def runner_outputs(spec: Spec, runner: Runner, dtype: str, which: str) -> list[tuple[Call, Outcome]]:
-    """The runner's outputs on :func:`diagnosis_calls`, made once per runner, spec, dtype and kind."""
-    calls = diagnosis_calls(spec, dtype, which)
-    made = _outcomes(runner, spec, dtype, which, lambda: [runner.call(c.args, dtype) for c in calls])
-    return list(zip(calls, made, strict=True))
-
-
-def _sized(sizes: dict[str, int]) -> str:
+def sized_kind(sizes: dict[str, int]) -> str:
+    """The kind (``which``) of the sized call for ``sizes``, in :func:`drawn_from`'s key."""
     return f"sized {sorted(sizes.items())}"
 
 
 def sized_call(spec: Spec, dtype: str, sizes: dict[str, int]) -> Call:
     """The call of :func:`resized_args` for ``sizes``, built once per spec and dtype."""
     return _calls(
-        spec, dtype, _sized(sizes), lambda: [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
+        spec, dtype, sized_kind(sizes), lambda: [spec_call(spec, resized_args(spec, sizes), dtype, spec.tolerance)]
     )[0]
-
-
-def sized_output(spec: Spec, runner: Runner, dtype: str, sizes: dict[str, int], call: Call) -> Outcome:
-    """The runner's outcome on the sized call (:func:`sized_call`), made once per runner."""
-    return _outcomes(runner, spec, dtype, _sized(sizes), lambda: [runner.call(call.args, dtype)])[0]
 
 
 def backward_calls(spec: Spec, dtype: str) -> list[Call]:
@@ -324,12 +295,3 @@ def backward_calls(spec: Spec, dtype: str) -> list[Call]:
         return calls
 
     return _calls(spec, dtype, "backward", draw)
-
-
-def backward_outputs(spec: Spec, runner: Runner, dtype: str) -> list[tuple[Call, Outcome]]:
-    """The runner's outcomes (with gradients) on :func:`backward_calls`, made once per runner."""
-    calls = backward_calls(spec, dtype)
-    made = _outcomes(
-        runner, spec, dtype, "backward", lambda: [runner.call(c.args, dtype, upstream=c.upstream) for c in calls]
-    )
-    return list(zip(calls, made, strict=True))

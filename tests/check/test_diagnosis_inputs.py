@@ -1,4 +1,5 @@
-"""The diagnosis's own inputs: drawn once per configuration of a spec, and made once per runner."""
+"""The diagnosis's own inputs: drawn once per configuration of a spec; the implementation's outcomes
+on them made once per runner (:func:`attnscore.check.diagnosis.outcomes_on`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,8 @@ import pytest
 from attnscore.boundary.outputs import Outcome
 from attnscore.check import diagnosis_inputs
 from attnscore.check.cases import build_cases, spec_call
-from attnscore.check.diagnosis_inputs import (
-    backward_calls,
-    diagnosis_calls,
-    runner_outputs,
-    sized_call,
-    sized_output,
-)
+from attnscore.check.diagnosis import outcomes_on
+from attnscore.check.diagnosis_inputs import backward_calls, diagnosis_calls, sized_call, sized_kind
 from attnscore.check.judge import for_case
 from attnscore.check.runner import InProcessRunner
 from attnscore.spec.load import load_spec
@@ -72,15 +68,17 @@ def test_a_runner_makes_each_configurations_calls_once(causal_pair):
     causal, plain = causal_pair
     runner = _Counting(causal)
     confirm = len(diagnosis_calls(causal, "float32", "confirm"))
-    runner_outputs(causal, runner, "float32", "confirm")
-    runner_outputs(causal, runner, "float32", "confirm")
+    for _ in range(2):
+        outcomes_on(causal, runner, "float32", "confirm", diagnosis_calls(causal, "float32", "confirm"))
     assert runner.made == confirm
-    runner_outputs(plain, runner, "float32", "confirm")  # other goldens, other outcomes
-    assert runner.made == 2 * confirm
+    outcomes_on(plain, runner, "float32", "confirm", diagnosis_calls(plain, "float32", "confirm"))
+    assert runner.made == 2 * confirm  # other goldens, other outcomes
     call = sized_call(causal, "float32", {"n_q": 7})
-    first = sized_output(causal, runner, "float32", {"n_q": 7}, call)
-    assert sized_output(causal, runner, "float32", {"n_q": 7}, call) is first
+    first = outcomes_on(causal, runner, "float32", sized_kind({"n_q": 7}), [call])[0][1]
+    assert outcomes_on(causal, runner, "float32", sized_kind({"n_q": 7}), [call])[0][1] is first
     assert runner.made == 2 * confirm + 1
+    backward = backward_calls(load_spec("specs/flash_attention_2.yaml"), "float32")
+    assert all(c.upstream is not None for c in backward)
 
 
 def test_backward_calls_follow_the_configuration():
