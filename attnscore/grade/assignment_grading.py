@@ -26,13 +26,12 @@ from typing import Any
 
 from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure
-from attnscore.boundary.untrusted import clean_text
 from attnscore.check.assignment_session import AssignmentSession, QuestionPart
 from attnscore.check.case_cache import cached_cases
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import RefusedRunner
 from attnscore.check.session import NO_SHRINK, Session
-from attnscore.grade.grading import _environment, grade_batch
+from attnscore.grade.grading import _environment, _finished, grade_batch
 from attnscore.grade.policy import grading_budget, unscored_in_sandbox
 from attnscore.grade.time_budget import assignment_limits, call_and_budget
 from attnscore.report.results import CaseResult, Question, SubmissionResult, Verdict
@@ -178,12 +177,7 @@ def grade_assignment(
         for q, question, session in zip(assignment.questions, questions, sessions, strict=True)
     )
     run = AssignmentSession(assignment, parts, submission.name, word, limits.device, shown_seed, environment)
-    result = run.run(shared, on_case=on_case, started=start)
-    result = replace(result, environment={**result.environment, "sandbox": shared.protections})
-    if submission.notes and not result.all_passed:  # how a notebook was read, when it matters
-        notes = "\n".join([result.error, *(clean_text(n, 600) for n in submission.notes)]).strip("\n")
-        result = replace(result, error=notes)
-    return result
+    return _finished(run.run(shared, on_case=on_case, started=start), submission, shared)
 
 
 def grade_assignment_many(

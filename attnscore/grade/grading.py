@@ -114,8 +114,13 @@ def grade_submission(
     # hidden input (its output, a later exception, its import error) can reach the student.
     # Within each, the cheapest cases first: a time budget that runs out leaves the costliest unrun.
     graded = replace(session, budget=grading_budget(shrink_steps), hidden_last=True, cheapest_first=True)
-    result = graded.run(runner, on_case=on_case, started=start)
-    # the protections as they were in the end (a template that failed to start falls back to fresh workers)
+    return _finished(graded.run(runner, on_case=on_case, started=start), submission, runner)
+
+
+def _finished(result: SubmissionResult, submission: Submission, runner: SandboxRunner) -> SubmissionResult:
+    """``result`` of a submission run by ``runner`` (one spec's or a whole assignment's), finished:
+    its environment names the sandbox's protections as they were in the end (a template that failed
+    to start falls back to fresh workers); where a case failed, its error adds how a notebook was read."""
     result = replace(result, environment={**result.environment, "sandbox": runner.protections})
     if submission.notes and not result.all_passed:  # how a notebook was read, when it matters
         notes = "\n".join([result.error, *(clean_text(n, 600) for n in submission.notes)]).strip("\n")

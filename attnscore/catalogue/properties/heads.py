@@ -3,6 +3,7 @@ the heads are independent, and a causal one never lets a token see the tokens af
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,14 +38,29 @@ def _shapes_problem(ctx: CheckContext) -> str | None:
     return None
 
 
-def _first_change(ctx: CheckContext, among: np.ndarray) -> tuple[int, ...] | str | None:
-    """The outputs' shape problem, else the first index the change moved among the entries ``among``
+@dataclass(frozen=True)
+class _Moved:
+    """An output entry the change moved: its index, its value before and after."""
+
+    index: tuple[int, ...]
+    before: float
+    after: float
+
+    @property
+    def entry(self) -> str:
+        """The entry as a message names it: ``out[0, 1, 2]``."""
+        return f"out[{', '.join(map(str, self.index))}]"
+
+
+def _first_change(ctx: CheckContext, among: np.ndarray) -> _Moved | str | None:
+    """The outputs' shape problem, else the first entry the change moved among the entries ``among``
     selects (:func:`~attnscore.catalogue.properties.registry.first_moved`), None where none moved."""
     problem = _shapes_problem(ctx)
     if problem is not None:
         return problem
     before, after = ctx.values(0), ctx.values(1)
-    return first_moved(before, after, _limits(ctx, before.shape), among)
+    index = first_moved(before, after, _limits(ctx, before.shape), among)
+    return None if index is None else _Moved(index, before[index], after[index])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,13 +109,12 @@ def _heads_independent(ctx: CheckContext) -> str | None:
     cols = _rows(args, h)
     others = np.ones(np.shape(ctx.goldens[0])[-1], dtype=bool)
     others[cols] = False  # the other heads' columns of the concatenated heads
-    index = _first_change(ctx, others)
-    if not isinstance(index, tuple):
-        return index  # the outputs' shape problem, or None: no other head's column moved
-    before, after = ctx.values(0), ctx.values(1)
+    moved = _first_change(ctx, others)
+    if not isinstance(moved, _Moved):
+        return moved  # the outputs' shape problem, or None: no other head's column moved
     return (
         f"with W_o the identity, changing only head {h}'s rows {cols.start}..{cols.stop - 1} of W_q, W_k and W_v "
-        f"changed out[{', '.join(map(str, index))}] from {before[index]:.6g} to {after[index]:.6g}, outside head "
+        f"changed {moved.entry} from {moved.before:.6g} to {moved.after:.6g}, outside head "
         f"{h}'s columns {cols.start}..{cols.stop - 1}: each head must see only its own d_head-wide slice of the "
         "projections"
     )
@@ -150,13 +165,12 @@ def _later_unseen(ctx: CheckContext) -> str | None:
     _, t, _ = ctx.example
     earlier = np.zeros(np.shape(ctx.goldens[0])[-2], dtype=bool)
     earlier[:t] = True
-    index = _first_change(ctx, earlier[:, None])
-    if not isinstance(index, tuple):
-        return index  # the outputs' shape problem, or None: no earlier token's output moved
-    before, after = ctx.values(0), ctx.values(1)
+    moved = _first_change(ctx, earlier[:, None])
+    if not isinstance(moved, _Moved):
+        return moved  # the outputs' shape problem, or None: no earlier token's output moved
     return (
-        f"changing tokens {t}.. changed out[{', '.join(map(str, index))}] (token {index[-2]}) from "
-        f"{before[index]:.6g} to {after[index]:.6g}: under the causal mask token i attends only to tokens j <= i"
+        f"changing tokens {t}.. changed {moved.entry} (token {moved.index[-2]}) from "
+        f"{moved.before:.6g} to {moved.after:.6g}: under the causal mask token i attends only to tokens j <= i"
     )
 
 

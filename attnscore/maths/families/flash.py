@@ -228,15 +228,22 @@ def flash_attn_contract() -> Contract:
 CONTRACTS = (flash_attn_contract(),)
 
 
-def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
-    """``causal`` and ``window_size`` aligned bottom-right, ``softmax_scale`` (heads first)."""
-    options = options_of(contract, FlashOptions)
+def general_options(options: FlashOptions) -> AttentionOptions:
+    """General attention's options for FlashAttention's keywords ``options`` (``flash_attn``'s, or
+    ``flash_attn_varlen``'s in each sequence): ``causal`` and ``window_size`` aligned bottom-right,
+    ``softmax_scale``."""
     return AttentionOptions(
         is_causal=bool(options.causal),
         alignment="bottom_right",
-        window=options.window_size,
+        window=(int(options.window_size[0]), int(options.window_size[1])),
         scale=options.softmax_scale,
     )
+
+
+def attention_options(contract: Contract, args: Mapping[str, np.ndarray]) -> AttentionOptions:
+    """``causal`` and ``window_size`` aligned bottom-right, ``softmax_scale`` (heads first):
+    :func:`general_options` of the contract's keywords."""
+    return general_options(options_of(contract, FlashOptions))
 
 
 def attention_changed(contract: Contract, args: tuple[Any, ...], change: AttentionChange) -> torch.Tensor:

@@ -37,7 +37,6 @@ import numpy as np
 from attnscore.boundary.lazy_torch import torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
-from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families import flash
@@ -46,6 +45,7 @@ from attnscore.maths.families.flash import (
     FlashOptions,
     flash_keep,
     flash_window,
+    general_options,
     rescaled_and_grouped,
     through_attention,
 )
@@ -174,17 +174,6 @@ def _max_seqlen(x: Any, name: str, cu: Any) -> int:
     return int(x)
 
 
-def _sequence_options(options: VarlenOptions) -> AttentionOptions:
-    """General attention's options in each sequence: ``causal`` and ``window_size`` aligned
-    bottom-right (per sequence), ``softmax_scale``."""
-    return AttentionOptions(
-        is_causal=bool(options.causal),
-        alignment="bottom_right",
-        window=(int(options.window_size[0]), int(options.window_size[1])),
-        scale=options.softmax_scale,
-    )
-
-
 def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) -> Contract:
     """The ``flash_attn_varlen`` contract for fixed keywords (``causal``, ``window_size``, ``softmax_scale``)."""
     configured = dataclasses.replace(base, options=options)
@@ -226,7 +215,7 @@ def _configure(base: Contract, options: VarlenOptions, kept: tuple[str, ...]) ->
             as_float64(a, "v"),
             a["cu_seqlens_q"],
             a["cu_seqlens_k"],
-            _sequence_options(options),
+            general_options(options),
         )
 
     def as_attention(a: Args) -> dict[str, np.ndarray]:
@@ -349,7 +338,7 @@ def attention_changed(contract: Contract, args: tuple[Any, ...], change: Attenti
     ``causal`` and ``window_size`` aligned bottom-right per sequence, ``softmax_scale``;
     ``(total_q, h_q, d_v)``."""
     q, k, v, cu_q, cu_k = args[:5]
-    options = _sequence_options(options_of(contract, VarlenOptions))
+    options = general_options(options_of(contract, VarlenOptions))
     return variants.varlen_attention(q, k, v, cu_q, cu_k, options, change=change)
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Kind",
+    "PairKind",
     "Parts",
     "Checker",
     "Float64",
@@ -224,3 +225,20 @@ class Kind(ABC):
     def option_features(self, p: Problem, choice: ChoiceAnswer, f64: Float64) -> dict[str, list[float]]:
         """Features of ``choice``'s options beyond position and text length (one value per option)."""
         return {}
+
+
+class PairKind(Kind):
+    """A kind whose givens are one query ``q`` and one key ``k`` of one width (``one_score``,
+    ``scaled_score``): a featured example gives both (:func:`check_pair_width`), and a ``--q/--k``
+    problem takes one ``--k``."""
+
+    __slots__ = ()
+
+    featured_fields = ("q", "k")
+    pair_keys = 1
+
+    def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
+        return self.has_required(given, mode) and check_pair_width(c, path, given)
+
+    def pair_givens(self, q: Vector, keys: Sequence[Vector]) -> Givens:
+        return {"q": tuple(q), "k": tuple(keys[0])}

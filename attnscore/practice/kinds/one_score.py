@@ -8,23 +8,12 @@ zero / negative, so that no option text is right more often than another.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from attnscore.practice.claims import EPS
 from attnscore.practice.drawing import perpendicular, vector, vector_count
-from attnscore.practice.kinds.base import (
-    Checker,
-    Float64,
-    Givens,
-    Independent,
-    Kind,
-    Parts,
-    Vector,
-    check_pair_width,
-    claims_of,
-    holding,
-)
+from attnscore.practice.kinds.base import Float64, Givens, Independent, PairKind, Parts, claims_of, holding
 from attnscore.practice.problem import ChoiceAnswer, Problem, Question
 from attnscore.practice.richtext import display, math, text
 from attnscore.practice.worked import (
@@ -46,18 +35,13 @@ if TYPE_CHECKING:
 __all__ = ["ONE_SCORE", "OneScore"]
 
 
-class OneScore(Kind):
+class OneScore(PairKind):
     """One score and the meaning of its sign."""
 
     name = "one_score"
     pl_elements = ("pl-number-input", "pl-multiple-choice")
     zone_title = "Dot-product scores"
-    featured_fields = ("q", "k")
-    pair_keys = 1
     ignored_givens = ("order",)  # the same numbers with the options in another order are the same problem
-
-    def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
-        return self.has_required(given, mode) and check_pair_width(c, path, given)
 
     def setup(self, fam: Family, rng: random.Random) -> dict[str, Any]:
         # The sign is drawn uniformly (zero is rare by chance, so those keys are built perpendicular).
@@ -88,9 +72,6 @@ class OneScore(Kind):
 
     def capacity(self, fam: Family) -> int:
         return sum(vector_count(fam.grid(), d) ** 2 for d in set(fam.d_k))
-
-    def pair_givens(self, q: Vector, keys: Sequence[Vector]) -> Givens:
-        return {"q": tuple(q), "k": tuple(keys[0])}
 
     def build(self, fam: Family, givens: Mapping[str, Any]) -> Parts:
         return _solution(fam, givens)

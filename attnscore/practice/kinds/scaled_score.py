@@ -7,22 +7,12 @@ Givens: ``q``, ``k`` with ``d_k`` in :data:`SCALED_WIDTHS` (perfect squares, so 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from math import isqrt
 from typing import TYPE_CHECKING, Any
 
 from attnscore.practice.drawing import pair_count, scaled_pair
-from attnscore.practice.kinds.base import (
-    Checker,
-    Float64,
-    Givens,
-    Independent,
-    Kind,
-    Parts,
-    Vector,
-    check_pair_width,
-    expect,
-)
+from attnscore.practice.kinds.base import Checker, Float64, Givens, Independent, PairKind, Parts, expect
 from attnscore.practice.problem import Problem, Question
 from attnscore.practice.richtext import display, math, text
 from attnscore.practice.worked import approx, arrows, describe_long, dot, dot_steps, num, numeric, paren, vec
@@ -36,7 +26,7 @@ __all__ = ["SCALED_SCORE", "SCALED_WIDTHS", "ScaledScore"]
 SCALED_WIDTHS = (1, 4, 16, 64)
 
 
-class ScaledScore(Kind):
+class ScaledScore(PairKind):
     """Scale by ``sqrt(d_k)``, not by ``d_k``."""
 
     name = "scaled_score"
@@ -45,11 +35,9 @@ class ScaledScore(Kind):
     d_k_widths = SCALED_WIDTHS
     d_k_why = " (perfect squares, so that sqrt(d_k) is an integer)"
     d_k_default = SCALED_WIDTHS
-    featured_fields = ("q", "k")
-    pair_keys = 1
 
     def check_featured(self, c: Checker, path: tuple[Any, ...], given: Mapping[str, Any], mode: str) -> bool:
-        if not (self.has_required(given, mode) and check_pair_width(c, path, given)):
+        if not super().check_featured(c, path, given, mode):
             return False
         d = len(given["q"])
         why = f"d_k in {list(SCALED_WIDTHS)} (so that sqrt(d_k) is an integer)"
@@ -64,9 +52,6 @@ class ScaledScore(Kind):
 
     def capacity(self, fam: Family) -> int:
         return sum(pair_count(fam.grid(), d) for d in set(fam.d_k))
-
-    def pair_givens(self, q: Vector, keys: Sequence[Vector]) -> Givens:
-        return {"q": tuple(q), "k": tuple(keys[0])}
 
     def build(self, fam: Family, givens: Mapping[str, Any]) -> Parts:
         return _solution(fam, givens)
