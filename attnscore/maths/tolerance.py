@@ -142,7 +142,7 @@ class Tolerance:
     """A comparison mode and its parameters.
 
     Attributes:
-        mode: ``"exact"``, ``"close"`` or ``"dot_bound"``.
+        mode: ``"exact"``, ``"close"``, ``"dot_bound"`` or ``"ratio"``.
         rtol, atol: for ``close``; None means the dtype's default.
         factor: for ``dot_bound``, the constant in front of ``d_k · u · Σ|q_i k_i|``; for
             ``ratio``, the allowed multiple of the reference's own error.
