@@ -55,15 +55,17 @@ def cache_folder() -> Path:
     return Path(base) / "attnscore" / "cases"
 
 
-def cached_cases(spec: Spec, dtype: str, seed: int | None = None) -> list[Case]:
+def cached_cases(spec: Spec, dtype: str, seed: int | None = None, *, use_cache: bool = True) -> list[Case]:
     """``build_cases(spec, dtype, seed)``, read from the cache when an entry for exactly these
     inputs and this code is there, else built and stored. Never raises for the cache itself: a
     folder that is missing, unsafe or full, or an unreadable entry, only means building the cases.
+    Without ``use_cache`` the cases are built and the cache is neither read nor written: a caller
+    that may or may not cache (``attnscore grade`` caches, a library call does not) asks here either way.
 
     Raises:
         SpecError: what :func:`build_cases` raises (no inputs can be drawn for a property).
     """
-    key = _key(spec, dtype, seed)
+    key = _key(spec, dtype, seed) if use_cache else None
     folder = _open_folder() if key is not None else None
     try:
         if folder is not None and key is not None:

@@ -20,7 +20,7 @@ from attnscore.boundary import lazy_torch
 from attnscore.boundary.outputs import CallFailure
 from attnscore.boundary.untrusted import clean_text
 from attnscore.check.case_cache import cached_cases
-from attnscore.check.cases import Case, build_cases
+from attnscore.check.cases import Case
 from attnscore.check.implementation import environment
 from attnscore.check.runner import RefusedRunner
 from attnscore.check.session import NO_SHRINK, Session
@@ -179,7 +179,7 @@ def grade_many(
         "shrink_steps": shrink_steps,
     }
     # here first: a spec whose cases cannot be built fails once, located
-    cases = cached_cases(spec, dtype, seed) if cache_cases else build_cases(spec, dtype, seed)
+    cases = cached_cases(spec, dtype, seed, use_cache=cache_cases)
 
     def remember() -> None:  # forked grader processes start with the spec's cases built here
         _CHILD_CASES[(spec.path, dtype, seed)] = (spec, cases)
@@ -268,8 +268,8 @@ def _grade_in_child(spec_path: str, submission: Submission, *, options: dict[str
     if key not in _CHILD_CASES:
         # a spec's own reference file outside its folder was trusted by the parent: trusted here too
         spec = load_spec(spec_path, allow_outside_reference=bool(options.get("outside_reference")))
-        build = cached_cases if options.get("cache_cases") else build_cases
-        _CHILD_CASES[key] = (spec, build(spec, options["dtype"], options["seed"]))
+        cases = cached_cases(spec, options["dtype"], options["seed"], use_cache=bool(options.get("cache_cases")))
+        _CHILD_CASES[key] = (spec, cases)
     spec, cases = _CHILD_CASES[key]
     own = ("cache_cases", "outside_reference")
     return grade_submission(submission, spec, cases, **{k: v for k, v in options.items() if k not in own})

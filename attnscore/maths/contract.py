@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from attnscore.boundary.calls import OMITTED
+from attnscore.boundary.gradients import NOT_DIFFERENTIATED
 from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.bounds import Bound, check_symbols, legend_of
 from attnscore.maths.family import ContractFamily
@@ -395,6 +396,20 @@ class Contract:
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.parameters)
+
+    @property
+    def differentiable_parameters(self) -> tuple[str, ...]:
+        """The parameters a gradient is asked for, in parameter order: all but the bool masks, the
+        integer parameters (lengths, offsets) and the float parameters the worker never differentiates
+        (:data:`attnscore.boundary.gradients.NOT_DIFFERENTIATED`: a float ``attn_mask``, ``alibi_slopes``),
+        so that the grader never asks for a gradient the worker does not compute.
+
+        >>> from attnscore.maths.contracts import get_contract
+        >>> get_contract("kernel_attention").differentiable_parameters
+        ('query', 'key', 'value')
+        """
+        skipped = self.bool_parameters | self.int_parameters | NOT_DIFFERENTIATED
+        return tuple(n for n in self.parameter_names if n not in skipped)
 
     @property
     def single_query(self) -> bool:

@@ -11,7 +11,9 @@ The ``ratio`` tolerance compares with the reference's own error in the tested dt
 measures it (``reference="measured"``: the torch reference run in that dtype on the CPU); the
 loader cannot (a property draws other inputs than a worked example's, and loading a spec imports
 no torch), so it asks for the a-priori bound of that error (``reference="a_priori"``: the
-``dot_bound`` with the ratio's factor, which is also the rule's floor: :func:`ratio_floor`).
+``dot_bound`` with the ratio's factor, which is also the rule's floor). A backward call in
+float16/bfloat16 always measures the reference's own gradients. The reference runs once per call
+for both, and every allowed error is a rule of :mod:`attnscore.maths.tolerance`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ import numpy as np
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.dtypes import LOW_PRECISION
 from attnscore.boundary.lazy_torch import torch
-from attnscore.maths import golden_gradients
 from attnscore.maths.contract import Contract
-from attnscore.maths.tolerance import ErrorTerms, Tolerance, allowed_error, ratio_floor
+from attnscore.maths.golden_gradients import golden_backward
+from attnscore.maths.tolerance import Tolerance, allowed_error, gradient_allowed
 
 __all__ = ["Expectation", "OwnError", "expect"]
 
@@ -95,52 +97,29 @@ def expect(
     """
     with np.errstate(all="ignore"):
         golden = contract.golden(args)
+        gradients, n, scales = golden_backward(contract, args, upstream) if upstream is not None else ({}, 0, {})
+        # The reference's own error in ``dtype``: one run of it on the CPU gives its output (the ratio
+        # rule, measured) and, for a backward call in float16/bfloat16, its gradients by torch autograd.
+        own_output, own_gradients = None, {}
+        measure_output = tolerance.mode == "ratio" and reference == "measured"
+        measure_gradients = upstream is not None and dtype in LOW_PRECISION
+        if measure_output or measure_gradients:
+            names = contract.differentiable_parameters if measure_gradients else ()
+            tensors = [to_torch(a, dtype).requires_grad_(name in names) for name, a in args.items()]
+            out = contract.reference(*tensors)
+            if measure_gradients and upstream is not None:
+                out.backward(to_torch(upstream, dtype))
+            own_output = out.detach().to(torch.float64).numpy() if measure_output else None
+            own_gradients = {
+                name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().to(torch.float64).numpy()
+                for name, t in zip(args, tensors, strict=True)
+                if name in names
+            }
         d_k, scale = contract.error_scale(args)
-        operands = contract.operand_sums(args)
-        ratio = tolerance.mode == "ratio"
-        # the ratio rule's floor, and the loader's bound of the reference's own error: ``factor``
-        # roundings of each term (ratio_floor); any other mode is its own bound
-        bound = ratio_floor(tolerance) if ratio else tolerance
-        allowed = allowed_error(bound, golden, dtype, d_k, scale, operands, _terms(contract, args, dtype, bound.factor))
-        if ratio and reference == "measured":
-            measured = _reference_output(contract, args, dtype)
-            allowed = np.maximum(tolerance.ratio_allowed(golden, measured, dtype), allowed)
-        if upstream is None:
-            return Expectation(golden, allowed)
-        gradients = golden_gradients.contract_gradients(contract, args, upstream)
-        n, scales = golden_gradients.contract_gradient_scales(contract, args, upstream)
-        own = _reference_gradients(contract, args, upstream, dtype) if dtype in LOW_PRECISION else {}
+        terms = contract.low_precision_terms(args, dtype, tolerance.factor) if dtype in LOW_PRECISION else None
+        allowed = allowed_error(tolerance, golden, dtype, d_k, scale, contract.operand_sums(args), terms, own_output)
         gradients_allowed = {
-            name: golden_gradients.gradient_allowed(tolerance, g, scales[name], n, dtype, own.get(name))
+            name: gradient_allowed(tolerance, g, scales[name], n, dtype, own_gradients.get(name))
             for name, g in gradients.items()
         }
     return Expectation(golden, allowed, gradients, gradients_allowed)
-
-
-def _terms(contract: Contract, args: Mapping[str, np.ndarray], dtype: str, factor: float) -> ErrorTerms | None:
-    """The contract's float16/bfloat16 budget for a bound with ``factor``; None in float32/float64."""
-    return contract.low_precision_terms(args, dtype, factor) if dtype in LOW_PRECISION else None
-
-
-def _reference_output(contract: Contract, args: Mapping[str, np.ndarray], dtype: str) -> np.ndarray:
-    """The reference run in ``dtype`` on the CPU, as float64 (the ``ratio`` mode's own error)."""
-    out = contract.reference(*[to_torch(a, dtype) for a in args.values()])
-    return out.detach().to(torch.float64).numpy()
-
-
-def _reference_gradients(
-    contract: Contract, args: Mapping[str, np.ndarray], upstream: np.ndarray, dtype: str
-) -> dict[str, np.ndarray]:
-    """torch autograd of the reference run in ``dtype`` on the CPU, float64, by parameter name."""
-    names = golden_gradients.differentiable_parameters(contract)
-    tensors = [to_torch(a, dtype) for a in args.values()]
-    for name, t in zip(args, tensors, strict=True):
-        if name in names:
-            t.requires_grad_(True)
-    out = contract.reference(*tensors)
-    out.backward(to_torch(upstream, dtype))
-    return {
-        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().to(torch.float64).numpy()
-        for name, t in zip(args, tensors, strict=True)
-        if name in names
-    }

@@ -36,7 +36,7 @@ def keyword_gradients(
 
     A key/value head shared by a group of query heads (``enable_gqa``, ``h_kv < h_q``) gets the sum
     of its group's gradients; a softcap multiplies the score gradient by ``1 − tanh²(s / cap)``;
-    ``attn_mask`` and ``alibi_slopes`` get none (:data:`NOT_DIFFERENTIATED`).
+    ``attn_mask`` and ``alibi_slopes`` get none (:data:`attnscore.boundary.gradients.NOT_DIFFERENTIATED`).
 
     Args:
         names: the contract's parameter names, the query, key and value first

@@ -30,10 +30,14 @@ Modes (a spec chooses one, and a worked example may override it):
     accumulates in float32 and is often exact on small cases, so K× its error alone would reject
     correct code that rounds each product in the low precision (``torch.sum(q * keys, -1)``), as
     the naive low-precision baseline of those test suites does itself. The floor is ``factor``
-    times that bound (:func:`ratio_floor`), as the rule allows ``factor`` times the baseline's
-    error: code that rounds each operand once more (scaling ``Q`` and ``K`` by ``d**-0.25`` in the
-    low precision) is correct too. Computing in a coarser dtype (bfloat16 inside a float16 run, 8
-    times float16's unit roundoff) still fails.
+    times that bound, as the rule allows ``factor`` times the baseline's error: code that rounds
+    each operand once more (scaling ``Q`` and ``K`` by ``d**-0.25`` in the low precision) is correct
+    too. Computing in a coarser dtype (bfloat16 inside a float16 run, 8 times float16's unit
+    roundoff) still fails. Without the reference's own output (the spec loader, which runs no
+    torch), the floor alone is the rule's a-priori bound.
+
+Every rule lives here: :func:`allowed_error` for a call's output (the ratio rule's floor and
+measured error combined) and :func:`gradient_allowed` for each gradient of a backward call.
 """
 
 from __future__ import annotations
@@ -50,8 +54,8 @@ __all__ = [
     "UNIT_ROUNDOFF",
     "CLOSE_DEFAULTS",
     "allowed_error",
+    "gradient_allowed",
     "DTYPES",
-    "ratio_floor",
     "entries_close",
     "close_enough",
 ]
@@ -138,7 +142,7 @@ class Tolerance:
     """A comparison mode and its parameters.
 
     Attributes:
-        mode: ``"exact"``, ``"close"`` or ``"dot_bound"``.
+        mode: ``"exact"``, ``"close"``, ``"dot_bound"`` or ``"ratio"``.
         rtol, atol: for ``close``; None means the dtype's default.
         factor: for ``dot_bound``, the constant in front of ``d_k · u · Σ|q_i k_i|``; for
             ``ratio``, the allowed multiple of the reference's own error.
@@ -198,6 +202,7 @@ def allowed_error(
     scale: np.ndarray,
     operands: np.ndarray | None = None,
     terms: ErrorTerms | None = None,
+    reference: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-entry allowed absolute error, same shape as ``golden`` (float64).
 
@@ -214,6 +219,10 @@ def allowed_error(
         terms: for float16/bfloat16, the contract's own low-precision budget (:class:`ErrorTerms`);
             None means the budget of a ``d_k``-term sum of ``scale``
             (:meth:`ErrorTerms.of_sum`). Ignored for float32 and float64.
+        reference: for ``ratio``, the reference's own output computed in ``dtype`` (float64
+            values, ``golden``'s shape): the allowed error is at least :meth:`Tolerance.ratio_allowed`
+            of it. Without it (or in another mode) only the bound with ``tol.factor`` applies, which
+            is the ratio rule's floor (see the module docstring).
 
     Example:
         The worked example in float32 (``d_k = 2``; golden ``[1, 0, 0.7]``; ``Σ|q_i k_i|`` is
@@ -247,17 +256,67 @@ def allowed_error(
         rounding = np.asarray(terms.rounding, dtype=np.float64)
         accumulation = np.asarray(terms.accumulation, dtype=np.float64)
         bound = tol.factor * (u * rounding + UNIT_ROUNDOFF["float32"] * accumulation)
-        return bound + u * np.abs(golden) + terms.floor * SUBNORMAL_MIN[dtype]
-    bound = tol.factor * max(d_k, 1) * u * scale
-    # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
-    # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
-    floor_units: float | np.ndarray = max(d_k, 1) + 1.0
-    if operands is not None:
-        floor_units = floor_units + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
-    return bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]
+        allowed = bound + u * np.abs(golden) + terms.floor * SUBNORMAL_MIN[dtype]
+    else:
+        bound = tol.factor * max(d_k, 1) * u * scale
+        # The result itself is rounded to the output dtype: allow half an ulp of the golden value too,
+        # and an absolute floor for products that fall into the subnormal range (or underflow to 0).
+        floor_units: float | np.ndarray = max(d_k, 1) + 1.0
+        if operands is not None:
+            floor_units = floor_units + np.nan_to_num(np.asarray(operands, dtype=np.float64), posinf=0.0)
+        allowed = bound + u * np.abs(golden) + floor_units * SUBNORMAL_MIN[dtype]
+    if tol.mode == "ratio" and reference is not None:
+        allowed = np.maximum(tol.ratio_allowed(golden, reference, dtype), allowed)
+    return allowed
 
 
-def ratio_floor(tol: Tolerance) -> Tolerance:
-    """The ``ratio`` rule's a-priori floor: ``tol.factor`` roundings of each term in the low
-    precision, summed in float32 (the ``dot_bound`` with the rule's factor; see the module docstring)."""
-    return Tolerance("dot_bound", factor=tol.factor)
+def gradient_allowed(
+    tol: Tolerance,
+    golden_grad: np.ndarray,
+    scale: np.ndarray,
+    n: int,
+    dtype: str,
+    reference_grad: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-entry allowed absolute error of one gradient, same shape as ``golden_grad`` (float64).
+
+    Args:
+        tol: the spec's tolerance.
+        golden_grad: the float64 gradient
+            (:func:`attnscore.maths.golden_gradients.contract_gradients`).
+        scale, n: its error scale ``M`` and sum length
+            (:func:`attnscore.maths.golden_gradients.contract_gradient_scales`).
+        dtype: the tested dtype.
+        reference_grad: for float16/bfloat16, the reference's own gradient computed in ``dtype``
+            (torch autograd of the reference); required there.
+
+    Rules: ``close`` is the dtype's ``close`` rule on the gradient; otherwise (``dot_bound``,
+    ``exact``, ``ratio`` in float32/float64) ``factor · n · u · M + u·|g| + (n + 1)`` subnormals,
+    with the spec's factor (2 for ``exact``: a gradient is rarely exact where the forward is). In
+    float16/bfloat16 the ratio rule, as forward (FlashAttention's tests): at most ``factor`` (the
+    spec's for ``ratio``, else 2) times the reference's own largest error in that dtype, with the
+    dtype's ``close`` atol, one ulp of each entry and one low-precision rounding of each term summed in
+    float32 (``u·M + n·u_fp32·M``) as floors.
+
+    Raises:
+        ValueError: a float16/bfloat16 dtype without ``reference_grad``.
+
+    Example (float32, a gradient entry of 1 with magnitude 1 over 2 terms, factor 2):
+        >>> allowed = gradient_allowed(Tolerance(), np.array([1.0]), np.array([1.0]), 2, "float32")
+        >>> float(allowed[0] / 2**-24).__round__(6)
+        5.0
+    """
+    g = np.nan_to_num(np.asarray(golden_grad, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    M = np.nan_to_num(np.asarray(scale, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    u = UNIT_ROUNDOFF[dtype]
+    if tol.mode == "close":
+        return allowed_error(tol, g, dtype, n, M)
+    if dtype in LOW_PRECISION:
+        if reference_grad is None:
+            raise ValueError(f"gradient_allowed: {dtype} needs the reference's own {dtype} gradient (ratio rule)")
+        factor = tol.factor if tol.mode == "ratio" else 2.0
+        ratio = Tolerance("ratio", factor=factor).ratio_allowed(g, reference_grad, dtype)
+        floor = u * M + max(n, 1) * UNIT_ROUNDOFF["float32"] * M + u * np.abs(g)
+        return np.maximum(ratio, floor + (n + 1) * SUBNORMAL_MIN[dtype])
+    factor = 2.0 if tol.mode == "exact" else tol.factor
+    return factor * max(n, 1) * u * M + u * np.abs(g) + (n + 1) * SUBNORMAL_MIN[dtype]

@@ -13,10 +13,9 @@ from attnscore.catalogue.properties import get_property
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
-from attnscore.maths import golden_gradients
 from attnscore.maths.contracts import get_contract
 from attnscore.maths.strategies import draw_examples
-from attnscore.maths.tolerance import Tolerance
+from attnscore.maths.tolerance import Tolerance, gradient_allowed
 from attnscore.report.results import Verdict
 from attnscore.spec.load import load_spec
 
@@ -231,8 +230,8 @@ def test_low_precision_allowed_needs_the_reference():
     """The ratio rule in float16 needs the reference's own gradient; float32 is the a-priori bound."""
     g = np.array([1.0, 2.0])
     with pytest.raises(ValueError, match="ratio rule"):
-        golden_gradients.gradient_allowed(Tolerance(), g, g, 2, "float16")
-    ratio = golden_gradients.gradient_allowed(Tolerance(), g, g, 2, "float16", reference_grad=g + 0.01)
+        gradient_allowed(Tolerance(), g, g, 2, "float16")
+    ratio = gradient_allowed(Tolerance(), g, g, 2, "float16", reference_grad=g + 0.01)
     assert np.all(ratio >= 0.02)  # at least twice the reference's own error
 
 
@@ -248,7 +247,7 @@ def test_every_bundled_differentiable_spec_accepts_the_gradient_property():
         contract = load_spec(path).contract
         assert get_property("gradients_match_golden").applies(contract) == differentiable(contract), path
         if differentiable(contract):
-            assert golden_gradients.differentiable_parameters(contract)
+            assert contract.differentiable_parameters
         else:
             left_out.append(path.stem)
     assert left_out == []

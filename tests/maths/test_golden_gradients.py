@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnscore.boundary.gradients import NOT_DIFFERENTIATED
 from attnscore.catalogue.families import differentiable
 from attnscore.maths import golden_gradients as gg
 from attnscore.maths import gradient_formulas as gf
@@ -22,7 +23,7 @@ def autograd(contract, args: dict[str, np.ndarray], d_out: np.ndarray) -> dict[s
     ``contract`` is a contract or a name; only the parameters a gradient is asked for require grad
     (never a mask, the ALiBi slopes or an integer parameter, which stays int32)."""
     c = get_contract(contract) if isinstance(contract, str) else contract
-    asked = gg.differentiable_parameters(c)
+    asked = c.differentiable_parameters
     tensors = {}
     for n in c.parameter_names:
         kind = torch.bool if n in c.bool_parameters else torch.int32 if n in c.int_parameters else torch.float64
@@ -71,7 +72,7 @@ def test_contract_gradients_match_autograd(contract, data: st.DataObject) -> Non
     args, d_out = data.draw(contract_case(contract))
     want = autograd(contract, args, d_out)
     got = gg.contract_gradients(contract, args, d_out)
-    assert set(got) == set(want) == set(gg.differentiable_parameters(contract))
+    assert set(got) == set(want) == set(contract.differentiable_parameters)
     for n in want:
         assert got[n].shape == np.shape(args[n]), n
         np.testing.assert_allclose(got[n], want[n], rtol=1e-9, atol=1e-9, err_msg=n)
@@ -264,14 +265,14 @@ def test_flash_layout_gradients_are_in_its_own_layout() -> None:
 def test_masks_and_slopes_are_never_differentiated(contract, left_out) -> None:
     """A mask (bool, or a float attn_mask) and the ALiBi slopes get no golden gradient: never asked for."""
     assert left_out in contract.parameter_names
-    assert left_out not in gg.differentiable_parameters(contract)
+    assert left_out not in contract.differentiable_parameters
     from hypothesis import find
 
     args = find(random_args(contract, 3.0), lambda a: True)
     d_out = np.ones(np.shape(contract.golden(args)))
     assert left_out not in gg.contract_gradients(contract, args, d_out)
     assert left_out not in gg.contract_gradient_scales(contract, args, d_out)[1]
-    assert "attn_mask" in gg.NOT_DIFFERENTIATED  # a float attn_mask too, whatever its dtype
+    assert "attn_mask" in NOT_DIFFERENTIATED  # a float attn_mask too, whatever its dtype
 
 
 def test_alibi_slopes_shift_the_gradients_but_get_none() -> None:

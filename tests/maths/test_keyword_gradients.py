@@ -17,7 +17,6 @@ from attnscore.check.engineer_options import EngineerOptions
 from attnscore.check.implementation import run_impl
 from attnscore.check.judge import judge_case
 from attnscore.check.runner import InProcessRunner
-from attnscore.maths.golden_gradients import differentiable_parameters
 from attnscore.report.results import Verdict
 from attnscore.spec.load import load_spec
 from tests.catalogue.test_gradient_properties import _case, _Scaled
@@ -190,7 +189,7 @@ def test_alibi_slopes_gradient_is_never_asked_for(kernel_mistake):
     spec, case = _case("specs/alibi.yaml", "gradients_match_golden")
     assert "alibi_slopes" in spec.parameter_names
     assert all(set(c.gradient_goldens) == {"query", "key", "value"} for c in case.calls)
-    assert differentiable_parameters(spec.contract) == ("query", "key", "value")
+    assert spec.contract.differentiable_parameters == ("query", "key", "value")
     runner = InProcessRunner(spec.contract.binding(kernel_attention))
     assert judge_case(spec, case, runner, "float32").verdict is Verdict.PASSED
 

@@ -12,10 +12,10 @@ from attnscore.maths.contracts import get_contract
 from attnscore.maths.expectation import expect
 from attnscore.maths.families import rope
 from attnscore.maths.families.registry import family_of
-from attnscore.maths.golden_gradients import contract_gradient_scales, contract_gradients, gradient_allowed
+from attnscore.maths.golden_gradients import contract_gradient_scales, contract_gradients
 from attnscore.maths.reference import ScoreInputError
 from attnscore.maths.rotary import rotate_golden
-from attnscore.maths.tolerance import Tolerance
+from attnscore.maths.tolerance import Tolerance, gradient_allowed
 
 CONTRACT = get_contract("rope")
 

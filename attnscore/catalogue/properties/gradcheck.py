@@ -3,7 +3,7 @@
 This is the check ``torch.autograd.gradcheck(f, inputs, fast_mode=True)`` makes, done by the
 grader from the submission's own outputs, so that it runs wherever the submission runs (the
 sandboxed worker included) and needs no golden gradient: for each differentiable input ``x`` (never
-a mask or the ALiBi slopes, :data:`attnscore.maths.golden_gradients.NOT_DIFFERENTIATED`) a random
+a mask or the ALiBi slopes, :attr:`attnscore.maths.contract.Contract.differentiable_parameters`) a random
 direction ``u`` of ``x``'s shape is drawn, and the directional derivative of ``⟨dO, f⟩`` along it
 is computed twice:
 
@@ -39,7 +39,6 @@ from attnscore.catalogue.properties.gradients import gradient_arrival_failure
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_number
-from attnscore.maths.golden_gradients import differentiable_parameters
 from attnscore.maths.strategies import legend_sizes, random_args
 
 __all__ = ["GradcheckExample", "EPS", "ATOL", "RTOL", "directional_failure"]
@@ -82,7 +81,7 @@ def _examples(draw: Callable[..., Any], c: Contract, max_value: float) -> Gradch
         args = {**args, "mask": mask}
     args = {n: (np.asarray(a, dtype=np.float64) if np.asarray(a).dtype != np.bool_ else a) for n, a in args.items()}
     directions = {
-        n: draw(hnp.arrays(np.float64, np.shape(args[n]), elements=_unit(1.0))) for n in differentiable_parameters(c)
+        n: draw(hnp.arrays(np.float64, np.shape(args[n]), elements=_unit(1.0))) for n in c.differentiable_parameters
     }
     with np.errstate(all="ignore"):
         shape = np.shape(c.golden(args))

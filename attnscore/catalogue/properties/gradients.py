@@ -5,7 +5,7 @@ and an upstream gradient ``dO`` of the output's shape drawn the same way (determ
 as every drawn input). Its call runs forward with the float inputs requiring grad and then
 ``backward(dO)`` (:mod:`attnscore.boundary.gradients`); the output is compared with the golden value
 as usual, then each input's gradient with its float64 golden gradient
-(:mod:`attnscore.maths.golden_gradients`) under :func:`~attnscore.maths.golden_gradients.gradient_allowed`.
+(:mod:`attnscore.maths.golden_gradients`) under :func:`~attnscore.maths.tolerance.gradient_allowed`.
 A mask never gets a gradient asked for. A failure names the input and the wrong entry.
 """
 
