@@ -74,9 +74,9 @@ def test_the_mistaken_function_is_right_without_its_mistake():
             S = S.masked_fill(~torch.ones(5, 7, dtype=torch.bool).tril(), float("-inf"))
         for tile in TILES:
             fn = flash_function(is_causal=is_causal, tile=tile)
-            O, L, _ = fn.forward_tiles(Q, K, V, is_causal)
-            np.testing.assert_allclose(O.numpy(), (torch.softmax(S, dim=-1) @ V).numpy(), rtol=1e-12)
-            np.testing.assert_allclose(L.numpy(), torch.logsumexp(S, dim=-1).numpy(), rtol=1e-12)
+            out, lse, _ = fn.forward_tiles(Q, K, V, is_causal)
+            np.testing.assert_allclose(out.numpy(), (torch.softmax(S, dim=-1) @ V).numpy(), rtol=1e-12)
+            np.testing.assert_allclose(lse.numpy(), torch.logsumexp(S, dim=-1).numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("tile, rescale", [(1, 0), (3, 1), (4, 2), (8, 3)])
