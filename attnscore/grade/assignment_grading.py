@@ -28,7 +28,7 @@ from attnscore.boundary import wire
 from attnscore.boundary.outputs import CallFailure
 from attnscore.check.assignment_session import AssignmentSession, QuestionPart
 from attnscore.check.case_cache import cached_cases
-from attnscore.check.cases import Case, build_cases
+from attnscore.check.cases import Case
 from attnscore.check.runner import RefusedRunner
 from attnscore.check.session import NO_SHRINK, Session
 from attnscore.grade.grading import _environment, _finished, grade_batch
@@ -59,15 +59,15 @@ def assignment_cases(
     worker-evidenced properties set to 0 (:func:`attnscore.grade.policy.unscored_in_sandbox`), every
     case's points multiplied by the question's :attr:`~attnscore.spec.assignment.AssignmentQuestion.scale`
     (exact: the question totals its ``points``), and every case of a hidden question hidden.
-    ``cache_cases``: read (and store) them in the grader's case cache, as ``attnscore grade`` does.
+    ``cache_cases``: read (and store) them in the grader's case cache, as ``attnscore grade`` does
+    (:func:`attnscore.check.case_cache.cached_cases`, the one way grading builds cases).
 
     Raises:
         SpecError: a question's cases cannot be built (located in its spec).
     """
-    build = cached_cases if cache_cases else build_cases
     out = []
     for q in assignment.questions:
-        cases = unscored_in_sandbox(build(q.spec, _question_dtype(q, dtype), seed))
+        cases = unscored_in_sandbox(cached_cases(q.spec, _question_dtype(q, dtype), seed, use_cache=cache_cases))
         hidden = q.visibility == "hidden"
         out.append(
             tuple(replace(c, points=c.points * q.scale, visibility="hidden" if hidden else c.visibility) for c in cases)
