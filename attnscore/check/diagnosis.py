@@ -40,6 +40,12 @@ Entries a mistake's code never writes (``Mistake.unwritten``: rows past a kernel
 agree with any value but the right row, and are evidence only beside written entries of the same
 call. A call that raised is diagnosed by :func:`diagnose_raised`: a mistake that raises there
 (``Mistake.raises``) and does what the implementation does on its witnesses (``Mistake.witnesses``).
+A backward call is first matched against the backward mistakes (``Mistake.backward``) by
+:func:`diagnose_backward`: its output, every gradient and the saved ``L`` together, on the failing
+call and on the confirmation inputs with an upstream gradient each.
+
+The implementation's calls on the diagnosis's own inputs (:mod:`attnscore.check.diagnosis_inputs`,
+plain data) are made here, each once per runner (:func:`outcomes_on`), whatever case asks.
 
 A mistake that cannot happen in the tested dtype (``computed_in_float16`` for float16 inputs,
 ``computed_in_float32`` for anything but float64; :meth:`Mistake.applies_in`) is never a candidate.
