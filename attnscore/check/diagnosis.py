@@ -175,7 +175,8 @@ def _probe(cands: list[Candidate], spec: Spec, runner: Runner, dtype: str) -> li
     def settled() -> bool:
         return len(cands) <= 1 and all(c.evidence >= MIN_EVIDENCE for c in cands)
 
-    for number, call in enumerate(diagnosis_calls(spec, dtype, "probe")):
+    probes = diagnosis_calls(spec, dtype, "probe")
+    for number, call in enumerate(probes):
         if settled():
             break
         useful = (len(cands) > 1 and _disagree(cands, spec, call, dtype)) or any(
@@ -183,7 +184,7 @@ def _probe(cands: list[Candidate], spec: Spec, runner: Runner, dtype: str) -> li
         )
         if not useful:
             continue
-        outcome = outcomes_on(spec, runner, dtype, "probe", diagnosis_calls(spec, dtype, "probe"))[number][1]
+        outcome = outcomes_on(spec, runner, dtype, "probe", probes)[number][1]
         cands = [c for c in cands if _confirm(c, spec, [(call, outcome)], dtype)]
     return cands
 
