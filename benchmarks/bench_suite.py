@@ -12,9 +12,11 @@ The three parts are the ones `make test` runs, each as its own process, in this 
    fast`` adds ``-m "not slow"`` (``make test-fast``, pytest only).
 
 Printed: each part's wall time and exit code, the test counts pytest reports, the tests that
-failed, the 20 slowest test phases (setup, call or teardown), and the load average (1, 5 and 15
-minutes) before and after each part, and the test files that took longest in all (each test's
-setup, call and teardown summed per file, from pytest's JUnit XML): where to look first for time.
+failed, the 20 slowest test phases (setup, call or teardown), the load average (1, 5 and 15
+minutes) before and after each part and the share of the machine's CPU time in use during it (the
+room left for more test workers while tests wait on sandbox workers), and the test files that took
+longest in all (each test's setup, call and teardown summed per file, from pytest's JUnit XML):
+where to look first for time.
 ``--baseline DIR`` times the same parts in another checkout (its own ``.venv``, e.g. a ``git
 worktree`` of an earlier commit) right after, in the same run, and prints both side by side.
 A part that fails is reported with its exit code and the run goes on; the script exits 1 then.
@@ -50,10 +52,37 @@ class Part:
     slowest: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     by_file: list[tuple[str, float, int]] = field(default_factory=list)
+    busy: float | None = None  # the share of the machine's CPU time in use during the part (all processes)
 
 
 def _load() -> tuple[float, float, float]:
     return os.getloadavg()
+
+
+def _cpu_ticks(stat: str = "/proc/stat") -> tuple[int, int] | None:
+    """``(busy, total)`` CPU ticks of the whole machine so far (``stat``'s first line: idle and
+    iowait are not busy), or None where there is no such file or it holds no numbers."""
+    try:
+        with open(stat) as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 4:  # user, nice, system and idle at least
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the CPU time between two :func:`_cpu_ticks` readings that was in use, 0 to 1
+    (how much room the machine had left: idle cores while tests wait on sandbox workers), or None.
+
+    >>> busy_share((100, 400), (250, 600))
+    0.75
+    """
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def xdist_options(makefile: Path) -> list[str]:
@@ -117,15 +146,16 @@ def time_checkout(checkout: Path, tier: str, jobs: str) -> list[Part]:
             junit = Path(scratch) / "junit.xml"
             if "pytest" in name:
                 command = [*command, f"--junitxml={junit}", "-o", "junit_family=xunit1"]  # xunit1 names the file
-            before = _load()
+            before, ticks = _load(), _cpu_ticks()
             start = time.perf_counter()
             done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
             seconds = time.perf_counter() - start
+            busy = busy_share(ticks, _cpu_ticks())
             by_file = _by_file(junit)
         output = done.stdout + done.stderr
         summary, slowest = _summary_and_slowest(output) if "pytest" in name else ("", [])
         failed = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
-        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest, failed, by_file))
+        parts.append(Part(name, seconds, done.returncode, before, _load(), summary, slowest, failed, by_file, busy))
         print(f"  {checkout.name}: {name} {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
     return parts
 
@@ -138,6 +168,8 @@ def report(label: str, parts: list[Part]) -> None:
     print(f"\n{label}")
     for part in parts:
         load = f"load {part.load_before[0]:.2f} -> {part.load_after[0]:.2f} (5 min {part.load_after[1]:.2f})"
+        if part.busy is not None:
+            load += f", CPU {part.busy:.0%} busy"
         print(f"  {part.name:<22} {_minutes(part.seconds):>14}   exit {part.code}   {load}")
         if part.summary:
             print(f"  {'':<22} {part.summary}")

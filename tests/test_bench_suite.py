@@ -74,3 +74,22 @@ def test_a_makefile_without_the_pytest_line_is_a_clear_error(tmp_path):
     expected = r"expected a line 'PYTEST := \.\.\. -n \$\(PYTEST_JOBS\) \.\.\.' in .*Makefile, found none"
     with pytest.raises(SystemExit, match=expected):
         bench_suite.xdist_options(makefile)
+
+
+def test_busy_share_is_the_used_part_of_the_cpu_time_between_two_readings():
+    assert bench_suite.busy_share((100, 400), (250, 600)) == 0.75
+    assert bench_suite.busy_share((100, 400), (100, 800)) == 0.0  # an idle machine
+    assert bench_suite.busy_share(None, (250, 600)) is None  # no /proc/stat
+    assert bench_suite.busy_share((100, 400), (100, 400)) is None  # no time passed: no share
+
+
+def test_cpu_ticks_read_the_machines_first_stat_line(tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal
+    stat.write_text("cpu  10 2 8 70 10 0 0 0\ncpu0 5 1 4 35 5 0 0 0\n")
+    assert bench_suite._cpu_ticks(str(stat)) == (20, 100)  # idle and iowait are not busy
+    stat.write_text("no numbers here\n")
+    assert bench_suite._cpu_ticks(str(stat)) is None
+    stat.write_text("")
+    assert bench_suite._cpu_ticks(str(stat)) is None
+    assert bench_suite._cpu_ticks(str(tmp_path / "absent")) is None
