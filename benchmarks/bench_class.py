@@ -52,6 +52,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench_cold import compile_ahead, measure
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "dot_product_scores.yaml"
 ONE = ROOT / "examples" / "submissions" / "scores" / "correct_matmul.py"
@@ -273,19 +275,13 @@ def rerun(exe: str, klass: Path, out: Path, extra: tuple[str, ...] = ()) -> tupl
 
 def cold(exe: str) -> tuple[str, float, float, float]:
     """(load, median wall of a cold single grade, of a cold ``attnscore check``, of `import torch`),
-    three of each, interleaved."""
-    python = str(Path(exe).parent / "python")
-    at_load, grades, checks, imports = load(), [], [], []
-    for _ in range(3):
-        for command, into in (
-            ([exe, "grade", str(ONE), "--spec", str(SPEC)], grades),
-            ([exe, "check", str(ONE), "--spec", str(SPEC)], checks),
-            ([python, "-c", "import torch"], imports),
-        ):
-            start = time.perf_counter()
-            subprocess.run(command, capture_output=True)
-            into.append(time.perf_counter() - start)
-    return at_load, statistics.median(grades), statistics.median(checks), statistics.median(imports)
+    three of each, interleaved (:func:`bench_cold.measure`, in the default sandbox shape)."""
+    at_load = load()
+    times = measure({"this": exe}, {"default": dict(os.environ)}, 3, ONE, SPEC, python=str(Path(exe).parent / "python"))
+    grade_s, check_s, torch_s = (
+        statistics.median(w for w, _ in times[label]) for label in ("this grade default", "this check", "import torch")
+    )
+    return at_load, grade_s, check_s, torch_s
 
 
 def otter(klass: Path) -> str:
@@ -294,19 +290,6 @@ def otter(klass: Path) -> str:
     except ImportError:
         return "otter-grader: not installed here (pip install otter-grader to compare side by side)"
     return "otter-grader: importable, but its run needs an autograder zip for this class: not measured"
-
-
-def compile_ahead(exe: str) -> None:
-    """Write the bytecode of ``exe``'s attnscore package, as ``pip install`` does: a machine with
-    ``PYTHONDONTWRITEBYTECODE`` set (this one) would otherwise compile ~190 modules on every run."""
-    python = str(Path(exe).parent / "python")
-    where = subprocess.run(
-        [python, "-c", "import attnscore, os; print(os.path.dirname(attnscore.__file__))"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    if where:
-        subprocess.run([python, "-m", "compileall", "-q", where], capture_output=True)
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from attnscore.check.cases import Case, build_cases
+from attnscore.maths import lazy_hypothesis
 from attnscore.spec.model import Spec
 
 __all__ = ["cached_cases", "cache_folder", "KEEP"]
@@ -114,7 +115,6 @@ def _reference_files(spec: Spec) -> tuple[str, ...]:
 def _code_identity() -> str:
     """A digest of the grader's code: every source file of the attnscore package (path, size,
     mtime) and the versions of what builds cases. Made once per process (a few milliseconds)."""
-    import hypothesis
     import numpy
 
     root = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def _code_identity() -> str:
             if name.endswith((".py", ".yaml", ".json")):
                 info = os.stat(os.path.join(folder, name))
                 files.append([os.path.relpath(os.path.join(folder, name), root), info.st_size, info.st_mtime_ns])
-    versions = [sys.version, numpy.__version__, hypothesis.__version__, _torch_version()]
+    versions = [sys.version, numpy.__version__, lazy_hypothesis.version(), _torch_version()]
     return hashlib.sha256(json.dumps([str(root), files, versions]).encode()).hexdigest()
 
 

@@ -16,12 +16,12 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from hypothesis.errors import HypothesisException
 
 from attnscore.boundary import dtypes as dtype_table
 from attnscore.boundary.layouts import OMIT, PASS_NONE
 from attnscore.boundary.lazy_torch import torch
 from attnscore.maths.expectation import expect
+from attnscore.maths.lazy_hypothesis import hypothesis_exceptions
 from attnscore.maths.strategies import derive_seed, draw_examples
 from attnscore.maths.tolerance import Tolerance
 from attnscore.report.failure import Failure
@@ -308,7 +308,7 @@ def build_cases(spec: Spec, dtype: str | None = None, seed: int | None = None) -
         prop_seed = derive_seed(spec.id, spec.version, base_seed, use.name, dtype)
         try:
             examples = draw_examples(prop.examples(spec.contract, use.max_value), use.examples, prop_seed)
-        except HypothesisException as exc:
+        except hypothesis_exceptions() as exc:
             raise SpecError(
                 [
                     SpecProblem(

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import numpy as np
 
 from attnscore.boundary import lazy_torch
@@ -32,6 +31,7 @@ from attnscore.boundary.lazy_torch import torch
 from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner
 from attnscore.check.session import NO_SHRINK, Budget, Session
+from attnscore.maths import lazy_hypothesis
 from attnscore.report.results import SubmissionResult
 from attnscore.spec.model import Spec
 
@@ -122,7 +122,7 @@ def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
         "python": platform.python_version(),
         "torch": torch.__version__ if lazy_torch.loaded() else _installed_torch(),
         "numpy": np.__version__,
-        "hypothesis": hypothesis.__version__,
+        "hypothesis": lazy_hypothesis.version(),
         "device": device,
         "tf32": tf32,
     }

@@ -18,15 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis.errors import HypothesisException
-
 from attnscore.check.cases import Case, property_calls
 from attnscore.check.diagnosis import holds
 from attnscore.check.judge import example_position, judge_case, wrong_corner
 from attnscore.check.runner import Runner
 from attnscore.check.small_inputs import small_case
+from attnscore.maths.lazy_hypothesis import hypothesis, hypothesis_exceptions
 from attnscore.maths.strategies import _without_local_constants, derive_seed
 from attnscore.report.failure import ShrunkFrom, size_of
 from attnscore.report.results import CaseResult, Verdict
@@ -96,17 +93,17 @@ def shrink_case(
     last: list[CaseResult] = []
     steps = [0]
 
-    @settings(
+    @hypothesis.settings(
         max_examples=max_examples,
         database=None,
         deadline=None,
         print_blob=False,
-        phases=[Phase.generate, Phase.shrink],
-        suppress_health_check=list(HealthCheck),
+        phases=[hypothesis.Phase.generate, hypothesis.Phase.shrink],
+        suppress_health_check=list(hypothesis.HealthCheck),
         report_multiple_bugs=False,
     )
-    @hypothesis_seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
-    @given(prop.examples(spec.contract, use.max_value))
+    @hypothesis.seed(derive_seed(spec.id, spec.version, spec.seed, use.name, dtype))
+    @hypothesis.given(prop.examples(spec.contract, use.max_value))
     def run_one(example: Any) -> None:
         steps[0] += 1
         out_of_steps = max_steps is not None and steps[0] > max_steps
@@ -131,7 +128,7 @@ def shrink_case(
             run_one()
     except (_Failed, _OutOfBudget):
         return last[-1] if last else None
-    except HypothesisException:  # pragma: no cover - flaky or unsatisfiable: keep the original
+    except hypothesis_exceptions():  # pragma: no cover - flaky or unsatisfiable: keep the original
         return None
     return None
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis.errors import HypothesisException
-
 from attnscore.check.cases import Case, property_calls
+from attnscore.maths.lazy_hypothesis import hypothesis_exceptions
 from attnscore.maths.strategies import derive_seed, draw_examples, small_sizes, wide_shapes
 from attnscore.spec.model import Spec
 
@@ -82,7 +81,7 @@ def _build(spec: Spec, case: Case, dtype: str, base: int) -> Case | None:
         try:
             with small_sizes(wide=wide):
                 examples += draw_examples(prop.examples(spec.contract, use.max_value), count, stream)
-        except HypothesisException:  # no input this small (or this wide) satisfies the property's strategy
+        except hypothesis_exceptions():  # no input this small (or this wide) satisfies the property's strategy
             continue
     if not examples:
         return None

@@ -16,12 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from attnscore.maths.families.registry import family_of
+from attnscore.maths.lazy_hypothesis import composite, hnp, hypothesis, st
 
 if TYPE_CHECKING:
     from attnscore.maths.contract import Contract
@@ -149,7 +146,7 @@ def batch_dims(draw: Callable[..., Any], contract: Contract | None = None) -> tu
     return tuple(draw(st.lists(st.integers(1, _upper(3)), max_size=1 if small else MAX_BATCH_DIMS)))
 
 
-@st.composite
+@composite
 def qk_shapes(
     draw: Callable[..., Any], contract: Contract, min_d_k: int = 1, max_d_k: int = 8
 ) -> tuple[tuple[int, ...], int, int, int]:
@@ -196,7 +193,7 @@ def readable_values(values: Any, max_value: float) -> np.ndarray:
     return arr
 
 
-@st.composite
+@composite
 def random_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 10.0) -> QK:
     """Queries and keys with arbitrary finite values in ``[-max_value, max_value]``."""
     batch, n_q, n_k, d_k = draw(qk_shapes(contract))
@@ -224,7 +221,7 @@ def _not_parallel(q: np.ndarray, v: np.ndarray) -> bool:
     return bool(((q @ q) * v - (q @ v) * q).any())
 
 
-@st.composite
+@composite
 def perpendicular_qk(draw: Callable[..., Any], contract: Contract, max_value: float = 3.0) -> QK:
     """Keys exactly perpendicular to every query (small integers, so ``Q Kᵀ`` is exactly 0).
 
@@ -294,17 +291,17 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
     """
     drawn: list[T] = []
 
-    @settings(
+    @hypothesis.settings(
         max_examples=count,
         database=None,
         deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
+        phases=[hypothesis.Phase.generate],
+        suppress_health_check=list(hypothesis.HealthCheck),
         derandomize=False,
         print_blob=False,
     )
-    @hypothesis_seed(seed)
-    @given(strategy)
+    @hypothesis.seed(seed)
+    @hypothesis.given(strategy)
     def collect(example: T) -> None:
         drawn.append(example)
 
@@ -313,7 +310,7 @@ def draw_examples(strategy: st.SearchStrategy[T], count: int, seed: int) -> list
     return drawn[:count]
 
 
-@st.composite
+@composite
 def legend_sizes(draw: Callable[..., Any], contract: Contract, max_size: int = 6, min_size: int = 1) -> dict[str, Any]:
     """Draw one size per legend symbol of ``contract`` (``"..."`` -> a tuple of batch dims)."""
     symbols = {sym for _, legend in contract.parameters for sym in legend}
@@ -372,7 +369,7 @@ def _mask_shape(
     return batch + rest
 
 
-@st.composite
+@composite
 def random_args(
     draw: Callable[..., Any], contract: Contract, max_value: float = 10.0, sizes: dict[str, Any] | None = None
 ) -> Args:

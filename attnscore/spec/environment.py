@@ -8,6 +8,8 @@ PrairieLearn's image: :mod:`attnscore.export`); ``attnscore grade`` refuses to s
 listed package is missing or where the sandbox cannot compile (:mod:`attnscore.grade.environment`);
 ``attnscore check`` says once what to ``pip install``. Each package is a requirement as pip reads
 it (a name, optional extras, an optional version and environment marker), from the package index.
+``packaging`` reads them, imported where a requirement is read: a spec that lists no packages never
+loads it (a student's cold ``attnscore check``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
-
-from packaging.requirements import InvalidRequirement, Requirement
 
 from attnscore.spec.located import Positioned, SpecProblem
 
@@ -54,6 +54,10 @@ class Environment:
         """The listed packages this interpreter lacks, each as ``requirement (why)``: not
         installed, or installed in a version outside the requirement's (``jaxtyping>=0.2 (0.1.5
         installed)``). A requirement whose environment marker does not hold here is not needed."""
+        if not self.packages:
+            return []
+        from packaging.requirements import Requirement
+
         lacking = []
         for text in self.packages:
             requirement = Requirement(text)
@@ -76,6 +80,8 @@ class Environment:
 
 def _requirement_problem(text: str) -> str | None:
     """Why ``text`` is not a package a spec may list (see the module docstring), or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     example = "(einops, jaxtyping>=0.2)"
     try:
         requirement = Requirement(text)
@@ -101,6 +107,8 @@ def read_environment(doc: Positioned, raw: Any, problems: list[SpecProblem]) -> 
     that is not a requirement pip reads from the index, names attnscore or torch, or repeats one."""
     if raw is None:
         return Environment()
+    from packaging.requirements import Requirement
+
     packages = []
     seen: dict[str, int] = {}
     for i, text in enumerate(raw.get("packages", [])):

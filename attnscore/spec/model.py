@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypothesis.errors import HypothesisException
 
 from attnscore.boundary.modules import ModuleConfig
 from attnscore.catalogue.families import causal, scaled_dot_product, score_function
@@ -23,6 +22,7 @@ from attnscore.catalogue.mistakes import Mistake, get_mistake, mistakes_for
 from attnscore.catalogue.properties import Property, get_property
 from attnscore.maths.bounds import Bound, broken_bounds, legend_of
 from attnscore.maths.contract import Contract
+from attnscore.maths.lazy_hypothesis import hypothesis_exceptions
 from attnscore.maths.tolerance import Tolerance
 from attnscore.spec.environment import Environment
 from attnscore.spec.rules import Rule
@@ -363,7 +363,7 @@ class Spec:
             seed = derive_seed(self.id, self.version, self.seed, use.name, "bounds")
             try:
                 drawn = draw_examples(self.find_property(use.name).examples(contract, use.max_value), 1, seed)
-            except HypothesisException:
+            except hypothesis_exceptions():
                 drawn = []
             if drawn:
                 kept_properties.append(use)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.families import causal
 from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths import golden
+from attnscore.maths.lazy_hypothesis import st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 

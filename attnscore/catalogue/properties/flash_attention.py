@@ -14,8 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import flash_attention_2
@@ -24,6 +22,7 @@ from attnscore.catalogue.properties.registry import Args, CheckContext, Property
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.families.flash_attention_2 import logsumexp_allowed, logsumexp_golden
+from attnscore.maths.lazy_hypothesis import composite, hnp, st
 from attnscore.maths.strategies import drawing_small, readable_values
 from attnscore.maths.tolerance import entries_close
 
@@ -38,7 +37,7 @@ def _floats(m: float) -> st.SearchStrategy[float]:
     return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
 
 
-@st.composite
+@composite
 def _flash_example(
     draw: Callable[..., Any], c: Contract, max_value: float, *, n_k: tuple[int, int] = (1, 9)
 ) -> tuple[Args, np.ndarray]:
@@ -150,7 +149,7 @@ TILE_EDGES = (17, 33, 65)
 """Sequence lengths just past a tile multiple: one full tile of 16, 32 or 64 and one more."""
 
 
-@st.composite
+@composite
 def _tile_edge_example(draw: Callable[..., Any], c: Contract, max_value: float) -> Args:
     """Q ``(batch, n_q, d)``, K and V ``(batch, n_k, d)`` with n_q and n_k each just past a tile
     multiple (:data:`TILE_EDGES`; the smallest, 17, when drawing small inputs for shrinking, with one

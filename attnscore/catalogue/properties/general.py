@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.boundary.layouts import LAYOUTS, describe_layout, expand_values
 from attnscore.catalogue.families import leading_symbol
 from attnscore.catalogue.properties.registry import CheckContext, Property, register
+from attnscore.maths.lazy_hypothesis import composite, st
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough, entries_close
 
@@ -228,7 +228,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _items_example(draw: Any, contract: Any, max_value: float) -> tuple[dict[str, np.ndarray], int]:
     """Arguments with at least two items along the leading dim (:func:`leading_symbol`), and which
     item to call alone."""

@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import differentiable
@@ -39,6 +37,7 @@ from attnscore.catalogue.properties.gradients import gradient_arrival_failure
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_number
+from attnscore.maths.lazy_hypothesis import composite, hnp, st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 __all__ = ["GradcheckExample", "EPS", "ATOL", "RTOL", "directional_failure"]
@@ -70,7 +69,7 @@ def _unit(max_value: float) -> st.SearchStrategy[float]:
     return st.floats(-max_value, max_value, allow_nan=False, allow_subnormal=False, width=64)
 
 
-@st.composite
+@composite
 def _examples(draw: Callable[..., Any], c: Contract, max_value: float) -> GradcheckExample:
     sizes = draw(legend_sizes(c, max_size=3))
     args = draw(random_args(c, max_value, sizes=sizes))

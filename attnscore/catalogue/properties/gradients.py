@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from attnscore.boundary.gradients import WithGradients
 from attnscore.catalogue.families import attention_with_mask, differentiable, general_attention_variant, masked
@@ -24,6 +22,7 @@ from attnscore.catalogue.properties.registry import Args, CheckContext, Property
 from attnscore.maths.contracts import Contract
 from attnscore.maths.display import format_index, format_number, shape_text
 from attnscore.maths.families.registry import family_of
+from attnscore.maths.lazy_hypothesis import composite, hnp, st
 from attnscore.maths.strategies import legend_sizes, random_args, readable_values
 from attnscore.maths.tolerance import entries_close
 
@@ -35,7 +34,7 @@ def _floats(max_value: float) -> st.SearchStrategy[float]:
     return st.floats(-m, m, allow_nan=False, allow_subnormal=False, width=32)
 
 
-@st.composite
+@composite
 def _args_and_upstream(
     draw: Callable[..., Any], c: Contract, max_value: float, *, unused_key: bool = False
 ) -> tuple[Args, np.ndarray]:

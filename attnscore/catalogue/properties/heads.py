@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.families import multihead, multihead_causal
 from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
+from attnscore.maths.lazy_hypothesis import st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.packed import key_padding, varlen
 from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths.families.flash_varlen import sequence_slices
 from attnscore.maths.families.key_padding import key_keep
+from attnscore.maths.lazy_hypothesis import st
 from attnscore.maths.strategies import random_args
 
 Args = dict[str, np.ndarray]

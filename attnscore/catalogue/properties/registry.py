@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.boundary.outputs import Received
 from attnscore.catalogue.tables import add_new, named
 from attnscore.maths.contract import Contract
+from attnscore.maths.lazy_hypothesis import st
 
 __all__ = [
     "Property",

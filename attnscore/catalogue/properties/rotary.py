@@ -8,13 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.catalogue.families import rotary
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, first_index, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_index
+from attnscore.maths.lazy_hypothesis import composite, st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 __all__ = ["norm_failure", "offset_failure"]
@@ -61,7 +61,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _offset_example(draw: Callable[..., Any], contract: Contract, max_value: float) -> tuple[Args, np.ndarray, int]:
     """Queries ``x`` at drawn positions, keys of the same shape at the same positions, and a shift
     ``c`` in ``[1, 40]`` for every position."""

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.families import (
     batch_items,
@@ -19,6 +18,7 @@ from attnscore.catalogue.families import (
 )
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
+from attnscore.maths.lazy_hypothesis import composite, st
 from attnscore.maths.strategies import perpendicular_qk, random_qk
 from attnscore.maths.tolerance import close_enough
 
@@ -39,7 +39,7 @@ def _ints(max_value: float) -> st.SearchStrategy[int]:
     return st.integers(-m, m)
 
 
-@st.composite
+@composite
 def _int_qk(
     draw: Callable[..., Any], c: Contract, max_value: float, min_batch_items: int = 0, heads: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +155,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _parallel_qk(draw: Callable[..., Any], c: Contract, max_value: float, sign: int) -> tuple[np.ndarray, np.ndarray]:
     Q, K = draw(_int_qk(c, max_value))
     q = Q[..., :1, :]  # one query per batch item, repeated
@@ -230,7 +230,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _linear(draw: Callable[..., Any], c: Contract, max_value: float, which: int) -> tuple[Any, ...]:
     Q1, K1 = draw(_int_qk(c, max_value))
     Q2 = np.array(draw(st.lists(_ints(max_value), min_size=Q1.size, max_size=Q1.size)), np.float64).reshape(Q1.shape)
@@ -277,7 +277,7 @@ register(
 register(_linear_in(1, "linear_in_key", "Scores are linear in the keys: f(Q, a·K1 + b·K2) = a·f(Q, K1) + b·f(Q, K2)."))
 
 
-@st.composite
+@composite
 def _permuted(draw: Callable[..., Any], c: Contract, max_value: float, axis: str) -> tuple[Any, ...]:
     Q, K = draw(random_qk(c, max_value))
     n = K.shape[-2] if axis == "keys" else Q.shape[-2]
@@ -343,7 +343,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _batched_qk(draw: Callable[..., Any], c: Contract, max_value: float, heads: bool = False) -> tuple[Any, ...]:
     Q, K = draw(_int_qk(c, max_value, min_batch_items=2, heads=heads))
     i = draw(st.integers(0, Q.shape[0] - 1))
@@ -378,7 +378,7 @@ def _batch_item_check(what: str, ctx: CheckContext) -> str | None:
     return None
 
 
-@st.composite
+@composite
 def _broadcast_qk(draw: Callable[..., Any], c: Contract, max_value: float) -> Args:
     """Q and K whose leading dims differ but broadcast: sizes 1 against n, and fewer dims on one side.
 

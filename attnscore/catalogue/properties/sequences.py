@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.mistakes.sequences import flash, flash_cache
 from attnscore.catalogue.properties.registry import CheckContext, Property, first_moved, register
 from attnscore.maths.families.flash import flash_keep, flash_window
+from attnscore.maths.lazy_hypothesis import st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 

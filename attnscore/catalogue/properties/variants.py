@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.catalogue.families import batch_items, sdpa_float_mask
 from attnscore.catalogue.mistakes.variants import grouped_heads, kernel, kernel_alibi, kernel_softcap
 from attnscore.catalogue.properties.registry import CheckContext, Property, first_index, register
+from attnscore.maths.lazy_hypothesis import st
 from attnscore.maths.strategies import legend_sizes, random_args
 
 Args = dict[str, np.ndarray]

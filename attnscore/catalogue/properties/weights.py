@@ -6,18 +6,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
 
 from attnscore.boundary.dtypes import UNIT_ROUNDOFF
 from attnscore.catalogue.families import attention, gives_weights, masked, masked_scores, weights
 from attnscore.catalogue.properties.registry import Args, CheckContext, Property, register
 from attnscore.maths.contract import Contract
 from attnscore.maths.display import format_number
+from attnscore.maths.lazy_hypothesis import composite, st
 from attnscore.maths.strategies import legend_sizes, random_args
 from attnscore.maths.tolerance import close_enough
 
 
-@st.composite
+@composite
 def _logits_and_mask(
     draw: Callable[..., Any],
     c: Contract,
@@ -243,7 +243,7 @@ register(
 )
 
 
-@st.composite
+@composite
 def _attention_args(draw: Callable[..., Any], c: Contract, max_value: float, full_row: str = "some") -> Args:
     args = draw(random_args(c, max_value))
     mask = np.broadcast_to(args["mask"], args["mask"].shape).copy()
