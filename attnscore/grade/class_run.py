@@ -294,7 +294,7 @@ def grade_class(
             elif batch and scheduler is not None:
                 from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
-                grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)
+                grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, cache_cases=cache_cases, **common)
             elif batch:
                 from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
 
