@@ -126,11 +126,12 @@ def _client(scheduler: Any, timeout_s: float | None) -> Any:
         ) from None
 
 
-def chunks(count: int, slots: int, most: int = MAX_CHUNK) -> list[range]:
+def chunks(count: int, slots: int, most: int | None = None) -> list[range]:
     """The batch's submissions ``0..count-1`` split into dask tasks, in order, for a cluster of
-    ``slots`` worker threads: each chunk is at most ``most`` submissions and at most a quarter of
-    what is left per slot, so that the chunks shrink to one submission at the end of the batch (a
-    worker's last task is short, and no worker idles while another grades a long chunk).
+    ``slots`` worker threads: each chunk is at most ``most`` (default :data:`MAX_CHUNK`) submissions
+    and at most a quarter of what is left per slot, so that the chunks shrink to one submission at
+    the end of the batch (a worker's last task is short: no worker idles while another grades a
+    long chunk).
 
     Raises:
         ValueError: ``slots`` or ``most`` is below 1.
@@ -139,6 +140,7 @@ def chunks(count: int, slots: int, most: int = MAX_CHUNK) -> list[range]:
         >>> [len(c) for c in chunks(20, 1, most=4)]
         [4, 4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
     """
+    most = MAX_CHUNK if most is None else most
     if slots < 1 or most < 1:
         raise ValueError(f"expected at least one worker thread and one submission per task, found {slots} and {most}")
     out, start = [], 0
