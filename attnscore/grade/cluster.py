@@ -204,9 +204,10 @@ def grade_on_cluster(
         started = time.time()
         spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
         references = _reference_files(spec)
+        dtype = dtype or spec.dtypes[0]
         options = {
             "function": function,
-            "dtype": dtype or spec.dtypes[0],
+            "dtype": dtype,
             "seed": seed,
             "limits": asdict(limits or grading_limits(spec)),
             "shrink_steps": shrink_steps,
@@ -215,7 +216,7 @@ def grade_on_cluster(
             return []
         from attnscore.check.case_cache import cached_cases  # the grading stack: only with something to grade
 
-        cases = cached_cases(spec, options["dtype"], seed, use_cache=cache_cases)
+        cases = cached_cases(spec, dtype, seed, use_cache=cache_cases)
         built = pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL)
         data = [_submission_data(s) for s in submissions]
         parts = chunks(len(submissions), _slots(client))
