@@ -253,8 +253,16 @@ def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
         "print(cluster.scheduler_address, flush=True)\nwhile True:\n    time.sleep(3600)\n"
     )
     python = str(Path(exe).parent / "python")
+    # cwd "/": ``python -c`` puts its folder first on sys.path, and the cluster's processes (the
+    # scheduler, which unpickles each task, and the workers spawned from it) would import the
+    # attnscore of the folder the bench runs in, not ``exe``'s
     proc = subprocess.Popen(
-        [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+        [python, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        cwd="/",
     )
     try:
         address = proc.stdout.readline().strip() if proc.stdout is not None else ""

@@ -67,6 +67,7 @@ def compile_ahead(exe: str) -> None:
         [python, "-c", "import attnscore, os; print(os.path.dirname(attnscore.__file__))"],
         capture_output=True,
         text=True,
+        cwd="/",  # not the folder the bench runs in: python -c would import that folder's attnscore
     ).stdout.strip()
     if where:
         subprocess.run([python, "-m", "compileall", "-q", where], capture_output=True)

@@ -120,7 +120,7 @@ def environment(device: str, *, pinned: bool = True) -> dict[str, str]:
         tf32 = "on" if torch.backends.cuda.matmul.allow_tf32 else "off"
     env = {
         "python": platform.python_version(),
-        "torch": torch.__version__ if lazy_torch.loaded() else _installed_torch(),
+        "torch": str(torch.__version__) if lazy_torch.loaded() else _installed_torch(),  # not a TorchVersion
         "numpy": np.__version__,
         "hypothesis": lazy_hypothesis.version(),
         "device": device,

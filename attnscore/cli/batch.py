@@ -71,7 +71,7 @@ def grade_batch(
                 scheduler,
                 on_result=lambda _: bar.advance(task),
                 on_notice=lambda line: err.print(f"Warning: {line}", markup=False, highlight=False),
-                **{k: v for k, v in options.items() if k != "cache_cases"},  # each dask worker builds its own
+                **options,  # the cases are built (or read from the cache) here and sent with each task
             )
         elif isinstance(spec, Assignment):
             from attnscore.grade.assignment_grading import grade_assignment_many

@@ -273,8 +273,15 @@ def grade_class(
             done[student] = kept(result)
             if on_result is not None:
                 on_result(student, result)
+            if len(committed) == 1 and elsewhere:
+                _load_report_drawing()
 
         batch = [names[name] for name in todo]
+        # Graded elsewhere (grader processes, all forked before the first result arrives, or dask
+        # workers), this process only waits between results: the report's drawing library is loaded
+        # then, once the first result is in, instead of after the last one. Graded here (one job),
+        # loading it early would only move that time, not overlap it.
+        elsewhere = scheduler is not None or (jobs > 1 and len(batch) > 1)
         common: dict[str, Any] = {
             "function": function,
             "dtype": dtype,
@@ -294,7 +301,7 @@ def grade_class(
             elif batch and scheduler is not None:
                 from attnscore.grade.cluster import grade_on_cluster  # dask is optional
 
-                grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, **common)
+                grade_on_cluster(batch, spec, scheduler, on_notice=on_notice, cache_cases=cache_cases, **common)
             elif batch:
                 from attnscore.grade.grading import grade_many  # the grading stack: only with something to grade
 
@@ -324,6 +331,15 @@ def grade_class(
                 book.set_outputs_key(_outputs_key(spec_k, {name: sub_keys[name] for name, _ in rows}))
     reused = tuple(name for name in names if name not in todo)
     return ClassRun(rows, tuple(todo), reused, out, tuple(problems.items()))
+
+
+def _load_report_drawing() -> None:
+    """Import the class report's module (matplotlib) now; a failure is left for the report itself
+    to meet and report when it is drawn."""
+    try:
+        import attnscore.report.class_html  # noqa: F401 - loaded here, used by the report
+    except Exception:  # noqa: BLE001 - the report's own import raises it again, where it is handled
+        pass
 
 
 def _missing_folders(folder: Path) -> list[Path]:

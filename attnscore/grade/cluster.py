@@ -1,21 +1,26 @@
 """Grading on a dask.distributed cluster: the same batch, spread over several machines.
 
-Each submission becomes one dask task that calls :func:`attnscore.grade.grading.grade_submission`
-on a worker machine, in that machine's own sandbox (:class:`attnscore.sandbox.launch.SandboxRunner`),
-with cases built there from the spec file's bytes sent along with each task (built once per
-worker process). What travels is plain data: the spec's bytes, the submission's files as
-``(path, bytes)``, the options, and back a record (:mod:`attnscore.report.record`); the gradebook
-stays with the client, which commits each result as it arrives. dask is optional:
-``pip install 'attnscore[dask]'`` on the client and on every worker (see docs/class-grading.md).
+The submissions go to the cluster in chunks (:func:`chunks`: up to :data:`MAX_CHUNK` submissions
+per dask task, fewer towards the end of the batch so that no worker is left with a long last task
+while the others idle); a task calls :func:`attnscore.grade.grading.grade_submission` for each of
+its submissions on a worker machine, in that machine's own sandbox
+(:class:`attnscore.sandbox.launch.SandboxRunner`). The cases are built (or read from the case cache,
+:mod:`attnscore.check.case_cache`) once, here, and travel with each task as one pickle, with the
+spec file's bytes; a worker process loads the spec and keeps the cases from its first task on. What
+travels is otherwise plain data: the submissions' files as ``(path, bytes)``, the options, and back
+one record per submission (:mod:`attnscore.report.record`); the gradebook stays with the client,
+which commits each result as its task's results arrive (a chunk at a time: at most
+:data:`MAX_CHUNK` results are held per task). dask is optional: ``pip install 'attnscore[dask]'``
+on the client and on every worker (see docs/class-grading.md).
 
 A worker that is lost mid-run (killed, out of memory, its machine gone) costs nothing graded:
-dask's scheduler runs its tasks again on the other workers, and a submission whose task is still
-lost (dask's ``KilledWorker`` after ``distributed.scheduler.allowed-failures`` deaths, or a
-cancelled future) is submitted again, at most :data:`MAX_TRIES` times in all; after that it gets
-a grader-error result (every case ``grader_error``: the grading machine failed, not the student)
-and the others are graded as usual. Every lost worker is named through ``on_notice``. Nothing is
-scattered to the cluster ahead of the tasks: scattered data lives only on the workers that hold
-it and cannot be recomputed when they are lost.
+dask's scheduler runs its tasks again on the other workers, and a task that is still lost (dask's
+``KilledWorker`` after ``distributed.scheduler.allowed-failures`` deaths, or a cancelled future) is
+submitted again, at most :data:`MAX_TRIES` times in all; after that each of its submissions gets a
+grader-error result (every case ``grader_error``: the grading machine failed, not the student) and
+the others are graded as usual. Every lost worker is named through ``on_notice``. Nothing is
+scattered to the cluster ahead of the tasks: scattered data lives only on the workers that hold it
+and cannot be recomputed when they are lost; what a task needs travels with it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import os
+import pickle
 import tempfile
 import time
 import urllib.parse
@@ -43,10 +49,15 @@ from attnscore.submission.files import Submission
 if TYPE_CHECKING:
     from attnscore.check.cases import Case
 
-__all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "MAX_TRIES"]
+__all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "chunks", "MAX_TRIES", "MAX_CHUNK"]
 
 MAX_TRIES = 3
-"""Most times one submission is submitted to the cluster when its worker is lost (1 + 2 retries)."""
+"""Most times one task is submitted to the cluster when its worker is lost (1 + 2 retries)."""
+
+MAX_CHUNK = 8
+"""Most submissions graded by one dask task."""
+
+_TASKS_PER_SLOT = 4  # a chunk is at most the rest of the batch spread over 4 tasks per worker thread
 
 _SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 _EXPECTED = "expected [scheme://]host[:port] such as tcp://host:8786 (scheme tcp, tls, ws, wss or ucx)"
@@ -115,6 +126,31 @@ def _client(scheduler: Any, timeout_s: float | None) -> Any:
         ) from None
 
 
+def chunks(count: int, slots: int, most: int | None = None) -> list[range]:
+    """The batch's submissions ``0..count-1`` split into dask tasks, in order, for a cluster of
+    ``slots`` worker threads: each chunk is at most ``most`` (default :data:`MAX_CHUNK`) submissions
+    and at most a quarter of what is left per slot, so that the chunks shrink to one submission at
+    the end of the batch (a worker's last task is short: no worker idles while another grades a
+    long chunk).
+
+    Raises:
+        ValueError: ``slots`` or ``most`` is below 1.
+
+    Example:
+        >>> [len(c) for c in chunks(20, 1, most=4)]
+        [4, 4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
+    """
+    most = MAX_CHUNK if most is None else most
+    if slots < 1 or most < 1:
+        raise ValueError(f"expected at least one worker thread and one submission per task, found {slots} and {most}")
+    out, start = [], 0
+    while start < count:
+        size = max(1, min(most, (count - start) // (_TASKS_PER_SLOT * slots)))
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
 def grade_on_cluster(
     submissions: Sequence[Submission],
     spec: Spec,
@@ -129,10 +165,12 @@ def grade_on_cluster(
     connect_timeout_s: float | None = None,
     on_notice: Callable[[str], None] | None = None,
     keep: bool = True,
+    cache_cases: bool = False,
 ) -> list[SubmissionResult]:
     """Grade ``submissions`` on the cluster whose scheduler is ``scheduler``; results come back in
-    ``submissions`` order, and ``on_result`` sees each as soon as it arrives (in finishing order).
-    Without ``keep``, only ``on_result`` sees them and the list returned is empty.
+    ``submissions`` order, and ``on_result`` sees each as soon as its task's results arrive (in
+    finishing order; the submissions of one task in their order). Without ``keep``, only
+    ``on_result`` sees them and the list returned is empty.
 
     Args:
         scheduler: the scheduler's address (``tcp://host:8786``, checked by
@@ -141,10 +179,13 @@ def grade_on_cluster(
         on_notice: called with one line for each worker lost during the run, e.g.
             ``dask worker tcp://10.0.0.7:40123 was lost during grading; its submissions were
             graded again on other workers``.
+        cache_cases: the spec's cases are read from (and stored in) this machine's case cache
+            (:mod:`attnscore.check.case_cache`), as ``attnscore grade`` does; either way they are
+            built here, once, and sent with each task.
         function, dtype, seed, limits, shrink_steps: as for :func:`attnscore.grade.grading.grade_many`.
 
-    A submission whose worker was lost is graded again (see the module docstring); one lost
-    :data:`MAX_TRIES` times gets a grader-error result and the run goes on.
+    A task whose worker was lost is submitted again (see the module docstring); one lost
+    :data:`MAX_TRIES` times gives each of its submissions a grader-error result and the run goes on.
 
     Raises:
         ClusterError: dask.distributed is not installed, the address is malformed, the scheduler
@@ -153,6 +194,8 @@ def grade_on_cluster(
             timeout defaults to dask's ``distributed.comm.timeouts.connect`` setting (30 s unless
             configured, e.g. by the environment variable
             ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``).
+        SpecError: no inputs can be drawn for one of the spec's properties (raised here, before
+            anything is sent to the cluster).
     """
     client = _client(scheduler, connect_timeout_s)
     try:
@@ -161,44 +204,55 @@ def grade_on_cluster(
         started = time.time()
         spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
         references = _reference_files(spec)
+        dtype = dtype or spec.dtypes[0]
         options = {
             "function": function,
-            "dtype": dtype or spec.dtypes[0],
+            "dtype": dtype,
             "seed": seed,
             "limits": asdict(limits or grading_limits(spec)),
             "shrink_steps": shrink_steps,
         }
+        if not submissions:
+            return []
+        from attnscore.check.case_cache import cached_cases  # the grading stack: only with something to grade
+
+        cases = cached_cases(spec, dtype, seed, use_cache=cache_cases)
+        built = pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL)
         data = [_submission_data(s) for s in submissions]
+        parts = chunks(len(submissions), _slots(client))
 
-        def submit(i: int) -> Any:
-            return client.submit(_grade_task, spec_file, data[i], options, references, pure=False)
+        def submit(c: int) -> Any:
+            chunk = [data[i] for i in parts[c]]
+            return client.submit(_grade_chunk, spec_file, chunk, options, references, built, pure=False)
 
-        futures = {submit(i): (i, 1) for i in range(len(submissions))}
+        futures = {submit(c): (c, 1) for c in range(len(parts))}
         pending = as_completed(list(futures))
         results: list[SubmissionResult | None] = [None] * len(submissions)
         lost: list[str] = []
         for future in pending:
-            i, tries = futures.pop(future)
+            c, tries = futures.pop(future)
             try:
-                record = future.result()
+                records = future.result()
             except (KilledWorker, concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
                 worker = _worker_of(exc)
                 if worker is not None and worker not in lost:
                     lost.append(worker)
                 if tries < MAX_TRIES:
-                    again = submit(i)
-                    futures[again] = (i, tries + 1)
+                    again = submit(c)
+                    futures[again] = (c, tries + 1)
                     pending.add(again)
                     continue
-                result = _lost_result(submissions[i], spec, options, tries, exc)
+                graded = [_lost_result(submissions[i], spec, cases, options, tries, exc) for i in parts[c]]
             except Exception as exc:  # noqa: BLE001 - any failure on a worker is reported, located
-                raise ClusterError(f"grading {submissions[i].name} on the cluster failed: {exc}") from None
+                names = ", ".join(submissions[i].name for i in parts[c])
+                raise ClusterError(f"grading {names} on the cluster failed: {exc}") from None
             else:
-                result = result_from_record(record)
-            if keep:
-                results[i] = result
-            if on_result is not None:
-                on_result(result)
+                graded = [result_from_record(record) for record in records]
+            for i, result in zip(parts[c], graded, strict=True):
+                if keep:
+                    results[i] = result
+                if on_result is not None:
+                    on_result(result)
         for worker in _lost_workers(client, started, lost):
             if on_notice is not None:
                 on_notice(
@@ -207,6 +261,14 @@ def grade_on_cluster(
         return [r for r in results if r is not None]
     finally:
         client.close()
+
+
+def _slots(client: Any) -> int:
+    """The cluster's worker threads (at least 1: a cluster whose workers have not joined yet)."""
+    try:  # every worker's (scheduler_info lists only 5 in some dask versions)
+        return max(1, sum(int(n) for n in client.nthreads().values()))
+    except Exception:  # noqa: BLE001 - the count only sizes the chunks
+        return 1
 
 
 def _worker_of(exc: BaseException) -> str | None:
@@ -234,7 +296,7 @@ def _lost_workers(client: Any, since: float, seen: list[str]) -> list[str]:
 
 
 def _lost_result(
-    submission: Submission, spec: Spec, options: dict[str, Any], tries: int, exc: BaseException
+    submission: Submission, spec: Spec, cases: Sequence[Case], options: dict[str, Any], tries: int, exc: BaseException
 ) -> SubmissionResult:
     """A grader-error result for a submission whose task was lost ``tries`` times."""
     worker = _worker_of(exc)
@@ -244,11 +306,9 @@ def _lost_result(
         "machine failed, not the submission: grade it again"
     )
     from attnscore.boundary.outputs import CallFailure  # the grading stack: only when grading
-    from attnscore.check.cases import build_cases
     from attnscore.check.runner import RefusedRunner
     from attnscore.check.session import NO_SHRINK, Session
 
-    cases = build_cases(spec, options["dtype"], options["seed"])
     limits = Limits(**options["limits"])
     session = Session(
         spec,
@@ -275,7 +335,8 @@ def _submission_data(submission: Submission) -> dict[str, Any]:
     }
 
 
-_WORKER_CASES: dict[tuple[str, str, int | None], tuple[Spec, list[Case]]] = {}
+_WORKER_CASES: dict[tuple[str, str, int | None, str], tuple[Spec, list[Case]]] = {}
+_WORKER_KEPT = 8  # specs (with their cases) a worker process keeps, the most recently added
 
 
 def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
@@ -298,30 +359,72 @@ def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
-def _grade_task(
+def _grade_chunk(
     spec_file: tuple[str, bytes],
-    data: dict[str, Any],
+    chunk: list[dict[str, Any]],
     options: dict[str, Any],
     references: tuple[tuple[str, bytes], ...] = (),
-) -> dict[str, Any]:
-    """Runs on a dask worker: grade one submission there; returns a record (plain data). The first
-    task of a worker process starts its worker template before anything else, so that the
-    template loads torch while this process imports the grading stack and builds the cases."""
+    cases: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Runs on a dask worker: grade the submissions of ``chunk`` there, in order; returns one record
+    (plain data) each. ``cases`` are the client's built cases, pickled (None: built here). The
+    first task of a worker process starts its worker template before anything else, so that the
+    template loads torch while this process imports the grading stack and loads the spec.
+
+    Raises:
+        RuntimeError: grading one of the submissions raised (a grader failure, never the
+            submission's doing): named by its path.
+    """
     from attnscore.sandbox.launch import warm_template
 
     limits = Limits(**options["limits"])
     warm_template(limits, wait=False)  # once per process: later calls find it started
-    from attnscore.check.cases import build_cases  # a dask worker imports the grading stack here
-    from attnscore.grade.grading import grade_submission
+    from attnscore.grade.grading import grade_submission  # a dask worker imports the grading stack here
 
+    spec, built = _worker_spec(spec_file, options, references, cases)
+    records = []
+    for data in chunk:
+        submission = Submission(
+            Path(data["path"]),
+            tuple((rel, content) for rel, content in data["files"]),
+            data["entry"],
+            data["problem"],
+            tuple(data.get("notes", ())),
+        )
+        try:
+            result = grade_submission(
+                submission,
+                spec,
+                built,
+                function=options["function"],
+                dtype=options["dtype"],
+                seed=options["seed"],
+                limits=limits,
+                shrink_steps=options["shrink_steps"],
+            )
+        except Exception as exc:  # noqa: BLE001 - named, then raised to the client
+            raise RuntimeError(f"{submission.name}: {type(exc).__name__}: {exc}") from exc
+        records.append(result_to_record(result))
+    return records
+
+
+def _worker_spec(
+    spec_file: tuple[str, bytes],
+    options: dict[str, Any],
+    references: tuple[tuple[str, bytes], ...],
+    cases: bytes | None,
+) -> tuple[Spec, list[Case]]:
+    """The spec a task grades against and its cases, loaded once per worker process (and per
+    spec, reference files, dtype, seed and cases)."""
     name, spec_bytes = spec_file
     digest = hashlib.sha256(spec_bytes)
     for relative, content in references:  # a spec's own reference: an edited one is another spec
         digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
-    key = (digest.hexdigest(), options["dtype"], options["seed"])
+    shipped = hashlib.sha256(cases).hexdigest() if cases is not None else ""
+    key = (digest.hexdigest(), options["dtype"], options["seed"], shipped)
     if key not in _WORKER_CASES:
         # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
-        # a folder of mode 0700; the cases are kept in this process's memory.
+        # a folder of mode 0700; it and its cases are kept in this process's memory.
         with tempfile.TemporaryDirectory(prefix="attnscore-spec-") as folder:
             path = os.path.join(folder, os.path.basename(name))
             with open(path, "wb") as fh:
@@ -333,23 +436,13 @@ def _grade_task(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
             spec = load_spec(path)
-            _WORKER_CASES[key] = (spec, build_cases(spec, options["dtype"], options["seed"]))
-    spec, cases = _WORKER_CASES[key]
-    submission = Submission(
-        Path(data["path"]),
-        tuple((rel, content) for rel, content in data["files"]),
-        data["entry"],
-        data["problem"],
-        tuple(data.get("notes", ())),
-    )
-    result = grade_submission(
-        submission,
-        spec,
-        cases,
-        function=options["function"],
-        dtype=options["dtype"],
-        seed=options["seed"],
-        limits=limits,
-        shrink_steps=options["shrink_steps"],
-    )
-    return result_to_record(result)
+            if cases is None:
+                from attnscore.check.cases import build_cases
+
+                built = build_cases(spec, options["dtype"], options["seed"])
+            else:  # after the spec is loaded (its reference files imported), as a case cache entry is read
+                built = pickle.loads(cases)  # noqa: S301 - the client's own pickle, sent with the task
+        while len(_WORKER_CASES) >= _WORKER_KEPT:
+            del _WORKER_CASES[next(iter(_WORKER_CASES))]
+        _WORKER_CASES[key] = (spec, built)
+    return _WORKER_CASES[key]

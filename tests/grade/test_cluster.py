@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnscore.check.cases import build_cases
-from attnscore.grade.cluster import ClusterError, grade_on_cluster
+from attnscore.grade.cluster import ClusterError, chunks, grade_on_cluster
 from attnscore.grade.grading import grade_many
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
@@ -256,3 +258,80 @@ def test_a_worker_lost_mid_run_costs_nothing_graded(max_tries, monkeypatch, tmp_
         for r in lost:
             assert {c.verdict.value for c in r.cases} == {"grader_error"}
             assert f"(last on dask worker {address})" in r.error
+
+
+@given(count=st.integers(0, 3000), slots=st.integers(1, 64), most=st.integers(1, 32))
+def test_chunks_cover_the_batch_in_order_and_shrink_to_single_submissions(count, slots, most):
+    """Every submission is in exactly one chunk, in order; no chunk is empty or over ``most``; the
+    chunks never grow, and the last ones (at most a quarter of what is left per slot) are single."""
+    parts = chunks(count, slots, most)
+    assert [i for part in parts for i in part] == list(range(count))
+    sizes = [len(part) for part in parts]
+    assert all(1 <= size <= most for size in sizes)
+    assert sizes == sorted(sizes, reverse=True)
+    for part in parts:  # at most a quarter of what is left per slot, at least one
+        assert len(part) == max(1, min(most, (count - part.start) // (4 * slots)))
+    if count:
+        assert sizes[-1] == 1
+
+
+def test_a_class_of_200_on_two_workers_is_a_few_dozen_tasks():
+    """The bench's class: 200 submissions on two worker threads are 44 tasks, not 200."""
+    sizes = [len(part) for part in chunks(200, 2)]
+    assert sizes[:18] == [8] * 18 and sizes[-15:] == [1] * 15
+    assert len(sizes) == 44 and sum(sizes) == 200
+
+
+@pytest.mark.parametrize(("slots", "most"), [(0, 8), (2, 0)])
+def test_chunks_refuse_no_workers_or_empty_chunks(slots, most):
+    with pytest.raises(ValueError, match="expected at least one worker thread and one submission per task"):
+        chunks(10, slots, most)
+
+
+@pytest.mark.slow
+def test_a_chunked_class_run_commits_each_result_once_and_resumes(cluster, tmp_path, monkeypatch):
+    """Submissions graded several to a dask task: each result is committed (and its feedback
+    written) once, as its task's results arrive; a run stopped mid-class keeps what was committed
+    and the next run grades only the rest, each student graded exactly once over both runs."""
+    import attnscore.grade.cluster as cluster_module
+    from attnscore.grade.class_run import grade_class
+
+    monkeypatch.setattr(cluster_module, "MAX_CHUNK", 4)
+    monkeypatch.setattr(cluster_module, "_TASKS_PER_SLOT", 1)
+    assert [len(p) for p in chunks(12, 2)] == [4, 4, 2, 1, 1]  # two chunks of 4 first: a stop mid-chunk
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for n in range(12):
+        example = "correct_matmul.py" if n % 3 else "cosine_similarity.py"
+        (klass / f"s{n:02d}.py").write_text(f"# student {n}\n" + (SCORES / example).read_text())
+    spec, out = load_spec(SPEC), tmp_path / "out"
+    seen: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_five(student, result):
+        seen.append(student)
+        if len(seen) == 5:  # the first result of the second chunk: the rest of that chunk is not committed
+            raise Stop
+
+    options = {"limits": Limits(call_timeout_s=30), "shrink_steps": 0, "scheduler": cluster}
+    with pytest.raises(Stop):
+        grade_class(find_submissions([str(klass)]), spec, out, on_result=stop_after_five, **options)
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    first = dict(db.execute("SELECT student, COUNT(*) FROM events GROUP BY student").fetchall())
+    db.close()
+    assert sorted(first) == sorted(seen) and set(first.values()) == {1} and len(first) == 5
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == sorted(f"{s}.txt" for s in seen)
+
+    again: list[str] = []
+    run = grade_class(find_submissions([str(klass)]), spec, out, on_result=lambda s, _: again.append(s), **options)
+    students = [f"s{n:02d}.py" for n in range(12)]
+    assert sorted(run.graded) == sorted(again) == sorted(set(students) - set(seen))
+    assert sorted(run.reused) == sorted(seen)
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    events = dict(db.execute("SELECT student, COUNT(*) FROM events GROUP BY student").fetchall())
+    scores = dict(db.execute("SELECT student, score FROM grades").fetchall())
+    db.close()
+    assert events == dict.fromkeys(students, 1)
+    assert scores == {s: ("2" if n % 3 == 0 else "11") for n, s in enumerate(students)}

@@ -122,7 +122,7 @@ def test_a_text_keyword_reaches_the_sandboxed_function(tmp_path: Path) -> None:
 
 
 def test_a_dask_task_gets_the_reference_beside_the_spec(tmp_path: Path) -> None:
-    """What a dask worker runs (cluster._grade_task): the spec and its reference file(s) are written
+    """What a dask worker runs (cluster._grade_chunk): the spec and its reference file(s) are written
     to its private folder and graded against; an edited reference is another spec there."""
     from dataclasses import asdict
 
@@ -135,7 +135,7 @@ def test_a_dask_task_gets_the_reference_beside_the_spec(tmp_path: Path) -> None:
     spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
     options = {"function": None, "dtype": "float32", "seed": None, "limits": asdict(LIMITS), "shrink_steps": 0}
     no_max = Submission.from_file(submissions(tmp_path / "class")[1])
-    record = cluster._grade_task(spec_file, cluster._submission_data(no_max), options, references)
+    (record,) = cluster._grade_chunk(spec_file, [cluster._submission_data(no_max)], options, references)
     result = result_from_record(record)
     assert result.score == 11
     assert next(c for c in result.cases if not c.passed).failure.diagnosis["id"] == "no_max_subtraction"

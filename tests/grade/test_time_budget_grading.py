@@ -94,7 +94,7 @@ def test_the_default_budget_keeps_every_case_a_partly_hanging_file_earns():
 
 def test_a_dask_workers_task_gets_the_budget(tmp_path):
     """The task a dask worker runs (the client's Limits as plain data) grades under the same budget."""
-    from attnscore.grade.cluster import _grade_task, _submission_data
+    from attnscore.grade.cluster import _grade_chunk, _submission_data
 
     (submission,) = find_submissions([str(_hanging(tmp_path))], one=True)
     options = {
@@ -105,7 +105,7 @@ def test_a_dask_workers_task_gets_the_budget(tmp_path):
         "shrink_steps": 50,
     }
     spec_file = (Path(SPEC.path).name, Path(SPEC.path).read_bytes())
-    record = _grade_task(spec_file, _submission_data(submission), options)
+    (record,) = _grade_chunk(spec_file, [_submission_data(submission)], options)
     verdicts = [case["verdict"] for case in record["cases"]]
     assert verdicts == ["timeout"] + ["budget_spent"] * 6
 
