@@ -12,7 +12,8 @@ A page marks each generated block with one comment line right above its fence::
 after :func:`normalised` (only what truly varies between runs: timings, and the run of spaces
 that a narrower timing column changes); ``make docs-excerpts`` (``python tests/excerpts.py``)
 rewrites the blocks from fresh runs. Commands run in the repository root with this interpreter's
-``attnscore``, with rich's plain output (not a terminal: no colour, 140 columns).
+``attnscore``, inside this process (each distinct command once), with rich's plain output (not a
+terminal: no colour, 140 columns).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 MARKER = re.compile(r"^<!-- excerpt: (?P<name>[\w-]+) \(make docs-excerpts\) -->$")
-RUN_TIMEOUT_S = 900  # a whole class of examples on a loaded two-core machine; a guard, not a margin
 
 
 @dataclass(frozen=True)
@@ -101,20 +99,25 @@ EXCERPTS: dict[str, Excerpt] = {
 
 @functools.cache
 def run(argv: tuple[str, ...]) -> tuple[str, str]:
-    """``attnscore ARGV`` run once in the repository root: (stdout, stderr)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TERM")}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnscore", *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    if proc.returncode not in (0, 1, 2):
-        raise RuntimeError(f"attnscore {' '.join(argv)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return proc.stdout, proc.stderr
+    """``attnscore ARGV`` run once in the repository root, inside this process (click's runner, as
+    the ``attnscore`` command calls :func:`attnscore.cli.main`; no new interpreter importing torch
+    for each command): (stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from attnscore.cli import main
+
+    unset: dict[str, str | None] = dict.fromkeys(("COLUMNS", "LINES", "FORCE_COLOR", "TERM", "TTY_COMPATIBLE"))
+    where = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        done = CliRunner(env=unset).invoke(main, list(argv), prog_name="attnscore")
+    finally:
+        os.chdir(where)
+    if done.exit_code not in (0, 1, 2) or (done.exception is not None and not isinstance(done.exception, SystemExit)):
+        raise RuntimeError(f"attnscore {' '.join(argv)} exited {done.exit_code}: {done.stderr[-2000:]}") from (
+            done.exception
+        )
+    return done.stdout, done.stderr
 
 
 def make(name: str) -> str:

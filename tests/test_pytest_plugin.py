@@ -1,34 +1,27 @@
-"""The pytest plugin: one item per case, readable ids, xfail/skip file with stale-entry warnings."""
+"""The pytest plugin: one item per case, readable ids, xfail/skip file with stale-entry warnings.
+
+The plugin's pytest runs happen inside this process (tests/plugin_runs.py: the same command line,
+items and reports, without a new Python importing torch each time); the usage error comes from a
+run in a subprocess, which loads the plugin through its ``pytest11`` entry point as an engineer's
+pytest does.
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnscore.pytest_plugin import XfailEntry, read_xfail_file
-from tests.guards import HANG_GUARD_S
+from tests.plugin_runs import ROOT, Run, run_in_process, run_subprocess
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(tmp_path: Path, *args: str) -> Run:
     """Run pytest in an empty folder (so only attnscore items are collected)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", f"--rootdir={tmp_path}", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
+    return run_in_process(tmp_path, "-q", "-p", "no:cacheprovider", "-rA", f"--rootdir={tmp_path}", *args)
 
 
 def test_correct_impl_one_item_per_case(tmp_path):
@@ -71,8 +64,16 @@ def test_failures_xfails_skips_and_stale_entries(tmp_path):
 
 
 def test_impl_without_spec_is_a_usage_error(tmp_path):
-    """--attnscore-impl alone is refused with a one-line usage error."""
-    proc = run_pytest(tmp_path, "--attnscore-impl=examples.impl.my_attention:attention")
+    """--attnscore-impl alone is refused with a one-line usage error, by the plugin pytest loads
+    through its entry point (a subprocess)."""
+    proc = run_subprocess(
+        tmp_path,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={tmp_path}",
+        "--attnscore-impl=examples.impl.my_attention:attention",
+    )
     assert proc.returncode == 4
     assert "--attnscore-impl and --attnscore-spec go together" in proc.stderr
 
@@ -138,17 +139,12 @@ def test_items_are_collected_selected_and_rerun_like_tests(tmp_path):
     assert again.returncode == 1 and "1 failed in" in again.stdout
     # one whole run writes the JUnit file and (the cache provider on) the failures --lf reruns
     junit = tmp_path / "junit.xml"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "pytest", "-q", f"--rootdir={tmp_path}", *base]
-    subprocess.run(
-        [*command, f"--junitxml={junit}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
-    )
+    command = ["-q", f"--rootdir={tmp_path}", *base]
+    run_in_process(tmp_path, *command, f"--junitxml={junit}")
     xml = junit.read_text(encoding="utf-8")
     assert 'classname="attention_weights.yaml.attention_weights" name="example:equal_scores[float32]"' in xml
     assert not re.search(r'name="[^"]*\]\]"', xml)  # no stray "]" after the parameter
-    last = subprocess.run(
-        [*command, "--lf"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
-    )
+    last = run_in_process(tmp_path, *command, "--lf")
     assert "16 failed, 3 deselected" in last.stdout, last.stdout  # properties earn only beside right values
 
 
@@ -165,27 +161,12 @@ def test_where_skips_examples_outside_the_bound_and_draws_inside(tmp_path):
     )
     args = ["--attnscore-impl=decode:causal_attention", f"--attnscore-spec={ROOT / 'specs/causal_attention.yaml'}"]
     args += ["--attnscore-dtype=float64", f"--rootdir={tmp_path}"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args, "--attnscore-where=n_q<=n_k"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_in_process(tmp_path, "-q", "-p", "no:cacheprovider", "-rA", *args, "--attnscore-where=n_q<=n_k")
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "skipped by constraint: n_q = 3, n_k = 2 break n_q <= n_k" in out
     assert "10 passed, 1 skipped" in out
-    bad = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--attnscore-where=n_q<<n_k"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    bad = run_in_process(tmp_path, "-q", "-p", "no:cacheprovider", *args, "--attnscore-where=n_q<<n_k")
     assert bad.returncode == 4 and "--attnscore-where: expected SYMBOL OP SYMBOL" in bad.stderr
 
 
@@ -199,13 +180,12 @@ def test_allow_line_sets_a_convention_aside(tmp_path):
         "    return torch.softmax(S, dim=-1) @ V\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}"]
+    base = ["-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}"]
     base += ["--attnscore-impl=bert:attention", f"--attnscore-spec={ROOT / 'specs/attention.yaml'}"]
     base += ["--attnscore-dtype=float64"]
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    def run(*args: str) -> Run:
+        return run_in_process(tmp_path, *base, *args)
 
     plain = run()
     assert plain.returncode == 1 and "Convention (fully_masked_row)" in plain.stdout

@@ -2,43 +2,40 @@
 pytest-xdist: a spec outside the rootdir (a bundled spec by id) is class ``<file>.<spec id>``,
 never a leading dot and the install path, in serial and parallel runs alike.
 
-Skipped without pytest-xdist (not one of attnscore's dependencies).
+The serial run happens inside this process, the parallel one in a subprocess that loads the plugin
+through its entry point (tests/plugin_runs.py). Skipped without pytest-xdist (not one of
+attnscore's dependencies).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.guards import HANG_GUARD_S
+from tests.plugin_runs import ROOT, run_in_process, run_subprocess
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[1]
 
 pytest.importorskip("xdist", reason="pytest-xdist is not installed (pip install pytest-xdist)")
 
 
 def junit_ids(folder: Path, *more: str) -> list[tuple[str, str]]:
     """Run the plugin from ``folder`` (its own rootdir, outside the repository) on a bundled spec by
-    id and a spec file inside ``folder``; the JUnit file's (classname, name) pairs, sorted."""
+    id and a spec file inside ``folder``, in this process, or with ``more`` arguments (``-n 2``) in
+    a subprocess; the JUnit file's (classname, name) pairs, sorted."""
     junit = folder / f"junit{len(more)}.xml"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{folder}"}
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={folder}",
-            "--attnscore-impl=examples.impl.my_attention:scaled_score_matrix",
-            "--attnscore-spec=scaled_score_matrix", "--attnscore-spec=specs/local.yaml",
-            "--attnscore-dtype=float64", f"--junitxml={junit}", *more,
-        ],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
-    )  # fmt: skip
+    args = ["-q", "-p", "no:cacheprovider", f"--rootdir={folder}"]
+    args += ["--attnscore-impl=examples.impl.my_attention:scaled_score_matrix"]
+    args += ["--attnscore-spec=scaled_score_matrix", "--attnscore-spec=specs/local.yaml"]
+    args += ["--attnscore-dtype=float64", f"--junitxml={junit}", *more]
+    if more:  # pytest-xdist's processes: the plugin through its entry point, and no module
+        # rewritten for its test statements (a run that writes bytecode reads them back; none here)
+        done = run_subprocess(folder, "--assert=plain", *args)
+    else:
+        done = run_in_process(folder, *args)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     cases = ET.parse(junit).getroot().iter("testcase")
     return sorted((c.attrib["classname"], c.attrib["name"]) for c in cases)

@@ -1,22 +1,22 @@
 """The pytest plugin from an engineer's project: bundled spec ids, rerunnable ids outside the
-repository, JUnit class names, --attnscore-tie/-ratio/-keyword, and allow: entries per case."""
+repository, JUnit class names, --attnscore-tie/-ratio/-keyword, and allow: entries per case.
+
+The pytest runs happen inside this process (tests/plugin_runs.py), started in a folder outside the
+repository as an engineer's would be.
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnscore.check.engineer_options import EngineerOptions, OptionError
-from tests.guards import HANG_GUARD_S
+from tests.plugin_runs import ROOT, Run, run_in_process
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_IDS = (
     "additive_scores, alibi, alibi_causal, attention, attention_weights, bilinear_scores, causal_attention, "
     "dot_product_scores, flash_attention_2, flash_attention_2_causal, gqa, key_padding, kv_cache, masked_scores, "
@@ -26,17 +26,9 @@ BUNDLED_IDS = (
 )
 
 
-def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(folder: Path, *args: str) -> Run:
     """pytest started in ``folder`` (outside the repository, its own rootdir), attnscore importable."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{folder}"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", f"--rootdir={folder}", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
+    return run_in_process(folder, "-q", "-p", "no:cacheprovider", "-rA", f"--rootdir={folder}", *args)
 
 
 def test_bundled_spec_by_id_outside_the_repository_gives_rerunnable_ids_and_junit_classes(tmp_path):
@@ -72,13 +64,11 @@ def test_a_spec_outside_a_rootdir_set_elsewhere_reruns_by_its_id(tmp_path):
     spec.write_text((ROOT / "specs" / "score_matrix.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     other = tmp_path / "elsewhere"
     other.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={other}", "--attnscore-dtype=float64"]
+    args = ["-q", "-p", "no:cacheprovider", f"--rootdir={other}", "--attnscore-dtype=float64"]
     args += ["--attnscore-impl=examples.impl.my_attention:score_matrix", "--attnscore-spec=specs/score_matrix.yaml"]
 
-    def run(*more: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, *args, *more]
-        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    def run(*more: str) -> Run:
+        return run_in_process(project, *args, *more)
 
     node = f"{spec.resolve().as_posix()}::score_matrix::example:two_by_two[float64]"
     assert node in run("--co").stdout.splitlines()

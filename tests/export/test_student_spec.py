@@ -19,7 +19,7 @@ from attnscore.export.gradescope import build_gradescope_bundle
 from attnscore.export.student_spec import student_spec_text, write_student_spec
 from attnscore.grade.grading import grade_many
 from attnscore.report.results import CaseResult
-from attnscore.selfcheck import check_path, visible_cases
+from attnscore.selfcheck import SelfCheck, check_path, visible_cases
 from attnscore.spec.load import load_spec
 from attnscore.spec.located import SpecError
 from attnscore.submission.files import find_submissions
@@ -28,6 +28,30 @@ ROOT = Path(__file__).resolve().parents[2]
 SPECS = bundled_spec_paths()
 DOT = ROOT / "specs" / "dot_product_scores.yaml"
 SUBS = ROOT / "examples" / "submissions" / "scores"
+
+
+@pytest.fixture(scope="module")
+def dot_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The student copy of dot_product_scores, written once for the tests that only read it."""
+    out = tmp_path_factory.mktemp("dot_copy") / "student.yaml"
+    write_student_spec(DOT, out)
+    return out
+
+
+class _SelfChecks(dict[tuple[str, Path], SelfCheck]):
+    """``checks[name, spec]``: `check_path` of the example submission ``name`` on ``spec``, run at
+    the first asking and kept (a self-check's result is frozen data)."""
+
+    def __missing__(self, key: tuple[str, Path]) -> SelfCheck:
+        name, spec = key
+        self[key] = check_path(SUBS / name, spec)
+        return self[key]
+
+
+@pytest.fixture(scope="module")
+def self_checks() -> _SelfChecks:
+    """The self-checks of the example submissions, each (submission, spec) pair once per module."""
+    return _SelfChecks()
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -52,8 +76,12 @@ def _assert_same_cases(full: list[Case], copy: list[Case]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_student_copy_builds_the_graders_visible_cases(path, tmp_path):
+def test_student_copy_builds_the_graders_visible_cases(path, tmp_path, monkeypatch):
     """For every bundled spec and dtype: the copy's cases are the full spec's visible ones, bit for bit."""
+    # The case cache in a folder of the test's own: the copies' entries (a new file each run, never
+    # read again; 88 spec-dtype pairs over the file) and the full specs' 88 would push every other
+    # test's entries out of the grader's cache, which keeps the 64 last used (and so never these).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "student.yaml"
     write_student_spec(path, out)
     full, copy = load_spec(path), load_spec(out)
@@ -138,20 +166,18 @@ def _located(case: CaseResult) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_self_check_on_the_copy_equals_the_full_spec(tmp_path):
+def test_self_check_on_the_copy_equals_the_full_spec(dot_copy, self_checks):
     """A wrong submission: same verdicts, points, messages and counterexamples on the copy as on the full spec."""
-    out = tmp_path / "student.yaml"
-    write_student_spec(DOT, out)
     for name in ("softmax_applied.py", "keys_not_transposed.py", "correct_matmul.py"):
-        on_full = check_path(SUBS / name, DOT)
-        on_copy = check_path(SUBS / name, out)
+        on_full = self_checks[name, DOT]
+        on_copy = self_checks[name, dot_copy]
         assert on_copy.hidden == on_full.hidden == 1
         assert [_located(c) for c in on_copy.result.cases] == [_located(c) for c in on_full.result.cases], name
         # The locations differ only in pointing into the copy: same case, the copy's file and line.
         assert all(Path(c.location.rsplit(":", 1)[0]).name == "student.yaml" for c in on_copy.result.cases)
         assert (on_copy.result.score, on_copy.result.max_score) == (on_full.result.score, on_full.result.max_score)
         assert on_copy.footer() == on_full.footer()
-    assert not check_path(SUBS / "softmax_applied.py", out).passed
+    assert not self_checks["softmax_applied.py", dot_copy].passed
 
 
 def test_check_cli_on_a_copy_says_hidden_cases_were_not_run(tmp_path):
@@ -189,10 +215,9 @@ def test_export_errors_exit_2(tmp_path):
     assert over.exit_code == 2
 
 
-def test_a_copy_is_never_graded_or_copied_again(tmp_path):
+def test_a_copy_is_never_graded_or_copied_again(tmp_path, dot_copy):
     """grade, the Gradescope export and a second student-spec export refuse a student copy (exit 2)."""
-    out = tmp_path / "student.yaml"
-    write_student_spec(DOT, out)
+    out = dot_copy
     runner = CliRunner()
     graded = runner.invoke(main, ["grade", str(SUBS / "correct_matmul.py"), "--spec", str(out)])
     assert graded.exit_code == 2 and "student copy" in graded.output
@@ -222,13 +247,11 @@ def test_malformed_student_copy_marker_is_located(tmp_path):
     assert any(p.field == "student_copy.hidden_cases" for p in caught.value.problems)
 
 
-def test_check_on_the_copy_equals_the_sandboxed_grader_on_the_full_spec(tmp_path):
+def test_check_on_the_copy_equals_the_sandboxed_grader_on_the_full_spec(dot_copy, self_checks):
     """Directly: `attnscore check` on the copy gives the grader's (full spec, sandbox) verdicts, points and messages."""
-    out = tmp_path / "student.yaml"
-    write_student_spec(DOT, out)
     full = load_spec(DOT)
     (graded,) = grade_many(find_submissions([str(SUBS / "keys_not_transposed.py")]), full)
-    mine = check_path(SUBS / "keys_not_transposed.py", out).result
+    mine = self_checks["keys_not_transposed.py", dot_copy].result
     by_id = {c.id: c for c in graded.cases}
     assert [c.id for c in mine.cases] == [c.id for c in graded.cases if c.visibility == "visible"]
     assert any(not c.passed for c in mine.cases)
