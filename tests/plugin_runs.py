@@ -41,26 +41,38 @@ def run_in_process(folder: Path, *args: str, cwd: Path | None = None) -> Run:
     (default ``folder``), with the repository (``examples.impl``) and ``folder`` (an engineer's
     own kernel files) importable, as ``PYTHONPATH`` makes them for :func:`run_subprocess`.
 
-    The working folder, ``sys.path`` and ``sys.argv`` are put back afterwards, and the modules
-    imported from ``folder`` are forgotten, so that the next run imports its own file of the same
-    name; attnscore's modules stay imported, as in any process.
+    The working folder, ``sys.path`` and ``sys.argv`` are put back afterwards. A module of a name
+    that ``folder`` holds (``kernel`` for its ``kernel.py``), or imported from it, is forgotten
+    before the run and after it (:func:`_forget`): the run imports ``folder``'s own file, not one
+    of the same name that an earlier test in this process imported from elsewhere (``attnscore
+    test --impl kernel:...`` run in process), and the next run imports its own; attnscore's
+    modules stay imported, as in any process.
     """
     where, path, argv = os.getcwd(), list(sys.path), list(sys.argv)
     out, err = io.StringIO(), io.StringIO()
     sys.path[:0] = [str(ROOT), str(folder)]
     importlib.invalidate_caches()
     os.chdir(cwd or folder)
+    _forget(folder)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = pytest.main(["--disable-plugin-autoload", "-p", "attnscore.pytest_plugin", *args])
     finally:
         os.chdir(where)
         sys.path[:], sys.argv[:] = path, argv
-        for name, module in list(sys.modules.items()):
-            file = getattr(module, "__file__", None)
-            if file and Path(file).resolve().is_relative_to(folder.resolve()):
-                del sys.modules[name]
+        _forget(folder)
     return Run(int(code), out.getvalue(), err.getvalue())
+
+
+def _forget(folder: Path) -> None:
+    """Drop from ``sys.modules`` every module named like a top-level module or package of
+    ``folder`` (and their submodules), wherever it came from, and every module imported from it."""
+    names = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    root = folder.resolve()
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name.split(".", 1)[0] in names or (file and Path(file).resolve().is_relative_to(root)):
+            del sys.modules[name]
 
 
 def run_subprocess(folder: Path, *args: str, cwd: Path | None = None) -> Run:
