@@ -261,6 +261,12 @@ def grade_class(
         run_id = book.start_run(spec.id, spec_k, len(names), len(todo))
         by_submission = {names[name].name: name for name in todo}
         committed: list[str] = []
+        batch = [names[name] for name in todo]
+        # Graded elsewhere (grader processes, all forked before the first result arrives, or dask
+        # workers), this process only waits between results: the report's drawing library is loaded
+        # then, once the first result is in, instead of after the last one. Graded here (one job),
+        # loading it early would only move that time, not overlap it.
+        elsewhere = scheduler is not None or (jobs > 1 and len(batch) > 1)
 
         def commit(result: SubmissionResult) -> None:
             student = by_submission[result.submission]
@@ -276,12 +282,6 @@ def grade_class(
             if len(committed) == 1 and elsewhere:
                 _load_report_drawing()
 
-        batch = [names[name] for name in todo]
-        # Graded elsewhere (grader processes, all forked before the first result arrives, or dask
-        # workers), this process only waits between results: the report's drawing library is loaded
-        # then, once the first result is in, instead of after the last one. Graded here (one job),
-        # loading it early would only move that time, not overlap it.
-        elsewhere = scheduler is not None or (jobs > 1 and len(batch) > 1)
         common: dict[str, Any] = {
             "function": function,
             "dtype": dtype,

@@ -363,11 +363,11 @@ def _grade_chunk(
     spec_file: tuple[str, bytes],
     chunk: list[dict[str, Any]],
     options: dict[str, Any],
-    references: tuple[tuple[str, bytes], ...] = (),
-    cases: bytes | None = None,
+    references: tuple[tuple[str, bytes], ...],
+    cases: bytes,
 ) -> list[dict[str, Any]]:
     """Runs on a dask worker: grade the submissions of ``chunk`` there, in order; returns one record
-    (plain data) each. ``cases`` are the client's built cases, pickled (None: built here). The
+    (plain data) each. ``cases`` are the client's built cases, pickled. The
     first task of a worker process starts its worker template before anything else, so that the
     template loads torch while this process imports the grading stack and loads the spec.
 
@@ -412,7 +412,7 @@ def _worker_spec(
     spec_file: tuple[str, bytes],
     options: dict[str, Any],
     references: tuple[tuple[str, bytes], ...],
-    cases: bytes | None,
+    cases: bytes,
 ) -> tuple[Spec, list[Case]]:
     """The spec a task grades against and its cases, loaded once per worker process (and per
     spec, reference files, dtype, seed and cases)."""
@@ -420,8 +420,7 @@ def _worker_spec(
     digest = hashlib.sha256(spec_bytes)
     for relative, content in references:  # a spec's own reference: an edited one is another spec
         digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
-    shipped = hashlib.sha256(cases).hexdigest() if cases is not None else ""
-    key = (digest.hexdigest(), options["dtype"], options["seed"], shipped)
+    key = (digest.hexdigest(), options["dtype"], options["seed"], hashlib.sha256(cases).hexdigest())
     if key not in _WORKER_CASES:
         # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
         # a folder of mode 0700; it and its cases are kept in this process's memory.
@@ -436,12 +435,8 @@ def _worker_spec(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
             spec = load_spec(path)
-            if cases is None:
-                from attnscore.check.cases import build_cases
-
-                built = build_cases(spec, options["dtype"], options["seed"])
-            else:  # after the spec is loaded (its reference files imported), as a case cache entry is read
-                built = pickle.loads(cases)  # noqa: S301 - the client's own pickle, sent with the task
+            # after the spec is loaded (its reference files imported), as a case cache entry is read
+            built = pickle.loads(cases)  # noqa: S301 - the client's own pickle, sent with the task
         while len(_WORKER_CASES) >= _WORKER_KEPT:
             del _WORKER_CASES[next(iter(_WORKER_CASES))]
         _WORKER_CASES[key] = (spec, built)

@@ -4,11 +4,13 @@ outside the spec's folder carried to it, and the reference never reachable from 
 
 from __future__ import annotations
 
+import pickle
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from attnscore.check.cases import build_cases
 from attnscore.grade import grading
 from attnscore.grade.grading import grade_many
 from attnscore.sandbox.launch import Limits
@@ -135,7 +137,8 @@ def test_a_dask_task_gets_the_reference_beside_the_spec(tmp_path: Path) -> None:
     spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
     options = {"function": None, "dtype": "float32", "seed": None, "limits": asdict(LIMITS), "shrink_steps": 0}
     no_max = Submission.from_file(submissions(tmp_path / "class")[1])
-    (record,) = cluster._grade_chunk(spec_file, [cluster._submission_data(no_max)], options, references)
+    cases = pickle.dumps(build_cases(spec, "float32"))  # as the client sends them
+    (record,) = cluster._grade_chunk(spec_file, [cluster._submission_data(no_max)], options, references, cases)
     result = result_from_record(record)
     assert result.score == 11
     assert next(c for c in result.cases if not c.passed).failure.diagnosis["id"] == "no_max_subtraction"

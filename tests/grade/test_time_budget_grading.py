@@ -5,6 +5,7 @@ through the sandbox."""
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from dataclasses import asdict
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from attnscore.check.cases import build_cases
 from attnscore.check.runner import budget_spent_text
 from attnscore.grade.class_run import grade_class
 from attnscore.grade.grading import grade_many
@@ -105,7 +107,8 @@ def test_a_dask_workers_task_gets_the_budget(tmp_path):
         "shrink_steps": 50,
     }
     spec_file = (Path(SPEC.path).name, Path(SPEC.path).read_bytes())
-    (record,) = _grade_chunk(spec_file, [_submission_data(submission)], options)
+    cases = pickle.dumps(build_cases(SPEC, "float32"))  # as the client sends them
+    (record,) = _grade_chunk(spec_file, [_submission_data(submission)], options, (), cases)
     verdicts = [case["verdict"] for case in record["cases"]]
     assert verdicts == ["timeout"] + ["budget_spent"] * 6
 
