@@ -20,6 +20,7 @@ from attnscore.report.results import SubmissionResult
 from attnscore.sandbox.launch import Limits
 from attnscore.spec.load import load_spec
 from attnscore.spec.model import Spec
+from tests.hostile.expectations import EXPECTATIONS, SPEC_ATTACKS
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "specs" / "dot_product_scores.yaml"
@@ -43,8 +44,6 @@ graded first, so that a long one does not start last and hold the whole suite.""
 def _waits(name: str) -> bool:
     """Whether the attack ``name`` of :data:`tests.hostile.expectations.EXPECTATIONS` (its file's
     stem) may end a case on a limit or a crash."""
-    from tests.hostile.expectations import EXPECTATIONS
-
     return name in EXPECTATIONS and bool(EXPECTATIONS[name][1] & WAITING)
 
 
@@ -116,8 +115,6 @@ def grade_spec_attacks(
     """Grade each ``tests/hostile/<folder>/<name>.py`` of :data:`tests.hostile.expectations.SPEC_ATTACKS`
     (default: all of them) against its own spec, two at a time, from the case cache as ``attnscore
     grade`` does; ``({name: result or the grader's exception}, seconds)``."""
-    from tests.hostile.expectations import SPEC_ATTACKS
-
     names = sorted(SPEC_ATTACKS) if names is None else names
     files = {SPEC_ATTACKS[n].spec for n in names}
     loaded = {file: load_spec(str(ROOT / file)) for file in files}
