@@ -11,12 +11,12 @@ Errors are one clear line (or one line per spec problem) on stderr, never a trac
 
 from __future__ import annotations
 
-import gc
 import importlib
 from typing import Any
 
 import click
 
+from attnscore.cli.collector import freeze_after_imports
 from attnscore.cli.errors import CommandError, command_error, error_log_folder, write_error_log
 
 __all__ = ["main", "run", "LazyGroup", "COMMANDS", "error_log_folder", "write_error_log"]
@@ -79,10 +79,11 @@ def main() -> None:
 def run() -> None:
     """The ``attnscore`` console script: :func:`main` in a process of its own.
 
-    Before parsing, it moves every object the imports made (torch's alone are over a million) into
-    the collector's permanent generation (:func:`gc.freeze`), so that no full collection in this
-    short-lived process scans them again; each would cost about 0.1 s. Code that calls :func:`main`
-    inside a longer-lived process (tests, notebooks) leaves its collector as it is.
+    Before parsing, it moves every object the imports made into the collector's permanent
+    generation, and does again once torch has been imported (torch's objects alone are over a
+    million: :func:`attnscore.cli.collector.freeze_after_imports`), so that no full collection in
+    this short-lived process scans them again; each would cost about 0.1 s. Code that calls
+    :func:`main` inside a longer-lived process (tests, notebooks) leaves its collector as it is.
     """
-    gc.freeze()
+    freeze_after_imports()
     main(prog_name="attnscore")

@@ -30,6 +30,7 @@ hypothesis again).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import sys
@@ -98,4 +99,12 @@ def version() -> str:
     its metadata (the same text) without importing it (for reports and the case cache's key)."""
     if loaded():
         return str(sys.modules["hypothesis"].__version__)
+    return _installed_version()
+
+
+@functools.cache
+def _installed_version() -> str:
+    """The installed hypothesis's version, read from its metadata once per process (a read costs a
+    scan of every ``sys.path`` entry's distributions: milliseconds, which a class run paid per
+    submission)."""
     return importlib.metadata.version("hypothesis")

@@ -14,6 +14,7 @@ from hypothesis import strategies as real_st
 from hypothesis.errors import HypothesisException, Unsatisfiable
 from hypothesis.extra import numpy as real_hnp
 
+from attnscore.maths import lazy_hypothesis
 from attnscore.maths.lazy_hypothesis import composite, hnp, hypothesis, hypothesis_exceptions, st, version
 from attnscore.maths.strategies import draw_examples
 from tests.guards import HANG_GUARD_S
@@ -71,6 +72,25 @@ def test_hypothesis_exceptions_catch_hypothesis_errors_only():
 def test_version_is_the_installed_hypothesis():
     """The loaded module's version, which is its metadata's."""
     assert version() == real_hypothesis.__version__ == importlib.metadata.version("hypothesis")
+
+
+def test_the_installed_version_is_read_from_the_metadata_once_per_process(monkeypatch):
+    """Before hypothesis is loaded, the version comes from its metadata: read once, not per
+    submission graded (a read scans every ``sys.path`` entry's distributions)."""
+    reads: list[str] = []
+
+    def reading(name: str) -> str:
+        reads.append(name)
+        return "6.0.0-from-metadata"
+
+    monkeypatch.setattr(lazy_hypothesis, "loaded", lambda: False)
+    monkeypatch.setattr(importlib.metadata, "version", reading)
+    lazy_hypothesis._installed_version.cache_clear()
+    try:
+        assert [version() for _ in range(3)] == ["6.0.0-from-metadata"] * 3
+        assert reads == ["hypothesis"]
+    finally:
+        lazy_hypothesis._installed_version.cache_clear()  # the next reader gets the real metadata
 
 
 _UNLOADED = """
