@@ -26,9 +26,9 @@ import os
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-__all__ = ["torch", "bind", "loaded", "on_bind", "one_thread", "one_thread_in_this_process"]
+__all__ = ["torch", "bind", "is_tensor", "loaded", "on_bind", "one_thread", "one_thread_in_this_process"]
 
 _on_bind: Callable[[types.ModuleType], None] | None = None
 
@@ -67,6 +67,16 @@ def bind() -> types.ModuleType:
 def loaded() -> bool:
     """Whether torch has been imported in this process (by anyone)."""
     return "torch" in sys.modules
+
+
+def is_tensor(value: object) -> TypeGuard[torch.Tensor]:
+    """Whether ``value`` is a torch tensor, without importing torch to find out: while torch is not
+    imported, nothing is one. For code that takes numpy arrays and tensors alike (a spec's worked
+    examples are numpy, and loading a spec must not import torch: ``attnscore verify`` forks its
+    workers only while torch is not loaded)."""
+    if _LazyTorch._real is None and not loaded():
+        return False
+    return isinstance(value, _proxy.Tensor)  # the proxy's torch, as ``isinstance(value, torch.Tensor)``
 
 
 def on_bind(hook: Callable[[types.ModuleType], None] | None) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.catalogue.families import own_reference
 from attnscore.catalogue.mistakes.registry import Mistake
 from attnscore.catalogue.properties.registry import CheckContext, Property
@@ -194,7 +194,7 @@ def _bound(contract: Contract, args: tuple[Any, ...], kwargs: Mapping[str, Any])
     out = {}
     for n in names:
         v = values[n]
-        array = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+        array = v.detach().cpu().numpy() if is_tensor(v) else np.asarray(v)
         out[n] = array if n in contract.bool_parameters else np.asarray(array, dtype=np.float64)
     return out
 

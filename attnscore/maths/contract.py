@@ -16,7 +16,7 @@ import numpy as np
 
 from attnscore.boundary.calls import OMITTED
 from attnscore.boundary.gradients import NOT_DIFFERENTIATED
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths.bounds import Bound, check_symbols, legend_of
 from attnscore.maths.family import ContractFamily
 from attnscore.maths.key_view import KeyView
@@ -469,7 +469,7 @@ class _WithAbsentMasks:
         for name in self.names:
             if name in kwargs:
                 values[name] = kwargs.pop(name)
-        present = {n: v for n, v in values.items() if isinstance(v, torch.Tensor)}
+        present = {n: v for n, v in values.items() if is_tensor(v)}
         like = next(iter(present.values()))
         for name in sorted(self.omittable):
             if not isinstance(values.get(name), torch.Tensor):

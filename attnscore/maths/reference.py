@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 
 _HALF = ("torch.float16", "torch.bfloat16")  # by name: comparing names needs no torch at import
 
@@ -60,7 +60,7 @@ class ScoreInputError(ValueError):
 
 def _as_tensor(x: Any, argument: str) -> torch.Tensor:
     """Return ``x`` as a floating tensor, or raise ScoreInputError saying what was found."""
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         t = x
     else:
         if isinstance(x, (str, bytes)) or x is None:
@@ -227,7 +227,7 @@ def _as_mask(mask: Any, argument: str, like: torch.Tensor) -> torch.Tensor:
     ``B == H``, a ``(B, n_q, n_k)`` mask would silently align with the head axis of
     ``(B, H, n_q, n_k)`` scores (numpy broadcasting aligns from the right).
     """
-    m = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
+    m = mask if is_tensor(mask) else torch.as_tensor(np.asarray(mask))
     if m.dtype != torch.bool:
         raise ScoreInputError(argument, f"expected a bool mask (True = keep), found dtype {m.dtype}")
     if m.device != like.device:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths.reference import ScoreInputError, _as_tensor
 
 __all__ = [
@@ -156,7 +156,7 @@ def checked_mask(mask: Any, argument: str, q: torch.Tensor, shape: torch.Size) -
     """A bool mask or a float mask of q's dtype that broadcasts from the right to `shape`, or None."""
     if mask is None:
         return None
-    if isinstance(mask, torch.Tensor):
+    if is_tensor(mask):
         m = mask
     else:
         if isinstance(mask, (str, bytes)):
@@ -213,7 +213,7 @@ def _host_array(x: Any, argument: str, shape_words: str, kinds: str, values: str
 
 def _as_integers(x: Any, argument: str, q: torch.Tensor) -> torch.Tensor:
     """x as an int64 tensor on q's device; bool, float and non-numeric input refused."""
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         t = x
         if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
             raise ScoreInputError(argument, f"expected integers, found dtype {t.dtype}")

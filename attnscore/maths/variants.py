@@ -57,7 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions, within_window
 from attnscore.maths.reference import _HALF, ScoreInputError, _as_tensor
@@ -338,7 +338,7 @@ def varlen_attention(
             v[:, k0:k1],  # (H_kv, n_k_b, d_v)
             attn_mask=None if mask is None else mask[:, q0:q1, k0:k1],  # (H_q, n_q_b, n_k_b)
             is_causal=causal,
-            alignment=aligned if not isinstance(aligned, torch.Tensor) else int(aligned[b]),
+            alignment=aligned if not is_tensor(aligned) else int(aligned[b]),
             window=bounds,
             scale=factor,
             softcap=cap,
@@ -379,7 +379,7 @@ def _attention_parts(
     capped = scores if softcap is None else softcap * torch.tanh(scores / softcap)  # (..., H_q, n_q, n_k)
 
     offset: int | torch.Tensor
-    if isinstance(alignment, torch.Tensor):
+    if is_tensor(alignment):
         offset = alignment[..., None, None, None]  # (*batch, 1, 1, 1): one offset per batch item
     elif alignment == "top_left":
         offset = 0

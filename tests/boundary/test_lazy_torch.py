@@ -8,10 +8,12 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 from attnscore.boundary import lazy_torch
+from attnscore.spec.bundled import bundled_spec_paths
 
 HANG_GUARD_S = 120
 
@@ -84,3 +86,37 @@ def test_a_process_without_torch_gets_one_thread_at_its_first_import_and_imports
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": False, "threads": 1}
+
+
+def test_is_tensor_names_tensors_and_nothing_else():
+    assert lazy_torch.is_tensor(torch.zeros(2))
+    assert lazy_torch.is_tensor(torch.nn.Parameter(torch.zeros(2)))  # a subclass counts, as with isinstance
+    assert not lazy_torch.is_tensor(np.zeros(2))
+    assert not lazy_torch.is_tensor(3)
+    assert not lazy_torch.is_tensor(None)
+
+
+WITHOUT_TORCH = """
+import json, sys
+import numpy as np
+from attnscore.boundary import lazy_torch
+answers = [lazy_torch.is_tensor(v) for v in (np.zeros(2), 3, "x", None)]
+from attnscore.spec.assignment import load_assignment_specs
+from attnscore.spec.bundled import bundled_spec_paths
+specs = load_assignment_specs([str(p) for p in bundled_spec_paths()])
+print(json.dumps([answers, len(specs), "torch" in sys.modules]))
+"""
+
+
+def test_loading_every_bundled_spec_imports_no_torch():
+    """``is_tensor`` answers without importing torch, and loading a spec (golden values of its
+    worked examples included) needs no tensor: so ``attnscore verify`` forks its workers (it runs
+    everything in one process once torch is loaded, as the multi-head spec's ``num_heads`` once made it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH], capture_output=True, text=True, timeout=HANG_GUARD_S, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    answers, count, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert answers == [False, False, False, False]
+    assert count == len(list(bundled_spec_paths())) >= 28
+    assert loaded is False

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.catalogue.families import own_reference
 from attnscore.catalogue.tables import add_new, named
 from attnscore.maths.contract import Contract
@@ -142,11 +142,11 @@ def _with_absent(contract: Contract, args: list[Any]) -> list[Any]:
     if not contract.omittable:
         return args
     names = list(contract.parameter_names)
-    present = {n: a for n, a in zip(names, args, strict=False) if isinstance(a, torch.Tensor)}
+    present = {n: a for n, a in zip(names, args, strict=False) if is_tensor(a)}
     shapes = {n: np.empty(tuple(t.shape), dtype=np.bool_) for n, t in present.items()}
     out = []
     for name, value in zip(names, args, strict=False):
-        if name in contract.omittable and not isinstance(value, torch.Tensor):
+        if name in contract.omittable and not is_tensor(value):
             like = next(iter(present.values()))
             keep = contract.absent_value(name, shapes)
             value = torch.tensor(keep, device=like.device, dtype=torch.bool if keep.dtype == np.bool_ else like.dtype)

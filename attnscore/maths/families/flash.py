@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions, within_window
@@ -83,7 +83,7 @@ def flash_keep(window: tuple[int, int], n_q: int, n_k: int, offset: int | None =
 
 def _to_heads_first(x: Any, name: str) -> torch.Tensor:
     """``(b, n, h, d)`` -> ``(b, h, n, d)`` (a view), checking the rank."""
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    t = x if is_tensor(x) else torch.as_tensor(np.asarray(x))
     if t.ndim != 4:
         raise ScoreInputError(
             name,

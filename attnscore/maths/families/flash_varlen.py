@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.contract import Args, Contract
@@ -161,13 +161,13 @@ def _varlen_integers(pick: Callable[[int, int], int], sizes: dict[str, Any]) -> 
 
 def _max_seqlen(x: Any, name: str, cu: Any) -> int:
     """``max_seqlen_*`` as an int (a Python int, or a 0-d integer tensor); at least the longest sequence."""
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         if x.ndim != 0 or x.dtype.is_floating_point or x.dtype == torch.bool:
             raise ScoreInputError(name, f"expected an int, found a tensor of shape {tuple(x.shape)}, dtype {x.dtype}")
         x = int(x.item())
     if isinstance(x, bool) or not isinstance(x, int | np.integer):
         raise ScoreInputError(name, f"expected an int, found {type(x).__name__}")
-    c = np.asarray(cu.cpu() if isinstance(cu, torch.Tensor) else cu).astype(np.int64).reshape(-1)
+    c = np.asarray(cu.cpu() if is_tensor(cu) else cu).astype(np.int64).reshape(-1)
     longest = int(np.max(np.diff(c), initial=0))
     if int(x) < longest:
         raise ScoreInputError(name, f"expected at least the longest sequence, {longest}, found {int(x)}")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.families.base import Gradients, Scales, no_unused_keys, not_general_attention
 from attnscore.maths.family import ContractFamily
@@ -103,7 +103,7 @@ def _tensor(value: Any, grad: bool = False) -> torch.Tensor:
 
 def _as_array(out: Any, label: str) -> np.ndarray:
     """``out`` (a tensor, an array, a number or a list of numbers) as a float64 array."""
-    if isinstance(out, torch.Tensor):
+    if is_tensor(out):
         return out.detach().to(device="cpu", dtype=torch.float64).numpy()
     try:
         array = np.asarray(out, dtype=np.float64)
@@ -255,7 +255,7 @@ def gradients(contract: Contract, args: Mapping[str, np.ndarray], d_out: Any) ->
     try:
         with torch.enable_grad():
             out = reference(*tensors.values())
-            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            if not is_tensor(out) or not out.requires_grad:
                 raise ReferenceFailed(f"the reference {label} returned no differentiable tensor for a backward call")
             out.backward(torch.as_tensor(np.asarray(d_out, dtype=np.float64)).reshape(out.shape))
     except ReferenceFailed:

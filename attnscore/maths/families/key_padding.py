@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths import golden_variants, variants
 from attnscore.maths.attention_changes import AttentionChange
 from attnscore.maths.attention_options import AttentionOptions, within_window
@@ -268,7 +268,7 @@ def _torch_call(
     """General attention (torch) on one call under ``options``: the valid lengths as ``key_lengths``,
     ``scale``, ``is_causal`` and ``window_size`` at the alignment's offsets, with ``change`` made to one step
     (None: the reference)."""
-    lengths = key_lengths if isinstance(key_lengths, torch.Tensor) else torch.as_tensor(np.asarray(key_lengths))
+    lengths = key_lengths if is_tensor(key_lengths) else torch.as_tensor(np.asarray(key_lengths))
     aligned = offsets(options, lengths.cpu().numpy(), query.shape[-2], key.shape[-2])
     call = AttentionOptions(
         key_lengths=key_lengths,

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths import reference
 from attnscore.maths.attention_options import AttentionOptions
 from attnscore.maths.contract import Args, Contract
@@ -106,7 +106,7 @@ def _as_int(value: Any, name: str) -> int:
         raise ScoreInputError(name, f"expected an int, found {value!r}")
     if isinstance(value, int):
         return value
-    array = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
+    array = np.asarray(value.detach().cpu() if is_tensor(value) else value)
     if array.ndim != 0 or array.dtype.kind not in "iu":
         raise ScoreInputError(
             name, f"expected an int (or a 0-d integer tensor), found {array.dtype} of shape {array.shape}"

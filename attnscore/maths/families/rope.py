@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscore.boundary.lazy_torch import torch
+from attnscore.boundary.lazy_torch import is_tensor, torch
 from attnscore.maths.contract import Args, Contract
 from attnscore.maths.error_scales import as_float64
 from attnscore.maths.families.base import (
@@ -74,7 +74,7 @@ def theta_value(theta: Any) -> float:
     Raises:
         ScoreInputError: a bool, a tensor that is not 0-d, anything else, or a value <= 0.
     """
-    if isinstance(theta, torch.Tensor):
+    if is_tensor(theta):
         if theta.ndim != 0 or theta.dtype == torch.bool:
             raise ScoreInputError("theta", f"expected an int, found a tensor of shape {tuple(theta.shape)}")
         theta = theta.item()
@@ -170,7 +170,7 @@ def _configure(base: Contract, options: RopeOptions, kept: tuple[str, ...]) -> C
     pairing = options.pairing
 
     def ref(x: Any, token_positions: Any, theta: Any) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        if not is_tensor(x) or not x.is_floating_point():
             raise ScoreInputError("x", f"expected a floating tensor (..., seq, d_k), found {type(x).__name__}")
         if x.ndim < 2 or x.shape[-1] % 2:
             raise ScoreInputError("x", f"expected shape (..., seq, d_k) with d_k even, found {tuple(x.shape)}")
