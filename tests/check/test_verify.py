@@ -4,15 +4,19 @@ specs and dtypes verified in parallel give what one process gives."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
 from attnscore.check import verify as verify_module
 from attnscore.check.cases import build_cases
-from attnscore.check.verify import bundled_spec_path, mutation_test, verify_all, verify_one
+from attnscore.check.verify import bundled_spec_path, mutation_test, verify_all
 from attnscore.cli import main
 from attnscore.spec.load import load_spec
+from tests.guards import HANG_GUARD_S
 
 
 def _spec(spec_id: str):
@@ -70,20 +74,85 @@ def test_a_mistake_that_is_never_caught_runs_every_case(monkeypatch):
     assert judged == [c.id for c in cases]
 
 
+_SIDE_BY_SIDE = """
+import dataclasses, json, os, sys
+from attnscore.check import verify as verify_module
+from attnscore.check.verify import bundled_spec_path, verify_all, verify_one
+from attnscore.spec.load import load_spec
+
+ids, jobs, fake = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3] == "fake"
+specs = [load_spec(bundled_spec_path(i)) for i in ids]
+real, parent, seen = verify_module.verify_one, os.getpid(), sys.argv[4]
+
+
+def recorded(spec, mutations=True, dtypes=None):  # in the forked children: where each unit ran
+    with open(seen, "a") as f:
+        f.write(json.dumps([spec.id, dtypes and list(dtypes), os.getpid() != parent]) + "\\n")
+    if fake:
+        return verify_module.SpecVerification(spec.id, (), (), ())
+    return real(spec, mutations, dtypes)
+
+
+verify_module.verify_one = recorded
+torch_before = "torch" in sys.modules
+found = verify_all(specs, jobs=jobs)
+
+
+def facts(v):
+    return [v.spec_id, [[r.dtype, str(r.score), str(r.max_score)] for r in v.references],
+            [list(map(str, dataclasses.astuple(m))) for m in v.mutations]]
+
+
+print(json.dumps({
+    "torch_before": torch_before,
+    "side_by_side": [facts(v) for v in found],
+    "alone": [] if fake else [facts(real(s)) for s in specs],
+}))
+"""
+
+
+def _side_by_side(tmp_path, ids: list[str], jobs: int, fake: bool) -> tuple[dict, list[list]]:
+    """``verify_all`` of the bundled ``ids`` with ``jobs`` in a fresh interpreter (this one has torch
+    loaded, and ``verify_all`` then verifies in process): what it found, and each unit's spec,
+    dtypes and whether it ran in a forked child."""
+    seen = tmp_path / "units.jsonl"
+    argv = [sys.executable, "-c", _SIDE_BY_SIDE, ",".join(ids), str(jobs), "fake" if fake else "real", str(seen)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+    assert done.returncode == 0, done.stderr
+    units = [json.loads(line) for line in seen.read_text().splitlines()]
+    return json.loads(done.stdout.splitlines()[-1]), units
+
+
+def test_many_specs_are_verified_one_spec_per_unit_in_forked_processes(tmp_path):
+    """Four specs, two processes: each spec whole (its dtypes share what they build), forked, in
+    spec order; loading them imported no torch (else everything would run in one process)."""
+    ids = ["masked_scores", "dot_product_scores", "score_matrix", "scaled_score_matrix"]
+    out, units = _side_by_side(tmp_path, ids, 2, fake=True)
+    assert out["torch_before"] is False
+    assert [v[0] for v in out["side_by_side"]] == ids
+    assert sorted(units) == sorted([i, None, True] for i in ids)
+
+
+def test_few_specs_are_verified_one_dtype_per_unit(tmp_path):
+    """One spec, two processes: its four dtypes side by side, each in a forked process."""
+    out, units = _side_by_side(tmp_path, ["masked_scores"], 2, fake=True)
+    assert [v[0] for v in out["side_by_side"]] == ["masked_scores"]
+    assert sorted(units) == sorted(["masked_scores", [d], True] for d in ("float32", "float64", "float16", "bfloat16"))
+
+
 @pytest.mark.slow
-def test_parallel_verification_equals_one_process():
-    """Two specs verified in two processes: the same reference scores and mutation verdicts, in spec order."""
-    specs = [_spec("masked_scores"), _spec("dot_product_scores")]
-    alone = [verify_one(s) for s in specs]
-    side_by_side = verify_all(specs, jobs=2)
-    assert [v.spec_id for v in side_by_side] == ["masked_scores", "dot_product_scores"]
-    for one, two in zip(alone, side_by_side, strict=True):
-        assert [(r.dtype, r.score, r.max_score) for r in one.references] == [
-            (r.dtype, r.score, r.max_score) for r in two.references
-        ]
-        assert [dataclasses.astuple(m) for m in one.mutations] == [dataclasses.astuple(m) for m in two.mutations]
-        assert one.ok and two.ok
-    assert [r.dtype for r in side_by_side[0].references] == ["float32", "float64", "float16", "bfloat16"]
+def test_parallel_verification_equals_one_process(tmp_path):
+    """Two specs verified in two forked processes (by dtype) and four (by spec): the same reference
+    scores and mutation verdicts as one process, in spec order."""
+    for ids in (
+        ["masked_scores", "dot_product_scores"],
+        ["masked_scores", "dot_product_scores", "score_matrix", "scaled_score_matrix"],
+    ):
+        out, units = _side_by_side(tmp_path, ids, 2, fake=False)
+        assert all(forked for _, _, forked in units)
+        assert out["side_by_side"] == out["alone"]
+        assert [v[0] for v in out["side_by_side"]] == ids
+        assert [r[0] for r in out["side_by_side"][0][1]] == ["float32", "float64", "float16", "bfloat16"]
 
 
 def test_verify_all_refuses_no_jobs():
