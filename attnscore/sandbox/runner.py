@@ -52,6 +52,7 @@ else:
 __all__ = ["SandboxRunner"]
 
 _CGROUP_NUMBERS = itertools.count()
+_BOOL, _INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 
 
 def _asked_gradients(outcome: Outcome, names: list[str], backward: bool) -> Outcome:
@@ -359,15 +360,18 @@ class SandboxRunner(RunnerBase):
 
     def _share_inputs(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
-    ) -> list[dict[str, Any]] | None:
-        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
+    ) -> tuple[list[dict[str, Any]], list[bytes]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout
+        (each item as the request names it) and the bytes written for each item.
 
         An input with a memory layout is written as its view's storage, with the strides and
         storage offset the worker rebuilds the view with (``as_strided``). Written in one system
         call: the items back to back, each at a 64-byte boundary, the gaps between them zero."""
-        layout, offset, span = [], 0, bytearray()
+        layout: list[dict[str, Any]] = []
+        raws: list[bytes] = []
+        offset, span = 0, bytearray()
         for name, array in args.items():
-            kind = "bool" if array.dtype == np.bool_ else "int32" if array.dtype == np.int32 else dtype
+            kind = "bool" if array.dtype == _BOOL else "int32" if array.dtype == _INT32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
             if name in layouts:
                 form = strided_form(array, layouts[name])
@@ -380,12 +384,13 @@ class SandboxRunner(RunnerBase):
                 return None
             span += bytes(offset - len(span))
             span += raw
-            item.update(offset=offset, raw=raw)
+            item["offset"] = offset
             layout.append(item)
+            raws.append(raw)
             offset += len(raw)
         if span:
             os.pwrite(self.shared, span, 0)
-        return layout
+        return layout, raws
 
     def _outcome(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
@@ -451,9 +456,10 @@ class SandboxRunner(RunnerBase):
         shared_args = dict(args)
         if upstream is not None:  # dO in the shared memory too: the grader sees a backward change it
             shared_args[wire.UPSTREAM] = np.asarray(upstream)
-        layout = self._share_inputs(shared_args, dtype, layouts)
-        if layout is None:
+        shared = self._share_inputs(shared_args, dtype, layouts)
+        if shared is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
+        layout, raws = shared
         by_name = tuple(n for n in binding.by_name if n in args)
         none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in binding.by_name}
         inputs, dO = (layout[:-1], layout[-1]) if upstream is not None else (layout, None)
@@ -462,10 +468,10 @@ class SandboxRunner(RunnerBase):
             dtype,
             gpu.worker_device(self.limits.device),
             tuple(args),
-            tuple({k: v for k, v in item.items() if k != "raw"} for item in inputs),
+            tuple(inputs),
             by_name,
             tuple({**dict(binding.options), **none_by_name}.items()),
-            None if dO is None else {k: v for k, v in dO.items() if k not in ("raw", "name")},
+            None if dO is None else {k: v for k, v in dO.items() if k != "name"},
             binding.logsumexp,
             binding.factory,
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in binding.by_name),
@@ -473,7 +479,7 @@ class SandboxRunner(RunnerBase):
             binding.function,
         )
         reply: Heard = ENDED
-        watch = InputWatch(layout)
+        watch = InputWatch(layout, raws)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
             stretch = None if limit >= call_limit else own_time.STRETCH * call_limit / limit
@@ -499,7 +505,7 @@ class SandboxRunner(RunnerBase):
             # a result the worker's own code never sends before the grader has read the inputs and
             # written its canaries: the submission wrote it (what it says of its output is not read)
             outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
-        floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
+        floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
             self.last_inspection = reported
