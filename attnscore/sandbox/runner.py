@@ -196,10 +196,7 @@ class SandboxRunner(RunnerBase):
         self.close()
 
     def close(self) -> None:
-        self._kill_worker()
-        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
-            os.close(self._uid_lock)
-            self._uid_lock = -1
+        clean = self._kill_worker()
         if self.shared >= 0:
             os.close(self.shared)
             self.shared = -1
@@ -209,6 +206,11 @@ class SandboxRunner(RunnerBase):
         problems = [p for p in (remove_tree(self.workdir), remove_tree(self.private)) if p is not None]
         if problems and self.cleanup_problem is None:
             self.cleanup_problem = "; ".join(problems)
+        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
+            if clean and not problems:  # nothing of the uid is left: its next claim need not look
+                uids.mark_clean(self._uid_lock)
+            os.close(self._uid_lock)
+            self._uid_lock = -1
 
     def keep_output(self, chunk: bytes) -> None:
         room = self.limits.output_chars * 4 - len(self.output)
@@ -247,16 +249,20 @@ class SandboxRunner(RunnerBase):
         """The uid only this runner's worker uses (the grader is root), else None."""
         return self.uid if self.plan.drops_uid else None
 
-    def _kill_worker(self) -> None:
+    def _kill_worker(self) -> bool:
+        """Kill the worker and everything of its uid; remove its uid's kernel objects and files
+        (all but its working folder). Whether nothing of the uid is left (no process runs as it,
+        every file of it in the shared folders went); with no uid of its own, False."""
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
-        if self.plan.drops_uid:
-            uids.kill_uid(self.uid)
-            kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
-            if self.template is None:  # a template's workers' orphans go to the template, which reaps them
-                uids.sweep_orphans(self.uid)
-            uids.remove_files_of(self.uid, keep=self.workdir)
+        if not self.plan.drops_uid:
+            return False
+        gone = uids.kill_uid(self.uid)
+        kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
+        if self.template is None:  # a template's workers' orphans go to the template, which reaps them
+            uids.sweep_orphans(self.uid)
+        return uids.files_removal(self.uid, keep=self.workdir)[1] == 0 and gone
 
     def _start(self) -> CallFailure | None:
         """Start a worker and import the submission, within what is left of the setup budget.

@@ -32,7 +32,9 @@ __all__ = [
     "drops_privileges",
     "forget_worker",
     "held_uid",
+    "files_removal",
     "kill_uid",
+    "mark_clean",
     "remember_worker",
     "remove_files_of",
     "sweep_orphans",
@@ -95,8 +97,10 @@ def claim_uid(limits: Limits) -> tuple[int, int]:
         except OSError:
             os.close(fd)
             continue
-        kill_uid(uid)
-        remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        if os.pread(fd, 64, 0) != _clean_mark():  # its last runner did not find it clean: a killed grader's
+            kill_uid(uid)
+            remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        os.ftruncate(fd, 0)  # not clean from now on, until a runner that ends finds it so (mark_clean)
         kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
         return uid, fd
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use by other workers")
@@ -125,15 +129,17 @@ def held_uid(first_uid: int) -> Iterator[int]:
             os.close(lock)
 
 
-def kill_uid(uid: int) -> None:
+def kill_uid(uid: int) -> bool:
     """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
-    no chain of new sessions or forks outruns it, and no process of another uid is touched."""
+    no chain of new sessions or forks outruns it, and no process of another uid is touched.
+    Returns whether none is left (False only when 20 rounds of killing left one running)."""
     if uid == 0 or not alive_as(uid):  # nothing runs as it, so nothing can start as it: done
-        return
+        return True
     for _ in range(20):
         kernel_objects.run_as(uid, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"])
         if not alive_as(uid):
-            return
+            return True
+    return False
 
 
 def remove_files_of(uid: int, keep: str | None) -> int:
@@ -141,20 +147,49 @@ def remove_files_of(uid: int, keep: str | None) -> int:
     present, already keep it from writing), except its working folder ``keep``; returns how many
     entries went. Folders of any depth go without recursion and links are never followed
     (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
-    removed = 0
+    return files_removal(uid, keep)[0]
+
+
+def files_removal(uid: int, keep: str | None) -> tuple[int, int]:
+    """:func:`remove_files_of`, as ``(entries removed, entries that could not go)``."""
+    removed = left = 0
     kept = os.path.realpath(keep) if keep is not None else None
     for path, info in kernel_objects.entries_of(uid, _SHARED_WRITABLE):
         try:
             if os.path.realpath(path) == kept:
                 continue
             if stat.S_ISDIR(info.st_mode):
-                remove_tree(path)  # no recursion, no links followed: any depth a worker built
+                if remove_tree(path) is not None:  # no recursion, no links followed: any depth a worker built
+                    left += 1
+                    continue
             else:
                 os.unlink(path)
             removed += 1
         except OSError:
-            continue
-    return removed
+            left += 1
+    return removed, left
+
+
+@functools.cache
+def _clean_mark() -> bytes:
+    """What a uid's lock file holds while the uid is clean (:func:`mark_clean`): a word and this
+    boot's id, so that a mark written before the machine restarted counts for nothing."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = b""
+    return b"clean " + boot if boot else b"clean, unknown boot"
+
+
+def mark_clean(lock: int) -> None:
+    """Mark the uid held by ``lock`` (:func:`claim_uid`'s file) clean, just before releasing it: call
+    only once every process of the uid is gone (:func:`kill_uid` returned True) and every file it
+    left went (:func:`files_removal` left none, its working folder removed). Nothing can run as a
+    uid nobody holds, so its next claim needs no search for what it left: the mark says there is
+    nothing. A grader killed while it holds the uid leaves no mark (the claim removed it), and the
+    next claim searches and removes as before."""
+    os.pwrite(lock, _clean_mark(), 0)
 
 
 def alive_as(uid: int) -> bool:
