@@ -95,18 +95,33 @@ class InputWatch:
         if reply.stage == "forward" and self.backward:
             self.forward_seen = True
             return True
+        run: list[int] = []  # float inputs next to one another: their canaries written in one system call
         for index, item in enumerate(self.layout):
             if item["name"] == wire.UPSTREAM or item["dtype"] not in CANARY_FLOATS:
+                self._write_canaries(shared, run)
+                run = []
                 # dO and masks keep their values: anything written to them from now on is seen too
                 self._expect(index, os.pread(shared, len(self.expected[index]), item["offset"]))
                 continue
             value = canary_value(index)
-            raw = canary_bytes(value, item["dtype"], len(self.expected[index]) // _ITEM_BYTES[item["dtype"]])
-            os.pwrite(shared, raw, item["offset"])
-            self._expect(index, raw)
+            self._expect(
+                index, canary_bytes(value, item["dtype"], len(self.expected[index]) // _ITEM_BYTES[item["dtype"]])
+            )
             self.canaries[item["name"]] = value
+            run.append(index)
+        self._write_canaries(shared, run)
         self.canaried = True
         return True
+
+    def _write_canaries(self, shared: int, run: list[int]) -> None:
+        """Write the expected bytes (their canaries) of the items ``run``, next to one another in
+        the layout, in one system call: the stretch from the first one's start to the last one's
+        end, the gaps between them zero as they were written."""
+        if not run:
+            return
+        start = self.layout[run[0]]["offset"] - self.start
+        end = self.layout[run[-1]]["offset"] - self.start + len(self.expected[run[-1]])
+        os.pwrite(shared, self.span[start:end], self.start + start)
 
     def finish(self, shared: int, probe: np.ndarray | None) -> None:
         """After the result: anything written into the inputs since, and the canaries in ``probe``
