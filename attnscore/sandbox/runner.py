@@ -32,6 +32,7 @@ from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox import clock as own_time
 from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.folder_watch import FolderWatch
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.input_watch import InputWatch, input_bytes
 from attnscore.sandbox.limits import Limits
@@ -151,8 +152,13 @@ class SandboxRunner(RunnerBase):
         self.plan = plan.without_template() if plan.template and self.template is None else plan
         self.protections = self.plan.protections
         self.uid, self._uid_lock = self.limits.uid, -1
+        # the names linked into the shared folders from now on: where the uid owned nothing there
+        # when claimed, what it leaves can only be among them (none: every entry is looked at)
+        self.folder_watch: FolderWatch | None = None
         if plan.drops_uid:  # first: nothing to clean up if every uid is taken
-            self.uid, self._uid_lock = uids.claim_uid(self.limits)
+            self.uid, self._uid_lock, clean = uids.claim_clean_uid(self.limits)
+            if clean:  # before anything runs as the uid
+                self.folder_watch = FolderWatch(uids.SHARED_WRITABLE)
         self.cgroup = self._make_cgroup()
         stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
         sweep_dead_runs(self.limits.uid)
@@ -211,6 +217,9 @@ class SandboxRunner(RunnerBase):
                 uids.mark_clean(self._uid_lock)
             os.close(self._uid_lock)
             self._uid_lock = -1
+        if self.folder_watch is not None:
+            self.folder_watch.close()
+            self.folder_watch = None
 
     def keep_output(self, chunk: bytes) -> None:
         room = self.limits.output_chars * 4 - len(self.output)
@@ -262,7 +271,7 @@ class SandboxRunner(RunnerBase):
         kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
         if self.template is None:  # a template's workers' orphans go to the template, which reaps them
             uids.sweep_orphans(self.uid)
-        return uids.files_removal(self.uid, keep=self.workdir)[1] == 0 and gone
+        return uids.files_removal(self.uid, keep=self.workdir, watch=self.folder_watch)[1] == 0 and gone
 
     def _start(self) -> CallFailure | None:
         """Start a worker and import the submission, within what is left of the setup budget.

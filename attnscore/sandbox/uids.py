@@ -21,13 +21,16 @@ import threading
 from collections.abc import Iterator
 
 from attnscore.boundary import kernel_objects
+from attnscore.sandbox.folder_watch import FolderWatch
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.removal import remove_tree
 
 __all__ = [
+    "SHARED_WRITABLE",
     "UID_SLOTS",
     "alive_as",
     "become_subreaper",
+    "claim_clean_uid",
     "claim_uid",
     "drops_privileges",
     "forget_worker",
@@ -41,7 +44,8 @@ __all__ = [
 ]
 
 UID_SLOTS = 64
-_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+"""The world-writable folders a worker uid may leave entries in (removed when it ends)."""
 _LIVE_WORKERS: set[int] = set()  # pids of this grader's live workers: never swept as orphans
 _LIVE_LOCK = threading.Lock()
 
@@ -64,7 +68,15 @@ def forget_worker(pid: int) -> None:
 
 
 def claim_uid(limits: Limits) -> tuple[int, int]:
-    """A uid no other live worker on this machine holds, and the locked file that holds it.
+    """:func:`claim_clean_uid` without whether the uid was found clean."""
+    uid, fd, _ = claim_clean_uid(limits)
+    return uid, fd
+
+
+def claim_clean_uid(limits: Limits) -> tuple[int, int, bool]:
+    """A uid no other live worker on this machine holds, the locked file that holds it, and whether
+    nothing of the uid is left: no process runs as it and it owns no entry of the shared folders
+    (its last runner marked it clean, or every process and entry found now went).
 
     Locks live in a root-only folder of the temporary folder; a lock is released when its
     grader closes the runner or dies, so a crashed grader never keeps a uid. Before use, every
@@ -97,12 +109,13 @@ def claim_uid(limits: Limits) -> tuple[int, int]:
         except OSError:
             os.close(fd)
             continue
-        if os.pread(fd, 64, 0) != _clean_mark():  # its last runner did not find it clean: a killed grader's
-            kill_uid(uid)
-            remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        clean = os.pread(fd, 64, 0) == _clean_mark()
+        if not clean:  # its last runner did not find it clean: what a killed grader's worker left
+            gone = kill_uid(uid)
+            clean = files_removal(uid, keep=None)[1] == 0 and gone
         os.ftruncate(fd, 0)  # not clean from now on, until a runner that ends finds it so (mark_clean)
         kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
-        return uid, fd
+        return uid, fd, clean
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use by other workers")
 
 
@@ -150,11 +163,14 @@ def remove_files_of(uid: int, keep: str | None) -> int:
     return files_removal(uid, keep)[0]
 
 
-def files_removal(uid: int, keep: str | None) -> tuple[int, int]:
-    """:func:`remove_files_of`, as ``(entries removed, entries that could not go)``."""
+def files_removal(uid: int, keep: str | None, watch: FolderWatch | None = None) -> tuple[int, int]:
+    """:func:`remove_files_of`, as ``(entries removed, entries that could not go)``. With ``watch``
+    (begun on :data:`SHARED_WRITABLE` when the uid owned nothing there, before anything ran as
+    it), only the names linked into the folders since are looked at; where the watch cannot say
+    (:meth:`FolderWatch.names` is None), every entry."""
     removed = left = 0
     kept = os.path.realpath(keep) if keep is not None else None
-    for path, info in kernel_objects.entries_of(uid, _SHARED_WRITABLE):
+    for path, info in _entries_of(uid, watch):
         try:
             if os.path.realpath(path) == kept:
                 continue
@@ -168,6 +184,24 @@ def files_removal(uid: int, keep: str | None) -> tuple[int, int]:
         except OSError:
             left += 1
     return removed, left
+
+
+def _entries_of(uid: int, watch: FolderWatch | None) -> Iterator[tuple[str, os.stat_result]]:
+    """Each entry of ``uid`` directly inside the shared folders, with its ``lstat``: among the names
+    ``watch`` saw linked there, or (no watch, or one that cannot say) all of them."""
+    names = watch.names() if watch is not None else None
+    if names is None:
+        yield from kernel_objects.entries_of(uid, SHARED_WRITABLE)
+        return
+    for folder, seen in names.items():
+        for name in sorted(seen):
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                yield path, info
 
 
 @functools.cache

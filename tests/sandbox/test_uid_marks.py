@@ -62,7 +62,7 @@ def test_a_uid_without_this_boots_clean_mark_is_searched_when_claimed(mark):
 def test_a_runner_that_could_not_remove_its_files_leaves_no_mark(tmp_path, monkeypatch):
     source = tmp_path / "sub.py"
     source.write_text("def scores(q, keys):\n    return keys @ q\n")
-    monkeypatch.setattr(uids, "files_removal", lambda uid, keep: (0, 1))
+    monkeypatch.setattr(uids, "files_removal", lambda uid, keep, watch=None: (0, 1))
     with SandboxRunner(source, "scores", Limits(uid=_UID)) as runner:
         runner.call({"q": np.ones(2), "keys": np.ones((3, 2))}, "float64")
         uid = runner.uid
