@@ -98,17 +98,18 @@ def claim_clean_uid(limits: Limits) -> tuple[int, int, bool]:
         raise RuntimeError(f"{folder} must be a folder only root can use; remove it")
     for slot in range(UID_SLOTS):
         uid = limits.uid + slot
-        try:
-            pwd.getpwuid(uid)
-            continue  # a real account: never run a worker as it, never kill its processes
-        except KeyError:
-            pass
         fd = os.open(os.path.join(folder, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             continue
+        try:  # asked of a free slot only (the account database is slow to ask)
+            pwd.getpwuid(uid)
+            os.close(fd)
+            continue  # a real account: never run a worker as it, never kill its processes
+        except KeyError:
+            pass
         clean = os.pread(fd, 64, 0) == _clean_mark()
         if not clean:  # its last runner did not find it clean: what a killed grader's worker left
             gone = kill_uid(uid)
