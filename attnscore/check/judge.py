@@ -230,15 +230,12 @@ def _where(
 
 
 def _compare(spec: Spec, case: Case, call: Call, outcome: Received, dtype: str) -> Mismatch | None:
-    """The call's output against its golden value (:func:`attnscore.check.compare.compare`)."""
-    return compare(
-        outcome,
-        call.golden,
-        call.allowed,
-        accept=spec.accept,
-        tolerance_text=case.tolerance.describe(dtype, spec.contract.bound_text),
-        dtype=dtype,
-    )
+    """The call's output against its golden value (:func:`attnscore.check.compare.compare`), the
+    tolerance in words with wrong values (put in words only then)."""
+    mismatch = compare(outcome, call.golden, call.allowed, accept=spec.accept, dtype=dtype)
+    if mismatch is None or mismatch.verdict is not Verdict.WRONG_VALUE:
+        return mismatch
+    return dataclasses.replace(mismatch, tolerance=case.tolerance.describe(dtype, spec.contract.bound_text))
 
 
 def _gradients_wrong(call: Call, outcome: Received, dtype: str) -> str | None:

@@ -18,6 +18,7 @@ worker before the submission is imported).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def _index(device: str) -> int | None:
     return None if kind == "cpu" else (index or 0)
 
 
+@functools.lru_cache(maxsize=64)
 def worker_device(device: str) -> str:
     """The device name inside the worker: ``"cpu"``, or ``"cuda:0"`` (the one GPU it sees)."""
     return "cpu" if _index(device) is None else "cuda:0"

@@ -5,6 +5,7 @@ the watch that reads them back after a call (inputs changed in place) and writes
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from attnscore.boundary import wire
 from attnscore.boundary.calls import to_torch
 from attnscore.boundary.lazy_torch import torch
 
-__all__ = ["CANARY_FLOATS", "InputWatch", "canary_value", "input_bytes"]
+__all__ = ["CANARY_FLOATS", "InputWatch", "canary_bytes", "canary_value", "input_bytes"]
 
 CANARY_FLOATS = ("float64", "float32", "float16", "bfloat16")
 """The input dtypes the grader writes canaries into once a call has returned (a mask or an integer
@@ -38,12 +39,20 @@ class InputWatch:
 
     MOST_STOPS = 4  # Returned messages a call may send: "forward" and "call", and a few forged
 
-    def __init__(self, layout: list[dict[str, Any]]) -> None:
+    def __init__(self, layout: list[dict[str, Any]], raws: list[bytes]) -> None:
+        """``layout``: the items as the request names them (``name``, ``dtype``, ``offset``, ...);
+        ``raws``: the bytes the grader wrote for each, in the same order."""
         self.layout = layout
-        self.expected = [bytes(item["raw"]) for item in layout]
+        self.expected = list(raws)
         # the shared memory the items lie in, from the first one's start to the last one's end
         self.start = min((item["offset"] for item in layout), default=0)
-        self.end = max((item["offset"] + len(item["raw"]) for item in layout), default=0)
+        self.end = max((item["offset"] + len(raw) for item, raw in zip(layout, raws, strict=True)), default=0)
+        # what the whole span should hold now: the items' expected bytes (the gaps as they were
+        # written, zero); a span read back equal to it has no item changed (one comparison)
+        self.span = bytearray(self.end - self.start)
+        for item, raw in zip(layout, raws, strict=True):
+            at = item["offset"] - self.start
+            self.span[at : at + len(raw)] = raw
         self.backward = any(item["name"] == wire.UPSTREAM for item in layout)
         self.forward_seen = False
         self.canaried = False
@@ -52,11 +61,22 @@ class InputWatch:
         self.aliased: set[str] = set()
         self.canaries: dict[str, float] = {}
 
+    def _expect(self, index: int, raw: bytes) -> None:
+        """Item ``index`` should hold ``raw`` from now on."""
+        self.expected[index] = raw
+        at = self.layout[index]["offset"] - self.start
+        self.span[at : at + len(raw)] = raw
+
     def _read(self, shared: int) -> None:
         """Note every item whose bytes differ from what it should hold now, and when (the items'
-        whole span read at once: one system call, whatever the count of inputs)."""
+        whole span read at once: one system call, whatever the count of inputs; compared item by
+        item only when it differs from the whole span expected)."""
+        if not self.layout:
+            return
+        span = os.pread(shared, self.end - self.start, self.start)
+        if span == self.span:
+            return
         when = "after" if self.canaried else "backward" if self.backward and self.forward_seen else "forward"
-        span = os.pread(shared, self.end - self.start, self.start) if self.layout else b""
         for item, want in zip(self.layout, self.expected, strict=True):
             at = item["offset"] - self.start
             if item["name"] not in self.stages and span[at : at + len(want)] != want:
@@ -75,19 +95,33 @@ class InputWatch:
         if reply.stage == "forward" and self.backward:
             self.forward_seen = True
             return True
+        run: list[int] = []  # float inputs next to one another: their canaries written in one system call
         for index, item in enumerate(self.layout):
             if item["name"] == wire.UPSTREAM or item["dtype"] not in CANARY_FLOATS:
+                self._write_canaries(shared, run)
+                run = []
                 # dO and masks keep their values: anything written to them from now on is seen too
-                self.expected[index] = os.pread(shared, len(self.expected[index]), item["offset"])
+                self._expect(index, os.pread(shared, len(self.expected[index]), item["offset"]))
                 continue
             value = canary_value(index)
-            count = len(item["raw"]) // _ITEM_BYTES[item["dtype"]]
-            raw = input_bytes(np.full(count, value, dtype=np.float32), item["dtype"])  # exact in every float dtype
-            os.pwrite(shared, raw, item["offset"])
-            self.expected[index] = raw
+            self._expect(
+                index, canary_bytes(value, item["dtype"], len(self.expected[index]) // _ITEM_BYTES[item["dtype"]])
+            )
             self.canaries[item["name"]] = value
+            run.append(index)
+        self._write_canaries(shared, run)
         self.canaried = True
         return True
+
+    def _write_canaries(self, shared: int, run: list[int]) -> None:
+        """Write the expected bytes (their canaries) of the items ``run``, next to one another in
+        the layout, in one system call: the stretch from the first one's start to the last one's
+        end, the gaps between them zero as they were written."""
+        if not run:
+            return
+        start = self.layout[run[0]]["offset"] - self.start
+        end = self.layout[run[-1]]["offset"] - self.start + len(self.expected[run[-1]])
+        os.pwrite(shared, self.span[start:end], self.start + start)
 
     def finish(self, shared: int, probe: np.ndarray | None) -> None:
         """After the result: anything written into the inputs since, and the canaries in ``probe``
@@ -103,6 +137,19 @@ class InputWatch:
 
 
 _ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+_PACKED = {"float64": "<d", "float32": "<f", "float16": "<e", "bfloat16": "<f"}
+
+
+def canary_bytes(value: float, kind: str, count: int) -> bytes:
+    """``count`` entries of ``value`` (a :func:`canary_value`, exact in every float dtype) as a
+    tensor of ``kind`` (one of :data:`CANARY_FLOATS`) holds them: what :func:`input_bytes` makes
+    of them, packed once and repeated.
+
+    >>> canary_bytes(canary_value(0), "bfloat16", 2).hex()
+    '81c681c6'
+    """
+    one = struct.pack(_PACKED[kind], value)
+    return (one[2:] if kind == "bfloat16" else one) * count  # bfloat16: a float32's top half
 
 
 _NUMPY_KINDS = {
@@ -112,6 +159,7 @@ _NUMPY_KINDS = {
     "bool": np.bool_,
     "int32": np.int32,
 }
+_WANTED = {kind: np.dtype(numpy_kind).newbyteorder("<") for kind, numpy_kind in _NUMPY_KINDS.items()}
 
 
 def input_bytes(array: np.ndarray, kind: str) -> bytes:
@@ -130,6 +178,8 @@ def input_bytes(array: np.ndarray, kind: str) -> bytes:
             return (bits >> 16).astype("<u2").tobytes()
         tensor = to_torch(arr, kind).contiguous().reshape(-1)  # torch's own rounding (and its NaN)
         return tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-    wanted = np.dtype(_NUMPY_KINDS[kind]).newbyteorder("<")
+    wanted = _WANTED[kind]
+    if arr.dtype == wanted:  # nothing to convert: its bytes in C order
+        return arr.tobytes()
     with np.errstate(over="ignore", invalid="ignore"):  # out of range: inf, as torch rounds it
         return np.ascontiguousarray(arr, dtype=wanted).tobytes()

@@ -32,6 +32,7 @@ from attnscore.maths.display import counted
 from attnscore.sandbox import cgroup, gpu, uids
 from attnscore.sandbox import clock as own_time
 from attnscore.sandbox.clock import OwnTime
+from attnscore.sandbox.folder_watch import FolderWatch
 from attnscore.sandbox.folders import SHARED_BYTES, lay_out, shared_memory, sweep_dead_runs
 from attnscore.sandbox.input_watch import InputWatch, input_bytes
 from attnscore.sandbox.limits import Limits
@@ -52,6 +53,7 @@ else:
 __all__ = ["SandboxRunner"]
 
 _CGROUP_NUMBERS = itertools.count()
+_BOOL, _INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 
 
 def _asked_gradients(outcome: Outcome, names: list[str], backward: bool) -> Outcome:
@@ -150,8 +152,13 @@ class SandboxRunner(RunnerBase):
         self.plan = plan.without_template() if plan.template and self.template is None else plan
         self.protections = self.plan.protections
         self.uid, self._uid_lock = self.limits.uid, -1
+        # the names linked into the shared folders from now on: where the uid owned nothing there
+        # when claimed, what it leaves can only be among them (none: every entry is looked at)
+        self.folder_watch: FolderWatch | None = None
         if plan.drops_uid:  # first: nothing to clean up if every uid is taken
-            self.uid, self._uid_lock = uids.claim_uid(self.limits)
+            self.uid, self._uid_lock, clean = uids.claim_clean_uid(self.limits)
+            if clean:  # before anything runs as the uid
+                self.folder_watch = FolderWatch(uids.SHARED_WRITABLE)
         self.cgroup = self._make_cgroup()
         stage = self.template.stage if self.template is not None else None  # inside the template's bwrap
         sweep_dead_runs(self.limits.uid)
@@ -195,10 +202,7 @@ class SandboxRunner(RunnerBase):
         self.close()
 
     def close(self) -> None:
-        self._kill_worker()
-        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
-            os.close(self._uid_lock)
-            self._uid_lock = -1
+        clean = self._kill_worker()
         if self.shared >= 0:
             os.close(self.shared)
             self.shared = -1
@@ -208,6 +212,14 @@ class SandboxRunner(RunnerBase):
         problems = [p for p in (remove_tree(self.workdir), remove_tree(self.private)) if p is not None]
         if problems and self.cleanup_problem is None:
             self.cleanup_problem = "; ".join(problems)
+        if self._uid_lock >= 0:  # the uid is free for the next worker once nothing of it runs
+            if clean and not problems:  # nothing of the uid is left: its next claim need not look
+                uids.mark_clean(self._uid_lock)
+            os.close(self._uid_lock)
+            self._uid_lock = -1
+        if self.folder_watch is not None:
+            self.folder_watch.close()
+            self.folder_watch = None
 
     def keep_output(self, chunk: bytes) -> None:
         room = self.limits.output_chars * 4 - len(self.output)
@@ -246,16 +258,20 @@ class SandboxRunner(RunnerBase):
         """The uid only this runner's worker uses (the grader is root), else None."""
         return self.uid if self.plan.drops_uid else None
 
-    def _kill_worker(self) -> None:
+    def _kill_worker(self) -> bool:
+        """Kill the worker and everything of its uid; remove its uid's kernel objects and files
+        (all but its working folder). Whether nothing of the uid is left (no process runs as it,
+        every file of it in the shared folders went); with no uid of its own, False."""
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
-        if self.plan.drops_uid:
-            uids.kill_uid(self.uid)
-            kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
-            if self.template is None:  # a template's workers' orphans go to the template, which reaps them
-                uids.sweep_orphans(self.uid)
-            uids.remove_files_of(self.uid, keep=self.workdir)
+        if not self.plan.drops_uid:
+            return False
+        gone = uids.kill_uid(self.uid)
+        kernel_objects.remove_objects_of(self.uid)  # SysV IPC, POSIX queues, keyrings: they outlive processes
+        if self.template is None:  # a template's workers' orphans go to the template, which reaps them
+            uids.sweep_orphans(self.uid)
+        return uids.files_removal(self.uid, keep=self.workdir, watch=self.folder_watch)[1] == 0 and gone
 
     def _start(self) -> CallFailure | None:
         """Start a worker and import the submission, within what is left of the setup budget.
@@ -359,15 +375,18 @@ class SandboxRunner(RunnerBase):
 
     def _share_inputs(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
-    ) -> list[dict[str, Any]] | None:
-        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout.
+    ) -> tuple[list[dict[str, Any]], list[bytes]] | None:
+        """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout
+        (each item as the request names it) and the bytes written for each item.
 
         An input with a memory layout is written as its view's storage, with the strides and
         storage offset the worker rebuilds the view with (``as_strided``). Written in one system
         call: the items back to back, each at a 64-byte boundary, the gaps between them zero."""
-        layout, offset, span = [], 0, bytearray()
+        layout: list[dict[str, Any]] = []
+        raws: list[bytes] = []
+        offset, span = 0, bytearray()
         for name, array in args.items():
-            kind = "bool" if array.dtype == np.bool_ else "int32" if array.dtype == np.int32 else dtype
+            kind = "bool" if array.dtype == _BOOL else "int32" if array.dtype == _INT32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
             if name in layouts:
                 form = strided_form(array, layouts[name])
@@ -380,12 +399,13 @@ class SandboxRunner(RunnerBase):
                 return None
             span += bytes(offset - len(span))
             span += raw
-            item.update(offset=offset, raw=raw)
+            item["offset"] = offset
             layout.append(item)
+            raws.append(raw)
             offset += len(raw)
         if span:
             os.pwrite(self.shared, span, 0)
-        return layout
+        return layout, raws
 
     def _outcome(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
@@ -451,9 +471,10 @@ class SandboxRunner(RunnerBase):
         shared_args = dict(args)
         if upstream is not None:  # dO in the shared memory too: the grader sees a backward change it
             shared_args[wire.UPSTREAM] = np.asarray(upstream)
-        layout = self._share_inputs(shared_args, dtype, layouts)
-        if layout is None:
+        shared = self._share_inputs(shared_args, dtype, layouts)
+        if shared is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
+        layout, raws = shared
         by_name = tuple(n for n in binding.by_name if n in args)
         none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in binding.by_name}
         inputs, dO = (layout[:-1], layout[-1]) if upstream is not None else (layout, None)
@@ -462,10 +483,10 @@ class SandboxRunner(RunnerBase):
             dtype,
             gpu.worker_device(self.limits.device),
             tuple(args),
-            tuple({k: v for k, v in item.items() if k != "raw"} for item in inputs),
+            tuple(inputs),
             by_name,
             tuple({**dict(binding.options), **none_by_name}.items()),
-            None if dO is None else {k: v for k, v in dO.items() if k not in ("raw", "name")},
+            None if dO is None else {k: v for k, v in dO.items() if k != "name"},
             binding.logsumexp,
             binding.factory,
             sum(1 for n, how in absent.items() if how == PASS_NONE and n not in binding.by_name),
@@ -473,7 +494,7 @@ class SandboxRunner(RunnerBase):
             binding.function,
         )
         reply: Heard = ENDED
-        watch = InputWatch(layout)
+        watch = InputWatch(layout, raws)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
             stretch = None if limit >= call_limit else own_time.STRETCH * call_limit / limit
@@ -499,7 +520,7 @@ class SandboxRunner(RunnerBase):
             # a result the worker's own code never sends before the grader has read the inputs and
             # written its canaries: the submission wrote it (what it says of its output is not read)
             outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
-        floats = [n for n, a in args.items() if np.asarray(a).dtype not in (np.bool_, np.int32)]
+        floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
         outcome = _asked_gradients(outcome, floats, upstream is not None)
         if isinstance(reply, wire.CallResult) and reply.id == self.calls:
             self.last_inspection = reported

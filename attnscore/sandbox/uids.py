@@ -21,25 +21,31 @@ import threading
 from collections.abc import Iterator
 
 from attnscore.boundary import kernel_objects
+from attnscore.sandbox.folder_watch import FolderWatch
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.removal import remove_tree
 
 __all__ = [
+    "SHARED_WRITABLE",
     "UID_SLOTS",
     "alive_as",
     "become_subreaper",
+    "claim_clean_uid",
     "claim_uid",
     "drops_privileges",
     "forget_worker",
     "held_uid",
+    "files_removal",
     "kill_uid",
+    "mark_clean",
     "remember_worker",
     "remove_files_of",
     "sweep_orphans",
 ]
 
 UID_SLOTS = 64
-_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+"""The world-writable folders a worker uid may leave entries in (removed when it ends)."""
 _LIVE_WORKERS: set[int] = set()  # pids of this grader's live workers: never swept as orphans
 _LIVE_LOCK = threading.Lock()
 
@@ -62,7 +68,15 @@ def forget_worker(pid: int) -> None:
 
 
 def claim_uid(limits: Limits) -> tuple[int, int]:
-    """A uid no other live worker on this machine holds, and the locked file that holds it.
+    """:func:`claim_clean_uid` without whether the uid was found clean."""
+    uid, fd, _ = claim_clean_uid(limits)
+    return uid, fd
+
+
+def claim_clean_uid(limits: Limits) -> tuple[int, int, bool]:
+    """A uid no other live worker on this machine holds, the locked file that holds it, and whether
+    nothing of the uid is left: no process runs as it and it owns no entry of the shared folders
+    (its last runner marked it clean, or every process and entry found now went).
 
     Locks live in a root-only folder of the temporary folder; a lock is released when its
     grader closes the runner or dies, so a crashed grader never keeps a uid. Before use, every
@@ -84,21 +98,25 @@ def claim_uid(limits: Limits) -> tuple[int, int]:
         raise RuntimeError(f"{folder} must be a folder only root can use; remove it")
     for slot in range(UID_SLOTS):
         uid = limits.uid + slot
-        try:
-            pwd.getpwuid(uid)
-            continue  # a real account: never run a worker as it, never kill its processes
-        except KeyError:
-            pass
         fd = os.open(os.path.join(folder, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             continue
-        kill_uid(uid)
-        remove_files_of(uid, keep=None)  # what a killed grader's worker of this uid left behind
+        try:  # asked of a free slot only (the account database is slow to ask)
+            pwd.getpwuid(uid)
+            os.close(fd)
+            continue  # a real account: never run a worker as it, never kill its processes
+        except KeyError:
+            pass
+        clean = os.pread(fd, 64, 0) == _clean_mark()
+        if not clean:  # its last runner did not find it clean: what a killed grader's worker left
+            gone = kill_uid(uid)
+            clean = files_removal(uid, keep=None)[1] == 0 and gone
+        os.ftruncate(fd, 0)  # not clean from now on, until a runner that ends finds it so (mark_clean)
         kernel_objects.remove_objects_of(uid)  # what a killed grader's worker left
-        return uid, fd
+        return uid, fd, clean
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use by other workers")
 
 
@@ -125,15 +143,17 @@ def held_uid(first_uid: int) -> Iterator[int]:
             os.close(lock)
 
 
-def kill_uid(uid: int) -> None:
+def kill_uid(uid: int) -> bool:
     """Kill every process running as ``uid`` (``kill(-1)`` sent as that uid, until none is left):
-    no chain of new sessions or forks outruns it, and no process of another uid is touched."""
+    no chain of new sessions or forks outruns it, and no process of another uid is touched.
+    Returns whether none is left (False only when 20 rounds of killing left one running)."""
     if uid == 0 or not alive_as(uid):  # nothing runs as it, so nothing can start as it: done
-        return
+        return True
     for _ in range(20):
         kernel_objects.run_as(uid, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; true"])
         if not alive_as(uid):
-            return
+            return True
+    return False
 
 
 def remove_files_of(uid: int, keep: str | None) -> int:
@@ -141,20 +161,70 @@ def remove_files_of(uid: int, keep: str | None) -> int:
     present, already keep it from writing), except its working folder ``keep``; returns how many
     entries went. Folders of any depth go without recursion and links are never followed
     (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
-    removed = 0
+    return files_removal(uid, keep)[0]
+
+
+def files_removal(uid: int, keep: str | None, watch: FolderWatch | None = None) -> tuple[int, int]:
+    """:func:`remove_files_of`, as ``(entries removed, entries that could not go)``. With ``watch``
+    (begun on :data:`SHARED_WRITABLE` when the uid owned nothing there, before anything ran as
+    it), only the names linked into the folders since are looked at; where the watch cannot say
+    (:meth:`FolderWatch.names` is None), every entry."""
+    removed = left = 0
     kept = os.path.realpath(keep) if keep is not None else None
-    for path, info in kernel_objects.entries_of(uid, _SHARED_WRITABLE):
+    for path, info in _entries_of(uid, watch):
         try:
             if os.path.realpath(path) == kept:
                 continue
             if stat.S_ISDIR(info.st_mode):
-                remove_tree(path)  # no recursion, no links followed: any depth a worker built
+                if remove_tree(path) is not None:  # no recursion, no links followed: any depth a worker built
+                    left += 1
+                    continue
             else:
                 os.unlink(path)
             removed += 1
         except OSError:
-            continue
-    return removed
+            left += 1
+    return removed, left
+
+
+def _entries_of(uid: int, watch: FolderWatch | None) -> Iterator[tuple[str, os.stat_result]]:
+    """Each entry of ``uid`` directly inside the shared folders, with its ``lstat``: among the names
+    ``watch`` saw linked there, or (no watch, or one that cannot say) all of them."""
+    names = watch.names() if watch is not None else None
+    if names is None:
+        yield from kernel_objects.entries_of(uid, SHARED_WRITABLE)
+        return
+    for folder, seen in names.items():
+        for name in sorted(seen):
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                yield path, info
+
+
+@functools.cache
+def _clean_mark() -> bytes:
+    """What a uid's lock file holds while the uid is clean (:func:`mark_clean`): a word and this
+    boot's id, so that a mark written before the machine restarted counts for nothing."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = b""
+    return b"clean " + boot if boot else b"clean, unknown boot"
+
+
+def mark_clean(lock: int) -> None:
+    """Mark the uid held by ``lock`` (:func:`claim_uid`'s file) clean, just before releasing it: call
+    only once every process of the uid is gone (:func:`kill_uid` returned True) and every file it
+    left went (:func:`files_removal` left none, its working folder removed). Nothing can run as a
+    uid nobody holds, so its next claim needs no search for what it left: the mark says there is
+    nothing. A grader killed while it holds the uid leaves no mark (the claim removed it), and the
+    next claim searches and removes as before."""
+    os.pwrite(lock, _clean_mark(), 0)
 
 
 def alive_as(uid: int) -> bool:

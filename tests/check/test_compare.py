@@ -280,3 +280,41 @@ def test_worst_first_is_by_error_size_and_a_subnormal_floor_reads_as_exact():
     lines = mismatch_text(result).splitlines()
     assert lines[1] == "  out[1] = 15, expected 10 (|error| 5 > allowed 1e-05)"
     assert lines[2] == "  out[0] = 0.174, expected 0 (|error| 0.174 > allowed 0 (exact here))"
+
+
+def _entries_close_walk(got, want, allowed):
+    """The "close enough" rule entry by entry, walked in full (what the vectorised shortcut must equal)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        both_nan = np.isnan(got) & np.isnan(want)
+        same_inf = np.isinf(got) & (got == want)
+        finite = np.isfinite(got) & np.isfinite(want)
+        return both_nan | same_inf | (finite & (np.abs(np.where(finite, got - want, 0.0)) <= allowed))
+
+
+_ENTRY = st.one_of(
+    st.floats(-2.0, 2.0),
+    st.sampled_from([np.nan, np.inf, -np.inf, 1e308, -1e308, 0.0]),
+)
+_ALLOWED = st.one_of(st.floats(0.0, 0.5), st.sampled_from([np.inf, np.nan, 0.0, 1e-300]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(st.tuples(_ENTRY, _ENTRY, _ALLOWED), min_size=0, max_size=6),
+    scalar_allowed=st.one_of(st.none(), _ALLOWED),
+)
+def test_entries_close_and_compare_agree_with_the_walk_over_every_entry(entries, scalar_allowed):
+    """With NaN, infinities, differences that overflow and allowed errors of 0, inf or NaN: the
+    rule's shortcut for all-finite, all-close outputs changes no answer, and compare passes
+    exactly the outputs whose every entry is close."""
+    from attnscore.maths.tolerance import entries_close
+
+    got = np.array([e[0] for e in entries], dtype=np.float64)
+    golden = np.array([e[1] for e in entries], dtype=np.float64)
+    allowed = np.array([e[2] for e in entries], dtype=np.float64) if scalar_allowed is None else scalar_allowed
+    want = _entries_close_walk(got, golden, allowed)
+    assert entries_close(got, golden, allowed).tolist() == want.tolist()
+    full = np.broadcast_to(allowed, golden.shape)
+    outcome = compare(Received("tensor", "float64", "cpu", got), golden, full, dtype="float64")
+    assert (outcome is None) == bool(want.all())
