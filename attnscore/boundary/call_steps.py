@@ -227,7 +227,7 @@ def bound_settle(send: Any, requests: Any, copy_back: Any, copy_in: Any) -> Any:
     """
     from attnscore.boundary import wire
 
-    returned, readline, loads = wire.Returned, requests.readline, wire.loads
+    returned, readline, loads = wire.Returned, requests.readline, wire.bound_grader_lines()
 
     def settle(call_id: int, stage: str, pairs: list[Any]) -> None:
         copy_back(pairs)

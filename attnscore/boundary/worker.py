@@ -288,7 +288,7 @@ def serve(
     device_inputs, copy_back, loads, decode_call = (
         bound_inputs_on_device(),
         bound_copy_back(),
-        wire.loads,
+        wire.bound_grader_lines(),
         wire.decode_call,
     )
     settle = bound_settle(send, requests, copy_back, bound_copy_in())
