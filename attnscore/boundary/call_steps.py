@@ -228,10 +228,11 @@ def bound_settle(send: Any, requests: Any, copy_back: Any, copy_in: Any) -> Any:
     from attnscore.boundary import wire
 
     returned, readline, loads = wire.Returned, requests.readline, wire.bound_grader_lines()
+    say_returned = getattr(send, "returned", None) or (lambda call_id, stage: send(returned(call_id, stage)))
 
     def settle(call_id: int, stage: str, pairs: list[Any]) -> None:
         copy_back(pairs)
-        send(returned(call_id, stage))
+        say_returned(call_id, stage)
         line = readline()
         answer = loads(line) if line else {}
         if answer.get("type") != "proceed" or answer.get("id") != call_id or answer.get("stage") != stage:

@@ -317,6 +317,19 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
         (a verdict is a ``str`` enum: its word), a returned value as :func:`encode_received`
         writes it; ``exception``, ``module``, ``file`` (and a loading message's ``id``) only when
         set, so each message is the object it has always been on the wire."""
+        # the messages of every call first (the types are disjoint: the order changes no message)
+        if of_type(message, stages):
+            return {"type": message.TYPE, "id": message.id, "stage": text(message.stage)}
+        if of_type(message, result):
+            answer = {
+                "type": message.TYPE,
+                "id": message.id,
+                "value": received(message.value),
+                "inspection": message.inspection,
+            }
+            if message.probe is not None:
+                answer["probe"] = array(message.probe)
+            return answer
         if of_type(message, request):
             call = {
                 "type": message.TYPE,
@@ -344,21 +357,9 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
-        if of_type(message, stages):
-            return {"type": message.TYPE, "id": message.id, "stage": text(message.stage)}
         if of_type(message, compiling):
             said = {"type": message.TYPE, "started": truth(message.started)}
             return {**said, **({"id": message.id} if message.id is not None else {})}
-        if of_type(message, result):
-            answer = {
-                "type": message.TYPE,
-                "id": message.id,
-                "value": received(message.value),
-                "inspection": message.inspection,
-            }
-            if message.probe is not None:
-                answer["probe"] = array(message.probe)
-            return answer
         head: dict[str, Any] = {"type": message.TYPE}
         if of_type(message, failed) or message.id is not None:
             head["id"] = message.id

@@ -60,14 +60,20 @@ class WireError(ValueError):
     """A message from the worker is malformed; the text says what was wrong."""
 
 
+_NP_DTYPES: dict[str, np.dtype] = {}  # name -> its little-endian numpy dtype, made once per name
+
+
 def _np_dtype(name: str) -> np.dtype:
-    return np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+    dt = _NP_DTYPES.get(name)
+    if dt is None:
+        dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+    return dt
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
     """Encode ``array`` (its dtype named ``dtype``, default its own) as plain JSON data."""
     name = dtype or array.dtype.name
-    arr = np.array(array, dtype=_np_dtype(name), order="C")
+    arr = np.asarray(array, dtype=_np_dtype(name))  # no copy when it already is: tobytes() writes C order
     return {"dtype": name, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 

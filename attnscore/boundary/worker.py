@@ -114,7 +114,8 @@ def bound_sender(fd: int) -> Any:
     (:func:`attnscore.boundary.wire.encode_message`, itself bound when ``wire`` was imported), the
     C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
     that patching this module's globals, ``json``, ``os`` or ``attnscore.boundary.wire`` afterwards
-    cannot change what the worker itself says (see :func:`serve`)."""
+    cannot change what the worker itself says (see :func:`serve`). ``send.returned(call_id, stage)``
+    writes :class:`~attnscore.boundary.wire.Returned` without building and encoding the message."""
     import _json
 
     from attnscore.boundary import wire
@@ -123,13 +124,41 @@ def bound_sender(fd: int) -> Any:
         raise TypeError(f"not JSON data: {type(obj).__name__}")
 
     encode = _json.make_encoder(None, refuse, _json.encode_basestring_ascii, None, ":", ", ", False, False, False)
-    join, write, view_of, version, as_json = "".join, os.write, memoryview, wire.VERSION, wire.encode_message
+    join, write, view_of, version, as_json, size_of, type_of = (
+        "".join,
+        os.write,
+        memoryview,
+        wire.VERSION,
+        wire.encode_message,
+        len,
+        type,
+    )
+    stages = wire.CALL_STAGES
+
+    def write_line(data: bytes) -> None:
+        written = write(fd, data)  # the whole line, but for a long one into a full pipe
+        if written < size_of(data):
+            view = view_of(data)[written:]
+            while view:
+                view = view[write(fd, view) :]
 
     def send(message: Message) -> None:
-        view = view_of(join(encode({"v": version, **as_json(message)}, 0)).encode("ascii") + b"\n")
-        while view:
-            view = view[write(fd, view) :]
+        write_line(join(encode({"v": version, **as_json(message)}, 0)).encode("ascii") + b"\n")
 
+    # Returned, said twice per backward call and once per other call: its very line, formatted
+    lines = {stage: f'{{"v":{version}, "type":"returned", "id":%d, "stage":"{stage}"}}\n' for stage in stages}
+    whole, returned = int, wire.Returned
+
+    def say_returned(call_id: int, stage: str) -> None:
+        """``send(Returned(call_id, stage))``, the same bytes (a stage outside
+        :data:`~attnscore.boundary.wire.CALL_STAGES` or an id that is no int goes through ``send``)."""
+        line = lines.get(stage)
+        if line is None or type_of(call_id) is not whole:
+            send(returned(call_id, stage))
+            return
+        write_line((line % call_id).encode("ascii"))
+
+    send.returned = say_returned  # type: ignore[attr-defined]
     return send
 
 
