@@ -47,7 +47,7 @@ def bound_inputs_on_device() -> Any:
     from attnscore.boundary.calls import TORCH_DTYPES
 
     dtypes = {**TORCH_DTYPES, "bool": torch.bool, "int32": torch.int32}
-    frombuffer, empty, prod = torch.frombuffer, torch.empty, math.prod
+    frombuffer, empty, prod, size_of = torch.frombuffer, torch.empty, math.prod, len
     base_type = torch._C.TensorBase
     view, as_strided, to, shape_of, strides_of = (
         base_type.view,
@@ -66,7 +66,8 @@ def bound_inputs_on_device() -> Any:
         if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.boundary.layouts)
             storage = frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
             return as_strided(storage, shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
-        return view(frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"])), shape)
+        flat = frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"]))
+        return flat if size_of(shape) == 1 else view(flat, shape)  # a vector is already its shape
 
     def inputs_on_device(
         shared: Any, items: list[dict[str, Any]], device: str

@@ -16,9 +16,11 @@ from __future__ import annotations
 import enum
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from attnscore.boundary.lazy_torch import torch
 from attnscore.boundary.verdict import Verdict
 
 __all__ = [
@@ -103,28 +105,30 @@ class BadReturn:
     message: str
 
 
-def _from_tensor(value: object) -> Received | BadReturn:
-    import torch
-
-    t = torch.Tensor.detach(value)  # type: ignore[arg-type]
-    device = str(torch.Tensor.device.__get__(t))
+def _from_tensor(value: Any) -> Received | BadReturn:
+    tensor: Any = torch.Tensor  # its descriptors and methods, called on the value (a subclass's are not consulted)
+    # a plain tensor that needs no gradient is read as it is: detach() would give the same values
+    # (a subclass, or a tensor that needs a gradient, goes through it as always)
+    plain = type(value) is tensor and not tensor.requires_grad.__get__(value)
+    t = value if plain else tensor.detach(value)
+    on_cpu = tensor.is_cpu.__get__(t)
+    device = "cpu" if on_cpu else str(tensor.device.__get__(t))
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in ALLOWED_DTYPES:
         return BadReturn(f"returned a tensor of dtype {dtype}; expected real numbers (a float tensor)")
-    if torch.Tensor.numel(t) > MAX_ELEMENTS:
-        return BadReturn(f"returned a tensor with {torch.Tensor.numel(t)} elements (limit {MAX_ELEMENTS})")
-    t = torch.Tensor.cpu(t)
+    if tensor.numel(t) > MAX_ELEMENTS:
+        return BadReturn(f"returned a tensor with {tensor.numel(t)} elements (limit {MAX_ELEMENTS})")
+    if not on_cpu:
+        t = tensor.cpu(t)
     if dtype == "bfloat16":
-        t = torch.Tensor.float(t)
-    arr = np.array(torch.Tensor.numpy(torch.Tensor.contiguous(t)), copy=True)
-    return Received(ReturnKind.TENSOR, dtype, device, np.array(arr, order="C"))
+        t = tensor.float(t)
+    # one copy, in C order, of the contiguous tensor's values
+    return Received(ReturnKind.TENSOR, dtype, device, np.array(tensor.numpy(tensor.contiguous(t)), order="C"))
 
 
 def _item_shape(item: object) -> tuple[int, ...] | None:
     """The shape of a tensor or ndarray item; None for anything else (numbers, nested lists)."""
     try:
-        import torch
-
         if isinstance(item, torch.Tensor):
             return tuple(torch.Tensor.size(item))
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -172,8 +176,6 @@ def _several_results(value: list | tuple) -> BadReturn | None:
 def to_received(value: object) -> Received | BadReturn:
     """Copy ``value`` into a :class:`Received`, or explain why it is not a numeric result."""
     try:
-        import torch
-
         if isinstance(value, torch.Tensor):
             return _from_tensor(value)
     except ImportError:  # pragma: no cover - torch is a dependency

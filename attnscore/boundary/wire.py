@@ -35,6 +35,7 @@ from attnscore.boundary.wire_codec import (
     MAX_TRAILING_NONES,
     VERSION,
     WireError,
+    bound_grader_lines,
     decode_array,
     decode_received,
     dumps,
@@ -50,6 +51,7 @@ __all__ = [
     "OptionValue",
     "Binding",
     "WireError",
+    "bound_grader_lines",
     "encode_array",
     "decode_array",
     "dumps",
@@ -315,6 +317,19 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
         (a verdict is a ``str`` enum: its word), a returned value as :func:`encode_received`
         writes it; ``exception``, ``module``, ``file`` (and a loading message's ``id``) only when
         set, so each message is the object it has always been on the wire."""
+        # the messages of every call first (the types are disjoint: the order changes no message)
+        if of_type(message, stages):
+            return {"type": message.TYPE, "id": message.id, "stage": text(message.stage)}
+        if of_type(message, result):
+            answer = {
+                "type": message.TYPE,
+                "id": message.id,
+                "value": received(message.value),
+                "inspection": message.inspection,
+            }
+            if message.probe is not None:
+                answer["probe"] = array(message.probe)
+            return answer
         if of_type(message, request):
             call = {
                 "type": message.TYPE,
@@ -342,21 +357,9 @@ def _bound_encoder() -> Callable[[Message], dict[str, Any]]:
             return call
         if of_type(message, loading):
             return {"type": message.TYPE, **({"id": message.id} if message.id is not None else {})}
-        if of_type(message, stages):
-            return {"type": message.TYPE, "id": message.id, "stage": text(message.stage)}
         if of_type(message, compiling):
             said = {"type": message.TYPE, "started": truth(message.started)}
             return {**said, **({"id": message.id} if message.id is not None else {})}
-        if of_type(message, result):
-            answer = {
-                "type": message.TYPE,
-                "id": message.id,
-                "value": received(message.value),
-                "inspection": message.inspection,
-            }
-            if message.probe is not None:
-                answer["probe"] = array(message.probe)
-            return answer
         head: dict[str, Any] = {"type": message.TYPE}
         if of_type(message, failed) or message.id is not None:
             head["id"] = message.id
@@ -382,32 +385,35 @@ def decode_call(obj: dict[str, Any]) -> CallRequest:
             from 0 to :data:`MAX_TRAILING_NONES`, ``module`` is not a module config, or ``function`` is
             not an identifier).
     """
-    names = tuple(str(n) for n in obj.get("names", []))
-    by_name = tuple(str(n) for n in obj.get("by_name", []))
-    options = tuple((str(k), _option(k, v)) for k, v in dict(obj.get("options", {})).items())
-    if len(by_name) > len(names) or not all(n.isidentifier() for n in by_name):
+    get, text = obj.get, str
+    names = tuple(map(text, get("names", [])))
+    # a positional call (the common one) has neither by_name nor options: nothing more to check
+    by_name = tuple(map(text, obj["by_name"])) if "by_name" in obj else ()
+    options = tuple((text(k), _option(k, v)) for k, v in dict(obj["options"]).items()) if "options" in obj else ()
+    if by_name and (len(by_name) > len(names) or not all(n.isidentifier() for n in by_name)):
         raise ValueError(f"expected at most {len(names)} identifiers in by_name, found {list(by_name)}")
-    nones = obj.get("trailing_nones", 0)
+    nones = get("trailing_nones", 0)
     if isinstance(nones, bool) or not isinstance(nones, int) or not 0 <= nones <= MAX_TRAILING_NONES:
         raise ValueError(
             f"expected trailing_nones as an integer from 0 to {MAX_TRAILING_NONES}, found {str(nones)[:20]}"
         )
-    function = obj.get("function", "")
+    function = get("function", "")
     if not isinstance(function, str) or (function and not function.isidentifier()):
         raise ValueError(f"expected function as an identifier, found {str(function)[:80]}")
+    module, logsumexp = get("module"), get("logsumexp")
     return CallRequest(
         int(obj["id"]),
-        str(obj["dtype"]),
-        str(obj.get("device", "cpu")),
+        text(obj["dtype"]),
+        text(get("device", "cpu")),
         names,
         tuple(obj["inputs"]),
         by_name,
         options,
-        obj.get("upstream"),
-        _logsumexp(obj.get("logsumexp")),
-        obj.get("factory") is True,
+        get("upstream"),
+        None if logsumexp is None else _logsumexp(logsumexp),
+        get("factory") is True,
         nones,
-        None if obj.get("module") is None else ModuleConfig.from_json(obj["module"]).to_json(),
+        None if module is None else ModuleConfig.from_json(module).to_json(),
         function,
     )
 

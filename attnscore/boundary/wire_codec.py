@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import json.scanner
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ __all__ = [
     "MAX_TRAILING_NONES",
     "VERSION",
     "WireError",
+    "bound_grader_lines",
     "decode_array",
     "decode_received",
     "dumps",
@@ -57,14 +60,20 @@ class WireError(ValueError):
     """A message from the worker is malformed; the text says what was wrong."""
 
 
+_NP_DTYPES: dict[str, np.dtype] = {}  # name -> its little-endian numpy dtype, made once per name
+
+
 def _np_dtype(name: str) -> np.dtype:
-    return np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+    dt = _NP_DTYPES.get(name)
+    if dt is None:
+        dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+    return dt
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
     """Encode ``array`` (its dtype named ``dtype``, default its own) as plain JSON data."""
     name = dtype or array.dtype.name
-    arr = np.array(array, dtype=_np_dtype(name), order="C")
+    arr = np.asarray(array, dtype=_np_dtype(name))  # no copy when it already is: tobytes() writes C order
     return {"dtype": name, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 
@@ -204,3 +213,39 @@ def loads(line: bytes) -> dict[str, Any]:
     if obj.get("v") != VERSION:
         raise WireError(f"expected wire version {VERSION}, found {str(obj.get('v'))[:20]!r}")
     return obj
+
+
+def bound_grader_lines() -> Callable[[bytes], dict[str, Any]]:
+    """``read(line) -> dict``: :func:`loads` for the worker's side, which reads only the grader's own
+    lines (its call requests and :class:`~attnscore.boundary.wire.Proceed` answers, whose size it
+    controls): one JSON object of this version, strict JSON (no NaN tokens), parsed by the C
+    scanner alone (no per-number hook, no counting of brackets first), about 4 times faster. Bound
+    when called (the worker calls it before the submission is imported).
+
+    Raises:
+        WireError: not UTF-8, not one JSON object (with nothing after it but whitespace), or
+            another version.
+    """
+    decoder = json.JSONDecoder(parse_constant=_no_constants)
+    # typeshed types make_scanner as a class taking itself; it is the C scanner taking the decoder
+    scan: Any = json.scanner.make_scanner(decoder)  # type: ignore[arg-type]
+    utf8, version, mapping, wire_error = "utf-8", VERSION, dict, WireError
+    of_type, length, text, kind = isinstance, len, str, type
+
+    def read(line: bytes) -> dict[str, Any]:
+        try:
+            data = line.decode(utf8).strip()
+            obj, end = scan(data, 0)
+        except wire_error:
+            raise
+        except Exception as exc:  # noqa: BLE001 - StopIteration for no value, JSONDecodeError, UnicodeDecodeError
+            raise wire_error(f"expected a JSON message, found unparseable bytes ({kind(exc).__name__})") from None
+        if end != length(data):
+            raise wire_error("expected one JSON message on the line, found more after it")
+        if not of_type(obj, mapping):
+            raise wire_error(f"expected a JSON object, found {kind(obj).__name__}")
+        if obj.get("v") != version:
+            raise wire_error(f"expected wire version {version}, found {text(obj.get('v'))[:20]!r}")
+        return obj
+
+    return read

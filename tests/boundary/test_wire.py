@@ -63,3 +63,74 @@ def test_loads_never_raises_anything_but_wire_error(line):
     except wire.WireError:
         return
     assert isinstance(obj, dict) and obj.get("v") == 1
+
+
+GRADER_LINES = [
+    wire.Proceed(3, "call"),
+    wire.CallRequest(
+        7, "float64", "cpu", ("q", "keys"), ({"name": "q", "dtype": "float64", "shape": [4], "offset": 0},)
+    ),
+    wire.CallRequest(
+        2,
+        "float32",
+        "cpu",
+        ("Q", "K", "mask"),
+        (),
+        by_name=("mask",),
+        options=(("scale", 0.5), ("window_size", (2, 1)), ("name", "x"), ("flag", None)),
+        trailing_nones=2,
+        function="attention",
+    ),
+]
+
+
+@pytest.mark.parametrize("message", GRADER_LINES, ids=lambda m: type(m).__name__)
+def test_the_worker_reads_the_grader_s_lines_as_loads_does(message):
+    line = wire.dumps(wire.encode_message(message))
+    assert wire.bound_grader_lines()(line) == wire.loads(line)
+    assert wire.bound_grader_lines()(line.rstrip(b"\n")) == wire.loads(line)
+
+
+@pytest.mark.parametrize(
+    "line, text",
+    [
+        pytest.param(b'{"v": 1, "x": NaN}\n', "strict JSON, found the token NaN", id="NaN token"),
+        pytest.param(b'{"v": 1, "x": -Infinity}\n', "strict JSON, found the token -Infinity", id="infinity token"),
+        pytest.param(b"\xff\xfe\n", "unparseable bytes (UnicodeDecodeError)", id="not utf-8"),
+        pytest.param(b"\n", "unparseable bytes (StopIteration)", id="empty line"),
+        pytest.param(b'{"v": 1, "x": [1, }\n', "unparseable bytes", id="broken"),
+        pytest.param(b'{"v": 1} {"v": 1}\n', "one JSON message on the line, found more", id="two objects"),
+        pytest.param(b'["v", 1]\n', "expected a JSON object, found list", id="not an object"),
+        pytest.param(b'{"v": 2}\n', "expected wire version 1, found '2'", id="other version"),
+        pytest.param(b'{"type": "proceed"}\n', "expected wire version 1, found 'None'", id="no version"),
+    ],
+)
+def test_a_line_the_grader_never_writes_is_a_wire_error_for_the_worker(line, text):
+    with pytest.raises(wire.WireError, match=text.replace("(", r"\(").replace(")", r"\)")):
+        wire.bound_grader_lines()(line)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(max_size=200)
+    | st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(10**19), 10**19)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+    ).map(lambda v: json.dumps(v).encode())
+)
+def test_the_worker_s_reader_agrees_with_loads_on_small_lines(line):
+    """Where loads's caps do not apply (small lines, integers of at most 20 digits), both read the
+    same object or both refuse."""
+    try:
+        expected = wire.loads(line)
+    except wire.WireError:
+        expected = None
+    try:
+        got = wire.bound_grader_lines()(line)
+    except wire.WireError:
+        got = None
+    assert got == expected
