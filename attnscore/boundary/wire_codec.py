@@ -183,6 +183,10 @@ def _small_int(text: str) -> int:
     return int(text)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_int=_small_int)
+"""The one decoder of :func:`loads` (``json.loads`` with these options built a new one per message)."""
+
+
 def loads(line: bytes) -> dict[str, Any]:
     """Parse one message line; check it is a JSON object of this version.
 
@@ -203,7 +207,7 @@ def loads(line: bytes) -> dict[str, Any]:
     if items > MAX_ITEMS:
         raise WireError(f"expected at most {MAX_ITEMS} items, found {items} separators")
     try:
-        obj = json.loads(line.decode("utf-8"), parse_constant=_no_constants, parse_int=_small_int)
+        obj = _DECODER.decode(line.decode("utf-8"))
     except WireError:
         raise
     except Exception as exc:  # noqa: BLE001 - any parser failure is the worker's, never the grader's
