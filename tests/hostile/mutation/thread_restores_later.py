@@ -1,5 +1,9 @@
 """Attack: scales Q in place; a thread it started restores Q as soon as the call has returned
-(it watches the main thread's stack and restores the moment the function's frame is gone)."""
+(it watches the main thread's stack and restores the moment that call's frame is gone).
+
+Each restore waits for the frame of the call that made it: a restore that ran while a later call
+is under way would undo that later call's change before it returns (a change undone inside the
+call is no mutation at all), and the attack would test nothing."""
 
 import sys
 import threading
@@ -7,15 +11,15 @@ import time
 
 import torch
 
-_jobs = []
+_jobs = []  # (the call's frame, the tensor, its values before the call)
 _wake = threading.Event()
 _main = threading.main_thread().ident
 
 
-def _in_call():
+def _on_stack(target):
     frame = sys._current_frames().get(_main)
     while frame is not None:
-        if frame.f_code.co_name == "scaled_score_matrix":
+        if frame is target:
             return True
         frame = frame.f_back
     return False
@@ -23,20 +27,23 @@ def _in_call():
 
 def _restorer():
     while True:
-        _wake.wait()
-        _wake.clear()
-        while _in_call():
-            time.sleep(0)
-        for tensor, copy in list(_jobs):
+        if not _jobs:
+            _wake.wait()
+            _wake.clear()
+        for job in list(_jobs):
+            frame, tensor, copy = job
+            if _on_stack(frame):  # that call has not returned yet: restore it later
+                continue
             torch._C.TensorBase.copy_(tensor, copy)
-        _jobs.clear()
+            _jobs.remove(job)
+        time.sleep(0)  # spin while a restore waits: it runs the moment its call has returned
 
 
 threading.Thread(target=_restorer, daemon=True).start()
 
 
 def scaled_score_matrix(Q, K):
-    _jobs.append((Q, Q.clone()))
+    _jobs.append((sys._getframe(), Q, Q.clone()))
     Q.mul_(Q.shape[-1] ** -0.5)
     out = Q @ K.transpose(-2, -1)
     _wake.set()
