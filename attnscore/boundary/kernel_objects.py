@@ -38,6 +38,7 @@ __all__ = [
     "isolate",
     "remove_objects_of",
     "entries_of",
+    "entries_named",
     "ipc_namespaces_available",
     "sysv_objects_of",
     "has_keys",
@@ -198,14 +199,20 @@ def entries_of(uid: int, folders: Iterable[str]) -> Iterator[tuple[str, os.stat_
             names = os.listdir(folder)
         except OSError:
             continue
-        for name in names:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            if info.st_uid == uid:
-                yield path, info
+        yield from entries_named(uid, folder, names)
+
+
+def entries_named(uid: int, folder: str, names: Iterable[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """Each of ``names`` directly inside ``folder`` that exists and that ``uid`` owns, as its path
+    and its ``lstat`` (links are never followed); an entry that cannot be read is passed over."""
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if info.st_uid == uid:
+            yield path, info
 
 
 def remove_objects_of(uid: int) -> int:

@@ -195,14 +195,7 @@ def _entries_of(uid: int, watch: FolderWatch | None) -> Iterator[tuple[str, os.s
         yield from kernel_objects.entries_of(uid, SHARED_WRITABLE)
         return
     for folder, seen in names.items():
-        for name in sorted(seen):
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            if info.st_uid == uid:
-                yield path, info
+        yield from kernel_objects.entries_named(uid, folder, sorted(seen))
 
 
 @functools.cache
