@@ -19,7 +19,7 @@ Three layers keep them apart, each enough on its own where it applies:
   (cleared and invalidated by a short helper running as the uid).
 
 Files the uid left in ``/dev/shm`` (POSIX shared memory and named semaphores are files there) are
-removed with the rest of the shared folders by :func:`attnscore.sandbox.uids.remove_files_of`.
+removed with the rest of the shared folders by :func:`attnscore.sandbox.uids.files_removal`.
 Constants from ``include/uapi/linux/ipc.h``, ``sched.h`` and ``keyctl.h``.
 """
 

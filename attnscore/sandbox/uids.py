@@ -5,7 +5,7 @@ When the grader is root, every worker drops to a uid of its own (``Limits.uid`` 
 workers graded at the same time cannot signal, limit, trace or read one another. When a worker
 ends, every process of its uid is killed (:func:`kill_uid`), the orphans reparented to the
 grader are reaped (:func:`sweep_orphans`), and what it left in the world-writable folders goes
-(:func:`remove_files_of`); before a uid is used, the same is done for what a killed grader's
+(:func:`files_removal`); before a uid is used, the same is done for what a killed grader's
 worker of that uid left.
 """
 
@@ -39,7 +39,6 @@ __all__ = [
     "kill_uid",
     "mark_clean",
     "remember_worker",
-    "remove_files_of",
     "sweep_orphans",
 ]
 
@@ -156,19 +155,14 @@ def kill_uid(uid: int) -> bool:
     return False
 
 
-def remove_files_of(uid: int, keep: str | None) -> int:
-    """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
-    present, already keep it from writing), except its working folder ``keep``; returns how many
-    entries went. Folders of any depth go without recursion and links are never followed
-    (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go is left, never raised."""
-    return files_removal(uid, keep)[0]
-
-
 def files_removal(uid: int, keep: str | None, watch: FolderWatch | None = None) -> tuple[int, int]:
-    """:func:`remove_files_of`, as ``(entries removed, entries that could not go)``. With ``watch``
-    (begun on :data:`SHARED_WRITABLE` when the uid owned nothing there, before anything ran as
-    it), only the names linked into the folders since are looked at; where the watch cannot say
-    (:meth:`FolderWatch.names` is None), every entry."""
+    """Remove what ``uid`` left in the world-writable folders (where Landlock and bwrap, when
+    present, already keep it from writing), except its working folder ``keep``; returns
+    ``(entries removed, entries that could not go)``. Folders of any depth go without recursion
+    and links are never followed (:func:`attnscore.sandbox.removal.remove_tree`); what cannot go
+    is left, never raised. With ``watch`` (begun on :data:`SHARED_WRITABLE` when the uid owned
+    nothing there, before anything ran as it), only the names linked into the folders since are
+    looked at; where the watch cannot say (:meth:`FolderWatch.names` is None), every entry."""
     removed = left = 0
     kept = os.path.realpath(keep) if keep is not None else None
     for path, info in _entries_of(uid, watch):
