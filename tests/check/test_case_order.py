@@ -3,6 +3,7 @@ cases still last, results in spec order; cases a spent time budget left unrun ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnscore.boundary.outputs import Outcome
-from attnscore.check.cases import build_cases
+from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner, budget_spent_failure
 from attnscore.check.session import Session, case_cost
 from attnscore.grade.policy import grading_budget
@@ -19,11 +20,17 @@ from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
-CASES = tuple(build_cases(SPEC, "float32"))
+
+
+@functools.cache
+def _cases() -> tuple[Case, ...]:
+    """The spec's cases in float32, built at the first test that needs them (not at
+    collection, which every xdist worker does) and shared by the module's tests."""
+    return tuple(build_cases(SPEC, "float32"))
 
 
 def _session(**options: object) -> Session:
-    return Session(SPEC, CASES, "float32", "cpu", "mine", SPEC.seed, budget=grading_budget(50), **options)
+    return Session(SPEC, _cases(), "float32", "cpu", "mine", SPEC.seed, budget=grading_budget(50), **options)
 
 
 def _judged_order(session: Session, runner: InProcessRunner | None = None) -> tuple[list[str], list[str]]:
@@ -35,9 +42,9 @@ def _judged_order(session: Session, runner: InProcessRunner | None = None) -> tu
 def test_cheapest_first_judges_examples_then_properties_by_cost_hidden_last():
     """Visible worked examples (spec order), visible properties by cost, then the hidden cases the same way."""
     judged, returned = _judged_order(_session(hidden_last=True, cheapest_first=True))
-    assert returned == [c.id for c in CASES]  # results stay in spec order
-    visible = [c for c in CASES if c.visibility != "hidden"]
-    hidden = [c for c in CASES if c.visibility == "hidden"]
+    assert returned == [c.id for c in _cases()]  # results stay in spec order
+    visible = [c for c in _cases() if c.visibility != "hidden"]
+    hidden = [c for c in _cases() if c.visibility == "hidden"]
     assert hidden, "the spec should have hidden cases for this test"
 
     def expected(group):
@@ -53,9 +60,11 @@ def test_cheapest_first_judges_examples_then_properties_by_cost_hidden_last():
 def test_without_cheapest_first_the_order_is_as_before(hidden_last):
     """No reordering unless asked: spec order (visible first with hidden_last)."""
     judged, _ = _judged_order(_session(hidden_last=hidden_last))
-    ids = [c.id for c in CASES]
+    ids = [c.id for c in _cases()]
     if hidden_last:
-        ids = [c.id for c in CASES if c.visibility != "hidden"] + [c.id for c in CASES if c.visibility == "hidden"]
+        ids = [c.id for c in _cases() if c.visibility != "hidden"] + [
+            c.id for c in _cases() if c.visibility == "hidden"
+        ]
     assert judged == ids
 
 
@@ -85,6 +94,6 @@ def test_cases_left_unrun_are_asked_once_and_never_shrunk():
     runner = _CountingBudget(2)
     result = _session(hidden_last=True, cheapest_first=True).run(runner)
     unrun = [c for c in result.cases if c.verdict is Verdict.BUDGET_SPENT]
-    assert len(unrun) == len(CASES) - 2 and sum(c.passed for c in result.cases) == 2
+    assert len(unrun) == len(_cases()) - 2 and sum(c.passed for c in result.cases) == 2
     assert runner.asked == 2 + len(unrun)
     assert all(c.failure is not None and c.failure.shrunk_from is None for c in unrun)

@@ -4,6 +4,7 @@ judges, shrinks, closes and stamps a run."""
 from __future__ import annotations
 
 import ast
+import functools
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnscore.boundary.outputs import CallFailure
-from attnscore.check.cases import build_cases
+from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner, RefusedRunner, Runner
 from attnscore.check.session import CLEANUP_NOTE, NO_SHRINK, Budget, Session
 from attnscore.check.verify import bundled_spec_path
@@ -20,8 +21,20 @@ from attnscore.spec.load import load_spec
 
 PACKAGE = Path(__file__).resolve().parents[2] / "attnscore"
 SPEC = load_spec(bundled_spec_path("dot_product_scores"))
-CASES = tuple(build_cases(SPEC, "float64"))
-HIDDEN = [c.id for c in CASES if c.visibility == "hidden"]
+
+
+@functools.cache
+def _cases() -> tuple[Case, ...]:
+    """The spec's cases in float64, built at the first test that needs them (not at
+    collection, which every xdist worker does) and shared by the module's tests."""
+    return tuple(build_cases(SPEC, "float64"))
+
+
+def _hidden() -> list[str]:
+    """The ids of the hidden cases, in spec order."""
+    return [c.id for c in _cases() if c.visibility == "hidden"]
+
+
 MEMBERS = {
     "device",
     "keywords",
@@ -45,7 +58,7 @@ def _softmaxed(q, keys):
 
 
 def _session(**fields) -> Session:
-    return Session(SPEC, CASES, "float64", "cpu", "s", SPEC.seed, **fields)
+    return Session(SPEC, _cases(), "float64", "cpu", "s", SPEC.seed, **fields)
 
 
 class _Recording(InProcessRunner):
@@ -158,8 +171,8 @@ def test_results_keep_the_cases_order_and_hidden_cases_run_last():
     result = _session(budget=NO_SHRINK, hidden_last=True).run(
         InProcessRunner(_right), on_case=lambda c: seen.append(c.id)
     )
-    assert HIDDEN and [c.id for c in result.cases] == [c.id for c in CASES]
-    assert seen == [c.id for c in CASES if c.visibility != "hidden"] + HIDDEN
+    assert _hidden() and [c.id for c in result.cases] == [c.id for c in _cases()]
+    assert seen == [c.id for c in _cases() if c.visibility != "hidden"] + _hidden()
     assert result.all_passed
 
 
@@ -167,7 +180,7 @@ def test_output_is_what_was_said_before_any_hidden_input():
     """The run's output is read between the visible and the hidden cases."""
     runner = _Recording(_right)
     result = _session(budget=NO_SHRINK, hidden_last=True).run(runner)
-    visible_calls = sum(len(c.calls) for c in CASES if c.visibility != "hidden")
+    visible_calls = sum(len(c.calls) for c in _cases() if c.visibility != "hidden")
     assert result.output == f"{visible_calls} calls" and runner.calls > visible_calls
 
 
@@ -180,8 +193,8 @@ def test_a_load_failure_reported_before_the_hidden_cases_is_disclosed_there(hidd
     failure = CallFailure(Verdict.FUNCTION_MISSING.value, "your file has no function named 'scores'", "submission")
     result = _session(hidden_last=hidden_last).run(RefusedRunner(failure))
     assert result.error == "your file has no function named 'scores'"
-    assert {c.failure.disclosed for c in result.cases if c.id in HIDDEN} == {disclosed}
-    assert {c.failure.disclosed for c in result.cases if c.id not in HIDDEN} == {False}
+    assert {c.failure.disclosed for c in result.cases if c.id in _hidden()} == {disclosed}
+    assert {c.failure.disclosed for c in result.cases if c.id not in _hidden()} == {False}
 
 
 def test_the_runner_is_closed_once_and_its_cleanup_problem_is_the_students_note():
@@ -208,7 +221,7 @@ def test_the_runner_is_closed_when_judging_raises():
 
 def test_nothing_is_shrunk_while_the_runner_reports_a_load_failure():
     """Shrinking (more calls, on smaller inputs) is skipped for a runner whose implementation did not load."""
-    properties = tuple(c for c in CASES if c.kind == "property" and c.visibility != "hidden")[:1]
+    properties = tuple(c for c in _cases() if c.kind == "property" and c.visibility != "hidden")[:1]
     session = Session(SPEC, properties, "float64", "cpu", "s", SPEC.seed, budget=Budget(shrink_steps=5, shrink_s=None))
     loaded, unloaded = _Recording(_softmaxed), _Recording(_softmaxed, CallFailure("exception", "x", "submission"))
     assert not session.run(loaded).cases[0].passed and not session.run(unloaded).cases[0].passed
@@ -218,7 +231,7 @@ def test_nothing_is_shrunk_while_the_runner_reports_a_load_failure():
 def test_the_result_is_stamped():
     """Seed, dtype, device, environment and a duration from the caller's start are the session's."""
     started = time.perf_counter() - 100.0
-    session = Session(SPEC, CASES[:1], "float64", "cpu", "mine", 7, budget=NO_SHRINK, environment={"python": "3"})
+    session = Session(SPEC, _cases()[:1], "float64", "cpu", "mine", 7, budget=NO_SHRINK, environment={"python": "3"})
     result = session.run(InProcessRunner(_right), started=started)
     assert (result.submission, result.seed, result.dtype, result.device) == ("mine", 7, "float64", "cpu")
     assert result.environment == {"python": "3"} and result.duration_s >= 100.0

@@ -8,6 +8,7 @@ given number of calls, over the bundled ``dot_product_scores`` spec (one hidden 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from attnscore.boundary.outputs import Outcome
-from attnscore.check.cases import build_cases
+from attnscore.check.cases import Case, build_cases
 from attnscore.check.runner import InProcessRunner, budget_spent_failure, budget_spent_text
 from attnscore.check.session import Session
 from attnscore.grade.class_run import feedback_text
@@ -35,7 +36,15 @@ from attnscore.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
-CASES = tuple(build_cases(SPEC, "float32"))
+
+
+@functools.cache
+def _cases() -> tuple[Case, ...]:
+    """The spec's cases in float32, built at the first test that needs them (not at
+    collection, which every xdist worker does) and shared by the module's tests."""
+    return tuple(build_cases(SPEC, "float32"))
+
+
 SENTENCE = "not run: this submission used its whole time budget of 3 s on earlier cases"
 
 
@@ -62,7 +71,15 @@ class _BudgetAfter(InProcessRunner):
 
 def _graded(calls: int, name: str = "slow.py") -> SubmissionResult:
     session = Session(
-        SPEC, CASES, "float32", "cpu", name, SPEC.seed, budget=grading_budget(50), hidden_last=True, cheapest_first=True
+        SPEC,
+        _cases(),
+        "float32",
+        "cpu",
+        name,
+        SPEC.seed,
+        budget=grading_budget(50),
+        hidden_last=True,
+        cheapest_first=True,
     )
     return session.run(_BudgetAfter(calls))
 

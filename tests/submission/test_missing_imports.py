@@ -4,12 +4,13 @@ self-check (``from attnscore.selfcheck import check``) neither fails nor prints.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from attnscore.check.cases import build_cases
+from attnscore.check.cases import Case, build_cases
 from attnscore.grade.grading import grade_submission
 from attnscore.report.results import Verdict
 from attnscore.selfcheck import check_path
@@ -18,13 +19,21 @@ from attnscore.submission.files import find_submissions
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec(ROOT / "specs" / "dot_product_scores.yaml")
-CASES = build_cases(SPEC)
+
+
+@functools.cache
+def _cases() -> tuple[Case, ...]:
+    """The spec's cases, built at the first test that needs them (not at
+    collection, which every xdist worker does) and shared by the module's tests."""
+    return tuple(build_cases(SPEC))
+
+
 MISSING = "attnscore_course_package_that_is_not_installed"
 
 
 def _grade(path: Path):
     (submission,) = find_submissions([str(path)], one=True)
-    return grade_submission(submission, SPEC, CASES, shrink_steps=0)
+    return grade_submission(submission, SPEC, _cases(), shrink_steps=0)
 
 
 def _notebook(tmp_path: Path, *cells: str) -> Path:
