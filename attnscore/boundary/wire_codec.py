@@ -10,14 +10,13 @@ import base64
 import binascii
 import json
 import json.scanner
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.gradients import WithGradients
-from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
+from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.untrusted import cut
 
 __all__ = [
@@ -61,13 +60,29 @@ class WireError(ValueError):
 
 
 _NP_DTYPES: dict[str, np.dtype] = {}  # name -> its little-endian numpy dtype, made once per name
+_NATIVE: dict[str, np.dtype] = {}  # name -> the same dtype in this machine's byte order (decoded arrays)
+_KINDS_BY_WORD = {kind.value: kind for kind in ReturnKind}  # a kind's word -> its member, looked up once
 
 
 def _np_dtype(name: str) -> np.dtype:
     dt = _NP_DTYPES.get(name)
     if dt is None:
         dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+        _NATIVE[name] = dt.newbyteorder("=")
     return dt
+
+
+def _size_or_none(shape: object) -> int | None:
+    """The element count of ``shape`` when it is a list of at most :data:`MAX_DIMS` integers
+    (not bools), each from 0 to ``MAX_ELEMENTS``; else None."""
+    if type(shape) is not list or len(shape) > MAX_DIMS:
+        return None
+    size = 1
+    for s in shape:
+        if type(s) is not int or not 0 <= s <= MAX_ELEMENTS:  # an int subclass (bool) is refused too
+            return None
+        size *= s
+    return size
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
@@ -89,25 +104,21 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
     name, shape, data = obj.get("dtype"), obj.get("shape"), obj.get("data")
     if name not in ALLOWED_DTYPES:
         raise WireError(f"expected a dtype in {', '.join(ALLOWED_DTYPES)}, found {str(name)[:40]!r}")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_DIMS
-        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in shape)
-    ):
+    size = _size_or_none(shape)
+    if size is None:
         raise WireError(f"expected a shape of at most {MAX_DIMS} non-negative sizes, found {str(shape)[:80]}")
-    size = math.prod(shape)
     if size > MAX_ELEMENTS:
         raise WireError(f"expected at most {MAX_ELEMENTS} elements, found {size}")
     if not isinstance(data, str):
         raise WireError("expected base64 text for the data")
-    try:
-        raw = base64.b64decode(data, validate=True)
+    try:  # base64.b64decode(data, validate=True) without its wrapper: ASCII text, strict alphabet and padding
+        raw = binascii.a2b_base64(data, strict_mode=True)
     except (binascii.Error, ValueError):
         raise WireError("expected base64 text for the data, found invalid base64") from None
     dt = _np_dtype(name)
     if len(raw) != size * dt.itemsize:
         raise WireError(f"expected {size * dt.itemsize} bytes for shape {shape} {name}, found {len(raw)}")
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(dt.newbyteorder("="), copy=True)
+    arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(_NATIVE[name], copy=True)
     return name, arr
 
 
@@ -164,13 +175,17 @@ def decode_received(obj: Any) -> Received:
     if not isinstance(device, str) or len(device) > 32:
         raise WireError("expected a short device name")
     name, arr = decode_array(obj)
-    value = Received(kind, name, device, arr)
+    value = Received(_KINDS_BY_WORD[kind], name, device, arr)
     return _gradients(obj, value) if "gradients" in obj else value
+
+
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=True)
+"""The one encoder of :func:`dumps` (``json.dumps`` with these options built a new one per message)."""
 
 
 def dumps(message: dict[str, Any]) -> bytes:
     """One message as a line of strict JSON (no NaN tokens), with the version added."""
-    return json.dumps({"v": VERSION, **message}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+    return _ENCODER.encode({"v": VERSION, **message}).encode("ascii") + b"\n"
 
 
 def _no_constants(token: str) -> Any:

@@ -244,10 +244,13 @@ def inspection(raw: object, names: list[str], traps: tuple[str, ...] = ()) -> di
         items = raw.get(key)
         if not isinstance(items, list) or not all(isinstance(i, str) and i in known for i in items):
             return None
-        out[key] = list(dict.fromkeys(items))
+        out[key] = list(dict.fromkeys(items)) if items else []
     calls = raw.get("calls", [])
-    words = {f"{name}@{phase}" for name in traps for phase in PHASES}
-    if not isinstance(calls, list) or not all(isinstance(c, str) and c in words for c in calls):
+    if not isinstance(calls, list):
         return None
+    if calls:  # the usual report names none: no words to build
+        words = {f"{name}@{phase}" for name in traps for phase in PHASES}
+        if not all(isinstance(c, str) and c in words for c in calls):
+            return None
     out["calls"] = sorted(set(calls))
     return out
