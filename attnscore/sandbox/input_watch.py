@@ -46,14 +46,14 @@ class InputWatch:
         offsets, the gaps zero), taken over as it is instead of built again from ``raws``."""
         self.layout = layout
         self.expected = list(raws)
-        # the shared memory the items lie in, from the first one's start to the last one's end
-        self.start = min((item["offset"] for item in layout), default=0)
-        self.end = max((item["offset"] + len(raw) for item, raw in zip(layout, raws, strict=True)), default=0)
         # what the whole span should hold now: the items' expected bytes (the gaps as they were
         # written, zero); a span read back equal to it has no item changed (one comparison)
-        if written is not None and self.start == 0 and len(written) == self.end:
-            self.span = written
+        if written is not None:
+            self.start, self.end, self.span = 0, len(written), written
         else:
+            # the shared memory the items lie in, from the first one's start to the last one's end
+            self.start = min((item["offset"] for item in layout), default=0)
+            self.end = max((item["offset"] + len(raw) for item, raw in zip(layout, raws, strict=True)), default=0)
             self.span = bytearray(self.end - self.start)
             for item, raw in zip(layout, raws, strict=True):
                 at = item["offset"] - self.start

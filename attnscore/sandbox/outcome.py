@@ -98,6 +98,8 @@ def call_outcome(
 ) -> tuple[Outcome, dict[str, list[str]] | None]:
     """The outcome of the runner's current call (``runner.calls``) from the worker's ``reply``, and
     the worker's inspection report of a result (validated, else None)."""
+    if type(reply) is wire.CallResult and reply.id == runner.calls:  # the usual reply first (the types are disjoint)
+        return reply.value, inspection(reply.inspection, runner.last_names, runner.traps)
     limits = runner.limits
     if isinstance(reply, TimedOut) and runner.compiling_at_timeout:
         return CallFailure(Verdict.TIMEOUT, compile_timeout_text(limits.compile_s)), None

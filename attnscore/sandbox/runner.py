@@ -533,15 +533,17 @@ class SandboxRunner(RunnerBase):
             outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget_s or limit, call_limit))
         elif reply is TIMED_OUT and call_limit != self.limits.call_timeout_s and not self.compiling_at_timeout:
             outcome = CallFailure(Verdict.TIMEOUT, call_timeout_text(call_limit))
-        if isinstance(reply, wire.CallResult) and reply.id == self.calls and not watch.canaried:
+        answered = isinstance(reply, wire.CallResult) and reply.id == self.calls
+        if answered and not watch.canaried:
             # a result the worker's own code never sends before the grader has read the inputs and
             # written its canaries: the submission wrote it (what it says of its output is not read)
             outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
-        floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
-        outcome = _asked_gradients(outcome, floats, upstream is not None)
-        if isinstance(reply, wire.CallResult) and reply.id == self.calls:
+        if upstream is not None or isinstance(outcome, WithGradients):  # else nothing to take or leave
+            floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
+            outcome = _asked_gradients(outcome, floats, upstream is not None)
+        if answered:
             self.last_inspection = reported
-        disk = self._disk_failure()
+        disk = None if self.plan.disk == "tmpfs" else self._disk_failure()  # a tmpfs: the kernel's to bound
         if disk is not None:
             return disk
         if not isinstance(outcome, CallFailure):
@@ -550,13 +552,16 @@ class SandboxRunner(RunnerBase):
             # costs the submission itself, a claim of none is never taken on the worker's word)
             claimed = self.last_inspection or {"mutated": [], "aliased": [], "calls": []}
             watch.finish(self.shared, reply.probe if isinstance(reply, wire.CallResult) else None)
-            known = [*self.last_names, *([wire.UPSTREAM] if upstream is not None else [])]
-            stages = {n: "" for n in claimed["mutated"]} | watch.stages  # "": seen by the worker alone
-            changed = [n for n in known if n in stages]
+            changed: list[str] = []
+            stages = watch.stages
+            if claimed["mutated"] or stages:  # else nothing changed (the usual call)
+                known = [*self.last_names, *([wire.UPSTREAM] if upstream is not None else [])]
+                stages = {n: "" for n in claimed["mutated"]} | stages  # "": seen by the worker alone
+                changed = [n for n in known if n in stages]
             self.last_inspection = {
                 "mutated": changed,
                 "mutated_when": [stages[n] for n in changed],
-                "aliased": [n for n in self.last_names if n in watch.aliased],
+                "aliased": [n for n in self.last_names if n in watch.aliased] if watch.aliased else [],
                 "calls": list(claimed.get("calls", [])),
             }
             seen_now = claimed.get("calls")

@@ -318,3 +318,24 @@ def test_entries_close_and_compare_agree_with_the_walk_over_every_entry(entries,
     full = np.broadcast_to(allowed, golden.shape)
     outcome = compare(Received("tensor", "float64", "cpu", got), golden, full, dtype="float64")
     assert (outcome is None) == bool(want.all())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=st.lists(st.tuples(_ENTRY, _ENTRY, _ALLOWED), min_size=1, max_size=6), copies=st.sampled_from([1, 6, 40])
+)
+def test_the_entry_by_entry_and_the_vectorised_shortcut_agree_with_the_walk(entries, copies):
+    """Outputs of up to 32 entries take the shortcut on Python floats, larger ones numpy's: each
+    passes exactly when every entry is finite and within its allowed error (the walk), in 1 and 2 dims."""
+    from attnscore.check.compare import _ENTRY_BY_ENTRY, _all_close_and_finite
+
+    got = np.array([e[0] for e in entries] * copies, dtype=np.float64)
+    golden = np.array([e[1] for e in entries] * copies, dtype=np.float64)
+    allowed = np.array([e[2] for e in entries] * copies, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        want = bool(np.all((np.abs(got - golden) <= allowed) & np.isfinite(got - golden)))
+    assert bool(_all_close_and_finite(got, golden, allowed)) is want
+    two_dims = [a.reshape(copies, -1) for a in (got, golden, allowed)]
+    assert bool(_all_close_and_finite(*two_dims)) is want
+    if copies == 40:
+        assert got.size > _ENTRY_BY_ENTRY  # the vectorised steps ran
