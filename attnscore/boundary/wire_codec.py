@@ -200,6 +200,11 @@ def _small_int(text: str) -> int:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_int=_small_int)
 """The one decoder of :func:`loads` (``json.loads`` with these options built a new one per message)."""
+_SCAN = _DECODER.scan_once
+"""Its scanner, called by :func:`loads` itself: ``JSONDecoder.decode`` without its two whitespace
+regular expressions and two Python frames (the same C scanner, hooks and errors)."""
+_JSON_SPACE = " \t\n\r"  # JSON's whitespace, as the decoder skips it around the value
+_UNPARSEABLE = "expected a JSON message, found unparseable bytes ({})"
 
 
 def loads(line: bytes) -> dict[str, Any]:
@@ -222,11 +227,16 @@ def loads(line: bytes) -> dict[str, Any]:
     if items > MAX_ITEMS:
         raise WireError(f"expected at most {MAX_ITEMS} items, found {items} separators")
     try:
-        obj = _DECODER.decode(line.decode("utf-8"))
+        text = line.decode("utf-8").strip(_JSON_SPACE)
+        obj, end = _SCAN(text, 0)
     except WireError:
         raise
+    except StopIteration:  # no value where one starts: the decoder's JSONDecodeError("Expecting value")
+        raise WireError(_UNPARSEABLE.format("JSONDecodeError")) from None
     except Exception as exc:  # noqa: BLE001 - any parser failure is the worker's, never the grader's
-        raise WireError(f"expected a JSON message, found unparseable bytes ({type(exc).__name__})") from None
+        raise WireError(_UNPARSEABLE.format(type(exc).__name__)) from None
+    if end != len(text):  # more after the value: the decoder's JSONDecodeError("Extra data")
+        raise WireError(_UNPARSEABLE.format("JSONDecodeError"))
     if not isinstance(obj, dict):
         raise WireError(f"expected a JSON object, found {type(obj).__name__}")
     if obj.get("v") != VERSION:

@@ -388,7 +388,8 @@ class SandboxRunner(RunnerBase):
         raws: list[bytes] = []
         offset, span = 0, bytearray()
         for name, array in args.items():
-            kind = "bool" if array.dtype == _BOOL else "int32" if array.dtype == _INT32 else dtype
+            held = array.dtype  # a float input is sent in the tested dtype (its kind "f": no dtype compared)
+            kind = dtype if held.kind == "f" else "bool" if held == _BOOL else "int32" if held == _INT32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
             if name in layouts:
                 form = strided_form(array, layouts[name])
@@ -399,7 +400,8 @@ class SandboxRunner(RunnerBase):
             offset = -(-offset // 64) * 64
             if offset + len(raw) > SHARED_BYTES:
                 return None
-            span += bytes(offset - len(span))
+            if offset > len(span):
+                span += bytes(offset - len(span))
             span += raw
             item["offset"] = offset
             layout.append(item)

@@ -108,9 +108,11 @@ class WorkerProcess:
     def send(self, message: dict[str, object]) -> bool:
         try:
             data = wire.dumps(message)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.req_w, view) :]
+            written = os.write(self.req_w, data)  # a request fits the pipe's buffer: one write, as a rule
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(self.req_w, view) :]
             return True
         except (BrokenPipeError, OSError):
             return False
