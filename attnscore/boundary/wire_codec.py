@@ -111,8 +111,8 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
         raise WireError(f"expected at most {MAX_ELEMENTS} elements, found {size}")
     if not isinstance(data, str):
         raise WireError("expected base64 text for the data")
-    try:  # base64.b64decode(data, validate=True) without its wrapper: ASCII text, strict alphabet and padding
-        raw = binascii.a2b_base64(data, strict_mode=True)
+    try:
+        raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise WireError("expected base64 text for the data, found invalid base64") from None
     dt = _np_dtype(name)
@@ -200,7 +200,8 @@ def _small_int(text: str) -> int:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_int=_small_int)
 """The one decoder of :func:`loads` (``json.loads`` with these options built a new one per message)."""
-_SCAN = _DECODER.scan_once
+# typeshed types make_scanner as a class taking itself; it is the C scanner taking the decoder
+_SCAN: Any = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 """Its scanner, called by :func:`loads` itself: ``JSONDecoder.decode`` without its two whitespace
 regular expressions and two Python frames (the same C scanner, hooks and errors)."""
 _JSON_SPACE = " \t\n\r"  # JSON's whitespace, as the decoder skips it around the value
