@@ -10,14 +10,13 @@ import base64
 import binascii
 import json
 import json.scanner
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from attnscore.boundary.gradients import WithGradients
-from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received
+from attnscore.boundary.outputs import ALLOWED_DTYPES, MAX_ELEMENTS, RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.untrusted import cut
 
 __all__ = [
@@ -61,13 +60,29 @@ class WireError(ValueError):
 
 
 _NP_DTYPES: dict[str, np.dtype] = {}  # name -> its little-endian numpy dtype, made once per name
+_NATIVE: dict[str, np.dtype] = {}  # name -> the same dtype in this machine's byte order (decoded arrays)
+_KINDS_BY_WORD = {kind.value: kind for kind in ReturnKind}  # a kind's word -> its member, looked up once
 
 
 def _np_dtype(name: str) -> np.dtype:
     dt = _NP_DTYPES.get(name)
     if dt is None:
         dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
+        _NATIVE[name] = dt.newbyteorder("=")
     return dt
+
+
+def _size_or_none(shape: object) -> int | None:
+    """The element count of ``shape`` when it is a list of at most :data:`MAX_DIMS` integers
+    (not bools), each from 0 to ``MAX_ELEMENTS``; else None."""
+    if type(shape) is not list or len(shape) > MAX_DIMS:
+        return None
+    size = 1
+    for s in shape:
+        if type(s) is not int or not 0 <= s <= MAX_ELEMENTS:  # an int subclass (bool) is refused too
+            return None
+        size *= s
+    return size
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
@@ -89,13 +104,9 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
     name, shape, data = obj.get("dtype"), obj.get("shape"), obj.get("data")
     if name not in ALLOWED_DTYPES:
         raise WireError(f"expected a dtype in {', '.join(ALLOWED_DTYPES)}, found {str(name)[:40]!r}")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_DIMS
-        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_ELEMENTS for s in shape)
-    ):
+    size = _size_or_none(shape)
+    if size is None:
         raise WireError(f"expected a shape of at most {MAX_DIMS} non-negative sizes, found {str(shape)[:80]}")
-    size = math.prod(shape)
     if size > MAX_ELEMENTS:
         raise WireError(f"expected at most {MAX_ELEMENTS} elements, found {size}")
     if not isinstance(data, str):
@@ -107,7 +118,7 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
     dt = _np_dtype(name)
     if len(raw) != size * dt.itemsize:
         raise WireError(f"expected {size * dt.itemsize} bytes for shape {shape} {name}, found {len(raw)}")
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(dt.newbyteorder("="), copy=True)
+    arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(_NATIVE[name], copy=True)
     return name, arr
 
 
@@ -164,13 +175,17 @@ def decode_received(obj: Any) -> Received:
     if not isinstance(device, str) or len(device) > 32:
         raise WireError("expected a short device name")
     name, arr = decode_array(obj)
-    value = Received(kind, name, device, arr)
+    value = Received(_KINDS_BY_WORD[kind], name, device, arr)
     return _gradients(obj, value) if "gradients" in obj else value
+
+
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=True)
+"""The one encoder of :func:`dumps` (``json.dumps`` with these options built a new one per message)."""
 
 
 def dumps(message: dict[str, Any]) -> bytes:
     """One message as a line of strict JSON (no NaN tokens), with the version added."""
-    return json.dumps({"v": VERSION, **message}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+    return _ENCODER.encode({"v": VERSION, **message}).encode("ascii") + b"\n"
 
 
 def _no_constants(token: str) -> Any:
@@ -185,6 +200,12 @@ def _small_int(text: str) -> int:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_int=_small_int)
 """The one decoder of :func:`loads` (``json.loads`` with these options built a new one per message)."""
+# typeshed types make_scanner as a class taking itself; it is the C scanner taking the decoder
+_SCAN: Any = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+"""Its scanner, called by :func:`loads` itself: ``JSONDecoder.decode`` without its two whitespace
+regular expressions and two Python frames (the same C scanner, hooks and errors)."""
+_JSON_SPACE = " \t\n\r"  # JSON's whitespace, as the decoder skips it around the value
+_UNPARSEABLE = "expected a JSON message, found unparseable bytes ({})"
 
 
 def loads(line: bytes) -> dict[str, Any]:
@@ -207,11 +228,16 @@ def loads(line: bytes) -> dict[str, Any]:
     if items > MAX_ITEMS:
         raise WireError(f"expected at most {MAX_ITEMS} items, found {items} separators")
     try:
-        obj = _DECODER.decode(line.decode("utf-8"))
+        text = line.decode("utf-8").strip(_JSON_SPACE)
+        obj, end = _SCAN(text, 0)
     except WireError:
         raise
+    except StopIteration:  # no value where one starts: the decoder's JSONDecodeError("Expecting value")
+        raise WireError(_UNPARSEABLE.format("JSONDecodeError")) from None
     except Exception as exc:  # noqa: BLE001 - any parser failure is the worker's, never the grader's
-        raise WireError(f"expected a JSON message, found unparseable bytes ({type(exc).__name__})") from None
+        raise WireError(_UNPARSEABLE.format(type(exc).__name__)) from None
+    if end != len(text):  # more after the value: the decoder's JSONDecodeError("Extra data")
+        raise WireError(_UNPARSEABLE.format("JSONDecodeError"))
     if not isinstance(obj, dict):
         raise WireError(f"expected a JSON object, found {type(obj).__name__}")
     if obj.get("v") != VERSION:

@@ -15,7 +15,7 @@ from attnscore.boundary.dtypes import DTYPES, PRECISION_BITS, SMALLEST_NORMAL
 from attnscore.boundary.outputs import RETURN_KINDS, Received, ReturnKind
 from attnscore.boundary.verdict import Verdict
 from attnscore.maths.display import format_index, format_number, shape_text
-from attnscore.maths.tolerance import entries_close
+from attnscore.maths.tolerance import all_finite_and_close, entries_close
 from attnscore.report.failure import EntryMismatch, Mismatch
 
 __all__ = ["Mismatch", "compare", "format_index", "format_number"]
@@ -26,16 +26,6 @@ _FLOATS = DTYPES
 _PRECISION = PRECISION_BITS
 # Smallest normal number per dtype: an allowed error below it is the subnormal floor, i.e. exact.
 _TINY = SMALLEST_NORMAL
-
-
-def _all_close_and_finite(got: np.ndarray, golden: np.ndarray, allowed: np.ndarray) -> bool:
-    """Whether every entry of ``got`` and ``golden`` is finite and within ``allowed`` of the other:
-    then nothing below can fail (a NaN or an infinity on either side makes a difference that is not
-    finite; a difference that overflows is not finite either, and is judged below)."""
-    with np.errstate(all="ignore"):
-        diff = np.abs(got - golden)
-    close = diff <= allowed
-    return np.count_nonzero(close) == close.size and np.count_nonzero(np.isfinite(diff)) == diff.size
 
 
 def compare(
@@ -88,7 +78,9 @@ def compare(
             f"a floating {received.kind} (the inputs were {dtype})",
         )
     got = np.asarray(received.array, dtype=np.float64)
-    if _all_close_and_finite(got, golden, allowed):  # the usual case, in a few vectorised steps
+    # the usual case, every entry finite and close: nothing below can fail (a NaN or an infinity on
+    # either side, or a difference that overflows, is judged below)
+    if all_finite_and_close(got, golden, allowed):
         return None
     total = int(golden.size)
 

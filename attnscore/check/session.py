@@ -116,7 +116,10 @@ def case_cost(case: Case) -> int:
     >>> case_cost(Case("property:p", "property", "t", "", (call, call), 1, "visible", "", None))
     18
     """
-    return sum(1 + sum(int(np.size(a)) for a in call.args.values()) for call in case.calls)
+    return sum(
+        1 + sum(a.size if isinstance(a, np.ndarray) else int(np.size(a)) for a in call.args.values())
+        for call in case.calls
+    )
 
 
 CLEANUP_NOTE = "the grader could not remove what your code left in its folders: {problem}"

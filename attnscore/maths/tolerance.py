@@ -58,6 +58,7 @@ __all__ = [
     "DTYPES",
     "entries_close",
     "close_enough",
+    "all_finite_and_close",
 ]
 
 
@@ -85,9 +86,46 @@ def entries_close(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float
         return both_nan | same_inf | (finite & (diff <= allowed))
 
 
+_ENTRY_BY_ENTRY = 32
+"""Arrays of at most this many entries are checked by :func:`all_finite_and_close` entry by entry, on
+Python floats: for so few, numpy's per-call overhead (``errstate`` above all) costs more than the
+loop, and Python's floats are the same IEEE doubles (a NaN or an infinity on either side gives a
+difference that is not finite, a difference that overflows is infinite, and neither warns)."""
+_INF = float("inf")
+
+
+def all_finite_and_close(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float) -> bool:
+    """Whether every entry of ``got`` and ``want`` is finite and ``|got - want| <= allowed`` there:
+    the usual case, where :func:`entries_close` is all True without its walk over NaN and
+    infinities (a NaN or an infinity on either side, or a difference that overflows, gives False;
+    the rule may still hold, which only the walk says). ``got`` and ``want``: float64 arrays of one
+    shape; ``allowed``: an array of that shape, or anything numpy broadcasts to it.
+
+    >>> all_finite_and_close(np.array([1.0, 2.0]), np.array([1.1, 2.0]), np.array([0.2, 0.0]))
+    True
+    >>> all_finite_and_close(np.array([np.nan]), np.array([np.nan]), np.array([1.0]))
+    False
+    """
+    if got.size <= _ENTRY_BY_ENTRY and getattr(allowed, "shape", None) == got.shape:
+        bounds = allowed.ravel().tolist()  # type: ignore[union-attr]
+        for x, y, most in zip(got.ravel().tolist(), want.ravel().tolist(), bounds, strict=True):
+            d = abs(x - y)
+            if not d <= most or d == _INF:  # a NaN difference (or allowed error) fails the first test
+                return False
+        return True
+    with np.errstate(all="ignore"):
+        diff = np.abs(got - want)
+    close = diff <= allowed
+    return bool(np.count_nonzero(close) == close.size and np.count_nonzero(np.isfinite(diff)) == diff.size)
+
+
 def close_enough(got: np.ndarray, want: np.ndarray, allowed: np.ndarray | float) -> bool:
-    """Same shape and every entry close (:func:`entries_close`)."""
-    return np.shape(got) == np.shape(want) and bool(entries_close(got, want, allowed).all())
+    """Same shape and every entry close (:func:`entries_close`; every entry finite and close needs
+    no walk, :func:`all_finite_and_close`)."""
+    if np.shape(got) != np.shape(want):
+        return False
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    return all_finite_and_close(got, want, allowed) or bool(entries_close(got, want, allowed).all())
 
 
 # (rtol, atol) per dtype; half-precision atol floored at one ulp at 1.0 (2u).

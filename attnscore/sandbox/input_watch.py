@@ -39,20 +39,25 @@ class InputWatch:
 
     MOST_STOPS = 4  # Returned messages a call may send: "forward" and "call", and a few forged
 
-    def __init__(self, layout: list[dict[str, Any]], raws: list[bytes]) -> None:
+    def __init__(self, layout: list[dict[str, Any]], raws: list[bytes], written: bytearray | None = None) -> None:
         """``layout``: the items as the request names them (``name``, ``dtype``, ``offset``, ...);
-        ``raws``: the bytes the grader wrote for each, in the same order."""
+        ``raws``: the bytes the grader wrote for each, in the same order; ``written``, when given:
+        the whole span the grader wrote from offset 0 to the last item's end (the items at their
+        offsets, the gaps zero), taken over as it is instead of built again from ``raws``."""
         self.layout = layout
         self.expected = list(raws)
-        # the shared memory the items lie in, from the first one's start to the last one's end
-        self.start = min((item["offset"] for item in layout), default=0)
-        self.end = max((item["offset"] + len(raw) for item, raw in zip(layout, raws, strict=True)), default=0)
         # what the whole span should hold now: the items' expected bytes (the gaps as they were
         # written, zero); a span read back equal to it has no item changed (one comparison)
-        self.span = bytearray(self.end - self.start)
-        for item, raw in zip(layout, raws, strict=True):
-            at = item["offset"] - self.start
-            self.span[at : at + len(raw)] = raw
+        if written is not None:
+            self.start, self.end, self.span = 0, len(written), written
+        else:
+            # the shared memory the items lie in, from the first one's start to the last one's end
+            self.start = min((item["offset"] for item in layout), default=0)
+            self.end = max((item["offset"] + len(raw) for item, raw in zip(layout, raws, strict=True)), default=0)
+            self.span = bytearray(self.end - self.start)
+            for item, raw in zip(layout, raws, strict=True):
+                at = item["offset"] - self.start
+                self.span[at : at + len(raw)] = raw
         self.backward = any(item["name"] == wire.UPSTREAM for item in layout)
         self.forward_seen = False
         self.canaried = False

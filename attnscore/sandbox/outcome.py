@@ -98,6 +98,8 @@ def call_outcome(
 ) -> tuple[Outcome, dict[str, list[str]] | None]:
     """The outcome of the runner's current call (``runner.calls``) from the worker's ``reply``, and
     the worker's inspection report of a result (validated, else None)."""
+    if type(reply) is wire.CallResult and reply.id == runner.calls:  # the usual reply first (the types are disjoint)
+        return reply.value, inspection(reply.inspection, runner.last_names, runner.traps)
     limits = runner.limits
     if isinstance(reply, TimedOut) and runner.compiling_at_timeout:
         return CallFailure(Verdict.TIMEOUT, compile_timeout_text(limits.compile_s)), None
@@ -244,10 +246,13 @@ def inspection(raw: object, names: list[str], traps: tuple[str, ...] = ()) -> di
         items = raw.get(key)
         if not isinstance(items, list) or not all(isinstance(i, str) and i in known for i in items):
             return None
-        out[key] = list(dict.fromkeys(items))
+        out[key] = list(dict.fromkeys(items)) if items else []
     calls = raw.get("calls", [])
-    words = {f"{name}@{phase}" for name in traps for phase in PHASES}
-    if not isinstance(calls, list) or not all(isinstance(c, str) and c in words for c in calls):
+    if not isinstance(calls, list):
         return None
+    if calls:  # the usual report names none: no words to build
+        words = {f"{name}@{phase}" for name in traps for phase in PHASES}
+        if not all(isinstance(c, str) and c in words for c in calls):
+            return None
     out["calls"] = sorted(set(calls))
     return out

@@ -144,6 +144,7 @@ class SandboxRunner(RunnerBase):
         self.traps = tuple(traps)  # calls the worker watches for (a spec's rules), by dotted name
         self.limits = limits or Limits()
         self.device = self.limits.device  # the device the calls' inputs are on, for judging
+        self._worker_device = gpu.worker_device(self.device)  # the same device as the worker names it
         plan = resolve(self.limits)
         self.bwrap = plan.bwrap
         self.runtime = runtime or runtime_for(plan)
@@ -375,9 +376,10 @@ class SandboxRunner(RunnerBase):
 
     def _share_inputs(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str]
-    ) -> tuple[list[dict[str, Any]], list[bytes]] | None:
+    ) -> tuple[list[dict[str, Any]], list[bytes], bytearray] | None:
         """Write each input's exact bytes (in the tested dtype) into the shared memory; the layout
-        (each item as the request names it) and the bytes written for each item.
+        (each item as the request names it), the bytes written for each item and the whole span
+        written (from offset 0: what :class:`~attnscore.sandbox.input_watch.InputWatch` expects back).
 
         An input with a memory layout is written as its view's storage, with the strides and
         storage offset the worker rebuilds the view with (``as_strided``). Written in one system
@@ -386,7 +388,8 @@ class SandboxRunner(RunnerBase):
         raws: list[bytes] = []
         offset, span = 0, bytearray()
         for name, array in args.items():
-            kind = "bool" if array.dtype == _BOOL else "int32" if array.dtype == _INT32 else dtype
+            held = array.dtype  # a float input is sent in the tested dtype (its kind "f": no dtype compared)
+            kind = dtype if held.kind == "f" else "bool" if held == _BOOL else "int32" if held == _INT32 else dtype
             item: dict[str, Any] = {"name": name, "dtype": kind, "shape": list(array.shape)}
             if name in layouts:
                 form = strided_form(array, layouts[name])
@@ -397,7 +400,8 @@ class SandboxRunner(RunnerBase):
             offset = -(-offset // 64) * 64
             if offset + len(raw) > SHARED_BYTES:
                 return None
-            span += bytes(offset - len(span))
+            if offset > len(span):
+                span += bytes(offset - len(span))
             span += raw
             item["offset"] = offset
             layout.append(item)
@@ -405,7 +409,17 @@ class SandboxRunner(RunnerBase):
             offset += len(raw)
         if span:
             os.pwrite(self.shared, span, 0)
-        return layout, raws
+        return layout, raws, span
+
+    def call(
+        self,
+        args: Mapping[str, np.ndarray],
+        dtype: str,
+        layouts: Mapping[str, str] | None = None,
+        upstream: np.ndarray | None = None,
+    ) -> Outcome:
+        """One call (:meth:`attnscore.check.runner.Runner.call`): :meth:`call_with` straight away."""
+        return self.call_with(args, dtype, layouts or {}, upstream)
 
     def _outcome(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
@@ -465,27 +479,32 @@ class SandboxRunner(RunnerBase):
         if worker is None:  # pragma: no cover - _start set it
             return CallFailure(Verdict.GRADER_ERROR, "the worker could not be started")
         self.last_inspection = None
-        absent = {n: layouts[n] for n in args if layouts.get(n) in HANDOVERS}  # optional masks: no tensor
-        args = {n: a for n, a in args.items() if n not in absent}
+        # optional masks handed over without a tensor (no layouts, the usual call: none)
+        absent = {n: layouts[n] for n in args if layouts.get(n) in HANDOVERS} if layouts else {}
+        if absent:
+            args = {n: a for n, a in args.items() if n not in absent}
         self.last_names = list(args)
-        shared_args = dict(args)
+        shared_args = args
         if upstream is not None:  # dO in the shared memory too: the grader sees a backward change it
-            shared_args[wire.UPSTREAM] = np.asarray(upstream)
+            shared_args = {**args, wire.UPSTREAM: np.asarray(upstream)}
         shared = self._share_inputs(shared_args, dtype, layouts)
         if shared is None:
             return CallFailure(Verdict.GRADER_ERROR, f"the inputs exceed the sandbox's {SHARED_BYTES} bytes")
-        layout, raws = shared
-        by_name = tuple(n for n in binding.by_name if n in args)
-        none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in binding.by_name}
+        layout, raws, span = shared
+        by_name = tuple(n for n in binding.by_name if n in args) if binding.by_name else ()
+        options = binding.options
+        if absent:
+            none_by_name = {n: None for n, how in absent.items() if how == PASS_NONE and n in binding.by_name}
+            options = tuple({**dict(options), **none_by_name}.items())
         inputs, dO = (layout[:-1], layout[-1]) if upstream is not None else (layout, None)
         request = wire.CallRequest(
             self.calls,
             dtype,
-            gpu.worker_device(self.limits.device),
+            self._worker_device,
             tuple(args),
             tuple(inputs),
             by_name,
-            tuple({**dict(binding.options), **none_by_name}.items()),
+            options,
             None if dO is None else {k: v for k, v in dO.items() if k != "name"},
             binding.logsumexp,
             binding.factory,
@@ -494,7 +513,7 @@ class SandboxRunner(RunnerBase):
             binding.function,
         )
         reply: Heard = ENDED
-        watch = InputWatch(layout, raws)
+        watch = InputWatch(layout, raws, span)
         if worker.send(wire.encode_message(request)):
             # the wall-time bound stays 4 call limits even when the budget left is shorter
             stretch = None if limit >= call_limit else own_time.STRETCH * call_limit / limit
@@ -516,15 +535,17 @@ class SandboxRunner(RunnerBase):
             outcome = CallFailure(Verdict.TIMEOUT, budget_cut_text(budget_s or limit, call_limit))
         elif reply is TIMED_OUT and call_limit != self.limits.call_timeout_s and not self.compiling_at_timeout:
             outcome = CallFailure(Verdict.TIMEOUT, call_timeout_text(call_limit))
-        if isinstance(reply, wire.CallResult) and reply.id == self.calls and not watch.canaried:
+        answered = isinstance(reply, wire.CallResult) and reply.id == self.calls
+        if answered and not watch.canaried:
             # a result the worker's own code never sends before the grader has read the inputs and
             # written its canaries: the submission wrote it (what it says of its output is not read)
             outcome, reported = CallFailure(Verdict.CRASHED, EARLY_RESULT), None
-        floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
-        outcome = _asked_gradients(outcome, floats, upstream is not None)
-        if isinstance(reply, wire.CallResult) and reply.id == self.calls:
+        if upstream is not None or isinstance(outcome, WithGradients):  # else nothing to take or leave
+            floats = [item["name"] for item in inputs if item["dtype"] not in ("bool", "int32")]
+            outcome = _asked_gradients(outcome, floats, upstream is not None)
+        if answered:
             self.last_inspection = reported
-        disk = self._disk_failure()
+        disk = None if self.plan.disk == "tmpfs" else self._disk_failure()  # a tmpfs: the kernel's to bound
         if disk is not None:
             return disk
         if not isinstance(outcome, CallFailure):
@@ -533,16 +554,21 @@ class SandboxRunner(RunnerBase):
             # costs the submission itself, a claim of none is never taken on the worker's word)
             claimed = self.last_inspection or {"mutated": [], "aliased": [], "calls": []}
             watch.finish(self.shared, reply.probe if isinstance(reply, wire.CallResult) else None)
-            known = [*self.last_names, *([wire.UPSTREAM] if upstream is not None else [])]
-            stages = {n: "" for n in claimed["mutated"]} | watch.stages  # "": seen by the worker alone
-            changed = [n for n in known if n in stages]
+            changed: list[str] = []
+            stages = watch.stages
+            if claimed["mutated"] or stages:  # else nothing changed (the usual call)
+                known = [*self.last_names, *([wire.UPSTREAM] if upstream is not None else [])]
+                stages = {n: "" for n in claimed["mutated"]} | stages  # "": seen by the worker alone
+                changed = [n for n in known if n in stages]
             self.last_inspection = {
                 "mutated": changed,
                 "mutated_when": [stages[n] for n in changed],
-                "aliased": [n for n in self.last_names if n in watch.aliased],
+                "aliased": [n for n in self.last_names if n in watch.aliased] if watch.aliased else [],
                 "calls": list(claimed.get("calls", [])),
             }
-            self.calls_seen = (self.calls_seen or frozenset()) | frozenset(claimed.get("calls", []))
+            seen_now = claimed.get("calls")
+            if seen_now or self.calls_seen is None:
+                self.calls_seen = (self.calls_seen or frozenset()) | frozenset(seen_now or [])
         if (
             isinstance(outcome, CallFailure)
             and outcome.verdict in (Verdict.TIMEOUT, Verdict.CRASHED, Verdict.MEMORY_LIMIT, Verdict.GRADER_ERROR)

@@ -108,9 +108,11 @@ class WorkerProcess:
     def send(self, message: dict[str, object]) -> bool:
         try:
             data = wire.dumps(message)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.req_w, view) :]
+            written = os.write(self.req_w, data)  # a request fits the pipe's buffer: one write, as a rule
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(self.req_w, view) :]
             return True
         except (BrokenPipeError, OSError):
             return False
@@ -136,10 +138,12 @@ class WorkerProcess:
         """The next reply (:func:`attnscore.boundary.wire.decode_reply`), or :data:`TIMED_OUT`,
         :data:`ENDED` or :class:`Malformed`; ``deadline``: a monotonic time, or the worker's own
         time (:class:`~attnscore.sandbox.clock.OwnTime`)."""
+        own = deadline if isinstance(deadline, OwnTime) else None
+        until = deadline if not isinstance(deadline, OwnTime) else 0.0
         while b"\n" not in self.buffer:
-            remaining = (deadline.deadline if isinstance(deadline, OwnTime) else deadline) - time.monotonic()
+            remaining = (own.deadline if own is not None else until) - time.monotonic()
             if remaining <= 0:
-                if not isinstance(deadline, OwnTime) or deadline.extend() <= time.monotonic():
+                if own is None or own.extend() <= time.monotonic():
                     return TIMED_OUT
                 continue
             watched = [self.resp_r, self.out_r] if self.out_open else [self.resp_r]

@@ -318,3 +318,27 @@ def test_entries_close_and_compare_agree_with_the_walk_over_every_entry(entries,
     full = np.broadcast_to(allowed, golden.shape)
     outcome = compare(Received("tensor", "float64", "cpu", got), golden, full, dtype="float64")
     assert (outcome is None) == bool(want.all())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=st.lists(st.tuples(_ENTRY, _ENTRY, _ALLOWED), min_size=1, max_size=6), copies=st.sampled_from([1, 6, 40])
+)
+def test_the_entry_by_entry_and_the_vectorised_shortcut_agree_with_the_walk(entries, copies):
+    """Outputs of up to 32 entries take the shortcut on Python floats, larger ones numpy's: each
+    passes exactly when every entry is finite and within its allowed error, in 1 and 2 dims; and
+    close_enough, which takes it first, agrees with the walk over every entry."""
+    from attnscore.maths.tolerance import _ENTRY_BY_ENTRY, all_finite_and_close, close_enough
+
+    got = np.array([e[0] for e in entries] * copies, dtype=np.float64)
+    golden = np.array([e[1] for e in entries] * copies, dtype=np.float64)
+    allowed = np.array([e[2] for e in entries] * copies, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        want = bool(np.all((np.abs(got - golden) <= allowed) & np.isfinite(got - golden)))
+    assert bool(all_finite_and_close(got, golden, allowed)) is want
+    two_dims = [a.reshape(copies, -1) for a in (got, golden, allowed)]
+    assert bool(all_finite_and_close(*two_dims)) is want
+    # close_enough takes the shortcut, else walks: NaN against NaN and the same infinity are close too
+    assert close_enough(got, golden, allowed) is bool(_entries_close_walk(got, golden, allowed).all())
+    if copies == 40:
+        assert got.size > _ENTRY_BY_ENTRY  # the vectorised steps ran

@@ -80,3 +80,20 @@ def test_each_change_is_seen_when_it_was_made(shared):
     watch.finish(shared, np.array([canary_value(1), 0.0]))
     assert watch.stages == {"q": "forward", "keys": "after", "mask": "after"}
     assert watch.aliased == {"keys"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 100), min_size=0, max_size=4))
+def test_a_watch_given_the_span_written_expects_what_one_built_from_the_items_expects(sizes):
+    """The runner hands over the span it wrote (items at 64-byte boundaries, zero gaps): the watch
+    takes it as it is, and expects what a watch built from the items alone expects."""
+    layout, raws, offset, written = [], [], 0, bytearray()
+    for index, size in enumerate(sizes):
+        offset = -(-offset // 64) * 64
+        raw = bytes([index + 1]) * size
+        written += bytes(offset - len(written)) + raw
+        layout.append({"name": f"x{index}", "dtype": "float64", "shape": [size // 8], "offset": offset})
+        raws.append(raw)
+        offset += size
+    given_span, built = InputWatch(layout, raws, bytearray(written)), InputWatch(layout, raws)
+    assert (given_span.start, given_span.end, bytes(given_span.span)) == (0, built.end, bytes(built.span))
