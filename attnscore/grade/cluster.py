@@ -25,8 +25,6 @@ and cannot be recomputed when they are lost; what a task needs travels with it.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import hashlib
 import os
 import pickle
@@ -38,16 +36,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnscore.grade.time_budget import grading_limits
-from attnscore.report.record import result_from_record, result_to_record
-from attnscore.report.results import SubmissionResult, Verdict
-from attnscore.sandbox.launch import Limits
-from attnscore.spec.load import load_spec
-from attnscore.spec.model import Spec
+# Light on purpose: a dask worker imports this module to unpickle its first task, and that task
+# starts the worker template (torch, in its own process) before it imports the grading stack
+# (the spec model, the report records, numpy) that the rest of this module uses inside functions.
+from attnscore.sandbox.limits import Limits
 from attnscore.submission.files import Submission
 
 if TYPE_CHECKING:
     from attnscore.check.cases import Case
+    from attnscore.report.results import SubmissionResult
+    from attnscore.spec.model import Spec
 
 __all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "chunks", "MAX_TRIES", "MAX_CHUNK"]
 
@@ -199,7 +197,13 @@ def grade_on_cluster(
     """
     client = _client(scheduler, connect_timeout_s)
     try:
+        import asyncio  # dask's own (it imports both): not before a worker's template starts
+        import concurrent.futures
+
         from distributed import KilledWorker, as_completed
+
+        from attnscore.grade.time_budget import grading_limits
+        from attnscore.report.record import result_from_record
 
         started = time.time()
         spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
@@ -308,6 +312,7 @@ def _lost_result(
     from attnscore.boundary.outputs import CallFailure  # the grading stack: only when grading
     from attnscore.check.runner import RefusedRunner
     from attnscore.check.session import NO_SHRINK, Session
+    from attnscore.report.results import Verdict
 
     limits = Limits(**options["limits"])
     session = Session(
@@ -375,11 +380,12 @@ def _grade_chunk(
         RuntimeError: grading one of the submissions raised (a grader failure, never the
             submission's doing): named by its path.
     """
-    from attnscore.sandbox.launch import warm_template
+    from attnscore.sandbox.processes import warm_template  # light: the template starts before the imports below
 
     limits = Limits(**options["limits"])
     warm_template(limits, wait=False)  # once per process: later calls find it started
     from attnscore.grade.grading import grade_submission  # a dask worker imports the grading stack here
+    from attnscore.report.record import result_to_record
 
     spec, built = _worker_spec(spec_file, options, references, cases)
     records = []
@@ -422,6 +428,8 @@ def _worker_spec(
         digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
     key = (digest.hexdigest(), options["dtype"], options["seed"], hashlib.sha256(cases).hexdigest())
     if key not in _WORKER_CASES:
+        from attnscore.spec.load import load_spec
+
         # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
         # a folder of mode 0700; it and its cases are kept in this process's memory.
         with tempfile.TemporaryDirectory(prefix="attnscore-spec-") as folder:
