@@ -1,7 +1,7 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
 Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200[,2000]] [--baseline PATH/attnscore]
-[--jobs 1,2] [--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
+[--baseline-time-budget 3] [--jobs 1,2] [--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -28,11 +28,21 @@ otter-grader is importable, the same class runs through its Python API too.
 This checkout's ``attnscore`` grades the class once per ``--time-budget`` (seconds, or ``default``
 for the spec's own: ``--time-budget 3`` is one per-call limit of the spec, so each hanging file
 costs about 3 s instead of a per-call limit on every case); the baseline grades it once, as it
-always did (an attnscore without ``--time-budget`` gets none). Each run also prints the peak
-resident memory of its grading processes (the ``attnscore grade`` process and the grader processes
-``--jobs`` forks, not the worker template or its workers). With ``--dask``, each attnscore also
-grades the class on a local dask cluster of two worker processes (``--scheduler``), beside its
-``--jobs 2`` run.
+always did (an attnscore without ``--time-budget`` gets none), or with ``--baseline-time-budget
+SECONDS`` when it has the option too (a baseline of the same series, compared budget for budget).
+Each run also prints the peak resident memory of its grading processes (the ``attnscore grade``
+process and the grader processes ``--jobs`` forks, not the worker template or its workers).
+
+With ``--dask``, each attnscore also grades the class on a local dask cluster of two worker
+processes (``--scheduler``), beside a ``--jobs 2`` run of its own made just before (so that the
+two share the machine's load), and prints the ratio of their rates. The cluster is started before
+the timed run (its start is not counted, as an instructor's cluster is up before a class is
+graded), and its worker processes start fresh: their first tasks import the grading stack and
+start one worker template each (torch, in each of the two workers and each of their two
+templates, where ``--jobs 2`` loads it in one grader and one template). The class is then graded
+a second time on the same cluster into a fresh ``--out`` folder ("dask warm"): what every class
+after the first costs on a cluster that stays up, its workers' imports, templates and built cases
+kept. Both ratios are printed; the time outside grading is defined as for ``--jobs``.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bench_cold import compile_ahead, measure
 
@@ -274,6 +285,16 @@ def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
         proc.wait()
 
 
+def _row(label: str, jobs: int, r: dict[str, Any]) -> None:
+    print(
+        f"{label:<22} {jobs:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
+        f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
+        f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
+        f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
+        flush=True,
+    )
+
+
 def rerun(exe: str, klass: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[str, float]:
     at_load = load()
     start = time.perf_counter()
@@ -312,6 +333,11 @@ def main() -> None:
         default="3,default",
         help="this checkout's budgets, seconds or 'default' (the spec's), one class run each (default 3,default)",
     )
+    parser.add_argument(
+        "--baseline-time-budget",
+        default=None,
+        help="the baseline's --time-budget, seconds or 'default', when it has the option (default: none given)",
+    )
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold single-submission figure")
     parser.add_argument("--skip-rerun", action="store_true", help="leave out the unchanged rerun")
     parser.add_argument(
@@ -327,7 +353,9 @@ def main() -> None:
         extra = () if budget == "default" else ("--time-budget", budget)
         runs.append((f"this, budget {budget}" if budget == "default" else f"this, budget {budget} s", ours, extra))
     if args.baseline:
-        runs.append(("baseline", args.baseline, ()))
+        budget = args.baseline_time_budget
+        given = () if budget in (None, "default") else ("--time-budget", budget)
+        runs.append(("baseline" if budget is None else f"baseline, budget {budget}", args.baseline, given))
     jobs = [int(j) for j in args.jobs.split(",")]
     for _, exe in exes:
         compile_ahead(exe)
@@ -362,25 +390,17 @@ def _one_class(
         for j in jobs:
             for n, (label, exe, extra) in enumerate(runs):  # interleaved: each set runs under about the same load
                 out = Path(tmp) / f"out-{n}-{j}"
-                r = grade(exe, klass, out, j, kinds, extra)
-                print(
-                    f"{label:<22} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
-                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
-                    flush=True,
-                )
+                _row(label, j, grade(exe, klass, out, j, kinds, extra))
         if args.dask:  # the same class on 2 dask workers, beside --jobs 2 of the same attnscore and budget
             for n, (label, exe, extra) in enumerate(runs):
+                side = grade(exe, klass, Path(tmp) / f"out-dask-jobs-{n}", 2, kinds, extra)
+                _row(f"{label}, jobs", 2, side)
                 with local_cluster(exe) as address:
-                    r = grade(exe, klass, Path(tmp) / f"out-dask-{n}", 2, kinds, (*extra, "--scheduler", address))
-                print(
-                    f"{label + ', dask':<22} {2:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
-                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
-                    flush=True,
-                )
+                    for warm in ("", " warm"):  # a fresh cluster's first class, then the next on the same cluster
+                        out = Path(tmp) / f"out-dask{warm.strip()}-{n}"
+                        r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address))
+                        _row(f"{label}, dask{warm}", 2, r)
+                        print(f"  dask{warm} / --jobs 2 rate: {r['rate'] / side['rate']:.2f}", flush=True)
         if not args.skip_rerun and last:
             for n, (label, exe, extra) in enumerate(runs):
                 at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)
