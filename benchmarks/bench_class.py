@@ -31,7 +31,12 @@ costs about 3 s instead of a per-call limit on every case); the baseline grades 
 always did (an attnscore without ``--time-budget`` gets none), or with ``--baseline-time-budget
 SECONDS`` when it has the option too (a baseline of the same series, compared budget for budget).
 Each run also prints the peak resident memory of its grading processes (the ``attnscore grade``
-process and the grader processes ``--jobs`` forks, not the worker template or its workers).
+process and the grader processes ``--jobs`` forks, not the worker template or its workers), and the
+CPU seconds (user and system) of every process the run used: the ``attnscore grade`` process and
+all below it (grader processes, worker template, workers), and, on a dask cluster, its scheduler,
+nannies, workers and theirs. On a machine shared with other work (its load well above its cores),
+wall times swing with the load from one run to the next; the CPU seconds hardly do, and a run
+bound by 2 cores goes about as fast as its CPU seconds allow.
 
 With ``--dask``, each attnscore also grades the class on a local dask cluster of two worker
 processes (``--scheduler``), beside a ``--jobs 2`` run of its own made just before (so that the
@@ -42,7 +47,8 @@ start one worker template each (torch, in each of the two workers and each of th
 templates, where ``--jobs 2`` loads it in one grader and one template). The class is then graded
 a second time on the same cluster into a fresh ``--out`` folder ("dask warm"): what every class
 after the first costs on a cluster that stays up, its workers' imports, templates and built cases
-kept. Both ratios are printed; the time outside grading is defined as for ``--jobs``.
+kept. Both ratios are printed, and the ratio of their CPU seconds; the time outside grading is defined as for
+``--jobs``.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -155,10 +162,18 @@ def _entries(value: object) -> int:
 
 
 def grade(
-    exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str], extra: tuple[str, ...] = ()
+    exe: str,
+    klass: Path,
+    out: Path,
+    jobs: int,
+    kinds: dict[str, str],
+    extra: tuple[str, ...] = (),
+    cluster: int | None = None,
 ) -> dict[str, object]:
-    """One class run of ``exe`` (with the options ``extra``); its figures."""
+    """One class run of ``exe`` (with the options ``extra``; on the dask cluster whose first process
+    is ``cluster``, when given); its figures."""
     at_load = load()
+    cpu_before = _children_cpu_s() + (_tree_cpu_s(cluster) if cluster is not None else 0.0)
     start = time.perf_counter()
     command = [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
     # the instructor's own command: its table on stdout; the figures come from the gradebook it wrote
@@ -171,6 +186,7 @@ def grade(
         err.seek(0)
         stderr = err.read()
     wall = time.perf_counter() - start
+    cpu = _children_cpu_s() + (_tree_cpu_s(cluster) if cluster is not None else 0.0) - cpu_before
     subs = _stored_results(out / "gradebook.sqlite")
     if proc.returncode not in (0, 1) or not subs:
         raise SystemExit(f"{exe} failed (exit {proc.returncode}): {stderr[-2000:]}")
@@ -205,7 +221,38 @@ def grade(
         "count": len(subs),
         "unrun": unrun,
         "peak_mib": peak,
+        "cpu": cpu,
     }
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user and system) of every process this one has waited for, with theirs: a class
+    run's ``attnscore grade``, its grader processes, its worker template and the workers it forked."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds (user and system) that ``root`` and every process below it have used, with what
+    each has reaped of its children (a dask cluster: its scheduler, nannies, workers, their worker
+    templates and the workers those forked), read from ``/proc``."""
+    below: dict[int, list[int]] = {}
+    used: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        below.setdefault(int(fields[1]), []).append(int(entry))
+        used[int(entry)] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += used.get(pid, 0)
+        todo += below.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _stored_results(gradebook: Path) -> list[dict[str, object]]:
@@ -255,9 +302,10 @@ def _peak_rss_mib(proc: subprocess.Popen[str]) -> float:
 
 
 @contextlib.contextmanager
-def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
+def local_cluster(exe: str, workers: int = 2) -> Iterator[tuple[str, int]]:
     """A dask ``LocalCluster`` of ``workers`` worker processes (one thread each) run by ``exe``'s
-    interpreter, so its workers grade with that attnscore; yields the scheduler's address."""
+    interpreter, so its workers grade with that attnscore; yields the scheduler's address and the
+    process id of the cluster's first process (all its processes run below it)."""
     code = (
         "import time\nfrom distributed import LocalCluster\n"
         f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None)\n"
@@ -279,7 +327,7 @@ def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
         address = proc.stdout.readline().strip() if proc.stdout is not None else ""
         if not address:
             raise SystemExit(f"{python}: the dask LocalCluster did not start")
-        yield address
+        yield address, proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the cluster's own process group (its nannies and workers)
         proc.wait()
@@ -290,7 +338,7 @@ def _row(label: str, jobs: int, r: dict[str, Any]) -> None:
         f"{label:<22} {jobs:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
         f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
         f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-        f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
+        f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}  {r['cpu']:>6.1f}",
         flush=True,
     )
 
@@ -384,7 +432,7 @@ def _one_class(
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
         header = (
             "run                    jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s"
-            "  cex size  hanging s  subs/s less hanging  cases not run  peak MiB"
+            "  cex size  hanging s  subs/s less hanging  cases not run  peak MiB   CPU s"
         )
         print(header)
         for j in jobs:
@@ -395,12 +443,16 @@ def _one_class(
             for n, (label, exe, extra) in enumerate(runs):
                 side = grade(exe, klass, Path(tmp) / f"out-dask-jobs-{n}", 2, kinds, extra)
                 _row(f"{label}, jobs", 2, side)
-                with local_cluster(exe) as address:
+                with local_cluster(exe) as (address, first):
                     for warm in ("", " warm"):  # a fresh cluster's first class, then the next on the same cluster
                         out = Path(tmp) / f"out-dask{warm.strip()}-{n}"
-                        r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address))
+                        r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address), cluster=first)
                         _row(f"{label}, dask{warm}", 2, r)
-                        print(f"  dask{warm} / --jobs 2 rate: {r['rate'] / side['rate']:.2f}", flush=True)
+                        print(
+                            f"  dask{warm} / --jobs 2: rate {r['rate'] / side['rate']:.2f}, "
+                            f"CPU {r['cpu'] / side['cpu']:.2f}",
+                            flush=True,
+                        )
         if not args.skip_rerun and last:
             for n, (label, exe, extra) in enumerate(runs):
                 at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)
