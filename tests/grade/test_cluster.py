@@ -335,3 +335,19 @@ def test_a_chunked_class_run_commits_each_result_once_and_resumes(cluster, tmp_p
     db.close()
     assert events == dict.fromkeys(students, 1)
     assert scores == {s: ("2" if n % 3 == 0 else "11") for n, s in enumerate(students)}
+
+
+def test_a_dask_worker_unpickling_its_first_task_imports_little_before_the_template_starts():
+    """Unpickling a task names ``_grade_chunk``, which imports this module on the worker; the task
+    starts the worker template (torch, in its own process) before the grading stack is imported, so
+    the module itself imports none of it (no spec model, no numpy, no report records, no torch)."""
+    heavy = ["numpy", "torch", "attnscore.spec.model", "attnscore.report.record", "attnscore.grade.grading"]
+    code = (
+        "import sys\nfrom attnscore.grade.cluster import _grade_chunk\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=HANG_GUARD_S, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
