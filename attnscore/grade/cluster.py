@@ -29,6 +29,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
     from attnscore.report.results import SubmissionResult
     from attnscore.spec.model import Spec
 
-__all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "chunks", "MAX_TRIES", "MAX_CHUNK"]
+__all__ = [
+    "ClusterError",
+    "grade_on_cluster",
+    "check_scheduler_address",
+    "chunks",
+    "dask_setup",
+    "MAX_TRIES",
+    "MAX_CHUNK",
+]
 
 MAX_TRIES = 3
 """Most times one task is submitted to the cluster when its worker is lost (1 + 2 retries)."""
@@ -362,6 +371,46 @@ def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
             )
         out.append((Path(relative).as_posix(), Path(path).read_bytes()))
     return tuple(out)
+
+
+def dask_setup(worker: Any = None) -> threading.Thread | None:
+    """Get a dask worker ready to grade as it starts: ``dask worker --preload attnscore.grade.cluster``
+    (or ``distributed.worker.preload`` in dask's configuration) calls this in each worker process.
+
+    It starts the process's worker template now (torch, loading in its own process; the sandbox
+    limits of :class:`~attnscore.sandbox.limits.Limits`, which ``attnscore grade`` uses unless told
+    otherwise), and imports the grading stack and torch in a background thread, so that the worker
+    answers its nanny and scheduler meanwhile. A worker started so grades its first class as it
+    grades every later one; without it, its first task starts the template and imports all that
+    while the class waits (1-3 s of CPU per worker on a 2-core machine). A template that cannot start
+    is left for the first task to meet and report, as without the preload.
+
+    Returns the importing thread (None when the template cannot even be asked for); ``worker``,
+    dask's worker object, is not used.
+    """
+    from attnscore.sandbox.processes import warm_template
+
+    try:
+        warm_template(Limits(), wait=False)
+    except Exception:  # noqa: BLE001 - the first task starts it again and reports why it cannot
+        return None
+    thread = threading.Thread(target=_import_grading, name="attnscore-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_grading() -> None:
+    """What a dask worker's first task would import: the grading stack, the spec loader, the report
+    records, and torch (a wrong submission's diagnosis needs it in the worker process)."""
+    try:
+        import attnscore.grade.grading  # noqa: F401 - imported now, used by the tasks
+        import attnscore.report.record  # noqa: F401
+        import attnscore.spec.load  # noqa: F401
+        from attnscore.boundary import lazy_torch
+
+        lazy_torch.bind()
+    except Exception:  # noqa: BLE001 - the first task imports them again and reports any failure
+        pass
 
 
 def _grade_chunk(

@@ -351,3 +351,51 @@ def test_a_dask_worker_unpickling_its_first_task_imports_little_before_the_templ
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+_PRELOAD = """
+import sys
+from attnscore.grade import cluster
+from attnscore.grade.time_budget import grading_limits
+from attnscore.sandbox import processes
+from attnscore.spec.load import load_spec
+
+assert "torch" not in sys.modules
+thread = cluster.dask_setup(object())
+started = {k: v for k, v in processes._TEMPLATES.items()}
+thread.join(300)
+print("imported", all(m in sys.modules for m in ("torch", "attnscore.grade.grading", "attnscore.report.record")))
+# a task grading with the limits attnscore grade uses finds the template the preload started
+print("ready", processes.warm_template(grading_limits(load_spec(sys.argv[1])), wait=True))
+print("same", len(started) == 1 and processes._TEMPLATES == started)
+"""
+
+
+@pytest.mark.slow
+def test_a_preloaded_dask_worker_starts_the_template_a_task_grades_with_and_imports_the_grading_stack():
+    done = subprocess.run(
+        [sys.executable, "-c", _PRELOAD, str(SPEC)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["imported True", "ready None", "same True"], done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_cluster_whose_workers_preload_attnscore_grades_as_any_other():
+    spec = load_spec(SPEC)
+    submissions = find_submissions([str(SCORES / n) for n in NAMES[:2]], one=True)
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        dashboard_address=None,
+        scheduler_port=0,
+        preload=["attnscore.grade.cluster"],
+    ) as preloaded:
+        results = grade_on_cluster(submissions, spec, preloaded, limits=Limits(call_timeout_s=30), shrink_steps=0)
+    assert [str(r.score) for r in results] == ["11", "2"]
