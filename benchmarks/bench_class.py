@@ -1,7 +1,8 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
 Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200[,2000]] [--baseline PATH/attnscore]
-[--baseline-time-budget 3] [--jobs 1,2] [--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
+[--baseline-time-budget 3] [--jobs 1,2] [--time-budget 3,default] [--dask [--dask-preload]] [--skip-rerun]
+[--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -48,7 +49,11 @@ templates, where ``--jobs 2`` loads it in one grader and one template). The clas
 a second time on the same cluster into a fresh ``--out`` folder ("dask warm"): what every class
 after the first costs on a cluster that stays up, its workers' imports, templates and built cases
 kept. Both ratios are printed, and the ratio of their CPU seconds; the time outside grading is defined as for
-``--jobs``.
+``--jobs``. With ``--dask-preload`` as well, a third fresh cluster is started with its workers
+preloading ``attnscore.grade.cluster`` (``dask worker --preload attnscore.grade.cluster``: each
+worker starts its template and imports the grading stack as it starts, in a thread) and grades the
+class once ("dask preloaded"), timed from the moment the cluster is up, while the preload may
+still be at work.
 """
 
 from __future__ import annotations
@@ -302,13 +307,16 @@ def _peak_rss_mib(proc: subprocess.Popen[str]) -> float:
 
 
 @contextlib.contextmanager
-def local_cluster(exe: str, workers: int = 2) -> Iterator[tuple[str, int]]:
+def local_cluster(exe: str, workers: int = 2, preload: bool = False) -> Iterator[tuple[str, int]]:
     """A dask ``LocalCluster`` of ``workers`` worker processes (one thread each) run by ``exe``'s
-    interpreter, so its workers grade with that attnscore; yields the scheduler's address and the
-    process id of the cluster's first process (all its processes run below it)."""
+    interpreter, so its workers grade with that attnscore (with ``preload``, started as
+    ``dask worker --preload attnscore.grade.cluster`` starts them); yields the scheduler's address
+    and the process id of the cluster's first process (all its processes run below it)."""
+    more = ", preload=['attnscore.grade.cluster']" if preload else ""
     code = (
         "import time\nfrom distributed import LocalCluster\n"
-        f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None)\n"
+        f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None"
+        f"{more})\n"
         "print(cluster.scheduler_address, flush=True)\nwhile True:\n    time.sleep(3600)\n"
     )
     python = str(Path(exe).parent / "python")
@@ -393,6 +401,11 @@ def main() -> None:
         action="store_true",
         help="also grade the class on a local dask cluster of 2 workers (--scheduler), for each attnscore",
     )
+    parser.add_argument(
+        "--dask-preload",
+        action="store_true",
+        help="with --dask, also grade on a fresh cluster whose workers preload attnscore.grade.cluster",
+    )
     args = parser.parse_args()
     ours = str(Path(sys.executable).parent / "attnscore")
     exes = [("this", ours)] + ([("baseline", args.baseline)] if args.baseline else [])
@@ -443,16 +456,18 @@ def _one_class(
             for n, (label, exe, extra) in enumerate(runs):
                 side = grade(exe, klass, Path(tmp) / f"out-dask-jobs-{n}", 2, kinds, extra)
                 _row(f"{label}, jobs", 2, side)
-                with local_cluster(exe) as (address, first):
-                    for warm in ("", " warm"):  # a fresh cluster's first class, then the next on the same cluster
-                        out = Path(tmp) / f"out-dask{warm.strip()}-{n}"
-                        r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address), cluster=first)
-                        _row(f"{label}, dask{warm}", 2, r)
-                        print(
-                            f"  dask{warm} / --jobs 2: rate {r['rate'] / side['rate']:.2f}, "
-                            f"CPU {r['cpu'] / side['cpu']:.2f}",
-                            flush=True,
-                        )
+                clusters = [(False, ("", " warm"))] + ([(True, (" preloaded",))] if args.dask_preload else [])
+                for preload, kinds_of_run in clusters:
+                    with local_cluster(exe, preload=preload) as (address, first):
+                        for warm in kinds_of_run:  # a fresh cluster's first class, then the next on the same cluster
+                            out = Path(tmp) / f"out-dask{warm.strip()}-{n}"
+                            r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address), cluster=first)
+                            _row(f"{label}, dask{warm}", 2, r)
+                            print(
+                                f"  dask{warm} / --jobs 2: rate {r['rate'] / side['rate']:.2f}, "
+                                f"CPU {r['cpu'] / side['cpu']:.2f}",
+                                flush=True,
+                            )
         if not args.skip_rerun and last:
             for n, (label, exe, extra) in enumerate(runs):
                 at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)

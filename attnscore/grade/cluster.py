@@ -21,6 +21,11 @@ grader-error result (every case ``grader_error``: the grading machine failed, no
 the others are graded as usual. Every lost worker is named through ``on_notice``. Nothing is
 scattered to the cluster ahead of the tasks: scattered data lives only on the workers that hold it
 and cannot be recomputed when they are lost; what a task needs travels with it.
+
+A worker process starts its worker template on its first task, and keeps it (and the grading
+stack it imported) for every later one; one started with ``--preload attnscore.grade.cluster``
+does all that as it starts (:func:`dask_setup`), so a fresh cluster's first class is graded as
+warm as the next.
 """
 
 from __future__ import annotations
