@@ -30,6 +30,7 @@ warm as the next.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ __all__ = [
     "check_scheduler_address",
     "chunks",
     "dask_setup",
+    "PRELOAD_WAIT_S",
     "MAX_TRIES",
     "MAX_CHUNK",
 ]
@@ -378,43 +380,56 @@ def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
-def dask_setup(worker: Any = None) -> threading.Thread | None:
+def dask_setup(worker: Any = None) -> Coroutine[Any, Any, None]:
     """Get a dask worker ready to grade as it starts: ``dask worker --preload attnscore.grade.cluster``
     (or ``distributed.worker.preload`` in dask's configuration) calls this in each worker process.
 
-    It starts the process's worker template now (torch, loading in its own process; the sandbox
-    limits of :class:`~attnscore.sandbox.limits.Limits`, which ``attnscore grade`` uses unless told
-    otherwise), and imports the grading stack and torch in a background thread, so that the worker
-    answers its nanny and scheduler meanwhile. A worker started so grades its first class as it
-    grades every later one; without it, its first task starts the template and imports all that
-    while the class waits (1-3 s of CPU per worker on a 2-core machine). A template that cannot start
-    is left for the first task to meet and report, as without the preload.
-
-    Returns the importing thread (None when the template cannot even be asked for); ``worker``,
-    dask's worker object, is not used.
+    It starts the process's worker template (torch, loading in its own process; the sandbox limits
+    of :class:`~attnscore.sandbox.limits.Limits`, which ``attnscore grade`` uses unless told
+    otherwise), and a thread imports the grading stack and torch here while it loads. dask awaits the
+    coroutine returned before the worker joins its scheduler, without holding up the worker's
+    event loop, for at most :data:`PRELOAD_WAIT_S` seconds (the thread goes on after that): a worker
+    that has joined grades its first class as it grades every later one. Without the preload, its
+    first task starts the template and imports all that while the class waits (1-3 s of CPU per
+    worker on a 2-core machine). A template that cannot start is left for the first task to meet and
+    report, as without the preload. ``worker``, dask's worker object, is not used.
     """
     from attnscore.sandbox.processes import warm_template
 
-    try:
+    # Started from this thread, the worker's own (bubblewrap's --die-with-parent ends the template
+    # with the thread that started it, not with the process): the warm-up thread only waits for it.
+    with contextlib.suppress(Exception):  # the first task starts it again and reports why it cannot
         warm_template(Limits(), wait=False)
-    except Exception:  # noqa: BLE001 - the first task starts it again and reports why it cannot
-        return None
-    thread = threading.Thread(target=_import_grading, name="attnscore-preload", daemon=True)
+    thread = threading.Thread(target=_warm_up, name="attnscore-preload", daemon=True)
     thread.start()
-    return thread
+    return _warmed(thread)
 
 
-def _import_grading() -> None:
-    """What a dask worker's first task would import: the grading stack, the spec loader, the report
-    records, and torch (a wrong submission's diagnosis needs it in the worker process)."""
+PRELOAD_WAIT_S = 60.0
+"""Most seconds a preloaded dask worker waits for its template and imports before joining its scheduler."""
+
+
+async def _warmed(thread: threading.Thread) -> None:
+    import asyncio
+
+    await asyncio.get_running_loop().run_in_executor(None, thread.join, PRELOAD_WAIT_S)
+
+
+def _warm_up() -> None:
+    """What a dask worker's first task would do before grading, once :func:`dask_setup` has started
+    the worker template: import the grading stack, the spec loader, the report records and torch (a
+    wrong submission's diagnosis needs it in the worker process), and wait until the template has
+    loaded torch."""
     try:
         import attnscore.grade.grading  # noqa: F401 - imported now, used by the tasks
         import attnscore.report.record  # noqa: F401
         import attnscore.spec.load  # noqa: F401
         from attnscore.boundary import lazy_torch
+        from attnscore.sandbox.processes import warm_template
 
         lazy_torch.bind()
-    except Exception:  # noqa: BLE001 - the first task imports them again and reports any failure
+        warm_template(Limits(), wait=True)
+    except Exception:  # noqa: BLE001 - the first task does it again and reports any failure
         pass
 
 
