@@ -417,17 +417,19 @@ async def _warmed(thread: threading.Thread) -> None:
 
 def _warm_up() -> None:
     """What a dask worker's first task would do before grading, once :func:`dask_setup` has started
-    the worker template: import the grading stack, the spec loader, the report records and torch (a
-    wrong submission's diagnosis needs it in the worker process), and wait until the template has
-    loaded torch."""
+    the worker template: import the grading stack, the spec loader, the report records, torch (a
+    wrong submission's diagnosis needs it in the worker process) and hypothesis (shrinking a failing
+    property needs it), and wait until the template has loaded torch."""
     try:
         import attnscore.grade.grading  # noqa: F401 - imported now, used by the tasks
         import attnscore.report.record  # noqa: F401
         import attnscore.spec.load  # noqa: F401
         from attnscore.boundary import lazy_torch
+        from attnscore.maths import lazy_hypothesis
         from attnscore.sandbox.processes import warm_template
 
         lazy_torch.bind()
+        _ = lazy_hypothesis.st.integers  # imports hypothesis: shrinking a failing property needs it
         warm_template(Limits(), wait=True)
     except Exception:  # noqa: BLE001 - the first task does it again and reports any failure
         pass

@@ -364,7 +364,8 @@ from attnscore.spec.load import load_spec
 assert "torch" not in sys.modules
 asyncio.run(cluster.dask_setup(object()))  # dask awaits it before the worker joins its scheduler
 started = {k: v for k, v in processes._TEMPLATES.items()}
-print("imported", all(m in sys.modules for m in ("torch", "attnscore.grade.grading", "attnscore.report.record")))
+wanted = ("torch", "hypothesis", "attnscore.grade.grading", "attnscore.report.record")
+print("imported", all(m in sys.modules for m in wanted))
 print("loaded", [getattr(t, "_ready", False) for t in started.values()])  # torch loaded in the template already
 # a task grading with the limits attnscore grade uses finds the template the preload started
 print("ready", processes.warm_template(grading_limits(load_spec(sys.argv[1])), wait=False))
