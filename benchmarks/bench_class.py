@@ -36,8 +36,11 @@ process and the grader processes ``--jobs`` forks, not the worker template or it
 CPU seconds (user and system) of every process the run used: the ``attnscore grade`` process and
 all below it (grader processes, worker template, workers), and, on a dask cluster, its scheduler,
 nannies, workers and theirs. On a machine shared with other work (its load well above its cores),
-wall times swing with the load from one run to the next; the CPU seconds hardly do, and a run
-bound by 2 cores goes about as fast as its CPU seconds allow.
+wall times swing with the load from one run to the next; the CPU seconds much less (four ``--jobs 2``
+runs of one commit at load 9-14: 48.8-89.1 s wall, 32.5-38.2 s CPU). A dask cluster's scheduler,
+workers and client also spend CPU for every second the run lasts (heartbeats, the workers'
+profiler, monitors: about 30-40 ms a second each, measured at load 13-22), so a run stretched by
+the load costs it more CPU, where ``--jobs`` pays nothing by the second.
 
 With ``--dask``, each attnscore also grades the class on a local dask cluster of two worker
 processes (``--scheduler``), beside a ``--jobs 2`` run of its own made just before (so that the
