@@ -1,7 +1,8 @@
 """A real class, graded the way an instructor grades it: a mixed class of submissions, side by side.
 
 Usage: ``.venv/bin/python benchmarks/bench_class.py [--size 200[,2000]] [--baseline PATH/attnscore]
-[--jobs 1,2] [--time-budget 3,default] [--dask] [--skip-rerun] [--skip-cold]``.
+[--baseline-time-budget 3] [--jobs 1,2] [--time-budget 3,default] [--dask [--dask-preload]] [--skip-rerun]
+[--skip-cold]``.
 
 The class (``--size`` submissions, 200 by default) is what a course gets back: correct files
 written several ways (matmul, loops, einsum, numpy, a sum of products, a helper module in a
@@ -28,11 +29,34 @@ otter-grader is importable, the same class runs through its Python API too.
 This checkout's ``attnscore`` grades the class once per ``--time-budget`` (seconds, or ``default``
 for the spec's own: ``--time-budget 3`` is one per-call limit of the spec, so each hanging file
 costs about 3 s instead of a per-call limit on every case); the baseline grades it once, as it
-always did (an attnscore without ``--time-budget`` gets none). Each run also prints the peak
-resident memory of its grading processes (the ``attnscore grade`` process and the grader processes
-``--jobs`` forks, not the worker template or its workers). With ``--dask``, each attnscore also
-grades the class on a local dask cluster of two worker processes (``--scheduler``), beside its
-``--jobs 2`` run.
+always did (an attnscore without ``--time-budget`` gets none), or with ``--baseline-time-budget
+SECONDS`` when it has the option too (a baseline of the same series, compared budget for budget).
+Each run also prints the peak resident memory of its grading processes (the ``attnscore grade``
+process and the grader processes ``--jobs`` forks, not the worker template or its workers), and the
+CPU seconds (user and system) of every process the run used: the ``attnscore grade`` process and
+all below it (grader processes, worker template, workers), and, on a dask cluster, its scheduler,
+nannies, workers and theirs. On a machine shared with other work (its load well above its cores),
+wall times swing with the load from one run to the next; the CPU seconds much less (four ``--jobs 2``
+runs of one commit at load 9-14: 48.8-89.1 s wall, 32.5-38.2 s CPU). A dask cluster's scheduler,
+workers and client also spend CPU for every second the run lasts (heartbeats, the workers'
+profiler, monitors: about 30-40 ms a second each, measured at load 13-22), so a run stretched by
+the load costs it more CPU, where ``--jobs`` pays nothing by the second.
+
+With ``--dask``, each attnscore also grades the class on a local dask cluster of two worker
+processes (``--scheduler``), beside a ``--jobs 2`` run of its own made just before (so that the
+two share the machine's load), and prints the ratio of their rates. The cluster is started before
+the timed run (its start is not counted, as an instructor's cluster is up before a class is
+graded), and its worker processes start fresh: their first tasks import the grading stack and
+start one worker template each (torch, in each of the two workers and each of their two
+templates, where ``--jobs 2`` loads it in one grader and one template). The class is then graded
+a second time on the same cluster into a fresh ``--out`` folder ("dask warm"): what every class
+after the first costs on a cluster that stays up, its workers' imports, templates and built cases
+kept. Both ratios are printed, and the ratio of their CPU seconds; the time outside grading is defined as for
+``--jobs``. With ``--dask-preload`` as well, a third fresh cluster is started with its workers
+preloading ``attnscore.grade.cluster`` (``dask worker --preload attnscore.grade.cluster``: each
+worker starts its template and imports the grading stack as it starts, in a thread) and grades the
+class once ("dask preloaded"), timed from the moment the cluster is up, while the preload may
+still be at work.
 """
 
 from __future__ import annotations
@@ -41,6 +65,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -51,6 +76,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bench_cold import compile_ahead, measure
 
@@ -144,10 +170,18 @@ def _entries(value: object) -> int:
 
 
 def grade(
-    exe: str, klass: Path, out: Path, jobs: int, kinds: dict[str, str], extra: tuple[str, ...] = ()
+    exe: str,
+    klass: Path,
+    out: Path,
+    jobs: int,
+    kinds: dict[str, str],
+    extra: tuple[str, ...] = (),
+    cluster: int | None = None,
 ) -> dict[str, object]:
-    """One class run of ``exe`` (with the options ``extra``); its figures."""
+    """One class run of ``exe`` (with the options ``extra``; on the dask cluster whose first process
+    is ``cluster``, when given); its figures."""
     at_load = load()
+    cpu_before = _children_cpu_s() + (_tree_cpu_s(cluster) if cluster is not None else 0.0)
     start = time.perf_counter()
     command = [exe, "grade", str(klass), "--spec", str(SPEC), "--out", str(out), "--jobs", str(jobs), *extra]
     # the instructor's own command: its table on stdout; the figures come from the gradebook it wrote
@@ -160,6 +194,7 @@ def grade(
         err.seek(0)
         stderr = err.read()
     wall = time.perf_counter() - start
+    cpu = _children_cpu_s() + (_tree_cpu_s(cluster) if cluster is not None else 0.0) - cpu_before
     subs = _stored_results(out / "gradebook.sqlite")
     if proc.returncode not in (0, 1) or not subs:
         raise SystemExit(f"{exe} failed (exit {proc.returncode}): {stderr[-2000:]}")
@@ -194,7 +229,38 @@ def grade(
         "count": len(subs),
         "unrun": unrun,
         "peak_mib": peak,
+        "cpu": cpu,
     }
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user and system) of every process this one has waited for, with theirs: a class
+    run's ``attnscore grade``, its grader processes, its worker template and the workers it forked."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds (user and system) that ``root`` and every process below it have used, with what
+    each has reaped of its children (a dask cluster: its scheduler, nannies, workers, their worker
+    templates and the workers those forked), read from ``/proc``."""
+    below: dict[int, list[int]] = {}
+    used: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        below.setdefault(int(fields[1]), []).append(int(entry))
+        used[int(entry)] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += used.get(pid, 0)
+        todo += below.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _stored_results(gradebook: Path) -> list[dict[str, object]]:
@@ -244,12 +310,16 @@ def _peak_rss_mib(proc: subprocess.Popen[str]) -> float:
 
 
 @contextlib.contextmanager
-def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
+def local_cluster(exe: str, workers: int = 2, preload: bool = False) -> Iterator[tuple[str, int]]:
     """A dask ``LocalCluster`` of ``workers`` worker processes (one thread each) run by ``exe``'s
-    interpreter, so its workers grade with that attnscore; yields the scheduler's address."""
+    interpreter, so its workers grade with that attnscore (with ``preload``, started as
+    ``dask worker --preload attnscore.grade.cluster`` starts them); yields the scheduler's address
+    and the process id of the cluster's first process (all its processes run below it)."""
+    more = ", preload=['attnscore.grade.cluster']" if preload else ""
     code = (
         "import time\nfrom distributed import LocalCluster\n"
-        f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None)\n"
+        f"cluster = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, dashboard_address=None"
+        f"{more})\n"
         "print(cluster.scheduler_address, flush=True)\nwhile True:\n    time.sleep(3600)\n"
     )
     python = str(Path(exe).parent / "python")
@@ -268,10 +338,20 @@ def local_cluster(exe: str, workers: int = 2) -> Iterator[str]:
         address = proc.stdout.readline().strip() if proc.stdout is not None else ""
         if not address:
             raise SystemExit(f"{python}: the dask LocalCluster did not start")
-        yield address
+        yield address, proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the cluster's own process group (its nannies and workers)
         proc.wait()
+
+
+def _row(label: str, jobs: int, r: dict[str, Any]) -> None:
+    print(
+        f"{label:<22} {jobs:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
+        f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
+        f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
+        f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}  {r['cpu']:>6.1f}",
+        flush=True,
+    )
 
 
 def rerun(exe: str, klass: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[str, float]:
@@ -312,12 +392,22 @@ def main() -> None:
         default="3,default",
         help="this checkout's budgets, seconds or 'default' (the spec's), one class run each (default 3,default)",
     )
+    parser.add_argument(
+        "--baseline-time-budget",
+        default=None,
+        help="the baseline's --time-budget, seconds or 'default', when it has the option (default: none given)",
+    )
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold single-submission figure")
     parser.add_argument("--skip-rerun", action="store_true", help="leave out the unchanged rerun")
     parser.add_argument(
         "--dask",
         action="store_true",
         help="also grade the class on a local dask cluster of 2 workers (--scheduler), for each attnscore",
+    )
+    parser.add_argument(
+        "--dask-preload",
+        action="store_true",
+        help="with --dask, also grade on a fresh cluster whose workers preload attnscore.grade.cluster",
     )
     args = parser.parse_args()
     ours = str(Path(sys.executable).parent / "attnscore")
@@ -327,7 +417,9 @@ def main() -> None:
         extra = () if budget == "default" else ("--time-budget", budget)
         runs.append((f"this, budget {budget}" if budget == "default" else f"this, budget {budget} s", ours, extra))
     if args.baseline:
-        runs.append(("baseline", args.baseline, ()))
+        budget = args.baseline_time_budget
+        given = () if budget in (None, "default") else ("--time-budget", budget)
+        runs.append(("baseline" if budget is None else f"baseline, budget {budget}", args.baseline, given))
     jobs = [int(j) for j in args.jobs.split(",")]
     for _, exe in exes:
         compile_ahead(exe)
@@ -356,31 +448,29 @@ def _one_class(
         print(f"class: {len(kinds)} submissions ({counts}); cpus {os.cpu_count()}")
         header = (
             "run                    jobs  load   wall s   subs/s  right p50/p95 s  wrong p50/p95 s  outside s"
-            "  cex size  hanging s  subs/s less hanging  cases not run  peak MiB"
+            "  cex size  hanging s  subs/s less hanging  cases not run  peak MiB   CPU s"
         )
         print(header)
         for j in jobs:
             for n, (label, exe, extra) in enumerate(runs):  # interleaved: each set runs under about the same load
                 out = Path(tmp) / f"out-{n}-{j}"
-                r = grade(exe, klass, out, j, kinds, extra)
-                print(
-                    f"{label:<22} {j:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
-                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
-                    flush=True,
-                )
+                _row(label, j, grade(exe, klass, out, j, kinds, extra))
         if args.dask:  # the same class on 2 dask workers, beside --jobs 2 of the same attnscore and budget
             for n, (label, exe, extra) in enumerate(runs):
-                with local_cluster(exe) as address:
-                    r = grade(exe, klass, Path(tmp) / f"out-dask-{n}", 2, kinds, (*extra, "--scheduler", address))
-                print(
-                    f"{label + ', dask':<22} {2:>4}  {r['load']:>5}  {r['wall']:>7.1f}  {r['rate']:>7.2f}  "
-                    f"{r['right'][0]:>6.3f}/{r['right'][1]:<6.3f}   {r['wrong'][0]:>6.3f}/{r['wrong'][1]:<6.3f}   "
-                    f"{r['outside']:>8.1f}  {r['size']:>8.2f}  {r['timeouts']:>9.1f}  {r['rate_net']:>19.2f}  "
-                    f"{r['unrun']:>13}  {r['peak_mib']:>8.0f}",
-                    flush=True,
-                )
+                side = grade(exe, klass, Path(tmp) / f"out-dask-jobs-{n}", 2, kinds, extra)
+                _row(f"{label}, jobs", 2, side)
+                clusters = [(False, ("", " warm"))] + ([(True, (" preloaded",))] if args.dask_preload else [])
+                for preload, kinds_of_run in clusters:
+                    with local_cluster(exe, preload=preload) as (address, first):
+                        for warm in kinds_of_run:  # a fresh cluster's first class, then the next on the same cluster
+                            out = Path(tmp) / f"out-dask{warm.strip()}-{n}"
+                            r = grade(exe, klass, out, 2, kinds, (*extra, "--scheduler", address), cluster=first)
+                            _row(f"{label}, dask{warm}", 2, r)
+                            print(
+                                f"  dask{warm} / --jobs 2: rate {r['rate'] / side['rate']:.2f}, "
+                                f"CPU {r['cpu'] / side['cpu']:.2f}",
+                                flush=True,
+                            )
         if not args.skip_rerun and last:
             for n, (label, exe, extra) in enumerate(runs):
                 at_load, seconds = rerun(exe, klass, Path(tmp) / f"out-{n}-{jobs[0]}", extra)

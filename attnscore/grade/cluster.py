@@ -21,35 +21,49 @@ grader-error result (every case ``grader_error``: the grading machine failed, no
 the others are graded as usual. Every lost worker is named through ``on_notice``. Nothing is
 scattered to the cluster ahead of the tasks: scattered data lives only on the workers that hold it
 and cannot be recomputed when they are lost; what a task needs travels with it.
+
+A worker process starts its worker template on its first task, and keeps it (and the grading
+stack it imported) for every later one; one started with ``--preload attnscore.grade.cluster``
+does all that as it starts (:func:`dask_setup`), so a fresh cluster's first class is graded as
+warm as the next.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import contextlib
 import hashlib
 import os
 import pickle
 import tempfile
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnscore.grade.time_budget import grading_limits
-from attnscore.report.record import result_from_record, result_to_record
-from attnscore.report.results import SubmissionResult, Verdict
-from attnscore.sandbox.launch import Limits
-from attnscore.spec.load import load_spec
-from attnscore.spec.model import Spec
+# Light on purpose: a dask worker imports this module to unpickle its first task, and that task
+# starts the worker template (torch, in its own process) before it imports the grading stack
+# (the spec model, the report records, numpy) that the rest of this module uses inside functions.
+from attnscore.sandbox.limits import Limits
 from attnscore.submission.files import Submission
 
 if TYPE_CHECKING:
     from attnscore.check.cases import Case
+    from attnscore.report.results import SubmissionResult
+    from attnscore.spec.model import Spec
 
-__all__ = ["ClusterError", "grade_on_cluster", "check_scheduler_address", "chunks", "MAX_TRIES", "MAX_CHUNK"]
+__all__ = [
+    "ClusterError",
+    "grade_on_cluster",
+    "check_scheduler_address",
+    "chunks",
+    "dask_setup",
+    "PRELOAD_WAIT_S",
+    "MAX_TRIES",
+    "MAX_CHUNK",
+]
 
 MAX_TRIES = 3
 """Most times one task is submitted to the cluster when its worker is lost (1 + 2 retries)."""
@@ -199,7 +213,13 @@ def grade_on_cluster(
     """
     client = _client(scheduler, connect_timeout_s)
     try:
+        import asyncio  # dask's own (it imports both): not before a worker's template starts
+        import concurrent.futures
+
         from distributed import KilledWorker, as_completed
+
+        from attnscore.grade.time_budget import grading_limits
+        from attnscore.report.record import result_from_record
 
         started = time.time()
         spec_file = (Path(spec.path).name, Path(spec.path).read_bytes())
@@ -308,6 +328,7 @@ def _lost_result(
     from attnscore.boundary.outputs import CallFailure  # the grading stack: only when grading
     from attnscore.check.runner import RefusedRunner
     from attnscore.check.session import NO_SHRINK, Session
+    from attnscore.report.results import Verdict
 
     limits = Limits(**options["limits"])
     session = Session(
@@ -359,6 +380,61 @@ def _reference_files(spec: Spec) -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
+def dask_setup(worker: Any = None) -> Coroutine[Any, Any, None]:
+    """Get a dask worker ready to grade as it starts: ``dask worker --preload attnscore.grade.cluster``
+    (or ``distributed.worker.preload`` in dask's configuration) calls this in each worker process.
+
+    It starts the process's worker template (torch, loading in its own process; the sandbox limits
+    of :class:`~attnscore.sandbox.limits.Limits`, which ``attnscore grade`` uses unless told
+    otherwise), and a thread imports the grading stack and torch here while it loads. dask awaits the
+    coroutine returned before the worker joins its scheduler, without holding up the worker's
+    event loop, for at most :data:`PRELOAD_WAIT_S` seconds (the thread goes on after that): a worker
+    that has joined grades its first class as it grades every later one. Without the preload, its
+    first task starts the template and imports all that while the class waits (1-3 s of CPU per
+    worker on a 2-core machine). A template that cannot start is left for the first task to meet and
+    report, as without the preload. ``worker``, dask's worker object, is not used.
+    """
+    from attnscore.sandbox.processes import warm_template
+
+    # Started from this thread, the worker's own (bubblewrap's --die-with-parent ends the template
+    # with the thread that started it, not with the process): the warm-up thread only waits for it.
+    with contextlib.suppress(Exception):  # the first task starts it again and reports why it cannot
+        warm_template(Limits(), wait=False)
+    thread = threading.Thread(target=_warm_up, name="attnscore-preload", daemon=True)
+    thread.start()
+    return _warmed(thread)
+
+
+PRELOAD_WAIT_S = 60.0
+"""Most seconds a preloaded dask worker waits for its template and imports before joining its scheduler."""
+
+
+async def _warmed(thread: threading.Thread) -> None:
+    import asyncio
+
+    await asyncio.get_running_loop().run_in_executor(None, thread.join, PRELOAD_WAIT_S)
+
+
+def _warm_up() -> None:
+    """What a dask worker's first task would do before grading, once :func:`dask_setup` has started
+    the worker template: import the grading stack, the spec loader, the report records, torch (a
+    wrong submission's diagnosis needs it in the worker process) and hypothesis (shrinking a failing
+    property needs it), and wait until the template has loaded torch."""
+    try:
+        import attnscore.grade.grading  # noqa: F401 - imported now, used by the tasks
+        import attnscore.report.record  # noqa: F401
+        import attnscore.spec.load  # noqa: F401
+        from attnscore.boundary import lazy_torch
+        from attnscore.maths import lazy_hypothesis
+        from attnscore.sandbox.processes import warm_template
+
+        lazy_torch.bind()
+        _ = lazy_hypothesis.st.integers  # imports hypothesis: shrinking a failing property needs it
+        warm_template(Limits(), wait=True)
+    except Exception:  # noqa: BLE001 - the first task does it again and reports any failure
+        pass
+
+
 def _grade_chunk(
     spec_file: tuple[str, bytes],
     chunk: list[dict[str, Any]],
@@ -375,11 +451,12 @@ def _grade_chunk(
         RuntimeError: grading one of the submissions raised (a grader failure, never the
             submission's doing): named by its path.
     """
-    from attnscore.sandbox.launch import warm_template
+    from attnscore.sandbox.processes import warm_template  # light: the template starts before the imports below
 
     limits = Limits(**options["limits"])
     warm_template(limits, wait=False)  # once per process: later calls find it started
     from attnscore.grade.grading import grade_submission  # a dask worker imports the grading stack here
+    from attnscore.report.record import result_to_record
 
     spec, built = _worker_spec(spec_file, options, references, cases)
     records = []
@@ -422,6 +499,8 @@ def _worker_spec(
         digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
     key = (digest.hexdigest(), options["dtype"], options["seed"], hashlib.sha256(cases).hexdigest())
     if key not in _WORKER_CASES:
+        from attnscore.spec.load import load_spec
+
         # The spec (with hidden expected values) lies on the worker's disk only while it is read, in
         # a folder of mode 0700; it and its cases are kept in this process's memory.
         with tempfile.TemporaryDirectory(prefix="attnscore-spec-") as folder:

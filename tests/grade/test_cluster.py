@@ -335,3 +335,70 @@ def test_a_chunked_class_run_commits_each_result_once_and_resumes(cluster, tmp_p
     db.close()
     assert events == dict.fromkeys(students, 1)
     assert scores == {s: ("2" if n % 3 == 0 else "11") for n, s in enumerate(students)}
+
+
+def test_a_dask_worker_unpickling_its_first_task_imports_little_before_the_template_starts():
+    """Unpickling a task names ``_grade_chunk``, which imports this module on the worker; the task
+    starts the worker template (torch, in its own process) before the grading stack is imported, so
+    the module itself imports none of it (no spec model, no numpy, no report records, no torch)."""
+    heavy = ["numpy", "torch", "attnscore.spec.model", "attnscore.report.record", "attnscore.grade.grading"]
+    code = (
+        "import sys\nfrom attnscore.grade.cluster import _grade_chunk\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=HANG_GUARD_S, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+_PRELOAD = """
+import asyncio
+import sys
+from attnscore.grade import cluster
+from attnscore.grade.time_budget import grading_limits
+from attnscore.sandbox import processes
+from attnscore.spec.load import load_spec
+
+assert "torch" not in sys.modules
+asyncio.run(cluster.dask_setup(object()))  # dask awaits it before the worker joins its scheduler
+started = {k: v for k, v in processes._TEMPLATES.items()}
+wanted = ("torch", "hypothesis", "attnscore.grade.grading", "attnscore.report.record")
+print("imported", all(m in sys.modules for m in wanted))
+print("loaded", [getattr(t, "_ready", False) for t in started.values()])  # torch loaded in the template already
+# a task grading with the limits attnscore grade uses finds the template the preload started
+print("ready", processes.warm_template(grading_limits(load_spec(sys.argv[1])), wait=False))
+print("same", len(started) == 1 and processes._TEMPLATES == started)
+"""
+
+
+@pytest.mark.slow
+def test_a_preloaded_dask_worker_starts_the_template_a_task_grades_with_and_imports_the_grading_stack():
+    done = subprocess.run(
+        [sys.executable, "-c", _PRELOAD, str(SPEC)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")[:4]
+    assert lines == ["imported True", "loaded [True]", "ready None", "same True"], done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_cluster_whose_workers_preload_attnscore_grades_as_any_other():
+    spec = load_spec(SPEC)
+    submissions = find_submissions([str(SCORES / n) for n in NAMES[:2]], one=True)
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        dashboard_address=None,
+        scheduler_port=0,
+        preload=["attnscore.grade.cluster"],
+    ) as preloaded:
+        results = grade_on_cluster(submissions, spec, preloaded, limits=Limits(call_timeout_s=30), shrink_steps=0)
+    assert [str(r.score) for r in results] == ["11", "2"]
