@@ -229,14 +229,23 @@ def bound_settle(send: Any, requests: Any, copy_back: Any, copy_in: Any) -> Any:
 
     returned, readline, loads = wire.Returned, requests.readline, wire.bound_grader_lines()
     say_returned = getattr(send, "returned", None) or (lambda call_id, stage: send(returned(call_id, stage)))
+    # the grader's Proceed as wire.dumps writes it, byte for byte: such a line needs no parsing
+    # (any other line, a Proceed written another way included, is parsed and checked as always)
+    lines = {}
+    for stage in wire.CALL_STAGES:
+        head, tail = wire.dumps(wire.encode_message(wire.Proceed(0, stage))).split(b'"id": 0', 1)
+        lines[stage] = head.replace(b"%", b"%%") + b'"id": %d' + tail.replace(b"%", b"%%")
+    whole, kind = int, type
 
     def settle(call_id: int, stage: str, pairs: list[Any]) -> None:
         copy_back(pairs)
         say_returned(call_id, stage)
         line = readline()
-        answer = loads(line) if line else {}
-        if answer.get("type") != "proceed" or answer.get("id") != call_id or answer.get("stage") != stage:
-            raise EOFError("the grader did not say proceed")
+        expected = lines.get(stage)
+        if expected is None or kind(call_id) is not whole or line != expected % call_id:
+            answer = loads(line) if line else {}
+            if answer.get("type") != "proceed" or answer.get("id") != call_id or answer.get("stage") != stage:
+                raise EOFError("the grader did not say proceed")
         if stage == "call":
             copy_in(pairs)
 

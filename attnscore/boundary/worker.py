@@ -41,7 +41,7 @@ from attnscore.boundary.call_steps import (
 )
 from attnscore.boundary.confinement import confine as _confine
 from attnscore.boundary.confinement import forget_project as _forget_project
-from attnscore.boundary.confinement import header_folders
+from attnscore.boundary.confinement import header_folders, keep_header_folders
 from attnscore.boundary.confinement import use_mirrors as _use_mirrors
 from attnscore.boundary.device_inputs import (
     bound_copy_back,
@@ -96,6 +96,10 @@ __all__ = [
 # Loaded before the privilege drop only to save each submission the time; correctness does not
 # depend on this list (everything else imports through the readable mirror after the drop).
 _PRELOAD = ("numpy", "torch.nn.functional")
+_WARM_RUNS = 16
+"""How often :func:`_first_use` runs in the template: Python 3.11 quickens a function's bytecode
+after 8 runs and specializes it as it goes, writing into the code object; done before the fork,
+those writes are not each worker's own copy of the pages (its copy-on-write faults)."""
 
 
 def _send(fd: int, message: Message) -> None:
@@ -198,7 +202,9 @@ def load_runtime() -> None:
     # sysconfig's variables, read by every worker's Landlock rules (confinement.header_folders):
     # computed here once (4 ms), so that a worker forked from the template inherits them
     sysconfig.get_config_vars()
-    _first_use()
+    keep_header_folders()
+    for _ in range(_WARM_RUNS):
+        _first_use()
 
 
 def _first_use() -> None:
@@ -210,7 +216,7 @@ def _first_use() -> None:
     from attnscore.boundary import wire
     from attnscore.boundary.call_steps import bound_inspector
     from attnscore.boundary.device_inputs import bound_inputs_on_device, input_span
-    from attnscore.boundary.outputs import Received, to_received
+    from attnscore.boundary.outputs import Received, bound_to_received
 
     items = (
         {"name": "a", "dtype": "float64", "shape": [2, 2], "offset": 0},
@@ -222,10 +228,24 @@ def _first_use() -> None:
     args, _ = bound_inputs_on_device()(scratch, list(request.inputs), "cpu")
     spans = [input_span(item, arg) for item, arg in zip(items, args, strict=True)]
     value, _ = bound_inspector(scratch)(lambda a, b: a[0] + b, args, spans)
-    received = to_received(value)
+    received = bound_to_received()(value)
     if not isinstance(received, Received):  # pragma: no cover - a vector of two float64 values
         raise RuntimeError(f"the worker could not read back a tensor: {received}")
     wire.dumps(wire.encode_message(wire.CallResult(1, received, {"mutated": [], "aliased": [], "calls": []})))
+    _first_products()
+
+
+def _first_products() -> None:
+    """One tiny matrix-vector and matrix-matrix product per float dtype, as nearly every submission
+    makes: torch's first product reads the CPU's features (oneDNN's CPUID probe, a trip to the
+    hypervisor per query in a virtual machine) and MKL picks its kernels, once per process; done
+    in the template, no worker does it again. One thread (``torch.set_num_threads(1)``): no BLAS
+    or OpenMP thread starts (the template checks that it still runs one thread)."""
+    import torch
+
+    for dtype in (torch.float64, torch.float32):
+        a, v = torch.ones(3, 3, dtype=dtype), torch.ones(3, dtype=dtype)
+        (a @ v, a @ a, torch.bmm(a[None], a[None]))
 
 
 def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
@@ -333,12 +353,12 @@ def serve(
     from attnscore.boundary.calls import bound_python_ints, bound_trailing_nones, describe_exception
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.modules import ModuleConfig, module_call
-    from attnscore.boundary.outputs import BadReturn, Received, to_received
+    from attnscore.boundary.outputs import BadReturn, Received, bound_to_received
     from attnscore.boundary.standins import run_notebook
     from attnscore.boundary.traps import Traps
     from attnscore.boundary.untrusted import cut
 
-    send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    send, inspected, to_received = bound_sender(resp_fd), bound_inspector(shared), bound_to_received()
     watch_compiles = bound_compile_watch(send)
     trapped = Traps(traps)  # installed just before the import: everything above is bound first
     backward_pass = bound_backward(inspected, backward_call, trapped.during)
@@ -364,7 +384,7 @@ def serve(
     attribute_of, namespace_of, is_callable = getattr, vars, callable
     looked_up: dict[tuple[str, bool], Any] = {}  # (name, factory) -> (function, None) or (None, (verdict, message))
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
-    listed, size_of, mapping, zipped = list, len, dict, zip
+    listed, size_of, mapping, zipped, mapped = list, len, dict, zip, map
     bind = functools.partial
     with_ints, int_inputs, with_nones = bound_python_ints(), python_int_inputs, bound_trailing_nones()
 
@@ -495,7 +515,7 @@ def serve(
             callee = as_module(target, module_config(request.module), names, request.function or function_name)
         try:
             args, pairs = device_inputs(shared, inputs, device)
-            spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
+            spans = listed(mapped(span, inputs, args)) if device == "cpu" else [None] * size_of(args)
             upstream: Any = None
             if request.upstream is not None:  # dO, a view of the shared memory too
                 given, given_pairs = device_inputs(shared, [request.upstream], device)
@@ -504,9 +524,6 @@ def serve(
             send(call_failed(call_id, grader_error, cut(f"the worker could not build the inputs: {exc}", 300)))
             continue
 
-        def settled(stage: str, call_id: int = call_id, pairs: list[Any] = pairs) -> None:
-            settle(call_id, stage, pairs)
-
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
@@ -514,6 +531,7 @@ def serve(
             called = with_nones(called, request.trailing_nones)  # optional masks passed as None
             if upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called
+                settled = bind(settle, call_id, pairs=pairs)  # settled(stage)
                 value, changed, backward = backward_pass(
                     during("forward", target), names, args, upstream, spans, request, settled
                 )
@@ -541,7 +559,7 @@ def serve(
         try:
             received = backward if backward is not None else to_received(value)
             if backward is None and not isinstance(received, BadReturn):
-                settled("call")  # the grader reads the inputs, then writes its canaries into them
+                settle(call_id, "call", pairs)  # the grader reads the inputs, then writes its canaries into them
             # the output read again, after the canaries: one that shares an input's memory shows them
             probe = to_received(value) if not isinstance(received, BadReturn) else received
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
