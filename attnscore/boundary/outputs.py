@@ -229,12 +229,13 @@ def bound_to_received() -> Any:
     base = real_torch._C.TensorBase
     plain, tensor_kind, made = real_torch.Tensor, ReturnKind.TENSOR, Received
     names = {getattr(real_torch, name): name for name in ALLOWED_DTYPES if name != "bfloat16"}
-    dtype_of, needs_grad, on_cpu = base.dtype.__get__, base.requires_grad.__get__, base.is_cpu.__get__
+    slots = base.__dict__  # the descriptors themselves (a subclass's properties are not consulted)
+    dtype_of, needs_grad, on_cpu = slots["dtype"].__get__, slots["requires_grad"].__get__, slots["is_cpu"].__get__
     count, contiguous, as_numpy = base.numel, base.contiguous, base.numpy
     copied, kind, most = np.array, type, MAX_ELEMENTS
     slow = to_received
 
-    def read(value: object) -> Received | BadReturn:
+    def read(value: Any) -> Received | BadReturn:
         if kind(value) is plain and not needs_grad(value) and on_cpu(value):
             name = names.get(dtype_of(value))
             if name is not None and count(value) <= most:
