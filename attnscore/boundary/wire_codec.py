@@ -36,6 +36,7 @@ __all__ = [
     "encode_array",
     "encode_received",
     "loads",
+    "wire_dtype",
 ]
 
 VERSION = 1
@@ -63,11 +64,19 @@ class WireError(ValueError):
 _NP_DTYPES: dict[str, np.dtype] = {}  # name -> its little-endian numpy dtype, made once per name
 
 
-def _np_dtype(name: str) -> np.dtype:
+def wire_dtype(name: str) -> np.dtype:
+    """The little-endian numpy dtype an array of dtype ``name`` travels as (bfloat16: float32).
+
+    Raises:
+        TypeError: ``name`` is no dtype numpy knows.
+    """
     dt = _NP_DTYPES.get(name)
     if dt is None:
         dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
     return dt
+
+
+_np_dtype = wire_dtype
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:

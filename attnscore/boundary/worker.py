@@ -119,7 +119,9 @@ def bound_sender(fd: int) -> Any:
     C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
     that patching this module's globals, ``json``, ``os`` or ``attnscore.boundary.wire`` afterwards
     cannot change what the worker itself says (see :func:`serve`). ``send.returned(call_id, stage)``
-    writes :class:`~attnscore.boundary.wire.Returned` without building and encoding the message."""
+    writes :class:`~attnscore.boundary.wire.Returned` without building and encoding the message,
+    ``send.result(call_id, received, inspection, probe)`` a plain value's
+    :class:`~attnscore.boundary.wire.CallResult` the same way."""
     import _json
 
     from attnscore.boundary import wire
@@ -162,7 +164,38 @@ def bound_sender(fd: int) -> Any:
             return
         write_line((line % call_id).encode("ascii"))
 
+    import base64
+
+    import numpy as np
+
+    from attnscore.boundary.outputs import Received
+    from attnscore.boundary.wire_codec import wire_dtype
+
+    plain, result, as_array, to_bytes, base64_of, listed = (
+        Received,
+        wire.CallResult,
+        np.asarray,
+        np.ndarray.tobytes,
+        base64.b64encode,
+        list,
+    )
+
+    def say_result(call_id: int, received: Any, inspection: Any, probe: Any = None) -> None:
+        """``send(CallResult(call_id, received, inspection, probe))``, the same bytes, built without
+        the message (a value with gradients, a probe or an id that is no int goes through ``send``)."""
+        if type_of(received) is not plain or probe is not None or type_of(call_id) is not whole:
+            send(result(call_id, received, inspection, probe))
+            return
+        name = received.dtype
+        array = as_array(received.array, dtype=wire_dtype(name))
+        data = base64_of(to_bytes(array)).decode("ascii")
+        value = {"kind": received.kind, "device": received.device, "dtype": name, "shape": listed(array.shape)}
+        value["data"] = data
+        message = {"v": version, "type": "result", "id": call_id, "value": value, "inspection": inspection}
+        write_line(join(encode(message, 0)).encode("ascii") + b"\n")
+
     send.returned = say_returned  # type: ignore[attr-defined]
+    send.result = say_result  # type: ignore[attr-defined]
     return send
 
 
@@ -359,6 +392,7 @@ def serve(
     from attnscore.boundary.untrusted import cut
 
     send, inspected, to_received = bound_sender(resp_fd), bound_inspector(shared), bound_to_received()
+    say_result = send.result
     watch_compiles = bound_compile_watch(send)
     trapped = Traps(traps)  # installed just before the import: everything above is bound first
     backward_pass = bound_backward(inspected, backward_call, trapped.during)
@@ -373,7 +407,7 @@ def serve(
     forget_calls = trapped.clear
     same_bytes = _same_bytes
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
-    call_failed, call_result = wire.CallFailed, wire.CallResult
+    call_failed = wire.CallFailed
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
     backward_verdict, callable_of, keyword_form = verdict_of_backward, as_callable, keyword_call
@@ -574,7 +608,7 @@ def serve(
         # only when it differs from the value: the grader's canaries show where it read an input)
         mutated = [names[i] if i < count else upstream_name for i in changed if i <= count]
         again = probe.array if isinstance(probe, Received) and not same_bytes(probe.array, received.array) else None
-        send(call_result(call_id, received, {"mutated": mutated, "aliased": [], "calls": calls_seen()}, again))
+        say_result(call_id, received, {"mutated": mutated, "aliased": [], "calls": calls_seen()}, again)
 
 
 if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch

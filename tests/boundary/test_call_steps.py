@@ -160,7 +160,7 @@ def test_the_metadata_of_tensors_is_their_class_shape_strides_pointer_dtype_and_
 
 
 @pytest.mark.parametrize("name", ["nothing", "add", "unsqueeze", "class"])
-def test_without_operator_call_python_3_10_s_form_finds_the_same(shared, monkeypatch, name):
+def test_without_operator_call_as_on_python_3_10_it_finds_the_same(shared, monkeypatch, name):
     import operator
 
     args, spans = _inputs(shared)
