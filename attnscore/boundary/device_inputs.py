@@ -26,7 +26,12 @@ def python_int_inputs(
     the function as Python ints: 0-d int32 inputs (``max_seqlen_q``), as in process
     (:func:`attnscore.boundary.calls.argument_value`)."""
     scalar = [i for i, item in enumerate(items) if item.get("dtype") == "int32" and list(item.get("shape", [0])) == []]
+    if not scalar:  # nearly every call: no integer parameter
+        return _NO_INTS
     return frozenset(i for i in scalar if i < positional), frozenset(names[i] for i in scalar if i >= positional)
+
+
+_NO_INTS: tuple[frozenset[int], frozenset[str]] = (frozenset(), frozenset())
 
 
 def bound_inputs_on_device() -> Any:

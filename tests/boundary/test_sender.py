@@ -1,4 +1,4 @@
-"""Tests for the worker's sender (attnscore.boundary.worker.bound_sender): the lines it writes."""
+"""Tests for the worker's sender (attnscore.boundary.sender.bound_sender): the lines it writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from attnscore.boundary import wire
 from attnscore.boundary.outputs import Received, ReturnKind
-from attnscore.boundary.worker import bound_sender
+from attnscore.boundary.sender import bound_sender
 
 
 def _written(say) -> bytes:
