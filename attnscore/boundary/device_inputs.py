@@ -26,7 +26,12 @@ def python_int_inputs(
     the function as Python ints: 0-d int32 inputs (``max_seqlen_q``), as in process
     (:func:`attnscore.boundary.calls.argument_value`)."""
     scalar = [i for i, item in enumerate(items) if item.get("dtype") == "int32" and list(item.get("shape", [0])) == []]
+    if not scalar:  # nearly every call: no integer parameter
+        return _NO_INTS
     return frozenset(i for i in scalar if i < positional), frozenset(names[i] for i in scalar if i >= positional)
+
+
+_NO_INTS: tuple[frozenset[int], frozenset[str]] = (frozenset(), frozenset())
 
 
 def bound_inputs_on_device() -> Any:
@@ -42,12 +47,18 @@ def bound_inputs_on_device() -> Any:
     """
     import math
 
+    import numpy as np
     import torch
 
     from attnscore.boundary.calls import TORCH_DTYPES
 
     dtypes = {**TORCH_DTYPES, "bool": torch.bool, "int32": torch.int32}
+    # a dense input of a dtype numpy has too is viewed by numpy and handed to torch (one C call
+    # each, about a quarter of torch.frombuffer and a view): the same memory, shape, strides and
+    # storage bytes (count elements from the item's offset); bfloat16 and strided inputs by torch
+    as_numpy = {name: np.dtype(name) for name in dtypes if name != "bfloat16"}
     frombuffer, empty, prod, size_of = torch.frombuffer, torch.empty, math.prod, len
+    np_frombuffer, np_reshape, from_numpy = np.frombuffer, np.ndarray.reshape, torch.from_numpy
     base_type = torch._C.TensorBase
     view, as_strided, to, shape_of, strides_of = (
         base_type.view,
@@ -66,6 +77,9 @@ def bound_inputs_on_device() -> Any:
         if "strides" in item:  # a non-contiguous view of the shared storage (attnscore.boundary.layouts)
             storage = frombuffer(shared, dtype=dtype, count=int(item["count"]), offset=int(item["offset"]))
             return as_strided(storage, shape, [int(n) for n in item["strides"]], int(item["storage_offset"]))
+        dense = as_numpy.get(item["dtype"])
+        if dense is not None:
+            return from_numpy(np_reshape(np_frombuffer(shared, dense, count, int(item["offset"])), shape))
         flat = frombuffer(shared, dtype=dtype, count=count, offset=int(item["offset"]))
         return flat if size_of(shape) == 1 else view(flat, shape)  # a vector is already its shape
 

@@ -70,7 +70,7 @@ def _join_cgroup(path: str) -> None:
         os.close(fd)
 
 
-def _become_worker(fds: list[int], control: socket.socket, wake: int) -> None:
+def _become_worker(fds: list[int], control: socket.socket, wake: int, libc: Any = None) -> None:
     """In the forked child: read its own request from its request pipe (the template never holds
     it: no student's name, folder or limits passes through the template's memory, which every
     later child inherits), then everything the fresh path applies before the submission is read,
@@ -109,7 +109,7 @@ def _become_worker(fds: list[int], control: socket.socket, wake: int) -> None:
                     pass
         _limit(request["rlimits"])
         if request.get("disk_bytes"):  # root: a size-bound tmpfs working folder of its own
-            bound_folder(request["workdir"], request["uid"], int(request["disk_bytes"]))
+            bound_folder(request["workdir"], request["uid"], int(request["disk_bytes"]), libc)
         os.chdir(request["workdir"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -167,6 +167,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
     from attnscore.boundary import kernel_objects, worker  # noqa: F401 - kernel_objects: loaded before any fork
 
     libc = ctypes.CDLL(None, use_errno=True)
+    _ = (libc.unshare, libc.mount)  # looked up once, here: bound_folder uses them in every worker
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the template dies with the grader
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: escaped grandchildren are reaped here
     control = socket.socket(fileno=control_fd)
@@ -205,7 +206,7 @@ def serve(control_fd: int, config: dict[str, Any]) -> None:
                     except OSError:
                         pass
                 return
-            _fork_one(data, fds, control, wake_r, children)
+            _fork_one(data, fds, control, wake_r, children, libc)
 
 
 FORK = b"fork"
@@ -213,7 +214,9 @@ FORK = b"fork"
 folder and file, uid, limits, environment) reaches the child on its own request pipe."""
 
 
-def _fork_one(data: bytes, fds: list[int], control: socket.socket, wake: int, children: dict[int, int]) -> None:
+def _fork_one(
+    data: bytes, fds: list[int], control: socket.socket, wake: int, children: dict[int, int], libc: Any = None
+) -> None:
     if len(fds) != FDS or data != FORK:
         for fd in fds:
             os.close(fd)
@@ -227,7 +230,7 @@ def _fork_one(data: bytes, fds: list[int], control: socket.socket, wake: int, ch
             os.close(fd)
         return
     if pid == 0:  # pragma: no cover - the child; measured through the grader's tests
-        _become_worker(fds, control, wake)
+        _become_worker(fds, control, wake, libc)
     children[pid] = status
     _send_to(status, {"pid": pid})
     for fd in fds[:4]:

@@ -35,6 +35,7 @@ __all__ = [
     "encode_array",
     "encode_received",
     "loads",
+    "wire_dtype",
 ]
 
 VERSION = 1
@@ -64,7 +65,12 @@ _NATIVE: dict[str, np.dtype] = {}  # name -> the same dtype in this machine's by
 _KINDS_BY_WORD = {kind.value: kind for kind in ReturnKind}  # a kind's word -> its member, looked up once
 
 
-def _np_dtype(name: str) -> np.dtype:
+def wire_dtype(name: str) -> np.dtype:
+    """The little-endian numpy dtype an array of dtype ``name`` travels as (bfloat16: float32).
+
+    Raises:
+        TypeError: ``name`` is no dtype numpy knows.
+    """
     dt = _NP_DTYPES.get(name)
     if dt is None:
         dt = _NP_DTYPES[name] = np.dtype("float32" if name == "bfloat16" else name).newbyteorder("<")
@@ -83,6 +89,9 @@ def _size_or_none(shape: object) -> int | None:
             return None
         size *= s
     return size
+
+
+_np_dtype = wire_dtype
 
 
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:

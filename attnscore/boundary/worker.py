@@ -41,7 +41,7 @@ from attnscore.boundary.call_steps import (
 )
 from attnscore.boundary.confinement import confine as _confine
 from attnscore.boundary.confinement import forget_project as _forget_project
-from attnscore.boundary.confinement import header_folders
+from attnscore.boundary.confinement import header_folders, keep_header_folders
 from attnscore.boundary.confinement import use_mirrors as _use_mirrors
 from attnscore.boundary.device_inputs import (
     bound_copy_back,
@@ -65,6 +65,7 @@ from attnscore.boundary.failure_texts import (
     verdict_of_backward,
 )
 from attnscore.boundary.failure_texts import environment_clues as _environment_clues
+from attnscore.boundary.sender import bound_sender
 from attnscore.boundary.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ __all__ = [
 # Loaded before the privilege drop only to save each submission the time; correctness does not
 # depend on this list (everything else imports through the readable mirror after the drop).
 _PRELOAD = ("numpy", "torch.nn.functional")
+_WARM_RUNS = 16
+"""How often :func:`_first_use` runs in the template: Python 3.11 quickens a function's bytecode
+after 8 runs and specializes it as it goes, writing into the code object; done before the fork,
+those writes are not each worker's own copy of the pages (its copy-on-write faults)."""
 
 
 def _send(fd: int, message: Message) -> None:
@@ -106,60 +111,6 @@ def _send(fd: int, message: Message) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def bound_sender(fd: int) -> Any:
-    """A ``send(message)`` of a :data:`attnscore.boundary.wire.Message` for the reply pipe ``fd``
-    that holds everything it uses in its closure: the message encoder
-    (:func:`attnscore.boundary.wire.encode_message`, itself bound when ``wire`` was imported), the
-    C JSON encoder, ``os.write``, ``memoryview``. Built before the submission is imported, so
-    that patching this module's globals, ``json``, ``os`` or ``attnscore.boundary.wire`` afterwards
-    cannot change what the worker itself says (see :func:`serve`). ``send.returned(call_id, stage)``
-    writes :class:`~attnscore.boundary.wire.Returned` without building and encoding the message."""
-    import _json
-
-    from attnscore.boundary import wire
-
-    def refuse(obj: object) -> Any:
-        raise TypeError(f"not JSON data: {type(obj).__name__}")
-
-    encode = _json.make_encoder(None, refuse, _json.encode_basestring_ascii, None, ":", ", ", False, False, False)
-    join, write, view_of, version, as_json, size_of, type_of = (
-        "".join,
-        os.write,
-        memoryview,
-        wire.VERSION,
-        wire.encode_message,
-        len,
-        type,
-    )
-    stages = wire.CALL_STAGES
-
-    def write_line(data: bytes) -> None:
-        written = write(fd, data)  # the whole line, but for a long one into a full pipe
-        if written < size_of(data):
-            view = view_of(data)[written:]
-            while view:
-                view = view[write(fd, view) :]
-
-    def send(message: Message) -> None:
-        write_line(join(encode({"v": version, **as_json(message)}, 0)).encode("ascii") + b"\n")
-
-    # Returned, said twice per backward call and once per other call: its very line, formatted
-    lines = {stage: f'{{"v":{version}, "type":"returned", "id":%d, "stage":"{stage}"}}\n' for stage in stages}
-    whole, returned = int, wire.Returned
-
-    def say_returned(call_id: int, stage: str) -> None:
-        """``send(Returned(call_id, stage))``, the same bytes (a stage outside
-        :data:`~attnscore.boundary.wire.CALL_STAGES` or an id that is no int goes through ``send``)."""
-        line = lines.get(stage)
-        if line is None or type_of(call_id) is not whole:
-            send(returned(call_id, stage))
-            return
-        write_line((line % call_id).encode("ascii"))
-
-    send.returned = say_returned  # type: ignore[attr-defined]
-    return send
 
 
 def prepare(config: dict[str, Any]) -> None:
@@ -198,7 +149,9 @@ def load_runtime() -> None:
     # sysconfig's variables, read by every worker's Landlock rules (confinement.header_folders):
     # computed here once (4 ms), so that a worker forked from the template inherits them
     sysconfig.get_config_vars()
-    _first_use()
+    keep_header_folders()
+    for _ in range(_WARM_RUNS):
+        _first_use()
 
 
 def _first_use() -> None:
@@ -210,7 +163,7 @@ def _first_use() -> None:
     from attnscore.boundary import wire
     from attnscore.boundary.call_steps import bound_inspector
     from attnscore.boundary.device_inputs import bound_inputs_on_device, input_span
-    from attnscore.boundary.outputs import Received, to_received
+    from attnscore.boundary.outputs import Received, bound_to_received
 
     items = (
         {"name": "a", "dtype": "float64", "shape": [2, 2], "offset": 0},
@@ -218,14 +171,30 @@ def _first_use() -> None:
     )
     line = wire.dumps(wire.encode_message(wire.CallRequest(1, "float64", "cpu", ("a", "b"), items)))
     scratch = bytearray(128)  # as the shared memory: tensors are built over it
-    request = wire.decode_call(wire.bound_grader_lines()(line))
+    read_call = wire.bound_call_reader()
+    _, request = read_call(line)
+    _, request = read_call(line.replace(b'"id": 1,', b'"id": 2,'))  # the same line again: remembered
     args, _ = bound_inputs_on_device()(scratch, list(request.inputs), "cpu")
     spans = [input_span(item, arg) for item, arg in zip(items, args, strict=True)]
     value, _ = bound_inspector(scratch)(lambda a, b: a[0] + b, args, spans)
-    received = to_received(value)
+    received = bound_to_received()(value)
     if not isinstance(received, Received):  # pragma: no cover - a vector of two float64 values
         raise RuntimeError(f"the worker could not read back a tensor: {received}")
     wire.dumps(wire.encode_message(wire.CallResult(1, received, {"mutated": [], "aliased": [], "calls": []})))
+    _first_products()
+
+
+def _first_products() -> None:
+    """One tiny matrix-vector and matrix-matrix product per float dtype, as nearly every submission
+    makes: torch's first product reads the CPU's features (oneDNN's CPUID probe, a trip to the
+    hypervisor per query in a virtual machine) and MKL picks its kernels, once per process; done
+    in the template, no worker does it again. One thread (``torch.set_num_threads(1)``): no BLAS
+    or OpenMP thread starts (the template checks that it still runs one thread)."""
+    import torch
+
+    for dtype in (torch.float64, torch.float32):
+        a, v = torch.ones(3, 3, dtype=dtype), torch.ones(3, dtype=dtype)
+        (a @ v, a @ a, torch.bmm(a[None], a[None]))
 
 
 def confine_self(folder: str, config: dict[str, Any], resp_fd: int) -> bool:
@@ -333,27 +302,23 @@ def serve(
     from attnscore.boundary.calls import bound_python_ints, bound_trailing_nones, describe_exception
     from attnscore.boundary.gradients import NoBackward, as_callable, backward_call, first_output, resolve_factory
     from attnscore.boundary.modules import ModuleConfig, module_call
-    from attnscore.boundary.outputs import BadReturn, Received, to_received
+    from attnscore.boundary.outputs import BadReturn, Received, bound_to_received
     from attnscore.boundary.standins import run_notebook
     from attnscore.boundary.traps import Traps
     from attnscore.boundary.untrusted import cut
 
-    send, inspected = bound_sender(resp_fd), bound_inspector(shared)
+    send, inspected, to_received = bound_sender(resp_fd), bound_inspector(shared), bound_to_received()
+    say_result = send.result
     watch_compiles = bound_compile_watch(send)
     trapped = Traps(traps)  # installed just before the import: everything above is bound first
     backward_pass = bound_backward(inspected, backward_call, trapped.during)
-    device_inputs, copy_back, loads, decode_call = (
-        bound_inputs_on_device(),
-        bound_copy_back(),
-        wire.bound_grader_lines(),
-        wire.decode_call,
-    )
+    device_inputs, copy_back, read_call = bound_inputs_on_device(), bound_copy_back(), wire.bound_call_reader()
     settle = bound_settle(send, requests, copy_back, bound_copy_in())
     during, calls_seen, upstream_name = trapped.during, trapped.report, wire.UPSTREAM
     forget_calls = trapped.clear
     same_bytes = _same_bytes
     load_error, ready, importing = wire.LoadError, wire.Ready(), wire.Importing()
-    call_failed, call_result = wire.CallFailed, wire.CallResult
+    call_failed = wire.CallFailed
     grader_error, function_missing, bad_return = Verdict.GRADER_ERROR, Verdict.FUNCTION_MISSING, Verdict.BAD_RETURN_TYPE
     verdict_of, describe_failure, clues, span = failure_verdict, _describe_failure, _environment_clues, _span
     backward_verdict, callable_of, keyword_form = verdict_of_backward, as_callable, keyword_call
@@ -364,7 +329,7 @@ def serve(
     attribute_of, namespace_of, is_callable = getattr, vars, callable
     looked_up: dict[tuple[str, bool], Any] = {}  # (name, factory) -> (function, None) or (None, (verdict, message))
     missing_entry, missing_function, describe_import = missing_entry_text, missing_function_text, describe_import_error
-    listed, size_of, mapping, zipped = list, len, dict, zip
+    listed, size_of, mapping, zipped, mapped = list, len, dict, zip, map
     bind = functools.partial
     with_ints, int_inputs, with_nones = bound_python_ints(), python_int_inputs, bound_trailing_nones()
 
@@ -461,8 +426,8 @@ def serve(
         line = requests.readline()
         if not line:
             return
-        request = decode_call(loads(line))
-        call_id, inputs = request.id, listed(request.inputs)
+        call_id, request = read_call(line)  # request.id may be an earlier call's: call_id is this one's
+        inputs = listed(request.inputs)
         watch_compiles(call_id)
         if request.function:  # an assignment's call: its function, resolved at its first call and kept
             forget_calls()  # the ruled calls reported with its result are this call's own
@@ -495,7 +460,7 @@ def serve(
             callee = as_module(target, module_config(request.module), names, request.function or function_name)
         try:
             args, pairs = device_inputs(shared, inputs, device)
-            spans = [span(item, arg) if device == "cpu" else None for item, arg in zip(inputs, args, strict=True)]
+            spans = listed(mapped(span, inputs, args)) if device == "cpu" else [None] * size_of(args)
             upstream: Any = None
             if request.upstream is not None:  # dO, a view of the shared memory too
                 given, given_pairs = device_inputs(shared, [request.upstream], device)
@@ -504,9 +469,6 @@ def serve(
             send(call_failed(call_id, grader_error, cut(f"the worker could not build the inputs: {exc}", 300)))
             continue
 
-        def settled(stage: str, call_id: int = call_id, pairs: list[Any] = pairs) -> None:
-            settle(call_id, stage, pairs)
-
         backward: Any = None  # a backward call's WithGradients, NoBackward or BadReturn
         try:
             # 0-d int32 inputs (max_seqlen_q) reach the function as Python ints; the tensors are inspected
@@ -514,6 +476,7 @@ def serve(
             called = with_nones(called, request.trailing_nones)  # optional masks passed as None
             if upstream is not None:
                 target = keyword_form(called, positional, by_name, options) if by_name or options else called
+                settled = bind(settle, call_id, pairs=pairs)  # settled(stage)
                 value, changed, backward = backward_pass(
                     during("forward", target), names, args, upstream, spans, request, settled
                 )
@@ -541,7 +504,7 @@ def serve(
         try:
             received = backward if backward is not None else to_received(value)
             if backward is None and not isinstance(received, BadReturn):
-                settled("call")  # the grader reads the inputs, then writes its canaries into them
+                settle(call_id, "call", pairs)  # the grader reads the inputs, then writes its canaries into them
             # the output read again, after the canaries: one that shares an input's memory shows them
             probe = to_received(value) if not isinstance(received, BadReturn) else received
         except BaseException as exc:  # noqa: BLE001 - a returned object whose methods raise
@@ -556,7 +519,7 @@ def serve(
         # only when it differs from the value: the grader's canaries show where it read an input)
         mutated = [names[i] if i < count else upstream_name for i in changed if i <= count]
         again = probe.array if isinstance(probe, Received) and not same_bytes(probe.array, received.array) else None
-        send(call_result(call_id, received, {"mutated": mutated, "aliased": [], "calls": calls_seen()}, again))
+        say_result(call_id, received, {"mutated": mutated, "aliased": [], "calls": calls_seen()}, again)
 
 
 if __name__ == "__main__":  # pragma: no cover - started by attnscore.sandbox.launch

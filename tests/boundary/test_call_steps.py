@@ -160,7 +160,7 @@ def test_the_metadata_of_tensors_is_their_class_shape_strides_pointer_dtype_and_
 
 
 @pytest.mark.parametrize("name", ["nothing", "add", "unsqueeze", "class"])
-def test_without_operator_call_python_3_10_s_form_finds_the_same(shared, monkeypatch, name):
+def test_without_operator_call_as_on_python_3_10_it_finds_the_same(shared, monkeypatch, name):
     import operator
 
     args, spans = _inputs(shared)
@@ -184,3 +184,61 @@ def test_without_operator_call_python_3_10_s_form_finds_the_same(shared, monkeyp
         False,
         False,
     )
+
+
+def _settle_with(lines):
+    """A settle over a request pipe holding ``lines``, its sender's lines kept in ``said``."""
+    import io
+
+    from attnscore.boundary.call_steps import bound_settle
+
+    said = []
+
+    def send(message):
+        said.append(message)
+
+    requests = io.BufferedReader(io.BytesIO(b"".join(lines)))
+    return bound_settle(send, requests, lambda pairs: None, lambda pairs: None), said
+
+
+@pytest.mark.parametrize("stage", ["forward", "call"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(None, id="as the grader writes it"),
+        pytest.param(b'{"v":1,"type":"proceed","id":7,"stage":"%s"}\n', id="written another way"),
+        pytest.param(b'{"stage": "%s", "id": 7, "type": "proceed", "v": 1}', id="keys in another order, no newline"),
+    ],
+)
+def test_settle_goes_on_at_the_grader_s_proceed_however_it_is_written(stage, line):
+    from attnscore.boundary import wire
+
+    written = wire.dumps(wire.encode_message(wire.Proceed(7, stage))) if line is None else line % stage.encode()
+    settle, said = _settle_with([written])
+    settle(7, stage, [])
+    assert said == [wire.Returned(7, stage)]
+
+
+@pytest.mark.parametrize(
+    "proceed",
+    [
+        pytest.param((8, "call"), id="another call"),
+        pytest.param((7, "forward"), id="another stage"),
+        pytest.param(None, id="the pipe closed"),
+    ],
+)
+def test_settle_refuses_anything_but_this_call_s_proceed(proceed):
+    from attnscore.boundary import wire
+
+    lines = [] if proceed is None else [wire.dumps(wire.encode_message(wire.Proceed(*proceed)))]
+    settle, _ = _settle_with(lines)
+    with pytest.raises(EOFError):
+        settle(7, "call", [])
+
+
+def test_settle_parses_a_call_id_that_is_no_int():
+    """A bool id (``True == 1``) never takes the byte-for-byte shortcut: the line is parsed, as always."""
+    from attnscore.boundary import wire
+
+    settle, _ = _settle_with([wire.dumps(wire.encode_message(wire.Proceed(1, "call")))])
+    settle(True, "call", [])

@@ -1,4 +1,4 @@
-"""Tests for the worker's sender (attnscore.boundary.worker.bound_sender): the lines it writes."""
+"""Tests for the worker's sender (attnscore.boundary.sender.bound_sender): the lines it writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from attnscore.boundary import wire
 from attnscore.boundary.outputs import Received, ReturnKind
-from attnscore.boundary.worker import bound_sender
+from attnscore.boundary.sender import bound_sender
 
 
 def _written(say) -> bytes:
@@ -69,3 +69,23 @@ def test_a_line_longer_than_the_pipe_holds_is_written_whole():
     os.waitpid(pid, 0)
     reply = wire.decode_reply(wire.loads(line))
     assert isinstance(reply, wire.CallResult) and reply.value.array.tobytes() == value.array.tobytes()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(Received("tensor", "float32", "cpu", np.arange(6, dtype=np.float32).reshape(2, 3)), id="float32"),
+        pytest.param(Received("tensor", "bfloat16", "cpu", np.array([1.5, np.nan], dtype=np.float32)), id="bfloat16"),
+        pytest.param(Received("ndarray", "float64", "cuda:0", np.array(2.5)), id="0-d on a GPU"),
+        pytest.param(Received("list", "int32", "cpu", np.zeros((0, 3), dtype=np.int32)), id="empty int32"),
+        pytest.param(Received("tensor", "float16", "cpu", np.array([np.inf, -0.0], dtype=np.float16)), id="float16"),
+    ],
+)
+@pytest.mark.parametrize("probe", [None, np.array([7.0])], ids=["no probe", "a probe"])
+def test_send_result_writes_the_line_send_writes(value, probe):
+    """send.result(...) writes the very bytes of send(CallResult(...)), with or without a probe."""
+    inspection = {"mutated": ["q"], "aliased": [], "calls": ["torch.matmul@forward"]}
+    want = _written(lambda send: send(wire.CallResult(9, value, inspection, probe)))
+    got = _written(lambda send: send.result(9, value, inspection, probe))
+    assert got == want
+    assert wire.decode_reply(wire.loads(got)).value.array.tobytes() == value.array.tobytes()

@@ -190,3 +190,63 @@ def test_the_encoder_is_bound_when_wire_is_imported(monkeypatch):
     monkeypatch.setattr(wire, "CallResult", None)
     encoded = wire.encode_message(result(1, VALUE))
     assert encoded["type"] == "result" and encoded["value"]["data"] == "AACAPwAAAAA="
+
+
+def _call_line(call_id, shape=(3, 4), **fields):
+    items = (
+        {"name": "q", "dtype": "float32", "shape": [shape[1]], "offset": 0},
+        {"name": "keys", "dtype": "float32", "shape": list(shape), "offset": 64},
+    )
+    request = wire.CallRequest(call_id, "float32", "cpu", ("q", "keys"), items, **fields)
+    return request, wire.dumps(wire.encode_message(request))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 10**15), min_size=1, max_size=12),
+    shapes=st.lists(st.sampled_from([(3, 4), (2, 2), (1, 5)]), min_size=12, max_size=12),
+    options=st.sampled_from([{}, {"options": (("scale", 0.5),)}, {"trailing_nones": 1}, {"function": "attention"}]),
+)
+def test_the_call_reader_gives_what_decode_call_gives_with_the_line_s_own_id(ids, shapes, options):
+    """Lines that differ only in their id are read once: every line still gives its own id and
+    the request decode_call makes of it (but for request.id, an earlier line's when remembered)."""
+    read = wire.bound_call_reader()
+    for call_id, shape in zip(ids, shapes, strict=False):
+        request, line = _call_line(call_id, shape, **options)
+        got_id, got = read(line)
+        assert got_id == call_id
+        assert {**vars(got), "id": call_id} == vars(wire.decode_call(wire.loads(line)))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda line: line.replace(b'"id": 5,', b'"id": 05,'), id="a leading zero"),
+        pytest.param(lambda line: line.replace(b'"id": 5,', b'"id": -5,'), id="a negative id"),
+        pytest.param(lambda line: line.replace(b'"id": 5,', b'"id": 5.0,'), id="a float id"),
+        pytest.param(lambda line: line.replace(b'"v": 1', b'"v": 2'), id="another version"),
+    ],
+)
+def test_the_call_reader_never_takes_a_changed_line_for_a_remembered_one(edit):
+    """A remembered line's twin with an id the parser would refuse, or any other byte changed,
+    is parsed (and refused, or read, as decode_call does)."""
+    read = wire.bound_call_reader()
+    _, line = _call_line(4)
+    read(line)
+    _, line = _call_line(5)
+    changed = edit(line)
+    try:
+        want = wire.decode_call(wire.bound_grader_lines()(changed))
+    except (ValueError, KeyError, TypeError) as exc:
+        with pytest.raises(type(exc)):
+            read(changed)
+    else:
+        assert read(changed) == (want.id, want)
+
+
+def test_the_call_reader_forgets_past_its_size():
+    read = wire.bound_call_reader(size=2)
+    lines = [_call_line(i, shape)[1] for i, shape in enumerate([(3, 4), (2, 2), (1, 5), (3, 4)])]
+    for line in lines:
+        read(line)
+    assert read(_call_line(9, (3, 4))[1])[0] == 9
