@@ -91,13 +91,10 @@ def _size_or_none(shape: object) -> int | None:
     return size
 
 
-_np_dtype = wire_dtype
-
-
 def encode_array(array: np.ndarray, dtype: str | None = None) -> dict[str, Any]:
     """Encode ``array`` (its dtype named ``dtype``, default its own) as plain JSON data."""
     name = dtype or array.dtype.name
-    arr = np.asarray(array, dtype=_np_dtype(name))  # no copy when it already is: tobytes() writes C order
+    arr = np.asarray(array, dtype=wire_dtype(name))  # no copy when it already is: tobytes() writes C order
     return {"dtype": name, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 
@@ -124,7 +121,7 @@ def decode_array(obj: Any) -> tuple[str, np.ndarray]:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise WireError("expected base64 text for the data, found invalid base64") from None
-    dt = _np_dtype(name)
+    dt = wire_dtype(name)
     if len(raw) != size * dt.itemsize:
         raise WireError(f"expected {size * dt.itemsize} bytes for shape {shape} {name}, found {len(raw)}")
     arr = np.frombuffer(raw, dtype=dt).reshape(shape).astype(_NATIVE[name], copy=True)

@@ -411,16 +411,6 @@ class SandboxRunner(RunnerBase):
             os.pwrite(self.shared, span, 0)
         return layout, raws, span
 
-    def call(
-        self,
-        args: Mapping[str, np.ndarray],
-        dtype: str,
-        layouts: Mapping[str, str] | None = None,
-        upstream: np.ndarray | None = None,
-    ) -> Outcome:
-        """One call (:meth:`attnscore.check.runner.Runner.call`): :meth:`call_with` straight away."""
-        return self.call_with(args, dtype, layouts or {}, upstream)
-
     def _outcome(
         self, args: Mapping[str, np.ndarray], dtype: str, layouts: Mapping[str, str], upstream: np.ndarray | None
     ) -> Outcome:
