@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from attnscore.cli.collector import freeze_after_imports
+from attnscore.cli.collector import freeze_after_imports, freeze_at_exit
 from attnscore.cli.errors import CommandError, command_error, error_log_folder, write_error_log
 
 __all__ = ["main", "run", "LazyGroup", "COMMANDS", "error_log_folder", "write_error_log"]
@@ -82,8 +82,13 @@ def run() -> None:
     Before parsing, it moves every object the imports made into the collector's permanent
     generation, and does again once torch has been imported (torch's objects alone are over a
     million: :func:`attnscore.cli.collector.freeze_after_imports`), so that no full collection in
-    this short-lived process scans them again; each would cost about 0.1 s. Code that calls
+    this short-lived process scans them again; each would cost about 0.1 s. As the command ends
+    (with any exit code), it freezes once more (:func:`attnscore.cli.collector.freeze_at_exit`),
+    so that the interpreter's shutdown scans nothing either. Code that calls
     :func:`main` inside a longer-lived process (tests, notebooks) leaves its collector as it is.
     """
     freeze_after_imports()
-    main(prog_name="attnscore")
+    try:
+        main(prog_name="attnscore")
+    finally:
+        freeze_at_exit()

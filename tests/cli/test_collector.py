@@ -144,3 +144,46 @@ def test_main_called_in_process_leaves_the_collector_as_it_is():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "False"]
+
+
+_ENDS = """
+import gc, sys
+from attnscore.cli import run
+sys.argv = ["attnscore", *sys.argv[1:]]
+try:
+    run()
+except SystemExit as exc:
+    print("exit", exc.code)
+print("unfrozen", len(gc.get_objects()))
+"""
+
+
+def test_the_console_script_leaves_nothing_for_the_shutdown_collections_to_scan():
+    """As a command ends, what it built after torch's import is frozen too, so the interpreter's
+    collections while it shuts down scan nothing (``attnscore specs`` left 36,806 objects to them)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ENDS, "specs"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    words = done.stdout.split()
+    assert words[words.index("exit") + 1] == "0", done.stdout + done.stderr
+    assert int(words[words.index("unfrozen") + 1]) < 100, done.stdout
+
+
+def test_a_command_that_fails_also_ends_frozen():
+    """A command that stops on a user's mistake (exit 2) freezes the collector all the same."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ENDS, "check", "no_such_file.py", "--spec", "dot_product_scores"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    words = done.stdout.split()
+    assert words[words.index("exit") + 1] == "2", done.stdout + done.stderr
+    assert int(words[words.index("unfrozen") + 1]) < 100, done.stdout

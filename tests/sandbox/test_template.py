@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -600,3 +601,30 @@ def test_cli_grade_starts_the_worker_template_before_importing_torch():
     )
     assert done.stderr.strip().splitlines()[-1] == "exit 0 [False]", done.stderr[-2000:]
     assert json.loads(done.stdout)["score"] == 11
+
+
+def test_closing_a_template_ends_it_and_the_workers_it_forked():
+    """``close``: the template ends with exit code 0 (at once, ``os._exit``: no interpreter shutdown
+    to wait for), and a worker it forked that still runs (here one waiting for its setup) dies with it."""
+    from attnscore.sandbox.folders import worker_lib
+    from attnscore.sandbox.processes import scrubbed_env
+
+    template = WorkerTemplate(sys.executable, worker_lib(), {"mirrors": []}, scrubbed_env("/"))
+    ends: list[int] = []
+    try:
+        template.wait_ready()
+        request, response, output = os.pipe(), os.pipe(), os.pipe()
+        memory = os.memfd_create("attnscore-test-inputs")
+        child = template.fork((request[0], response[1], output[1], memory))
+        for fd in (request[0], response[1], output[1], memory):
+            os.close(fd)
+        worker = os.pidfd_open(child.pid)
+        ends += [request[1], response[0], output[0]]
+        assert not select.select([worker], [], [], 0)[0]  # it waits for the setup line it never gets
+    finally:
+        template.close()
+        for fd in ends:
+            os.close(fd)
+    assert template.proc.returncode == 0
+    assert select.select([worker], [], [], HANG_GUARD_S)[0], "the forked worker outlived its template"
+    os.close(worker)
