@@ -117,7 +117,11 @@ def _import(path: str) -> tuple[ModuleType, Registered]:
     sys.path.insert(0, folder)  # the file's own helper modules beside it, while it loads
     try:
         with collecting() as found:
-            spec.loader.exec_module(module)
+            # The bytes hashed above, compiled here: the module is what its name says. The
+            # loader's own exec_module would read __pycache__'s bytecode wherever its recorded
+            # mtime and size match the file, which an edit of the same size within the same second
+            # leaves them doing: the old reference would then fill the new key's golden values.
+            exec(compile(data, path, "exec", dont_inherit=True), module.__dict__)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from the file are its failure too
         sys.modules.pop(name, None)
         _HELPERS[path] = _forget_helpers(folder, already)

@@ -70,3 +70,26 @@ def test_a_new_reference_never_reuses_golden_values(tmp_path: Path, cache: Path)
     np.testing.assert_array_equal(again[0].calls[0].golden, [3.0, -6.0])
     drawn = again[1].calls[0]
     np.testing.assert_allclose(drawn.golden, 3 * drawn.args["x"].astype(np.float64))
+
+
+def test_a_same_size_edit_within_the_same_second_is_never_read_from_stale_bytecode(tmp_path: Path, cache: Path) -> None:
+    """The reference edited to a file of the same size and the same mtime (an edit within the same
+    second): Python's bytecode cache in ``__pycache__`` still looks current for it, but the new
+    key's golden values are the new reference's, and the old key's stay the old one's."""
+    import importlib.util
+    import os
+    import py_compile
+
+    path = write(tmp_path, 2)
+    reference = tmp_path / "double_reference.py"
+    stamp = reference.stat().st_mtime_ns
+    # the old reference's bytecode, as any import of it (an older attnscore's, the instructor's own) leaves it
+    py_compile.compile(str(reference), cfile=importlib.util.cache_from_source(str(reference)), doraise=True)
+    first = cached_cases(load_spec(path), "float32")
+    write(tmp_path, 3)
+    os.utime(reference, ns=(stamp, stamp))
+    again = cached_cases(load_spec(path), "float32")
+    np.testing.assert_array_equal(first[0].calls[0].golden, [2.0, -4.0])
+    np.testing.assert_array_equal(again[0].calls[0].golden, [3.0, -6.0])
+    drawn = again[1].calls[0]
+    np.testing.assert_allclose(drawn.golden, 3 * drawn.args["x"].astype(np.float64))
