@@ -11,11 +11,11 @@ module-level objects live until the process ends.
 :func:`freeze_after_imports` moves what is there into the collector's permanent generation
 (:func:`gc.freeze`) at once, again right before ``torch``'s code runs, and again after it, by
 whoever imports it. Objects made later are collected as always, so a long class run's memory
-stays flat. :func:`freeze_at_exit` freezes once more as the command ends: the interpreter's own full
-collections while it shuts down then scan nothing (without it, 0.1 to 0.5 s at the end of every
-command that drew a report or imported matplotlib). Only the console script
-(:func:`attnscore.cli.run`) calls them: a process that calls :func:`attnscore.cli.main` itself
-(tests, notebooks) keeps its collector as it is.
+stays flat. :func:`freeze_at_exit` freezes once more as the command ends: the interpreter's own
+full collections while it shuts down then scan nothing (without it, about 0.1 s at the end of a
+class run; 0.5 s in a process that imported torch and matplotlib and froze neither). Only the
+console script (:func:`attnscore.cli.run`) calls them: a process that calls
+:func:`attnscore.cli.main` itself (tests, notebooks) keeps its collector as it is.
 """
 
 from __future__ import annotations
