@@ -11,6 +11,8 @@ is the one line naming the active layers, reported with every result.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from attnscore.boundary import kernel_objects, landlock
@@ -18,7 +20,7 @@ from attnscore.boundary.template_server import WORKER_NICE
 from attnscore.sandbox import bwrap, cgroup, gpu, machine, uids
 from attnscore.sandbox.limits import Limits
 
-__all__ = ["SandboxPlan", "protections", "resolve", "use_template"]
+__all__ = ["SandboxPlan", "TemplateShape", "ask_ahead", "protections", "resolve", "template_shape", "use_template"]
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,73 @@ def resolve(limits: Limits | None = None) -> SandboxPlan:
             be (a grader that is not root, or a GPU): pass ``bwrap=False`` too.
     """
     limits = limits or Limits()
+    _wait_for_asked()
     return _finish(limits, *_first_decisions(limits))
+
+
+@dataclass(frozen=True)
+class TemplateShape:
+    """What starting a worker template needs of the plan (:func:`template_shape`): whether workers
+    are forked from one (``template``), inside bubblewrap (``bwrap``), dropping to a uid of their
+    own (``drops_uid``), and the options they came from (``limits``)."""
+
+    limits: Limits
+    bwrap: bool
+    template: bool
+    drops_uid: bool
+
+
+def template_shape(limits: Limits | None = None) -> TemplateShape:
+    """The decisions of :func:`resolve` that starting the worker template needs, asked of the
+    machine without its slow probes (the working folder's tmpfs and the IPC namespace, each a
+    short child process, which only the rest of the plan needs): bubblewrap's own probe only.
+
+    Raises:
+        RuntimeError: as :func:`resolve`.
+    """
+    limits = limits or Limits()
+    use_bwrap, template, drops_uid, _ = _first_decisions(limits)
+    return TemplateShape(limits, use_bwrap, template, drops_uid)
+
+
+_ASKED: list[threading.Thread] = []
+_ASKED_LOCK = threading.Lock()
+
+
+def _slow_probes() -> list[Callable[[], bool]]:
+    """The machine's probes that each start a child process and wait for it: the tmpfs working
+    folder and the IPC namespace, asked only of a root grader (for anyone else both answer at once)."""
+    return [machine.mounts_work_folder, kernel_objects.ipc_namespaces_available] if uids.drops_privileges() else []
+
+
+def ask_ahead() -> None:
+    """Ask the machine's slow probes now, side by side, each in a background thread that waits for
+    its child process, while this process goes on (a command that starts the worker template first,
+    which needs only :func:`template_shape`, then imports and loads the spec meanwhile). Every
+    probe keeps its answer for the process (``functools.cache``): :func:`resolve` waits for the
+    threads asked here, then reads the answers. A probe that fails in its thread is asked again
+    by :func:`resolve`, where its error is seen."""
+    with _ASKED_LOCK:
+        for probe in _slow_probes():
+            thread = threading.Thread(target=_quietly, args=(probe,), name="attnscore-probe", daemon=True)
+            thread.start()
+            _ASKED.append(thread)
+
+
+def _quietly(probe: Callable[[], bool]) -> None:
+    try:
+        probe()
+    except Exception:  # noqa: BLE001 - asked again by resolve, in the caller's thread: raised there
+        pass
+
+
+def _wait_for_asked() -> None:
+    """Wait for the probes :func:`ask_ahead` started (none: at once), so that each is asked once."""
+    with _ASKED_LOCK:
+        asked = list(_ASKED)
+        _ASKED.clear()
+    for thread in asked:
+        thread.join()
 
 
 def use_template(limits: Limits) -> bool:

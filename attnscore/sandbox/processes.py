@@ -18,7 +18,7 @@ from attnscore.sandbox import cgroup, gpu
 from attnscore.sandbox.bwrap import template_prefix
 from attnscore.sandbox.folders import sweep_dead_runs, worker_lib
 from attnscore.sandbox.limits import Limits
-from attnscore.sandbox.plan import SandboxPlan, resolve
+from attnscore.sandbox.plan import SandboxPlan, TemplateShape, ask_ahead, resolve, template_shape
 from attnscore.sandbox.removal import remove_tree, run_prefix
 from attnscore.sandbox.runtime import WorkerRuntime, worker_runtime
 from attnscore.sandbox.template import TemplateError, WorkerTemplate
@@ -125,7 +125,7 @@ def scrubbed_env(home: str, device: str | None = None) -> dict[str, str]:
     }
 
 
-def runtime_for(plan: SandboxPlan) -> WorkerRuntime:
+def runtime_for(plan: SandboxPlan | TemplateShape) -> WorkerRuntime:
     """The interpreter workers run: through a readable mirror when they drop to another uid
     outside bubblewrap (inside it, the view's own folders are readable)."""
     if plan.drops_uid and not plan.bwrap:
@@ -186,8 +186,18 @@ def template_for(runtime: WorkerRuntime, required: bool, bwrap: bool = False) ->
 def warm_template(limits: Limits | None = None, wait: bool = True) -> str | None:
     """Start this process's worker template now (grader processes forked afterwards share it);
     with ``wait``, until it has loaded torch. Returns why it could not start, or None (also when
-    the limits do not use a template, or not ``wait``: then the first submission finds out)."""
-    plan = resolve(limits)
+    the limits do not use a template, or not ``wait``: then the first submission finds out).
+
+    Without ``wait`` (a command's first step) the template starts after bubblewrap's probe alone
+    (:func:`~attnscore.sandbox.plan.template_shape`), and the machine's slower probes run side by
+    side in the background (:func:`~attnscore.sandbox.plan.ask_ahead`) while this process goes on.
+    The template is always started from the calling thread: bubblewrap's ``--die-with-parent``
+    ends it with the thread that started it."""
+    if wait:
+        plan: SandboxPlan | TemplateShape = resolve(limits)
+    else:
+        ask_ahead()
+        plan = template_shape(limits)
     if not plan.template:
         return None
     try:

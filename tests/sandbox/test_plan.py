@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import threading
 
 import numpy as np
 import pytest
 
-from attnscore.boundary import landlock
+from attnscore.boundary import kernel_objects, landlock
 from attnscore.boundary.outputs import CallFailure
-from attnscore.sandbox import bwrap, gpu, machine, plan, uids
+from attnscore.sandbox import bwrap, gpu, machine, plan, processes, uids
 from attnscore.sandbox.limits import Limits
 from attnscore.sandbox.plan import SandboxPlan, protections, resolve, use_template
 from attnscore.sandbox.runner import SandboxRunner
@@ -161,3 +163,72 @@ def test_a_runner_asks_the_options_and_the_machine_once(tmp_path, monkeypatch):
         values.append(runner.call(args, "float64"))
         assert runner.plan is first and runner.starts == 2
     assert all(not isinstance(v, CallFailure) and v.array.tolist() == [1.0, 0.0] for v in values), values
+
+
+def _held_probe(answer: bool, started: threading.Barrier, release: threading.Event, asked: list[str]):
+    """A slow probe: it notes the thread it runs in, waits until the other probe runs too
+    (``started``), then until ``release``; kept per process like the real ones."""
+
+    @functools.cache
+    def probe() -> bool:
+        asked.append(threading.current_thread().name)
+        started.wait()
+        assert release.wait(10), "never released"
+        return answer
+
+    return probe
+
+
+def test_the_slow_probes_run_side_by_side_in_the_background_and_resolve_waits_for_them(monkeypatch):
+    """ask_ahead starts the tmpfs and IPC probes at once, each in a thread of its own; resolve waits
+    until both have answered and takes their answers, asking neither again."""
+    _machine(monkeypatch)
+    started, release, asked = threading.Barrier(3, timeout=10), threading.Event(), []
+    monkeypatch.setattr(machine, "mounts_work_folder", _held_probe(False, started, release, asked))
+    monkeypatch.setattr(kernel_objects, "ipc_namespaces_available", _held_probe(True, started, release, asked))
+    plan.ask_ahead()
+    started.wait()  # passes only once both probes are under way together, outside this thread
+    resolved: list[SandboxPlan] = []
+    resolving = threading.Thread(target=lambda: resolved.append(resolve(Limits())))
+    resolving.start()
+    resolving.join(0.3)
+    assert resolving.is_alive() and not resolved  # resolve waits for the probes asked ahead
+    release.set()
+    resolving.join(10)
+    assert asked == ["attnscore-probe", "attnscore-probe"]
+    assert resolved[0].disk == "checked"  # the tmpfs probe's answer
+    assert "an IPC namespace per worker" in resolved[0].protections  # the IPC probe's answer
+    assert not plan._ASKED
+
+
+def test_a_grader_that_is_not_root_asks_nothing_ahead(monkeypatch):
+    """Without root both slow probes answer at once: no thread is started for them."""
+    _machine(monkeypatch, root=False)
+    plan.ask_ahead()
+    assert not plan._ASKED
+    assert resolve(Limits()).drops_uid is False
+
+
+def test_a_command_starts_its_template_without_waiting_for_the_slow_probes(monkeypatch):
+    """warm_template(wait=False), a command's first step, starts the template from the calling
+    thread (bubblewrap ends a template with the thread that started it) after bubblewrap's probe
+    alone, while the slow probes still run."""
+    _machine(monkeypatch)
+    started, release, asked = threading.Barrier(3, timeout=10), threading.Event(), []
+    monkeypatch.setattr(machine, "mounts_work_folder", _held_probe(True, started, release, asked))
+    monkeypatch.setattr(kernel_objects, "ipc_namespaces_available", _held_probe(True, started, release, asked))
+    starts: list[tuple[str, bool]] = []
+    here = threading.current_thread().name
+
+    def template_for(runtime: object, required: bool, bwrap: bool) -> None:
+        starts.append((threading.current_thread().name, bwrap))
+
+    monkeypatch.setattr(processes, "template_for", template_for)
+    try:
+        assert processes.warm_template(Limits(), wait=False) is None
+        assert starts == [(here, True)]
+        started.wait()  # the probes were still under way when the template started
+    finally:
+        release.set()
+        plan._wait_for_asked()
+    assert sorted(asked) == ["attnscore-probe", "attnscore-probe"]
