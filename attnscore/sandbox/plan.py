@@ -129,13 +129,21 @@ def ask_ahead() -> None:
     its child process, while this process goes on (a command that starts the worker template first,
     which needs only :func:`template_shape`, then imports and loads the spec meanwhile). Every
     probe keeps its answer for the process (``functools.cache``): :func:`resolve` waits for the
-    threads asked here, then reads the answers. A probe that fails in its thread is asked again
-    by :func:`resolve`, where its error is seen."""
+    threads asked here, then reads the answers; a probe answered before is not asked again. A
+    probe that fails in its thread is asked again by :func:`resolve`, where its error is seen."""
     with _ASKED_LOCK:
         for probe in _slow_probes():
+            if _answered(probe):
+                continue
             thread = threading.Thread(target=_quietly, args=(probe,), name="attnscore-probe", daemon=True)
             thread.start()
             _ASKED.append(thread)
+
+
+def _answered(probe: Callable[[], bool]) -> bool:
+    """Whether ``probe`` (a ``functools.cache`` function) has its answer already."""
+    info = getattr(probe, "cache_info", None)
+    return info is not None and info().currsize > 0
 
 
 def _quietly(probe: Callable[[], bool]) -> None:

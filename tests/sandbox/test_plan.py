@@ -232,3 +232,21 @@ def test_a_command_starts_its_template_without_waiting_for_the_slow_probes(monke
         release.set()
         plan._wait_for_asked()
     assert sorted(asked) == ["attnscore-probe", "attnscore-probe"]
+
+
+def test_a_probe_answered_before_is_not_asked_ahead_again(monkeypatch):
+    """A later command step (a dask task per chunk) asks ahead again: only what has no answer yet
+    gets a thread."""
+    _machine(monkeypatch)
+    asked: list[str] = []
+
+    def probe(name: str):
+        return functools.cache(lambda: asked.append(name) or True)
+
+    monkeypatch.setattr(machine, "mounts_work_folder", probe("tmpfs"))
+    monkeypatch.setattr(kernel_objects, "ipc_namespaces_available", probe("ipc"))
+    plan.ask_ahead()
+    plan._wait_for_asked()
+    plan.ask_ahead()
+    assert not plan._ASKED
+    assert sorted(asked) == ["ipc", "tmpfs"]
