@@ -135,7 +135,9 @@ def ask_ahead() -> None:
         for probe in _slow_probes():
             if _answered(probe):
                 continue
-            thread = threading.Thread(target=_quietly, args=(probe,), name="attnscore-probe", daemon=True)
+            # not a daemon: a command that ends early still lets its probes finish and remove their
+            # scratch folders (the interpreter waits for them at exit; each takes about 0.1 s)
+            thread = threading.Thread(target=_quietly, args=(probe,), name="attnscore-probe", daemon=False)
             thread.start()
             _ASKED.append(thread)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -250,3 +252,29 @@ def test_a_probe_answered_before_is_not_asked_ahead_again(monkeypatch):
     plan.ask_ahead()
     assert not plan._ASKED
     assert sorted(asked) == ["ipc", "tmpfs"]
+
+
+def test_a_command_that_ends_at_once_still_lets_its_probes_finish(tmp_path):
+    """A command that fails right after asking ahead (a bad argument) ends only once its probes
+    have finished: they remove their scratch folders, so nothing is left behind in /tmp."""
+    done = tmp_path / "probe-finished"
+    code = "\n".join(
+        [
+            "import functools, pathlib, time",
+            "from attnscore.boundary import kernel_objects",
+            "from attnscore.sandbox import machine, plan, uids",
+            "uids.drops_privileges = lambda: True",
+            "@functools.cache",
+            "def slow():",
+            "    time.sleep(0.5)",
+            f"    pathlib.Path({str(done)!r}).write_text('done')",
+            "    return True",
+            "machine.mounts_work_folder = slow",
+            "kernel_objects.ipc_namespaces_available = functools.cache(lambda: True)",
+            "plan.ask_ahead()",
+            "raise SystemExit(2)",
+        ]
+    )
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 2, ended.stderr
+    assert done.read_text() == "done"
